@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# THE project test command: bash deploy/local/test.sh
+#
+# Starts Kafka and PostgreSQL (up.sh), then runs go vet, the unit tests and the
+# integration tests against them, and stops them again on exit (down.sh) unless
+# EXACTLY_KEEP_UP=1. Every step runs even if an earlier one failed; the exit code
+# is non-zero when any step failed. GOTESTFLAGS (e.g. "-v -run TestX") is passed
+# to both go test runs.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$HERE/lib.sh"
+cd "$HERE/../.."
+
+declare -a failed=() passed=()
+
+cleanup() {
+	local rc=$?
+	if [[ "${EXACTLY_KEEP_UP:-0}" == "1" ]]; then
+		log "EXACTLY_KEEP_UP=1: leaving Kafka and PostgreSQL running (bash deploy/local/down.sh stops them)"
+	else
+		bash "$HERE/down.sh" || true
+	fi
+	log "steps ok: ${passed[*]:-none}; steps failed: ${failed[*]:-none}"
+	if ((rc == 0)); then log "TESTS PASSED"; else log "TESTS FAILED (exit $rc)"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
+	export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null 2>&1 || die "go not found on PATH"
+
+# run NAME CMD...: run one step, record its result, never abort the script.
+run() {
+	local name="$1" start rc=0
+	shift
+	start="$(now)"
+	log "==> $name: $*"
+	"$@" || rc=$?
+	if ((rc == 0)); then
+		passed+=("$name")
+		log "<== $name ok ($(elapsed "$start")s)"
+	else
+		failed+=("$name")
+		log "<== $name FAILED with exit code $rc ($(elapsed "$start")s)"
+	fi
+}
+
+bash "$HERE/up.sh"
+# shellcheck disable=SC1091 # written by up.sh
+. "$EXACTLY_RUN_DIR/env"
+
+declare -a gotestflags=()
+read -r -a gotestflags <<<"${GOTESTFLAGS:-}"
+
+run vet go vet ./...
+run unit go test -race -count=1 "${gotestflags[@]}" ./...
+if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
+	run integration go test -race -count=1 -tags integration -timeout 30m "${gotestflags[@]}" ./integration/...
+else
+	log "################################################################"
+	log "## SKIPPING INTEGRATION TESTS: ./integration has no *_test.go ##"
+	log "## (nothing ran against the real Kafka and PostgreSQL)        ##"
+	log "################################################################"
+fi
+
+((${#failed[@]} == 0))

@@ -1,0 +1,60 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ErrCrashed is returned by Run when a failpoint's crash action returned
+// instead of ending the process (as the embedded demo's action does).
+var ErrCrashed = errors.New("crashed at failpoint")
+
+// Dead-letter reasons, written to the exactly.dlq.reason header. They name
+// the step of the pipeline that rejected the record.
+const (
+	ReasonDecode = "decode"
+	ReasonKey    = "key"
+	ReasonEncode = "encode"
+)
+
+// RecordError is a permanent fault of one input record. The stage writes
+// the record to the dead-letter topic, with Reason and Err in its headers,
+// in the same transaction that commits its offset.
+type RecordError struct {
+	Reason string // one of the Reason constants
+	Err    error
+}
+
+func (e *RecordError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// IsFatal reports whether err from a Kafka session will not go away by
+// rebuilding the session: authorization failures and a client configuration
+// rejected by the client itself. Other errors (a broker restart, a fenced
+// or timed-out transaction, a lost coordinator) are retried with backoff.
+func IsFatal(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var cfgErr *configError
+	if errors.As(err, &cfgErr) {
+		return true
+	}
+	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
+		errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
+		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.SaslAuthenticationFailed)
+}
+
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+func newConfigError(format string, args ...any) error {
+	return &configError{fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,65 @@
+package processor
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// FailpointEnv is the environment variable that arms failpoints in the CLI.
+const FailpointEnv = "EXACTLY_FAILPOINT"
+
+// Failpoint names. A failpoint is armed as NAME@N and fires at the Nth
+// transaction that a stage of this process ends (counting from 1).
+const (
+	// CrashBeforeCommit fires once the Nth transaction's records have been
+	// flushed to the broker and before EndTxn is sent: the transaction is
+	// left open for the broker, or the next instance, to abort.
+	CrashBeforeCommit = "crash-before-commit"
+	// CrashAfterCommit fires right after the Nth transaction has committed,
+	// before anything else happens.
+	CrashAfterCommit = "crash-after-commit"
+)
+
+// Failpoint makes a stage crash at a named point, to prove recovery.
+type Failpoint struct {
+	Name string // CrashBeforeCommit or CrashAfterCommit
+	N    int    // the transaction number, >= 1
+}
+
+// String returns the NAME@N form.
+func (f Failpoint) String() string { return f.Name + "@" + strconv.Itoa(f.N) }
+
+// ParseFailpoints parses a comma-separated list of NAME@N, as set in
+// EXACTLY_FAILPOINT. An empty string yields no failpoints.
+func ParseFailpoints(s string) ([]Failpoint, error) {
+	var fps []Failpoint
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, n, ok := strings.Cut(part, "@")
+		if !ok {
+			return nil, fmt.Errorf("failpoint %q: want NAME@N", part)
+		}
+		if name != CrashBeforeCommit && name != CrashAfterCommit {
+			return nil, fmt.Errorf("failpoint %q: unknown name %q (valid: %s, %s)", part, name, CrashBeforeCommit, CrashAfterCommit)
+		}
+		num, err := strconv.Atoi(n)
+		if err != nil || num < 1 {
+			return nil, fmt.Errorf("failpoint %q: N must be an integer >= 1", part)
+		}
+		fps = append(fps, Failpoint{Name: name, N: num})
+	}
+	return fps, nil
+}
+
+// KillSelf ends the process at once with SIGKILL: no deferred function, no
+// flush, no LeaveGroup, no EndTxn. It is the default crash action.
+func KillSelf() {
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // SIGKILL is not deliverable late; never return
+}

@@ -1,0 +1,508 @@
+// Package processor is the exactly-once Kafka→Kafka stage engine.
+//
+// A Stage consumes one input topic in a consumer group with
+// isolation.level=read_committed, turns each record into an output record or
+// a dead letter, and commits the outputs, the dead letters and the group's
+// offsets in one Kafka transaction (KIP-98, with the offsets sent in the
+// transaction as KIP-447 specifies). Either all of a transaction becomes
+// visible to read_committed readers or none of it does, so a crash at any
+// instant is recovered by the next instance with neither loss nor
+// duplicates.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/serde"
+)
+
+// Config is what a Stage needs. Every field without a stated default is
+// required.
+type Config struct {
+	Stage      string   // stage name; part of the group and transactional ID
+	InstanceID string   // stable per instance, e.g. the hostname
+	Brokers    []string // seed brokers, host:port
+	ClientID   string   // Kafka client.id; default "exactly"
+
+	Input        string // input topic
+	Output       string // output topic
+	DeadLetter   string // dead-letter topic
+	InputFormat  string // serde format name; default "json"
+	OutputFormat string // serde format name; default "json"
+	// KeyField, when set, makes the output key the value of this top-level
+	// field of a JSON object value. A record without it is dead-lettered.
+	KeyField string
+
+	// CommitInterval bounds how long one transaction stays open; default
+	// 100ms.
+	CommitInterval time.Duration
+	// MaxRecords bounds the input records in one transaction; default 10000.
+	MaxRecords int
+	// TransactionTimeout is the producer's transaction.timeout.ms: how long
+	// the broker keeps a transaction open before aborting it; default 30s.
+	TransactionTimeout time.Duration
+}
+
+// Group returns the consumer group of the stage: exactly-<stage>.
+func (c Config) Group() string { return "exactly-" + c.Stage }
+
+// TransactionalID returns the instance's transactional ID,
+// exactly-<stage>-<instance>. It is stable across restarts so that a
+// restarted instance fences its predecessor and aborts its open transaction
+// at once (KIP-98 InitProducerId), instead of leaving the last stable offset
+// stuck until transaction.timeout.ms.
+func (c Config) TransactionalID() string { return "exactly-" + c.Stage + "-" + c.InstanceID }
+
+// Option configures a Stage.
+type Option func(*Stage)
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(s *Stage) { s.log = l } }
+
+// WithKafkaOptions appends franz-go options to every client the stage
+// builds, after its own (for example a kgo.Dialer in tests).
+func WithKafkaOptions(opts ...kgo.Opt) Option {
+	return func(s *Stage) { s.kopts = append(s.kopts, opts...) }
+}
+
+// WithFailpoints arms failpoints (see ParseFailpoints).
+func WithFailpoints(fps ...Failpoint) Option {
+	return func(s *Stage) { s.failpoints = append(s.failpoints, fps...) }
+}
+
+// WithCrashAction replaces what a failpoint does when it fires. The default
+// is KillSelf. If the action returns, Run returns ErrCrashed without ending
+// the transaction or closing the client cleanly.
+func WithCrashAction(f func()) Option { return func(s *Stage) { s.crash = f } }
+
+// Stats are counters of one Stage since it was built.
+type Stats struct {
+	Consumed     int64 // input records polled
+	Produced     int64 // output records in committed transactions
+	DeadLettered int64 // dead letters in committed transactions
+	Committed    int64 // transactions committed
+	Aborted      int64 // transactions aborted (rebalance, produce error)
+	Rebuilds     int64 // sessions rebuilt after an error
+}
+
+// Stage is one instance of a Kafka→Kafka stage.
+type Stage struct {
+	cfg        Config
+	in, out    serde.Codec
+	log        *slog.Logger
+	kopts      []kgo.Opt
+	failpoints []Failpoint
+	crash      func()
+
+	txns int // transactions ended by this instance, for failpoints
+
+	consumed, produced, deadLettered atomic.Int64
+	committed, aborted, rebuilds     atomic.Int64
+}
+
+// New validates cfg and returns a Stage. It does no network I/O.
+func New(cfg Config, opts ...Option) (*Stage, error) {
+	if cfg.ClientID == "" {
+		cfg.ClientID = "exactly"
+	}
+	if cfg.InputFormat == "" {
+		cfg.InputFormat = serde.JSON
+	}
+	if cfg.OutputFormat == "" {
+		cfg.OutputFormat = serde.JSON
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = 100 * time.Millisecond
+	}
+	if cfg.MaxRecords == 0 {
+		cfg.MaxRecords = 10000
+	}
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = 30 * time.Second
+	}
+	var errs []error
+	for _, f := range []struct{ name, v string }{
+		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},
+		{"input topic", cfg.Input}, {"output topic", cfg.Output}, {"dead-letter topic", cfg.DeadLetter},
+	} {
+		if f.v == "" {
+			errs = append(errs, newConfigError("%s is required", f.name))
+		}
+	}
+	if len(cfg.Brokers) == 0 {
+		errs = append(errs, newConfigError("brokers are required"))
+	}
+	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 {
+		errs = append(errs, newConfigError("commit interval and max records must be positive"))
+	}
+	if cfg.CommitInterval >= cfg.TransactionTimeout {
+		errs = append(errs, newConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
+	}
+	in, err := serde.New(cfg.InputFormat)
+	if err != nil {
+		errs = append(errs, &configError{fmt.Errorf("input: %w", err)})
+	}
+	out, err := serde.New(cfg.OutputFormat)
+	if err != nil {
+		errs = append(errs, &configError{fmt.Errorf("output: %w", err)})
+	}
+	if cfg.KeyField != "" && cfg.InputFormat != serde.JSON {
+		errs = append(errs, newConfigError("a key field needs json input, not %s", cfg.InputFormat))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
+	}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf}
+	for _, o := range opts {
+		o(s)
+	}
+	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
+	return s, nil
+}
+
+// Config returns the stage's configuration with defaults applied.
+func (s *Stage) Config() Config { return s.cfg }
+
+// Stats returns a snapshot of the stage's counters.
+func (s *Stage) Stats() Stats {
+	return Stats{
+		Consumed: s.consumed.Load(), Produced: s.produced.Load(), DeadLettered: s.deadLettered.Load(),
+		Committed: s.committed.Load(), Aborted: s.aborted.Load(), Rebuilds: s.rebuilds.Load(),
+	}
+}
+
+// Run processes records until ctx is canceled, then commits the open
+// transaction, leaves the group and returns nil. A session that fails (a
+// fenced producer, a broker that went away, a failed EndTxn) is closed and
+// rebuilt with exponential backoff; the new session resumes from the
+// offsets committed in the last committed transaction. Run returns an error
+// only for faults that a rebuild cannot mend (see IsFatal), or ErrCrashed.
+func (s *Stage) Run(ctx context.Context) error {
+	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
+	backoff := newBackoff(100*time.Millisecond, 10*time.Second)
+	for {
+		progressed, err := s.runSession(ctx)
+		if ctx.Err() != nil && err == nil {
+			s.log.Info("stage stopped")
+			return nil
+		}
+		if errors.Is(err, ErrCrashed) || IsFatal(err) {
+			return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+		}
+		if progressed {
+			backoff.reset()
+		}
+		s.rebuilds.Add(1)
+		wait := backoff.next()
+		s.log.Warn("kafka session failed; rebuilding", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Stage) clientOptions() []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ClientID),
+		kgo.TransactionalID(s.cfg.TransactionalID()),
+		kgo.TransactionTimeout(s.cfg.TransactionTimeout),
+		kgo.ConsumerGroup(s.cfg.Group()),
+		// Static membership (KIP-345): a restarted instance takes over its
+		// predecessor's partitions at once instead of waiting out the
+		// session timeout of a member that was killed.
+		kgo.InstanceID(s.cfg.TransactionalID()),
+		kgo.ConsumeTopics(s.cfg.Input),
+		// Only committed records are ever transformed: an aborted
+		// upstream transaction must leave no trace downstream.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// KIP-447: a new owner of a partition waits for our pending
+		// transactional offsets to resolve instead of reading stale ones.
+		kgo.RequireStableFetchOffsets(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.WithLogger(kgoLogger{s.log}),
+	}
+	return append(opts, s.kopts...)
+}
+
+// runSession runs one GroupTransactSession until ctx ends (nil) or the
+// session fails (the error). progressed reports whether any transaction
+// committed, to reset the backoff.
+func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
+	sess, err := kgo.NewGroupTransactSession(s.clientOptions()...)
+	if err != nil {
+		return false, &configError{fmt.Errorf("kafka client: %w", err)}
+	}
+	crashed := false
+	defer func() {
+		if crashed {
+			// A simulated crash: give up the group without a word.
+			leaveCtx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = sess.Client().LeaveGroupContext(leaveCtx)
+			go sess.Close()
+			return
+		}
+		sess.Close()
+		// A static member does not leave on Close; leave on its behalf
+		// so that the group rebalances now, not after the session
+		// timeout (KIP-345 LeaveGroup by group.instance.id).
+		s.leaveGroup(context.WithoutCancel(ctx))
+	}()
+
+	t := &txn{stage: s, sess: sess}
+	for {
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if t.open {
+			pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
+		}
+		fetches := sess.PollRecords(pollCtx, s.cfg.MaxRecords-t.records)
+		cancel()
+
+		if err := fatalFetchError(fetches); err != nil {
+			_ = t.abort(ctx)
+			return progressed, err
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+			}
+		})
+
+		if n := fetches.NumRecords(); n > 0 {
+			if err := t.begin(); err != nil {
+				return progressed, err
+			}
+			s.consumed.Add(int64(n))
+			fetches.EachRecord(t.process)
+		}
+		if ctx.Err() != nil {
+			// Shutdown: commit what was polled and processed. End commits
+			// the offsets of every polled record, so records are never
+			// polled and then left out of the transaction.
+			_, err := t.end(ctx)
+			if errors.Is(err, ErrCrashed) {
+				crashed = true
+			}
+			return progressed, err
+		}
+		if t.open && (t.records >= s.cfg.MaxRecords || time.Since(t.started) >= s.cfg.CommitInterval) {
+			committed, err := t.end(ctx)
+			if errors.Is(err, ErrCrashed) {
+				crashed = true
+			}
+			if err != nil {
+				return progressed, err
+			}
+			progressed = progressed || committed
+		}
+	}
+}
+
+func (s *Stage) leaveGroup(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
+	if err != nil {
+		s.log.Warn("leave group", "err", err)
+		return
+	}
+	defer cl.Close()
+	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.Group()).InstanceIDs(s.cfg.TransactionalID()).Reason("shutdown"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		s.log.Warn("leave group; the group rebalances after the session timeout instead", "group", s.cfg.Group(), "err", err)
+		return
+	}
+	s.log.Info("left group", "group", s.cfg.Group())
+}
+
+// fatalFetchError returns the first fetch error that polling again cannot
+// mend: the client was closed, or the group or a topic is not authorized.
+func fatalFetchError(fs kgo.Fetches) error {
+	var fatal error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || IsFatal(err)) {
+			fatal = err
+		}
+	})
+	return fatal
+}
+
+// txn is the state of one open transaction of a session.
+type txn struct {
+	stage   *Stage
+	sess    *kgo.GroupTransactSession
+	open    bool
+	started time.Time
+	records int // input records in this transaction
+
+	outputs, deadLetters int64
+	mu                   sync.Mutex
+	produceErr           error
+}
+
+func (t *txn) begin() error {
+	if t.open {
+		return nil
+	}
+	if err := t.sess.Begin(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	t.open, t.started = true, time.Now()
+	t.outputs, t.deadLetters, t.produceErr = 0, 0, nil
+	return nil
+}
+
+// process turns one input record into its output or its dead letter and
+// produces it into the open transaction.
+func (t *txn) process(r *kgo.Record) {
+	t.records++
+	if audit.IsMarker(r) {
+		return // written by an audit to prove no transaction is open; not an event
+	}
+	out, err := t.stage.transform(r)
+	if err != nil {
+		var re *RecordError
+		if !errors.As(err, &re) {
+			re = &RecordError{Reason: ReasonDecode, Err: err}
+		}
+		t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
+		t.deadLetters++
+		t.produce(t.stage.deadLetter(r, re))
+		return
+	}
+	t.outputs++
+	t.produce(out)
+}
+
+func (t *txn) produce(r *kgo.Record) {
+	// The context is not the stage's: a canceled produce would fail the
+	// transaction that shutdown is about to commit.
+	t.sess.Produce(context.Background(), r, t.promise)
+}
+
+func (t *txn) promise(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	t.mu.Lock()
+	if t.produceErr == nil {
+		t.produceErr = fmt.Errorf("produce to %s: %w", r.Topic, err)
+	}
+	t.mu.Unlock()
+}
+
+// end commits the open transaction, or aborts it if a record failed to
+// produce. It returns whether it committed. A non-nil error means the
+// session must be rebuilt (GroupTransactSession.End errors are not
+// retryable), or ErrCrashed.
+func (t *txn) end(ctx context.Context) (committed bool, err error) {
+	if !t.open {
+		return false, nil
+	}
+	// End must not see a canceled context: a canceled EndTxn leaves the
+	// outcome unknown. Shutdown still commits what was polled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
+	defer cancel()
+	s := t.stage
+	s.txns++
+	if s.armed(CrashBeforeCommit) {
+		// The records reach the broker, EndTxn never does.
+		if err := t.sess.Client().Flush(ctx); err != nil {
+			return false, fmt.Errorf("flush: %w", err)
+		}
+		return false, s.fire(CrashBeforeCommit)
+	}
+	try := kgo.TryCommit
+	if err := t.sess.Client().Flush(ctx); err != nil {
+		return false, fmt.Errorf("flush: %w", err)
+	}
+	t.mu.Lock()
+	produceErr := t.produceErr
+	t.mu.Unlock()
+	if produceErr != nil {
+		s.log.Warn("aborting transaction: a record failed to produce", "err", produceErr)
+		try = kgo.TryAbort
+	}
+	n := t.records
+	t.open, t.records = false, 0
+	committed, err = t.sess.End(ctx, try)
+	if err != nil {
+		s.aborted.Add(1)
+		return false, fmt.Errorf("end transaction: %w", err)
+	}
+	if !committed {
+		s.aborted.Add(1)
+		s.log.Info("transaction aborted; resuming from the last committed offsets", "records", n)
+		return false, nil
+	}
+	s.committed.Add(1)
+	s.produced.Add(t.outputs)
+	s.deadLettered.Add(t.deadLetters)
+	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
+	if s.armed(CrashAfterCommit) {
+		return true, s.fire(CrashAfterCommit)
+	}
+	return true, nil
+}
+
+// abort ends the open transaction with an abort, best effort: the caller is
+// about to drop the session, and a new one with the same transactional ID
+// aborts whatever this leaves open.
+func (t *txn) abort(ctx context.Context) error {
+	if !t.open {
+		return nil
+	}
+	t.open, t.records = false, 0
+	t.stage.aborted.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
+	defer cancel()
+	_, err := t.sess.End(ctx, kgo.TryAbort)
+	return err
+}
+
+func (s *Stage) armed(name string) bool {
+	for _, fp := range s.failpoints {
+		if fp.Name == name && fp.N == s.txns {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Stage) fire(name string) error {
+	s.log.Warn("failpoint firing", "failpoint", Failpoint{name, s.txns}.String())
+	s.crash()
+	return ErrCrashed
+}
+
+// backoff is capped exponential backoff with full jitter.
+type backoff struct {
+	base, max, cur time.Duration
+}
+
+func newBackoff(base, max time.Duration) *backoff { return &backoff{base: base, max: max, cur: base} }
+
+func (b *backoff) next() time.Duration {
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	return d/2 + rand.N(d/2+1)
+}
+
+func (b *backoff) reset() { b.cur = b.base }

@@ -1,0 +1,262 @@
+package processor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/internal/netcut"
+)
+
+const (
+	inTopic  = "in"
+	outTopic = "out"
+	dlqTopic = "dlq"
+)
+
+func newCluster(t *testing.T) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// produceInput writes n valid events and the bad records, and returns the
+// number of bad records.
+func produceInput(t *testing.T, seeds []string, n int) int {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for i := range n {
+		v := fmt.Sprintf(`{"event_id":"e-%d","amount":%d}`, i, i)
+		recs = append(recs, &kgo.Record{Topic: inTopic, Key: []byte(strconv.Itoa(i)), Value: []byte(v)})
+	}
+	bad := [][]byte{
+		[]byte(`{"event_id":`),                // truncated JSON
+		[]byte("{\"event_id\":\"\xff\xfe\"}"), // invalid UTF-8
+		nil,                                   // tombstone
+		[]byte(`null`),                        // JSON null
+		[]byte(`{"amount":1}`),                // no key field
+		[]byte(`[1,2]`),                       // not an object
+	}
+	for i, b := range bad {
+		recs = append(recs, &kgo.Record{Topic: inTopic, Key: []byte("bad-" + strconv.Itoa(i)), Value: b})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return len(bad)
+}
+
+func newStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
+	t.Helper()
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
+		KeyField: "event_id", CommitInterval: 20 * time.Millisecond, MaxRecords: 50,
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// runUntil runs s until its committed outputs and dead letters reach want,
+// then stops it and returns Run's error.
+func runUntil(t *testing.T, s *processor.Stage, want int64) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			cancel()
+			return err
+		case <-deadline:
+			cancel()
+			t.Fatalf("timed out: stats %+v", s.Stats())
+		case <-tick.C:
+			if st := s.Stats(); st.Produced+st.DeadLettered >= want {
+				cancel()
+				return <-done
+			}
+		}
+	}
+}
+
+// checkExactlyOnce drains the output and dead-letter topics and checks that
+// every event is in the output once and every bad record in the dead
+// letters once.
+func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	outs, err := audit.Drain(ctx, seeds, outTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range outs {
+		seen[string(r.Key)]++
+	}
+	for i := range events {
+		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
+			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
+		}
+	}
+	if len(outs) != events {
+		t.Errorf("output has %d records, want %d", len(outs), events)
+	}
+	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dlq) != bad {
+		t.Errorf("dead-letter topic has %d records, want %d", len(dlq), bad)
+	}
+	srcs := map[string]bool{}
+	for _, r := range dlq {
+		p, _ := audit.Header(r, processor.HeaderSourcePartition)
+		o, ok := audit.Header(r, processor.HeaderSourceOffset)
+		if !ok {
+			t.Errorf("dead letter %q has no source offset header", r.Key)
+		}
+		if srcs[p+"/"+o] {
+			t.Errorf("two dead letters name source %s/%s", p, o)
+		}
+		srcs[p+"/"+o] = true
+	}
+}
+
+func TestStageExactlyOnce(t *testing.T) {
+	seeds := newCluster(t)
+	bad := produceInput(t, seeds, 500)
+	s := newStage(t, seeds)
+	if err := runUntil(t, s, int64(500+bad)); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	checkExactlyOnce(t, seeds, 500, bad)
+}
+
+func TestStageDeadLetterHeaders(t *testing.T) {
+	seeds := newCluster(t)
+	bad := produceInput(t, seeds, 0)
+	if err := runUntil(t, newStage(t, seeds), int64(bad)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReason := map[string]string{
+		"bad-0": "decode", "bad-1": "decode", "bad-2": "decode", "bad-3": "decode", "bad-4": "key", "bad-5": "key",
+	}
+	wantErr := map[string]string{
+		"bad-1": "invalid utf-8", "bad-2": "null value", "bad-3": "null value", "bad-4": `missing key field "event_id"`,
+	}
+	for _, r := range dlq {
+		k := string(r.Key)
+		if got, _ := audit.Header(r, processor.HeaderReason); got != wantReason[k] {
+			t.Errorf("%s: reason %q, want %q", k, got, wantReason[k])
+		}
+		if want, ok := wantErr[k]; ok {
+			if got, _ := audit.Header(r, processor.HeaderError); got != want {
+				t.Errorf("%s: error %q, want %q", k, got, want)
+			}
+		}
+		if got, _ := audit.Header(r, processor.HeaderStage); got != "clean" {
+			t.Errorf("%s: stage header %q", k, got)
+		}
+		if got, _ := audit.Header(r, processor.HeaderSourceTopic); got != inTopic {
+			t.Errorf("%s: source topic header %q", k, got)
+		}
+		if k == "bad-1" && string(r.Value) != "{\"event_id\":\"\xff\xfe\"}" {
+			t.Errorf("bad-1: value changed to %q; dead letters keep the bytes as they came", r.Value)
+		}
+		if k == "bad-2" && r.Value != nil {
+			t.Errorf("bad-2: tombstone value became %q", r.Value)
+		}
+	}
+	if len(dlq) != bad {
+		t.Fatalf("%d dead letters, want %d", len(dlq), bad)
+	}
+}
+
+func TestStageCrashRecovery(t *testing.T) {
+	for _, fp := range []string{processor.CrashBeforeCommit, processor.CrashAfterCommit} {
+		t.Run(fp, func(t *testing.T) {
+			seeds := newCluster(t)
+			bad := produceInput(t, seeds, 1000)
+			var d netcut.Dialer
+			crashing := newStage(t, seeds,
+				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
+				processor.WithFailpoints(processor.Failpoint{Name: fp, N: 3}),
+				processor.WithCrashAction(d.Cut),
+			)
+			err := crashing.Run(context.Background())
+			if !errors.Is(err, processor.ErrCrashed) {
+				t.Fatalf("Run = %v, want ErrCrashed", err)
+			}
+			wantCommitted := int64(2)
+			if fp == processor.CrashAfterCommit {
+				wantCommitted = 3
+			}
+			if got := crashing.Stats().Committed; got != wantCommitted {
+				t.Fatalf("committed %d transactions before the crash, want %d", got, wantCommitted)
+			}
+			// Same instance ID: the new producer fences the old one and
+			// aborts its open transaction at once.
+			restarted := newStage(t, seeds)
+			st := crashing.Stats()
+			if err := runUntil(t, restarted, int64(1000+bad)-st.Produced-st.DeadLettered); err != nil {
+				t.Fatal(err)
+			}
+			checkExactlyOnce(t, seeds, 1000, bad)
+		})
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  processor.Config
+		want string
+	}{
+		{"empty", processor.Config{}, "stage is required"},
+		{"bad format", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", InputFormat: "xml"}, `input: format "xml"`},
+		{"interval above txn timeout", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", CommitInterval: time.Minute}, "must be below the transaction timeout"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := processor.New(tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New error = %v, want it to contain %q", err, tc.want)
+			}
+			if !processor.IsFatal(err) {
+				t.Fatalf("a config error must be fatal: %v", err)
+			}
+		})
+	}
+}

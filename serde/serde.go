@@ -1,0 +1,144 @@
+// Package serde converts record values between their bytes on a topic and the
+// one in-memory representation that the stage engine and transforms see.
+//
+// The in-memory representation is the one encoding/json produces with
+// UseNumber: map[string]any for objects, []any for arrays, string,
+// json.Number for numbers, bool, and nil. The string format decodes to a Go
+// string and the bytes format to a []byte, so that every format meets in one
+// shape whatever the topic holds.
+package serde
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// Format names accepted by New and by the topology file's format fields.
+const (
+	JSON   = "json"
+	String = "string"
+	Bytes  = "bytes"
+)
+
+// Codec decodes record values from bytes and encodes them back. A Codec is
+// safe for concurrent use.
+type Codec interface {
+	// Format is the name the codec was built from, e.g. "json".
+	Format() string
+	// Decode turns a record value into the in-memory representation. A nil
+	// b is a tombstone. Errors wrap ErrNullValue, ErrInvalidUTF8 or
+	// ErrSyntax.
+	Decode(b []byte) (any, error)
+	// Encode turns an in-memory value into bytes. Errors wrap
+	// ErrUnsupported.
+	Encode(v any) ([]byte, error)
+}
+
+// New returns the codec for a format name: "json", "string" or "bytes".
+// It returns an error wrapping ErrUnknownFormat for any other name.
+func New(format string) (Codec, error) {
+	switch format {
+	case JSON:
+		return jsonCodec{}, nil
+	case String:
+		return stringCodec{}, nil
+	case Bytes:
+		return bytesCodec{}, nil
+	}
+	return nil, fmt.Errorf("format %q: %w (valid: json, string, bytes)", format, ErrUnknownFormat)
+}
+
+type jsonCodec struct{}
+
+func (jsonCodec) Format() string { return JSON }
+
+// Decode accepts exactly one JSON value (RFC 8259) surrounded by optional
+// whitespace. encoding/json silently replaces invalid UTF-8 with U+FFFD, so
+// the bytes are checked first: a corrupt record is dead-lettered as it came,
+// never "repaired".
+func (jsonCodec) Decode(b []byte) (any, error) {
+	if b == nil {
+		return nil, ErrNullValue
+	}
+	if !utf8.Valid(b) {
+		return nil, ErrInvalidUTF8
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the first JSON value", ErrSyntax)
+	}
+	if v == nil {
+		return nil, ErrNullValue
+	}
+	return v, nil
+}
+
+func (jsonCodec) Encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+type stringCodec struct{}
+
+func (stringCodec) Format() string { return String }
+
+func (stringCodec) Decode(b []byte) (any, error) {
+	if b == nil {
+		return nil, ErrNullValue
+	}
+	if !utf8.Valid(b) {
+		return nil, ErrInvalidUTF8
+	}
+	return string(b), nil
+}
+
+// Encode writes strings and byte slices as they are, and any other value as
+// its JSON text.
+func (stringCodec) Encode(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case string:
+		return []byte(v), nil
+	case []byte:
+		if !utf8.Valid(v) {
+			return nil, fmt.Errorf("%w: %w", ErrUnsupported, ErrInvalidUTF8)
+		}
+		return v, nil
+	}
+	return jsonCodec{}.Encode(v)
+}
+
+type bytesCodec struct{}
+
+func (bytesCodec) Format() string { return Bytes }
+
+func (bytesCodec) Decode(b []byte) (any, error) {
+	if b == nil {
+		return nil, ErrNullValue
+	}
+	return b, nil
+}
+
+// Encode writes byte slices and strings as they are, and any other value as
+// its JSON text.
+func (bytesCodec) Encode(v any) ([]byte, error) {
+	switch v := v.(type) {
+	case []byte:
+		return v, nil
+	case string:
+		return []byte(v), nil
+	}
+	return jsonCodec{}.Encode(v)
+}

@@ -1,0 +1,544 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// BrokersEnv names the environment variable that, when set and non-empty,
+// replaces kafka.brokers: a comma-separated list of host:port.
+const BrokersEnv = "EXACTLY_BROKERS"
+
+// Load reads the topology file at path and parses it with the process
+// environment. See Parse.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load topology: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse decodes, expands, defaults and validates a topology file. name is
+// used in messages and as File.Path; lookupEnv resolves ${VAR} references
+// and EXACTLY_BROKERS (nil means no variable is set).
+//
+// On failure it returns a nil *File and an Errors holding every problem
+// found, sorted by position. Parse does not touch the network and does not
+// panic, whatever data holds.
+func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	d := newDecoder(name, lookupEnv)
+	root := d.root(data)
+	if root == nil {
+		return nil, d.errs.sorted()
+	}
+	f := &File{Path: name}
+	d.decode(root, reflect.ValueOf(f).Elem(), "")
+	f.pos = d.pos
+
+	v := &validator{d: d, f: f}
+	v.overrideBrokers()
+	v.defaults()
+	v.validate()
+	if len(d.errs) > 0 {
+		return nil, d.errs.sorted()
+	}
+	return f, nil
+}
+
+// validator checks a decoded File. It reports through the decoder so that
+// decode and validation problems end up in one list.
+type validator struct {
+	d            *decoder
+	f            *File
+	brokersByEnv bool
+}
+
+// has reports whether path was written in the file with a non-null value.
+func (v *validator) has(path string) bool {
+	_, ok := v.d.pos[path]
+	return ok && !v.d.null[path]
+}
+
+// at returns the position of path, or of its nearest written ancestor: a
+// missing field is reported at the mapping that lacks it.
+func (v *validator) at(path string) Position {
+	for {
+		if p, ok := v.d.pos[path]; ok {
+			return p
+		}
+		if path == "" {
+			return Position{}
+		}
+		path = parent(path)
+	}
+}
+
+// report records a problem at path unless decoding already failed there or
+// above: one cause, one message.
+func (v *validator) report(path, format string, args ...any) {
+	for p := path; ; p = parent(p) {
+		if v.d.failed[p] {
+			return
+		}
+		if p == "" {
+			break
+		}
+	}
+	v.d.add(v.at(path), path, format, args...)
+}
+
+// q quotes the value at path for a message, showing the source text instead
+// when the value came from the environment.
+func (v *validator) q(path, val string) string {
+	if src, ok := v.d.src[path]; ok {
+		return shown(src, true)
+	}
+	return strconv.Quote(truncate(val))
+}
+
+// num is like q for numbers and durations, which read better unquoted.
+func (v *validator) num(path, val string) string {
+	if src, ok := v.d.src[path]; ok {
+		return shown(src, true)
+	}
+	return val
+}
+
+// name is like q without quotes, for lists such as cycles.
+func (v *validator) name(path, val string) string {
+	if src, ok := v.d.src[path]; ok {
+		return src
+	}
+	if val == "" {
+		return parent(path)
+	}
+	return val
+}
+
+func (v *validator) overrideBrokers() {
+	env, ok := v.d.lookup(BrokersEnv)
+	if !ok || strings.TrimSpace(env) == "" {
+		return
+	}
+	var brokers []string
+	for _, b := range strings.Split(env, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			brokers = append(brokers, b)
+		}
+	}
+	v.f.Kafka.Brokers = brokers
+	v.brokersByEnv = true
+	// The file's brokers are replaced, so their problems (an unset variable,
+	// say) no longer matter, and their positions would mislead.
+	under := func(p string) bool {
+		return p == "kafka.brokers" || strings.HasPrefix(p, "kafka.brokers[")
+	}
+	errs := v.d.errs[:0]
+	for _, e := range v.d.errs {
+		if !under(e.Path) {
+			errs = append(errs, e)
+		}
+	}
+	v.d.errs = errs
+	for _, m := range []map[string]bool{v.d.failed, v.d.null} {
+		for p := range m {
+			if under(p) {
+				delete(m, p)
+			}
+		}
+	}
+	for p := range v.d.pos {
+		if under(p) {
+			delete(v.d.pos, p)
+		}
+	}
+	for p := range v.d.src {
+		if under(p) {
+			delete(v.d.src, p)
+		}
+	}
+}
+
+func (v *validator) defaults() {
+	f := v.f
+	if f.Kafka.ClientID == "" {
+		f.Kafka.ClientID = DefaultClientID
+	}
+	if !v.has("kafka.transaction_timeout") {
+		f.Kafka.TransactionTimeout.Duration = DefaultTransactionTimeout
+	}
+	for i := range f.Topics {
+		if !v.has(fmt.Sprintf("topics[%d].replication_factor", i)) {
+			f.Topics[i].ReplicationFactor = DefaultReplicationFactor
+		}
+	}
+	for i := range f.Stages {
+		s, p := &f.Stages[i], fmt.Sprintf("stages[%d]", i)
+		if s.Input.Format == "" {
+			s.Input.Format = DefaultFormat
+		}
+		if s.Output.Format == "" {
+			s.Output.Format = DefaultFormat
+		}
+		if !v.has(p + ".commit.interval") {
+			s.Commit.Interval.Duration = DefaultCommitInterval
+		}
+		if !v.has(p + ".commit.max_records") {
+			s.Commit.MaxRecords = DefaultCommitMaxRecords
+		}
+	}
+}
+
+var (
+	// stageName keeps stage names safe inside transactional IDs and group
+	// names.
+	stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	formats   = []string{"json", "string", "bytes"}
+)
+
+func (v *validator) validate() {
+	f := v.f
+	switch {
+	case !v.has("version"):
+		v.report("version", "required (set version: 1)")
+	case f.Version != 1:
+		v.report("version", "unsupported version %s (want 1)", v.num("version", strconv.Itoa(f.Version)))
+	}
+	v.kafka()
+	declared := v.topics()
+	v.stages(declared)
+	v.cycles()
+}
+
+func (v *validator) kafka() {
+	k := v.f.Kafka
+	if len(k.Brokers) == 0 {
+		if v.brokersByEnv {
+			v.d.add(Position{}, "kafka.brokers", "%s lists no brokers (want host:port,host:port)", BrokersEnv)
+		} else {
+			v.report("kafka.brokers", `at least one broker is required (e.g. brokers: ["127.0.0.1:9092"], or set %s)`, BrokersEnv)
+		}
+	}
+	for i, b := range k.Brokers {
+		p := fmt.Sprintf("kafka.brokers[%d]", i)
+		why := brokerProblem(b)
+		switch {
+		case why == "":
+		case v.brokersByEnv:
+			v.d.add(Position{}, p, "invalid broker address in %s: %s (want host:port)", BrokersEnv, why)
+		default:
+			v.report(p, "invalid broker address %s: %s (want host:port, e.g. 127.0.0.1:9092)", v.q(p, b), why)
+		}
+	}
+	if t := k.TransactionTimeout.Duration; t < time.Second {
+		p := "kafka.transaction_timeout"
+		v.report(p, "must be at least 1s (got %s)", v.num(p, t.String()))
+	}
+}
+
+// brokerProblem says what is wrong with a host:port address, without
+// repeating it.
+func brokerProblem(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		// AddrError.Err does not repeat the address, which may be secret.
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return ae.Err
+		}
+		return "not host:port"
+	}
+	if host == "" {
+		return "missing host"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return "port is not a number"
+	}
+	if n < 1 || n > 65535 {
+		return "port out of range 1-65535"
+	}
+	return ""
+}
+
+// topics checks the topic list and returns the set of declared names.
+func (v *validator) topics() map[string]bool {
+	declared := make(map[string]bool)
+	first := make(map[string]int)  // name -> index of first declaration
+	metric := make(map[string]int) // name with '.' as '_' -> index
+	for i, t := range v.f.Topics {
+		p := fmt.Sprintf("topics[%d]", i)
+		np := p + ".name"
+		if t.Name != "" {
+			declared[t.Name] = true
+		}
+		switch why := topicNameProblem(t.Name); {
+		case t.Name == "" && v.has(np):
+			v.report(np, "must not be empty")
+		case t.Name == "":
+			v.report(np, "required")
+		case why != "":
+			v.report(np, "invalid topic name %s: %s", v.q(np, t.Name), why)
+		default:
+			if j, dup := first[t.Name]; dup {
+				v.report(np, "duplicate topic %s (first declared at line %d)", v.q(np, t.Name), v.at(fmt.Sprintf("topics[%d].name", j)).Line)
+				break
+			}
+			first[t.Name] = i
+			// Kafka refuses to create topics whose names differ only in '.'
+			// versus '_', since both map to '_' in metric names.
+			m := strings.ReplaceAll(t.Name, ".", "_")
+			if j, clash := metric[m]; clash {
+				jp := fmt.Sprintf("topics[%d].name", j)
+				v.report(np, "topic %s collides with %s (Kafka treats '.' and '_' alike in topic names)", v.q(np, t.Name), v.q(jp, v.f.Topics[j].Name))
+				break
+			}
+			metric[m] = i
+		}
+
+		pp := p + ".partitions"
+		switch {
+		case !v.has(pp):
+			v.report(pp, "required (number of partitions, at least 1)")
+		case t.Partitions < 1:
+			v.report(pp, "must be at least 1 (got %s)", v.num(pp, strconv.Itoa(int(t.Partitions))))
+		}
+		if rf := t.ReplicationFactor; rf != -1 && rf < 1 {
+			rp := p + ".replication_factor"
+			v.report(rp, "must be -1 (broker default) or at least 1 (got %s)", v.num(rp, strconv.Itoa(int(rf))))
+		}
+	}
+	return declared
+}
+
+// topicNameProblem applies Kafka's topic name rules (Topic.validate in the
+// broker): 1-249 characters of [a-zA-Z0-9._-], not "." or "..".
+func topicNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "empty"
+	case name == "." || name == "..":
+		return `"." and ".." are not allowed`
+	case len(name) > 249:
+		return "longer than 249 characters"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "use only letters, digits, '.', '_' and '-'"
+		}
+	}
+	return ""
+}
+
+func (v *validator) stages(declared map[string]bool) {
+	first := make(map[string]int)
+	for i, s := range v.f.Stages {
+		p := fmt.Sprintf("stages[%d]", i)
+		np := p + ".name"
+		switch {
+		case s.Name == "" && v.has(np):
+			v.report(np, "must not be empty")
+		case s.Name == "":
+			v.report(np, "required")
+		case !stageName.MatchString(s.Name):
+			v.report(np, "invalid stage name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", v.q(np, s.Name))
+		default:
+			if j, dup := first[s.Name]; dup {
+				v.report(np, "duplicate stage %s (first declared at line %d)", v.q(np, s.Name), v.at(fmt.Sprintf("stages[%d].name", j)).Line)
+				break
+			}
+			first[s.Name] = i
+		}
+
+		v.endpoint(p+".input", s.Input, declared, "orders.raw")
+		v.endpoint(p+".output", s.Output, declared, "orders.clean")
+		dp := p + ".dead_letter"
+		if v.has(dp) {
+			v.topicRef(dp+".topic", s.DeadLetter.Topic, declared)
+		} else {
+			v.report(dp, "required (e.g. dead_letter: { topic: orders.dlq })")
+		}
+
+		in, out, dl := s.Input.Topic, s.Output.Topic, s.DeadLetter.Topic
+		if in != "" && in == out {
+			op := p + ".output.topic"
+			v.report(op, "stage reads and writes topic %s (output must differ from input)", v.q(op, out))
+		}
+		if dl != "" && dl == in {
+			v.report(dp+".topic", "dead letter topic %s is also the stage's input topic", v.q(dp+".topic", dl))
+		}
+		if dl != "" && dl == out {
+			v.report(dp+".topic", "dead letter topic %s is also the stage's output topic", v.q(dp+".topic", dl))
+		}
+
+		if ip := p + ".commit.interval"; s.Commit.Interval.Duration <= 0 {
+			v.report(ip, "must be greater than 0 (got %s)", v.num(ip, s.Commit.Interval.String()))
+		}
+		if mp := p + ".commit.max_records"; s.Commit.MaxRecords < 1 {
+			v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(s.Commit.MaxRecords)))
+		}
+
+		kp := p + ".key"
+		switch {
+		case s.Key == "" && v.has(kp):
+			v.report(kp, "must be a non-empty field name (or leave key out)")
+		case s.Key != "" && s.Output.Format != "json" && slices.Contains(formats, s.Output.Format):
+			v.report(kp, "key needs output format json, since the key is read from the JSON value (output format is %s)",
+				v.q(p+".output.format", s.Output.Format))
+		}
+	}
+}
+
+// endpoint checks input or output at path; example is a topic for hints.
+func (v *validator) endpoint(path string, e Endpoint, declared map[string]bool, example string) {
+	if !v.has(path) {
+		v.report(path, "required (e.g. %s: { topic: %s, format: json })", path[strings.LastIndexByte(path, '.')+1:], example)
+		return
+	}
+	v.topicRef(path+".topic", e.Topic, declared)
+	fp := path + ".format"
+	if !slices.Contains(formats, e.Format) {
+		v.report(fp, "unknown format %s (valid: %s)", v.q(fp, e.Format), strings.Join(formats, ", "))
+	}
+}
+
+// topicRef checks that the topic named at path is declared under topics.
+func (v *validator) topicRef(path, name string, declared map[string]bool) {
+	switch {
+	case name == "" && v.has(path):
+		v.report(path, "must not be empty")
+	case name == "":
+		v.report(path, "required")
+	case !declared[name]:
+		v.report(path, "topic %s is not declared (add it under topics:)", v.q(path, name))
+	}
+}
+
+// cycles reports each loop of stages (A's output is B's input) once, at the
+// input topic of its first stage in file order. A stage reading its own
+// output is reported by stages instead.
+func (v *validator) cycles() {
+	adj := v.f.graph()
+	for _, comp := range sccs(adj) {
+		if len(comp) < 2 {
+			continue
+		}
+		start := comp[0]
+		in := make(map[int]bool, len(comp))
+		for _, c := range comp {
+			in[c] = true
+			start = min(start, c)
+		}
+		loop := shortestLoop(adj, start, in)
+		names := make([]string, len(loop))
+		onLoop := make(map[int]bool, len(loop))
+		for i, s := range loop {
+			names[i] = v.name(fmt.Sprintf("stages[%d].name", s), v.f.Stages[s].Name)
+			onLoop[s] = true
+		}
+		msg := "cycle: " + strings.Join(names, " -> ")
+		var others []string
+		for i := range v.f.Stages {
+			if in[i] && !onLoop[i] {
+				others = append(others, v.name(fmt.Sprintf("stages[%d].name", i), v.f.Stages[i].Name))
+			}
+		}
+		if len(others) > 0 {
+			msg += " (also in this loop: " + strings.Join(others, ", ") + ")"
+		}
+		v.report(fmt.Sprintf("stages[%d].input.topic", start), "%s", msg)
+	}
+}
+
+// sccs returns the strongly connected components of adj (Tarjan).
+func sccs(adj [][]int) [][]int {
+	n := len(adj)
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	var out [][]int
+	next := 0
+	var visit func(int)
+	visit = func(u int) {
+		index[u], low[u] = next, next
+		next++
+		stack = append(stack, u)
+		onStack[u] = true
+		for _, w := range adj[u] {
+			if index[w] < 0 {
+				visit(w)
+				low[u] = min(low[u], low[w])
+			} else if onStack[w] {
+				low[u] = min(low[u], index[w])
+			}
+		}
+		if low[u] == index[u] {
+			var comp []int
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				comp = append(comp, w)
+				if w == u {
+					break
+				}
+			}
+			out = append(out, comp)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if index[i] < 0 {
+			visit(i)
+		}
+	}
+	return out
+}
+
+// shortestLoop returns start, the stages of a shortest path back to it
+// within in, and start again.
+func shortestLoop(adj [][]int, start int, in map[int]bool) []int {
+	prev := map[int]int{}
+	queue := []int{start}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, w := range adj[u] {
+			if !in[w] {
+				continue
+			}
+			if w == start {
+				loop := []int{start}
+				for x := u; x != start; x = prev[x] {
+					loop = append(loop, x)
+				}
+				// loop is start, then the path backwards; reverse the path.
+				for i, j := 1, len(loop)-1; i < j; i, j = i+1, j-1 {
+					loop[i], loop[j] = loop[j], loop[i]
+				}
+				return append(loop, start)
+			}
+			if _, seen := prev[w]; !seen && w != start {
+				prev[w] = u
+				queue = append(queue, w)
+			}
+		}
+	}
+	return []int{start, start}
+}

@@ -1,0 +1,238 @@
+package topology
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Position is a place in a topology file. Line and Col are 1-based; the zero
+// Position means unknown.
+type Position struct {
+	Line, Col int
+}
+
+// IsValid reports whether p points into a file.
+func (p Position) IsValid() bool { return p.Line > 0 }
+
+// String returns "line:col", or "-" for the zero Position.
+func (p Position) String() string {
+	if !p.IsValid() {
+		return "-"
+	}
+	return strconv.Itoa(p.Line) + ":" + strconv.Itoa(p.Col)
+}
+
+// Duration is a time.Duration written in YAML as a Go duration string such
+// as "100ms", "5s" or "1m30s" (see time.ParseDuration).
+type Duration struct{ time.Duration }
+
+// parseScalar implements scalarDecoder. The error does not repeat s, which
+// may hold the value of an environment variable.
+func (d *Duration) parseScalar(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errBadDuration
+	}
+	d.Duration = v
+	return nil
+}
+
+// UnmarshalYAML lets a Duration be decoded with plain yaml.Unmarshal too.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("duration: expected a scalar")
+	}
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes d as a duration string, so that it round-trips.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// File is a parsed and validated topology file. Defaults are applied: a File
+// returned by Parse or Load needs no further checks.
+type File struct {
+	Version int     `yaml:"version"` // always 1
+	Kafka   Kafka   `yaml:"kafka"`
+	Topics  []Topic `yaml:"topics"`
+	Stages  []Stage `yaml:"stages"`
+	Path    string  `yaml:"-"` // the name the file was loaded from
+
+	// pos holds the position of every decoded node by field path, e.g.
+	// "stages[0].input.topic"; the root mapping is "".
+	pos map[string]Position
+}
+
+// Kafka is how every stage reaches the cluster.
+type Kafka struct {
+	// Brokers are seed "host:port" addresses. EXACTLY_BROKERS, a
+	// comma-separated list, replaces them when set and non-empty.
+	Brokers []string `yaml:"brokers"`
+	// ClientID is sent with every request; default "exactly".
+	ClientID string `yaml:"client_id"`
+	// TransactionTimeout is the producer's transaction.timeout.ms: how long
+	// the coordinator waits before aborting the open transaction of an
+	// instance that died. Default 30s, at least 1s; it must not exceed the
+	// broker's transaction.max.timeout.ms (15m by default).
+	TransactionTimeout Duration `yaml:"transaction_timeout"`
+}
+
+// Topic is a topic the topology reads or writes. Provisioning creates it
+// with these settings when it does not exist.
+type Topic struct {
+	Name string `yaml:"name"`
+	// Partitions bounds how many instances of a stage reading the topic
+	// can share the work; at least 1.
+	Partitions int32 `yaml:"partitions"`
+	// ReplicationFactor is -1 (the default) for the broker's
+	// default.replication.factor, or at least 1.
+	ReplicationFactor int16 `yaml:"replication_factor"`
+	// Config holds topic configs passed to CreateTopics, such as
+	// "retention.ms" or "cleanup.policy".
+	Config map[string]string `yaml:"config"`
+}
+
+// Stage reads one topic, transforms each record and writes another, all in
+// one Kafka transaction per batch.
+type Stage struct {
+	// Name is 1-100 characters of [A-Za-z0-9._-], starting with a letter or
+	// digit; it is part of the stage's transactional IDs and group name.
+	Name       string     `yaml:"name"`
+	Input      Endpoint   `yaml:"input"`
+	Output     Endpoint   `yaml:"output"`
+	DeadLetter DeadLetter `yaml:"dead_letter"`
+	// Key, when set, names a top-level field of the JSON output value whose
+	// value becomes the output record's key. Output format must be json.
+	Key    string `yaml:"key"`
+	Commit Commit `yaml:"commit"`
+}
+
+// Endpoint is a topic and the format of its record values.
+type Endpoint struct {
+	Topic string `yaml:"topic"`
+	// Format is "json" (the default), "string" or "bytes".
+	Format string `yaml:"format"`
+}
+
+// DeadLetter is where records that fail to decode, transform or encode go,
+// in the same transaction as the stage's outputs.
+type DeadLetter struct {
+	Topic string `yaml:"topic"`
+}
+
+// Commit bounds one transaction: it commits when Interval has passed since
+// it began or MaxRecords input records were polled into it, whichever is
+// first.
+type Commit struct {
+	Interval   Duration `yaml:"interval"`    // default 100ms, > 0
+	MaxRecords int      `yaml:"max_records"` // default 10000, >= 1
+}
+
+// Defaults applied by Parse.
+const (
+	DefaultClientID           = "exactly"
+	DefaultTransactionTimeout = 30 * time.Second
+	DefaultReplicationFactor  = -1
+	DefaultFormat             = "json"
+	DefaultCommitInterval     = 100 * time.Millisecond
+	DefaultCommitMaxRecords   = 10000
+)
+
+// Stage returns the stage called name.
+func (f *File) Stage(name string) (*Stage, bool) {
+	for i := range f.Stages {
+		if f.Stages[i].Name == name {
+			return &f.Stages[i], true
+		}
+	}
+	return nil, false
+}
+
+// Topic returns the topic called name.
+func (f *File) Topic(name string) (*Topic, bool) {
+	for i := range f.Topics {
+		if f.Topics[i].Name == name {
+			return &f.Topics[i], true
+		}
+	}
+	return nil, false
+}
+
+// Position returns where the node at path (for example
+// "stages[0].input.topic", or "" for the root mapping) was written, or the
+// zero Position if path was not in the file (absent, defaulted, or replaced
+// by EXACTLY_BROKERS).
+func (f *File) Position(path string) Position {
+	return f.pos[path]
+}
+
+// StagesInOrder returns the stages sorted so that a stage comes after every
+// stage writing its input topic, ties in file order. Stages on a cycle
+// (which Parse rejects) come last, in file order.
+func (f *File) StagesInOrder() []*Stage {
+	n := len(f.Stages)
+	adj := f.graph()
+	indeg := make([]int, n)
+	for _, outs := range adj {
+		for _, j := range outs {
+			indeg[j]++
+		}
+	}
+	done := make([]bool, n)
+	out := make([]*Stage, 0, n)
+	// n is small: a linear scan for the first ready stage keeps file order
+	// without a heap.
+	for len(out) < n {
+		next := -1
+		for i := 0; i < n; i++ {
+			if !done[i] && indeg[i] == 0 {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			break
+		}
+		done[next] = true
+		out = append(out, &f.Stages[next])
+		for _, j := range adj[next] {
+			indeg[j]--
+		}
+	}
+	for i := range f.Stages {
+		if !done[i] {
+			out = append(out, &f.Stages[i])
+		}
+	}
+	return out
+}
+
+// graph returns, for each stage index, the stages reading its output topic
+// (itself excluded), in file order.
+func (f *File) graph() [][]int {
+	readers := make(map[string][]int)
+	for i, s := range f.Stages {
+		if s.Input.Topic != "" {
+			readers[s.Input.Topic] = append(readers[s.Input.Topic], i)
+		}
+	}
+	adj := make([][]int, len(f.Stages))
+	for i, s := range f.Stages {
+		if s.Output.Topic == "" {
+			continue
+		}
+		for _, j := range readers[s.Output.Topic] {
+			if j != i {
+				adj[i] = append(adj[i], j)
+			}
+		}
+	}
+	return adj
+}
