@@ -15,8 +15,15 @@ cd "$HERE/../.."
 
 declare -a failed=() passed=()
 
+STEP_PID=""
+
 cleanup() {
 	local rc=$?
+	# Interrupted mid-step: end that step's whole process group (go and its test binaries).
+	if [[ -n "$STEP_PID" ]]; then
+		kill -TERM -- "-$STEP_PID" 2>/dev/null || true
+		wait "$STEP_PID" 2>/dev/null || true
+	fi
 	if [[ "${EXACTLY_KEEP_UP:-0}" == "1" ]]; then
 		log "EXACTLY_KEEP_UP=1: leaving Kafka and PostgreSQL running (bash deploy/local/down.sh stops them)"
 	else
@@ -41,7 +48,12 @@ run() {
 	shift
 	start="$(now)"
 	log "==> $name: $*"
-	"$@" || rc=$?
+	# Own process group, waited on in the background: a signal to this script
+	# is handled at once (not after the step), and cleanup can end the step.
+	setsid -w "$@" &
+	STEP_PID=$!
+	wait "$STEP_PID" || rc=$?
+	STEP_PID=""
 	if ((rc == 0)); then
 		passed+=("$name")
 		log "<== $name ok ($(elapsed "$start")s)"

@@ -1,0 +1,11 @@
+// Package examples holds example topology files, embedded so that
+// `exactly demo` runs the same file a reader sees here.
+package examples
+
+import _ "embed"
+
+// Orders is orders.yaml: one stage, orders.raw → orders.clean, with
+// dead letters in orders.dlq.
+//
+//go:embed orders.yaml
+var Orders []byte
