@@ -1,0 +1,270 @@
+//go:build integration
+
+// Package integration holds end-to-end tests against a real Apache Kafka
+// broker and a real PostgreSQL, started by deploy/local/up.sh. They read
+// EXACTLY_BROKERS, PG_DSN and KCAT from the environment (the file that
+// up.sh writes); a missing service fails the tests, it never skips them.
+//
+// Records are produced and read back with kcat (librdkafka), a client that
+// shares no code with exactly.
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// exactlyBin is the exactly binary, built once by TestMain.
+var exactlyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "exactly-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	exactlyBin = filepath.Join(dir, "exactly")
+	build := exec.Command("go", "build", "-race", "-o", exactlyBin, "../cmd/exactly")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build exactly:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// brokers returns EXACTLY_BROKERS or fails the test.
+func brokers(t testing.TB) string {
+	t.Helper()
+	b := os.Getenv("EXACTLY_BROKERS")
+	if b == "" {
+		t.Fatal("EXACTLY_BROKERS is not set: start the services with deploy/local/up.sh and source the env file it prints")
+	}
+	return b
+}
+
+// kcatBin returns KCAT, or kcat from PATH, or fails the test.
+func kcatBin(t testing.TB) string {
+	t.Helper()
+	if k := os.Getenv("KCAT"); k != "" {
+		return k
+	}
+	k, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatal("kcat not found: deploy/local/up.sh installs it")
+	}
+	return k
+}
+
+// uniqueName returns a topic, stage or table name unique to this run.
+func uniqueName(prefix string) string {
+	return fmt.Sprintf("%s_%d_%04x", prefix, time.Now().Unix()%100000, rand.N(1<<16))
+}
+
+// writeFile writes content to a new file in t's temp dir and returns its path.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// exactlyCmd runs the exactly binary to completion and returns its output.
+func exactlyCmd(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(exactlyBin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("exactly %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// proc is a running exactly process.
+type proc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start starts exactly with args and extra environment entries (KEY=VALUE).
+// The process is killed when the test ends, if still running.
+func start(t testing.TB, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("exactly %s logs:\n%s", strings.Join(args, " "), tail(p.logs.String(), 60))
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit, failing the test after timeout.
+func (p *proc) wait(timeout time.Duration) error {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.t.Fatalf("exactly did not exit within %s; logs:\n%s", timeout, tail(p.logs.String(), 60))
+		return nil
+	}
+}
+
+// killedBySIGKILL reports whether the process ended by SIGKILL.
+func (p *proc) killedBySIGKILL() bool {
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// stop sends SIGTERM and requires a clean exit (status 0).
+func (p *proc) stop() {
+	p.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(60 * time.Second); err != nil {
+		p.t.Fatalf("exactly exited with %v after SIGTERM; logs:\n%s", err, tail(p.logs.String(), 60))
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// eventually polls cond every interval until it returns true, failing the
+// test with what() after timeout.
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s: %s", timeout, what())
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval of an external condition
+	}
+}
+
+// kcatProduce writes lines of "key|value" to topic with kcat. A line with
+// an empty value produces a null value (a tombstone), by kcat's -Z.
+func kcatProduce(t testing.TB, topic string, lines [][]byte) {
+	t.Helper()
+	var in bytes.Buffer
+	for _, l := range lines {
+		in.Write(l)
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command(kcatBin(t), "-P", "-b", brokers(t), "-t", topic, "-K", "|", "-Z",
+		"-X", "enable.idempotence=true", "-X", "acks=all")
+	cmd.Stdin = &in
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce to %s: %v\n%s", topic, err, out)
+	}
+}
+
+// kcatRecord is one record as kcat printed it.
+type kcatRecord struct {
+	Partition string
+	Offset    string
+	Key       string
+	Headers   map[string]string
+}
+
+// kcatRead reads topic from the beginning to its end with
+// isolation.level=read_committed, so it stops at each partition's last
+// stable offset. Values are not read, only key, partition, offset and
+// headers (header values must not hold ',' or '=').
+func kcatRead(t testing.TB, topic string) []kcatRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcatBin(t), "-C", "-b", brokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%p\t%o\t%k\t%h\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat read %s: %v\n%s", topic, err, stderr.String())
+	}
+	var recs []kcatRecord
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), "\t", 4)
+		if len(f) != 4 {
+			t.Fatalf("kcat read %s: bad line %q", topic, sc.Text())
+		}
+		r := kcatRecord{Partition: f[0], Offset: f[1], Key: f[2], Headers: map[string]string{}}
+		if f[3] != "" {
+			for _, kv := range strings.Split(f[3], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				r.Headers[k] = v
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// kcatCount returns how many records kcatRead finds.
+func kcatCount(t testing.TB, topic string) int { return len(kcatRead(t, topic)) }
+
+// kcatCountUncommitted counts records with read_uncommitted: it sees the
+// records of open transactions too.
+func kcatCountUncommitted(t testing.TB, topic string) int {
+	t.Helper()
+	out, err := exec.Command(kcatBin(t), "-C", "-b", brokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
+		"-X", "isolation.level=read_uncommitted", "-f", "x\n").Output()
+	if err != nil {
+		t.Fatalf("kcat read_uncommitted %s: %v", topic, err)
+	}
+	return bytes.Count(out, []byte("\n"))
+}

@@ -1,0 +1,301 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+)
+
+// stageSpec is one stage of a generated topology file.
+type stageSpec struct {
+	name, in, out, dlq string
+}
+
+// topologyFile writes a topology with the given stages; every topic has 3
+// partitions except dead-letter topics, which have 1.
+func topologyFile(t testing.TB, stages []stageSpec, interval, txnTimeout string, maxRecords int) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\n  transaction_timeout: %s\ntopics:\n", brokers(t), txnTimeout)
+	declared := map[string]bool{}
+	declare := func(name string, parts int) {
+		if !declared[name] {
+			declared[name] = true
+			fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n", name, parts)
+		}
+	}
+	for _, s := range stages {
+		declare(s.in, 3)
+		declare(s.out, 3)
+		declare(s.dlq, 1)
+	}
+	b.WriteString("stages:\n")
+	for _, s := range stages {
+		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
+			"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n",
+			s.name, s.in, s.out, s.dlq, interval, maxRecords)
+	}
+	return writeFile(t, "topology.yaml", b.String())
+}
+
+// crashInput returns n events (key k-i, event ID e-i) with bad malformed
+// records spread among them: bad JSON, invalid UTF-8 and null values, keyed
+// bad-j.
+func crashInput(n, bad int) [][]byte {
+	var lines [][]byte
+	every := n / bad
+	j := 0
+	for i := range n {
+		lines = append(lines, fmt.Appendf(nil, `k-%d|{"event_id":"e-%d","n":%d,"note":"a:b,c"}`, i, i, i))
+		if i%every == every-1 && j < bad {
+			var v []byte
+			switch j % 3 {
+			case 0:
+				v = []byte(`{"event_id": "e-broken`)
+			case 1:
+				v = []byte("{\"event_id\":\"\xff\xfe\"}")
+			case 2:
+				v = nil // kcat -Z: a null value
+			}
+			lines = append(lines, append(fmt.Appendf(nil, "bad-%d|", j), v...))
+			j++
+		}
+	}
+	return lines
+}
+
+// checkOutput requires that topic holds exactly the events e-0..e-(n-1),
+// each once, keyed by event ID.
+func checkOutput(t *testing.T, topic string, n int) {
+	t.Helper()
+	recs := kcatRead(t, topic)
+	seen := map[string]int{}
+	for _, r := range recs {
+		seen[r.Key]++
+	}
+	dups, missing := 0, 0
+	for k, c := range seen {
+		if c > 1 {
+			dups++
+			if dups <= 5 {
+				t.Errorf("%s: event %s appears %d times", topic, k, c)
+			}
+		}
+	}
+	for i := range n {
+		if seen["e-"+strconv.Itoa(i)] == 0 {
+			missing++
+			if missing <= 5 {
+				t.Errorf("%s: event e-%d is missing", topic, i)
+			}
+		}
+	}
+	if len(recs) != n || dups > 0 || missing > 0 {
+		t.Fatalf("%s: %d records, want %d; %d event IDs duplicated, %d missing", topic, len(recs), n, dups, missing)
+	}
+}
+
+// checkDeadLetters requires that topic holds exactly bad dead letters, one
+// per malformed input record, each naming a distinct source offset.
+func checkDeadLetters(t *testing.T, topic, source string, bad int) {
+	t.Helper()
+	recs := kcatRead(t, topic)
+	if len(recs) != bad {
+		t.Fatalf("%s: %d dead letters, want %d", topic, len(recs), bad)
+	}
+	keys, sources := map[string]bool{}, map[string]bool{}
+	for _, r := range recs {
+		keys[r.Key] = true
+		off, ok := r.Headers[processor.HeaderSourceOffset]
+		if !ok {
+			t.Fatalf("%s: dead letter %s has no %s header: %v", topic, r.Key, processor.HeaderSourceOffset, r.Headers)
+		}
+		if r.Headers[processor.HeaderSourceTopic] != source {
+			t.Errorf("%s: dead letter %s names source topic %q, want %q", topic, r.Key, r.Headers[processor.HeaderSourceTopic], source)
+		}
+		src := r.Headers[processor.HeaderSourcePartition] + "/" + off
+		if sources[src] {
+			t.Errorf("%s: two dead letters name source %s", topic, src)
+		}
+		sources[src] = true
+	}
+	for j := range bad {
+		if !keys["bad-"+strconv.Itoa(j)] {
+			t.Errorf("%s: no dead letter for bad-%d", topic, j)
+		}
+	}
+}
+
+// The crash check: a stage killed with SIGKILL at a failpoint and restarted
+// leaves every event in its output exactly once.
+func TestCrashCheck(t *testing.T) {
+	const events, bad = 10000, 50
+	for _, chain := range []bool{false, true} {
+		for _, fp := range []string{processor.CrashBeforeCommit, processor.CrashAfterCommit} {
+			name := fp
+			if chain {
+				name = "chain/" + fp
+			}
+			t.Run(name, func(t *testing.T) {
+				raw, clean, enriched := uniqueName("raw"), uniqueName("clean"), uniqueName("enriched")
+				dlq1, dlq2 := uniqueName("dlq"), uniqueName("dlq")
+				stages := []stageSpec{{uniqueName("clean"), raw, clean, dlq1}}
+				final := clean
+				if chain {
+					stages = append(stages, stageSpec{uniqueName("enrich"), clean, enriched, dlq2})
+					final = enriched
+				}
+				topo := topologyFile(t, stages, "100ms", "60s", 1000)
+				exactlyCmd(t, "topics", "create", topo)
+				kcatProduce(t, raw, crashInput(events, bad))
+
+				crashing := start(t, []string{processor.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+				_ = crashing.wait(2 * time.Minute)
+				if !crashing.killedBySIGKILL() {
+					t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
+				}
+				before := kcatCount(t, final)
+				if before >= events {
+					t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
+				}
+				t.Logf("committed before the crash: %d of %d events in %s", before, events, final)
+
+				restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+				eventually(t, 2*time.Minute, func() bool {
+					return kcatCount(t, final) >= events && kcatCount(t, dlq1) >= bad
+				}, func() string {
+					return fmt.Sprintf("%s has %d of %d, %s has %d of %d", final, kcatCount(t, final), events, dlq1, kcatCount(t, dlq1), bad)
+				})
+				restarted.stop()
+
+				checkOutput(t, final, events)
+				checkDeadLetters(t, dlq1, raw, bad)
+				if chain {
+					checkOutput(t, clean, events)
+					if n := kcatCount(t, dlq2); n != 0 {
+						t.Fatalf("the second stage dead-lettered %d records; its input held only valid events", n)
+					}
+				}
+			})
+		}
+	}
+}
+
+// A stuck transaction: an instance killed while its transaction is open is
+// fenced by its restart at once; readers do not wait for the transaction
+// timeout (5 minutes here).
+func TestStuckTransactionFencedOnRestart(t *testing.T) {
+	const events = 1000
+	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("stuck")
+	spec := []stageSpec{{stage, in, out, dlq}}
+	// A commit interval long enough that the transaction is still open
+	// when the process dies.
+	slow := topologyFile(t, spec, "4m", "5m", 100000)
+	fast := topologyFile(t, spec, "100ms", "5m", 100000)
+	exactlyCmd(t, "topics", "create", slow)
+	kcatProduce(t, in, crashInput(events, 1)[:events])
+
+	p := start(t, nil, "run", "--topology", slow, "--instance-id", "it-1")
+	eventually(t, time.Minute, func() bool { return kcatCountUncommitted(t, out) >= events },
+		func() string { return fmt.Sprintf("%d records of the open transaction reached the broker", kcatCountUncommitted(t, out)) })
+	if n := kcatCount(t, out); n != 0 {
+		t.Fatalf("read_committed sees %d records of a transaction that is still open", n)
+	}
+	_ = p.cmd.Process.Kill()
+	_ = p.wait(10 * time.Second)
+
+	restarted := time.Now()
+	p2 := start(t, nil, "run", "--topology", fast, "--instance-id", "it-1")
+	eventually(t, 60*time.Second, func() bool { return kcatCount(t, out) >= events },
+		func() string { return fmt.Sprintf("readers see %d of %d events", kcatCount(t, out), events) })
+	t.Logf("output readable %s after the restart (transaction timeout 5m)", time.Since(restarted).Round(time.Millisecond))
+	p2.stop()
+	checkOutput(t, out, events)
+}
+
+// Offset gaps: the input is written transactionally, with aborted
+// transactions among committed ones. Commit markers take offsets, aborted
+// records are never read, and the stage must neither stall on the gaps nor
+// let an aborted record through.
+func TestTransactionalInputWithAborts(t *testing.T) {
+	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("gaps")
+	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "60s", 500)
+	exactlyCmd(t, "topics", "create", topo)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.TransactionalID(uniqueName("it-producer")), kgo.DefaultProduceTopic(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	next, aborted := 0, 0
+	writeTxn := func(n int, commit bool) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			id := "e-" + strconv.Itoa(next)
+			if !commit {
+				id = "aborted-" + strconv.Itoa(aborted)
+				aborted++
+			} else {
+				next++
+			}
+			cl.Produce(ctx, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q}`, id)}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTxn(300, true)
+	writeTxn(100, false)
+	for i := range 30 { // many small transactions: many markers
+		writeTxn(7, i%5 != 4)
+	}
+	writeTxn(200, false)
+	writeTxn(300, true)
+
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= next },
+		func() string { return fmt.Sprintf("%d of %d events out", kcatCount(t, out), next) })
+	p.stop()
+	checkOutput(t, out, next)
+	if n := kcatCount(t, dlq); n != 0 {
+		t.Fatalf("%d dead letters; the input held only valid events", n)
+	}
+	t.Logf("%d committed and %d aborted input records; output holds the %d committed ones", next, aborted, next)
+}
+
+// Validation happens before any network I/O, and every problem is reported
+// with its position.
+func TestValidateReportsPositions(t *testing.T) {
+	f := writeFile(t, "bad.yaml", "version: 1\nkafka: { brokers: [\"127.0.0.1:1\"] }\ntopics:\n  - { name: a, partitions: 0 }\nstages:\n  - name: s\n    input: { topic: a }\n    output: { topic: nope }\n    dead_letter: { topic: a }\n    commit: { interval: 10 parsecs }\n")
+	p := start(t, nil, "validate", f)
+	err := p.wait(30 * time.Second)
+	if err == nil {
+		t.Fatal("validate accepted a bad file")
+	}
+	logs := p.logs.String()
+	for _, want := range []string{
+		f + ":4:28: topics[0].partitions:",
+		f + ":8:22: stages[0].output.topic: topic \"nope\" is not declared",
+		f + ":10:25: stages[0].commit.interval:",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, logs)
+		}
+	}
+}
