@@ -199,6 +199,49 @@ func (v *validator) defaults() {
 			s.Commit.MaxRecords = DefaultCommitMaxRecords
 		}
 	}
+	for i := range f.Sinks {
+		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
+		if s.Input.Format == "" {
+			s.Input.Format = DefaultFormat
+		}
+		if !v.has(p + ".commit.interval") {
+			s.Commit.Interval.Duration = DefaultSinkCommitInterval
+		}
+		if !v.has(p + ".commit.max_records") {
+			s.Commit.MaxRecords = DefaultSinkCommitMaxRecords
+		}
+		if !v.has(p + ".session_timeout") {
+			s.SessionTimeout.Duration = DefaultSinkSessionTimeout
+		}
+		pg := &s.Postgres
+		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
+			pg.Tombstones = TombstonesSkip
+		}
+		if pg.Mode == "" && !v.has(p+".postgres.mode") {
+			pg.Mode = ModeInsert
+		}
+		if pg.PositionsTable == "" && !v.has(p+".postgres.positions_table") {
+			if schema, _, ok := strings.Cut(pg.Table, "."); ok {
+				pg.PositionsTable = schema + "." + DefaultPositionsTable
+			}
+		}
+		// Columns in file order, so that created tables read like the file.
+		pg.ColumnOrder = make([]string, 0, len(pg.Columns))
+		for c := range pg.Columns {
+			pg.ColumnOrder = append(pg.ColumnOrder, c)
+		}
+		cp := p + ".postgres.columns."
+		slices.SortFunc(pg.ColumnOrder, func(a, b string) int {
+			pa, pb := v.d.pos[cp+a], v.d.pos[cp+b]
+			if pa.Line != pb.Line {
+				return pa.Line - pb.Line
+			}
+			if pa.Col != pb.Col {
+				return pa.Col - pb.Col
+			}
+			return strings.Compare(a, b)
+		})
+	}
 }
 
 var (
@@ -220,6 +263,7 @@ func (v *validator) validate() {
 	declared := v.topics()
 	v.stages(declared)
 	v.cycles()
+	v.sinks(declared)
 }
 
 func (v *validator) kafka() {
@@ -541,4 +585,133 @@ func shortestLoop(adj [][]int, start int, in map[int]bool) []int {
 		}
 	}
 	return []int{start, start}
+}
+
+var (
+	// identifier is a Postgres identifier as the sink accepts it: it is
+	// always quoted in SQL, so case is kept as written.
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	// fieldName is a top-level JSON field a column may hold.
+	fieldName  = regexp.MustCompile(`^[^$].*$`)
+	sources    = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
+	tombstones = []string{TombstonesSkip, TombstonesDelete}
+	sinkModes  = []string{ModeInsert, ModeUpsert}
+)
+
+func (v *validator) sinks(declared map[string]bool) {
+	first := make(map[string]int)
+	for i, s := range v.f.Sinks {
+		p := fmt.Sprintf("sinks[%d]", i)
+		np := p + ".name"
+		switch {
+		case s.Name == "" && v.has(np):
+			v.report(np, "must not be empty")
+		case s.Name == "":
+			v.report(np, "required")
+		case !stageName.MatchString(s.Name):
+			v.report(np, "invalid sink name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", v.q(np, s.Name))
+		default:
+			if j, dup := first[s.Name]; dup {
+				v.report(np, "duplicate sink %s (first declared at line %d)", v.q(np, s.Name), v.at(fmt.Sprintf("sinks[%d].name", j)).Line)
+				break
+			}
+			first[s.Name] = i
+		}
+
+		v.endpoint(p+".input", s.Input, declared, "orders.clean")
+		dp := p + ".dead_letter"
+		if v.has(dp) {
+			v.topicRef(dp+".topic", s.DeadLetter.Topic, declared)
+		} else {
+			v.report(dp, "required (e.g. dead_letter: { topic: orders.sink-dlq })")
+		}
+		if dl := s.DeadLetter.Topic; dl != "" && dl == s.Input.Topic {
+			v.report(dp+".topic", "dead letter topic %s is also the sink's input topic", v.q(dp+".topic", dl))
+		}
+
+		if ip := p + ".commit.interval"; s.Commit.Interval.Duration <= 0 {
+			v.report(ip, "must be greater than 0 (got %s)", v.num(ip, s.Commit.Interval.String()))
+		}
+		if mp := p + ".commit.max_records"; s.Commit.MaxRecords < 1 {
+			v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(s.Commit.MaxRecords)))
+		}
+		if sp := p + ".session_timeout"; s.SessionTimeout.Duration < time.Second {
+			v.report(sp, "must be at least 1s (got %s)", v.num(sp, s.SessionTimeout.String()))
+		}
+		v.postgres(p+".postgres", s)
+	}
+}
+
+func (v *validator) postgres(p string, s Sink) {
+	if !v.has(p) {
+		v.report(p, "required (e.g. postgres: { dsn: ${PG_DSN}, table: raw.events, event_id: event_id, columns: {event_id: event_id, body: $value} })")
+		return
+	}
+	pg := s.Postgres
+	// The DSN is never quoted in a message: it may hold a password even
+	// when written literally.
+	switch dp := p + ".dsn"; {
+	case pg.DSN == "" && v.has(dp):
+		v.report(dp, "must not be empty")
+	case pg.DSN == "":
+		v.report(dp, "required (write it as ${PG_DSN}: it holds credentials)")
+	}
+	v.qualified(p+".table", pg.Table, "raw.events")
+	if v.has(p+".positions_table") || pg.PositionsTable != "" {
+		v.qualified(p+".positions_table", pg.PositionsTable, "raw.stream_positions")
+	}
+	if pg.PositionsTable != "" && pg.PositionsTable == pg.Table {
+		v.report(p+".positions_table", "must differ from table")
+	}
+
+	cp := p + ".columns"
+	if len(pg.Columns) == 0 {
+		v.report(cp, "at least one column is required (e.g. columns: { event_id: event_id, body: $value })")
+	}
+	for _, c := range pg.ColumnOrder {
+		src, path := pg.Columns[c], cp+"."+c
+		if !identifier.MatchString(c) {
+			v.report(path, "invalid column name %s (want a letter or '_', then letters, digits or '_', at most 63)", strconv.Quote(truncate(c)))
+		}
+		switch {
+		case src == "":
+			v.report(path, "must name a field or one of %s", strings.Join(sources, ", "))
+		case strings.HasPrefix(src, "$") && !slices.Contains(sources, src):
+			v.report(path, "unknown source %s (valid: a field name, %s)", v.q(path, src), strings.Join(sources, ", "))
+		case fieldName.MatchString(src) && s.Input.Format != "json" && slices.Contains(formats, s.Input.Format):
+			v.report(path, "field %s needs input format json (input format is %s; use $value or $key)", v.q(path, src), v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+		}
+	}
+
+	ep := p + ".event_id"
+	switch _, ok := pg.Columns[pg.EventID]; {
+	case pg.EventID == "" && v.has(ep):
+		v.report(ep, "must not be empty")
+	case pg.EventID == "":
+		v.report(ep, "required (the primary key column, one of columns)")
+	case len(pg.Columns) > 0 && !ok:
+		v.report(ep, "column %s is not in columns (add it, e.g. %s: %s)", v.q(ep, pg.EventID), pg.EventID, pg.EventID)
+	}
+	if tp := p + ".tombstones"; !slices.Contains(tombstones, pg.Tombstones) {
+		v.report(tp, "unknown tombstone policy %s (valid: %s)", v.q(tp, pg.Tombstones), strings.Join(tombstones, ", "))
+	}
+	if mp := p + ".mode"; !slices.Contains(sinkModes, pg.Mode) {
+		v.report(mp, "unknown mode %s (valid: %s)", v.q(mp, pg.Mode), strings.Join(sinkModes, ", "))
+	}
+}
+
+// qualified checks a schema-qualified table name at path.
+func (v *validator) qualified(path, name, example string) {
+	if name == "" {
+		if v.has(path) {
+			v.report(path, "must not be empty")
+		} else {
+			v.report(path, "required (schema-qualified, e.g. %s)", example)
+		}
+		return
+	}
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok || !identifier.MatchString(schema) || !identifier.MatchString(table) {
+		v.report(path, "invalid table %s (want schema.table, each a letter or '_' then letters, digits or '_', e.g. %s)", v.q(path, name), example)
+	}
 }

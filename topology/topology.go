@@ -2,6 +2,7 @@ package topology
 
 import (
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -63,6 +64,7 @@ type File struct {
 	Kafka   Kafka   `yaml:"kafka"`
 	Topics  []Topic `yaml:"topics"`
 	Stages  []Stage `yaml:"stages"`
+	Sinks   []Sink  `yaml:"sinks"`
 	Path    string  `yaml:"-"` // the name the file was loaded from
 
 	// pos holds the position of every decoded node by field path, e.g.
@@ -135,6 +137,78 @@ type Commit struct {
 	MaxRecords int      `yaml:"max_records"` // default 10000, >= 1
 }
 
+// Sink reads one topic and writes its records as rows of a Postgres table,
+// storing the stream positions in the same database transaction as the
+// rows (see package processor/pgsink).
+type Sink struct {
+	// Name follows the rules of stage names; the sink consumes in group
+	// exactly-sink-<name>.
+	Name       string     `yaml:"name"`
+	Input      Endpoint   `yaml:"input"`
+	DeadLetter DeadLetter `yaml:"dead_letter"`
+	Postgres   Postgres   `yaml:"postgres"`
+	Commit     Commit     `yaml:"commit"`
+	// SessionTimeout is the consumer group session timeout: how long the
+	// group waits for a silent instance before moving its partitions.
+	// Default 45s; the broker bounds it (group.min.session.timeout.ms, 6s
+	// by default).
+	SessionTimeout Duration `yaml:"session_timeout"`
+}
+
+// Postgres is where a sink writes.
+type Postgres struct {
+	// DSN is a libpq connection string or URL. Write it as ${VAR}: it holds
+	// credentials, and it is never shown in messages.
+	DSN Secret `yaml:"dsn"`
+	// Table is the target table, schema-qualified: "schema.table".
+	Table string `yaml:"table"`
+	// EventID names the column, one of Columns, that is the table's
+	// primary key; its field must be present in every record.
+	EventID string `yaml:"event_id"`
+	// Columns maps each column to what it holds: a top-level field of the
+	// JSON value, or $value (the whole value), $key, $topic, $partition,
+	// $offset or $timestamp.
+	Columns map[string]string `yaml:"columns"`
+	// ColumnOrder lists the keys of Columns in file order.
+	ColumnOrder []string `yaml:"-"`
+	// PositionsTable holds (topic, partition, next_offset); schema-qualified.
+	// Default: exactly_positions in the schema of Table.
+	PositionsTable string `yaml:"positions_table"`
+	// Tombstones is what a record with a null value does: "skip" (the
+	// default) or "delete" the row whose event ID is the record's key.
+	Tombstones string `yaml:"tombstones"`
+	// Mode is "insert" (the default: a row whose event ID exists is left
+	// alone) or "upsert" (it is overwritten).
+	Mode string `yaml:"mode"`
+}
+
+// Secret is a string that must not appear in messages or logs: fmt and slog
+// print it redacted. Convert it with string(s) to use it.
+type Secret string
+
+func (Secret) String() string            { return "[redacted]" }
+func (Secret) GoString() string          { return `"[redacted]"` }
+func (Secret) LogValue() slog.Value      { return slog.StringValue("[redacted]") }
+func (Secret) MarshalYAML() (any, error) { return "[redacted]", nil }
+
+// Column sources other than a field name.
+const (
+	SourceValue     = "$value"
+	SourceKey       = "$key"
+	SourceTopic     = "$topic"
+	SourcePartition = "$partition"
+	SourceOffset    = "$offset"
+	SourceTimestamp = "$timestamp"
+)
+
+// Tombstone policies and sink modes.
+const (
+	TombstonesSkip   = "skip"
+	TombstonesDelete = "delete"
+	ModeInsert       = "insert"
+	ModeUpsert       = "upsert"
+)
+
 // Defaults applied by Parse.
 const (
 	DefaultClientID           = "exactly"
@@ -143,6 +217,11 @@ const (
 	DefaultFormat             = "json"
 	DefaultCommitInterval     = 100 * time.Millisecond
 	DefaultCommitMaxRecords   = 10000
+
+	DefaultSinkCommitInterval   = 200 * time.Millisecond
+	DefaultSinkCommitMaxRecords = 20000
+	DefaultSinkSessionTimeout   = 45 * time.Second
+	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
 )
 
 // Stage returns the stage called name.
@@ -150,6 +229,16 @@ func (f *File) Stage(name string) (*Stage, bool) {
 	for i := range f.Stages {
 		if f.Stages[i].Name == name {
 			return &f.Stages[i], true
+		}
+	}
+	return nil, false
+}
+
+// Sink returns the sink called name.
+func (f *File) Sink(name string) (*Sink, bool) {
+	for i := range f.Sinks {
+		if f.Sinks[i].Name == name {
+			return &f.Sinks[i], true
 		}
 	}
 	return nil, false
