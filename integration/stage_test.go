@@ -206,7 +206,9 @@ func TestStuckTransactionFencedOnRestart(t *testing.T) {
 
 	p := start(t, nil, "run", "--topology", slow, "--instance-id", "it-1")
 	eventually(t, time.Minute, func() bool { return kcatCountUncommitted(t, out) >= events },
-		func() string { return fmt.Sprintf("%d records of the open transaction reached the broker", kcatCountUncommitted(t, out)) })
+		func() string {
+			return fmt.Sprintf("%d records of the open transaction reached the broker", kcatCountUncommitted(t, out))
+		})
 	if n := kcatCount(t, out); n != 0 {
 		t.Fatalf("read_committed sees %d records of a transaction that is still open", n)
 	}

@@ -678,7 +678,7 @@ func (v *validator) postgres(p string, s Sink) {
 			v.report(path, "must name a field or one of %s", strings.Join(sources, ", "))
 		case strings.HasPrefix(src, "$") && !slices.Contains(sources, src):
 			v.report(path, "unknown source %s (valid: a field name, %s)", v.q(path, src), strings.Join(sources, ", "))
-		case fieldName.MatchString(src) && s.Input.Format != "json" && slices.Contains(formats, s.Input.Format):
+		case !strings.HasPrefix(src, "$") && s.Input.Format != "json" && slices.Contains(formats, s.Input.Format):
 			v.report(path, "field %s needs input format json (input format is %s; use $value or $key)", v.q(path, src), v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
 		}
 	}

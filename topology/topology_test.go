@@ -238,7 +238,7 @@ func TestParseValidation(t *testing.T) {
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
 			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit)`}},
 		{"unknown top-level field", "stage: []\n" + head,
-			[]string{`t.yaml:1:1: stage: unknown field (valid: version, kafka, topics, stages)`}},
+			[]string{`t.yaml:1:1: stage: unknown field (valid: version, kafka, topics, stages, sinks)`}},
 		{"type error", head + "  - { name: x, partitions: abc }\n",
 			[]string{`t.yaml:8:28: topics[3].partitions: expected an integer, got "abc"`}},
 		{"integer out of range", head + "  - { name: x, partitions: 3000000000 }\n",
