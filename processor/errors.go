@@ -15,9 +15,10 @@ var ErrCrashed = errors.New("crashed at failpoint")
 // Dead-letter reasons, written to the exactly.dlq.reason header. They name
 // the step of the pipeline that rejected the record.
 const (
-	ReasonDecode = "decode"
-	ReasonKey    = "key"
-	ReasonEncode = "encode"
+	ReasonDecode    = "decode"
+	ReasonTransform = "transform"
+	ReasonKey       = "key"
+	ReasonEncode    = "encode"
 )
 
 // RecordError is a permanent fault of one input record. The stage writes
@@ -25,10 +26,16 @@ const (
 // in the same transaction that commits its offset.
 type RecordError struct {
 	Reason string // one of the Reason constants
+	Step   string // the failed transform step, for ReasonTransform
 	Err    error
 }
 
-func (e *RecordError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *RecordError) Error() string {
+	if e.Step != "" {
+		return e.Reason + ": " + e.Step + ": " + e.Err.Error()
+	}
+	return e.Reason + ": " + e.Err.Error()
+}
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // IsFatal reports whether err from a Kafka session will not go away by

@@ -3,6 +3,7 @@ package processor
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,11 +22,20 @@ const (
 	// CrashAfterCommit fires right after the Nth transaction has committed,
 	// before anything else happens.
 	CrashAfterCommit = "crash-after-commit"
+	// CrashBeforeDBCommit fires in a Postgres sink once the Nth database
+	// transaction has written its rows and positions, before COMMIT.
+	CrashBeforeDBCommit = "crash-before-db-commit"
+	// CrashAfterDBCommit fires in a Postgres sink right after the Nth
+	// database transaction has committed, before anything else happens.
+	CrashAfterDBCommit = "crash-after-db-commit"
 )
+
+// failpointNames are the names ParseFailpoints accepts.
+var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashBeforeDBCommit, CrashAfterDBCommit}
 
 // Failpoint makes a stage crash at a named point, to prove recovery.
 type Failpoint struct {
-	Name string // CrashBeforeCommit or CrashAfterCommit
+	Name string // one of the failpoint names above
 	N    int    // the transaction number, >= 1
 }
 
@@ -45,8 +55,8 @@ func ParseFailpoints(s string) ([]Failpoint, error) {
 		if !ok {
 			return nil, fmt.Errorf("failpoint %q: want NAME@N", part)
 		}
-		if name != CrashBeforeCommit && name != CrashAfterCommit {
-			return nil, fmt.Errorf("failpoint %q: unknown name %q (valid: %s, %s)", part, name, CrashBeforeCommit, CrashAfterCommit)
+		if !slices.Contains(failpointNames, name) {
+			return nil, fmt.Errorf("failpoint %q: unknown name %q (valid: %s)", part, name, strings.Join(failpointNames, ", "))
 		}
 		num, err := strconv.Atoi(n)
 		if err != nil || num < 1 {

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/transform"
 )
 
 // Headers that every dead letter carries, beside the input record's own
@@ -16,6 +19,7 @@ import (
 const (
 	HeaderReason          = "exactly.dlq.reason"           // decode, key or encode
 	HeaderError           = "exactly.dlq.error"            // the error message
+	HeaderStep            = "exactly.dlq.step"             // the transform step that failed, for reason transform
 	HeaderStage           = "exactly.dlq.stage"            // stage name
 	HeaderSourceTopic     = "exactly.dlq.source.topic"     // input topic
 	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal
@@ -23,34 +27,81 @@ const (
 	HeaderSourceTimestamp = "exactly.dlq.source.timestamp" // Unix milliseconds, decimal
 )
 
-// transform decodes, re-keys and encodes one input record. Any error it
-// returns is a *RecordError: a permanent fault of that record.
-func (s *Stage) transform(r *kgo.Record) (*kgo.Record, error) {
+// transform decodes one input record, runs the stage's transform steps,
+// re-keys and encodes the results. It returns the output records, none when
+// a step filtered the record out. Any error it returns is a *RecordError: a
+// permanent fault of that record, which then has no outputs at all.
+func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, error) {
 	v, err := s.in.Decode(r.Value)
 	if err != nil {
 		return nil, &RecordError{Reason: ReasonDecode, Err: err}
 	}
-	key := r.Key
+	in := transform.Record{
+		Key: r.Key, Value: v, Raw: r.Value,
+		SourceTopic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+	}
+	recs := []transform.Record{in}
+	if s.pipeline != nil && s.pipeline.Len() > 0 {
+		in.Value = transform.Normalize(v)
+		in.Headers = make([]transform.Header, len(r.Headers))
+		for i, h := range r.Headers {
+			in.Headers[i] = transform.Header{Key: h.Key, Value: h.Value}
+		}
+		if recs, err = s.pipeline.Apply(ctx, in); err != nil {
+			var se *transform.StepError
+			if errors.As(err, &se) {
+				return nil, &RecordError{Reason: ReasonTransform, Step: se.Step, Err: se.Err}
+			}
+			return nil, &RecordError{Reason: ReasonTransform, Err: err}
+		}
+	}
+	outs := make([]*kgo.Record, 0, len(recs))
+	for i := range recs {
+		out, err := s.output(r, &recs[i], s.pipeline != nil && s.pipeline.Len() > 0)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, out)
+	}
+	return outs, nil
+}
+
+// output builds the Kafka record of one transform result.
+func (s *Stage) output(in *kgo.Record, rec *transform.Record, transformed bool) (*kgo.Record, error) {
+	key := rec.Key
 	if s.cfg.KeyField != "" {
-		if key, err = keyOf(v, s.cfg.KeyField); err != nil {
+		var err error
+		if key, err = keyOf(rec.Value, s.cfg.KeyField); err != nil {
 			return nil, &RecordError{Reason: ReasonKey, Err: err}
 		}
 	}
-	value := r.Value
-	if s.cfg.InputFormat != s.cfg.OutputFormat {
-		// Same format and an unchanged value: the input bytes are already
-		// valid output, and copying them keeps numbers and field order as
-		// the producer wrote them.
-		if value, err = s.out.Encode(v); err != nil {
+	value := rec.Raw
+	if value == nil || s.cfg.InputFormat != s.cfg.OutputFormat {
+		// The input bytes are reused only while no step changed the value
+		// and the format is the same: they keep numbers and field order
+		// exactly as the producer wrote them.
+		var err error
+		if value, err = s.out.Encode(rec.Value); err != nil {
 			return nil, &RecordError{Reason: ReasonEncode, Err: err}
 		}
 	}
+	headers := in.Headers
+	if transformed {
+		headers = make([]kgo.RecordHeader, len(rec.Headers))
+		for i, h := range rec.Headers {
+			headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	topic := rec.Topic
+	if topic == "" {
+		topic = s.cfg.Output
+	}
 	return &kgo.Record{
-		Topic:     s.cfg.Output,
+		Topic:     topic,
 		Key:       key,
 		Value:     value,
-		Headers:   r.Headers,
-		Timestamp: r.Timestamp, // as Kafka Streams does: outputs keep the input's event time
+		Headers:   headers,
+		Timestamp: in.Timestamp, // as Kafka Streams does: outputs keep the input's event time
 	}, nil
 }
 
@@ -72,6 +123,10 @@ func keyOf(v any, field string) ([]byte, error) {
 		return []byte(fv), nil
 	case json.Number:
 		return []byte(fv), nil
+	case int64:
+		return strconv.AppendInt(nil, fv, 10), nil
+	case uint64:
+		return strconv.AppendUint(nil, fv, 10), nil
 	}
 	b, err := json.Marshal(fv)
 	if err != nil {
@@ -83,7 +138,7 @@ func keyOf(v any, field string) ([]byte, error) {
 // deadLetter returns the dead letter of r: its key, value and headers as
 // they came, plus headers naming the error, the stage and the source.
 func (s *Stage) deadLetter(r *kgo.Record, re *RecordError) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+8)
 	h = append(h, r.Headers...)
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderReason, Value: []byte(re.Reason)},
@@ -94,6 +149,9 @@ func (s *Stage) deadLetter(r *kgo.Record, re *RecordError) *kgo.Record {
 		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 		kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
 	)
+	if re.Step != "" {
+		h = append(h, kgo.RecordHeader{Key: HeaderStep, Value: []byte(re.Step)})
+	}
 	return &kgo.Record{
 		Topic:     s.cfg.DeadLetter,
 		Key:       r.Key,

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -76,6 +77,10 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 	return func(s *Stage) { s.kopts = append(s.kopts, opts...) }
 }
 
+// WithTransform sets the stage's compiled transform steps (see
+// transform.Compile); without it records pass through unchanged.
+func WithTransform(p *transform.Pipeline) Option { return func(s *Stage) { s.pipeline = p } }
+
 // WithFailpoints arms failpoints (see ParseFailpoints).
 func WithFailpoints(fps ...Failpoint) Option {
 	return func(s *Stage) { s.failpoints = append(s.failpoints, fps...) }
@@ -90,6 +95,7 @@ func WithCrashAction(f func()) Option { return func(s *Stage) { s.crash = f } }
 type Stats struct {
 	Consumed     int64 // input records polled
 	Produced     int64 // output records in committed transactions
+	Filtered     int64 // input records with no output and no dead letter, committed
 	DeadLettered int64 // dead letters in committed transactions
 	Committed    int64 // transactions committed
 	Aborted      int64 // transactions aborted (rebalance, produce error)
@@ -104,11 +110,12 @@ type Stage struct {
 	kopts      []kgo.Opt
 	failpoints []Failpoint
 	crash      func()
+	pipeline   *transform.Pipeline
 
 	txns int // transactions ended by this instance, for failpoints
 
-	consumed, produced, deadLettered atomic.Int64
-	committed, aborted, rebuilds     atomic.Int64
+	consumed, produced, deadLettered, filtered atomic.Int64
+	committed, aborted, rebuilds               atomic.Int64
 }
 
 // New validates cfg and returns a Stage. It does no network I/O.
@@ -157,9 +164,6 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err != nil {
 		errs = append(errs, &configError{fmt.Errorf("output: %w", err)})
 	}
-	if cfg.KeyField != "" && cfg.InputFormat != serde.JSON {
-		errs = append(errs, newConfigError("a key field needs json input, not %s", cfg.InputFormat))
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
@@ -177,7 +181,7 @@ func (s *Stage) Config() Config { return s.cfg }
 // Stats returns a snapshot of the stage's counters.
 func (s *Stage) Stats() Stats {
 	return Stats{
-		Consumed: s.consumed.Load(), Produced: s.produced.Load(), DeadLettered: s.deadLettered.Load(),
+		Consumed: s.consumed.Load(), Produced: s.produced.Load(), DeadLettered: s.deadLettered.Load(), Filtered: s.filtered.Load(),
 		Committed: s.committed.Load(), Aborted: s.aborted.Load(), Rebuilds: s.rebuilds.Load(),
 	}
 }
@@ -263,7 +267,9 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 		s.leaveGroup(context.WithoutCancel(ctx))
 	}()
 
-	t := &txn{stage: s, sess: sess}
+	// Transforms see a context that shutdown does not cancel: a record
+	// polled before SIGTERM is still processed, never dead-lettered for it.
+	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess}
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if t.open {
@@ -346,15 +352,16 @@ func fatalFetchError(fs kgo.Fetches) error {
 
 // txn is the state of one open transaction of a session.
 type txn struct {
+	ctx     context.Context // for Go transforms; not for Kafka calls
 	stage   *Stage
 	sess    *kgo.GroupTransactSession
 	open    bool
 	started time.Time
 	records int // input records in this transaction
 
-	outputs, deadLetters int64
-	mu                   sync.Mutex
-	produceErr           error
+	outputs, deadLetters, filtered int64
+	mu                             sync.Mutex
+	produceErr                     error
 }
 
 func (t *txn) begin() error {
@@ -365,7 +372,7 @@ func (t *txn) begin() error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	t.open, t.started = true, time.Now()
-	t.outputs, t.deadLetters, t.produceErr = 0, 0, nil
+	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
 	return nil
 }
 
@@ -376,7 +383,7 @@ func (t *txn) process(r *kgo.Record) {
 	if audit.IsMarker(r) {
 		return // written by an audit to prove no transaction is open; not an event
 	}
-	out, err := t.stage.transform(r)
+	outs, err := t.stage.transform(t.ctx, r)
 	if err != nil {
 		var re *RecordError
 		if !errors.As(err, &re) {
@@ -387,8 +394,14 @@ func (t *txn) process(r *kgo.Record) {
 		t.produce(t.stage.deadLetter(r, re))
 		return
 	}
-	t.outputs++
-	t.produce(out)
+	if len(outs) == 0 {
+		t.filtered++
+		return
+	}
+	t.outputs += int64(len(outs))
+	for _, out := range outs {
+		t.produce(out)
+	}
 }
 
 func (t *txn) produce(r *kgo.Record) {
@@ -455,6 +468,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	s.committed.Add(1)
 	s.produced.Add(t.outputs)
 	s.deadLettered.Add(t.deadLetters)
+	s.filtered.Add(t.filtered)
 	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
 	if s.armed(CrashAfterCommit) {
 		return true, s.fire(CrashAfterCommit)

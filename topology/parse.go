@@ -443,6 +443,7 @@ func (v *validator) stages(declared map[string]bool) {
 			v.report(kp, "key needs output format json, since the key is read from the JSON value (output format is %s)",
 				v.q(p+".output.format", s.Output.Format))
 		}
+		v.transform(p, s, declared)
 	}
 }
 

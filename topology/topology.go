@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -114,6 +115,59 @@ type Stage struct {
 	// value becomes the output record's key. Output format must be json.
 	Key    string `yaml:"key"`
 	Commit Commit `yaml:"commit"`
+	// Transform is the list of steps each record goes through, in order,
+	// between decoding and encoding (see Step).
+	Transform []Step `yaml:"transform"`
+}
+
+// Step is one transform step. Exactly one of its operation fields is set.
+// Expressions are CEL (https://cel.dev); they see value, key, headers,
+// topic, partition, offset and timestamp, and are compiled when the file is
+// loaded by the processor/transform package.
+type Step struct {
+	// Name labels the step in dead letters; default "transform[i] <op>".
+	Name string `yaml:"name"`
+	// Filter drops the record when the bool expression is false.
+	Filter string `yaml:"filter"`
+	// Set assigns fields of the value: field path (a.b.c) -> expression.
+	// Every expression sees the value as it was before the step.
+	Set map[string]string `yaml:"set"`
+	// Drop removes fields (paths).
+	Drop []string `yaml:"drop"`
+	// Rename moves fields: old path -> new path.
+	Rename map[string]string `yaml:"rename"`
+	// Key is an expression whose result becomes the output key.
+	Key string `yaml:"key"`
+	// Route picks the output topic: the first rule whose when is true, or
+	// the rule without when. No match keeps the stage's output topic.
+	Route []Route `yaml:"route"`
+	// Explode is a list expression: one record per element, the element
+	// as its value.
+	Explode string `yaml:"explode"`
+	// Headers sets output headers: name -> string expression.
+	Headers map[string]string `yaml:"headers"`
+	// Func names a Go transform registered with transform.Register.
+	Func string `yaml:"func"`
+}
+
+// Route is one rule of a route step.
+type Route struct {
+	When  string `yaml:"when"`  // bool expression; empty matches every record
+	Topic string `yaml:"topic"` // a declared topic
+}
+
+// OutputTopics returns every topic the stage may write outputs to: its
+// output topic and the topics of its route steps.
+func (s *Stage) OutputTopics() []string {
+	out := []string{s.Output.Topic}
+	for _, st := range s.Transform {
+		for _, r := range st.Route {
+			if r.Topic != "" && !slices.Contains(out, r.Topic) {
+				out = append(out, r.Topic)
+			}
+		}
+	}
+	return out
 }
 
 // Endpoint is a topic and the format of its record values.
@@ -314,12 +368,11 @@ func (f *File) graph() [][]int {
 	}
 	adj := make([][]int, len(f.Stages))
 	for i, s := range f.Stages {
-		if s.Output.Topic == "" {
-			continue
-		}
-		for _, j := range readers[s.Output.Topic] {
-			if j != i {
-				adj[i] = append(adj[i], j)
+		for _, t := range s.OutputTopics() {
+			for _, j := range readers[t] {
+				if j != i && !slices.Contains(adj[i], j) {
+					adj[i] = append(adj[i], j)
+				}
 			}
 		}
 	}

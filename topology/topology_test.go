@@ -236,7 +236,7 @@ func TestParseValidation(t *testing.T) {
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle: a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
-			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit)`}},
+			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform)`}},
 		{"unknown top-level field", "stage: []\n" + head,
 			[]string{`t.yaml:1:1: stage: unknown field (valid: version, kafka, topics, stages, sinks)`}},
 		{"type error", head + "  - { name: x, partitions: abc }\n",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/demo"
+	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
 )
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], stderr)
+	case "sink":
+		return cmdSink(ctx, args[1:], stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "topics":
@@ -165,7 +168,7 @@ the Nth transaction, for testing recovery.`, stderr)
 		fmt.Fprintln(stderr, "exactly run:", err)
 		return exitUsage
 	}
-	f, err := topology.Load(*path)
+	f, pipelines, err := load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -182,7 +185,7 @@ the Nth transaction, for testing recovery.`, stderr)
 			continue
 		}
 		s, err := processor.New(processor.StageConfig(f, st, *instance),
-			processor.WithLogger(log), processor.WithFailpoints(fps...))
+			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]))
 		if err != nil {
 			fmt.Fprintln(stderr, "exactly run:", err)
 			return exitUsage
@@ -216,6 +219,21 @@ the Nth transaction, for testing recovery.`, stderr)
 	return code
 }
 
+// load reads and validates a topology file and compiles its transforms,
+// all before any network I/O. Errors are topology.Errors, one problem a
+// line with its file:line:col.
+func load(path string) (*topology.File, map[string]*transform.Pipeline, error) {
+	f, err := topology.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	pipelines, err := transform.Compile(f, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, pipelines, nil
+}
+
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", "validate FILE",
 		`Checks a topology file without connecting to anything. It prints every
@@ -228,15 +246,15 @@ exits 0.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
-	f, err := topology.Load(fs.Arg(0))
+	f, _, err := load(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	fmt.Fprintf(stdout, "%s: ok: %d topics, %d stages\n", fs.Arg(0), len(f.Topics), len(f.Stages))
 	for _, st := range f.StagesInOrder() {
-		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), dead letters -> %s\n",
-			st.Name, st.Input.Topic, st.Input.Format, st.Output.Topic, st.Output.Format, st.DeadLetter.Topic)
+		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %d transform steps, dead letters -> %s\n",
+			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, len(st.Transform), st.DeadLetter.Topic)
 	}
 	return exitOK
 }

@@ -1,0 +1,238 @@
+package transform
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
+
+	"github.com/exactly-io/exactly/topology"
+)
+
+type celType = cel.Type
+
+var (
+	boolType = cel.BoolType
+	listType = cel.ListType(cel.DynType)
+)
+
+// costLimit bounds the work of one evaluation, so that an expression such
+// as a huge nested comprehension fails the record instead of wedging the
+// stage (cel-go's runtime cost units).
+const costLimit = 1_000_000
+
+type compiler struct {
+	f    *topology.File
+	env  *cel.Env
+	errs topology.Errors
+}
+
+// newCompiler builds the CEL environment every expression is checked in.
+// It declares the record's fields and deterministic extension libraries
+// only: no clock, no randomness.
+func newCompiler(f *topology.File) (*compiler, error) {
+	env, err := cel.NewEnv(
+		cel.Variable("value", cel.DynType),
+		cel.Variable("key", cel.DynType),
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		cel.Variable("topic", cel.StringType),
+		cel.Variable("partition", cel.IntType),
+		cel.Variable("offset", cel.IntType),
+		cel.Variable("timestamp", cel.TimestampType),
+		ext.Strings(),
+		ext.Encoders(),
+		ext.Math(),
+		ext.Lists(),
+		ext.Sets(),
+		cel.OptionalTypes(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cel environment: %w", err)
+	}
+	return &compiler{f: f, env: env}, nil
+}
+
+func (c *compiler) fail(path, format string, args ...any) {
+	c.errs = append(c.errs, &topology.Error{File: c.f.Path, Pos: c.f.Position(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// program is one compiled expression.
+type program struct {
+	prg cel.Program
+	src string
+}
+
+// compile parses and type-checks src; want, if given, are the result types
+// accepted (dyn is accepted too, and checked at run time).
+func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) {
+	ast, iss := c.env.Compile(src)
+	if iss.Err() != nil {
+		msg := oneLine(strings.TrimPrefix(iss.Err().Error(), "ERROR: <input>:"))
+		if strings.Contains(msg, "undeclared reference to 'now'") || strings.Contains(msg, "undeclared reference to 'random'") {
+			msg += " (non-deterministic functions are not allowed: a replay after a crash must produce the same output; use timestamp, the record's time)"
+		}
+		c.fail(path, "invalid expression: %s", msg)
+		return nil, false
+	}
+	if len(want) > 0 {
+		got := ast.OutputType()
+		ok := got.IsExactType(cel.DynType)
+		for _, w := range want {
+			ok = ok || got.IsAssignableType(w) || w.Kind() == types.ListKind && got.Kind() == types.ListKind
+		}
+		if !ok {
+			c.fail(path, "expression has type %s, want %s", got, want[0])
+			return nil, false
+		}
+	}
+	prg, err := c.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(costLimit))
+	if err != nil {
+		c.fail(path, "invalid expression: %s", oneLine(err.Error()))
+		return nil, false
+	}
+	return &program{prg: prg, src: src}, true
+}
+
+func oneLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[0])
+}
+
+func (p *program) eval(ctx context.Context, r *Record) (ref.Val, error) {
+	v, _, err := p.prg.ContextEval(ctx, activation{r})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (p *program) bool(ctx context.Context, r *Record) (bool, error) {
+	v, err := p.eval(ctx, r)
+	if err != nil {
+		return false, err
+	}
+	b, ok := v.(types.Bool)
+	if !ok {
+		return false, fmt.Errorf("want a bool, got %s", v.Type().TypeName())
+	}
+	return bool(b), nil
+}
+
+// activation resolves the expression variables from a record, without
+// building a map per evaluation.
+type activation struct{ r *Record }
+
+func (a activation) ResolveName(name string) (any, bool) {
+	r := a.r
+	switch name {
+	case "value":
+		return r.Value, true
+	case "key":
+		if r.Key == nil {
+			return types.NullValue, true
+		}
+		if utf8.Valid(r.Key) {
+			return string(r.Key), true
+		}
+		return r.Key, true
+	case "headers":
+		m := make(map[string]string, len(r.Headers))
+		for _, h := range r.Headers {
+			m[h.Key] = string(h.Value)
+		}
+		return m, true
+	case "topic":
+		return r.SourceTopic, true
+	case "partition":
+		return int64(r.Partition), true
+	case "offset":
+		return r.Offset, true
+	case "timestamp":
+		return r.Timestamp, true
+	}
+	return nil, false
+}
+
+func (activation) Parent() interpreter.Activation { return nil }
+
+// Normalize converts a decoded JSON value into the shapes CEL works with:
+// json.Number becomes int64 when it is an integer that fits, uint64 when it
+// fits there, and float64 otherwise. It changes maps and lists in place and
+// returns the converted value.
+func Normalize(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u
+		}
+		f, _ := strconv.ParseFloat(string(v), 64)
+		return f
+	case map[string]any:
+		for k, e := range v {
+			v[k] = Normalize(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = Normalize(e)
+		}
+	}
+	return v
+}
+
+// native converts a CEL result into the Go shapes of Record.Value, copying
+// maps and lists so that no two records share one.
+func native(v ref.Val) any {
+	switch v := v.(type) {
+	case types.Null:
+		return nil
+	case types.Bool:
+		return bool(v)
+	case types.Int:
+		return int64(v)
+	case types.Uint:
+		return uint64(v)
+	case types.Double:
+		f := float64(v)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil // JSON has no NaN or infinity
+		}
+		return f
+	case types.String:
+		return string(v)
+	case types.Bytes:
+		return []byte(v)
+	case types.Timestamp:
+		return v.Time.UTC().Format(time.RFC3339Nano)
+	case types.Duration:
+		return v.Duration.String()
+	case traits.Mapper:
+		out := map[string]any{}
+		for it := v.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			out[fmt.Sprint(native(k))] = native(v.Get(k))
+		}
+		return out
+	case traits.Lister:
+		n := int(v.Size().(types.Int))
+		out := make([]any, n)
+		for i := range n {
+			out[i] = native(v.Get(types.Int(i)))
+		}
+		return out
+	}
+	return v.Value()
+}
