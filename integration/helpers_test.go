@@ -216,18 +216,19 @@ type kcatRecord struct {
 	Offset    string
 	Key       string
 	Headers   map[string]string
+	Value     string
 }
 
 // kcatRead reads topic from the beginning to its end with
 // isolation.level=read_committed, so it stops at each partition's last
-// stable offset. Values are not read, only key, partition, offset and
-// headers (header values must not hold ',' or '=').
+// stable offset. Header values must not hold ',' or '=', and values must
+// not hold a newline.
 func kcatRead(t testing.TB, topic string) []kcatRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kcatBin(t), "-C", "-b", brokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
-		"-X", "isolation.level=read_committed", "-f", "%p\t%o\t%k\t%h\n")
+		"-X", "isolation.level=read_committed", "-f", "%p\t%o\t%k\t%h\t%s\n")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -238,11 +239,11 @@ func kcatRead(t testing.TB, topic string) []kcatRecord {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), "\t", 4)
-		if len(f) != 4 {
+		f := strings.SplitN(sc.Text(), "\t", 5)
+		if len(f) != 5 {
 			t.Fatalf("kcat read %s: bad line %q", topic, sc.Text())
 		}
-		r := kcatRecord{Partition: f[0], Offset: f[1], Key: f[2], Headers: map[string]string{}}
+		r := kcatRecord{Partition: f[0], Offset: f[1], Key: f[2], Headers: map[string]string{}, Value: f[4]}
 		if f[3] != "" {
 			for _, kv := range strings.Split(f[3], ",") {
 				k, v, _ := strings.Cut(kv, "=")
