@@ -270,6 +270,7 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess}
+	retryBackoff := newBackoff(100*time.Millisecond, 10*time.Second)
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if t.open {
@@ -307,13 +308,29 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 		}
 		if t.open && (t.records >= s.cfg.MaxRecords || time.Since(t.started) >= s.cfg.CommitInterval) {
 			committed, err := t.end(ctx)
-			if errors.Is(err, ErrCrashed) {
+			var retry *retryError
+			switch {
+			case errors.As(err, &retry):
+				// Aborted for a fault that may pass (a registry or
+				// broker hiccup): the session rewound to the last
+				// committed offsets; wait, then poll the records again.
+				wait := retryBackoff.next()
+				s.log.Warn("transaction aborted; retrying", "err", retry.err, "retry_in", wait)
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+				continue
+			case errors.Is(err, ErrCrashed):
 				crashed = true
-			}
-			if err != nil {
+				return progressed, err
+			case err != nil:
 				return progressed, err
 			}
-			progressed = progressed || committed
+			if committed {
+				progressed = true
+				retryBackoff.reset()
+			}
 		}
 	}
 }
@@ -337,6 +354,13 @@ func (s *Stage) leaveGroup(ctx context.Context) {
 	}
 	s.log.Info("left group", "group", s.cfg.Group())
 }
+
+// retryError is a transaction aborted for a fault that may pass; the
+// session stays, and the records are polled again after a backoff.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return "transaction aborted: " + e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
 
 // fatalFetchError returns the first fetch error that polling again cannot
 // mend: the client was closed, or the group or a topic is not authorized.
@@ -384,6 +408,12 @@ func (t *txn) process(r *kgo.Record) {
 		return // written by an audit to prove no transaction is open; not an event
 	}
 	outs, err := t.stage.transform(t.ctx, r)
+	if serde.IsTransient(err) {
+		// Not the record's fault (a registry that is down): the whole
+		// transaction is aborted and retried, nothing is dead-lettered.
+		t.fail(fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		return
+	}
 	if err != nil {
 		var re *RecordError
 		if !errors.As(err, &re) {
@@ -411,12 +441,18 @@ func (t *txn) produce(r *kgo.Record) {
 }
 
 func (t *txn) promise(r *kgo.Record, err error) {
-	if err == nil {
-		return
+	if err != nil {
+		t.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
 	}
+}
+
+// fail records the first error that dooms the open transaction: end aborts
+// it instead of committing, and the session resumes from the last
+// committed offsets.
+func (t *txn) fail(err error) {
 	t.mu.Lock()
 	if t.produceErr == nil {
-		t.produceErr = fmt.Errorf("produce to %s: %w", r.Topic, err)
+		t.produceErr = err
 	}
 	t.mu.Unlock()
 }
@@ -450,7 +486,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	produceErr := t.produceErr
 	t.mu.Unlock()
 	if produceErr != nil {
-		s.log.Warn("aborting transaction: a record failed to produce", "err", produceErr)
+		s.log.Warn("aborting transaction", "err", produceErr)
 		try = kgo.TryAbort
 	}
 	n := t.records
@@ -462,6 +498,9 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	}
 	if !committed {
 		s.aborted.Add(1)
+		if produceErr != nil {
+			return false, &retryError{produceErr}
+		}
 		s.log.Info("transaction aborted; resuming from the last committed offsets", "records", n)
 		return false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/internal/netcut"
+	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
 )
 
 const (
@@ -259,4 +263,43 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A transient failure (here a Go transform whose backing service is down
+// for a while) aborts and retries the transaction: nothing is
+// dead-lettered and nothing is lost or doubled.
+func TestStageTransientErrorRetries(t *testing.T) {
+	seeds := newCluster(t)
+	produceInput(t, seeds, 300)
+	var calls atomic.Int64
+	reg := transform.NewRegistry()
+	if err := reg.Register("flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+		if calls.Add(1) <= 120 {
+			return nil, fmt.Errorf("lookup service: %w", serde.ErrTransient)
+		}
+		return []transform.Record{r}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse("t.yaml", []byte(`version: 1
+kafka: { brokers: ["127.0.0.1:1"] }
+topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
+stages:
+  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: flaky } ] }
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := transform.Compile(f, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStage(t, seeds, processor.WithTransform(ps["clean"]))
+	if err := runUntil(t, s, 300+6); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Aborted == 0 {
+		t.Fatalf("no transaction was aborted: %+v", st)
+	}
+	checkExactlyOnce(t, seeds, 300, 6)
 }

@@ -18,4 +18,11 @@ var (
 	ErrUnsupported = errors.New("unsupported value")
 	// ErrUnknownFormat is returned by New for a format name it does not know.
 	ErrUnknownFormat = errors.New("unknown format")
+	// ErrTransient marks a failure that is not the record's fault and may
+	// pass on retry, such as a schema registry that is down or answers
+	// 5xx. The stage retries the record; it never dead-letters it.
+	ErrTransient = errors.New("transient")
 )
+
+// IsTransient reports whether err is a transient failure (ErrTransient).
+func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }

@@ -53,8 +53,11 @@ type Record struct {
 
 // Func is a Go transform. It returns the records to write in place of r:
 // none filters r out, several fan it out, all in the same transaction. An
-// error makes the input record a dead letter. A Func must be deterministic
-// (see the package documentation) and safe for concurrent use.
+// error makes the input record a dead letter, except an error wrapping
+// serde.ErrTransient (a lookup service that is down, say): that aborts the
+// transaction, and the records are retried with backoff. A Func must be
+// deterministic (see the package documentation) and safe for concurrent
+// use.
 type Func func(ctx context.Context, r Record) ([]Record, error)
 
 // Registry maps names to Go transforms, for `func:` steps.
