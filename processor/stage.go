@@ -41,6 +41,10 @@ type Config struct {
 	DeadLetter   string // dead-letter topic
 	InputFormat  string // serde format name; default "json"
 	OutputFormat string // serde format name; default "json"
+	// InputCodec and OutputCodec hold the Avro settings (schema file,
+	// registry) of each side; their Format and Topic are taken from the
+	// fields above. See CodecConfig.
+	InputCodec, OutputCodec serde.Config
 	// KeyField, when set, makes the output key the value of this top-level
 	// field of a JSON object value. A record without it is dead-lettered.
 	KeyField string
@@ -81,6 +85,9 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 // transform.Compile); without it records pass through unchanged.
 func WithTransform(p *transform.Pipeline) Option { return func(s *Stage) { s.pipeline = p } }
 
+// WithMetrics records the stage's metrics in m (see NewMetrics).
+func WithMetrics(m *Metrics) Option { return func(s *Stage) { s.metrics.m = m } }
+
 // WithFailpoints arms failpoints (see ParseFailpoints).
 func WithFailpoints(fps ...Failpoint) Option {
 	return func(s *Stage) { s.failpoints = append(s.failpoints, fps...) }
@@ -111,6 +118,7 @@ type Stage struct {
 	failpoints []Failpoint
 	crash      func()
 	pipeline   *transform.Pipeline
+	metrics    stageMetrics
 
 	txns int // transactions ended by this instance, for failpoints
 
@@ -156,11 +164,11 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
 		errs = append(errs, newConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
 	}
-	in, err := serde.New(cfg.InputFormat)
+	in, err := serde.NewCodec(cfg.codec(cfg.InputCodec, cfg.InputFormat, cfg.Input))
 	if err != nil {
 		errs = append(errs, &configError{fmt.Errorf("input: %w", err)})
 	}
-	out, err := serde.New(cfg.OutputFormat)
+	out, err := serde.NewCodec(cfg.codec(cfg.OutputCodec, cfg.OutputFormat, cfg.Output))
 	if err != nil {
 		errs = append(errs, &configError{fmt.Errorf("output: %w", err)})
 	}
@@ -172,6 +180,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
+	s.metrics.stage = cfg.Stage
 	return s, nil
 }
 
@@ -208,6 +217,7 @@ func (s *Stage) Run(ctx context.Context) error {
 			backoff.reset()
 		}
 		s.rebuilds.Add(1)
+		s.metrics.rebuild()
 		wait := backoff.next()
 		s.log.Warn("kafka session failed; rebuilding", "err", err, "retry_in", wait)
 		select {
@@ -237,6 +247,14 @@ func (s *Stage) clientOptions() []kgo.Opt {
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Transaction markers are returned as control records, so that the
+		// committed offset moves past the last marker: a caught-up stage
+		// then has committed offset == last stable offset, and lag 0, not
+		// the "stuck at 1" of consumers that stop before the marker.
+		kgo.KeepControlRecords(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.metrics.rebalance() }),
+		kgo.OnPartitionsRevoked(s.partitionsGone),
+		kgo.OnPartitionsLost(s.partitionsGone),
 		kgo.WithLogger(kgoLogger{s.log}),
 	}
 	return append(opts, s.kopts...)
@@ -293,8 +311,23 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 			if err := t.begin(); err != nil {
 				return progressed, err
 			}
-			s.consumed.Add(int64(n))
-			fetches.EachRecord(t.process)
+			fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+				data := 0
+				for _, r := range p.Records {
+					if !r.Attrs.IsControl() {
+						data++
+					}
+					t.process(r)
+				}
+				s.consumed.Add(int64(data))
+				s.metrics.consumedRecords(p.Topic, data)
+				if len(p.Records) > 0 {
+					// Control records are kept, so a caught-up partition
+					// reads 0 here, never the 1 of a trailing marker.
+					last := p.Records[len(p.Records)-1].Offset
+					s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+				}
+			})
 		}
 		if ctx.Err() != nil {
 			// Shutdown: commit what was polled and processed. End commits
@@ -355,6 +388,24 @@ func (s *Stage) leaveGroup(ctx context.Context) {
 	s.log.Info("left group", "group", s.cfg.Group())
 }
 
+// partitionsGone forgets the lag of partitions this instance no longer
+// owns, so that a scaled-out stage does not report stale lag.
+func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	s.metrics.rebalance()
+	for topic, parts := range gone {
+		for _, p := range parts {
+			s.metrics.dropLag(topic, p)
+		}
+	}
+}
+
+func retryCause(err error) string {
+	if serde.IsTransient(err) {
+		return "transient_record_error"
+	}
+	return "produce_error"
+}
+
 // retryError is a transaction aborted for a fault that may pass; the
 // session stays, and the records are polled again after a backoff.
 type retryError struct{ err error }
@@ -384,6 +435,9 @@ type txn struct {
 	records int // input records in this transaction
 
 	outputs, deadLetters, filtered int64
+	perTopic                       map[string]int64 // outputs by topic, for metrics
+	perReason                      map[string]int64 // dead letters by reason, for metrics
+	timestamps                     []time.Time      // input timestamps, for the latency histogram
 	mu                             sync.Mutex
 	produceErr                     error
 }
@@ -397,6 +451,9 @@ func (t *txn) begin() error {
 	}
 	t.open, t.started = true, time.Now()
 	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
+	if t.stage.metrics.m != nil {
+		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
+	}
 	return nil
 }
 
@@ -404,6 +461,12 @@ func (t *txn) begin() error {
 // produces it into the open transaction.
 func (t *txn) process(r *kgo.Record) {
 	t.records++
+	if r.Attrs.IsControl() {
+		return // a transaction marker: its offset commits, it is no record
+	}
+	if t.perTopic != nil {
+		t.timestamps = append(t.timestamps, r.Timestamp)
+	}
 	if audit.IsMarker(r) {
 		return // written by an audit to prove no transaction is open; not an event
 	}
@@ -421,6 +484,9 @@ func (t *txn) process(r *kgo.Record) {
 		}
 		t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
 		t.deadLetters++
+		if t.perReason != nil {
+			t.perReason[re.Reason]++
+		}
 		t.produce(t.stage.deadLetter(r, re))
 		return
 	}
@@ -430,6 +496,9 @@ func (t *txn) process(r *kgo.Record) {
 	}
 	t.outputs += int64(len(outs))
 	for _, out := range outs {
+		if t.perTopic != nil {
+			t.perTopic[out.Topic]++
+		}
 		t.produce(out)
 	}
 }
@@ -494,17 +563,22 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	committed, err = t.sess.End(ctx, try)
 	if err != nil {
 		s.aborted.Add(1)
+		s.metrics.abort(AbortError)
 		return false, fmt.Errorf("end transaction: %w", err)
 	}
 	if !committed {
 		s.aborted.Add(1)
 		if produceErr != nil {
+			s.metrics.abort(AbortRetry)
+			s.metrics.retry(retryCause(produceErr))
 			return false, &retryError{produceErr}
 		}
+		s.metrics.abort(AbortRebalance)
 		s.log.Info("transaction aborted; resuming from the last committed offsets", "records", n)
 		return false, nil
 	}
 	s.committed.Add(1)
+	s.metrics.commit(t, time.Now())
 	s.produced.Add(t.outputs)
 	s.deadLettered.Add(t.deadLetters)
 	s.filtered.Add(t.filtered)

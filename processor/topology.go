@@ -1,6 +1,9 @@
 package processor
 
-import "github.com/exactly-io/exactly/topology"
+import (
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
 
 // StageConfig returns the Config of stage st of topology f for the instance
 // instanceID.
@@ -15,9 +18,35 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		DeadLetter:         st.DeadLetter.Topic,
 		InputFormat:        st.Input.Format,
 		OutputFormat:       st.Output.Format,
+		InputCodec:         CodecConfig(f, st.Input),
+		OutputCodec:        CodecConfig(f, st.Output),
 		KeyField:           st.Key,
 		CommitInterval:     st.Commit.Interval.Duration,
 		MaxRecords:         st.Commit.MaxRecords,
 		TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
 	}
+}
+
+// CodecConfig returns the serde settings of endpoint e of topology f, with
+// schema paths resolved against the topology file's directory. Sinks and
+// stages build their codecs with serde.NewCodec(CodecConfig(f, e)).
+func CodecConfig(f *topology.File, e topology.Endpoint) serde.Config {
+	return serde.Config{
+		Format:     e.Format,
+		SchemaFile: f.Resolve(e.Schema),
+		Topic:      e.Topic,
+		Registry: serde.Registry{
+			URL:          e.Registry.URL,
+			Subject:      e.Registry.Subject,
+			ReaderSchema: f.Resolve(e.Registry.ReaderSchema),
+			Username:     e.Registry.Username,
+			Password:     string(e.Registry.Password),
+		},
+	}
+}
+
+// codec completes c with the format and topic of one side of the stage.
+func (Config) codec(c serde.Config, format, topic string) serde.Config {
+	c.Format, c.Topic = format, topic
+	return c
 }

@@ -18,6 +18,18 @@ var (
 	ErrUnsupported = errors.New("unsupported value")
 	// ErrUnknownFormat is returned by New for a format name it does not know.
 	ErrUnknownFormat = errors.New("unknown format")
+	// ErrConfig is returned by NewCodec for settings it cannot use, such as
+	// an Avro schema file that does not parse.
+	ErrConfig = errors.New("invalid codec config")
+	// ErrFrame means a record is not in the Confluent wire format: shorter
+	// than its 5-byte header, or a magic byte other than 0.
+	ErrFrame = errors.New("bad wire frame")
+	// ErrUnknownSchema means the schema registry has no schema with the ID
+	// in a record's frame (HTTP 404): the record cannot ever be decoded.
+	ErrUnknownSchema = errors.New("unknown schema id")
+	// ErrIncompatible means data written with one Avro schema cannot be
+	// read with the reader schema (a field without a default, say).
+	ErrIncompatible = errors.New("incompatible schemas")
 	// ErrTransient marks a failure that is not the record's fault and may
 	// pass on retry, such as a schema registry that is down or answers
 	// 5xx. The stage retries the record; it never dead-letters it.

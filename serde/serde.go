@@ -5,7 +5,9 @@
 // UseNumber: map[string]any for objects, []any for arrays, string,
 // json.Number for numbers, bool, and nil. The string format decodes to a Go
 // string and the bytes format to a []byte, so that every format meets in one
-// shape whatever the topic holds.
+// shape whatever the topic holds. Avro decodes to the same shapes, with
+// int64 and float64 for its numbers and logical types rendered as plain JSON
+// values (see NewCodec and the README's conversion rules).
 package serde
 
 import (
@@ -38,7 +40,8 @@ type Codec interface {
 }
 
 // New returns the codec for a format name: "json", "string" or "bytes".
-// It returns an error wrapping ErrUnknownFormat for any other name.
+// It returns an error wrapping ErrUnknownFormat for any other name, and
+// ErrConfig for "avro", which needs the settings of NewCodec.
 func New(format string) (Codec, error) {
 	switch format {
 	case JSON:
@@ -47,8 +50,10 @@ func New(format string) (Codec, error) {
 		return stringCodec{}, nil
 	case Bytes:
 		return bytesCodec{}, nil
+	case Avro:
+		return nil, fmt.Errorf("format %q: %w: avro needs a schema or a registry (use NewCodec)", format, ErrConfig)
 	}
-	return nil, fmt.Errorf("format %q: %w (valid: json, string, bytes)", format, ErrUnknownFormat)
+	return nil, fmt.Errorf("format %q: %w (valid: json, string, bytes, avro)", format, ErrUnknownFormat)
 }
 
 type jsonCodec struct{}

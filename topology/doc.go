@@ -21,10 +21,49 @@
 //	stages:
 //	  - name: clean                     # required; ^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$
 //	    input:  { topic: orders.raw,   format: json }   # topic required, declared above
-//	    output: { topic: orders.clean, format: json }   # format: json (default), string or bytes
+//	    output: { topic: orders.clean, format: json }   # format: json (default), string, bytes or avro
 //	    dead_letter: { topic: orders.dlq }              # required, declared above
 //	    key: event_id                   # optional; output key = this top-level JSON field
 //	    commit: { interval: 100ms, max_records: 10000 } # the defaults
+//	sinks:
+//	  - name: orders-pg                 # required; same rules as stage names
+//	    input: { topic: orders.clean, format: json }    # topic required, declared above
+//	    dead_letter: { topic: orders.dlq }              # required, declared above
+//	    postgres:
+//	      dsn: ${PG_DSN}                # required; never shown in messages
+//	      table: raw.events             # required, schema.table
+//	      event_id: event_id            # required: the primary key column, one of columns
+//	      columns:                      # column -> field, or $value $key $topic $partition $offset $timestamp
+//	        event_id: event_id
+//	        body: $value
+//	      positions_table: raw.stream_positions  # default <schema of table>.exactly_positions
+//	      tombstones: skip              # skip (default) or delete (the row whose event_id is the key)
+//	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert
+//	    commit: { interval: 200ms, max_records: 20000 } # the defaults
+//	    session_timeout: 45s            # consumer group session timeout; default 45s
+//
+// An endpoint with format avro also takes schema (an .avsc path, relative
+// to the topology file's directory) and/or registry, a Confluent-compatible
+// schema registry:
+//
+//	input:  { topic: orders.avro, format: avro, schema: order.avsc }    # raw Avro binary
+//	input:
+//	  topic: orders.avro
+//	  format: avro
+//	  registry:                         # Confluent wire format: the writer schema comes by ID
+//	    url: ${SCHEMA_REGISTRY_URL}     # required, http(s)://host[:port][/path], no credentials in it
+//	    reader_schema: order-v2.avsc    # optional: resolve every record to this schema
+//	    username: ${SR_USER}            # optional basic auth; password needs username
+//	    password: ${SR_PASSWORD}
+//	output:
+//	  topic: orders.avro
+//	  format: avro
+//	  schema: order-v2.avsc             # required on avro outputs: what is written (and registered)
+//	  registry: { url: "${SCHEMA_REGISTRY_URL}", subject: orders.avro-value }  # subject default <topic>-value
+//
+// An input takes schema or registry, not both; subject is for outputs and
+// reader_schema for inputs. Schema files must exist and be JSON when the
+// file is parsed; File.Resolve gives the path to open.
 //
 // Durations are Go duration strings ("100ms", "5s", "1m30s"). Unknown keys
 // and duplicate keys are errors. YAML anchors, aliases and merge keys
@@ -39,6 +78,12 @@
 // letter topic. Several stages may read or write the same topic, but stages
 // must not form a cycle (A's output is B's input, ..., back to A).
 // A key needs output format json, since it is read from the JSON value.
+//
+// A sink's table and positions table are schema-qualified identifiers of
+// letters, digits and '_' (quoted in SQL, so case is kept), and differ.
+// Column names follow the same rule; event_id must be one of them. Field
+// sources (anything not starting with $) need input format json. Sink names
+// are unique among sinks, and a sink must not dead-letter to its input.
 //
 // # Environment
 //

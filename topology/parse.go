@@ -1,9 +1,11 @@
 package topology
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -248,7 +250,7 @@ var (
 	// stageName keeps stage names safe inside transactional IDs and group
 	// names.
 	stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-	formats   = []string{"json", "string", "bytes"}
+	formats   = []string{"json", "string", "bytes", "avro"}
 )
 
 func (v *validator) validate() {
@@ -457,6 +459,78 @@ func (v *validator) endpoint(path string, e Endpoint, declared map[string]bool, 
 	fp := path + ".format"
 	if !slices.Contains(formats, e.Format) {
 		v.report(fp, "unknown format %s (valid: %s)", v.q(fp, e.Format), strings.Join(formats, ", "))
+	}
+	v.avro(path, e)
+}
+
+// avro checks the schema and registry fields of the endpoint at path.
+func (v *validator) avro(path string, e Endpoint) {
+	sp, rp := path+".schema", path+".registry"
+	hasSchema, hasReg := v.has(sp), v.has(rp)
+	if e.Format != "avro" {
+		for _, p := range []string{sp, rp} {
+			if v.has(p) && slices.Contains(formats, e.Format) {
+				v.report(p, "only for format avro (format is %s)", v.q(path+".format", e.Format))
+			}
+		}
+		return
+	}
+	output := strings.HasSuffix(path, ".output")
+	switch {
+	case !hasSchema && !hasReg && output:
+		v.report(path, "format avro needs schema: path/to/file.avsc (and registry: { url: ... } for the Confluent wire format)")
+	case !hasSchema && !hasReg:
+		v.report(path, "format avro needs schema: path/to/file.avsc (raw Avro) or registry: { url: ... } (Confluent wire format)")
+	case !hasSchema && output:
+		v.report(path, "an avro output with a registry needs schema: path/to/file.avsc, the schema it registers and writes")
+	case hasSchema && hasReg && !output:
+		v.report(sp, "an input with a registry reads each record with the writer schema named by its ID; set registry.reader_schema to resolve it to your own schema instead")
+	}
+	if hasSchema {
+		v.schemaFile(sp, e.Schema)
+	}
+	if !hasReg {
+		return
+	}
+	r := e.Registry
+	up := rp + ".url"
+	switch u, err := url.Parse(r.URL); {
+	case !v.has(up):
+		v.report(up, "required (e.g. url: ${SCHEMA_REGISTRY_URL})")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		// The URL is not shown: it may hold credentials.
+		v.report(up, "invalid registry URL (want http(s)://host[:port][/path])")
+	case u.User != nil:
+		v.report(up, "credentials in the URL are not allowed (use registry.username and registry.password: ${VAR})")
+	}
+	if output && v.has(rp+".reader_schema") {
+		v.report(rp+".reader_schema", "only for inputs (an output writes with schema)")
+	}
+	if !output && v.has(rp+".subject") {
+		v.report(rp+".subject", "only for outputs (an input finds each record's schema by the ID in its frame)")
+	}
+	if v.has(rp + ".reader_schema") {
+		v.schemaFile(rp+".reader_schema", r.ReaderSchema)
+	}
+	if v.has(rp+".password") && !v.has(rp+".username") {
+		v.report(rp+".password", "needs registry.username")
+	}
+}
+
+// schemaFile checks that the Avro schema file at path (relative to the
+// topology file) can be read and is JSON; the serde package checks the rest
+// when the stage starts.
+func (v *validator) schemaFile(path, name string) {
+	if name == "" {
+		v.report(path, "must not be empty")
+		return
+	}
+	data, err := os.ReadFile(v.f.Resolve(name))
+	switch {
+	case err != nil:
+		v.report(path, "cannot read schema file %s (relative paths start at the topology file's directory)", v.q(path, name))
+	case !json.Valid(data):
+		v.report(path, "schema file %s is not JSON (want an Avro schema, .avsc)", v.q(path, name))
 	}
 }
 

@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -173,8 +174,41 @@ func (s *Stage) OutputTopics() []string {
 // Endpoint is a topic and the format of its record values.
 type Endpoint struct {
 	Topic string `yaml:"topic"`
-	// Format is "json" (the default), "string" or "bytes".
+	// Format is "json" (the default), "string", "bytes" or "avro".
 	Format string `yaml:"format"`
+	// Schema is the path of an Avro schema file (.avsc), relative to the
+	// directory of the topology file (see File.Resolve). With format avro
+	// and no registry, values are raw Avro binary written with it; on an
+	// output with a registry, it is the schema registered and written.
+	Schema string `yaml:"schema"`
+	// Registry frames Avro values in the Confluent wire format. Zero when
+	// not written.
+	Registry Registry `yaml:"registry"`
+}
+
+// Registry is a Confluent-compatible schema registry for an avro Endpoint.
+type Registry struct {
+	// URL is http(s)://host[:port][/path]; it may come from ${ENV}.
+	URL string `yaml:"url"`
+	// Subject is where an output registers its schema; default
+	// "<topic>-value" (TopicNameStrategy). Outputs only.
+	Subject string `yaml:"subject"`
+	// ReaderSchema is an .avsc path (relative like Schema) that an input
+	// resolves every record's writer schema to. Inputs only.
+	ReaderSchema string `yaml:"reader_schema"`
+	// Username and Password are sent as HTTP basic auth. Write the
+	// password as ${VAR}.
+	Username string `yaml:"username"`
+	Password Secret `yaml:"password"`
+}
+
+// Resolve returns path as a stage must open it: relative paths are taken
+// from the directory of the topology file.
+func (f *File) Resolve(path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(filepath.Dir(f.Path), path)
 }
 
 // DeadLetter is where records that fail to decode, transform or encode go,

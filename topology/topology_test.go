@@ -211,7 +211,7 @@ func TestParseValidation(t *testing.T) {
 		{"dead letter topic missing", stages(strings.Replace(stage, "{ topic: dlq }", "{}", 1)),
 			[]string{`t.yaml:12:18: stages[0].dead_letter.topic: required`}},
 		{"format unknown", stages(strings.Replace(stage, "{ topic: in }", "{ topic: in, format: xml }", 1)),
-			[]string{`t.yaml:10:34: stages[0].input.format: unknown format "xml" (valid: json, string, bytes)`}},
+			[]string{`t.yaml:10:34: stages[0].input.format: unknown format "xml" (valid: json, string, bytes, avro)`}},
 		{"reads own output", stages(strings.Replace(stage, "topic: out", "topic: in", 1)),
 			[]string{`t.yaml:11:22: stages[0].output.topic: stage reads and writes topic "in" (output must differ from input)`}},
 		{"dead letter is input", stages(strings.Replace(stage, "topic: dlq", "topic: in", 1)),
@@ -316,7 +316,7 @@ stages:
 		`t.yaml:8:31: topics[2].colour: unknown field (valid: name, partitions, replication_factor, config)`,
 		`t.yaml:10:5: stages[0].dead_letter: required (e.g. dead_letter: { topic: orders.dlq })`,
 		`t.yaml:12:22: stages[0].output.topic: topic "missing" is not declared (add it under topics:)`,
-		`t.yaml:12:39: stages[0].output.format: unknown format "yaml" (valid: json, string, bytes)`,
+		`t.yaml:12:39: stages[0].output.format: unknown format "yaml" (valid: json, string, bytes, avro)`,
 		`t.yaml:13:28: stages[0].commit.max_records: must be at least 1 (got 0)`,
 		`t.yaml:17:27: stages[1].dead_letter.topic: environment variable "DLQ" is not set`,
 	)

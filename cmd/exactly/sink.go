@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/topology"
+)
+
+func cmdSink(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlags("sink", "sink --topology FILE [--sink NAME] [--instance-id ID]",
+		`Runs the Postgres sinks of a topology file until SIGINT or SIGTERM, which
+commits the batch in hand and leaves the consumer group. Each sink consumes
+read_committed in consumer group exactly-sink-<sink> and writes each batch of
+rows together with its stream positions in one Postgres transaction; it
+resumes from the positions stored in Postgres, never from Kafka's group
+offsets. It creates the positions table and the target table when they are
+missing. Run more instances with distinct instance IDs to share a sink's
+partitions; restart a crashed instance with the same instance ID.
+
+EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
+crash-before-db-commit, crash-after-db-commit) kills the process with SIGKILL
+at the Nth database commit, for testing recovery.`, stderr)
+	path := fs.String("topology", "", "topology file (required)")
+	name := fs.String("sink", "", "run only this sink (default: all sinks)")
+	host, _ := os.Hostname()
+	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
+	var lf logFlags
+	lf.register(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "exactly sink: --topology FILE is required, and no arguments")
+		fs.Usage()
+		return exitUsage
+	}
+	if *instance == "" {
+		fmt.Fprintln(stderr, "exactly sink: --instance-id is required (the hostname is unknown)")
+		return exitUsage
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly sink:", err)
+		return exitUsage
+	}
+	f, err := topology.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly sink: %s: %v\n", processor.FailpointEnv, err)
+		return exitUsage
+	}
+
+	var sinks []*pgsink.Sink
+	for i := range f.Sinks {
+		st := &f.Sinks[i]
+		if *name != "" && st.Name != *name {
+			continue
+		}
+		s, err := pgsink.New(pgsink.SinkConfig(f, st, *instance),
+			pgsink.WithLogger(log), pgsink.WithFailpoints(fps...))
+		if err != nil {
+			fmt.Fprintln(stderr, "exactly sink:", err)
+			return exitUsage
+		}
+		sinks = append(sinks, s)
+	}
+	if len(sinks) == 0 {
+		if *name == "" {
+			fmt.Fprintf(stderr, "exactly sink: %s declares no sinks\n", *path)
+		} else {
+			fmt.Fprintf(stderr, "exactly sink: %s has no sink %q\n", *path, *name)
+		}
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(sinks))
+	for _, s := range sinks {
+		go func() {
+			err := s.Run(ctx)
+			if err != nil {
+				cancel() // one sink failing stops the process; restart it as a whole
+			}
+			errs <- err
+		}()
+	}
+	code := exitOK
+	for range sinks {
+		if err := <-errs; err != nil {
+			log.Error("sink failed", "err", err)
+			code = exitFailure
+		}
+	}
+	return code
+}

@@ -1,0 +1,142 @@
+package processor
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the stage engine's Prometheus collectors, named
+// exactly_stage_<name>_<unit>. Build one per registry with NewMetrics and
+// share it among the stages of a process; every series is labelled by
+// stage. A nil *Metrics records nothing.
+type Metrics struct {
+	consumed     *prometheus.CounterVec
+	produced     *prometheus.CounterVec
+	filtered     *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	committed    *prometheus.CounterVec
+	aborted      *prometheus.CounterVec
+	txnDuration  *prometheus.HistogramVec
+	txnRecords   *prometheus.HistogramVec
+	latency      *prometheus.HistogramVec
+	rebalances   *prometheus.CounterVec
+	rebuilds     *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	lag          *prometheus.GaugeVec
+	lastCommit   *prometheus.GaugeVec
+}
+
+// Reasons a transaction is aborted, the reason label of
+// exactly_stage_transactions_aborted_total.
+const (
+	AbortRebalance = "rebalance" // the group rebalanced while it was open
+	AbortRetry     = "retry"     // a produce or transient record error; retried
+	AbortError     = "error"     // EndTxn failed; the session is rebuilt
+)
+
+// NewMetrics registers the stage metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help}, append([]string{"stage"}, labels...))
+	}
+	hist := func(name, help string, buckets []float64) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help, Buckets: buckets}, []string{"stage"})
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help}, append([]string{"stage"}, labels...))
+	}
+	m := &Metrics{
+		consumed:     counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
+		produced:     counter("records_produced_total", "Output records in committed transactions.", "topic"),
+		filtered:     counter("records_filtered_total", "Input records filtered out, in committed transactions."),
+		deadLettered: counter("records_dead_lettered_total", "Dead letters in committed transactions.", "reason"),
+		committed:    counter("transactions_committed_total", "Transactions committed."),
+		aborted:      counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance, retry or error.", "reason"),
+		txnDuration:  hist("transaction_duration_seconds", "Time from Begin to a committed End.", prometheus.ExponentialBuckets(0.005, 2, 14)),
+		txnRecords:   hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
+		latency:      hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
+		rebalances:   counter("rebalances_total", "Partition assignments and revocations."),
+		rebuilds:     counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
+		retries:      counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
+		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
+		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+	}
+	for _, c := range []prometheus.Collector{m.consumed, m.produced, m.filtered, m.deadLettered, m.committed, m.aborted,
+		m.txnDuration, m.txnRecords, m.latency, m.rebalances, m.rebuilds, m.retries, m.lag, m.lastCommit} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// stageMetrics are a Metrics bound to one stage's label.
+type stageMetrics struct {
+	m     *Metrics
+	stage string
+}
+
+func (s stageMetrics) consumedRecords(topic string, n int) {
+	if s.m != nil {
+		s.m.consumed.WithLabelValues(s.stage, topic).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) commit(t *txn, at time.Time) {
+	if s.m == nil {
+		return
+	}
+	for topic, n := range t.perTopic {
+		s.m.produced.WithLabelValues(s.stage, topic).Add(float64(n))
+	}
+	for reason, n := range t.perReason {
+		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
+	}
+	s.m.filtered.WithLabelValues(s.stage).Add(float64(t.filtered))
+	s.m.committed.WithLabelValues(s.stage).Inc()
+	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
+	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(t.records))
+	lat := s.m.latency.WithLabelValues(s.stage)
+	for _, ts := range t.timestamps {
+		lat.Observe(at.Sub(ts).Seconds())
+	}
+	s.m.lastCommit.WithLabelValues(s.stage).Set(float64(at.UnixNano()) / 1e9)
+}
+
+func (s stageMetrics) abort(reason string) {
+	if s.m != nil {
+		s.m.aborted.WithLabelValues(s.stage, reason).Inc()
+	}
+}
+
+func (s stageMetrics) retry(cause string) {
+	if s.m != nil {
+		s.m.retries.WithLabelValues(s.stage, cause).Inc()
+	}
+}
+
+func (s stageMetrics) rebalance() {
+	if s.m != nil {
+		s.m.rebalances.WithLabelValues(s.stage).Inc()
+	}
+}
+
+func (s stageMetrics) rebuild() {
+	if s.m != nil {
+		s.m.rebuilds.WithLabelValues(s.stage).Inc()
+	}
+}
+
+func (s stageMetrics) setLag(topic string, partition int32, lag int64) {
+	if s.m != nil {
+		s.m.lag.WithLabelValues(s.stage, topic, strconv.Itoa(int(partition))).Set(float64(max(lag, 0)))
+	}
+}
+
+func (s stageMetrics) dropLag(topic string, partition int32) {
+	if s.m != nil {
+		s.m.lag.DeleteLabelValues(s.stage, topic, strconv.Itoa(int(partition)))
+	}
+}

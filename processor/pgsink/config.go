@@ -1,0 +1,215 @@
+package pgsink
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// Config is what a Sink needs. Every field without a stated default is
+// required.
+type Config struct {
+	Sink       string   // sink name; part of the group name
+	InstanceID string   // stable per instance, e.g. the hostname
+	Brokers    []string // seed brokers, host:port
+	ClientID   string   // Kafka client.id; default "exactly"
+
+	Input       string // input topic
+	DeadLetter  string // dead-letter topic
+	InputFormat string // serde format name; default "json"
+
+	// DSN is the Postgres connection string. It is never logged or put in
+	// an error.
+	DSN            string
+	Table          string   // target table, "schema.table"
+	EventID        string   // the primary key column, one of Columns
+	Columns        []Column // in table order
+	PositionsTable string   // "schema.table"; default exactly_positions in Table's schema
+	Tombstones     string   // topology.TombstonesSkip (default) or TombstonesDelete
+	Mode           string   // topology.ModeInsert (default) or ModeUpsert
+
+	// CommitInterval bounds how long records are gathered into one
+	// database transaction; default 200ms.
+	CommitInterval time.Duration
+	// MaxRecords bounds the records in one database transaction; default
+	// 20000.
+	MaxRecords int
+	// SessionTimeout is the consumer group session timeout; default 45s.
+	SessionTimeout time.Duration
+}
+
+// Column is one column of the target table and what it holds: a top-level
+// field of the JSON value, or one of the topology.Source names.
+type Column struct {
+	Name   string
+	Source string
+}
+
+// Group returns the consumer group of the sink: exactly-sink-<sink>.
+func (c Config) Group() string { return "exactly-sink-" + c.Sink }
+
+// MemberID returns the static group member ID of the instance (KIP-345),
+// exactly-sink-<sink>-<instance>: a restarted instance takes its
+// predecessor's partitions at once.
+func (c Config) MemberID() string { return c.Group() + "-" + c.InstanceID }
+
+// SinkConfig returns the Config of sink s of topology f for the instance
+// instanceID.
+func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
+	cols := make([]Column, 0, len(s.Postgres.ColumnOrder))
+	for _, name := range s.Postgres.ColumnOrder {
+		cols = append(cols, Column{Name: name, Source: s.Postgres.Columns[name]})
+	}
+	return Config{
+		Sink:           s.Name,
+		InstanceID:     instanceID,
+		Brokers:        f.Kafka.Brokers,
+		ClientID:       f.Kafka.ClientID,
+		Input:          s.Input.Topic,
+		DeadLetter:     s.DeadLetter.Topic,
+		InputFormat:    s.Input.Format,
+		DSN:            string(s.Postgres.DSN),
+		Table:          s.Postgres.Table,
+		EventID:        s.Postgres.EventID,
+		Columns:        cols,
+		PositionsTable: s.Postgres.PositionsTable,
+		Tombstones:     s.Postgres.Tombstones,
+		Mode:           s.Postgres.Mode,
+		CommitInterval: s.Commit.Interval.Duration,
+		MaxRecords:     s.Commit.MaxRecords,
+		SessionTimeout: s.SessionTimeout.Duration,
+	}
+}
+
+// Option configures a Sink.
+type Option func(*Sink)
+
+// WithLogger sets the logger; the default discards.
+func WithLogger(l *slog.Logger) Option { return func(s *Sink) { s.log = l } }
+
+// WithKafkaOptions appends franz-go options to the client the sink builds,
+// after its own.
+func WithKafkaOptions(opts ...kgo.Opt) Option {
+	return func(s *Sink) { s.kopts = append(s.kopts, opts...) }
+}
+
+// WithFailpoints arms failpoints; the sink acts on
+// processor.CrashBeforeDBCommit and processor.CrashAfterDBCommit, counting
+// database commits from 1.
+func WithFailpoints(fps ...processor.Failpoint) Option {
+	return func(s *Sink) { s.failpoints = append(s.failpoints, fps...) }
+}
+
+// WithCrashAction replaces what a failpoint does; the default is
+// processor.KillSelf. If the action returns, Run returns ErrCrashed.
+func WithCrashAction(f func()) Option { return func(s *Sink) { s.crash = f } }
+
+// table is a parsed schema-qualified name.
+type table struct{ schema, name string }
+
+func (t table) ident() pgx.Identifier { return pgx.Identifier{t.schema, t.name} }
+func (t table) String() string        { return t.ident().Sanitize() }
+
+func parseTable(s string) (table, bool) {
+	schema, name, ok := strings.Cut(s, ".")
+	if !ok || schema == "" || name == "" || strings.Contains(name, ".") {
+		return table{}, false
+	}
+	return table{schema, name}, true
+}
+
+var sources = []string{topology.SourceValue, topology.SourceKey, topology.SourceTopic,
+	topology.SourcePartition, topology.SourceOffset, topology.SourceTimestamp}
+
+// validate applies defaults to cfg and returns every problem. It never
+// mentions the DSN's value.
+func (cfg *Config) validate() error {
+	if cfg.ClientID == "" {
+		cfg.ClientID = topology.DefaultClientID
+	}
+	if cfg.InputFormat == "" {
+		cfg.InputFormat = serde.JSON
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = topology.DefaultSinkCommitInterval
+	}
+	if cfg.MaxRecords == 0 {
+		cfg.MaxRecords = topology.DefaultSinkCommitMaxRecords
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = topology.DefaultSinkSessionTimeout
+	}
+	if cfg.Tombstones == "" {
+		cfg.Tombstones = topology.TombstonesSkip
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = topology.ModeInsert
+	}
+	var errs []error
+	for _, f := range []struct{ name, v string }{
+		{"sink", cfg.Sink}, {"instance id", cfg.InstanceID}, {"input topic", cfg.Input},
+		{"dead-letter topic", cfg.DeadLetter}, {"postgres dsn", cfg.DSN}, {"table", cfg.Table}, {"event id column", cfg.EventID},
+	} {
+		if f.v == "" {
+			errs = append(errs, newConfigError("%s is required", f.name))
+		}
+	}
+	if len(cfg.Brokers) == 0 {
+		errs = append(errs, newConfigError("brokers are required"))
+	}
+	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 {
+		errs = append(errs, newConfigError("commit interval, max records and session timeout must be positive"))
+	}
+	if _, err := serde.New(cfg.InputFormat); err != nil {
+		errs = append(errs, &configError{fmt.Errorf("input: %w", err)})
+	}
+	tbl, ok := parseTable(cfg.Table)
+	if cfg.Table != "" && !ok {
+		errs = append(errs, newConfigError("table %q is not schema.table", cfg.Table))
+	}
+	if cfg.PositionsTable == "" && ok {
+		cfg.PositionsTable = tbl.schema + "." + topology.DefaultPositionsTable
+	}
+	if _, ok := parseTable(cfg.PositionsTable); cfg.PositionsTable != "" && !ok {
+		errs = append(errs, newConfigError("positions table %q is not schema.table", cfg.PositionsTable))
+	}
+	if len(cfg.Columns) == 0 {
+		errs = append(errs, newConfigError("at least one column is required"))
+	}
+	seen := map[string]bool{}
+	hasEventID := false
+	for _, c := range cfg.Columns {
+		switch {
+		case c.Name == "" || c.Source == "":
+			errs = append(errs, newConfigError("column %q: name and source are required", c.Name))
+		case seen[c.Name]:
+			errs = append(errs, newConfigError("column %q appears twice", c.Name))
+		case strings.HasPrefix(c.Source, "$") && !slices.Contains(sources, c.Source):
+			errs = append(errs, newConfigError("column %q: unknown source %q", c.Name, c.Source))
+		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON:
+			errs = append(errs, newConfigError("column %q: field %q needs json input, not %s", c.Name, c.Source, cfg.InputFormat))
+		}
+		seen[c.Name] = true
+		hasEventID = hasEventID || c.Name == cfg.EventID
+	}
+	if cfg.EventID != "" && !hasEventID {
+		errs = append(errs, newConfigError("event id column %q is not one of the columns", cfg.EventID))
+	}
+	if cfg.Tombstones != topology.TombstonesSkip && cfg.Tombstones != topology.TombstonesDelete {
+		errs = append(errs, newConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
+	}
+	if cfg.Mode != topology.ModeInsert && cfg.Mode != topology.ModeUpsert {
+		errs = append(errs, newConfigError("mode %q: want insert or upsert", cfg.Mode))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,320 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
+
+const secret = "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=1"
+
+func testConfig() Config {
+	return Config{
+		Sink: "pg", InstanceID: "i1", Brokers: []string{"127.0.0.1:1"},
+		Input: "in", DeadLetter: "dlq", DSN: secret,
+		Table: "raw.events", EventID: "event_id",
+		Columns: []Column{
+			{"event_id", "event_id"}, {"body", "$value"}, {"note", "note"}, {"n", "n"},
+			{"k", "$key"}, {"p", "$partition"}, {"o", "$offset"}, {"ts", "$timestamp"}, {"tags", "tags"},
+		},
+	}
+}
+
+func newTestSink(t *testing.T, mod func(*Config)) *Sink {
+	t.Helper()
+	cfg := testConfig()
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestNewDefaults(t *testing.T) {
+	s := newTestSink(t, nil)
+	c := s.Config()
+	if c.PositionsTable != "raw.exactly_positions" || c.Tombstones != "skip" || c.Mode != "insert" ||
+		c.CommitInterval != 200*time.Millisecond || c.MaxRecords != 20000 || c.SessionTimeout != 45*time.Second || c.InputFormat != "json" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if c.Group() != "exactly-sink-pg" || c.MemberID() != "exactly-sink-pg-i1" {
+		t.Fatalf("group %q member %q", c.Group(), c.MemberID())
+	}
+}
+
+func TestNewValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string
+	}{
+		{"no sink", func(c *Config) { c.Sink = "" }, "sink is required"},
+		{"no brokers", func(c *Config) { c.Brokers = nil }, "brokers are required"},
+		{"table not qualified", func(c *Config) { c.Table = "events" }, `table "events" is not schema.table`},
+		{"event id not a column", func(c *Config) { c.EventID = "id" }, `event id column "id" is not one of the columns`},
+		{"unknown source", func(c *Config) { c.Columns[1].Source = "$body" }, `unknown source "$body"`},
+		{"field needs json", func(c *Config) { c.InputFormat = "string" }, `field "event_id" needs json input`},
+		{"duplicate column", func(c *Config) { c.Columns = append(c.Columns, Column{"n", "m"}) }, `column "n" appears twice`},
+		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
+		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, "postgres dsn is not a valid connection string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.Columns = append([]Column(nil), cfg.Columns...)
+			tt.mod(&cfg)
+			_, err := New(cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error shows the DSN: %v", err)
+			}
+			if !IsFatal(err) {
+				t.Errorf("IsFatal(%v) = false", err)
+			}
+		})
+	}
+}
+
+func TestToOp(t *testing.T) {
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 6e6, time.UTC)
+	rec := func(key, value string) *kgo.Record {
+		r := &kgo.Record{Topic: "in", Partition: 2, Offset: 41, Timestamp: ts}
+		if key != "" {
+			r.Key = []byte(key)
+		}
+		if value != "\x00nil" {
+			r.Value = []byte(value)
+		}
+		return r
+	}
+	tests := []struct {
+		name       string
+		tombstones string
+		r          *kgo.Record
+		ok         bool
+		reason     string
+		want       []any
+		del        string
+	}{
+		{name: "full row", r: rec("k1", `{"event_id":"e1","note":"hi","n":7,"tags":["a"]}`), ok: true,
+			want: []any{"e1", `{"event_id":"e1","note":"hi","n":7,"tags":["a"]}`, "hi", "7", "k1", "2", "41", "2026-01-02T03:04:05.006Z", `["a"]`}},
+		{name: "missing fields are null", r: rec("", `{"event_id":42}`), ok: true,
+			want: []any{"42", `{"event_id":42}`, nil, nil, nil, "2", "41", "2026-01-02T03:04:05.006Z", nil}},
+		{name: "no event id", r: rec("k", `{"note":"x"}`), reason: ReasonEventID},
+		{name: "empty event id", r: rec("k", `{"event_id":""}`), reason: ReasonEventID},
+		{name: "not an object", r: rec("k", `[1]`), reason: ReasonEventID},
+		{name: "invalid json", r: rec("k", `{"event_id":`), reason: processor.ReasonDecode},
+		{name: "json null", r: rec("k", `null`), reason: processor.ReasonDecode},
+		{name: "tombstone skipped", r: rec("k", "\x00nil")},
+		{name: "tombstone deletes", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
+		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: ReasonEventID},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) { c.Tombstones = tt.tombstones })
+			o, ok, err := s.toOp(tt.r)
+			if tt.reason != "" {
+				var re *processor.RecordError
+				if !errors.As(err, &re) || re.Reason != tt.reason {
+					t.Fatalf("err = %v, want reason %s", err, tt.reason)
+				}
+				return
+			}
+			if err != nil || ok != tt.ok {
+				t.Fatalf("ok %v err %v", ok, err)
+			}
+			if o.del != (tt.del != "") || (o.del && o.id != tt.del) {
+				t.Fatalf("op %+v, want delete of %q", o, tt.del)
+			}
+			if tt.want != nil && fmt.Sprintf("%#v", o.row) != fmt.Sprintf("%#v", tt.want) {
+				t.Fatalf("row\n%#v\nwant\n%#v", o.row, tt.want)
+			}
+		})
+	}
+}
+
+func TestToOpBytesValue(t *testing.T) {
+	s := newTestSink(t, func(c *Config) {
+		c.InputFormat = "bytes"
+		c.Columns = []Column{{"event_id", "$key"}, {"body", "$value"}}
+	})
+	o, ok, err := s.toOp(&kgo.Record{Key: []byte("e1"), Value: []byte{0, 0xff}})
+	if err != nil || !ok || o.row[1] != `\x00ff` || o.id != "e1" {
+		t.Fatalf("op %+v ok %v err %v", o, ok, err)
+	}
+	if got := s.columnType("$value"); got != "bytea" {
+		t.Fatalf("column type %s", got)
+	}
+}
+
+func TestDeadLetterHeaders(t *testing.T) {
+	s := newTestSink(t, nil)
+	r := &kgo.Record{Topic: "in", Partition: 1, Offset: 9, Key: []byte("k"), Value: []byte("v"),
+		Timestamp: time.UnixMilli(1234), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
+	pgErr := &pgconn.PgError{Code: "22P05", Message: "unsupported Unicode escape sequence"}
+	dl := s.deadLetter(r, &processor.RecordError{Reason: ReasonPostgres, Err: pgErr})
+	got := map[string]string{}
+	for _, h := range dl.Headers {
+		got[h.Key] = string(h.Value)
+	}
+	want := map[string]string{
+		"h": "x", processor.HeaderReason: "postgres", processor.HeaderStage: "pg",
+		processor.HeaderSourceTopic: "in", processor.HeaderSourcePartition: "1", processor.HeaderSourceOffset: "9",
+		processor.HeaderSourceTimestamp: "1234", HeaderSQLState: "22P05", processor.HeaderError: pgErr.Error(),
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || dl.Topic != "dlq" || string(dl.Key) != "k" || string(dl.Value) != "v" {
+		t.Fatalf("dead letter %+v headers %v", dl, got)
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	ops := []op{{id: "a", row: []any{"a", "1"}}, {id: "b", row: []any{"b", "1"}}, {id: "a", row: []any{"a", "2"}}}
+	if got := fmt.Sprint(dedupe(ops, false)); got != "[[a 1] [b 1]]" {
+		t.Errorf("insert: %s", got)
+	}
+	if got := fmt.Sprint(dedupe(ops, true)); got != "[[a 2] [b 1]]" {
+		t.Errorf("upsert: %s", got)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err                    error
+		data, fatal, transient bool
+	}{
+		{&pgconn.PgError{Code: "22021"}, true, false, false},
+		{&pgconn.PgError{Code: "22P05"}, true, false, false},
+		{&pgconn.PgError{Code: "23514"}, true, false, false},
+		{&pgconn.PgError{Code: "54000"}, true, false, false},
+		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "22001"}), true, false, false},
+		{&pgconn.PgError{Code: "42P10"}, false, true, false},
+		{&pgconn.PgError{Code: "28P01"}, false, true, false},
+		{&pgconn.PgError{Code: "57P01"}, false, false, true},
+		{&pgconn.PgError{Code: "40001"}, false, false, true},
+		{errors.New("connection refused"), false, false, true},
+		{&fencedError{partition: 1}, false, false, false},
+		{newConfigError("x"), false, true, false},
+	}
+	for _, tt := range tests {
+		if IsDataError(tt.err) != tt.data || IsFatal(tt.err) != tt.fatal || IsTransient(tt.err) != tt.transient {
+			t.Errorf("%v: data %v fatal %v transient %v", tt.err, IsDataError(tt.err), IsFatal(tt.err), IsTransient(tt.err))
+		}
+	}
+	if !errors.Is(&fencedError{partition: 1}, ErrFenced) {
+		t.Error("fencedError is not ErrFenced")
+	}
+}
+
+// Identifiers are quoted; types come from the catalog (here made up).
+func TestSQL(t *testing.T) {
+	s := newTestSink(t, func(c *Config) {
+		c.Table, c.PositionsTable, c.Mode = "Raw.Events", "ops.pos", "upsert"
+		c.Columns = []Column{{"event_id", "event_id"}, {"Body", "$value"}}
+	})
+	setup := strings.Join(s.setupSQL(), ";\n")
+	for _, want := range []string{
+		`CREATE SCHEMA IF NOT EXISTS "Raw"`, `CREATE SCHEMA IF NOT EXISTS "ops"`,
+		`CREATE TABLE IF NOT EXISTS "ops"."pos"`, `CREATE TABLE IF NOT EXISTS "Raw"."Events" (` + "\n\t" + `"event_id" text PRIMARY KEY,` + "\n\t" + `"Body" jsonb`,
+		"pg_advisory_xact_lock",
+	} {
+		if !strings.Contains(setup, want) {
+			t.Errorf("setup lacks %q:\n%s", want, setup)
+		}
+	}
+	s.types = []string{"text", "jsonb"}
+	s.buildSQL()
+	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM pg_temp.exactly_sink_staging ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
+		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
+	}
+	if !strings.Contains(s.sql.guard, "WHERE p.next_offset = $4 AND EXCLUDED.next_offset > p.next_offset") {
+		t.Errorf("guard: %s", s.sql.guard)
+	}
+}
+
+// SinkConfig carries every field of the topology's sink.
+func TestSinkConfig(t *testing.T) {
+	src := `version: 1
+kafka: { brokers: ["k:9092"] }
+topics: [ { name: in, partitions: 3 }, { name: dlq, partitions: 1 } ]
+sinks:
+  - name: pg
+    input: { topic: in }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "${DSN}", table: raw.events, event_id: id, columns: { id: $key, body: $value }, tombstones: delete }
+    session_timeout: 7s
+`
+	f, err := topology.Parse("t.yaml", []byte(src), func(k string) (string, bool) { return secret, k == "DSN" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, _ := f.Sink("pg")
+	c := SinkConfig(f, sk, "i9")
+	if c.DSN != secret || c.InstanceID != "i9" || c.Tombstones != "delete" || c.SessionTimeout != 7*time.Second ||
+		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" {
+		t.Fatalf("config %+v", c)
+	}
+	if _, err := New(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Postgres unreachable is transient: Run keeps retrying and returns nil
+// when canceled.
+func TestRunPostgresUnreachable(t *testing.T) {
+	s := newTestSink(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := s.Run(ctx); err != nil {
+		t.Fatalf("Run = %v, want nil after cancel", err)
+	}
+	if s.Stats().Retries == 0 {
+		t.Fatal("no retries")
+	}
+}
+
+func TestParseFailpoints(t *testing.T) {
+	fps, err := processor.ParseFailpoints("crash-before-db-commit@2, crash-after-db-commit@1")
+	if err != nil || fmt.Sprint(fps) != "[crash-before-db-commit@2 crash-after-db-commit@1]" {
+		t.Fatalf("%v %v", fps, err)
+	}
+	if _, err := processor.ParseFailpoints("crash-during-db-commit@1"); err == nil || !strings.Contains(err.Error(), "crash-after-db-commit") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type flakyCodec struct{ serde.Codec }
+
+func (flakyCodec) Decode([]byte) (any, error) {
+	return nil, fmt.Errorf("registry down: %w", serde.ErrTransient)
+}
+
+// A transient decode failure fails the attempt and makes no dead letter.
+func TestPrepareTransient(t *testing.T) {
+	s := newTestSink(t, nil)
+	b := newBatch()
+	b.recs = []*kgo.Record{{Value: []byte(`{"event_id":"e1"}`)}, {Value: []byte(`{`)}}
+	ops, dead, err := s.prepare(b)
+	if err != nil || len(ops) != 1 || len(dead) != 1 {
+		t.Fatalf("ops %d dead %d err %v", len(ops), len(dead), err)
+	}
+	s.codec = flakyCodec{s.codec}
+	ops, dead, err = s.prepare(b)
+	if !serde.IsTransient(err) || !IsTransient(err) || len(ops)+len(dead) != 0 {
+		t.Fatalf("ops %d dead %d err %v", len(ops), len(dead), err)
+	}
+}

@@ -1,0 +1,538 @@
+package serde
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// fromAvro converts v, a goavro native value of writer type w, into the
+// in-memory representation of reader type r, resolving w against r as the
+// Avro specification's "Schema Resolution" says. Without a reader schema r
+// is w. Errors wrap ErrIncompatible or ErrSyntax.
+func fromAvro(w, r *avroType, v any) (any, error) {
+	if w.kind == "union" {
+		if v == nil {
+			return fromAvro(nullType, r, nil)
+		}
+		m, ok := v.(map[string]any)
+		if !ok || len(m) != 1 {
+			return nil, fmt.Errorf("%w: union value %T", ErrSyntax, v)
+		}
+		for name, inner := range m {
+			for _, b := range w.branches {
+				if b.unionName() == name {
+					return fromAvro(b, r, inner)
+				}
+			}
+			return nil, fmt.Errorf("%w: union has no branch %q", ErrSyntax, name)
+		}
+	}
+	if r.kind == "union" {
+		for _, b := range r.branches {
+			if matches(w, b) {
+				return fromAvro(w, b, v)
+			}
+		}
+		return nil, fmt.Errorf("%w: writer type %s matches no branch of the reader's union", ErrIncompatible, w.unionName())
+	}
+	if !matches(w, r) {
+		return nil, fmt.Errorf("%w: writer type %s cannot be read as %s", ErrIncompatible, w.unionName(), r.unionName())
+	}
+	if r.logical != "" && r.kind == w.kind {
+		if r.logical == "decimal" && (w.logical != "decimal" || w.scale != r.scale) {
+			return nil, fmt.Errorf("%w: writer decimal scale %d, reader scale %d", ErrIncompatible, w.scale, r.scale)
+		}
+		return logicalFromAvro(r, v)
+	}
+	switch w.kind {
+	case "null":
+		return nil, nil
+	case "boolean":
+		return v, nil
+	case "int":
+		i := int64(v.(int32))
+		if r.kind == "float" || r.kind == "double" {
+			return float64(i), nil
+		}
+		return i, nil
+	case "long":
+		i := v.(int64)
+		if r.kind == "float" || r.kind == "double" {
+			return float64(i), nil
+		}
+		return i, nil
+	case "float":
+		// Through the shortest decimal text: float32 0.1 reads as 0.1,
+		// not 0.10000000149011612.
+		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v.(float32)), 'g', -1, 32), 64)
+		return f, nil
+	case "double":
+		return v, nil
+	case "string":
+		if r.kind == "bytes" {
+			return []byte(v.(string)), nil
+		}
+		return v, nil
+	case "bytes", "fixed":
+		b := v.([]byte)
+		if r.kind == "string" {
+			if !utf8.Valid(b) {
+				return nil, fmt.Errorf("%w: bytes read as string", ErrInvalidUTF8)
+			}
+			return string(b), nil
+		}
+		return b, nil
+	case "enum":
+		s := v.(string)
+		for _, sym := range r.symbols {
+			if sym == s {
+				return s, nil
+			}
+		}
+		if r.enumDefault != nil {
+			return *r.enumDefault, nil
+		}
+		return nil, fmt.Errorf("%w: enum symbol %q is not in the reader's %s", ErrIncompatible, s, r.name)
+	case "array":
+		in := v.([]any)
+		out := make([]any, len(in))
+		for i, e := range in {
+			x, err := fromAvro(w.items, r.items, e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case "map":
+		in := v.(map[string]any)
+		out := make(map[string]any, len(in))
+		for k, e := range in {
+			x, err := fromAvro(w.values, r.values, e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	case "record":
+		in := v.(map[string]any)
+		out := make(map[string]any, len(r.fields))
+		for _, rf := range r.fields {
+			wf := writerField(w, rf)
+			if wf == nil {
+				// Added in the reader: its default (writer fields absent
+				// from the reader are dropped by not being looked at).
+				if !rf.hasDef {
+					return nil, fmt.Errorf("%w: field %q of %s is not written and has no default", ErrIncompatible, rf.name, r.name)
+				}
+				x, err := defaultValue(rf.typ, rf.def)
+				if err != nil {
+					return nil, fmt.Errorf("%w: default of %s.%s: %v", ErrIncompatible, r.name, rf.name, err)
+				}
+				out[rf.name] = x
+				continue
+			}
+			x, err := fromAvro(wf.typ, rf.typ, in[wf.name])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", rf.name, err)
+			}
+			out[rf.name] = x
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: type %s", ErrSyntax, w.kind)
+}
+
+var nullType = &avroType{kind: "null"}
+
+func writerField(w *avroType, rf *avroField) *avroField {
+	for _, wf := range w.fields {
+		if wf.name == rf.name {
+			return wf
+		}
+	}
+	for _, a := range rf.aliases {
+		for _, wf := range w.fields {
+			if wf.name == a {
+				return wf
+			}
+		}
+	}
+	return nil
+}
+
+// matches reports whether data of writer type w can be read as r (not a
+// union), with the promotions of the specification.
+func matches(w, r *avroType) bool {
+	switch r.kind {
+	case "record", "enum", "fixed":
+		return w.kind == r.kind && namesMatch(w, r) && (r.kind != "fixed" || w.size == r.size)
+	case "long":
+		return w.kind == "long" || w.kind == "int"
+	case "float":
+		return w.kind == "float" || w.kind == "int" || w.kind == "long"
+	case "double":
+		return w.kind == "double" || w.kind == "float" || w.kind == "int" || w.kind == "long"
+	case "string":
+		return w.kind == "string" || w.kind == "bytes"
+	case "bytes":
+		return w.kind == "bytes" || w.kind == "string"
+	}
+	return w.kind == r.kind
+}
+
+// defaultValue converts a field default, written in the schema as JSON, to
+// the in-memory representation. A union's default is for its first branch.
+func defaultValue(t *avroType, d any) (any, error) {
+	n, err := defaultNative(t, d)
+	if err != nil {
+		return nil, err
+	}
+	return fromAvro(t, t, n)
+}
+
+// defaultNative converts a JSON default into the goavro native value.
+func defaultNative(t *avroType, d any) (any, error) {
+	switch t.kind {
+	case "union":
+		b := t.branches[0]
+		if b.kind == "null" {
+			return nil, nil
+		}
+		n, err := defaultNative(b, d)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{b.unionName(): n}, nil
+	case "bytes", "fixed":
+		// Bytes defaults are strings whose code points 0-255 are the bytes.
+		s, ok := d.(string)
+		if !ok {
+			return nil, fmt.Errorf("want a string")
+		}
+		b := make([]byte, 0, len(s))
+		for _, c := range s {
+			if c > 255 {
+				return nil, fmt.Errorf("code point above 255")
+			}
+			b = append(b, byte(c))
+		}
+		return b, nil
+	case "record":
+		m, ok := d.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("want an object")
+		}
+		out := make(map[string]any, len(t.fields))
+		for _, f := range t.fields {
+			fd, ok := m[f.name]
+			if !ok {
+				if !f.hasDef {
+					return nil, fmt.Errorf("field %q missing", f.name)
+				}
+				fd = f.def
+			}
+			x, err := defaultNative(f.typ, fd)
+			if err != nil {
+				return nil, err
+			}
+			out[f.name] = x
+		}
+		return out, nil
+	case "array":
+		a, ok := d.([]any)
+		if !ok {
+			return nil, fmt.Errorf("want an array")
+		}
+		out := make([]any, len(a))
+		for i, e := range a {
+			x, err := defaultNative(t.items, e)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = x
+		}
+		return out, nil
+	case "map":
+		m, ok := d.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("want an object")
+		}
+		out := make(map[string]any, len(m))
+		for k, e := range m {
+			x, err := defaultNative(t.values, e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = x
+		}
+		return out, nil
+	}
+	// Scalars: the JSON value goes through the encoder's rules.
+	return toAvro(t, d)
+}
+
+// toAvro converts v, in the in-memory representation (or as decoded from
+// JSON), into the goavro native value of type t. It never rounds or
+// truncates: a value that does not fit is an error wrapping ErrUnsupported.
+func toAvro(t *avroType, v any) (any, error) {
+	if t.logical != "" {
+		return logicalToAvro(t, v)
+	}
+	switch t.kind {
+	case "union":
+		if v == nil {
+			for _, b := range t.branches {
+				if b.kind == "null" {
+					return nil, nil
+				}
+			}
+			return nil, fmt.Errorf("%w: null for a union without null", ErrUnsupported)
+		}
+		var first error
+		for _, b := range t.branches {
+			if b.kind == "null" {
+				continue
+			}
+			n, err := toAvro(b, v)
+			if err == nil {
+				return map[string]any{b.unionName(): n}, nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return nil, fmt.Errorf("%w: %s matches no branch of the union (first: %v)", ErrUnsupported, describe(v), first)
+	case "null":
+		if v != nil {
+			return nil, mismatch(t, v)
+		}
+		return nil, nil
+	case "boolean":
+		if b, ok := v.(bool); ok {
+			return b, nil
+		}
+	case "int":
+		i, err := integer(v)
+		if err != nil {
+			return nil, mismatchErr(t, v, err)
+		}
+		if i < math.MinInt32 || i > math.MaxInt32 {
+			return nil, fmt.Errorf("%w: %d overflows int", ErrUnsupported, i)
+		}
+		return int32(i), nil
+	case "long":
+		i, err := integer(v)
+		if err != nil {
+			return nil, mismatchErr(t, v, err)
+		}
+		return i, nil
+	case "float", "double":
+		f, ok := float(v)
+		if !ok {
+			break
+		}
+		if t.kind == "float" {
+			if f32 := float32(f); !math.IsInf(float64(f32), 0) || math.IsInf(f, 0) {
+				return f32, nil
+			}
+			return nil, fmt.Errorf("%w: %v overflows float", ErrUnsupported, f)
+		}
+		return f, nil
+	case "string":
+		switch s := v.(type) {
+		case string:
+			return s, nil
+		case []byte:
+			if utf8.Valid(s) {
+				return string(s), nil
+			}
+		}
+	case "bytes", "fixed":
+		var b []byte
+		switch s := v.(type) {
+		case []byte:
+			b = s
+		case string:
+			// JSON carries bytes as base64 (what encoding/json writes).
+			d, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, fmt.Errorf("%w: string for %s is not base64", ErrUnsupported, t.unionName())
+			}
+			b = d
+		default:
+			return nil, mismatch(t, v)
+		}
+		if t.kind == "fixed" && len(b) != t.size {
+			return nil, fmt.Errorf("%w: %d bytes for %s of size %d", ErrUnsupported, len(b), t.name, t.size)
+		}
+		return b, nil
+	case "enum":
+		if s, ok := v.(string); ok {
+			for _, sym := range t.symbols {
+				if sym == s {
+					return s, nil
+				}
+			}
+			return nil, fmt.Errorf("%w: %q is not a symbol of %s", ErrUnsupported, s, t.name)
+		}
+	case "array":
+		if a, ok := v.([]any); ok {
+			out := make([]any, len(a))
+			for i, e := range a {
+				x, err := toAvro(t.items, e)
+				if err != nil {
+					return nil, fmt.Errorf("[%d]: %w", i, err)
+				}
+				out[i] = x
+			}
+			return out, nil
+		}
+	case "map":
+		if m, ok := v.(map[string]any); ok {
+			out := make(map[string]any, len(m))
+			for k, e := range m {
+				x, err := toAvro(t.values, e)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", k, err)
+				}
+				out[k] = x
+			}
+			return out, nil
+		}
+	case "record":
+		m, ok := v.(map[string]any)
+		if !ok {
+			break
+		}
+		out := make(map[string]any, len(t.fields))
+		present := 0
+		for _, f := range t.fields {
+			e, ok := m[f.name]
+			var x any
+			var err error
+			switch {
+			case ok:
+				present++
+				x, err = toAvro(f.typ, e)
+			case f.hasDef:
+				x, err = defaultNative(f.typ, f.def)
+			case nullable(f.typ):
+				x = nil
+			default:
+				return nil, fmt.Errorf("%w: field %q of %s is missing and has no default", ErrUnsupported, f.name, t.name)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f.name, err)
+			}
+			out[f.name] = x
+		}
+		if len(m) > present {
+			for k := range m {
+				if _, ok := out[k]; !ok {
+					// Never drop data silently: a transform can drop it.
+					return nil, fmt.Errorf("%w: field %q is not in %s", ErrUnsupported, k, t.name)
+				}
+			}
+		}
+		return out, nil
+	}
+	return nil, mismatch(t, v)
+}
+
+func nullable(t *avroType) bool {
+	if t.kind != "union" {
+		return t.kind == "null"
+	}
+	for _, b := range t.branches {
+		if b.kind == "null" {
+			return true
+		}
+	}
+	return false
+}
+
+func mismatch(t *avroType, v any) error {
+	return fmt.Errorf("%w: %s for Avro %s", ErrUnsupported, describe(v), t.unionName())
+}
+
+func mismatchErr(t *avroType, v any, err error) error {
+	return fmt.Errorf("%w: %s for Avro %s: %v", ErrUnsupported, describe(v), t.unionName(), err)
+}
+
+// describe names the type of an in-memory value for messages, without the
+// value itself (it may be personal data).
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case string:
+		return "string"
+	case []byte:
+		return "bytes"
+	case bool:
+		return "bool"
+	case json.Number, int, int32, int64, uint64, float32, float64:
+		return "number"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// integer accepts the integer shapes of the in-memory representation.
+func integer(v any) (int64, error) {
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case int:
+		return int64(n), nil
+	case int32:
+		return int64(n), nil
+	case uint64:
+		if n > math.MaxInt64 {
+			return 0, fmt.Errorf("overflows long")
+		}
+		return int64(n), nil
+	case float64:
+		if n != math.Trunc(n) || n < -(1<<63) || n >= 1<<63 {
+			return 0, fmt.Errorf("not an integer")
+		}
+		return int64(n), nil
+	case json.Number:
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("not an integer that fits in a long")
+		}
+		return i, nil
+	}
+	return 0, fmt.Errorf("not a number")
+}
+
+func float(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, true
+	case float32:
+		return float64(n), true
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case int32:
+		return float64(n), true
+	case uint64:
+		return float64(n), true
+	case json.Number:
+		f, err := strconv.ParseFloat(string(n), 64)
+		return f, err == nil
+	}
+	return 0, false
+}

@@ -1,0 +1,283 @@
+package serde
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Layouts of the JSON text of Avro's date and time logical types.
+const (
+	dateLayout      = "2006-01-02"
+	timeLayout      = "15:04:05.999999999"
+	localTimeLayout = "2006-01-02T15:04:05.999999999"
+)
+
+var epochDay = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// logicalFromAvro renders the goavro native value v of the logical type t as
+// plain JSON-friendly values: see the README's conversion rules.
+func logicalFromAvro(t *avroType, v any) (any, error) {
+	switch t.logical {
+	case "decimal":
+		s := decimalString(v.([]byte), t.scale)
+		// A datum with more digits than its schema's precision does not
+		// match the schema; reading it would make a value no codec writes.
+		if digits := significantDigits(s); digits > t.precision {
+			return nil, fmt.Errorf("%w: decimal has %d digits, more than precision %d", ErrSyntax, digits, t.precision)
+		}
+		return s, nil
+	case "uuid":
+		if t.kind == "fixed" {
+			b := v.([]byte)
+			h := hex.EncodeToString(b)
+			return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+		}
+		return v, nil
+	case "date":
+		return epochDay.AddDate(0, 0, int(v.(int32))).Format(dateLayout), nil
+	case "time-millis", "time-micros":
+		var d time.Duration
+		if t.logical == "time-millis" {
+			d = time.Duration(v.(int32)) * time.Millisecond
+		} else {
+			d = time.Duration(v.(int64)) * time.Microsecond
+		}
+		if d < 0 || d >= 24*time.Hour {
+			return nil, fmt.Errorf("%w: %s %d is outside one day", ErrSyntax, t.logical, v)
+		}
+		return epochDay.Add(d).Format(timeLayout), nil
+	}
+	// Timestamps: a long count of units since the epoch.
+	n := v.(int64)
+	var ts time.Time
+	switch t.logical {
+	case "timestamp-millis", "local-timestamp-millis":
+		ts = time.UnixMilli(n)
+	case "timestamp-micros", "local-timestamp-micros":
+		ts = time.UnixMicro(n)
+	default:
+		ts = time.Unix(0, n)
+	}
+	if strings.HasPrefix(t.logical, "local-") {
+		return ts.UTC().Format(localTimeLayout), nil
+	}
+	return ts.UTC().Format(time.RFC3339Nano), nil
+}
+
+// logicalToAvro is the inverse of logicalFromAvro. It also accepts the
+// number of units itself (days, milliseconds, ...) for the integer-based
+// types.
+func logicalToAvro(t *avroType, v any) (any, error) {
+	switch t.logical {
+	case "decimal":
+		return decimalBytes(t, v)
+	case "uuid":
+		s, ok := v.(string)
+		if !ok {
+			return nil, mismatch(t, v)
+		}
+		b, err := parseUUID(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		if t.kind == "fixed" {
+			return b, nil
+		}
+		return s, nil
+	}
+	s, isString := v.(string)
+	if !isString {
+		i, err := integer(v)
+		if err != nil {
+			return nil, mismatchErr(t, v, err)
+		}
+		if t.kind == "int" {
+			return toAvro(&avroType{kind: "int"}, i)
+		}
+		return i, nil
+	}
+	switch t.logical {
+	case "date":
+		d, err := time.Parse(dateLayout, s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: date %q: want YYYY-MM-DD", ErrUnsupported, s)
+		}
+		return toAvro(&avroType{kind: "int"}, d.Unix()/86400) // midnight UTC: exact
+	case "time-millis", "time-micros":
+		d, err := time.Parse(timeLayout, s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: time %q: want HH:MM:SS[.fraction]", ErrUnsupported, s)
+		}
+		since := d.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
+		if t.logical == "time-millis" {
+			if since%time.Millisecond != 0 {
+				return nil, fmt.Errorf("%w: time %q has more precision than time-millis", ErrUnsupported, s)
+			}
+			return int32(since / time.Millisecond), nil
+		}
+		if since%time.Microsecond != 0 {
+			return nil, fmt.Errorf("%w: time %q has more precision than time-micros", ErrUnsupported, s)
+		}
+		return int64(since / time.Microsecond), nil
+	}
+	var ts time.Time
+	var err error
+	if strings.HasPrefix(t.logical, "local-") {
+		ts, err = time.Parse(localTimeLayout, s)
+	} else {
+		ts, err = time.Parse(time.RFC3339Nano, s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: timestamp %q: want RFC 3339", ErrUnsupported, s)
+	}
+	unit := time.Nanosecond
+	switch {
+	case strings.HasSuffix(t.logical, "-millis"):
+		unit = time.Millisecond
+	case strings.HasSuffix(t.logical, "-micros"):
+		unit = time.Microsecond
+	}
+	// Divide without UnixNano, which overflows outside 1678-2262.
+	secs, nanos := ts.Unix(), int64(ts.Nanosecond())
+	if nanos%int64(unit) != 0 {
+		return nil, fmt.Errorf("%w: timestamp %q has more precision than %s", ErrUnsupported, s, t.logical)
+	}
+	per := int64(time.Second / unit)
+	n := new(big.Int).Mul(big.NewInt(secs), big.NewInt(per))
+	n.Add(n, big.NewInt(nanos/int64(unit)))
+	if !n.IsInt64() {
+		return nil, fmt.Errorf("%w: timestamp %q overflows %s", ErrUnsupported, s, t.logical)
+	}
+	return n.Int64(), nil
+}
+
+// decimalString renders the two's-complement big-endian unscaled value b
+// with scale digits after the point: "12.34", "-0.000123", "9223372036854775808".
+func decimalString(b []byte, scale int) string {
+	n := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	neg := n.Sign() < 0
+	digits := n.Abs(n).String()
+	if scale > 0 {
+		if len(digits) <= scale {
+			digits = strings.Repeat("0", scale-len(digits)+1) + digits
+		}
+		digits = digits[:len(digits)-scale] + "." + digits[len(digits)-scale:]
+	}
+	if neg {
+		return "-" + digits
+	}
+	return digits
+}
+
+// decimalBytes encodes v (a decimal string, a JSON number or a Go number) as
+// the unscaled two's-complement bytes of decimal type t. A value with more
+// fractional digits than the scale, or more digits than the precision, is an
+// error: decimals are money, and rounding them silently is a loss.
+func decimalBytes(t *avroType, v any) ([]byte, error) {
+	var text string
+	switch n := v.(type) {
+	case string:
+		text = n
+	case json.Number:
+		text = string(n)
+	case int64:
+		text = strconv.FormatInt(n, 10)
+	case uint64:
+		text = strconv.FormatUint(n, 10)
+	case int:
+		text = strconv.Itoa(n)
+	case float64:
+		// The shortest text that reads back as n: 0.1 is "0.1", not the
+		// binary fraction's 55 digits.
+		text = strconv.FormatFloat(n, 'f', -1, 64)
+	default:
+		return nil, mismatch(t, v)
+	}
+	if len(text) > 1000 {
+		return nil, fmt.Errorf("%w: decimal text longer than 1000 characters", ErrUnsupported)
+	}
+	r, ok := new(big.Rat).SetString(strings.TrimSpace(text))
+	if !ok || strings.ContainsAny(text, "/") {
+		return nil, fmt.Errorf("%w: %q is not a decimal number", ErrUnsupported, truncateText(text))
+	}
+	r.Mul(r, new(big.Rat).SetInt(bigPow10(t.scale)))
+	if !r.IsInt() {
+		return nil, fmt.Errorf("%w: decimal %s has more than %d fractional digits (scale %d); it is not rounded", ErrUnsupported, truncateText(text), t.scale, t.scale)
+	}
+	unscaled := r.Num()
+	if digits := len(new(big.Int).Abs(unscaled).String()); unscaled.Sign() != 0 && digits > t.precision {
+		return nil, fmt.Errorf("%w: decimal %s needs %d digits, more than precision %d", ErrUnsupported, truncateText(text), digits, t.precision)
+	}
+	b := twosComplement(unscaled)
+	if t.kind == "fixed" {
+		if len(b) > t.size {
+			return nil, fmt.Errorf("%w: decimal %s does not fit in %d bytes", ErrUnsupported, truncateText(text), t.size)
+		}
+		pad := byte(0)
+		if unscaled.Sign() < 0 {
+			pad = 0xff
+		}
+		out := make([]byte, t.size)
+		for i := range t.size - len(b) {
+			out[i] = pad
+		}
+		copy(out[t.size-len(b):], b)
+		return out, nil
+	}
+	return b, nil
+}
+
+// twosComplement returns the shortest big-endian two's-complement form of n.
+func twosComplement(n *big.Int) []byte {
+	switch n.Sign() {
+	case 0:
+		return []byte{0}
+	case 1:
+		b := n.Bytes()
+		if b[0]&0x80 != 0 {
+			b = append([]byte{0}, b...)
+		}
+		return b
+	}
+	// -n in k bytes is 2^(8k) - |n|, with k the least that keeps the sign bit.
+	k := (new(big.Int).Sub(new(big.Int).Abs(n), big.NewInt(1)).BitLen())/8 + 1
+	m := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), uint(8*k)), n)
+	b := m.Bytes()
+	for len(b) < k {
+		b = append([]byte{0xff}, b...)
+	}
+	return b
+}
+
+func parseUUID(s string) ([]byte, error) {
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return nil, fmt.Errorf("%q is not a UUID (want 8-4-4-4-12 hex digits)", truncateText(s))
+	}
+	b, err := hex.DecodeString(s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:])
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a UUID (want 8-4-4-4-12 hex digits)", truncateText(s))
+	}
+	return b, nil
+}
+
+func truncateText(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// significantDigits counts the digits of the unscaled value of decimal text
+// s, without leading zeros: "-0.0120" has 3.
+func significantDigits(s string) int {
+	s = strings.TrimLeft(s, "-0.")
+	return len(s) - strings.Count(s, ".")
+}

@@ -1,0 +1,330 @@
+package serde
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+
+	"github.com/linkedin/goavro/v2"
+)
+
+// avroType is a parsed Avro schema (https://avro.apache.org/docs/1.12.0/specification/).
+// goavro encodes and decodes the binary form; avroType drives what goavro
+// does not do for us: logical types, conversion to and from the in-memory
+// representation, and writer -> reader resolution.
+type avroType struct {
+	kind    string   // null, boolean, int, long, float, double, bytes, string, record, enum, array, map, union, fixed
+	name    string   // full name of a named type
+	aliases []string // full names
+	logical string   // a logical type we implement, or ""
+	// precision and scale of a decimal.
+	precision, scale int
+	size             int // of a fixed
+	fields           []*avroField
+	symbols          []string
+	enumDefault      *string
+	items, values    *avroType
+	branches         []*avroType
+}
+
+type avroField struct {
+	name    string
+	aliases []string
+	typ     *avroType
+	def     any // JSON default, decoded with UseNumber
+	hasDef  bool
+}
+
+// unionName is how goavro names the branch of a union holding t.
+func (t *avroType) unionName() string {
+	if t.name != "" {
+		return t.name
+	}
+	return t.kind
+}
+
+// avroSchema is a parsed schema with its goavro codec. goavro gets the
+// schema without its logicalType attributes: the binary form is the same, and
+// we convert logical values ourselves, exactly (goavro rounds decimals and
+// turns timestamps into time.Time).
+type avroSchema struct {
+	text  string // as written, registered with the registry
+	typ   *avroType
+	codec *goavro.Codec
+}
+
+func newAvroSchema(text string) (*avroSchema, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var raw any
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("schema is not JSON: %v", err)
+	}
+	p := &schemaParser{named: make(map[string]*avroType)}
+	t, err := p.parse(raw, "")
+	if err != nil {
+		return nil, err
+	}
+	var physical bytes.Buffer
+	enc := json.NewEncoder(&physical)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(raw); err != nil { // raw had its logicalType keys removed by parse
+		return nil, err
+	}
+	codec, err := goavro.NewCodec(physical.String())
+	if err != nil {
+		return nil, fmt.Errorf("invalid schema: %v", err)
+	}
+	return &avroSchema{text: text, typ: t, codec: codec}, nil
+}
+
+type schemaParser struct {
+	named map[string]*avroType
+	depth int
+}
+
+var primitives = map[string]bool{
+	"null": true, "boolean": true, "int": true, "long": true,
+	"float": true, "double": true, "bytes": true, "string": true,
+}
+
+func fullName(name, ns string) string {
+	if strings.Contains(name, ".") || ns == "" {
+		return name
+	}
+	return ns + "." + name
+}
+
+// namespaceOf returns the namespace a named type gives to the types it
+// encloses.
+func namespaceOf(full string) string {
+	if i := strings.LastIndexByte(full, '.'); i >= 0 {
+		return full[:i]
+	}
+	return ""
+}
+
+func (p *schemaParser) parse(v any, ns string) (*avroType, error) {
+	if p.depth++; p.depth > 512 {
+		return nil, fmt.Errorf("schema nested too deeply")
+	}
+	defer func() { p.depth-- }()
+	switch v := v.(type) {
+	case string:
+		if primitives[v] {
+			return &avroType{kind: v}, nil
+		}
+		if t, ok := p.named[fullName(v, ns)]; ok {
+			return t, nil
+		}
+		if t, ok := p.named[v]; ok {
+			return t, nil
+		}
+		return nil, fmt.Errorf("unknown type %q", v)
+	case []any:
+		u := &avroType{kind: "union"}
+		for _, b := range v {
+			bt, err := p.parse(b, ns)
+			if err != nil {
+				return nil, err
+			}
+			if bt.kind == "union" {
+				return nil, fmt.Errorf("a union must not hold a union")
+			}
+			u.branches = append(u.branches, bt)
+		}
+		if len(u.branches) == 0 {
+			return nil, fmt.Errorf("empty union")
+		}
+		return u, nil
+	case map[string]any:
+		return p.parseObject(v, ns)
+	}
+	return nil, fmt.Errorf("invalid schema element %v", v)
+}
+
+func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, error) {
+	kind, ok := m["type"].(string)
+	if !ok {
+		if m["type"] == nil {
+			return nil, fmt.Errorf("schema object without a type")
+		}
+		return p.parse(m["type"], ns) // {"type": {"type": ...}} or {"type": [...]}
+	}
+	logical, _ := m["logicalType"].(string)
+	delete(m, "logicalType") // goavro sees the physical schema only; see avroSchema
+	t := &avroType{kind: kind}
+	switch kind {
+	case "record", "error", "enum", "fixed":
+		name, _ := m["name"].(string)
+		if name == "" {
+			return nil, fmt.Errorf("%s without a name", kind)
+		}
+		if n, ok := m["namespace"].(string); ok && !strings.Contains(name, ".") {
+			ns = n
+		}
+		t.name = fullName(name, ns)
+		if _, dup := p.named[t.name]; dup {
+			return nil, fmt.Errorf("type %q defined twice", t.name)
+		}
+		p.named[t.name] = t // before the fields: records may be recursive
+		t.aliases = aliasesOf(m, namespaceOf(t.name))
+		ns = namespaceOf(t.name)
+	}
+	switch kind {
+	case "record", "error":
+		t.kind = "record"
+		fs, _ := m["fields"].([]any)
+		if fs == nil {
+			return nil, fmt.Errorf("record %q without fields", t.name)
+		}
+		seen := make(map[string]bool, len(fs))
+		for _, f := range fs {
+			fm, ok := f.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("record %q: a field must be an object", t.name)
+			}
+			name, _ := fm["name"].(string)
+			if name == "" || seen[name] {
+				return nil, fmt.Errorf("record %q: missing or duplicate field name %q", t.name, name)
+			}
+			seen[name] = true
+			ft, err := p.parse(fm["type"], ns)
+			if err != nil {
+				return nil, fmt.Errorf("%s.%s: %w", t.name, name, err)
+			}
+			def, hasDef := fm["default"]
+			t.fields = append(t.fields, &avroField{name: name, aliases: aliasesOf(fm, ""), typ: ft, def: def, hasDef: hasDef})
+		}
+	case "enum":
+		syms, _ := m["symbols"].([]any)
+		for _, s := range syms {
+			str, ok := s.(string)
+			if !ok {
+				return nil, fmt.Errorf("enum %q: symbols must be strings", t.name)
+			}
+			t.symbols = append(t.symbols, str)
+		}
+		if d, ok := m["default"].(string); ok {
+			t.enumDefault = &d
+		}
+	case "fixed":
+		n, err := intAttr(m, "size")
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("fixed %q: invalid size", t.name)
+		}
+		t.size = n
+	case "array":
+		it, err := p.parse(m["items"], ns)
+		if err != nil {
+			return nil, err
+		}
+		t.items = it
+	case "map":
+		vt, err := p.parse(m["values"], ns)
+		if err != nil {
+			return nil, err
+		}
+		t.values = vt
+	default:
+		if !primitives[kind] {
+			if nt, ok := p.named[fullName(kind, ns)]; ok {
+				return nt, nil
+			}
+			return nil, fmt.Errorf("unknown type %q", kind)
+		}
+	}
+	t.setLogical(logical, m)
+	return t, nil
+}
+
+// setLogical keeps a logical type only where it is valid: the specification
+// says an invalid one is ignored and the underlying type used.
+func (t *avroType) setLogical(logical string, m map[string]any) {
+	ok := false
+	switch logical {
+	case "decimal":
+		prec, err1 := intAttr(m, "precision")
+		scale := 0
+		var err2 error
+		if _, has := m["scale"]; has {
+			scale, err2 = intAttr(m, "scale")
+		}
+		ok = (t.kind == "bytes" || t.kind == "fixed") && err1 == nil && err2 == nil &&
+			prec > 0 && scale >= 0 && scale <= prec
+		if ok && t.kind == "fixed" {
+			ok = prec <= maxFixedPrecision(t.size)
+		}
+		t.precision, t.scale = prec, scale
+	case "uuid":
+		ok = t.kind == "string" || (t.kind == "fixed" && t.size == 16)
+	case "date", "time-millis":
+		ok = t.kind == "int"
+	case "time-micros", "timestamp-millis", "timestamp-micros", "timestamp-nanos",
+		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
+		ok = t.kind == "long"
+	}
+	if ok {
+		t.logical = logical
+	}
+}
+
+// maxFixedPrecision is floor(log10(2^(8n-1) - 1)), the most digits a fixed
+// of n bytes holds.
+func maxFixedPrecision(n int) int {
+	if n <= 0 || n > 1<<20 {
+		return 0
+	}
+	return int(math.Floor(float64(8*n-1) * math.Log10(2)))
+}
+
+func intAttr(m map[string]any, key string) (int, error) {
+	n, ok := m[key].(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("%s is not a number", key)
+	}
+	i, err := n.Int64()
+	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+		return 0, fmt.Errorf("%s is not an integer", key)
+	}
+	return int(i), nil
+}
+
+func aliasesOf(m map[string]any, ns string) []string {
+	as, _ := m["aliases"].([]any)
+	var out []string
+	for _, a := range as {
+		if s, ok := a.(string); ok {
+			out = append(out, fullName(s, ns))
+		}
+	}
+	return out
+}
+
+// shortName drops the namespace.
+func shortName(full string) string {
+	return full[strings.LastIndexByte(full, '.')+1:]
+}
+
+// namesMatch reports whether a reader named type r accepts the writer's w,
+// by full or unqualified name or by one of r's aliases (spec: "Schema
+// Resolution").
+func namesMatch(w, r *avroType) bool {
+	if w.name == r.name || shortName(w.name) == shortName(r.name) {
+		return true
+	}
+	for _, a := range r.aliases {
+		if a == w.name || shortName(a) == shortName(w.name) {
+			return true
+		}
+	}
+	return false
+}
+
+// bigPow10 returns 10^n.
+func bigPow10(n int) *big.Int {
+	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
+}

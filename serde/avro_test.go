@@ -1,0 +1,570 @@
+package serde
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+)
+
+const moneySchema = `{"type":"record","name":"Payment","namespace":"shop","fields":[
+ {"name":"amount","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}},
+ {"name":"rate","type":{"type":"bytes","logicalType":"decimal","precision":10,"scale":6}},
+ {"name":"big","type":{"type":"fixed","name":"Big","size":9,"logicalType":"decimal","precision":20,"scale":0}}
+]}`
+
+const typesSchema = `{"type":"record","name":"Event","fields":[
+ {"name":"id","type":{"type":"string","logicalType":"uuid"}},
+ {"name":"fid","type":{"type":"fixed","name":"U","size":16,"logicalType":"uuid"}},
+ {"name":"at_ms","type":{"type":"long","logicalType":"timestamp-millis"}},
+ {"name":"at_us","type":{"type":"long","logicalType":"timestamp-micros"}},
+ {"name":"day","type":{"type":"int","logicalType":"date"}},
+ {"name":"t_ms","type":{"type":"int","logicalType":"time-millis"}},
+ {"name":"t_us","type":{"type":"long","logicalType":"time-micros"}},
+ {"name":"note","type":["null","string"],"default":null},
+ {"name":"n","type":"int"},
+ {"name":"l","type":"long"},
+ {"name":"f","type":"float"},
+ {"name":"d","type":"double"},
+ {"name":"ok","type":"boolean"},
+ {"name":"raw","type":"bytes"},
+ {"name":"color","type":{"type":"enum","name":"Color","symbols":["RED","GREEN"]}},
+ {"name":"tags","type":{"type":"array","items":"string"}},
+ {"name":"attrs","type":{"type":"map","values":"long"}},
+ {"name":"either","type":["null","long","string"]}
+]}`
+
+const v1Schema = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"event_id","type":"string"},
+ {"name":"old","type":"int","default":0}
+]}`
+
+const v2Schema = `{"type":"record","name":"Order","namespace":"shop","fields":[
+ {"name":"event_id","type":"string"},
+ {"name":"source","type":"string","default":"legacy"}
+]}`
+
+func mustCodec(t testing.TB, cfg Config) Codec {
+	t.Helper()
+	c, err := NewCodec(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func jsonValue(t testing.TB, s string) any {
+	t.Helper()
+	v, err := jsonCodec{}.Decode([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestAvroJSONRoundTrip converts JSON -> Avro -> JSON and back through the
+// codecs a stage would use, and checks the plain JSON text.
+func TestAvroJSONRoundTrip(t *testing.T) {
+	tests := []struct {
+		name, schema, in, want string
+	}{
+		{"decimals", moneySchema,
+			`{"amount":"12.34","rate":"0.000123","big":"9223372036854775808"}`,
+			`{"amount":"12.34","big":"9223372036854775808","rate":"0.000123"}`},
+		{"decimals from JSON numbers are padded to the scale", moneySchema,
+			`{"amount":12.3,"rate":1,"big":-99999999999999999999}`,
+			`{"amount":"12.30","big":"-99999999999999999999","rate":"1.000000"}`},
+		{"negative decimals", moneySchema,
+			`{"amount":"-0.01","rate":"-128","big":"-1"}`,
+			`{"amount":"-0.01","big":"-1","rate":"-128.000000"}`},
+		{"logical types and plain types", typesSchema,
+			`{"id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+			  "at_ms":"2024-02-29T12:34:56.789Z","at_us":"1969-12-31T23:59:59.000001Z","day":"2024-02-29",
+			  "t_ms":"23:59:59.999","t_us":"00:00:00.000001","note":"hi","n":-7,"l":9007199254740993,
+			  "f":0.1,"d":1e300,"ok":true,"raw":"AP8=","color":"GREEN","tags":["a"],"attrs":{"x":1},"either":"s"}`,
+			`{"at_ms":"2024-02-29T12:34:56.789Z","at_us":"1969-12-31T23:59:59.000001Z","attrs":{"x":1},"color":"GREEN","d":1e+300,"day":"2024-02-29","either":"s","f":0.1,"fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","l":9007199254740993,"n":-7,"note":"hi","ok":true,"raw":"AP8=","t_ms":"23:59:59.999","t_us":"00:00:00.000001","tags":["a"]}`},
+		{"timestamps as epoch numbers, nullable field absent", typesSchema,
+			`{"id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+			  "at_ms":0,"at_us":1,"day":0,"t_ms":0,"t_us":0,"n":0,"l":0,"f":0,"d":0,"ok":false,
+			  "raw":"","color":"RED","tags":[],"attrs":{},"either":5}`,
+			`{"at_ms":"1970-01-01T00:00:00Z","at_us":"1970-01-01T00:00:00.000001Z","attrs":{},"color":"RED","d":0,"day":"1970-01-01","either":5,"f":0,"fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","l":0,"n":0,"note":null,"ok":false,"raw":"","t_ms":"00:00:00","t_us":"00:00:00","tags":[]}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCodec(t, Config{Format: Avro, Schema: tc.schema})
+			bin, err := c.Encode(jsonValue(t, tc.in))
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			v, err := c.Decode(bin)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			out, err := jsonCodec{}.Encode(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.want {
+				t.Fatalf("JSON =\n%s\nwant\n%s", out, tc.want)
+			}
+			// And back: the JSON text encodes to the same bytes.
+			bin2, err := c.Encode(jsonValue(t, string(out)))
+			if err != nil {
+				t.Fatalf("re-Encode: %v", err)
+			}
+			if string(bin2) != string(bin) {
+				t.Fatalf("Avro -> JSON -> Avro changed the bytes:\n%x\n%x", bin, bin2)
+			}
+		})
+	}
+}
+
+// TestAvroDecodedShape checks that Avro decodes to the shapes JSON does
+// (after transform.Normalize), so transforms work alike.
+func TestAvroDecodedShape(t *testing.T) {
+	c := mustCodec(t, Config{Format: Avro, Schema: typesSchema})
+	in := jsonValue(t, `{"id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8",
+	  "at_ms":0,"at_us":0,"day":0,"t_ms":0,"t_us":0,"n":1,"l":2,"f":1.5,"d":2.5,"ok":true,
+	  "raw":"AA==","color":"RED","tags":["x"],"attrs":{"k":3},"either":null}`)
+	bin, err := c.Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Decode(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := v.(map[string]any)
+	for field, want := range map[string]any{
+		"n": int64(1), "l": int64(2), "f": 1.5, "d": 2.5, "ok": true, "raw": []byte{0},
+		"color": "RED", "tags": []any{"x"}, "attrs": map[string]any{"k": int64(3)}, "either": nil,
+		"day": "1970-01-01",
+	} {
+		if !reflect.DeepEqual(m[field], want) {
+			t.Errorf("%s = %#v, want %#v", field, m[field], want)
+		}
+	}
+}
+
+func TestAvroEncodeErrors(t *testing.T) {
+	tests := []struct {
+		name, schema, in, wantMsg string
+	}{
+		{"decimal scale does not fit", moneySchema, `{"amount":"12.345","rate":"0","big":"0"}`, "more than 2 fractional digits"},
+		{"decimal float scale does not fit", moneySchema, `{"amount":0.001,"rate":"0","big":"0"}`, "not rounded"},
+		{"decimal precision exceeded", moneySchema, `{"amount":"123456789.00","rate":"0","big":"0"}`, "precision 10"},
+		{"decimal not a number", moneySchema, `{"amount":"12,34","rate":"0","big":"0"}`, "not a decimal"},
+		{"decimal fraction text", moneySchema, `{"amount":"1/3","rate":"0","big":"0"}`, "not a decimal"},
+		{"missing field without default", v1Schema, `{"old":1}`, `field "event_id"`},
+		{"unknown field is not dropped", v1Schema, `{"event_id":"e","extra":1}`, `field "extra" is not in`},
+		{"int overflow", v1Schema, `{"event_id":"e","old":2147483648}`, "overflows int"},
+		{"wrong type", v1Schema, `{"event_id":5}`, "number for Avro string"},
+		{"not a record", v1Schema, `[1]`, "array for Avro"},
+		{"bad uuid", `{"type":"string","logicalType":"uuid"}`, `"nope"`, "not a UUID"},
+		{"bad timestamp", `{"type":"long","logicalType":"timestamp-millis"}`, `"yesterday"`, "RFC 3339"},
+		{"timestamp finer than millis", `{"type":"long","logicalType":"timestamp-millis"}`, `"2024-01-01T00:00:00.0001Z"`, "more precision"},
+		{"enum symbol", `{"type":"enum","name":"E","symbols":["A"]}`, `"B"`, "not a symbol"},
+		{"null for non-nullable union", `["long","string"]`, `{"a":1}`, "no branch"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCodec(t, Config{Format: Avro, Schema: tc.schema})
+			_, err := c.Encode(jsonValue(t, tc.in))
+			if !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("Encode error = %v, want ErrUnsupported", err)
+			}
+			if !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("Encode error = %q, want it to mention %q", err, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestAvroRawDecodeErrors(t *testing.T) {
+	c := mustCodec(t, Config{Format: Avro, Schema: v1Schema})
+	good, err := c.Encode(map[string]any{"event_id": "e-1", "old": int64(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		in      []byte
+		wantErr error
+		wantMsg string
+	}{
+		{"tombstone", nil, ErrNullValue, ""},
+		{"trailing bytes", append(append([]byte{}, good...), 0, 0), ErrSyntax, "2 trailing bytes"},
+		{"truncated", good[:len(good)-2], ErrSyntax, "does not match its schema"},
+		{"string length past the end", []byte{0x7e}, ErrSyntax, "does not match its schema"},
+		{"empty", []byte{}, ErrSyntax, "does not match its schema"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Decode(tc.in)
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("Decode error = %v, want %v mentioning %q", err, tc.wantErr, tc.wantMsg)
+			}
+			if IsTransient(err) {
+				t.Fatal("a bad record must not be transient")
+			}
+		})
+	}
+}
+
+// frame builds a Confluent wire-format record by hand.
+func frame(id int, datum []byte) []byte {
+	b, _ := new(sr.ConfluentHeader).AppendEncode(nil, id, nil)
+	return append(b, datum...)
+}
+
+func rawAvro(t testing.TB, schema string, v any) []byte {
+	t.Helper()
+	b, err := mustCodec(t, Config{Format: Avro, Schema: schema}).Encode(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRegistryEvolution is the issue's evolution check: a topic mixing v1
+// and v2 frames read with v2 as the reader schema.
+func TestRegistryEvolution(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	id1, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: v2Schema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	readerFile := filepath.Join(dir, "v2.avsc")
+	if err := os.WriteFile(readerFile, []byte(v2Schema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		reader string
+		in     []byte
+		want   map[string]any
+	}{
+		{"v1 frame gets the default, loses the removed field", readerFile,
+			frame(id1, rawAvro(t, v1Schema, map[string]any{"event_id": "a", "old": int64(7)})),
+			map[string]any{"event_id": "a", "source": "legacy"}},
+		{"v2 frame as written", readerFile,
+			frame(id2, rawAvro(t, v2Schema, map[string]any{"event_id": "b", "source": "web"})),
+			map[string]any{"event_id": "b", "source": "web"}},
+		{"inline reader schema", v2Schema,
+			frame(id1, rawAvro(t, v1Schema, map[string]any{"event_id": "c"})),
+			map[string]any{"event_id": "c", "source": "legacy"}},
+		{"no reader schema: the writer's", "",
+			frame(id1, rawAvro(t, v1Schema, map[string]any{"event_id": "d"})),
+			map[string]any{"event_id": "d", "old": int64(0)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := mustCodec(t, Config{Format: Avro, Topic: "orders", Registry: Registry{URL: reg.URL(), ReaderSchema: tc.reader}})
+			got, err := c.Decode(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Decode = %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegistryEncodeRegistersUnderTopicName(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	out := mustCodec(t, Config{Format: Avro, Topic: "orders", Schema: v2Schema, Registry: Registry{URL: reg.URL()}})
+	b, err := out.Encode(map[string]any{"event_id": "e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := reg.GetSchema("orders-value", 1)
+	if !ok {
+		t.Fatal("schema not registered under orders-value")
+	}
+	if b[0] != 0 || int(b[1])<<24|int(b[2])<<16|int(b[3])<<8|int(b[4]) != got.ID {
+		t.Fatalf("frame header %x, want magic 0 and id %d", b[:5], got.ID)
+	}
+	in := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL()}})
+	v, err := in.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"event_id": "e", "source": "legacy"}; !reflect.DeepEqual(v, want) {
+		t.Fatalf("Decode = %#v, want %#v", v, want)
+	}
+	custom := mustCodec(t, Config{Format: Avro, Topic: "orders", Schema: v2Schema, Registry: Registry{URL: reg.URL(), Subject: "shop.Order"}})
+	if _, err := custom.Encode(map[string]any{"event_id": "e"}); err != nil {
+		t.Fatal(err)
+	}
+	if !reg.SubjectExists("shop.Order") {
+		t.Fatal("explicit subject not used")
+	}
+}
+
+func TestRegistryDecodeErrors(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	id, _, err := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonID, _, err := reg.RegisterSchema("j-value", sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := rawAvro(t, v1Schema, map[string]any{"event_id": "x"})
+	tests := []struct {
+		name    string
+		in      []byte
+		wantErr error
+		wantMsg string
+	}{
+		{"shorter than the header", []byte{0, 0, 1}, ErrFrame, "3 bytes, shorter than the 5-byte header"},
+		{"empty", []byte{}, ErrFrame, "0 bytes"},
+		{"wrong magic", append([]byte{1, 0, 0, 0, 1}, good...), ErrFrame, "magic byte 0x01"},
+		{"json where avro frames were expected", []byte(`{"event_id":"x"}`), ErrFrame, "magic byte 0x7b"},
+		{"unknown schema id", frame(999, good), ErrUnknownSchema, "schema id 999"},
+		{"trailing bytes", frame(id, append(append([]byte{}, good...), 1)), ErrSyntax, "1 trailing bytes after the datum with schema id"},
+		{"datum does not match", frame(id, []byte{0x7e}), ErrSyntax, "does not match its schema"},
+		{"schema is not avro", frame(jsonID, good), ErrSyntax, "not avro"},
+	}
+	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: v2Schema}})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Decode(tc.in)
+			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
+				t.Fatalf("Decode error = %v, want %v mentioning %q", err, tc.wantErr, tc.wantMsg)
+			}
+			if IsTransient(err) {
+				t.Fatal("a bad record must not be transient")
+			}
+		})
+	}
+}
+
+func TestRegistryIncompatibleReader(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	id, _, _ := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	reader := `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"event_id","type":"string"},{"name":"must","type":"string"}]}`
+	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: reader}})
+	_, err := c.Decode(frame(id, rawAvro(t, v1Schema, map[string]any{"event_id": "x"})))
+	if !errors.Is(err, ErrIncompatible) || IsTransient(err) {
+		t.Fatalf("Decode error = %v, want a permanent ErrIncompatible", err)
+	}
+}
+
+// TestRegistryTransient: a registry that is down or answers 5xx is
+// transient, and the failure is not cached.
+func TestRegistryTransient(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	id, _, _ := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	var calls atomic.Int64
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		calls.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	in := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL()}})
+	out := mustCodec(t, Config{Format: Avro, Topic: "t", Schema: v1Schema, Registry: Registry{URL: reg.URL()}})
+	rec := frame(id, rawAvro(t, v1Schema, map[string]any{"event_id": "x"}))
+	if _, err := in.Decode(rec); !IsTransient(err) {
+		t.Fatalf("Decode with a 503 registry: %v, want transient", err)
+	}
+	if _, err := out.Encode(map[string]any{"event_id": "x"}); !IsTransient(err) {
+		t.Fatalf("Encode with a 503 registry: %v, want transient", err)
+	}
+	reg.ClearInterceptors()
+	if _, err := in.Decode(rec); err != nil {
+		t.Fatalf("Decode after recovery: %v", err)
+	}
+	if _, err := out.Encode(map[string]any{"event_id": "x"}); err != nil {
+		t.Fatalf("Encode after recovery: %v", err)
+	}
+	n := calls.Load()
+	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
+		calls.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+		return true
+	})
+	for range 3 { // cached now: no more requests
+		if _, err := in.Decode(rec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := out.Encode(map[string]any{"event_id": "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls.Load() != n {
+		t.Fatalf("cached schemas were fetched again")
+	}
+
+	down := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: "http://127.0.0.1:1", Timeout: 2e9}})
+	if _, err := down.Decode(rec); !IsTransient(err) {
+		t.Fatalf("Decode with an unreachable registry: %v, want transient", err)
+	}
+}
+
+func TestRegistryBasicAuth(t *testing.T) {
+	reg := srfake.New(srfake.WithAuth("Basic dXNlcjpzM2NyZXQ=")) // user:s3cret
+	defer reg.Close()
+	out := mustCodec(t, Config{Format: Avro, Topic: "t", Schema: v1Schema, Registry: Registry{URL: reg.URL(), Username: "user", Password: "s3cret"}})
+	if _, err := out.Encode(map[string]any{"event_id": "x"}); err != nil {
+		t.Fatal(err)
+	}
+	bad := mustCodec(t, Config{Format: Avro, Topic: "t", Schema: v1Schema, Registry: Registry{URL: reg.URL(), Username: "user", Password: "wrong"}})
+	_, err := bad.Encode(map[string]any{"event_id": "x"})
+	if !IsTransient(err) || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("Encode with bad credentials: %v, want transient, without the password", err)
+	}
+	if s := (Registry{URL: "http://u:pw@h:1", Password: "pw"}).String(); strings.Contains(s, "pw") {
+		t.Fatalf("Registry.String shows a credential: %s", s)
+	}
+}
+
+func TestNewCodecConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.avsc")
+	os.WriteFile(bad, []byte(`{"type":"record","name":"R","fields":[{"name":"a","type":"nope"}]}`), 0o644)
+	tests := []struct {
+		name string
+		cfg  Config
+		want error
+	}{
+		{"avro without schema or registry", Config{Format: Avro}, ErrConfig},
+		{"missing schema file", Config{Format: Avro, SchemaFile: filepath.Join(dir, "none.avsc")}, ErrConfig},
+		{"bad schema file", Config{Format: Avro, SchemaFile: bad}, ErrConfig},
+		{"schema on json", Config{Format: JSON, Schema: v1Schema}, ErrConfig},
+		{"reader schema without registry", Config{Format: Avro, Schema: v1Schema, Registry: Registry{ReaderSchema: v2Schema}}, ErrConfig},
+		{"bad registry url", Config{Format: Avro, Registry: Registry{URL: "ftp://x"}}, ErrConfig},
+		{"unknown format", Config{Format: "xml"}, ErrUnknownFormat},
+		{"avro through New", Config{Format: "json"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewCodec(tc.cfg)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("NewCodec error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(Avro); !errors.Is(err, ErrConfig) {
+		t.Fatalf("New(avro) = %v, want ErrConfig", err)
+	}
+}
+
+// TestSchemaResolution covers the promotions and unions of the
+// specification's schema resolution.
+func TestSchemaResolution(t *testing.T) {
+	tests := []struct {
+		name, writer, reader string
+		in                   any
+		want                 any
+		wantErr              error
+	}{
+		{"int to long", `"int"`, `"long"`, int64(5), int64(5), nil},
+		{"int to double", `"int"`, `"double"`, int64(5), float64(5), nil},
+		{"long to float", `"long"`, `"float"`, int64(3), float64(3), nil},
+		{"string to bytes", `"string"`, `"bytes"`, "ab", []byte("ab"), nil},
+		{"bytes to string", `"bytes"`, `"string"`, []byte("ab"), "ab", nil},
+		{"value into nullable union", `"string"`, `["null","string"]`, "x", "x", nil},
+		{"union branch into plain", `["null","long"]`, `"long"`, int64(9), int64(9), nil},
+		{"null branch into plain", `["null","long"]`, `"long"`, nil, nil, ErrIncompatible},
+		{"long to int is not allowed", `"long"`, `"int"`, int64(1), nil, ErrIncompatible},
+		{"enum default", `{"type":"enum","name":"E","symbols":["A","B"]}`, `{"type":"enum","name":"E","symbols":["A"],"default":"A"}`, "B", "A", nil},
+		{"enum without default", `{"type":"enum","name":"E","symbols":["A","B"]}`, `{"type":"enum","name":"E","symbols":["A"]}`, "B", nil, ErrIncompatible},
+		{"record renamed via alias", `{"type":"record","name":"Old","fields":[{"name":"a","type":"int"}]}`,
+			`{"type":"record","name":"New","aliases":["Old"],"fields":[{"name":"b","aliases":["a"],"type":"long"}]}`,
+			map[string]any{"a": int64(1)}, map[string]any{"b": int64(1)}, nil},
+		{"default of a nested record and bytes", `{"type":"record","name":"R","fields":[]}`,
+			`{"type":"record","name":"R","fields":[{"name":"p","type":{"type":"record","name":"P","fields":[{"name":"x","type":"long"}]},"default":{"x":3}},
+			  {"name":"amt","type":{"type":"bytes","logicalType":"decimal","precision":4,"scale":2},"default":"\u0004\u00d2"},
+			  {"name":"u","type":["null","long"],"default":null}]}`,
+			map[string]any{}, map[string]any{"p": map[string]any{"x": int64(3)}, "amt": "12.34", "u": nil}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := srfake.New()
+			defer reg.Close()
+			id, _, err := reg.RegisterSchema("s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
+			if err != nil {
+				t.Fatal(err)
+			}
+			datum, err := mustCodec(t, Config{Format: Avro, Schema: tc.writer}).(*avroCodec).encodeRaw(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: tc.reader}})
+			got, err := c.Decode(frame(id, datum))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Decode error = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr == nil && !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Decode = %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}
+
+// encodeRaw writes v without the tombstone checks of Decode's inverse, for
+// tests that need a null datum.
+func (c *avroCodec) encodeRaw(v any) ([]byte, error) {
+	n, err := toAvro(c.writer.typ, v)
+	if err != nil {
+		return nil, err
+	}
+	return c.writer.codec.BinaryFromNative(nil, n)
+}
+
+func TestDecimalBytes(t *testing.T) {
+	tests := []struct {
+		text  string
+		scale int
+		hex   string
+	}{
+		{"0", 0, "00"}, {"127", 0, "7f"}, {"128", 0, "0080"}, {"-1", 0, "ff"}, {"-128", 0, "80"},
+		{"-129", 0, "ff7f"}, {"12.34", 2, "04d2"}, {"-12.34", 2, "fb2e"},
+		{"9223372036854775808", 0, "008000000000000000"},
+	}
+	for _, tc := range tests {
+		typ := &avroType{kind: "bytes", logical: "decimal", precision: 38, scale: tc.scale}
+		b, err := decimalBytes(typ, tc.text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(string(jsonHex(b))); got != tc.hex {
+			t.Errorf("decimalBytes(%s) = %s, want %s", tc.text, got, tc.hex)
+		}
+		if back := decimalString(b, tc.scale); back != tc.text {
+			t.Errorf("decimalString = %s, want %s", back, tc.text)
+		}
+	}
+}
+
+func jsonHex(b []byte) []byte {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return out
+}
+
+var _ = json.Number("") // keep encoding/json for table values

@@ -1,0 +1,173 @@
+package topology
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// avroDir writes a topology file's directory with schemas/order.avsc and
+// returns the topology path.
+func avroDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "schemas"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	schema := `{"type":"record","name":"Order","fields":[{"name":"event_id","type":"string"}]}`
+	if err := os.WriteFile(filepath.Join(dir, "schemas", "order.avsc"), []byte(schema), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "schemas", "bad.avsc"), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "topology.yaml")
+}
+
+func TestParseAvro(t *testing.T) {
+	path := avroDir(t)
+	src := head + `stages:
+  - name: s
+    input:
+      topic: in
+      format: avro
+      registry:
+        url: ${SR_URL}
+        reader_schema: schemas/order.avsc
+        username: svc
+        password: ${SR_PASSWORD}
+    output:
+      topic: out
+      format: avro
+      schema: schemas/order.avsc
+      registry: { url: "${SR_URL}", subject: orders-v }
+    dead_letter: { topic: dlq }
+`
+	f, err := Parse(path, []byte(src), env(map[string]string{"SR_URL": "https://sr.internal:8081", "SR_PASSWORD": "hunter2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Stages[0]
+	want := Endpoint{Topic: "in", Format: "avro", Registry: Registry{
+		URL: "https://sr.internal:8081", ReaderSchema: "schemas/order.avsc", Username: "svc", Password: "hunter2",
+	}}
+	if !reflect.DeepEqual(s.Input, want) {
+		t.Fatalf("input = %#v, want %#v", s.Input, want)
+	}
+	if got := f.Resolve(s.Output.Schema); got != filepath.Join(filepath.Dir(path), "schemas", "order.avsc") {
+		t.Fatalf("Resolve = %s", got)
+	}
+	if s.Output.Registry.Subject != "orders-v" {
+		t.Fatalf("subject = %q", s.Output.Registry.Subject)
+	}
+}
+
+func TestParseAvroValidation(t *testing.T) {
+	path := avroDir(t)
+	tests := []struct {
+		name   string
+		in     string // the stage's input and output lines (lines 10 and 11)
+		env    map[string]string
+		want   []string // messages without "file:"
+		hidden string   // must appear in no message
+	}{
+		{"raw avro file both ways",
+			`{ topic: in, format: avro, schema: schemas/order.avsc }`,
+			nil, nil, ""},
+		{"avro input without schema or registry",
+			`{ topic: in, format: avro }`,
+			nil, []string{"10:12: stages[0].input: format avro needs schema: path/to/file.avsc (raw Avro) or registry: { url: ... } (Confluent wire format)"}, ""},
+		{"schema file missing",
+			`{ topic: in, format: avro, schema: schemas/nope.avsc }`,
+			nil, []string{`10:47: stages[0].input.schema: cannot read schema file "schemas/nope.avsc" (relative paths start at the topology file's directory)`}, ""},
+		{"schema file not JSON",
+			`{ topic: in, format: avro, schema: schemas/bad.avsc }`,
+			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/bad.avsc" is not JSON (want an Avro schema, .avsc)`}, ""},
+		{"schema on json",
+			`{ topic: in, schema: schemas/order.avsc }`,
+			nil, []string{`10:33: stages[0].input.schema: only for format avro (format is "json")`}, ""},
+		{"input with schema and registry",
+			`{ topic: in, format: avro, schema: schemas/order.avsc, registry: { url: "http://sr:8081" } }`,
+			nil, []string{"10:47: stages[0].input.schema: an input with a registry reads each record with the writer schema named by its ID; set registry.reader_schema to resolve it to your own schema instead"}, ""},
+		{"registry without url",
+			`{ topic: in, format: avro, registry: { reader_schema: schemas/order.avsc } }`,
+			nil, []string{"10:49: stages[0].input.registry.url: required (e.g. url: ${SCHEMA_REGISTRY_URL})"}, ""},
+		{"bad url from env is not shown",
+			`{ topic: in, format: avro, registry: { url: "${SR}" } }`,
+			map[string]string{"SR": "sr.internal:8081"}, []string{"10:56: stages[0].input.registry.url: invalid registry URL (want http(s)://host[:port][/path])"}, "sr.internal"},
+		{"credentials in the url are refused and not shown",
+			`{ topic: in, format: avro, registry: { url: "https://bob:s3cret@sr:8081" } }`,
+			nil, []string{"10:56: stages[0].input.registry.url: credentials in the URL are not allowed (use registry.username and registry.password: ${VAR})"}, "s3cret"},
+		{"subject on input, password without username",
+			`{ topic: in, format: avro, registry: { url: "http://sr", subject: x, password: "${P}" } }`,
+			map[string]string{"P": "pw"}, []string{
+				"10:78: stages[0].input.registry.subject: only for outputs (an input finds each record's schema by the ID in its frame)",
+				"10:91: stages[0].input.registry.password: needs registry.username",
+			}, ""},
+		{"unset env in url",
+			`{ topic: in, format: avro, registry: { url: "${NOPE}" } }`,
+			nil, []string{`10:56: stages[0].input.registry.url: environment variable "NOPE" is not set`}, ""},
+		{"unknown registry field",
+			`{ topic: in, format: avro, registry: { url: "http://sr", token: x } }`,
+			nil, []string{"10:69: stages[0].input.registry.token: unknown field (valid: url, subject, reader_schema, username, password)"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := head + "stages:\n  - name: s\n    input: " + tc.in + "\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n"
+			_, err := Parse(path, []byte(src), env(tc.env))
+			got := messages(t, err)
+			for i := range got {
+				got[i] = strings.TrimPrefix(got[i], path+":")
+				if tc.hidden != "" && strings.Contains(got[i], tc.hidden) {
+					t.Errorf("message shows %q: %s", tc.hidden, got[i])
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestParseAvroOutputValidation(t *testing.T) {
+	path := avroDir(t)
+	tests := []struct {
+		name, out string
+		want      []string
+	}{
+		{"registry output needs a schema", `{ topic: out, format: avro, registry: { url: "http://sr" } }`,
+			[]string{"11:13: stages[0].output: an avro output with a registry needs schema: path/to/file.avsc, the schema it registers and writes"}},
+		{"reader schema on output", `{ topic: out, format: avro, schema: schemas/order.avsc, registry: { url: "http://sr", reader_schema: schemas/order.avsc } }`,
+			[]string{"11:114: stages[0].output.registry.reader_schema: only for inputs (an output writes with schema)"}},
+		{"registry output with default subject", `{ topic: out, format: avro, schema: schemas/order.avsc, registry: { url: "http://sr" } }`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := head + "stages:\n  - name: s\n    input: { topic: in }\n    output: " + tc.out + "\n    dead_letter: { topic: dlq }\n"
+			_, err := Parse(path, []byte(src), nil)
+			got := messages(t, err)
+			for i := range got {
+				got[i] = strings.TrimPrefix(got[i], path+":")
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestRegistryPasswordNeverShown(t *testing.T) {
+	path := avroDir(t)
+	src := head + "stages:\n  - name: s\n    input: { topic: in, format: avro, registry: { url: \"http://sr\", username: u, password: \"${P}\" } }\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n"
+	f, err := Parse(path, []byte(src), env(map[string]string{"P": "hunter2"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What a log line or a %v of the config would print.
+	if s := fmt.Sprintf("%v %+v", f.Stages[0].Input, f.Stages[0].Input.Registry); strings.Contains(s, "hunter2") {
+		t.Fatalf("password shown: %s", s)
+	}
+}

@@ -1,0 +1,152 @@
+package topology
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sinkHead declares topics in, out and dlq on lines 1-7; sinks start on
+// line 9.
+const sinkHead = head + "sinks:\n"
+
+// sink is a valid sink on lines 9-20.
+const sink = `  - name: pg
+    input: { topic: out, format: json }
+    dead_letter: { topic: dlq }
+    postgres:
+      dsn: ${PG_DSN}
+      table: raw.events
+      event_id: event_id
+      columns:
+        event_id: event_id
+        body: $value
+        at: $timestamp
+    commit: { interval: 200ms, max_records: 20000 }
+`
+
+const secretDSN = "postgres://u:hunter2@db/x"
+
+func TestParseSink(t *testing.T) {
+	f := check(t, sinkHead+sink, env(map[string]string{"PG_DSN": secretDSN}))
+	s, ok := f.Sink("pg")
+	if !ok {
+		t.Fatal("sink pg not found")
+	}
+	want := Sink{
+		Name:       "pg",
+		Input:      Endpoint{Topic: "out", Format: "json"},
+		DeadLetter: DeadLetter{Topic: "dlq"},
+		Postgres: Postgres{
+			DSN:            secretDSN,
+			Table:          "raw.events",
+			EventID:        "event_id",
+			Columns:        map[string]string{"event_id": "event_id", "body": "$value", "at": "$timestamp"},
+			ColumnOrder:    []string{"event_id", "body", "at"},
+			PositionsTable: "raw.exactly_positions",
+			Tombstones:     "skip",
+			Mode:           "insert",
+		},
+		Commit:         Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
+		SessionTimeout: Duration{45 * time.Second},
+	}
+	if !reflect.DeepEqual(*s, want) {
+		t.Fatalf("got  %+v\nwant %+v", *s, want)
+	}
+	if _, ok := f.Sink("nope"); ok {
+		t.Error("Sink(nope) found")
+	}
+	for _, format := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(format, *s); strings.Contains(out, "hunter2") {
+			t.Errorf("%s prints the DSN: %s", format, out)
+		}
+	}
+}
+
+func TestParseSinkDefaults(t *testing.T) {
+	src := sinkHead + `  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "${PG_DSN}", table: a.b, event_id: id, columns: { id: $key } }
+`
+	f := check(t, src, env(map[string]string{"PG_DSN": "x"}))
+	s := f.Sinks[0]
+	if s.Commit.Interval.Duration != DefaultSinkCommitInterval || s.Commit.MaxRecords != DefaultSinkCommitMaxRecords ||
+		s.SessionTimeout.Duration != DefaultSinkSessionTimeout || s.Input.Format != "json" {
+		t.Errorf("defaults: %+v", s)
+	}
+	if pg := s.Postgres; pg.PositionsTable != "a.exactly_positions" || pg.Tombstones != "skip" || pg.Mode != "insert" {
+		t.Errorf("postgres defaults: %+v", pg)
+	}
+}
+
+func TestParseSinkValidation(t *testing.T) {
+	withDSN := env(map[string]string{"PG_DSN": secretDSN})
+	rep := func(old, new string) string { return sinkHead + strings.Replace(sink, old, new, 1) }
+	tests := []struct {
+		name   string
+		src    string
+		lookup func(string) (string, bool)
+		want   []string
+	}{
+		{"name missing", rep("  - name: pg\n    input:", "  - input:"), withDSN,
+			[]string{`t.yaml:9:5: sinks[0].name: required`}},
+		{"name invalid", rep("name: pg", `name: "p g"`), withDSN,
+			[]string{`t.yaml:9:11: sinks[0].name: invalid sink name "p g" (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)`}},
+		{"duplicate", sinkHead + sink + sink, withDSN,
+			[]string{`t.yaml:21:11: sinks[1].name: duplicate sink "pg" (first declared at line 9)`}},
+		{"input not declared", rep("topic: out,", "topic: nope,"), withDSN,
+			[]string{`t.yaml:10:21: sinks[0].input.topic: topic "nope" is not declared (add it under topics:)`}},
+		{"dead letter missing", rep("    dead_letter: { topic: dlq }\n", ""), withDSN,
+			[]string{`t.yaml:9:5: sinks[0].dead_letter: required (e.g. dead_letter: { topic: orders.sink-dlq })`}},
+		{"dead letter is input", rep("topic: dlq", "topic: out"), withDSN,
+			[]string{`t.yaml:11:27: sinks[0].dead_letter.topic: dead letter topic "out" is also the sink's input topic`}},
+		{"dsn env unset", sinkHead + sink, env(nil),
+			[]string{`t.yaml:13:12: sinks[0].postgres.dsn: environment variable "PG_DSN" is not set`}},
+		{"dsn missing", rep("      dsn: ${PG_DSN}\n", ""), withDSN,
+			[]string{`t.yaml:13:7: sinks[0].postgres.dsn: required (write it as ${PG_DSN}: it holds credentials)`}},
+		{"table not qualified", rep("table: raw.events", "table: events"), withDSN,
+			[]string{`t.yaml:14:14: sinks[0].postgres.table: invalid table "events" (want schema.table, each a letter or '_' then letters, digits or '_', e.g. raw.events)`}},
+		{"table injection", rep("table: raw.events", `table: 'raw.e"; drop table x; --'`), withDSN,
+			[]string{`t.yaml:14:14: sinks[0].postgres.table: invalid table "raw.e\"; drop table x; --" (want schema.table, each a letter or '_' then letters, digits or '_', e.g. raw.events)`}},
+		{"positions table same", rep("table: raw.events\n", "table: raw.events\n      positions_table: raw.events\n"), withDSN,
+			[]string{`t.yaml:15:24: sinks[0].postgres.positions_table: must differ from table`}},
+		{"event id not a column", rep("event_id: event_id\n      columns", "event_id: id\n      columns"), withDSN,
+			[]string{`t.yaml:15:17: sinks[0].postgres.event_id: column "id" is not in columns (add it, e.g. id: id)`}},
+		{"bad column name", rep("at: $timestamp", `"a-t": $timestamp`), withDSN,
+			[]string{`t.yaml:19:16: sinks[0].postgres.columns.a-t: invalid column name "a-t" (want a letter or '_', then letters, digits or '_', at most 63)`}},
+		{"unknown source", rep("at: $timestamp", "at: $time"), withDSN,
+			[]string{`t.yaml:19:13: sinks[0].postgres.columns.at: unknown source "$time" (valid: a field name, $value, $key, $topic, $partition, $offset, $timestamp)`}},
+		{"field with string format", rep("format: json", "format: string"), withDSN,
+			[]string{`t.yaml:17:19: sinks[0].postgres.columns.event_id: field "event_id" needs input format json (input format is "string"; use $value or $key)`}},
+		{"bad tombstones and mode", rep("event_id: event_id\n      columns", "event_id: event_id\n      tombstones: drop\n      mode: merge\n      columns"), withDSN,
+			[]string{
+				`t.yaml:16:19: sinks[0].postgres.tombstones: unknown tombstone policy "drop" (valid: skip, delete)`,
+				`t.yaml:17:13: sinks[0].postgres.mode: unknown mode "merge" (valid: insert, upsert)`,
+			}},
+		{"commit and session timeout", rep("max_records: 20000 }", "max_records: 0 }\n    session_timeout: 10ms"), withDSN,
+			[]string{
+				`t.yaml:20:45: sinks[0].commit.max_records: must be at least 1 (got 0)`,
+				`t.yaml:21:22: sinks[0].session_timeout: must be at least 1s (got 10ms)`,
+			}},
+		{"postgres missing", sinkHead + "  - { name: pg, input: { topic: out }, dead_letter: { topic: dlq } }\n", withDSN,
+			[]string{`t.yaml:9:5: sinks[0].postgres: required (e.g. postgres: { dsn: ${PG_DSN}, table: raw.events, event_id: event_id, columns: {event_id: event_id, body: $value} })`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, tt.src, tt.lookup, tt.want...)
+		})
+	}
+}
+
+// TestParseSinkNeverShowsDSN checks that no message quotes the DSN, even a
+// literal one in a field that fails.
+func TestParseSinkNeverShowsDSN(t *testing.T) {
+	src := sinkHead + strings.Replace(strings.Replace(sink, "${PG_DSN}", "'"+secretDSN+"'", 1), "table: raw.events", "table: 7", 1)
+	_, err := Parse("t.yaml", []byte(src), nil)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("err = %v", err)
+	}
+}
