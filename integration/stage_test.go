@@ -270,9 +270,19 @@ func TestTransactionalInputWithAborts(t *testing.T) {
 	writeTxn(200, false)
 	writeTxn(300, true)
 
-	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+	addr := freeAddr(t)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= next },
 		func() string { return fmt.Sprintf("%d of %d events out", kcatCount(t, out), next) })
+	// Lag is measured against the last stable offset, and commit and abort
+	// markers are consumed too: caught up means 0 on every partition, not
+	// the 1 a trailing marker leaves to consumers that stop before it.
+	var lag float64
+	var series int
+	eventually(t, 30*time.Second, func() bool {
+		lag, series = sum(scrape(t, addr), "exactly_stage_consumer_lag_records", map[string]string{"stage": stage})
+		return lag == 0 && series == 3
+	}, func() string { return fmt.Sprintf("lag %v over %d partitions, want 0 over 3", lag, series) })
 	p.stop()
 	checkOutput(t, out, next)
 	if n := kcatCount(t, dlq); n != 0 {

@@ -19,6 +19,7 @@ const (
 	ReasonTransform = "transform"
 	ReasonKey       = "key"
 	ReasonEncode    = "encode"
+	ReasonProduce   = "produce" // the broker refused the output, e.g. too large
 )
 
 // RecordError is a permanent fault of one input record. The stage writes
@@ -47,14 +48,17 @@ func IsFatal(err error) bool {
 		return false
 	}
 	var cfgErr *configError
-	if errors.As(err, &cfgErr) {
+	var fatal *fatalError
+	if errors.As(err, &cfgErr) || errors.As(err, &fatal) {
 		return true
 	}
 	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, kerr.SaslAuthenticationFailed)
+		errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		// transaction_timeout above the broker's transaction.max.timeout.ms
+		errors.Is(err, kerr.InvalidTransactionTimeout)
 }
 
 type configError struct{ err error }
@@ -65,3 +69,9 @@ func (e *configError) Unwrap() error { return e.err }
 func newConfigError(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
+
+// fatalError is a fault a rebuilt session would meet again.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }

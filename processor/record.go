@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // Headers that every dead letter carries, beside the input record's own
@@ -76,7 +77,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, transformed bool) 
 		}
 	}
 	value := rec.Raw
-	if value == nil || s.cfg.InputFormat != s.cfg.OutputFormat {
+	if value == nil || s.cfg.InputFormat != s.cfg.OutputFormat || s.cfg.OutputFormat == serde.Avro {
 		// The input bytes are reused only while no step changed the value
 		// and the format is the same: they keep numbers and field order
 		// exactly as the producer wrote them.

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/audit"
@@ -120,7 +121,19 @@ type Stage struct {
 	pipeline   *transform.Pipeline
 	metrics    stageMetrics
 
+	// Isolating a record the broker refuses (run goroutine only): after
+	// such an abort, the next isolate transactions carry one input record
+	// each, and the one whose output is refused again is poisoned: it is
+	// dead-lettered on its next read.
+	isolate  int
+	poisoned map[source]error
+
 	txns int // transactions ended by this instance, for failpoints
+
+	// Readiness, read by Ready from other goroutines.
+	joined     atomic.Bool
+	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
+	sessionErr atomic.Pointer[error]
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	committed, aborted, rebuilds               atomic.Int64
@@ -175,7 +188,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]error{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -218,6 +231,9 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		s.rebuilds.Add(1)
 		s.metrics.rebuild()
+		s.joined.Store(false)
+		s.txnOpened.Store(0)
+		s.sessionErr.Store(&err)
 		wait := backoff.next()
 		s.log.Warn("kafka session failed; rebuilding", "err", err, "retry_in", wait)
 		select {
@@ -252,7 +268,10 @@ func (s *Stage) clientOptions() []kgo.Opt {
 		// then has committed offset == last stable offset, and lag 0, not
 		// the "stuck at 1" of consumers that stop before the marker.
 		kgo.KeepControlRecords(),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { s.metrics.rebalance() }),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+			s.joined.Store(true)
+			s.metrics.rebalance()
+		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
 		kgo.OnPartitionsLost(s.partitionsGone),
 		kgo.WithLogger(kgoLogger{s.log}),
@@ -294,7 +313,11 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 		if t.open {
 			pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
 		}
-		fetches := sess.PollRecords(pollCtx, s.cfg.MaxRecords-t.records)
+		limit := s.cfg.MaxRecords - t.records
+		if s.isolate > 0 {
+			limit = 1
+		}
+		fetches := sess.PollRecords(pollCtx, limit)
 		cancel()
 
 		if err := fatalFetchError(fetches); err != nil {
@@ -339,7 +362,7 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 			}
 			return progressed, err
 		}
-		if t.open && (t.records >= s.cfg.MaxRecords || time.Since(t.started) >= s.cfg.CommitInterval) {
+		if t.open && (t.records >= s.cfg.MaxRecords || s.isolate > 0 || time.Since(t.started) >= s.cfg.CommitInterval) {
 			committed, err := t.end(ctx)
 			var retry *retryError
 			switch {
@@ -388,6 +411,33 @@ func (s *Stage) leaveGroup(ctx context.Context) {
 	s.log.Info("left group", "group", s.cfg.Group())
 }
 
+// StallFactor is N in the readiness rule: a stage whose transaction has
+// been open for N commit intervals (and at least StallMin) is not ready.
+const (
+	StallFactor = 10
+	StallMin    = 10 * time.Second
+)
+
+// Ready returns nil when the stage is healthy: it has joined its consumer
+// group, its last session did not fail, and no transaction has been open
+// for longer than StallFactor commit intervals. Otherwise the error says
+// why. It is safe to call from any goroutine, e.g. a /readyz handler.
+func (s *Stage) Ready() error {
+	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
+		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
+	}
+	if !s.joined.Load() {
+		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
+	}
+	if opened := s.txnOpened.Load(); opened != 0 {
+		limit := max(StallFactor*s.cfg.CommitInterval, StallMin)
+		if open := time.Since(time.Unix(0, opened)); open > limit {
+			return fmt.Errorf("stage %s: transaction open for %s without committing (limit %s)", s.cfg.Stage, open.Round(time.Second), limit)
+		}
+	}
+	return nil
+}
+
 // partitionsGone forgets the lag of partitions this instance no longer
 // owns, so that a scaled-out stage does not report stale lag.
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
@@ -404,6 +454,26 @@ func retryCause(err error) string {
 		return "transient_record_error"
 	}
 	return "produce_error"
+}
+
+// source identifies an input record.
+type source struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func (s source) String() string { return fmt.Sprintf("%s/%d@%d", s.topic, s.partition, s.offset) }
+
+// isRecordFault reports whether a produce error is the fault of the record
+// itself, so that retrying it can never succeed.
+func isRecordFault(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
+}
+
+func isTopicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
 
 // retryError is a transaction aborted for a fault that may pass; the
@@ -434,6 +504,7 @@ type txn struct {
 	started time.Time
 	records int // input records in this transaction
 
+	last                           source // the last input record processed
 	outputs, deadLetters, filtered int64
 	perTopic                       map[string]int64 // outputs by topic, for metrics
 	perReason                      map[string]int64 // dead letters by reason, for metrics
@@ -450,6 +521,7 @@ func (t *txn) begin() error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	t.open, t.started = true, time.Now()
+	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
 	if t.stage.metrics.m != nil {
 		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
@@ -467,10 +539,21 @@ func (t *txn) process(r *kgo.Record) {
 	if t.perTopic != nil {
 		t.timestamps = append(t.timestamps, r.Timestamp)
 	}
+	s := t.stage
 	if audit.IsMarker(r) {
-		return // written by an audit to prove no transaction is open; not an event
+		// An audit marker (audit.Drain): forwarded as it is, so that audits
+		// see through chained stages. Nothing read is ever dropped.
+		t.produce(&kgo.Record{Topic: s.cfg.Output, Headers: r.Headers, Timestamp: r.Timestamp})
+		return
 	}
-	outs, err := t.stage.transform(t.ctx, r)
+	t.last = source{r.Topic, r.Partition, r.Offset}
+	if perr, ok := s.poisoned[t.last]; ok {
+		// Its output was refused by the broker (too large, say): the
+		// record becomes a dead letter instead of stalling the stage.
+		t.deadLetter(r, &RecordError{Reason: ReasonProduce, Err: perr})
+		return
+	}
+	outs, err := s.transform(t.ctx, r)
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.
@@ -482,12 +565,7 @@ func (t *txn) process(r *kgo.Record) {
 		if !errors.As(err, &re) {
 			re = &RecordError{Reason: ReasonDecode, Err: err}
 		}
-		t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
-		t.deadLetters++
-		if t.perReason != nil {
-			t.perReason[re.Reason]++
-		}
-		t.produce(t.stage.deadLetter(r, re))
+		t.deadLetter(r, re)
 		return
 	}
 	if len(outs) == 0 {
@@ -501,6 +579,15 @@ func (t *txn) process(r *kgo.Record) {
 		}
 		t.produce(out)
 	}
+}
+
+func (t *txn) deadLetter(r *kgo.Record, re *RecordError) {
+	t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
+	t.deadLetters++
+	if t.perReason != nil {
+		t.perReason[re.Reason]++
+	}
+	t.produce(t.stage.deadLetter(r, re))
 }
 
 func (t *txn) produce(r *kgo.Record) {
@@ -560,6 +647,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	}
 	n := t.records
 	t.open, t.records = false, 0
+	s.txnOpened.Store(0)
 	committed, err = t.sess.End(ctx, try)
 	if err != nil {
 		s.aborted.Add(1)
@@ -571,6 +659,22 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		if produceErr != nil {
 			s.metrics.abort(AbortRetry)
 			s.metrics.retry(retryCause(produceErr))
+			switch {
+			case !isRecordFault(produceErr):
+				if isTopicGone(produceErr) {
+					// A topic deleted (and maybe recreated): only a new
+					// client forgets the old topic ID.
+					return false, produceErr
+				}
+			case s.isolate == 0:
+				s.isolate = n
+				s.log.Warn("the broker refused a record; retrying one input record per transaction to find it", "records", n, "err", produceErr)
+			case t.outputs == 0 && t.deadLetters > 0:
+				return false, &fatalError{fmt.Errorf("dead-letter topic %s refused the dead letter of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
+			default:
+				s.poisoned[t.last] = produceErr
+				s.log.Warn("the broker refused the output of a record; dead-lettering it", "source", t.last.String(), "err", produceErr)
+			}
 			return false, &retryError{produceErr}
 		}
 		s.metrics.abort(AbortRebalance)
@@ -579,6 +683,10 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	}
 	s.committed.Add(1)
 	s.metrics.commit(t, time.Now())
+	if s.isolate > 0 {
+		s.isolate--
+	}
+	s.sessionErr.Store(nil)
 	s.produced.Add(t.outputs)
 	s.deadLettered.Add(t.deadLetters)
 	s.filtered.Add(t.filtered)

@@ -303,3 +303,85 @@ stages:
 	}
 	checkExactlyOnce(t, seeds, 300, 6)
 }
+
+// An output the broker refuses (here: larger than the producer's batch
+// limit) does not stall the stage: the record is found by retrying one
+// input record per transaction, and dead-lettered with reason produce.
+func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
+	seeds := newCluster(t)
+	bad := produceInput(t, seeds, 200)
+	reg := transform.NewRegistry()
+	if err := reg.Register("pad", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+		if m, ok := r.Value.(map[string]any); ok && m["event_id"] == "e-7" {
+			m["pad"] = strings.Repeat("x", 5000)
+		}
+		return []transform.Record{r}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse("t.yaml", []byte(`version: 1
+kafka: { brokers: ["127.0.0.1:1"] }
+topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
+stages:
+  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: pad } ] }
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := transform.Compile(f, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStage(t, seeds, processor.WithTransform(ps["clean"]), processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
+	if err := runUntil(t, s, int64(200+bad)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	outs, err := audit.Drain(ctx, seeds, outTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range outs {
+		seen[string(r.Key)]++
+	}
+	if len(outs) != 199 || seen["e-7"] != 0 || seen["e-8"] != 1 {
+		t.Fatalf("%d outputs (e-7: %d), want 199 without e-7", len(outs), seen["e-7"])
+	}
+	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce := 0
+	for _, r := range dlq {
+		if reason, _ := audit.Header(r, processor.HeaderReason); reason == processor.ReasonProduce {
+			produce++
+		}
+	}
+	if len(dlq) != bad+1 || produce != 1 {
+		t.Fatalf("%d dead letters (%d with reason produce), want %d with 1", len(dlq), produce, bad+1)
+	}
+}
+
+// A record that merely carries the audit marker header is an event like
+// any other; only a real marker (no key, no value) is forwarded.
+func TestStageDoesNotDropSpoofedMarkers(t *testing.T) {
+	seeds := newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	hdr := []kgo.RecordHeader{{Key: audit.MarkerHeader, Value: []byte("x")}}
+	if err := cl.ProduceSync(context.Background(),
+		&kgo.Record{Topic: inTopic, Value: []byte(`{"event_id":"e-0"}`), Headers: hdr},
+		&kgo.Record{Topic: inTopic, Value: []byte(`{"event_id":"e-1"}`)},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(t, newStage(t, seeds), 2); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, seeds, 2, 0)
+}

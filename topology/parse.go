@@ -441,9 +441,9 @@ func (v *validator) stages(declared map[string]bool) {
 		switch {
 		case s.Key == "" && v.has(kp):
 			v.report(kp, "must be a non-empty field name (or leave key out)")
-		case s.Key != "" && s.Output.Format != "json" && slices.Contains(formats, s.Output.Format):
-			v.report(kp, "key needs output format json, since the key is read from the JSON value (output format is %s)",
-				v.q(p+".output.format", s.Output.Format))
+		case s.Key != "" && (s.Input.Format == "string" || s.Input.Format == "bytes"):
+			v.report(kp, "key needs input format json or avro, since the key is a field of the record's value (input format is %s)",
+				v.q(p+".input.format", s.Input.Format))
 		}
 		v.transform(p, s, declared)
 	}

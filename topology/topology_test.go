@@ -229,8 +229,8 @@ func TestParseValidation(t *testing.T) {
 			[]string{`t.yaml:14:17: stages[0].commit.interval: invalid duration "10 parsecs" (want a number and a unit such as 100ms, 5s or 1m)`}},
 		{"key empty", stages(stage + `    key: ""` + "\n"),
 			[]string{`t.yaml:13:10: stages[0].key: must be a non-empty field name (or leave key out)`}},
-		{"key without json output", stages(strings.Replace(stage, "{ topic: out }", "{ topic: out, format: string }", 1) + "    key: id\n"),
-			[]string{`t.yaml:13:10: stages[0].key: key needs output format json, since the key is read from the JSON value (output format is "string")`}},
+		{"key with string input", stages(strings.Replace(stage, "{ topic: in }", "{ topic: in, format: string }", 1) + "    key: id\n"),
+			[]string{`t.yaml:13:10: stages[0].key: key needs input format json or avro, since the key is a field of the record's value (input format is "string")`}},
 		{"cycle of two", stages(
 			"  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }\n" +
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),

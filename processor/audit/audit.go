@@ -4,6 +4,8 @@ package audit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,8 +44,11 @@ func Drain(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) (
 		return nil, fmt.Errorf("drain %s: topic not found: %v", topic, td.Err)
 	}
 	parts := td.Partitions.Numbers()
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	id := hex.EncodeToString(nonce) // tells this drain's markers from forwarded ones
 	for _, p := range parts {
-		rec := &kgo.Record{Topic: topic, Partition: p, Headers: []kgo.RecordHeader{{Key: MarkerHeader, Value: []byte("1")}}}
+		rec := &kgo.Record{Topic: topic, Partition: p, Headers: []kgo.RecordHeader{{Key: MarkerHeader, Value: []byte(id)}}}
 		if err := prod.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			return nil, fmt.Errorf("drain %s: write marker to partition %d: %w", topic, p, err)
 		}
@@ -67,7 +72,9 @@ func Drain(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) (
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if IsMarker(r) {
-				seen[r.Partition] = true
+				if v, _ := Header(r, MarkerHeader); v == id {
+					seen[r.Partition] = true
+				}
 				return
 			}
 			out = append(out, r)
@@ -76,8 +83,13 @@ func Drain(ctx context.Context, seeds []string, topic string, opts ...kgo.Opt) (
 	return out, nil
 }
 
-// IsMarker reports whether r is a marker that Drain wrote.
+// IsMarker reports whether r is a marker that a Drain wrote: no key, no
+// value, and a MarkerHeader header. Stages forward markers to their output
+// topic unchanged, and Drain does not return them.
 func IsMarker(r *kgo.Record) bool {
+	if r.Key != nil || r.Value != nil {
+		return false
+	}
 	for _, h := range r.Headers {
 		if h.Key == MarkerHeader {
 			return true

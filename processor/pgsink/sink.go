@@ -253,7 +253,7 @@ func (s *Sink) clientOptions() []kgo.Opt {
 		// move past the last marker, to the partition's read_committed
 		// end, instead of stopping one short.
 		kgo.KeepControlRecords(),
-		kgo.WithLogger(kgoLogger{s.log}),
+		kgo.WithLogger(processor.KafkaLogger(s.log)),
 	}
 	return append(opts, s.kopts...)
 }
@@ -542,30 +542,4 @@ func (b *backoff) next() time.Duration {
 	d := b.cur
 	b.cur = min(b.cur*2, b.max)
 	return d/2 + rand.N(d/2+1)
-}
-
-// kgoLogger sends franz-go's logs to slog one level down, as the stage
-// engine does.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	switch {
-	case k.l.Enabled(context.Background(), slog.LevelDebug):
-		return kgo.LogLevelInfo
-	case k.l.Enabled(context.Background(), slog.LevelInfo):
-		return kgo.LogLevelWarn
-	default:
-		return kgo.LogLevelError
-	}
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lvl := slog.LevelDebug
-	switch level {
-	case kgo.LogLevelError:
-		lvl = slog.LevelWarn
-	case kgo.LogLevelWarn:
-		lvl = slog.LevelInfo
-	}
-	k.l.Log(context.Background(), lvl, "kafka: "+msg, keyvals...)
 }

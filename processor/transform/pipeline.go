@@ -265,8 +265,15 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry) 
 			c.fail(path+".func", "no Go transform is registered as %q (registered: %s)", st.Func, namesOrNone(reg.Names()))
 			return s, false
 		}
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			out, err := fn(ctx, *r)
+		s.run = func(ctx context.Context, r *Record) (out []Record, err error) {
+			defer func() {
+				// A panic is a bug in that function, triggered by this
+				// record: dead-letter the record, keep the stream going.
+				if p := recover(); p != nil {
+					out, err = nil, fmt.Errorf("panic: %v", p)
+				}
+			}()
+			out, err = fn(ctx, *r)
 			if err != nil {
 				return nil, err
 			}

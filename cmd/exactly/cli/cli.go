@@ -1,0 +1,369 @@
+// Package cli is the exactly command line: `exactly run`, `sink`,
+// `validate`, `topics create` and `demo`. cmd/exactly is a thin main around
+// it; a team that embeds exactly builds its own main, registers its Go
+// transforms with transform.Register, and calls Main.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/demo"
+	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/provision"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a run failed, or the demo found a loss or duplicate
+	exitUsage   = 2 // bad flags or a bad topology file
+)
+
+const usage = `exactly moves records between Kafka topics exactly once.
+
+Usage:
+  exactly run --topology FILE [--stage NAME] [--instance-id ID]
+  exactly validate FILE
+  exactly topics create FILE
+  exactly demo
+  exactly help [COMMAND]
+
+Run 'exactly COMMAND --help' for a command's flags.
+`
+
+// Main runs the command line args (without the program name) until it is
+// done or SIGINT or SIGTERM arrives, and returns the exit code: 0 success,
+// 1 a failed run, 2 bad flags or a bad topology file.
+func Main(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, os.Stdout, os.Stderr)
+}
+
+// Run is Main with a context and the output streams given; canceling ctx
+// is a clean stop.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdout, stderr)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(ctx, args[1:], stderr)
+	case "sink":
+		return cmdSink(ctx, args[1:], stderr)
+	case "validate":
+		return cmdValidate(args[1:], stdout, stderr)
+	case "topics":
+		return cmdTopics(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "exactly: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}
+
+// newFlags returns a flag set whose --help prints the command's synopsis
+// and description before its flags.
+func newFlags(name, synopsis, desc string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: exactly %s\n\n%s\n", synopsis, desc)
+		if hasFlags(fs) {
+			fmt.Fprintln(stderr, "\nFlags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+func hasFlags(fs *flag.FlagSet) bool {
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	return n > 0
+}
+
+// parse parses args; done is true when the command should return code
+// (after --help or a flag error).
+func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	return exitOK, false
+}
+
+type logFlags struct{ level, format string }
+
+func (l *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", l.format)
+}
+
+func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := newFlags("run", "run --topology FILE [--stage NAME] [--instance-id ID]",
+		`Runs the stages of a topology file until SIGINT or SIGTERM, which commits
+the open transaction and leaves the consumer group. Each stage consumes in
+consumer group exactly-<stage> with transactional ID
+exactly-<stage>-<instance-id>; run more instances with distinct instance IDs
+to share a stage's partitions. Restart a crashed instance with the same
+instance ID: it fences its predecessor and aborts its open transaction.
+
+EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
+crash-before-commit, crash-after-commit) kills the process with SIGKILL at
+the Nth transaction, for testing recovery.`, stderr)
+	path := fs.String("topology", "", "topology file (required)")
+	stage := fs.String("stage", "", "run only this stage (default: all stages)")
+	host, _ := os.Hostname()
+	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
+	metricsAddr := registerMetricsFlag(fs)
+	var lf logFlags
+	lf.register(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "exactly run: --topology FILE is required, and no arguments")
+		fs.Usage()
+		return exitUsage
+	}
+	if *instance == "" {
+		fmt.Fprintln(stderr, "exactly run: --instance-id is required (the hostname is unknown)")
+		return exitUsage
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly run:", err)
+		return exitUsage
+	}
+	f, pipelines, err := load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly run: %s: %v\n", processor.FailpointEnv, err)
+		return exitUsage
+	}
+
+	reg := newRegistry()
+	metrics, err := processor.NewMetrics(reg)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly run:", err)
+		return exitFailure
+	}
+	var stages []*processor.Stage
+	for _, st := range f.StagesInOrder() {
+		if *stage != "" && st.Name != *stage {
+			continue
+		}
+		s, err := processor.New(processor.StageConfig(f, st, *instance),
+			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics))
+		if err != nil {
+			fmt.Fprintln(stderr, "exactly run:", err)
+			return exitUsage
+		}
+		stages = append(stages, s)
+	}
+	if len(stages) == 0 {
+		fmt.Fprintf(stderr, "exactly run: %s has no stage %q\n", *path, *stage)
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := func() error {
+		var errs []error
+		for _, s := range stages {
+			errs = append(errs, s.Ready())
+		}
+		return errors.Join(errs...)
+	}
+	if err := serveOps(ctx, *metricsAddr, reg, ready, log); err != nil {
+		fmt.Fprintln(stderr, "exactly run:", err)
+		return exitUsage
+	}
+	errs := make(chan error, len(stages))
+	for _, s := range stages {
+		go func() {
+			err := s.Run(ctx)
+			if err != nil {
+				cancel() // one stage failing stops the process; restart it as a whole
+			}
+			errs <- err
+		}()
+	}
+	code := exitOK
+	for range stages {
+		if err := <-errs; err != nil {
+			log.Error("stage failed", "err", err)
+			code = exitFailure
+		}
+	}
+	return code
+}
+
+// load reads and validates a topology file and compiles its transforms,
+// all before any network I/O. Errors are topology.Errors, one problem a
+// line with its file:line:col.
+func load(path string) (*topology.File, map[string]*transform.Pipeline, error) {
+	f, err := topology.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	pipelines, err := transform.Compile(f, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, pipelines, nil
+}
+
+func cmdValidate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("validate", "validate FILE",
+		`Checks a topology file without connecting to anything. It prints every
+problem as file:line:col: field: message and exits 2, or prints a summary and
+exits 0.`, stderr)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	f, _, err := load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d topics, %d stages\n", fs.Arg(0), len(f.Topics), len(f.Stages))
+	for _, st := range f.StagesInOrder() {
+		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %d transform steps, dead letters -> %s\n",
+			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, len(st.Transform), st.DeadLetter.Topic)
+	}
+	return exitOK
+}
+
+func cmdTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "create" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
+			fmt.Fprintln(stdout, "Usage: exactly topics create FILE\n\nCreates the topics a topology file declares.")
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "Usage: exactly topics create FILE")
+		return exitUsage
+	}
+	fs := newFlags("topics create", "topics create FILE",
+		`Creates every topic the topology file declares that does not exist yet,
+with its partitions, replication factor and configs. Existing topics are
+left alone; a partition count that differs from the file is reported. Safe
+to run again.`, stderr)
+	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	if code, done := parse(fs, args[1:]); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	f, err := topology.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(f.Kafka.Brokers...), kgo.ClientID(f.Kafka.ClientID))
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly topics create:", err)
+		return exitFailure
+	}
+	defer cl.Close()
+	results, err := provision.CreateTopics(ctx, kadm.NewClient(cl), f)
+	for _, r := range results {
+		state := "exists"
+		if r.Created {
+			state = "created"
+		}
+		line := fmt.Sprintf("%-8s %s (%d partitions)", state, r.Topic, r.Partitions)
+		if r.Mismatch != "" {
+			line += ": warning: " + r.Mismatch
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly topics create:", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitFailure
+	}
+	return exitOK
+}
+
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", "demo",
+		`Runs the real stage engine on an embedded Kafka cluster, with no set-up:
+it creates the topics of deploy/examples/orders.yaml, produces events with a
+few malformed records among them, crashes the stage in the middle of a
+transaction, restarts it, and reads everything back read_committed. It exits
+1 if any event was lost or duplicated.`, stderr)
+	events := fs.Int("events", 5000, "valid events to produce")
+	var lf logFlags
+	lf.register(fs)
+	fs.Lookup("log-level").DefValue = "error"
+	_ = fs.Set("log-level", "error")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly demo:", err)
+		return exitUsage
+	}
+	if _, err := demo.Run(ctx, stdout, demo.Options{Events: *events, Logger: log}); err != nil {
+		fmt.Fprintln(stderr, "exactly demo:", err)
+		return exitFailure
+	}
+	return exitOK
+}

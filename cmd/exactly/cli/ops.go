@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// defaultMetricsAddr is loopback: the endpoint is unauthenticated, so
+// exposing it is an explicit choice (--metrics-addr 0.0.0.0:9464).
+const defaultMetricsAddr = "127.0.0.1:9464"
+
+func registerMetricsFlag(fs *flag.FlagSet) *string {
+	return fs.String("metrics-addr", defaultMetricsAddr,
+		`serve /metrics, /healthz and /readyz on this address ("" disables); it binds loopback by default`)
+}
+
+// newRegistry returns a registry with the Go runtime and process
+// collectors, for one process's metrics.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// serveOps serves the read-only operations endpoints until ctx ends:
+//
+//	/metrics  Prometheus metrics of reg
+//	/healthz  200 while the process runs
+//	/readyz   200 when ready() returns nil, else 503 with the reason
+//
+// No endpoint changes state. It returns once the listener is up, or the
+// listen error.
+func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server stopped", "err", err)
+		}
+	}()
+	log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
+	return nil
+}

@@ -1,0 +1,136 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address with a free port.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape reads /metrics and returns every sample by its series text, e.g.
+// `exactly_stage_records_produced_total{stage="s",topic="t"}`.
+func scrape(t testing.TB, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape: bad line %q", line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
+
+// sum adds the samples of metric name whose labels include want, and
+// returns how many series matched.
+func sum(m map[string]float64, name string, want map[string]string) (float64, int) {
+	total, n := 0.0, 0
+	for series, v := range m {
+		metric, labels, _ := strings.Cut(series, "{")
+		if metric != name {
+			continue
+		}
+		ok := true
+		for k, val := range want {
+			ok = ok && strings.Contains("{"+labels, fmt.Sprintf("%s=%q", k, val))
+		}
+		if ok {
+			total += v
+			n++
+		}
+	}
+	return total, n
+}
+
+func get(t testing.TB, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The counters on /metrics match what was sent, output and dead-lettered;
+// lag against the LSO reads 0 once caught up on a transactionally written
+// topic; /readyz turns ready.
+func TestMetricsMatchTheRun(t *testing.T) {
+	const events, bad = 2000, 20
+	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("metrics")
+	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "60s", 500)
+	exactlyCmd(t, "topics", "create", topo)
+	kcatProduce(t, in, crashInput(events, bad))
+
+	addr := freeAddr(t)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)
+	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= events && kcatCount(t, dlq) >= bad },
+		func() string { return fmt.Sprintf("%d of %d out", kcatCount(t, out), events) })
+	eventually(t, 30*time.Second, func() bool {
+		code, _ := get(t, "http://"+addr+"/readyz")
+		return code == http.StatusOK
+	}, func() string { _, body := get(t, "http://"+addr+"/readyz"); return "/readyz: " + body })
+
+	st := map[string]string{"stage": stage}
+	var m map[string]float64
+	eventually(t, 10*time.Second, func() bool {
+		m = scrape(t, addr)
+		v, _ := sum(m, "exactly_stage_records_produced_total", st)
+		return v == events
+	}, func() string { v, _ := sum(m, "exactly_stage_records_produced_total", st); return fmt.Sprintf("produced_total %v", v) })
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+		series int // series that must exist
+	}{
+		{"exactly_stage_records_consumed_total", map[string]string{"stage": stage, "topic": in}, events + bad, 1},
+		{"exactly_stage_records_produced_total", map[string]string{"stage": stage, "topic": out}, events, 1},
+		{"exactly_stage_records_dead_lettered_total", map[string]string{"stage": stage, "reason": "decode"}, bad, 1},
+		{"exactly_stage_records_filtered_total", st, 0, 1},
+		{"exactly_stage_consumer_lag_records", map[string]string{"stage": stage, "topic": in}, 0, 3},
+	} {
+		got, n := sum(m, c.name, c.labels)
+		if got != c.want || n < c.series {
+			t.Errorf("%s%v = %v over %d series, want %v over at least %d", c.name, c.labels, got, n, c.want, c.series)
+		}
+	}
+	if n, _ := sum(m, "exactly_stage_transactions_committed_total", st); n < 1 {
+		t.Errorf("transactions_committed_total = %v", n)
+	}
+	if code, body := get(t, "http://"+addr+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d %s", code, body)
+	}
+	p.stop()
+}
