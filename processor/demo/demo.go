@@ -57,6 +57,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	if o.Events == 0 {
 		o.Events = 5000
 	}
+	if o.Events < 100 {
+		return Summary{}, fmt.Errorf("events must be at least 100, so that the crash lands mid-stream (got %d)", o.Events)
+	}
 	if o.CrashAtTxn == 0 {
 		o.CrashAtTxn = 3
 	}
@@ -100,7 +103,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		sum.In, st.Input.Topic, sum.In-sum.Malformed, sum.Malformed)
 
 	cfg := processor.StageConfig(f, st, "demo-1")
-	cfg.MaxRecords = 500 // several transactions, so the crash lands mid-stream
+	// Several transactions, so that the crash lands mid-stream.
+	cfg.MaxRecords = max(10, sum.In/(3*o.CrashAtTxn))
 	var d netcut.Dialer
 	crashing, err := processor.New(cfg,
 		processor.WithLogger(o.Logger),

@@ -52,6 +52,12 @@ Run 'exactly COMMAND --help' for a command's flags.
 func Main(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first signal, restore the default action: a second
+		// Ctrl-C ends the process at once, without the clean stop.
+		<-ctx.Done()
+		stop()
+	}()
 	return Run(ctx, args, os.Stdout, os.Stderr)
 }
 
@@ -279,10 +285,18 @@ exits 0.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d topics, %d stages\n", fs.Arg(0), len(f.Topics), len(f.Stages))
+	summary := fmt.Sprintf("%d topics, %d stages", len(f.Topics), len(f.Stages))
+	if len(f.Sinks) > 0 {
+		summary += fmt.Sprintf(", %d sinks", len(f.Sinks))
+	}
+	fmt.Fprintf(stdout, "%s: ok: %s\n", fs.Arg(0), summary)
 	for _, st := range f.StagesInOrder() {
 		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %d transform steps, dead letters -> %s\n",
 			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, len(st.Transform), st.DeadLetter.Topic)
+	}
+	for _, sk := range f.Sinks {
+		fmt.Fprintf(stdout, "  sink %s: %s (%s) -> postgres table %s, dead letters -> %s\n",
+			sk.Name, sk.Input.Topic, sk.Input.Format, sk.Postgres.Table, sk.DeadLetter.Topic)
 	}
 	return exitOK
 }
