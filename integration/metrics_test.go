@@ -108,7 +108,10 @@ func TestMetricsMatchTheRun(t *testing.T) {
 		m = scrape(t, addr)
 		v, _ := sum(m, "exactly_stage_records_produced_total", st)
 		return v == events
-	}, func() string { v, _ := sum(m, "exactly_stage_records_produced_total", st); return fmt.Sprintf("produced_total %v", v) })
+	}, func() string {
+		v, _ := sum(m, "exactly_stage_records_produced_total", st)
+		return fmt.Sprintf("produced_total %v", v)
+	})
 	for _, c := range []struct {
 		name   string
 		labels map[string]string

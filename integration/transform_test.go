@@ -87,7 +87,9 @@ stages:
 	}
 	restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
 	eventually(t, 2*time.Minute, func() bool { return count() >= total && kcatCount(t, dlq) >= poison },
-		func() string { return fmt.Sprintf("%d of %d items, %d of %d dead letters", count(), total, kcatCount(t, dlq), poison) })
+		func() string {
+			return fmt.Sprintf("%d of %d items, %d of %d dead letters", count(), total, kcatCount(t, dlq), poison)
+		})
 	restarted.stop()
 
 	for _, topic := range []string{eu, us, other} {
