@@ -392,23 +392,33 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 }
 
 func (s *Stage) leaveGroup(ctx context.Context) {
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)
+	LeaveStaticGroup(ctx, s.log, s.cfg.Group(), s.cfg.TransactionalID(), opts...)
+}
+
+// LeaveStaticGroup removes the static member instanceID from group
+// (KIP-345 LeaveGroup by group.instance.id), with a client built from
+// opts, so that the group rebalances now rather than after the session
+// timeout: a static member does not leave on Close. Failures are logged,
+// not returned: the session timeout then does the same, later.
+func LeaveStaticGroup(ctx context.Context, log *slog.Logger, group, instanceID string, opts ...kgo.Opt) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		s.log.Warn("leave group", "err", err)
+		log.Warn("leave group", "group", group, "err", err)
 		return
 	}
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.Group()).InstanceIDs(s.cfg.TransactionalID()).Reason("shutdown"))
+	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(instanceID).Reason("shutdown"))
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		s.log.Warn("leave group; the group rebalances after the session timeout instead", "group", s.cfg.Group(), "err", err)
+		log.Warn("leave group; the group rebalances after the session timeout instead", "group", group, "err", err)
 		return
 	}
-	s.log.Info("left group", "group", s.cfg.Group())
+	log.Info("left group", "group", group)
 }
 
 // StallFactor is N in the readiness rule: a stage whose transaction has

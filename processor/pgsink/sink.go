@@ -70,7 +70,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
@@ -501,21 +500,8 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 }
 
 func (s *Sink) leaveGroup(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
-	if err != nil {
-		s.log.Warn("leave group", "err", err)
-		return
-	}
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.Group()).InstanceIDs(s.cfg.MemberID()).Reason("shutdown"))
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		s.log.Warn("leave group; the group rebalances after the session timeout instead", "group", s.cfg.Group(), "err", err)
-	}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)
+	processor.LeaveStaticGroup(ctx, s.log, s.cfg.Group(), s.cfg.MemberID(), opts...)
 }
 
 // batch is the records polled for one database transaction.
