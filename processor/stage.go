@@ -55,6 +55,9 @@ type Config struct {
 	CommitInterval time.Duration
 	// MaxRecords bounds the input records in one transaction; default 10000.
 	MaxRecords int
+	// Guarantee is ExactlyOnce (the default) or AtLeastOnce.
+	Guarantee string
+
 	// TransactionTimeout is the producer's transaction.timeout.ms: how long
 	// the broker keeps a transaction open before aborting it; default 30s.
 	TransactionTimeout time.Duration
@@ -159,6 +162,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if cfg.TransactionTimeout == 0 {
 		cfg.TransactionTimeout = 30 * time.Second
 	}
+	if cfg.Guarantee == "" {
+		cfg.Guarantee = ExactlyOnce
+	}
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},
@@ -167,6 +173,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		if f.v == "" {
 			errs = append(errs, newConfigError("%s is required", f.name))
 		}
+	}
+	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
+		errs = append(errs, newConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
 	if len(cfg.Brokers) == 0 {
 		errs = append(errs, newConfigError("brokers are required"))
@@ -244,12 +253,12 @@ func (s *Stage) Run(ctx context.Context) error {
 	}
 }
 
-func (s *Stage) clientOptions() []kgo.Opt {
+// newSession builds the Kafka client of one session: a
+// GroupTransactSession, or a plain group consumer for at-least-once.
+func (s *Stage) newSession() (session, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(s.cfg.ClientID),
-		kgo.TransactionalID(s.cfg.TransactionalID()),
-		kgo.TransactionTimeout(s.cfg.TransactionTimeout),
 		kgo.ConsumerGroup(s.cfg.Group()),
 		// Static membership (KIP-345): a restarted instance takes over its
 		// predecessor's partitions at once instead of waiting out the
@@ -276,14 +285,26 @@ func (s *Stage) clientOptions() []kgo.Opt {
 		kgo.OnPartitionsLost(s.partitionsGone),
 		kgo.WithLogger(kgoLogger{s.log}),
 	}
-	return append(opts, s.kopts...)
+	if s.cfg.Guarantee == AtLeastOnce {
+		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return alosSession{cl}, nil
+	}
+	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
+	sess, err := kgo.NewGroupTransactSession(append(opts, s.kopts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return eosSession{sess}, nil
 }
 
 // runSession runs one GroupTransactSession until ctx ends (nil) or the
 // session fails (the error). progressed reports whether any transaction
 // committed, to reset the backoff.
 func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
-	sess, err := kgo.NewGroupTransactSession(s.clientOptions()...)
+	sess, err := s.newSession()
 	if err != nil {
 		return false, &configError{fmt.Errorf("kafka client: %w", err)}
 	}
@@ -509,7 +530,7 @@ func fatalFetchError(fs kgo.Fetches) error {
 type txn struct {
 	ctx     context.Context // for Go transforms; not for Kafka calls
 	stage   *Stage
-	sess    *kgo.GroupTransactSession
+	sess    session
 	open    bool
 	started time.Time
 	records int // input records in this transaction
@@ -658,7 +679,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	n := t.records
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
-	committed, err = t.sess.End(ctx, try)
+	committed, err = t.sess.End(ctx, bool(try))
 	if err != nil {
 		s.aborted.Add(1)
 		s.metrics.abort(AbortError)
@@ -718,7 +739,7 @@ func (t *txn) abort(ctx context.Context) error {
 	t.stage.aborted.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
 	defer cancel()
-	_, err := t.sess.End(ctx, kgo.TryAbort)
+	_, err := t.sess.End(ctx, false)
 	return err
 }
 

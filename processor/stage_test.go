@@ -385,3 +385,22 @@ func TestStageDoesNotDropSpoofedMarkers(t *testing.T) {
 	}
 	checkExactlyOnce(t, seeds, 2, 0)
 }
+
+// At-least-once runs the same loop without transactions; with no crash,
+// every event still comes out once.
+func TestStageAtLeastOnce(t *testing.T) {
+	seeds := newCluster(t)
+	bad := produceInput(t, seeds, 500)
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: processor.AtLeastOnce,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
+		KeyField: "event_id", CommitInterval: 20 * time.Millisecond, MaxRecords: 50,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntil(t, s, int64(500+bad)); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, seeds, 500, bad)
+}

@@ -165,6 +165,8 @@ the Nth transaction, for testing recovery.`, stderr)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
 	host, _ := os.Hostname()
 	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
+	guarantee := fs.String("guarantee", processor.ExactlyOnce,
+		"exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
 	metricsAddr := registerMetricsFlag(fs)
 	var lf logFlags
 	lf.register(fs)
@@ -207,7 +209,9 @@ the Nth transaction, for testing recovery.`, stderr)
 		if *stage != "" && st.Name != *stage {
 			continue
 		}
-		s, err := processor.New(processor.StageConfig(f, st, *instance),
+		cfg := processor.StageConfig(f, st, *instance)
+		cfg.Guarantee = *guarantee
+		s, err := processor.New(cfg,
 			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics))
 		if err != nil {
 			fmt.Fprintln(stderr, "exactly run:", err)
