@@ -21,7 +21,15 @@ import (
 // has committed every output. Run it with a fixed count, e.g.
 //
 //	go test -tags integration -run '^$' -bench BenchmarkStage -benchtime 200000x ./integration/
+//
+// It runs exactly-once and, as the baseline, at-least-once.
 func BenchmarkStage(b *testing.B) {
+	for _, g := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+		b.Run(g, func(b *testing.B) { benchStage(b, g) })
+	}
+}
+
+func benchStage(b *testing.B, guarantee string) {
 	ctx := context.Background()
 	seeds := []string{brokers(b)}
 	in, out, dlq := uniqueName("bench_in"), uniqueName("bench_out"), uniqueName("bench_dlq")
@@ -51,7 +59,7 @@ func BenchmarkStage(b *testing.B) {
 
 	s, err := processor.New(processor.Config{
 		Stage: uniqueName("bench"), InstanceID: "b1", Brokers: seeds,
-		Input: in, Output: out, DeadLetter: dlq, KeyField: "event_id",
+		Input: in, Output: out, DeadLetter: dlq, KeyField: "event_id", Guarantee: guarantee,
 		CommitInterval: 100 * time.Millisecond, MaxRecords: 10000,
 	})
 	if err != nil {
