@@ -2,6 +2,8 @@ package processor
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 
@@ -40,7 +42,8 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // IsFatal reports whether err from a Kafka session will not go away by
-// rebuilding the session: authorization failures and a client configuration
+// rebuilding the session: authentication (SASL) and authorization failures,
+// a broker certificate that fails verification, and a client configuration
 // rejected by the client itself. Other errors (a broker restart, a fenced
 // or timed-out transaction, a lost coordinator) are retried with backoff.
 func IsFatal(err error) bool {
@@ -57,8 +60,22 @@ func IsFatal(err error) bool {
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		IsCertificateError(err) ||
 		// transaction_timeout above the broker's transaction.max.timeout.ms
 		errors.Is(err, kerr.InvalidTransactionTimeout)
+}
+
+// IsCertificateError reports whether err is a TLS peer certificate that
+// failed verification: an unknown CA, a name or date mismatch. The same
+// certificate fails again on every dial, so it is a configuration fault
+// (tls.ca_file, tls.server_name), not an outage.
+func IsCertificateError(err error) bool {
+	var verr *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	return errors.As(err, &verr) || errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid)
 }
 
 type configError struct{ err error }

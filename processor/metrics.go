@@ -1,10 +1,11 @@
 package processor
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/exactly-io/exactly/processor/internal/promutil"
 )
 
 // Metrics are the stage engine's Prometheus collectors, named
@@ -38,14 +39,10 @@ const (
 
 // NewMetrics registers the stage metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help}, append([]string{"stage"}, labels...))
-	}
+	f := &promutil.Factory{Subsystem: "stage", Owner: "stage"}
+	counter, gauge := f.Counter, f.Gauge
 	hist := func(name, help string, buckets []float64) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help, Buckets: buckets}, []string{"stage"})
-	}
-	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "exactly", Subsystem: "stage", Name: name, Help: help}, append([]string{"stage"}, labels...))
+		return f.Histogram(name, help, buckets)
 	}
 	m := &Metrics{
 		consumed:     counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
@@ -63,11 +60,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 	}
-	for _, c := range []prometheus.Collector{m.consumed, m.produced, m.filtered, m.deadLettered, m.committed, m.aborted,
-		m.txnDuration, m.txnRecords, m.latency, m.rebalances, m.rebuilds, m.retries, m.lag, m.lastCommit} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := f.Register(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -131,12 +125,12 @@ func (s stageMetrics) rebuild() {
 
 func (s stageMetrics) setLag(topic string, partition int32, lag int64) {
 	if s.m != nil {
-		s.m.lag.WithLabelValues(s.stage, topic, strconv.Itoa(int(partition))).Set(float64(max(lag, 0)))
+		s.m.lag.WithLabelValues(s.stage, topic, promutil.Partition(partition)).Set(float64(max(lag, 0)))
 	}
 }
 
 func (s stageMetrics) dropLag(topic string, partition int32) {
 	if s.m != nil {
-		s.m.lag.DeleteLabelValues(s.stage, topic, strconv.Itoa(int(partition)))
+		s.m.lag.DeleteLabelValues(s.stage, topic, promutil.Partition(partition))
 	}
 }

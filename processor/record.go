@@ -28,6 +28,42 @@ const (
 	HeaderSourceTimestamp = "exactly.dlq.source.timestamp" // Unix milliseconds, decimal
 )
 
+// Lineage headers that every output record carries, replacing any lineage
+// headers its input had: the stage that wrote it and the input record it
+// came from. With them an auditor (exactly verify) tells an output that
+// was committed twice from two distinct events, and accounts for filter,
+// route and explode steps: the outputs of one input share its source
+// triple, and an exploded one is told apart by its index. Values are
+// UTF-8 text; numbers are decimal.
+const (
+	HeaderLineageStage     = "exactly.stage"            // stage name
+	HeaderLineageTopic     = "exactly.source.topic"     // input topic
+	HeaderLineagePartition = "exactly.source.partition" // decimal
+	HeaderLineageOffset    = "exactly.source.offset"    // decimal
+	HeaderLineageIndex     = "exactly.source.index"     // 0, or the output's position among its input's outputs
+)
+
+// lineage returns a new slice of headers: hs without lineage headers (an
+// upstream stage's), then this stage's lineage of the index-th output of
+// in. A new slice, so that the outputs of one input share no backing array.
+func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.RecordHeader {
+	out := make([]kgo.RecordHeader, 0, len(hs)+5)
+	for _, h := range hs {
+		switch h.Key {
+		case HeaderLineageStage, HeaderLineageTopic, HeaderLineagePartition, HeaderLineageOffset, HeaderLineageIndex:
+		default:
+			out = append(out, h)
+		}
+	}
+	return append(out,
+		kgo.RecordHeader{Key: HeaderLineageStage, Value: []byte(s.cfg.Stage)},
+		kgo.RecordHeader{Key: HeaderLineageTopic, Value: []byte(in.Topic)},
+		kgo.RecordHeader{Key: HeaderLineagePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderLineageOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderLineageIndex, Value: strconv.AppendInt(nil, int64(index), 10)},
+	)
+}
+
 // transform decodes one input record, runs the stage's transform steps,
 // re-keys and encodes the results. It returns the output records, none when
 // a step filtered the record out. Any error it returns is a *RecordError: a
@@ -58,7 +94,7 @@ func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, er
 	}
 	outs := make([]*kgo.Record, 0, len(recs))
 	for i := range recs {
-		out, err := s.output(r, &recs[i], s.pipeline != nil && s.pipeline.Len() > 0)
+		out, err := s.output(r, &recs[i], i, s.pipeline != nil && s.pipeline.Len() > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -67,8 +103,9 @@ func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, er
 	return outs, nil
 }
 
-// output builds the Kafka record of one transform result.
-func (s *Stage) output(in *kgo.Record, rec *transform.Record, transformed bool) (*kgo.Record, error) {
+// output builds the Kafka record of one transform result, the index-th
+// output of input record in.
+func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transformed bool) (*kgo.Record, error) {
 	key := rec.Key
 	if s.cfg.KeyField != "" {
 		var err error
@@ -93,6 +130,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, transformed bool) 
 			headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
 	}
+	headers = s.lineage(in, headers, index)
 	topic := rec.Topic
 	if topic == "" {
 		topic = s.cfg.Output

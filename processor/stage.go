@@ -137,6 +137,7 @@ type Stage struct {
 	joined     atomic.Bool
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
+	brokers    *BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	committed, aborted, rebuilds               atomic.Int64
@@ -197,7 +198,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]error{}}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]error{}, brokers: NewBrokerHealth()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -244,7 +245,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		s.txnOpened.Store(0)
 		s.sessionErr.Store(&err)
 		wait := backoff.next()
-		s.log.Warn("kafka session failed; rebuilding", "err", err, "retry_in", wait)
+		s.log.Warn("kafka session failed; rebuilding", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -277,13 +278,19 @@ func (s *Stage) newSession() (session, error) {
 		// then has committed offset == last stable offset, and lag 0, not
 		// the "stuck at 1" of consumers that stop before the marker.
 		kgo.KeepControlRecords(),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 			s.joined.Store(true)
 			s.metrics.rebalance()
+			for topic, parts := range assigned {
+				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
+			}
 		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
 		kgo.OnPartitionsLost(s.partitionsGone),
 		kgo.WithLogger(kgoLogger{s.log}),
+		// Readiness: an idle stage whose brokers are all gone polls
+		// nothing and fails nothing; only silence shows it.
+		kgo.WithHooks(s.brokers),
 	}
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
@@ -392,7 +399,7 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 				// broker hiccup): the session rewound to the last
 				// committed offsets; wait, then poll the records again.
 				wait := retryBackoff.next()
-				s.log.Warn("transaction aborted; retrying", "err", retry.err, "retry_in", wait)
+				s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
 				select {
 				case <-ctx.Done():
 				case <-time.After(wait):
@@ -460,6 +467,9 @@ func (s *Stage) Ready() error {
 	if !s.joined.Load() {
 		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
 	}
+	if err := s.brokers.Check(BrokerSilenceLimit); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
+	}
 	if opened := s.txnOpened.Load(); opened != 0 {
 		limit := max(StallFactor*s.cfg.CommitInterval, StallMin)
 		if open := time.Since(time.Unix(0, opened)); open > limit {
@@ -474,6 +484,7 @@ func (s *Stage) Ready() error {
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 	s.metrics.rebalance()
 	for topic, parts := range gone {
+		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
 		for _, p := range parts {
 			s.metrics.dropLag(topic, p)
 		}
@@ -673,7 +684,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	produceErr := t.produceErr
 	t.mu.Unlock()
 	if produceErr != nil {
-		s.log.Warn("aborting transaction", "err", produceErr)
+		s.log.Warn("aborting transaction", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", produceErr)
 		try = kgo.TryAbort
 	}
 	n := t.records
@@ -709,7 +720,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 			return false, &retryError{produceErr}
 		}
 		s.metrics.abort(AbortRebalance)
-		s.log.Info("transaction aborted; resuming from the last committed offsets", "records", n)
+		s.log.Info("transaction aborted; resuming from the last committed offsets", "topic", s.cfg.Input, "records", n)
 		return false, nil
 	}
 	s.committed.Add(1)

@@ -36,11 +36,14 @@ func CodecConfig(f *topology.File, e topology.Endpoint) serde.Config {
 		SchemaFile: f.Resolve(e.Schema),
 		Topic:      e.Topic,
 		Registry: serde.Registry{
-			URL:          e.Registry.URL,
-			Subject:      e.Registry.Subject,
-			ReaderSchema: f.Resolve(e.Registry.ReaderSchema),
-			Username:     e.Registry.Username,
-			Password:     string(e.Registry.Password),
+			URL:                e.Registry.URL,
+			Subject:            e.Registry.Subject,
+			ReaderSchema:       f.Resolve(e.Registry.ReaderSchema),
+			Username:           e.Registry.Username,
+			Password:           string(e.Registry.Password),
+			PasswordFile:       f.Resolve(e.Registry.PasswordFile),
+			CAFile:             f.Resolve(e.Registry.CAFile),
+			InsecureSkipVerify: e.Registry.InsecureSkipVerify,
 		},
 	}
 }

@@ -2,6 +2,8 @@ package serde
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -49,7 +51,15 @@ type Registry struct {
 	// It is a path to an .avsc file, or the schema JSON itself.
 	ReaderSchema string
 	// Username and Password are sent as HTTP basic auth when Username is set.
+	// PasswordFile, when set, names a file holding the password instead
+	// (one trailing newline dropped); NewCodec reads it.
 	Username, Password string
+	PasswordFile       string
+	// CAFile is a PEM file of CA certificates an https registry's
+	// certificate must chain to; default the system's roots.
+	CAFile string
+	// InsecureSkipVerify accepts any registry certificate: tests only.
+	InsecureSkipVerify bool
 	// Timeout bounds one request; default DefaultRegistryTimeout.
 	Timeout time.Duration
 }
@@ -239,9 +249,33 @@ func newRegistry(cfg Registry) (*registry, error) {
 	if timeout <= 0 {
 		timeout = DefaultRegistryTimeout
 	}
+	if cfg.PasswordFile != "" {
+		b, err := os.ReadFile(cfg.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: registry password_file: %v", ErrConfig, err)
+		}
+		pass = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	}
+	hc := &http.Client{Timeout: timeout}
+	if cfg.CAFile != "" || cfg.InsecureSkipVerify {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // opt-in
+		if cfg.CAFile != "" {
+			pem, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("%w: registry ca_file: %v", ErrConfig, err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: registry ca_file: no PEM certificate in %s", ErrConfig, cfg.CAFile)
+			}
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		hc.Transport = tr
+	}
 	opts := []sr.ClientOpt{
 		sr.URLs(u.String()),
-		sr.HTTPClient(&http.Client{Timeout: timeout}),
+		sr.HTTPClient(hc),
 		sr.UserAgent("exactly"),
 	}
 	if user != "" {

@@ -112,7 +112,7 @@ func TestParseAvroValidation(t *testing.T) {
 			nil, []string{`10:56: stages[0].input.registry.url: environment variable "NOPE" is not set`}, ""},
 		{"unknown registry field",
 			`{ topic: in, format: avro, registry: { url: "http://sr", token: x } }`,
-			nil, []string{"10:69: stages[0].input.registry.token: unknown field (valid: url, subject, reader_schema, username, password)"}, ""},
+			nil, []string{"10:69: stages[0].input.registry.token: unknown field (valid: url, subject, reader_schema, username, password, password_file, ca_file, insecure_skip_verify)"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

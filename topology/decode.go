@@ -189,6 +189,19 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if s, _, ok := d.scalar(n, path, "a string"); ok {
 			v.SetString(s)
 		}
+	case reflect.Bool:
+		s, refs, ok := d.scalar(n, path, "true or false")
+		if !ok {
+			return
+		}
+		switch s {
+		case "true":
+			v.SetBool(true)
+		case "false":
+			v.SetBool(false)
+		default:
+			d.fail(n, path, "expected true or false, got %s", shown(n.Value, refs))
+		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		s, refs, ok := d.scalar(n, path, "an integer")
 		if !ok {

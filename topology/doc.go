@@ -11,6 +11,16 @@
 //	  brokers: ["127.0.0.1:9092"]       # required, host:port each; EXACTLY_BROKERS overrides
 //	  client_id: exactly                # default "exactly"
 //	  transaction_timeout: 30s          # default 30s, at least 1s
+//	  tls:                              # optional; enabled defaults to true once tls: is written
+//	    ca_file: ca.pem                 # PEM CAs; default the system's roots
+//	    cert_file: client.pem           # optional client certificate, with key_file
+//	    key_file: client.key
+//	    server_name: kafka.internal     # default: the host dialed
+//	    insecure_skip_verify: false     # tests only (warned about)
+//	  sasl:                             # optional
+//	    mechanism: SCRAM-SHA-512        # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)
+//	    username: ${KAFKA_USER}         # required
+//	    password: ${KAFKA_PASSWORD}     # required, or password_file: /run/secrets/kafka
 //	topics:
 //	  - name: orders.raw                # required; 1-249 of [a-zA-Z0-9._-], not "." or ".."
 //	    partitions: 3                   # required, at least 1
@@ -54,7 +64,9 @@
 //	    url: ${SCHEMA_REGISTRY_URL}     # required, http(s)://host[:port][/path], no credentials in it
 //	    reader_schema: order-v2.avsc    # optional: resolve every record to this schema
 //	    username: ${SR_USER}            # optional basic auth; password needs username
-//	    password: ${SR_PASSWORD}
+//	    password: ${SR_PASSWORD}        # or password_file: sr.pass
+//	    ca_file: sr-ca.pem              # https only: PEM CAs; default the system's roots
+//	    insecure_skip_verify: false     # https only; tests only (warned about)
 //	output:
 //	  topic: orders.avro
 //	  format: avro
@@ -84,6 +96,20 @@
 // Column names follow the same rule; event_id must be one of them. Field
 // sources (anything not starting with $) need input format json. Sink names
 // are unique among sinks, and a sink must not dead-letter to its input.
+//
+// # Security
+//
+// The tls and sasl settings of kafka apply to every client a command makes.
+// File paths (ca_file, cert_file, key_file, password_file) are relative to
+// the topology file's directory; Parse makes the kafka ones absolute, and
+// the files are read when a command connects, not by Parse. cert_file and
+// key_file go together; password and password_file exclude each other.
+//
+// Passwords belong in ${VAR} references or *_file fields. A password
+// written literally in the file (sasl, registry, or in a literal postgres
+// DSN) is not an error but a warning, returned by File.Warnings together
+// with other risky settings: insecure_skip_verify, PLAIN without tls,
+// basic auth over http, tls settings under enabled: false.
 //
 // # Environment
 //

@@ -56,6 +56,8 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	if len(d.errs) > 0 {
 		return nil, d.errs.sorted()
 	}
+	v.resolveKafkaFiles()
+	f.warnings = f.warnings.sorted()
 	return f, nil
 }
 
@@ -181,6 +183,9 @@ func (v *validator) defaults() {
 	if !v.has("kafka.transaction_timeout") {
 		f.Kafka.TransactionTimeout.Duration = DefaultTransactionTimeout
 	}
+	if v.has("kafka.tls") && !v.has("kafka.tls.enabled") {
+		f.Kafka.TLS.Enabled = true
+	}
 	for i := range f.Topics {
 		if !v.has(fmt.Sprintf("topics[%d].replication_factor", i)) {
 			f.Topics[i].ReplicationFactor = DefaultReplicationFactor
@@ -292,6 +297,8 @@ func (v *validator) kafka() {
 		p := "kafka.transaction_timeout"
 		v.report(p, "must be at least 1s (got %s)", v.num(p, t.String()))
 	}
+	v.kafkaTLS()
+	v.kafkaSASL()
 }
 
 // brokerProblem says what is wrong with a host:port address, without
@@ -515,6 +522,7 @@ func (v *validator) avro(path string, e Endpoint) {
 	if v.has(rp+".password") && !v.has(rp+".username") {
 		v.report(rp+".password", "needs registry.username")
 	}
+	v.registrySecurity(rp, r)
 }
 
 // schemaFile checks that the Avro schema file at path (relative to the
@@ -731,6 +739,7 @@ func (v *validator) postgres(p string, s Sink) {
 	case pg.DSN == "":
 		v.report(dp, "required (write it as ${PG_DSN}: it holds credentials)")
 	}
+	v.literalDSN(p+".dsn", pg.DSN)
 	v.qualified(p+".table", pg.Table, "raw.events")
 	if v.has(p+".positions_table") || pg.PositionsTable != "" {
 		v.qualified(p+".positions_table", pg.PositionsTable, "raw.stream_positions")

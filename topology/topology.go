@@ -72,7 +72,15 @@ type File struct {
 	// pos holds the position of every decoded node by field path, e.g.
 	// "stages[0].input.topic"; the root mapping is "".
 	pos map[string]Position
+	// warnings are problems that do not stop the file from working, such
+	// as a literal password.
+	warnings Errors
 }
+
+// Warnings returns the file's warnings, sorted by position: settings that
+// work but should change, such as a password written literally in the file
+// instead of as ${VAR} or a *_file reference. exactly validate prints them.
+func (f *File) Warnings() Errors { return f.warnings }
 
 // Kafka is how every stage reaches the cluster.
 type Kafka struct {
@@ -86,7 +94,54 @@ type Kafka struct {
 	// instance that died. Default 30s, at least 1s; it must not exceed the
 	// broker's transaction.max.timeout.ms (15m by default).
 	TransactionTimeout Duration `yaml:"transaction_timeout"`
+	// TLS encrypts every connection to the brokers; zero means plaintext.
+	TLS TLS `yaml:"tls"`
+	// SASL authenticates every connection to the brokers; zero means none.
+	SASL SASL `yaml:"sasl"`
 }
+
+// TLS is how a client reaches brokers over TLS. Every client exactly makes
+// (stages, sinks, admin commands) uses the same settings.
+type TLS struct {
+	// Enabled turns TLS on. It defaults to true when the tls mapping is
+	// written, so tls: { ca_file: ca.pem } is enough.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM file of the CA certificates that sign the brokers'
+	// certificates; default the system's roots. File paths are relative to
+	// the topology file's directory; Parse makes them absolute.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are a PEM client certificate and its key, for
+	// brokers that require mutual TLS (ssl.client.auth=required). Both or
+	// neither.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// ServerName is the name the brokers' certificates must carry; default
+	// the host of the address dialed.
+	ServerName string `yaml:"server_name"`
+	// InsecureSkipVerify accepts any certificate: for tests only, as it
+	// lets anyone in the middle read the traffic and the SASL password.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL is how a client authenticates to brokers (KIP-43; SCRAM is KIP-84).
+type SASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism string `yaml:"mechanism"`
+	Username  string `yaml:"username"`
+	// Password is written as ${VAR}; validate warns about a literal one.
+	// Alternatively PasswordFile names a file holding it (a mounted
+	// Kubernetes secret, say), read when a command connects; one trailing
+	// newline is dropped. Exactly one of the two.
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+}
+
+// SASL mechanisms.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismScramSHA256 = "SCRAM-SHA-256"
+	MechanismScramSHA512 = "SCRAM-SHA-512"
+)
 
 // Topic is a topic the topology reads or writes. Provisioning creates it
 // with these settings when it does not exist.
@@ -197,9 +252,17 @@ type Registry struct {
 	// resolves every record's writer schema to. Inputs only.
 	ReaderSchema string `yaml:"reader_schema"`
 	// Username and Password are sent as HTTP basic auth. Write the
-	// password as ${VAR}.
-	Username string `yaml:"username"`
-	Password Secret `yaml:"password"`
+	// password as ${VAR}, or name a file holding it with PasswordFile
+	// (relative like Schema; one trailing newline is dropped).
+	Username     string `yaml:"username"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	// CAFile is a PEM file of the CA certificates an https registry's
+	// certificate must chain to; default the system's roots. Relative like
+	// Schema.
+	CAFile string `yaml:"ca_file"`
+	// InsecureSkipVerify accepts any registry certificate: tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
 // Resolve returns path as a stage must open it: relative paths are taken

@@ -4,6 +4,7 @@
 #   kafka.sh fetch    download the pinned broker jars from Maven Central (cached)
 #   kafka.sh start    fresh broker on 127.0.0.1:${KAFKA_PORT:-9092}, data wiped
 #   kafka.sh stop     SIGTERM, up to 30s for a clean exit, then SIGKILL
+#   kafka.sh resume   start the stopped broker again on its data (a restart, not a wipe)
 #   kafka.sh status   exit 0 when running
 #   kafka.sh logs     tail the broker log (logs -f to follow)
 #   kafka.sh libs     print the jar directory (for java -cp "$DIR/*")
@@ -29,6 +30,10 @@ KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
 KAFKA_EXTRA_PROPS="${KAFKA_EXTRA_PROPS:-}"
 # Extra StorageTool format arguments, e.g. "--feature transaction.version=1".
 KAFKA_FORMAT_ARGS="${KAFKA_FORMAT_ARGS:-}"
+# Second listener: SASL_SSL with SCRAM-SHA-512, a server certificate signed by
+# the run dir's CA (lib.sh tls_ca). Empty KAFKA_SASL_PORT leaves it out.
+KAFKA_SASL_PORT="${KAFKA_SASL_PORT-9094}"
+KAFKA_SASL_USER="${KAFKA_SASL_USER:-exactly}"
 
 KAFKA_HOME="$EXACTLY_CACHE_DIR/kafka-$KAFKA_VERSION"
 LIBS="$KAFKA_HOME/libs"
@@ -40,6 +45,9 @@ PROPS="$RUN/server.properties"
 LOG4J_CONF="$RUN/log4j2.xml"
 LOGFILE="$RUN/kafka.log"
 PIDFILE="$RUN/kafka.pid"
+# The SASL_SSL listener's settings for clients (read by up.sh).
+SASL_ENV="$RUN/sasl.env"
+KEYSTORE="$RUN/tls/broker-keystore.pem"
 
 pom() {
 	cat <<EOF
@@ -137,11 +145,11 @@ server_props() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT${KAFKA_SASL_PORT:+,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT${KAFKA_SASL_PORT:+,SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 log.dirs=$DATA
 num.partitions=1
 auto.create.topics.enable=false
@@ -152,6 +160,24 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
+	if [[ -n "$KAFKA_SASL_PORT" ]]; then
+		cat <<EOF
+# SASL_SSL listener: SCRAM-SHA-512 users are created at format time (--add-scram).
+# PLAIN (same user and password) is for kcat: the librdkafka of Debian's kcat
+# (< 2.6.1) fails SCRAM against Kafka 4.x brokers (librdkafka#4895).
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$KAFKA_SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_ssl.ssl.keystore.type=PEM
+listener.name.sasl_ssl.ssl.keystore.location=$KEYSTORE
+# ACLs apply to SASL users other than $KAFKA_SASL_USER. Plaintext clients, the
+# controller and the broker itself are User:ANONYMOUS, a super user: for them
+# nothing changes.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$KAFKA_SASL_USER
+allow.everyone.if.no.acl.found=false
+EOF
+	fi
 	if [[ -n "$KAFKA_EXTRA_PROPS" ]]; then
 		[[ -f "$KAFKA_EXTRA_PROPS" ]] || die "KAFKA_EXTRA_PROPS=$KAFKA_EXTRA_PROPS is not a file"
 		printf '\n# From KAFKA_EXTRA_PROPS=%s (later lines win)\n' "$KAFKA_EXTRA_PROPS"
@@ -253,7 +279,7 @@ cmd_start() {
 	command -v java >/dev/null 2>&1 || die "java not found (apt-get install -y openjdk-17-jre-headless)"
 	# Stale broker from an earlier run of this run dir (dead port, lost pid file...).
 	if stop_all; then log "stopped a stale Kafka from an earlier run"; fi
-	for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+	for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" $KAFKA_SASL_PORT; do
 		if port_open "$port"; then
 			die "port $port is held by another process ($(port_pids "$port" | while read -r p; do pid_cmdline "$p" | cut -c1-120; done)); free it or set KAFKA_PORT/KAFKA_CONTROLLER_PORT"
 		fi
@@ -262,7 +288,21 @@ cmd_start() {
 	mkdir -p "$RUN"
 	rm -rf "$DATA"
 	rm -f "$LOGFILE"
-	server_props >"$PROPS"
+	rm -f "$SASL_ENV"
+	local -a scram_args=()
+	if [[ -n "$KAFKA_SASL_PORT" ]]; then
+		tls_cert broker "$RUN/tls"
+		cat "$RUN/tls/broker.key" "$RUN/tls/broker.crt" >"$KEYSTORE"
+		chmod 600 "$KEYSTORE"
+		SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-$(openssl rand -hex 16)}"
+		scram_args=(--add-scram "SCRAM-SHA-512=[name=$KAFKA_SASL_USER,password=$SASL_PASSWORD]")
+		(
+			umask 077
+			printf '%s\n' "SASL_BROKERS=127.0.0.1:$KAFKA_SASL_PORT" "SASL_USER=$KAFKA_SASL_USER" \
+				"SASL_PASSWORD=$SASL_PASSWORD" "SASL_CA_FILE=$TLS_CA_FILE" >"$SASL_ENV"
+		)
+	fi
+	(umask 077 && server_props >"$PROPS")
 	log4j_conf >"$LOG4J_CONF"
 
 	# Short-lived tool JVMs: C1 only and serial GC start ~30% faster.
@@ -272,7 +312,7 @@ cmd_start() {
 	read -r -a fmt_args <<<"$KAFKA_FORMAT_ARGS"
 	cid="$("${java[@]}" kafka.tools.StorageTool random-uuid 2>"$RUN/uuid.log" | tail -n 1)"
 	[[ "$cid" =~ ^[A-Za-z0-9_-]{22}$ ]] || die "StorageTool random-uuid gave '$cid' (see $RUN/uuid.log)"
-	if ! "${java[@]}" kafka.tools.StorageTool format -t "$cid" -c "$PROPS" "${fmt_args[@]}" \
+	if ! "${java[@]}" kafka.tools.StorageTool format -t "$cid" -c "$PROPS" "${fmt_args[@]}" "${scram_args[@]}" \
 		>"$RUN/format.log" 2>&1; then
 		cat "$RUN/format.log" >&2
 		die "StorageTool format failed"
@@ -304,7 +344,43 @@ cmd_start() {
 		((SECONDS < deadline)) || fail_start "not ready after ${KAFKA_START_TIMEOUT}s"
 		sleep 0.2
 	done
-	log "Kafka $KAFKA_VERSION started (pid $pid) on 127.0.0.1:$KAFKA_PORT in $(elapsed "$start")s; log $LOGFILE"
+	log "Kafka $KAFKA_VERSION started (pid $pid) on 127.0.0.1:$KAFKA_PORT${KAFKA_SASL_PORT:+ (SASL_SSL 127.0.0.1:$KAFKA_SASL_PORT)} in $(elapsed "$start")s; log $LOGFILE"
+}
+
+# cmd_resume: start the broker of this run dir again on its existing data and
+# server.properties: no wipe, no format. For broker-bounce tests (a restart
+# must keep every topic, transaction and group offset).
+cmd_resume() {
+	local start pid deadline
+	start="$(now)"
+	if running; then
+		log "Kafka already running (pid $(pidfile_pid)) on 127.0.0.1:$KAFKA_PORT"
+		return 0
+	fi
+	[[ -s "$PROPS" && -f "$DATA/meta.properties" ]] || die "no broker data in $DATA to resume (use start)"
+	if stop_all; then log "stopped a stale Kafka from an earlier run"; fi
+	local -a opts
+	read -r -a opts <<<"$KAFKA_HEAP_OPTS"
+	local lines
+	lines="$(wc -l <"$LOGFILE" 2>/dev/null || echo 0)"
+	# shellcheck disable=SC2016 # $$ and $@ belong to the inner bash
+	nohup setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" \
+		java "${opts[@]}" -XX:+UseG1GC -Djava.awt.headless=true \
+		"-Dlog4j2.configurationFile=$LOG4J_CONF" -cp "$LIBS/*" \
+		kafka.Kafka "$PROPS" </dev/null >>"$LOGFILE" 2>&1 &
+	deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	while :; do
+		pid="$(pidfile_pid)"
+		if [[ -n "$pid" ]] && ! pid_alive "$pid"; then
+			fail_start "the broker process exited"
+		fi
+		if [[ -n "$pid" ]] && tail -n "+$((lines + 1))" "$LOGFILE" | grep -q 'Kafka Server started' && port_open "$KAFKA_PORT"; then
+			break
+		fi
+		((SECONDS < deadline)) || fail_start "not ready after ${KAFKA_START_TIMEOUT}s"
+		sleep 0.2
+	done
+	log "Kafka $KAFKA_VERSION resumed (pid $pid) on 127.0.0.1:$KAFKA_PORT in $(elapsed "$start")s; log $LOGFILE"
 }
 
 cmd_logs() {
@@ -317,15 +393,21 @@ cmd_logs() {
 
 cmd_libs() { echo "$LIBS"; }
 
+# cmd_sasl_env: the SASL_SSL listener's client settings as KEY=VALUE lines
+# (nothing when the listener is off), for up.sh.
+cmd_sasl_env() { if [[ -f "$SASL_ENV" ]]; then cat "$SASL_ENV"; fi; }
+
 case "${1:-}" in
 fetch) cmd_fetch ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+resume) cmd_resume ;;
 status) cmd_status ;;
 logs) shift; cmd_logs "$@" ;;
 libs) cmd_libs ;;
+sasl-env) cmd_sasl_env ;;
 *)
-	echo "usage: $0 fetch|start|stop|status|logs [-f|N]|libs" >&2
+	echo "usage: $0 fetch|start|stop|resume|status|logs [-f|N]|libs|sasl-env" >&2
 	exit 2
 	;;
 esac

@@ -54,3 +54,46 @@ apt_install() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get "${opts[@]}" update -qq
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get "${opts[@]}" install -y -qq --no-install-recommends "$@"
 }
+
+# TLS for the local services: one throwaway CA per run dir signs the server
+# certificates of Kafka's SASL_SSL listener and of PostgreSQL. Clients trust
+# $TLS_CA_FILE (exported as EXACTLY_CA_FILE by up.sh).
+TLS_DIR="$EXACTLY_RUN_DIR/tls"
+TLS_CA_FILE="$TLS_DIR/ca.pem"
+
+# tls_ca: make the CA once per run dir (kept across restarts, so that a
+# client's CA file stays valid).
+tls_ca() {
+	command -v openssl >/dev/null 2>&1 || apt_install openssl
+	mkdir -p "$TLS_DIR"
+	(
+		flock 9
+		[[ -s "$TLS_CA_FILE" && -s "$TLS_DIR/ca.key" ]] && exit 0
+		openssl req -x509 -newkey rsa:2048 -nodes -days 365 -subj "/CN=exactly local test CA" \
+			-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+			-keyout "$TLS_DIR/ca.key" -out "$TLS_CA_FILE.tmp" >"$TLS_DIR/openssl.log" 2>&1 ||
+			{ cat "$TLS_DIR/openssl.log" >&2; exit 1; }
+		chmod 600 "$TLS_DIR/ca.key"
+		mv "$TLS_CA_FILE.tmp" "$TLS_CA_FILE"
+	) 9>"$TLS_DIR/.lock" || die "could not make the local CA (openssl)"
+	chmod 755 "$TLS_DIR"
+	chmod 644 "$TLS_CA_FILE"
+}
+
+# tls_cert NAME DIR: a fresh server certificate for 127.0.0.1 and localhost,
+# signed by the CA: DIR/NAME.key (unencrypted PKCS#8) and DIR/NAME.crt.
+tls_cert() {
+	local name="$1" dir="$2"
+	tls_ca
+	mkdir -p "$dir"
+	rm -f "$dir/$name.key" "$dir/$name.crt"
+	if ! { openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" -keyout "$dir/$name.key" -out "$dir/$name.csr" &&
+		openssl x509 -req -days 365 -in "$dir/$name.csr" -CA "$TLS_CA_FILE" -CAkey "$TLS_DIR/ca.key" -CAcreateserial \
+			-extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n') \
+			-out "$dir/$name.crt"; } >"$dir/$name.openssl.log" 2>&1; then
+		cat "$dir/$name.openssl.log" >&2
+		die "could not make the $name certificate (openssl)"
+	fi
+	chmod 600 "$dir/$name.key"
+	rm -f "$dir/$name.csr"
+}

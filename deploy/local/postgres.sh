@@ -18,6 +18,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PG_PORT="${PG_PORT:-55432}"
 PG_DB="${PG_DB:-exactly}"
 PG_OS_USER="${PG_OS_USER:-postgres}"
+# 1: TLS on (ssl=on, a server certificate for 127.0.0.1 signed by the run dir's
+# CA, lib.sh tls_ca); clients choose with sslmode (the DSN below disables it).
+PG_TLS="${PG_TLS:-1}"
 
 RUN="$EXACTLY_RUN_DIR/pg"
 DATA="$RUN/data"
@@ -141,6 +144,16 @@ max_connections = 200
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%u@%d '
 EOF
+	if [[ "$PG_TLS" == "1" ]]; then
+		tls_cert server "$RUN/tls"
+		[[ "$(id -u)" -ne 0 ]] || chown -R "$PG_OS_USER:" "$RUN/tls"
+		cat >>"$DATA/postgresql.conf" <<EOF
+# TLS: connect with sslmode=verify-full&sslrootcert=$TLS_CA_FILE
+ssl = on
+ssl_cert_file = '$RUN/tls/server.crt'
+ssl_key_file = '$RUN/tls/server.key'
+EOF
+	fi
 	if ! as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -s -w -t 60 start; then
 		tail -n 40 "$LOGFILE" >&2 || true
 		die "pg_ctl start failed"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Start everything the tests need: kcat, PostgreSQL and Kafka. Idempotent.
+# Start everything the tests need: kcat, PostgreSQL, Kafka and a schema registry. Idempotent.
 # Writes $EXACTLY_RUN_DIR/env (source it to get EXACTLY_BROKERS, PG_DSN, ...).
 set -euo pipefail
 
@@ -42,6 +42,18 @@ write_env() {
 		echo "export PG_DSN=$(sq "$pg_dsn")"
 		echo "export KAFKA_LIBS=$(sq "$kafka_libs")"
 		echo "export KCAT=$(sq "$kcat")"
+		# Kafka's SASL_SSL listener (SCRAM-SHA-512, and PLAIN for kcat) and the
+		# CA of its and PostgreSQL's certificates.
+		local k v
+		while IFS='=' read -r k v; do
+			case "$k" in
+			SASL_BROKERS) echo "export EXACTLY_SASL_BROKERS=$(sq "$v")" ;;
+			SASL_USER) echo "export KAFKA_USER=$(sq "$v")" ;;
+			SASL_PASSWORD) echo "export KAFKA_PASSWORD=$(sq "$v")" ;;
+			esac
+		done < <(bash "$HERE/kafka.sh" sasl-env)
+		[[ ! -f "$TLS_CA_FILE" ]] || echo "export EXACTLY_CA_FILE=$(sq "$TLS_CA_FILE")"
+		echo "export EXACTLY_REGISTRY_URL=$(sq "$(bash "$HERE/registry.sh" url)")"
 	} >"$env.tmp"
 	mv "$env.tmp" "$env"
 	ENV_FILE="$env"
@@ -51,6 +63,7 @@ total="$(now)"
 step tools tools
 step postgres bash "$HERE/postgres.sh" start
 step kafka bash "$HERE/kafka.sh" start
+step registry bash "$HERE/registry.sh" start
 write_env
 log "all up in $(elapsed "$total")s"
 cat >&2 <<MSG

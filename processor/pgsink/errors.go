@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/exactly-io/exactly/processor"
 )
 
 // Dead-letter reasons of the sink, written to the exactly.dlq.reason header
@@ -78,13 +80,15 @@ func IsDataError(err error) bool {
 // IsFatal reports whether err will not go away by retrying: a sink
 // configuration Postgres or the sink itself rejects (SQLSTATE class 42,
 // syntax error or access rule violation, such as a missing column or no
-// unique index on the event ID; class 28, invalid authorization).
+// unique index on the event ID; class 28, invalid authorization), or a
+// server certificate that fails verification (sslmode=verify-full with the
+// wrong sslrootcert, say).
 func IsFatal(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	var ce *configError
-	if errors.As(err, &ce) {
+	if errors.As(err, &ce) || processor.IsCertificateError(err) {
 		return true
 	}
 	var pe *pgconn.PgError

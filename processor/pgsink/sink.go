@@ -64,6 +64,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +114,13 @@ type Sink struct {
 
 	commits int // database commits attempted, for failpoints
 
+	metrics sinkMetrics
+	// Readiness, read by Ready from other goroutines.
+	brokers     *processor.BrokerHealth
+	joined      atomic.Bool
+	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
+	failing     atomic.Pointer[error]
+
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
 	committed, fenced, retries                        atomic.Int64
 }
@@ -150,7 +158,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	codec, _ := serde.New(cfg.InputFormat)
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
-		log: slog.New(slog.DiscardHandler), crash: processor.KillSelf, pos: map[int32]position{}}
+		log: slog.New(slog.DiscardHandler), crash: processor.KillSelf, pos: map[int32]position{},
+		brokers: processor.NewBrokerHealth()}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
@@ -158,7 +167,32 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		o(s)
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
+	s.metrics.sink = cfg.Sink
 	return s, nil
+}
+
+// Ready returns nil when the sink is healthy: it has been assigned its
+// partitions, Postgres and Kafka answer, and no batch has been open for
+// longer than processor.StallFactor commit intervals (at least
+// processor.StallMin). Otherwise the error says why. It never shows the
+// DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
+func (s *Sink) Ready() error {
+	if errp := s.failing.Load(); errp != nil && *errp != nil {
+		return fmt.Errorf("sink %s: retrying: %w", s.cfg.Sink, *errp)
+	}
+	if !s.joined.Load() {
+		return fmt.Errorf("sink %s: no partitions assigned yet in group %s", s.cfg.Sink, s.cfg.Group())
+	}
+	if err := s.brokers.Check(processor.BrokerSilenceLimit); err != nil {
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
+	}
+	if opened := s.batchOpened.Load(); opened != 0 {
+		limit := max(processor.StallFactor*s.cfg.CommitInterval, processor.StallMin)
+		if open := time.Since(time.Unix(0, opened)); open > limit {
+			return fmt.Errorf("sink %s: batch open for %s without committing (limit %s)", s.cfg.Sink, open.Round(time.Second), limit)
+		}
+	}
+	return nil
 }
 
 // Config returns the sink's configuration with defaults applied.
@@ -253,6 +287,7 @@ func (s *Sink) clientOptions() []kgo.Opt {
 		// end, instead of stopping one short.
 		kgo.KeepControlRecords(),
 		kgo.WithLogger(processor.KafkaLogger(s.log)),
+		kgo.WithHooks(s.brokers),
 	}
 	return append(opts, s.kopts...)
 }
@@ -284,7 +319,9 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		}
 	}
 	slices.Sort(parts)
-	s.log.Info("partitions assigned; resuming from stored positions", "partitions", parts, "positions", stored)
+	s.joined.Store(true)
+	s.metrics.rebalance()
+	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "partitions", parts, "positions", stored)
 	return offsets, nil
 }
 
@@ -310,9 +347,11 @@ func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	defer s.mu.Unlock()
 	for _, p := range lost[s.cfg.Input] {
 		delete(s.pos, p)
+		s.metrics.drop(s.cfg.Input, p)
 	}
 	if len(lost[s.cfg.Input]) > 0 {
-		s.log.Info("partitions revoked", "partitions", lost[s.cfg.Input])
+		s.metrics.rebalance()
+		s.log.Info("partitions revoked", "topic", s.cfg.Input, "partitions", lost[s.cfg.Input])
 	}
 }
 
@@ -339,7 +378,16 @@ func (s *Sink) loop(ctx context.Context) error {
 		if fatal != nil {
 			return fatal
 		}
-		fetches.EachRecord(func(r *kgo.Record) { s.add(b, r) })
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, r := range p.Records {
+				s.add(b, r)
+			}
+			if len(p.Records) > 0 {
+				// Control records are kept: a caught-up partition reads 0.
+				last := p.Records[len(p.Records)-1].Offset
+				s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+			}
+		})
 		if ctx.Err() != nil {
 			// Shutdown: write what was polled if Postgres answers soon;
 			// otherwise the next owner reads it again.
@@ -361,6 +409,7 @@ func (s *Sink) loop(ctx context.Context) error {
 				return err
 			}
 			b = newBatch()
+			s.batchOpened.Store(0)
 		}
 		if !b.open {
 			s.cl.AllowRebalance()
@@ -383,6 +432,7 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 	}
 	if !b.open {
 		b.open, b.started = true, time.Now()
+		s.batchOpened.Store(b.started.UnixNano())
 	}
 	b.records++
 	b.next[r.Partition] = r.Offset + 1
@@ -390,6 +440,7 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 		return // a transaction marker or an audit marker: no event
 	}
 	s.consumed.Add(1)
+	s.metrics.consumedRecord(r.Topic)
 	b.recs = append(b.recs, r)
 }
 
@@ -426,19 +477,28 @@ func (s *Sink) flush(ctx context.Context, b *batch) error {
 		err := s.write(ctx, b)
 		switch {
 		case err == nil:
+			s.failing.Store(nil)
 			return nil
 		case errors.Is(err, ErrCrashed), IsFatal(err):
 			return err
 		case errors.Is(err, ErrFenced):
 			s.fenced.Add(1)
-			s.log.Warn("position guard failed: another instance wrote the partition; re-reading positions", "err", err)
+			s.metrics.fence()
+			partition := int32(-1)
+			if fe := (*fencedError)(nil); errors.As(err, &fe) {
+				partition = fe.partition
+			}
+			s.log.Warn("position guard failed: another instance wrote the partition; re-reading positions",
+				"topic", s.cfg.Input, "partition", partition, "err", err)
 			return s.reseek(ctx, b)
 		case ctx.Err() != nil:
 			return nil
 		}
+		s.failing.Store(&err)
 		s.retries.Add(1)
+		s.metrics.retry(RetryWrite)
 		wait := bo.next()
-		s.log.Warn("batch failed; retrying", "err", err, "retry_in", wait, "records", b.records)
+		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "retry_in", wait, "records", b.records)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -483,14 +543,19 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 	for {
 		err := f(ctx)
 		if err == nil || !IsTransient(err) {
+			if err == nil {
+				s.failing.Store(nil)
+			}
 			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		s.failing.Store(&err)
 		s.retries.Add(1)
+		s.metrics.retry(strings.ReplaceAll(what, " ", "_"))
 		wait := bo.next()
-		s.log.Warn(what+" failed; retrying", "err", err, "retry_in", wait)
+		s.log.Warn(what+" failed; retrying", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -3,6 +3,7 @@ package pgsink
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,6 +58,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.committed.Add(1)
+	s.metrics.commit(b, res, s.cfg.Input, time.Now())
 	s.rows.Add(res.rows)
 	s.deleted.Add(res.deleted)
 	s.duplicates.Add(res.duplicates)

@@ -38,6 +38,9 @@ const usage = `exactly moves records between Kafka topics exactly once.
 
 Usage:
   exactly run --topology FILE [--stage NAME] [--instance-id ID]
+  exactly sink --topology FILE [--sink NAME] [--instance-id ID]
+  exactly status --topology FILE [--name NAME] [--json]
+  exactly verify --topology FILE --event-id FIELD [--json]
   exactly validate FILE
   exactly topics create FILE
   exactly demo
@@ -77,6 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stderr)
 	case "sink":
 		return cmdSink(ctx, args[1:], stderr)
+	case "status":
+		return cmdStatus(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "topics":
@@ -197,6 +204,12 @@ the Nth transaction, for testing recovery.`, stderr)
 		fmt.Fprintf(stderr, "exactly run: %s: %v\n", processor.FailpointEnv, err)
 		return exitUsage
 	}
+	kopts, ok := kafkaOptions(f, "run", stderr)
+	if !ok {
+		return exitUsage
+	}
+	logWarnings(f, log)
+	ctx, kopts, kafkaRefused := watchKafka(ctx, kopts)
 
 	reg := newRegistry()
 	metrics, err := processor.NewMetrics(reg)
@@ -212,7 +225,8 @@ the Nth transaction, for testing recovery.`, stderr)
 		cfg := processor.StageConfig(f, st, *instance)
 		cfg.Guarantee = *guarantee
 		s, err := processor.New(cfg,
-			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics))
+			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
+			processor.WithKafkaOptions(kopts...))
 		if err != nil {
 			fmt.Fprintln(stderr, "exactly run:", err)
 			return exitUsage
@@ -254,6 +268,10 @@ the Nth transaction, for testing recovery.`, stderr)
 			code = exitFailure
 		}
 	}
+	if err := kafkaRefused(); err != nil {
+		log.Error("kafka refused the connection; stopped", "err", err)
+		code = exitFailure
+	}
 	return code
 }
 
@@ -289,6 +307,7 @@ exits 0.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	printWarnings(f, stderr)
 	summary := fmt.Sprintf("%d topics, %d stages", len(f.Topics), len(f.Stages))
 	if len(f.Sinks) > 0 {
 		summary += fmt.Sprintf(", %d sinks", len(f.Sinks))
@@ -332,9 +351,13 @@ to run again.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
+	kopts, ok := kafkaOptions(f, "topics create", stderr)
+	if !ok {
+		return exitUsage
+	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.Kafka.Brokers...), kgo.ClientID(f.Kafka.ClientID))
+	cl, err := kgo.NewClient(kopts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly topics create:", err)
 		return exitFailure

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +30,7 @@ at the Nth database commit, for testing recovery.`, stderr)
 	name := fs.String("sink", "", "run only this sink (default: all sinks)")
 	host, _ := os.Hostname()
 	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
+	metricsAddr := registerMetricsFlag(fs)
 	var lf logFlags
 	lf.register(fs)
 	if code, done := parse(fs, args); done {
@@ -58,7 +60,19 @@ at the Nth database commit, for testing recovery.`, stderr)
 		fmt.Fprintf(stderr, "exactly sink: %s: %v\n", processor.FailpointEnv, err)
 		return exitUsage
 	}
+	kopts, ok := kafkaOptions(f, "sink", stderr)
+	if !ok {
+		return exitUsage
+	}
+	logWarnings(f, log)
+	ctx, kopts, kafkaRefused := watchKafka(ctx, kopts)
 
+	reg := newRegistry()
+	metrics, err := pgsink.NewMetrics(reg)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly sink:", err)
+		return exitFailure
+	}
 	var sinks []*pgsink.Sink
 	for i := range f.Sinks {
 		st := &f.Sinks[i]
@@ -66,7 +80,8 @@ at the Nth database commit, for testing recovery.`, stderr)
 			continue
 		}
 		s, err := pgsink.New(pgsink.SinkConfig(f, st, *instance),
-			pgsink.WithLogger(log), pgsink.WithFailpoints(fps...))
+			pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
+			pgsink.WithKafkaOptions(kopts...))
 		if err != nil {
 			fmt.Fprintln(stderr, "exactly sink:", err)
 			return exitUsage
@@ -84,6 +99,17 @@ at the Nth database commit, for testing recovery.`, stderr)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	ready := func() error {
+		var errs []error
+		for _, s := range sinks {
+			errs = append(errs, s.Ready())
+		}
+		return errors.Join(errs...)
+	}
+	if err := serveOps(ctx, *metricsAddr, reg, ready, log); err != nil {
+		fmt.Fprintln(stderr, "exactly sink:", err)
+		return exitUsage
+	}
 	errs := make(chan error, len(sinks))
 	for _, s := range sinks {
 		go func() {
@@ -100,6 +126,10 @@ at the Nth database commit, for testing recovery.`, stderr)
 			log.Error("sink failed", "err", err)
 			code = exitFailure
 		}
+	}
+	if err := kafkaRefused(); err != nil {
+		log.Error("kafka refused the connection; stopped", "err", err)
+		code = exitFailure
 	}
 	return code
 }

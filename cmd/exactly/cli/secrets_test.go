@@ -1,0 +1,157 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/exactly-io/exactly/cmd/exactly/cli"
+)
+
+// secret is a password that must never appear in any output.
+const secret = "Sup3r-Secr3t-pw"
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestSecretsNeverShown runs the sink, status and validate with a Postgres
+// DSN (a ${PG_DSN} reference) whose password is secret, against a
+// Postgres that refuses connections, and checks that no log line, error,
+// /readyz or /metrics body, or status report holds the password or the
+// DSN.
+func TestSecretsNeverShown(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	dsn := "postgres://exactly:" + secret + "@127.0.0.1:1/shop?sslmode=disable&application_name=" + secret
+	t.Setenv("PG_DSN", dsn)
+	t.Setenv("EXACTLY_BROKERS", "")
+	dir := t.TempDir()
+	topo := filepath.Join(dir, "t.yaml")
+	src := `version: 1
+kafka: { brokers: ["` + c.ListenAddrs()[0] + `"] }
+topics:
+  - { name: in, partitions: 3 }
+  - { name: out, partitions: 3 }
+  - { name: dlq, partitions: 1 }
+stages:
+  - name: clean
+    input: { topic: in, format: json }
+    output: { topic: out, format: json }
+    dead_letter: { topic: dlq }
+sinks:
+  - name: pg
+    input: { topic: out, format: json }
+    postgres: { dsn: "${PG_DSN}", table: shop.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
+    dead_letter: { topic: dlq }
+`
+	if err := os.WriteFile(topo, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func(what, out string) {
+		t.Helper()
+		for _, s := range []string{secret, dsn, "127.0.0.1:1/shop"} {
+			if strings.Contains(out, s) {
+				t.Errorf("%s shows %q:\n%s", what, s, out)
+			}
+		}
+	}
+
+	// The sink retries the refused connection; its logs (debug, both
+	// formats), /readyz and /metrics must not show the DSN.
+	for _, format := range []string{"text", "json"} {
+		addr := freeAddr(t)
+		var logs lockedBuffer
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan int)
+		go func() {
+			done <- cli.Run(ctx, []string{"sink", "--topology", topo, "--instance-id", "a", "--metrics-addr", addr,
+				"--log-level", "debug", "--log-format", format}, io.Discard, &logs)
+		}()
+		var ready string
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) && !strings.Contains(logs.String(), "retrying") {
+			time.Sleep(50 * time.Millisecond) // waiting on the sink's own retry log
+		}
+		code, ready := httpGet("http://" + addr + "/readyz")
+		if code != http.StatusServiceUnavailable || !strings.Contains(ready, "retrying") {
+			t.Errorf("/readyz = %d %q, want 503 naming the failure", code, ready)
+		}
+		_, metrics := httpGet("http://" + addr + "/metrics")
+		cancel()
+		<-done
+		check("sink logs ("+format+")", logs.String())
+		check("/readyz", ready)
+		check("/metrics", metrics)
+		if !strings.Contains(logs.String(), "retrying") {
+			t.Errorf("no retry logged:\n%s", logs.String())
+		}
+	}
+
+	// status reports the Postgres failure for the sink, without the DSN.
+	for _, args := range [][]string{{"status", "--topology", topo}, {"status", "--topology", topo, "--json"}} {
+		var stdout, stderr bytes.Buffer
+		code := cli.Run(context.Background(), args, &stdout, &stderr)
+		if code != 1 || !strings.Contains(stdout.String(), "connect to postgres") {
+			t.Errorf("%v: exit %d, want 1 and the sink's error:\n%s%s", args, code, stdout.String(), stderr.String())
+		}
+		check(strings.Join(args, " "), stdout.String()+stderr.String())
+	}
+
+	// validate's summary, and an unparsable DSN's error.
+	var out bytes.Buffer
+	cli.Run(context.Background(), []string{"validate", topo}, &out, &out)
+	check("validate", out.String())
+	t.Setenv("PG_DSN", "postgres://exactly:"+secret+"@127.0.0.1:notaport/shop")
+	out.Reset()
+	if code := cli.Run(context.Background(), []string{"sink", "--topology", topo, "--metrics-addr", ""}, &out, &out); code == 0 {
+		t.Errorf("sink with a bad DSN exited 0")
+	}
+	check("bad DSN error", out.String())
+}

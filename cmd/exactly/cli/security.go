@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kafkaconn"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// kafkaOptions returns the client options of f's kafka settings (brokers,
+// TLS, SASL), which every Kafka client of every command uses. A file it
+// cannot read (a CA, a password file) is reported on stderr; ok is then
+// false and the command exits with exitUsage.
+func kafkaOptions(f *topology.File, cmd string, stderr io.Writer) (opts []kgo.Opt, ok bool) {
+	opts, err := kafkaconn.Options(f.Kafka)
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, f.Path, err)
+		return nil, false
+	}
+	return opts, true
+}
+
+// printWarnings writes the topology file's warnings (a literal password,
+// say) one a line.
+func printWarnings(f *topology.File, w io.Writer) {
+	for _, e := range f.Warnings() {
+		fmt.Fprintln(w, "warning:", e)
+	}
+}
+
+// logWarnings logs the topology file's warnings at warn level.
+func logWarnings(f *topology.File, log *slog.Logger) {
+	for _, e := range f.Warnings() {
+		log.Warn("topology file: " + e.Error())
+	}
+}
+
+// watchKafka returns ctx, canceled when a client built with the returned
+// options meets a connection error that no retry mends (a refused SASL
+// password, an untrusted broker certificate: kafkaconn.IsAuthError), and
+// a function returning that error, or nil. franz-go itself retries such
+// connections forever; with this, run and sink stop and exit 1 instead.
+func watchKafka(ctx context.Context, opts []kgo.Opt) (context.Context, []kgo.Opt, func() error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var fatal atomic.Pointer[error]
+	hook := kafkaconn.FatalHook(func(err error) {
+		fatal.Store(&err)
+		cancel(err)
+	})
+	opts = append(slices.Clip(opts), kgo.WithHooks(hook))
+	return ctx, opts, func() error {
+		if p := fatal.Load(); p != nil {
+			return *p
+		}
+		return nil
+	}
+}

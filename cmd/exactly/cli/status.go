@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/status"
+	"github.com/exactly-io/exactly/topology"
+)
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("status", "status --topology FILE [--name NAME] [--json]",
+		`Prints, for each stage and sink of a topology file, its consumer group's
+state and members, the partitions each member holds, the last committed
+position and the lag against the last stable offset (the read_committed
+end) of every input partition. Stages are measured from their group's
+committed offsets, sinks from the positions stored in Postgres. It reads
+Kafka and Postgres and changes nothing.
+
+It exits 0 when every group could be read, 1 when any could not (the
+report says why), 2 for bad flags or a bad topology file.
+
+EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
+	path := fs.String("topology", "", "topology file (required)")
+	name := fs.String("name", "", "report only this stage or sink (default: all)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	timeout := fs.Duration("timeout", 15*time.Second, "give up after this long")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "exactly status: --topology FILE is required, and no arguments")
+		fs.Usage()
+		return exitUsage
+	}
+	f, err := topology.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	kopts, ok := kafkaOptions(f, "status", stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly status:", err)
+		return exitFailure
+	}
+	defer cl.Close()
+	var opts []status.Option
+	if *name != "" {
+		opts = append(opts, status.Only(*name))
+	}
+	rep, err := status.Collect(ctx, kadm.NewClient(cl), f, opts...)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly status:", err)
+		return exitFailure
+	}
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly status:", err)
+		return exitFailure
+	}
+	for _, g := range append(rep.Stages, rep.Sinks...) {
+		if len(g.Errors) > 0 {
+			return exitFailure
+		}
+	}
+	return exitOK
+}
+
+// Flags returns the names of the flags of an exactly command ("run",
+// "sink", "status", ...), read from the command's own flag set, so that
+// deployment manifests can be checked against the binary. It returns nil
+// for an unknown command.
+func Flags(command string) []string {
+	var out bytes.Buffer
+	if run(context.Background(), append(strings.Fields(command), "--help"), io.Discard, &out) != exitOK {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(out.String(), "\n") {
+		// flag.PrintDefaults: "  -name type" then an indented usage line.
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			names = append(names, strings.Fields(rest)[0])
+		}
+	}
+	return names
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/exactly-io/exactly/processor/verify"
+	"github.com/exactly-io/exactly/topology"
+)
+
+func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("verify", "verify --topology FILE --event-id FIELD [--json] [--timeout D]",
+		`Audits a topology for exactly-once. It reads every input, output and
+dead-letter topic with isolation.level=read_committed, and every sink table,
+and accounts for each committed input record of each stage: processed (its
+outputs, found by their exactly.source.* lineage headers), dead-lettered,
+filtered (only in stages with a filter, explode or func step), pending (at or
+after the stage's committed group offset, or the sink's stored position), or
+lost. It reports duplicates (an output or dead letter of one source written
+twice, or an event ID more often in a stage's outputs than in its input),
+dead letters by reason, rows missing from or extra in each sink table, and
+every partition where an open transaction holds the last stable offset
+back. Memory stays bounded: records are spilled to temporary files in
+buckets and checked one bucket at a time.
+
+It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
+blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stderr)
+	path := fs.String("topology", "", "topology file (required)")
+	field := fs.String("event-id", "", "the value field holding the event ID, e.g. event_id or order.id (required)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	openWait := fs.Duration("open-txn-wait", 10*time.Second, "how long an open transaction may hold a partition's last stable offset before it is reported")
+	tmp := fs.String("temp-dir", "", "where to spill (default the system temp dir)")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if *path == "" || *field == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "exactly verify: --topology FILE and --event-id FIELD are required, and no arguments")
+		fs.Usage()
+		return exitUsage
+	}
+	f, err := topology.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	kopts, ok := kafkaOptions(f, "verify", stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	rep, err := verify.Run(ctx, verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, TempDir: *tmp, KafkaOptions: kopts})
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly verify:", err)
+		return exitFailure
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintln(stderr, "exactly verify:", err)
+			return exitFailure
+		}
+	} else {
+		printReport(stdout, rep)
+	}
+	if !rep.OK {
+		return exitFailure
+	}
+	return exitOK
+}
+
+func printReport(w io.Writer, rep *verify.Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tpending\tlost\tduplicates\torphans\t")
+	for _, c := range rep.Stages {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.Processed, c.Out, c.DeadLettered,
+			c.Filtered, c.Pending, c.Lost, c.Duplicates+c.EventIDDuplicates+c.OutputAndDeadLetter, c.Orphans)
+	}
+	_ = tw.Flush()
+	if len(rep.Sinks) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(tw, "sink\tin\tdead-lettered\tpending\texpected rows\trows\tmissing\textra\tduplicates\tlost\t")
+		for _, c := range rep.Sinks {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.DeadLettered, c.Pending,
+				c.Expected, c.Rows, c.Missing, c.Extra, c.DuplicateRows, c.Lost+c.Orphans)
+		}
+		_ = tw.Flush()
+	}
+	fmt.Fprintln(w)
+	for _, c := range rep.Stages {
+		if len(c.DeadLettersByReason) > 0 {
+			fmt.Fprintf(w, "dead letters of stage %s: %s\n", c.Name, reasons(c.DeadLettersByReason))
+		}
+		if c.NoLineage > 0 {
+			fmt.Fprintf(w, "stage %s: %d outputs carry no lineage headers and were not accounted for\n", c.Name, c.NoLineage)
+		}
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "  stage %s: %s\n", c.Name, e)
+		}
+	}
+	for _, c := range rep.Sinks {
+		if len(c.DeadLettersByReason) > 0 {
+			fmt.Fprintf(w, "dead letters of sink %s: %s", c.Name, reasons(c.DeadLettersByReason))
+			if c.DeadLetterRepeats > 0 {
+				fmt.Fprintf(w, " (%d repeated: sinks dead-letter at least once)", c.DeadLetterRepeats)
+			}
+			fmt.Fprintln(w)
+		}
+		if c.Note != "" {
+			fmt.Fprintf(w, "sink %s: %s\n", c.Name, c.Note)
+		}
+		for _, e := range c.Examples {
+			fmt.Fprintf(w, "  sink %s: %s\n", c.Name, e)
+		}
+	}
+	blocked := 0
+	for _, p := range rep.Partitions {
+		if p.Blocked {
+			blocked++
+		}
+	}
+	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked)
+	fmt.Fprintf(w, "records read: %d in %s\n", rep.Records, time.Duration(rep.Elapsed).Round(time.Millisecond))
+	if rep.OK {
+		fmt.Fprintln(w, "OK: exactly once (no loss, no duplicate, no open transaction)")
+		return
+	}
+	fmt.Fprintln(w, "FAILED:")
+	for _, p := range rep.Problems {
+		fmt.Fprintln(w, "  "+p)
+	}
+}
+
+func reasons(m map[string]int64) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	parts := make([]string, 0, len(ks))
+	for _, k := range ks {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,578 @@
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+	"gopkg.in/yaml.v3"
+
+	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// object is the part of a Kubernetes object the checks read.
+type object struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Data map[string]string `yaml:"data"` // ConfigMap
+	Spec struct {
+		// StatefulSet
+		ServiceName string `yaml:"serviceName"`
+		Replicas    int    `yaml:"replicas"`
+		Selector    struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec struct {
+				Containers []container `yaml:"containers"`
+				Volumes    []struct {
+					Name      string `yaml:"name"`
+					ConfigMap struct {
+						Name string `yaml:"name"`
+					} `yaml:"configMap"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+		// PodDisruptionBudget
+		MaxUnavailable *int `yaml:"maxUnavailable"`
+		// Service (its selector is a plain map)
+		ClusterIP string `yaml:"clusterIP"`
+		Ports     []struct {
+			Name       string `yaml:"name"`
+			Port       int    `yaml:"port"`
+			TargetPort string `yaml:"targetPort"`
+		} `yaml:"ports"`
+		// ServiceMonitor
+		Endpoints []struct {
+			Port string `yaml:"port"`
+			Path string `yaml:"path"`
+		} `yaml:"endpoints"`
+	} `yaml:"spec"`
+	raw map[string]any
+}
+
+type container struct {
+	Args []string `yaml:"args"`
+	Env  []struct {
+		Name      string `yaml:"name"`
+		ValueFrom struct {
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+	} `yaml:"ports"`
+	LivenessProbe  probe `yaml:"livenessProbe"`
+	ReadinessProbe probe `yaml:"readinessProbe"`
+	VolumeMounts   []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+type probe struct {
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port any    `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+func readObjects(t *testing.T) []object {
+	t.Helper()
+	files, _ := filepath.Glob("kubernetes/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no manifests in kubernetes/")
+	}
+	var objs []object
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		for {
+			var n yaml.Node
+			if err := dec.Decode(&n); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var o object
+			if err := n.Decode(&o); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if err := n.Decode(&o.raw); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if o.Kind == "" || o.APIVersion == "" || o.Metadata.Name == "" && o.Kind != "Kustomization" {
+				t.Errorf("%s: an object without kind, apiVersion or name", f)
+			}
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func byKind(objs []object, kind string) map[string]object {
+	m := map[string]object{}
+	for _, o := range objs {
+		if o.Kind == kind {
+			m[o.Metadata.Name] = o
+		}
+	}
+	return m
+}
+
+// flagArgs splits args of the form --name=value or --name value into a map,
+// and reports flags the command does not have.
+func flagArgs(t *testing.T, where string, args []string) (cmd string, flags map[string]string) {
+	t.Helper()
+	if len(args) == 0 {
+		t.Fatalf("%s: no args", where)
+	}
+	cmd, flags = args[0], map[string]string{}
+	known := cli.Flags(cmd)
+	if known == nil {
+		t.Fatalf("%s: exactly has no command %q", where, cmd)
+	}
+	for i := 1; i < len(args); i++ {
+		name, ok := strings.CutPrefix(args[i], "--")
+		if !ok {
+			t.Errorf("%s: argument %q is not a flag", where, args[i])
+			continue
+		}
+		name, value, hasValue := strings.Cut(name, "=")
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		if !slices.Contains(known, name) {
+			t.Errorf("%s: exactly %s has no flag --%s (it has %v)", where, cmd, name, known)
+		}
+		flags[name] = value
+	}
+	return cmd, flags
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	objs := readObjects(t)
+	configMaps := byKind(objs, "ConfigMap")
+	services := byKind(objs, "Service")
+	pdbs := byKind(objs, "PodDisruptionBudget")
+	monitors := byKind(objs, "ServiceMonitor")
+	sets := byKind(objs, "StatefulSet")
+	if len(sets) == 0 {
+		t.Fatal("no StatefulSet")
+	}
+	for name, ss := range sets {
+		t.Run(name, func(t *testing.T) {
+			spec := ss.Spec
+			if !subset(spec.Selector.MatchLabels, spec.Template.Metadata.Labels) || len(spec.Selector.MatchLabels) == 0 {
+				t.Errorf("selector %v does not select the pod labels %v", spec.Selector.MatchLabels, spec.Template.Metadata.Labels)
+			}
+			if len(spec.Template.Spec.Containers) != 1 {
+				t.Fatalf("want one container, got %d", len(spec.Template.Spec.Containers))
+			}
+			c := spec.Template.Spec.Containers[0]
+			cmd, flags := flagArgs(t, name, c.Args)
+			if cmd != "run" && cmd != "sink" {
+				t.Errorf("command %q: want run or sink", cmd)
+			}
+
+			// The instance ID is the pod name: stable across restarts.
+			if flags["instance-id"] != "$(POD_NAME)" {
+				t.Errorf("--instance-id=%q, want $(POD_NAME)", flags["instance-id"])
+			}
+			podName := false
+			for _, e := range c.Env {
+				podName = podName || e.Name == "POD_NAME" && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name"
+			}
+			if !podName {
+				t.Error("env POD_NAME is not the pod's metadata.name")
+			}
+
+			// Probes and metrics on the port --metrics-addr binds.
+			_, port, err := net.SplitHostPort(flags["metrics-addr"])
+			if err != nil {
+				t.Fatalf("--metrics-addr=%q: %v", flags["metrics-addr"], err)
+			}
+			if host, _, _ := net.SplitHostPort(flags["metrics-addr"]); host != "0.0.0.0" && host != "" {
+				t.Errorf("--metrics-addr host %q: probes from the kubelet cannot reach it", host)
+			}
+			ports := map[string]int{}
+			for _, p := range c.Ports {
+				ports[p.Name] = p.ContainerPort
+			}
+			if got := ports["metrics"]; port != itoa(got) {
+				t.Errorf("container port metrics=%d, --metrics-addr port %s", got, port)
+			}
+			for _, pr := range []struct {
+				name, path string
+				p          probe
+			}{{"liveness", "/healthz", c.LivenessProbe}, {"readiness", "/readyz", c.ReadinessProbe}} {
+				if pr.p.HTTPGet == nil {
+					t.Errorf("%s probe: no httpGet", pr.name)
+					continue
+				}
+				if pr.p.HTTPGet.Path != pr.path {
+					t.Errorf("%s probe path %q, want %q", pr.name, pr.p.HTTPGet.Path, pr.path)
+				}
+				switch p := pr.p.HTTPGet.Port.(type) {
+				case string:
+					if _, ok := ports[p]; !ok || itoa(ports[p]) != port {
+						t.Errorf("%s probe port %q is not the metrics port %s", pr.name, p, port)
+					}
+				case int:
+					if itoa(p) != port {
+						t.Errorf("%s probe port %d is not the metrics port %s", pr.name, p, port)
+					}
+				default:
+					t.Errorf("%s probe port %v", pr.name, p)
+				}
+			}
+
+			// The topology comes from a ConfigMap key, and names the
+			// stage or sink; replicas stay within the partition count.
+			topo := flags["topology"]
+			var cmName string
+			for _, m := range c.VolumeMounts {
+				if rel, ok := strings.CutPrefix(topo, strings.TrimSuffix(m.MountPath, "/")+"/"); ok {
+					for _, v := range spec.Template.Spec.Volumes {
+						if v.Name == m.Name {
+							cmName = v.ConfigMap.Name
+							topo = rel
+						}
+					}
+				}
+			}
+			cm, ok := configMaps[cmName]
+			if !ok || cm.Data[topo] == "" {
+				t.Fatalf("--topology=%s is not a key of a mounted ConfigMap (%q)", flags["topology"], cmName)
+			}
+			f := loadTopology(t, cm.Data[topo])
+			var input string
+			if cmd == "run" {
+				st, ok := f.Stage(flags["stage"])
+				if !ok {
+					t.Fatalf("--stage=%q is not in the topology", flags["stage"])
+				}
+				input = st.Input.Topic
+			} else {
+				sk, ok := f.Sink(flags["sink"])
+				if !ok {
+					t.Fatalf("--sink=%q is not in the topology", flags["sink"])
+				}
+				input = sk.Input.Topic
+			}
+			tp, _ := f.Topic(input)
+			if tp != nil && spec.Replicas > int(tp.Partitions) {
+				t.Errorf("replicas %d above the %d partitions of %s", spec.Replicas, tp.Partitions, input)
+			}
+
+			// Its Service, PodDisruptionBudget and ServiceMonitor.
+			svc, ok := services[spec.ServiceName]
+			if !ok {
+				t.Fatalf("serviceName %q: no such Service", spec.ServiceName)
+			}
+			sel, _ := svc.raw["spec"].(map[string]any)["selector"].(map[string]any)
+			if len(sel) == 0 || !subset(strmap(sel), spec.Template.Metadata.Labels) {
+				t.Errorf("Service %s selector %v does not select the pods", svc.Metadata.Name, sel)
+			}
+			if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != "metrics" {
+				t.Errorf("Service %s ports %+v: want one with targetPort metrics", svc.Metadata.Name, svc.Spec.Ports)
+			}
+			pdbOK := false
+			for _, pdb := range pdbs {
+				if len(pdb.Spec.Selector.MatchLabels) > 0 && subset(pdb.Spec.Selector.MatchLabels, spec.Template.Metadata.Labels) {
+					pdbOK = pdb.Spec.MaxUnavailable != nil && *pdb.Spec.MaxUnavailable == 1
+				}
+			}
+			if !pdbOK {
+				t.Error("no PodDisruptionBudget with maxUnavailable 1 selects the pods")
+			}
+			smOK := false
+			for _, sm := range monitors {
+				if len(sm.Spec.Selector.MatchLabels) > 0 && subset(sm.Spec.Selector.MatchLabels, svc.Metadata.Labels) {
+					for _, e := range sm.Spec.Endpoints {
+						smOK = smOK || e.Port == svc.Spec.Ports[0].Name && e.Path == "/metrics"
+					}
+				}
+			}
+			if !smOK {
+				t.Error("no ServiceMonitor scrapes /metrics on the Service's port")
+			}
+		})
+	}
+}
+
+func loadTopology(t *testing.T, src string) *topology.File {
+	t.Helper()
+	t.Setenv("PG_DSN", "postgres://u:p@db/x")
+	path := filepath.Join(t.TempDir(), "topology.yaml")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Load(path)
+	if err != nil {
+		t.Fatalf("the ConfigMap's topology: %v", err)
+	}
+	return f
+}
+
+func TestSystemdUnits(t *testing.T) {
+	units, _ := filepath.Glob("systemd/*.service")
+	if len(units) == 0 {
+		t.Fatal("no units")
+	}
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var execs []string
+		keys := map[string]string{}
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+				keys[k] = v
+				if k == "ExecStart" {
+					execs = append(execs, v)
+				}
+			}
+		}
+		if len(execs) != 1 {
+			t.Errorf("%s: %d ExecStart lines, want 1", u, len(execs))
+			continue
+		}
+		args := strings.Fields(execs[0])
+		if filepath.Base(args[0]) != "exactly" {
+			t.Errorf("%s: ExecStart runs %s", u, args[0])
+		}
+		_, flags := flagArgs(t, u, args[1:])
+		for _, f := range []string{"topology", "instance-id", "metrics-addr"} {
+			if flags[f] == "" {
+				t.Errorf("%s: no --%s", u, f)
+			}
+		}
+		if keys["KillSignal"] != "SIGTERM" || keys["Restart"] != "on-failure" {
+			t.Errorf("%s: KillSignal=%s Restart=%s, want SIGTERM and on-failure", u, keys["KillSignal"], keys["Restart"])
+		}
+	}
+}
+
+// exportedMetrics returns every metric name the binary exports: the stage
+// and sink collectors plus the Go and process collectors that the CLI
+// registers, with a series in each vector so that Gather shows it;
+// histograms and summaries are expanded into their _bucket, _sum and
+// _count series.
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	rec := &recorder{}
+	if _, err := processor.NewMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgsink.NewMetrics(rec); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, c := range rec.cs {
+		touch(t, c)
+		reg.MustRegister(c)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		n := mf.GetName()
+		switch mf.GetType() {
+		case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+			names[n+"_bucket"], names[n+"_sum"], names[n+"_count"] = true, true, true
+		case dto.MetricType_SUMMARY:
+			names[n], names[n+"_sum"], names[n+"_count"] = true, true, true
+		default:
+			names[n] = true
+		}
+	}
+	for _, want := range []string{"exactly_stage_records_consumed_total", "exactly_sink_rows_written_total", "exactly_sink_batch_duration_seconds_bucket"} {
+		if !names[want] {
+			t.Fatalf("gathered names lack %s: %v", want, slices.Sorted(maps.Keys(names)))
+		}
+	}
+	return names
+}
+
+type recorder struct{ cs []prometheus.Collector }
+
+func (r *recorder) Register(c prometheus.Collector) error   { r.cs = append(r.cs, c); return nil }
+func (r *recorder) MustRegister(cs ...prometheus.Collector) { r.cs = append(r.cs, cs...) }
+func (r *recorder) Unregister(prometheus.Collector) bool    { return false }
+
+// touch creates one series in a vector, trying label counts until the
+// vector accepts one.
+func touch(t *testing.T, c prometheus.Collector) {
+	for n := range 8 {
+		lvs := make([]string, n)
+		var err error
+		switch v := c.(type) {
+		case *prometheus.CounterVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.GaugeVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.HistogramVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.SummaryVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		default:
+			return
+		}
+		if err == nil {
+			return
+		}
+	}
+	t.Fatalf("cannot make a series of %T", c)
+}
+
+var (
+	// A metric name in PromQL: an identifier not followed by "(" (a
+	// function) and not inside a label matcher or by/without clause.
+	labelSets  = regexp.MustCompile(`\{[^}]*\}|\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)|\[[^\]]*\]|"[^"]*"`)
+	identifier = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*`)
+	promqlWord = map[string]bool{
+		"sum": true, "rate": true, "increase": true, "max": true, "min": true, "avg": true, "count": true,
+		"histogram_quantile": true, "time": true, "by": true, "without": true, "and": true, "or": true,
+		"unless": true, "offset": true, "irate": true, "delta": true, "topk": true, "bottomk": true,
+		"label_values": true, "clamp_min": true, "abs": true, "le": true,
+	}
+)
+
+// metricNames returns the metric names a PromQL expression reads.
+func metricNames(expr string) []string {
+	var out []string
+	stripped := labelSets.ReplaceAllString(expr, " ")
+	for _, loc := range identifier.FindAllStringIndex(stripped, -1) {
+		word := stripped[loc[0]:loc[1]]
+		rest := strings.TrimLeft(stripped[loc[1]:], " ")
+		if promqlWord[word] || strings.HasPrefix(rest, "(") || isNumber(word) {
+			continue
+		}
+		out = append(out, word)
+	}
+	return out
+}
+
+func isNumber(s string) bool { return strings.Trim(s, "0123456789.e") == "" }
+
+func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
+	exported := exportedMetrics(t)
+	b, err := os.ReadFile("grafana/exactly.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if m := regexp.MustCompile(`label_values\(([a-zA-Z_:][a-zA-Z0-9_:]*)`).FindStringSubmatch(v.Definition); m != nil {
+			exprs = append(exprs, m[1])
+		}
+	}
+	if len(exprs) < 10 {
+		t.Fatalf("only %d queries", len(exprs))
+	}
+	used := map[string]bool{}
+	for _, e := range exprs {
+		names := metricNames(e)
+		if len(names) == 0 {
+			t.Errorf("query names no metric: %s", e)
+		}
+		for _, n := range names {
+			used[n] = true
+			if !exported[n] {
+				t.Errorf("query uses %s, which the binary does not export: %s", n, e)
+			}
+		}
+	}
+	// Every exactly metric family is on the dashboard somewhere.
+	for n := range exported {
+		base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(n, "_bucket"), "_sum"), "_count")
+		if strings.HasPrefix(n, "exactly_") && !used[n] && !used[base+"_bucket"] && !used[base+"_sum"] && !used[base] {
+			t.Errorf("%s is exported but not on the dashboard", n)
+		}
+	}
+}
+
+func TestMetricNames(t *testing.T) {
+	got := metricNames(`histogram_quantile(0.99, sum by (stage, le) (rate(exactly_stage_transaction_duration_seconds_bucket{stage=~"$stage"}[$__rate_interval]))) / time() - up{job="x"}`)
+	want := []string{"exactly_stage_transaction_duration_seconds_bucket", "up"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func subset(sub, super map[string]string) bool {
+	for k, v := range sub {
+		if super[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func strmap(m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		s, _ := v.(string)
+		out[k] = s
+	}
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

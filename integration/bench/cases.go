@@ -1,0 +1,226 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Case names, as they appear in the table and the JSON.
+const (
+	caseFill       = "fill (franz-go, acks=all)"
+	caseProduce    = "limit: ProducerPerformance acks=all"
+	caseConsume    = "limit: ConsumerPerformance"
+	caseALOSPass   = "exactly ALOS pass-through"
+	caseALOSCEL    = "exactly ALOS 3-step CEL"
+	caseEOSPass    = "exactly EOS pass-through"
+	caseEOSCEL     = "exactly EOS 3-step CEL"
+	caseKSPass     = "Kafka Streams EOSv2 pass-through"
+	caseKSCEL      = "Kafka Streams EOSv2 3-step JSON"
+	caseSink       = "exactly sink -> Postgres"
+	caseCopy       = "plain COPY -> Postgres"
+	commitInterval = 100 * time.Millisecond
+)
+
+// celSteps is the 3-step transform of the CEL cases; the Kafka Streams
+// peer's "cel" mode does the same in Java.
+const celSteps = `    transform:
+      - filter: 'value.amount >= 0'
+      - set: { tier: 'value.amount > 500 ? "gold" : "std"', total_cents: 'value.amount * 100' }
+      - drop: [internal]
+`
+
+type runner struct {
+	cfg     config
+	k       *kafka
+	rep     *report
+	bin     string // exactly
+	dir     string // this run's logs and topology files
+	input   string
+	total   int64 // input end offsets
+	hasALOS bool
+}
+
+func run(ctx context.Context, cfg config) (*report, error) {
+	rep := newReport(cfg)
+	k, err := newKafka(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.keep {
+		defer k.cleanup()
+	}
+	r := &runner{cfg: cfg, k: k, rep: rep, dir: filepath.Join(cfg.out, "run-"+k.run)}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	logf("run %s: %d records x %d B, %d partitions; logs in %s", k.run, cfg.records, recordSize, cfg.partitions, r.dir)
+
+	if cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["latency"] || cfg.cases["sink"] {
+		if err := r.buildExactly(ctx); err != nil {
+			return rep, err
+		}
+	}
+	if r.input, err = k.topic(ctx, "in", 0); err != nil {
+		return rep, err
+	}
+	logf("filling %s", r.input)
+	fill, err := k.fill(ctx, r.input, cfg.records)
+	if err != nil {
+		return rep, err
+	}
+	if r.total, err = k.endSum(ctx, r.input); err != nil {
+		return rep, err
+	}
+	rep.add(caseResult{Name: caseFill, Group: "limit", Records: int64(cfg.records), RecordsPerS: fill,
+		Note: "the harness's own producer writing the input (includes client start)"})
+
+	steps := []struct {
+		group string
+		fn    func(context.Context) error
+	}{
+		{"limit", r.limits},
+		{"alos", r.alos},
+		{"eos", r.eos},
+		{"kstreams", r.kstreams},
+		{"latency", r.latency},
+		{"sink", r.sink},
+	}
+	for _, s := range steps {
+		if !cfg.cases[s.group] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if err := s.fn(ctx); err != nil {
+			// A case that cannot run at all is reported; the others go on.
+			logf("%s: %v", s.group, err)
+			rep.Errors = append(rep.Errors, fmt.Sprintf("%s: %v", s.group, err))
+		}
+	}
+	rep.finish()
+	return rep, nil
+}
+
+func (r *runner) buildExactly(ctx context.Context) error {
+	if r.cfg.exactlyBin != "" {
+		r.bin = r.cfg.exactlyBin
+	} else {
+		r.bin = filepath.Join(r.dir, "exactly")
+		logf("go build -o %s ./cmd/exactly", r.bin)
+		b := exec.CommandContext(ctx, "go", "build", "-o", r.bin, "./cmd/exactly")
+		b.Dir, b.Stdout, b.Stderr = r.cfg.root, os.Stderr, os.Stderr
+		if err := b.Run(); err != nil {
+			return fmt.Errorf("build exactly: %w", err)
+		}
+	}
+	// The at-least-once mode is measured where the binary has it.
+	help, _ := exec.CommandContext(ctx, r.bin, "run", "--help").CombinedOutput()
+	r.hasALOS = strings.Contains(string(help), "-guarantee")
+	return nil
+}
+
+func (r *runner) brokersYAML() string {
+	var qs []string
+	for _, b := range strings.Split(r.cfg.brokers, ",") {
+		qs = append(qs, fmt.Sprintf("%q", strings.TrimSpace(b)))
+	}
+	return "[" + strings.Join(qs, ", ") + "]"
+}
+
+// stageTopology writes the topology of one stage, in -> out, and returns
+// its path and the stage name.
+func (r *runner) stageTopology(name, in, out, dlq string, cel bool) (string, string, error) {
+	stage := r.k.name(name)
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: %s\ntopics:\n", r.brokersYAML())
+	fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
+		in, r.cfg.partitions, out, r.cfg.partitions, dlq)
+	fmt.Fprintf(&b, "stages:\n  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n", stage, in, out)
+	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: 10000 }\n", dlq, commitInterval)
+	if cel {
+		b.WriteString(celSteps)
+	}
+	path := filepath.Join(r.dir, name+".yaml")
+	return path, stage, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// startStage starts `exactly run` on a new output topic of in.
+func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guarantee string) (*proc, string, error) {
+	out, err := r.k.topic(ctx, name+"_out", 0)
+	if err != nil {
+		return nil, "", err
+	}
+	dlq, err := r.k.topic(ctx, name+"_dlq", 1)
+	if err != nil {
+		return nil, "", err
+	}
+	path, stage, err := r.stageTopology(name, in, out, dlq, cel)
+	if err != nil {
+		return nil, "", err
+	}
+	group := r.k.group("exactly-" + stage)
+	args := []string{"run", "--topology", path, "--instance-id", "b1", "--metrics-addr", "", "--log-level", "warn"}
+	if guarantee != "" {
+		args = append(args, "--guarantee", guarantee)
+	}
+	p, err := startProc(r.dir, name, nil, r.bin, args...)
+	return p, group, err
+}
+
+// stageCase runs one exactly stage over the whole input.
+func (r *runner) stageCase(ctx context.Context, label, name string, cel bool, guarantee string) {
+	res := caseResult{Name: label, Group: strings.SplitN(name, "_", 2)[0], Records: r.total}
+	defer func() { r.rep.add(res) }()
+	logf("%s", label)
+	p, group, err := r.startStage(ctx, name, r.input, cel, guarantee)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	m, werr := watch(ctx, r.k.groupProgress(group, r.input), r.total, p, r.k.timeoutFor())
+	u, perr := p.stop()
+	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
+	if errors.Is(werr, errExited) {
+		werr = p.failure()
+	}
+	if werr != nil {
+		res.Error = werr.Error()
+		return
+	}
+	if perr != nil {
+		res.Note = fmt.Sprintf("exit: %v", perr)
+	}
+	res.RecordsPerS = m.rate()
+	res.WallS = m.last.Sub(p.started).Seconds()
+}
+
+func (r *runner) alos(ctx context.Context) error {
+	if !r.hasALOS {
+		for _, l := range []string{caseALOSPass, caseALOSCEL} {
+			r.rep.add(caseResult{Name: l, Group: "alos", Error: "skipped: this exactly has no --guarantee flag yet"})
+		}
+		return nil
+	}
+	r.stageCase(ctx, caseALOSPass, "alos_pass", false, "at-least-once")
+	r.stageCase(ctx, caseALOSCEL, "alos_cel", true, "at-least-once")
+	return nil
+}
+
+func (r *runner) eos(ctx context.Context) error {
+	g := ""
+	if r.hasALOS {
+		g = "exactly-once"
+	}
+	r.stageCase(ctx, caseEOSPass, "eos_pass", false, g)
+	r.stageCase(ctx, caseEOSCEL, "eos_cel", true, g)
+	return nil
+}

@@ -1,0 +1,143 @@
+//go:build integration
+
+// Command bench measures exactly against the broker's own limit, its own
+// at-least-once mode, Kafka Streams' exactly_once_v2 and a plain Postgres
+// COPY, side by side in one run on the same real broker (issue 8). Every
+// stage case reads the same input topic (1 KiB JSON records) into its own
+// output topic of the same shape, with a 100 ms commit interval.
+//
+//	source /tmp/exactly-local/env   # deploy/local/up.sh
+//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3]
+//
+// It prints a table and writes results/<time>.json and .png (and
+// latest.json, latest.png) under -out. exactly runs as a subprocess built
+// from this module, so its peak RSS (getrusage of the child) is its own.
+// Throughput is steady state: records committed from the first committed
+// offsets of the consumer group (or, for the sink, the first stored
+// position) to the last, over that time; startup and group join are
+// excluded for every case alike, and reported apart as wall time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	brokers, pgDSN, kafkaLibs string
+	records, partitions       int
+	latencyFor                time.Duration
+	latencyRate               int
+	ksHeap                    string
+	out                       string
+	keep                      bool
+	cases                     map[string]bool
+	exactlyBin                string
+	root                      string // module root
+}
+
+// allCases are the case groups of -cases, in run order.
+var allCases = []string{"limit", "alos", "eos", "kstreams", "latency", "sink"}
+
+func main() {
+	var cfg config
+	var cases string
+	flag.IntVar(&cfg.records, "records", 200_000, "input records (1 KiB JSON each) for every throughput case")
+	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the input and output topics")
+	flag.DurationVar(&cfg.latencyFor, "latency-for", 15*time.Second, "how long the latency case produces")
+	flag.IntVar(&cfg.latencyRate, "latency-rate", 0, "records/s of the latency case (0: 50% of the measured exactly-once max)")
+	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
+	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the topics, groups and tables the run created")
+	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "case groups to run: "+strings.Join(allCases, ","))
+	flag.StringVar(&cfg.exactlyBin, "exactly", "", "exactly binary to measure (default: go build ./cmd/exactly)")
+	flag.Parse()
+
+	cfg.brokers = os.Getenv("EXACTLY_BROKERS")
+	cfg.pgDSN = os.Getenv("PG_DSN")
+	cfg.kafkaLibs = os.Getenv("KAFKA_LIBS")
+	if cfg.brokers == "" || cfg.kafkaLibs == "" {
+		fatalf("EXACTLY_BROKERS and KAFKA_LIBS must be set: start the services with deploy/local/up.sh and source /tmp/exactly-local/env")
+	}
+	cfg.cases = map[string]bool{}
+	for _, c := range strings.Split(cases, ",") {
+		c = strings.TrimSpace(c)
+		if c == "" {
+			continue
+		}
+		if !contains(allCases, c) {
+			fatalf("-cases: unknown case %q (want some of %s)", c, strings.Join(allCases, ","))
+		}
+		cfg.cases[c] = true
+	}
+	if cfg.cases["sink"] && cfg.pgDSN == "" {
+		fatalf("PG_DSN must be set for the sink case (or leave it out of -cases)")
+	}
+	if cfg.records < 1000 || cfg.partitions < 1 {
+		fatalf("-records must be at least 1000 and -partitions at least 1")
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	cfg.root = root
+	if !filepath.IsAbs(cfg.out) {
+		cfg.out = filepath.Join(root, cfg.out)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := run(ctx, cfg)
+	if rep != nil {
+		rep.print(os.Stdout)
+		if werr := rep.write(cfg.out); werr != nil {
+			fmt.Fprintln(os.Stderr, "bench: write results:", werr)
+		}
+	}
+	if err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if x == y {
+			return true
+		}
+	}
+	return false
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+// moduleRoot is the directory of the go.mod above the working directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory: run from the exactly module")
+		}
+		dir = parent
+	}
+}

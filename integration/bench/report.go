@@ -1,0 +1,280 @@
+//go:build integration
+
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+type caseResult struct {
+	Name        string  `json:"name"`
+	Group       string  `json:"group"` // limit, alos, eos, kstreams, sink
+	Records     int64   `json:"records"`
+	RecordsPerS float64 `json:"records_per_s"`          // steady state
+	WallS       float64 `json:"wall_s,omitempty"`       // process start to the last record committed
+	PeakRSSMiB  float64 `json:"peak_rss_mib,omitempty"` // getrusage ru_maxrss of the child
+	CPUS        float64 `json:"cpu_s,omitempty"`        // user+system CPU of the child
+	Note        string  `json:"note,omitempty"`
+	Error       string  `json:"error,omitempty"`
+}
+
+func (c caseResult) mbPerS() float64 { return c.RecordsPerS * recordSize / (1 << 20) }
+
+type machine struct {
+	CPU      string  `json:"cpu"`
+	Cores    int     `json:"cores"`
+	MemGiB   float64 `json:"mem_gib"`
+	Kernel   string  `json:"kernel"`
+	Go       string  `json:"go"`
+	Java     string  `json:"java"`
+	Kafka    string  `json:"kafka"`
+	Postgres string  `json:"postgres,omitempty"`
+}
+
+type ratio struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+}
+
+type target struct {
+	Name   string `json:"name"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Status string `json:"status"` // met, missed, n/a
+}
+
+type report struct {
+	Started       time.Time      `json:"started"`
+	Machine       machine        `json:"machine"`
+	Params        map[string]any `json:"params"`
+	Cases         []caseResult   `json:"cases"`
+	Latency       *latencyResult `json:"latency,omitempty"`
+	Ratios        []ratio        `json:"ratios"`
+	Targets       []target       `json:"targets"`
+	KStreamsBuild string         `json:"kstreams_build,omitempty"`
+	Errors        []string       `json:"errors,omitempty"`
+}
+
+func newReport(cfg config) *report {
+	return &report{
+		Started: time.Now().UTC(),
+		Machine: machineInfo(cfg),
+		Params: map[string]any{
+			"records": cfg.records, "record_bytes": recordSize, "partitions": cfg.partitions,
+			"commit_interval": commitInterval.String(), "latency_for": cfg.latencyFor.String(),
+			"kstreams_heap": cfg.ksHeap, "instances": 1,
+		},
+	}
+}
+
+func (r *report) add(c caseResult) { r.Cases = append(r.Cases, c) }
+
+// rate is a case's steady-state rate, 0 if it did not run or failed.
+func (r *report) rate(name string) float64 {
+	for _, c := range r.Cases {
+		if c.Name == name && c.Error == "" {
+			return c.RecordsPerS
+		}
+	}
+	return 0
+}
+
+func machineInfo(cfg config) machine {
+	m := machine{Cores: runtime.NumCPU(), Go: runtime.Version()}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if k, v, ok := strings.Cut(s.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %f kB", &kb); err == nil {
+			m.MemGiB = kb / (1 << 20)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if out, err := exec.Command("java", "-version").CombinedOutput(); err == nil {
+		m.Java, _, _ = strings.Cut(string(out), "\n")
+	}
+	// KAFKA_LIBS is .../kafka-<version>/libs (deploy/local/kafka.sh).
+	m.Kafka = strings.TrimPrefix(filepath.Base(filepath.Dir(cfg.kafkaLibs)), "kafka-")
+	return m
+}
+
+// finish computes the ratios and the target status.
+func (r *report) finish() {
+	div := func(a, b float64) float64 {
+		if a == 0 || b == 0 {
+			return 0
+		}
+		return a / b
+	}
+	eosPass, eosCEL := r.rate(caseEOSPass), r.rate(caseEOSCEL)
+	alosPass, alosCEL := r.rate(caseALOSPass), r.rate(caseALOSCEL)
+	ksPass, ksCEL := r.rate(caseKSPass), r.rate(caseKSCEL)
+	prod, cons := r.rate(caseProduce), r.rate(caseConsume)
+	sink, cp := r.rate(caseSink), r.rate(caseCopy)
+	for _, x := range []ratio{
+		{"EOS/ALOS pass-through", div(eosPass, alosPass)},
+		{"EOS/ALOS 3-step CEL", div(eosCEL, alosCEL)},
+		{"exactly/Kafka Streams pass-through", div(eosPass, ksPass)},
+		{"exactly/Kafka Streams 3-step", div(eosCEL, ksCEL)},
+		{"exactly EOS pass-through/produce limit", div(eosPass, prod)},
+		{"exactly EOS pass-through/consume limit", div(eosPass, cons)},
+		{"exactly EOS 3-step CEL/produce limit", div(eosCEL, prod)},
+		{"sink/COPY", div(sink, cp)},
+	} {
+		if x.Value != 0 {
+			r.Ratios = append(r.Ratios, x)
+		}
+	}
+
+	atLeast := func(want float64, got ...float64) target {
+		t := target{Want: fmt.Sprintf(">= %.2f", want)}
+		lo := 0.0
+		for i, g := range got {
+			if g == 0 {
+				t.Got, t.Status = "not measured", "n/a"
+				return t
+			}
+			if i == 0 || g < lo {
+				lo = g
+			}
+		}
+		t.Got = fmt.Sprintf("%.2f", lo)
+		t.Status = status(lo >= want)
+		return t
+	}
+	t := atLeast(0.9, div(eosPass, alosPass), div(eosCEL, alosCEL))
+	t.Name = "EOS >= 0.9 x ALOS (worse of pass-through and CEL)"
+	r.Targets = append(r.Targets, t)
+	t = atLeast(1.5, div(eosPass, ksPass), div(eosCEL, ksCEL))
+	t.Name = "EOS >= 1.5 x Kafka Streams EOSv2 (worse of the two)"
+	r.Targets = append(r.Targets, t)
+
+	lt := target{Name: "p99 latency at 50% load <= commit interval + 100 ms", Want: fmt.Sprintf("<= %d ms", (commitInterval + 100*time.Millisecond).Milliseconds()), Got: "not measured", Status: "n/a"}
+	if l := r.Latency; l != nil && l.Error == "" && l.Received > 0 {
+		lt.Got = fmt.Sprintf("%.0f ms", l.P99ms)
+		lt.Status = status(l.P99ms <= float64((commitInterval + 100*time.Millisecond).Milliseconds()))
+	}
+	r.Targets = append(r.Targets, lt)
+	t = atLeast(0.6, div(sink, cp))
+	t.Name = "sink >= 0.6 x COPY"
+	r.Targets = append(r.Targets, t)
+
+	rss := target{Name: "exactly peak RSS <= 200 MiB (max over its cases)", Want: "<= 200 MiB", Got: "not measured", Status: "n/a"}
+	peak := 0.0
+	for _, c := range r.Cases {
+		if c.Group != "kstreams" && c.PeakRSSMiB > peak {
+			peak = c.PeakRSSMiB
+		}
+	}
+	if r.Latency != nil && r.Latency.PeakRSSMiB > peak {
+		peak = r.Latency.PeakRSSMiB
+	}
+	if peak > 0 {
+		rss.Got, rss.Status = fmt.Sprintf("%.0f MiB", peak), status(peak <= 200)
+	}
+	r.Targets = append(r.Targets, rss)
+}
+
+func status(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func (r *report) print(w io.Writer) {
+	m := r.Machine
+	fmt.Fprintf(w, "\nexactly bench, %s: %d cores (%s), %.0f GiB, Linux %s, %s, Kafka %s, Postgres %s\n",
+		r.Started.Format("2006-01-02 15:04 UTC"), m.Cores, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Kafka, m.Postgres)
+	fmt.Fprintf(w, "%v records x %d B JSON, %v partitions, commit interval %s, one instance each\n\n",
+		r.Params["records"], recordSize, r.Params["partitions"], commitInterval)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\trecords/s\tMiB/s\twall s\tpeak RSS MiB\tCPU s\t")
+	for _, c := range r.Cases {
+		if c.Error != "" {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t  %s\n", c.Name, c.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%s\t%s\t%s\t\n", c.Name, c.RecordsPerS, c.mbPerS(),
+			opt(c.WallS, "%.1f"), opt(c.PeakRSSMiB, "%.0f"), opt(c.CPUS, "%.1f"))
+	}
+	tw.Flush()
+	if l := r.Latency; l != nil {
+		fmt.Fprintf(w, "\nlatency, %s at %d records/s (achieved %.0f), %d of %d received: p50 %.0f ms, p99 %.0f ms, max %.0f ms, peak RSS %.0f MiB",
+			l.Case, l.TargetRate, l.Rate, l.Received, l.Records, l.P50ms, l.P99ms, l.MaxMs, l.PeakRSSMiB)
+		if l.Error != "" {
+			fmt.Fprintf(w, " (%s)", l.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "\nratios:")
+	for _, x := range r.Ratios {
+		fmt.Fprintf(w, "  %-42s %.2f\n", x.Name, x.Value)
+	}
+	fmt.Fprintln(w, "\ntargets:")
+	for _, t := range r.Targets {
+		fmt.Fprintf(w, "  %-58s want %-10s got %-14s %s\n", t.Name, t.Want, t.Got, t.Status)
+	}
+	if r.KStreamsBuild != "" {
+		fmt.Fprintf(w, "\nKafka Streams peer: %s\n", r.KStreamsBuild)
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+}
+
+func opt(v float64, format string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// write saves <time>.json and .png, and copies them to latest.json and
+// latest.png.
+func (r *report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	stamp := r.Started.Format("20060102-150405")
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	jsonPath := filepath.Join(dir, stamp+".json")
+	for _, p := range []string{jsonPath, filepath.Join(dir, "latest.json")} {
+		if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	pngPath := filepath.Join(dir, stamp+".png")
+	if err := r.plot(pngPath); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	png, err := os.ReadFile(pngPath)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "latest.png"), png, 0o644)
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s and %s\n", jsonPath, pngPath)
+	return err
+}

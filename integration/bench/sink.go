@@ -1,0 +1,142 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// sink loads the input topic into Postgres with `exactly sink` (event_id
+// text primary key, body jsonb, exactly once), then loads the same rows
+// into a table of the same shape with one plain COPY, as
+// integration/sink_bench_test.go's BenchmarkSinkVsCopy does.
+func (r *runner) sink(ctx context.Context) error {
+	pool, err := pgxpool.New(ctx, r.cfg.pgDSN)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer pool.Close()
+	sinkSchema, copySchema := r.k.name("sink"), r.k.name("copy")
+	if !r.cfg.keep {
+		defer func() {
+			for _, s := range []string{sinkSchema, copySchema} {
+				if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
+					logf("drop schema %s: %v", s, err)
+				}
+			}
+		}()
+	}
+	var version string
+	if err := pool.QueryRow(ctx, "SHOW server_version").Scan(&version); err == nil {
+		r.rep.Machine.Postgres = version
+	}
+
+	r.sinkCase(ctx, pool, sinkSchema)
+	r.copyCase(ctx, pool, copySchema)
+	return nil
+}
+
+func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
+	res := caseResult{Name: caseSink, Group: "sink", Records: r.total, Note: "1 instance, commit 100ms, default max_records"}
+	defer func() { r.rep.add(res) }()
+	logf("%s", caseSink)
+	dlq, err := r.k.topic(ctx, "sink_dlq", 1)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	name := r.k.name("sink")
+	r.k.group("exactly-sink-" + name)
+	table, positions := schema+".events", schema+".positions"
+	yaml := fmt.Sprintf(`version: 1
+kafka:
+  brokers: %s
+topics:
+  - { name: %s, partitions: %d }
+  - { name: %s, partitions: 1 }
+sinks:
+  - name: %s
+    input: { topic: %s, format: json }
+    dead_letter: { topic: %s }
+    postgres:
+      dsn: ${PG_DSN}
+      table: %s
+      positions_table: %s
+      event_id: event_id
+      columns: { event_id: event_id, body: $value }
+    commit: { interval: %s }
+`, r.brokersYAML(), r.input, r.cfg.partitions, dlq, name, r.input, dlq, table, positions, commitInterval)
+	path := filepath.Join(r.dir, "sink.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+		res.Error = err.Error()
+		return
+	}
+	p, err := startProc(r.dir, "sink", nil, r.bin, "sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn")
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	q := "SELECT coalesce(sum(next_offset), 0) FROM " + pgx.Identifier{schema, "positions"}.Sanitize() + " WHERE topic = $1"
+	progress := func(ctx context.Context) (int64, error) {
+		var n int64
+		err := pool.QueryRow(ctx, q, r.input).Scan(&n)
+		return n, err
+	}
+	m, werr := watch(ctx, progress, r.total, p, r.k.timeoutFor())
+	u, perr := p.stop()
+	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
+	if errors.Is(werr, errExited) {
+		werr = p.failure()
+	}
+	if werr != nil {
+		res.Error = werr.Error()
+		return
+	}
+	if perr != nil {
+		res.Note += fmt.Sprintf("; exit: %v", perr)
+	}
+	var rows int64
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "events"}.Sanitize()).Scan(&rows); err != nil || rows != r.total {
+		res.Error = fmt.Sprintf("table has %d rows, want %d (%v)", rows, r.total, err)
+		return
+	}
+	res.RecordsPerS = m.rate()
+	res.WallS = m.last.Sub(p.started).Seconds()
+}
+
+func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
+	res := caseResult{Name: caseCopy, Group: "sink", Records: r.total, Note: "one pgx CopyFrom of the same rows, rows prepared in memory"}
+	defer func() { r.rep.add(res) }()
+	logf("%s", caseCopy)
+	tbl := pgx.Identifier{schema, "events"}
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + tbl.Sanitize() + " (event_id text PRIMARY KEY, body jsonb)",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			res.Error = err.Error()
+			return
+		}
+	}
+	rows := make([][]any, r.total)
+	for i := range rows {
+		rows[i] = []any{eventID(i), value(i)}
+	}
+	start := time.Now()
+	n, err := pool.CopyFrom(ctx, tbl, []string{"event_id", "body"}, pgx.CopyFromRows(rows))
+	elapsed := time.Since(start)
+	if err != nil || n != r.total {
+		res.Error = fmt.Sprintf("copy: %d rows, %v", n, err)
+		return
+	}
+	res.RecordsPerS = float64(n) / elapsed.Seconds()
+	res.WallS = elapsed.Seconds()
+}

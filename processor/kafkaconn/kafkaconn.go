@@ -1,0 +1,148 @@
+// Package kafkaconn turns the kafka settings of a topology file into
+// franz-go client options. Every Kafka client exactly makes (stage
+// sessions, sinks, admin commands, audits) is built from Options, so that
+// TLS and SASL apply to all of them alike.
+package kafkaconn
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// Options returns the client options for k: seed brokers, client ID, TLS
+// and SASL. It reads the files k names (CA, client certificate, password
+// file) now, so a missing or unreadable one fails here, before any dial.
+// Errors name the field and the file, never a password.
+func Options(k topology.Kafka) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
+	if k.ClientID != "" {
+		opts = append(opts, kgo.ClientID(k.ClientID))
+	}
+	if k.TLS.Enabled {
+		cfg, err := TLSConfig(k.TLS)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if k.SASL.Mechanism != "" {
+		m, err := mechanism(k.SASL)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// TLSConfig returns the client TLS configuration of t. franz-go sets
+// ServerName to each broker's host when it is empty here.
+func TLSConfig(t topology.TLS) (*tls.Config, error) {
+	cfg := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         t.ServerName,
+		InsecureSkipVerify: t.InsecureSkipVerify, //nolint:gosec // opt-in, and validate warns about it
+	}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("kafka.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("kafka.tls.ca_file: no PEM certificate in %s", t.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if t.CertFile != "" || t.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			// The error of LoadX509KeyPair never quotes the key itself.
+			return nil, fmt.Errorf("kafka.tls.cert_file and key_file (%s, %s): %w", t.CertFile, t.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+func mechanism(s topology.SASL) (sasl.Mechanism, error) {
+	pass := string(s.Password)
+	if s.PasswordFile != "" {
+		var err error
+		if pass, err = ReadSecretFile(s.PasswordFile); err != nil {
+			return nil, fmt.Errorf("kafka.sasl.password_file: %w", err)
+		}
+	}
+	switch strings.ToUpper(s.Mechanism) {
+	case topology.MechanismPlain:
+		return plain.Auth{User: s.Username, Pass: pass}.AsMechanism(), nil
+	case topology.MechanismScramSHA256:
+		return scram.Auth{User: s.Username, Pass: pass}.AsSha256Mechanism(), nil
+	case topology.MechanismScramSHA512:
+		return scram.Auth{User: s.Username, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown mechanism %q", s.Mechanism)
+}
+
+// ReadSecretFile returns the content of a secret file (a password, say),
+// without one trailing newline. An empty file is an error.
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if s == "" {
+		return "", errors.New("empty secret file " + path)
+	}
+	return s, nil
+}
+
+// IsAuthError reports whether err is a connection failure that retrying
+// cannot mend: the broker refused the SASL credentials or mechanism
+// (KIP-152 SaslAuthenticate), or its certificate failed verification.
+func IsAuthError(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState) ||
+		processor.IsCertificateError(err)
+}
+
+// FatalHook returns a client hook that calls fatal, once, with the first
+// connection error for which IsAuthError is true. franz-go retries such
+// connections for as long as a client lives and only logs them, so that a
+// stage with a wrong password would otherwise retry forever instead of
+// failing; give the hook to every long-lived client and stop on fatal.
+func FatalHook(fatal func(error)) kgo.Hook {
+	return &fatalHook{fatal: fatal}
+}
+
+type fatalHook struct {
+	once  sync.Once
+	fatal func(error)
+}
+
+func (h *fatalHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil && IsAuthError(err) {
+		h.once.Do(func() {
+			h.fatal(fmt.Errorf("connect to broker %s: %w", net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port))), err))
+		})
+	}
+}

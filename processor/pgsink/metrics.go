@@ -1,0 +1,141 @@
+package pgsink
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/promutil"
+)
+
+// Metrics are the sink's Prometheus collectors, named
+// exactly_sink_<name>_<unit>. Build one per registry with NewMetrics and
+// share it among the sinks of a process; every series is labelled by sink.
+// A nil *Metrics records nothing.
+type Metrics struct {
+	consumed      *prometheus.CounterVec
+	rows          *prometheus.CounterVec
+	deleted       *prometheus.CounterVec
+	duplicates    *prometheus.CounterVec
+	deadLettered  *prometheus.CounterVec
+	committed     *prometheus.CounterVec
+	fenced        *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	rebalances    *prometheus.CounterVec
+	batchDuration *prometheus.HistogramVec
+	batchRecords  *prometheus.HistogramVec
+	position      *prometheus.GaugeVec
+	lag           *prometheus.GaugeVec
+	lastCommit    *prometheus.GaugeVec
+}
+
+// Causes of a retry, the cause label of exactly_sink_retries_total.
+const (
+	RetryWrite     = "write_batch"    // a batch's database transaction failed
+	RetryPositions = "read_positions" // reading stored positions failed
+	RetrySetup     = "set_up_schema"  // creating the tables failed
+)
+
+// NewMetrics registers the sink metrics on reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	f := &promutil.Factory{Subsystem: "sink", Owner: "sink"}
+	m := &Metrics{
+		consumed:      f.Counter("records_consumed_total", "Data records polled (control records excluded).", "topic"),
+		rows:          f.Counter("rows_written_total", "Rows inserted or updated by committed batches."),
+		deleted:       f.Counter("rows_deleted_total", "Rows deleted by tombstones in committed batches."),
+		duplicates:    f.Counter("rows_duplicate_total", "Rows of committed batches skipped because their event ID was already in the table."),
+		deadLettered:  f.Counter("records_dead_lettered_total", "Dead letters of committed batches, by reason.", "reason"),
+		committed:     f.Counter("batches_committed_total", "Database transactions committed."),
+		fenced:        f.Counter("batches_fenced_total", "Batches rolled back because another instance moved a stored position (a zombie fenced)."),
+		retries:       f.Counter("retries_total", "Database or Kafka operations retried after a transient error, by cause.", "cause"),
+		rebalances:    f.Counter("rebalances_total", "Partition assignments and revocations."),
+		batchDuration: f.Histogram("batch_duration_seconds", "Time from a batch's first record to its database commit.", prometheus.ExponentialBuckets(0.005, 2, 14)),
+		batchRecords:  f.Histogram("batch_records", "Records per committed batch, control records included.", prometheus.ExponentialBuckets(1, 4, 10)),
+		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
+		lag:           f.Gauge("consumer_lag_records", "Records between the sink's position and the partition's last stable offset (read_committed end).", "topic", "partition"),
+		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
+	}
+	if err := f.Register(reg); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// WithMetrics records the sink's metrics in m.
+func WithMetrics(m *Metrics) Option { return func(s *Sink) { s.metrics.m = m } }
+
+// sinkMetrics are a Metrics bound to one sink's label.
+type sinkMetrics struct {
+	m    *Metrics
+	sink string
+}
+
+func (s sinkMetrics) consumedRecord(topic string) {
+	if s.m != nil {
+		s.m.consumed.WithLabelValues(s.sink, topic).Inc()
+	}
+}
+
+func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
+	if s.m == nil {
+		return
+	}
+	s.m.committed.WithLabelValues(s.sink).Inc()
+	s.m.rows.WithLabelValues(s.sink).Add(float64(res.rows))
+	s.m.deleted.WithLabelValues(s.sink).Add(float64(res.deleted))
+	s.m.duplicates.WithLabelValues(s.sink).Add(float64(res.duplicates))
+	for _, d := range res.dead {
+		s.m.deadLettered.WithLabelValues(s.sink, headerValue(d, processor.HeaderReason)).Inc()
+	}
+	s.m.batchDuration.WithLabelValues(s.sink).Observe(at.Sub(b.started).Seconds())
+	s.m.batchRecords.WithLabelValues(s.sink).Observe(float64(b.records))
+	for p, n := range b.next {
+		s.m.position.WithLabelValues(s.sink, topic, promutil.Partition(p)).Set(float64(n))
+	}
+	s.m.lastCommit.WithLabelValues(s.sink).Set(float64(at.UnixNano()) / 1e9)
+}
+
+func (s sinkMetrics) fence() {
+	if s.m != nil {
+		s.m.fenced.WithLabelValues(s.sink).Inc()
+	}
+}
+
+func (s sinkMetrics) retry(cause string) {
+	if s.m != nil {
+		s.m.retries.WithLabelValues(s.sink, cause).Inc()
+	}
+}
+
+func (s sinkMetrics) rebalance() {
+	if s.m != nil {
+		s.m.rebalances.WithLabelValues(s.sink).Inc()
+	}
+}
+
+func (s sinkMetrics) setLag(topic string, partition int32, lag int64) {
+	if s.m != nil {
+		s.m.lag.WithLabelValues(s.sink, topic, promutil.Partition(partition)).Set(float64(max(lag, 0)))
+	}
+}
+
+// drop forgets the series of a partition this instance no longer owns.
+func (s sinkMetrics) drop(topic string, partition int32) {
+	if s.m != nil {
+		s.m.lag.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
+		s.m.position.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
+	}
+}
+
+// headerValue returns the last header key of r: the sink's own, appended
+// after the input record's headers.
+func headerValue(r *kgo.Record, key string) string {
+	for i := len(r.Headers) - 1; i >= 0; i-- {
+		if r.Headers[i].Key == key {
+			return string(r.Headers[i].Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,298 @@
+// Package status reads the live state of a topology's stages and sinks:
+// each consumer group's state, members and assignment, and each input
+// partition's lag against its last stable offset (LSO), the end that a
+// read_committed consumer can reach. Stages are measured from their
+// group's committed offsets; sinks from the positions they store in
+// Postgres, which are theirs to resume from (Kafka's offsets of a sink
+// group are never committed).
+//
+// Everything it does is read-only.
+package status
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// Report is the state of a topology.
+type Report struct {
+	At     time.Time `json:"at"`
+	Stages []Group   `json:"stages"`
+	Sinks  []Group   `json:"sinks"`
+}
+
+// Group is the state of one stage's or sink's consumer group and input.
+type Group struct {
+	Kind       string      `json:"kind"` // "stage" or "sink"
+	Name       string      `json:"name"`
+	Group      string      `json:"group"`
+	Topic      string      `json:"topic"`
+	State      string      `json:"state"` // the group coordinator's: Stable, Empty, PreparingRebalance, Dead, ...
+	Members    []Member    `json:"members"`
+	Partitions []Partition `json:"partitions"`
+	Lag        int64       `json:"lag"` // over all partitions
+	Errors     []string    `json:"errors,omitempty"`
+}
+
+// Member is one member of a group.
+type Member struct {
+	MemberID   string  `json:"member_id"`
+	InstanceID string  `json:"instance_id,omitempty"` // the static member ID (KIP-345)
+	ClientID   string  `json:"client_id"`
+	Host       string  `json:"host"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// Partition is one input partition.
+type Partition struct {
+	Partition int32 `json:"partition"`
+	// LastStable is the read_committed end offset (LSO).
+	LastStable int64 `json:"last_stable_offset"`
+	// Committed is the stage group's committed offset, or the sink's
+	// stored position; -1 when there is none (the start is used for lag).
+	Committed int64 `json:"committed"`
+	Lag       int64 `json:"lag"`
+	// Member is the instance ID (or member ID) the partition is assigned
+	// to now; empty when unassigned.
+	Member string `json:"member,omitempty"`
+	// For sinks: which instance stored the position, and when.
+	Writer    string     `json:"writer,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// PositionsFunc reads a sink's stored positions; the default is
+// pgsink.ReadPositions.
+type PositionsFunc func(ctx context.Context, cfg pgsink.Config) ([]pgsink.StoredPosition, error)
+
+// Option configures Collect.
+type Option func(*options)
+
+type options struct {
+	positions PositionsFunc
+	only      string
+}
+
+// WithPositions replaces how sink positions are read.
+func WithPositions(f PositionsFunc) Option { return func(o *options) { o.positions = f } }
+
+// Only restricts the report to the stage or sink with this name.
+func Only(name string) Option { return func(o *options) { o.only = name } }
+
+// Collect reads the state of every stage and sink of f. A problem with
+// one group (a missing topic, Postgres down) is recorded in its Errors;
+// the error return is for a failure that leaves nothing to report.
+func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Option) (*Report, error) {
+	o := options{positions: pgsink.ReadPositions}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	rep := &Report{At: time.Now().UTC(), Stages: []Group{}, Sinks: []Group{}}
+	var groups []*Group
+	for _, st := range f.StagesInOrder() {
+		if o.only != "" && st.Name != o.only {
+			continue
+		}
+		rep.Stages = append(rep.Stages, Group{Kind: "stage", Name: st.Name, Group: processor.StageConfig(f, st, "").Group(), Topic: st.Input.Topic})
+	}
+	for i := range f.Sinks {
+		sk := &f.Sinks[i]
+		if o.only != "" && sk.Name != o.only {
+			continue
+		}
+		rep.Sinks = append(rep.Sinks, Group{Kind: "sink", Name: sk.Name, Group: pgsink.SinkConfig(f, sk, "").Group(), Topic: sk.Input.Topic})
+	}
+	var names, topics []string
+	for i := range rep.Stages {
+		groups = append(groups, &rep.Stages[i])
+	}
+	for i := range rep.Sinks {
+		groups = append(groups, &rep.Sinks[i])
+	}
+	if len(groups) == 0 {
+		if o.only != "" {
+			return nil, fmt.Errorf("no stage or sink %q", o.only)
+		}
+		return rep, nil
+	}
+	for _, g := range groups {
+		names = append(names, g.Group)
+		if !slices.Contains(topics, g.Topic) {
+			topics = append(topics, g.Topic)
+		}
+	}
+
+	// read_committed ends: the LSO (ListOffsets with isolation level 1).
+	lso, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list last stable offsets: %w", err)
+	}
+	start, err := adm.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	described, derr := adm.DescribeGroups(ctx, names...)
+
+	for _, g := range groups {
+		if derr != nil {
+			g.Errors = append(g.Errors, "describe group: "+derr.Error())
+		} else if d, ok := described[g.Group]; ok {
+			describe(g, d)
+		}
+		committed := map[int32]int64{}
+		writers := map[int32]pgsink.StoredPosition{}
+		if g.Kind == "stage" {
+			resp, err := adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				g.Errors = append(g.Errors, "fetch committed offsets: "+err.Error())
+			}
+			for p, r := range resp[g.Topic] {
+				if r.Err == nil && r.At >= 0 {
+					committed[p] = r.At
+				}
+			}
+		} else {
+			sk, _ := f.Sink(g.Name)
+			pos, err := o.positions(ctx, pgsink.SinkConfig(f, sk, "status"))
+			if err != nil {
+				g.Errors = append(g.Errors, err.Error())
+			}
+			for _, p := range pos {
+				committed[p.Partition] = p.NextOffset
+				writers[p.Partition] = p
+			}
+		}
+		partitions(g, lso[g.Topic], start[g.Topic], committed, writers)
+	}
+	return rep, nil
+}
+
+func describe(g *Group, d kadm.DescribedGroup) {
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		g.State = "Dead" // what Kafka itself reports for a group that does not exist
+		return
+	}
+	if d.Err != nil {
+		g.Errors = append(g.Errors, "describe group: "+d.Err.Error())
+		return
+	}
+	g.State = d.State
+	for _, m := range d.Members {
+		mem := Member{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Partitions: []int32{}}
+		if m.InstanceID != nil {
+			mem.InstanceID = *m.InstanceID
+		}
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range a.Topics {
+				if t.Topic == g.Topic {
+					mem.Partitions = append(mem.Partitions, t.Partitions...)
+				}
+			}
+		}
+		slices.Sort(mem.Partitions)
+		g.Members = append(g.Members, mem)
+	}
+}
+
+func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[int32]int64, writers map[int32]pgsink.StoredPosition) {
+	owner := map[int32]string{}
+	for _, m := range g.Members {
+		name := m.InstanceID
+		if name == "" {
+			name = m.MemberID
+		}
+		for _, p := range m.Partitions {
+			owner[p] = name
+		}
+	}
+	if len(lso) == 0 {
+		g.Errors = append(g.Errors, fmt.Sprintf("topic %s: no partitions (does it exist?)", g.Topic))
+	}
+	for p, end := range lso {
+		if p < 0 || end.Err != nil {
+			if end.Err != nil {
+				g.Errors = append(g.Errors, fmt.Sprintf("topic %s partition %d: %v", g.Topic, p, end.Err))
+			}
+			continue
+		}
+		pt := Partition{Partition: p, LastStable: end.Offset, Committed: -1, Member: owner[p]}
+		from := start[p].Offset
+		if c, ok := committed[p]; ok {
+			pt.Committed, from = c, c
+		}
+		pt.Lag = max(end.Offset-from, 0)
+		if w, ok := writers[p]; ok {
+			pt.Writer = w.Owner
+			at := w.UpdatedAt.UTC()
+			pt.UpdatedAt = &at
+		}
+		g.Lag += pt.Lag
+		g.Partitions = append(g.Partitions, pt)
+	}
+	slices.SortFunc(g.Partitions, func(a, b Partition) int { return int(a.Partition - b.Partition) })
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r as a table for people: a header line per group,
+// then one line per partition.
+func (r *Report) WriteTable(w io.Writer) error {
+	for i, g := range slices.Concat(r.Stages, r.Sinks) {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		state := g.State
+		if state == "" {
+			state = "unknown"
+		}
+		fmt.Fprintf(w, "%s %s: group %s, state %s, %d members, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, len(g.Members), g.Lag)
+		for _, e := range g.Errors {
+			fmt.Fprintf(w, "  error: %s\n", e)
+		}
+		committed := "COMMITTED"
+		if g.Kind == "sink" {
+			committed = "POSITION"
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "  TOPIC/PARTITION\tMEMBER\tLAST STABLE\t%s\tLAG\n", committed)
+		for _, p := range g.Partitions {
+			c := "-"
+			if p.Committed >= 0 {
+				c = fmt.Sprint(p.Committed)
+				if p.UpdatedAt != nil {
+					c += fmt.Sprintf(" (%s, %s)", p.Writer, p.UpdatedAt.Format(time.RFC3339))
+				}
+			}
+			member := p.Member
+			if member == "" {
+				member = "-"
+			}
+			fmt.Fprintf(tw, "  %s/%d\t%s\t%d\t%s\t%d\n", g.Topic, p.Partition, member, p.LastStable, c, p.Lag)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
