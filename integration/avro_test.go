@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -230,7 +231,8 @@ func checkExactValues(t *testing.T, topic string, want map[string]string) {
 	}
 }
 
-// topo writes a topology file: header plus the given stages' YAML.
+// avroTopology writes a topology file with the given topics (name →
+// partitions) and the stages' YAML, which may name .avsc files.
 func avroTopology(t testing.TB, topics map[string]int, stages string) string {
 	t.Helper()
 	var b strings.Builder
@@ -243,7 +245,7 @@ func avroTopology(t testing.TB, topics map[string]int, stages string) string {
 	return writeFile(t, "topology.yaml", b.String())
 }
 
-// schemaFile writes an .avsc next to nothing in particular and returns its path.
+// schemaFile writes an .avsc file and returns its path.
 func schemaFile(t testing.TB, name, schema string) string {
 	t.Helper()
 	return writeFile(t, name, schema)
@@ -328,7 +330,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	want := map[string]string{}
 	var lines [][]byte
 	badValues := []string{
-		`{"event_id":"bad","n":1,"amount":"1.234","rate":"0","big":"1","ts":0,"ts_us":0}`,       // scale 3 > 2: never rounded
+		`{"event_id":"bad","n":1,"amount":"1.234","rate":"0","big":"1","ts":0,"ts_us":0}`,        // scale 3 > 2: never rounded
 		`{"event_id":"bad","n":1,"amount":"123456789.00","rate":"0","big":"1","ts":0,"ts_us":0}`, // 11 digits > precision 10
 		`{"event_id":"bad","amount":"1.00","rate":"0","big":"1","ts":0,"ts_us":0}`,               // n missing, no default
 		`{"event_id":"bad","n":1.5,"amount":"1.00","rate":"0","big":"1","ts":0,"ts_us":0}`,       // not a long
@@ -476,7 +478,9 @@ func TestAvroSchemaEvolution(t *testing.T) {
 
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
 	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out)+kcatCount(t, dlq) >= events },
-		func() string { return fmt.Sprintf("%d of %d out, %d dead letters", kcatCount(t, out), events, kcatCount(t, dlq)) })
+		func() string {
+			return fmt.Sprintf("%d of %d out, %d dead letters", kcatCount(t, out), events, kcatCount(t, dlq))
+		})
 	p.stop()
 	if dl := kcatReadJSON(t, dlq); len(dl) != 0 {
 		t.Fatalf("%d dead letters, want none; the first: %v", len(dl), dl[0].Headers)
@@ -501,7 +505,9 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 `, stage, in, out, dlq))
 	exactlyCmd(t, "topics", "create", topo)
 
-	good := func(i int) []byte { return frame(t, id, codec, map[string]any{"event_id": "g-" + strconv.Itoa(i), "n": int64(i)}) }
+	good := func(i int) []byte {
+		return frame(t, id, codec, map[string]any{"event_id": "g-" + strconv.Itoa(i), "n": int64(i)})
+	}
 	valid := good(99)
 	unknown := append([]byte(nil), valid...)
 	binary.BigEndian.PutUint32(unknown[1:], 0x7fffff00) // an ID the registry never gave
@@ -529,7 +535,9 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= nGood && kcatCount(t, dlq) >= nBad },
-		func() string { return fmt.Sprintf("%d of %d out, %d of %d dead letters", kcatCount(t, out), nGood, kcatCount(t, dlq), nBad) })
+		func() string {
+			return fmt.Sprintf("%d of %d out, %d of %d dead letters", kcatCount(t, out), nGood, kcatCount(t, dlq), nBad)
+		})
 	p.stop()
 
 	outs := kcatRead(t, out)
@@ -646,7 +654,9 @@ func TestAvroRegistryDown(t *testing.T) {
 		return n
 	}
 	eventually(t, time.Minute, func() bool { return retries() >= 3 },
-		func() string { return fmt.Sprintf("%v transient retries while the registry is down, want 3", retries()) })
+		func() string {
+			return fmt.Sprintf("%v transient retries while the registry is down, want 3", retries())
+		})
 	if n, d := kcatCount(t, out), kcatCount(t, dlq); n != batch || d != 0 {
 		t.Fatalf("while the registry was down: %d records out (want %d), %d dead letters (want 0)", n, batch, d)
 	}
@@ -661,7 +671,9 @@ func TestAvroRegistryDown(t *testing.T) {
 		t.Fatalf("the restarted registry gave ids %d, %d, want %d, %d", a, b, id1, id2)
 	}
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= 2*batch },
-		func() string { return fmt.Sprintf("%d of %d records out after the registry came back", kcatCount(t, out), 2*batch) })
+		func() string {
+			return fmt.Sprintf("%d of %d records out after the registry came back", kcatCount(t, out), 2*batch)
+		})
 	n := retries()
 	p.stop()
 	checkExactValues(t, out, want)
@@ -669,4 +681,95 @@ func TestAvroRegistryDown(t *testing.T) {
 		t.Fatalf("%d dead letters, want 0", n)
 	}
 	t.Logf("%v transient retries while the registry was down; all %d records out once, none dead-lettered", n, 2*batch)
+}
+
+// TestAvroRegistryDownOnEncode: a JSON → Avro stage starts while its
+// registry is down, so it cannot register its schema. It retries, writes
+// and dead-letters nothing, and once the registry is up registers the
+// schema and frames every record with its ID.
+func TestAvroRegistryDownOnEncode(t *testing.T) {
+	const events = 300
+	reg, stopReg, startReg := privateRegistry(t)
+	stopReg()
+	in, out, dlq, stage := uniqueName("enc_in"), uniqueName("enc_out"), uniqueName("enc_dlq"), uniqueName("enc")
+	schema := schemaFile(t, "event-v2.avsc", evolV2)
+	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
+    input: { topic: %s, format: json }
+    output: { topic: %s, format: avro, schema: %s, registry: { url: %q } }
+    dead_letter: { topic: %s }
+    key: event_id
+`, stage, in, out, schema, reg, dlq))
+	exactlyCmd(t, "topics", "create", topo)
+	var lines [][]byte
+	for i := range events {
+		lines = append(lines, fmt.Appendf(nil, `k-%d|{"event_id":"e-%d"}`, i, i))
+	}
+	kcatProduce(t, in, lines)
+
+	metrics := freeAddr(t)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", metrics)
+	retries := func() float64 {
+		n, _ := sum(scrape(t, metrics), "exactly_stage_retries_total", map[string]string{"stage": stage, "cause": "transient_record_error"})
+		return n
+	}
+	eventually(t, time.Minute, func() bool {
+		c, err := net.DialTimeout("tcp", metrics, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, func() string { return "the metrics endpoint " + metrics + " does not answer" })
+	eventually(t, time.Minute, func() bool { return retries() >= 3 },
+		func() string {
+			return fmt.Sprintf("%v transient retries while the registry is down, want 3", retries())
+		})
+	if n, d := kcatCount(t, out), kcatCount(t, dlq); n != 0 || d != 0 {
+		t.Fatalf("while the registry was down: %d records out, %d dead letters; want none", n, d)
+	}
+	startReg()
+	eventually(t, time.Minute, func() bool { return len(kcatKeys(t, out)) >= events },
+		func() string {
+			return fmt.Sprintf("%d of %d records out after the registry came back", len(kcatKeys(t, out)), events)
+		})
+	n := retries()
+	p.stop()
+
+	id := srLatestID(t, reg, out+"-value")
+	codec := mustCodec(t, evolV2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(out),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	seen := map[string]bool{}
+	for len(seen) < events {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("read %s: %d of %d: %v", out, len(seen), events, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if seen[string(r.Key)] {
+				t.Fatalf("%s: %s twice", out, r.Key)
+			}
+			seen[string(r.Key)] = true
+			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
+				t.Fatalf("%s: record %s is not framed with schema id %d: % x", out, r.Key, id, r.Value[:min(len(r.Value), 8)])
+			}
+			native, rest, err := codec.NativeFromBinary(r.Value[5:])
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", out, r.Key, err, len(rest))
+			}
+			m := native.(map[string]any)
+			if m["event_id"] != string(r.Key) || m["source"] != "legacy" {
+				t.Fatalf("%s: record %s decodes to %v", out, r.Key, m)
+			}
+		})
+	}
+	if d := kcatCount(t, dlq); d != 0 {
+		t.Fatalf("%d dead letters, want 0", d)
+	}
+	t.Logf("%v transient retries while the registry was down; then %d records framed with schema id %d", n, events, id)
 }

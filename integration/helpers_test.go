@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -124,6 +125,11 @@ func (s *syncBuffer) String() string {
 // The process is killed when the test ends, if still running.
 func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
+	if len(args) > 0 && (args[0] == "run" || args[0] == "sink") && !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--metrics-addr") }) {
+		// Parallel tests' processes would all bind the default metrics
+		// port; a test that scrapes passes its own --metrics-addr.
+		args = append(args, "--metrics-addr=")
+	}
 	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs

@@ -263,15 +263,25 @@ func TestSASLWrongPasswordFailsFast(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("topics create: exit %d\n%s", code, text)
 	}
+	sp := newSinkSpec("secpw")
+	sinkTopo := s.secureSinkTopology(t, sp, "PG_DSN")
+	if text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", sinkTopo); code != 0 {
+		t.Fatalf("topics create: exit %d\n%s", code, text)
+	}
+	t.Cleanup(func() {
+		_, _ = pgPool(t).Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %q CASCADE", sp.schema))
+	})
 	wrong := "wrong-" + s.password
 	env := s.env("KAFKA_PASSWORD=" + wrong)
 	for _, args := range [][]string{
 		{"topics", "create", topo},
 		{"run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", ""},
+		{"sink", "--topology", sinkTopo, "--instance-id", "it-1", "--metrics-addr", ""},
+		{"status", "--topology", topo},
 	} {
 		text, code, took := exactlyRun(t, env, 60*time.Second, args...)
 		out.add(args[0], text)
-		name := strings.Join(args[:1], " ")
+		name := args[0]
 		if code != 1 {
 			t.Errorf("%s with a wrong password: exit %d, want 1\n%s", name, code, tail(text, 20))
 		}

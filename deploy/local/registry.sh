@@ -191,7 +191,9 @@ cmd_start() {
 	cmd_fetch
 	command -v "$REGISTRY_JAVA" >/dev/null 2>&1 || die "java not found (apt-get install -y openjdk-17-jre-headless)"
 	major="$(java_major)"
-	[[ "$major" =~ ^[0-9]+$ ]] && ((major >= 17)) || die "Apicurio Registry $REGISTRY_VERSION needs Java 17+, $REGISTRY_JAVA is '${major:-unknown}'"
+	if ! [[ "$major" =~ ^[0-9]+$ ]] || ((major < 17)); then
+		die "Apicurio Registry $REGISTRY_VERSION needs Java 17+, $REGISTRY_JAVA is '${major:-unknown}'"
+	fi
 	if stop_all; then log "stopped a stale registry from an earlier run"; fi
 	if port_open "$REGISTRY_PORT"; then
 		die "port $REGISTRY_PORT is held by another process ($(port_pids "$REGISTRY_PORT" | while read -r p; do pid_cmdline "$p" | cut -c1-120; done)); free it or set REGISTRY_PORT"
@@ -208,15 +210,17 @@ cmd_start() {
 	# Serial GC and C1 only: a test registry serves few requests, and on two
 	# cores this starts faster and holds less memory than the defaults. The
 	# JDBC pool of the in-memory H2 database shrinks from 20 connections to 2.
-	# shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner bash
-	(cd "$RUN/work" && nohup setsid bash -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" \
+	# setsid: the registry outlives the shell (and Ctrl-C) that started it.
+	# The inner bash writes its own pid, then execs java, so the pid is java's.
+	# shellcheck disable=SC2016 # $$, $0, $1 and $@ belong to the inner bash
+	nohup setsid bash -c 'echo $$ >"$0"; cd "$1" || exit 1; shift; exec "$@"' "$PIDFILE" "$RUN/work" \
 		"$REGISTRY_JAVA" "${opts[@]}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
 		"$TAG" \
 		-Dquarkus.http.host=127.0.0.1 "-Dquarkus.http.port=$REGISTRY_PORT" \
 		-Dquarkus.datasource.jdbc.initial-size=2 -Dquarkus.datasource.jdbc.min-size=2 \
 		-Dquarkus.datasource.jdbc.max-size=20 \
 		-Dregistry.ccompat.legacy-id-mode.enabled=false \
-		-jar "$RUNNER" </dev/null >"$LOGFILE" 2>&1 &)
+		-jar "$RUNNER" </dev/null >"$LOGFILE" 2>&1 &
 
 	local launched=$SECONDS
 	deadline=$((SECONDS + REGISTRY_START_TIMEOUT))

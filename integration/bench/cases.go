@@ -82,17 +82,20 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	rep.add(caseResult{Name: caseFill, Group: "limit", Records: int64(cfg.records), RecordsPerS: fill,
 		Note: "the harness's own producer writing the input (includes client start)"})
 
-	steps := []struct {
+	type step struct {
 		group string
 		fn    func(context.Context) error
-	}{
-		{"limit", r.limits},
-		{"alos", r.alos},
-		{"eos", r.eos},
-		{"kstreams", r.kstreams},
-		{"latency", r.latency},
-		{"sink", r.sink},
 	}
+	steps := []step{{"limit", r.limits}}
+	// The stage cases run in interleaved rounds, so that drift on a shared
+	// machine spreads over all of them alike.
+	for round := range cfg.repeat {
+		steps = append(steps,
+			step{"alos", func(ctx context.Context) error { return r.alos(ctx, round) }},
+			step{"eos", func(ctx context.Context) error { return r.eos(ctx, round) }},
+			step{"kstreams", func(ctx context.Context) error { return r.kstreams(ctx, round) }})
+	}
+	steps = append(steps, step{"latency", r.latency}, step{"sink", r.sink})
 	for _, s := range steps {
 		if !cfg.cases[s.group] {
 			continue
@@ -177,10 +180,11 @@ func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guar
 }
 
 // stageCase runs one exactly stage over the whole input.
-func (r *runner) stageCase(ctx context.Context, label, name string, cel bool, guarantee string) {
+func (r *runner) stageCase(ctx context.Context, label, name string, round int, cel bool, guarantee string) {
 	res := caseResult{Name: label, Group: strings.SplitN(name, "_", 2)[0], Records: r.total}
 	defer func() { r.rep.add(res) }()
-	logf("%s", label)
+	logf("%s (round %d)", label, round+1)
+	name = fmt.Sprintf("%s_r%d", name, round)
 	p, group, err := r.startStage(ctx, name, r.input, cel, guarantee)
 	if err != nil {
 		res.Error = err.Error()
@@ -203,24 +207,24 @@ func (r *runner) stageCase(ctx context.Context, label, name string, cel bool, gu
 	res.WallS = m.last.Sub(p.started).Seconds()
 }
 
-func (r *runner) alos(ctx context.Context) error {
+func (r *runner) alos(ctx context.Context, round int) error {
 	if !r.hasALOS {
 		for _, l := range []string{caseALOSPass, caseALOSCEL} {
 			r.rep.add(caseResult{Name: l, Group: "alos", Error: "skipped: this exactly has no --guarantee flag yet"})
 		}
 		return nil
 	}
-	r.stageCase(ctx, caseALOSPass, "alos_pass", false, "at-least-once")
-	r.stageCase(ctx, caseALOSCEL, "alos_cel", true, "at-least-once")
+	r.stageCase(ctx, caseALOSPass, "alos_pass", round, false, "at-least-once")
+	r.stageCase(ctx, caseALOSCEL, "alos_cel", round, true, "at-least-once")
 	return nil
 }
 
-func (r *runner) eos(ctx context.Context) error {
+func (r *runner) eos(ctx context.Context, round int) error {
 	g := ""
 	if r.hasALOS {
 		g = "exactly-once"
 	}
-	r.stageCase(ctx, caseEOSPass, "eos_pass", false, g)
-	r.stageCase(ctx, caseEOSCEL, "eos_cel", true, g)
+	r.stageCase(ctx, caseEOSPass, "eos_pass", round, false, g)
+	r.stageCase(ctx, caseEOSCEL, "eos_cel", round, true, g)
 	return nil
 }

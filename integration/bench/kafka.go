@@ -19,14 +19,22 @@ const recordSize = 1024
 
 // value is input record i: a 1 KiB JSON object with a unique event_id.
 // amount is never negative, so the transform's filter keeps every record.
+// The pad is pseudo-random letters and digits, the same for every run:
+// franz-go compresses with snappy by default and Kafka's tools and Kafka
+// Streams do not compress, so a pad of one repeated letter would let some
+// cases move a tenth of the bytes of others.
 func value(i int) []byte {
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	regions := [...]string{"eu", "us", "apac"}
 	head := fmt.Appendf(nil, `{"event_id":"e-%09d","amount":%d,"customer_id":"c-%d","region":%q,"internal":"n-%d","pad":"`,
 		i, i%1000, i%977, regions[i%3], i)
 	pad := recordSize - len(head) - len(`"}`)
 	v := make([]byte, 0, recordSize)
 	v = append(v, head...)
-	v = append(v, strings.Repeat("x", pad)...)
+	rng := rand.New(rand.NewPCG(uint64(i), 0x6578616374))
+	for range pad {
+		v = append(v, alnum[rng.IntN(len(alnum))])
+	}
 	return append(v, `"}`...)
 }
 

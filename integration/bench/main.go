@@ -35,6 +35,7 @@ type config struct {
 	records, partitions       int
 	latencyFor                time.Duration
 	latencyRate               int
+	repeat                    int
 	ksHeap                    string
 	out                       string
 	keep                      bool
@@ -51,6 +52,7 @@ func main() {
 	var cases string
 	flag.IntVar(&cfg.records, "records", 200_000, "input records (1 KiB JSON each) for every throughput case")
 	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the input and output topics")
+	flag.IntVar(&cfg.repeat, "repeat", 3, "rounds of the alos, eos and kstreams cases, interleaved; the table shows medians")
 	flag.DurationVar(&cfg.latencyFor, "latency-for", 15*time.Second, "how long the latency case produces")
 	flag.IntVar(&cfg.latencyRate, "latency-rate", 0, "records/s of the latency case (0: 50% of the measured exactly-once max)")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
@@ -80,8 +82,8 @@ func main() {
 	if cfg.cases["sink"] && cfg.pgDSN == "" {
 		fatalf("PG_DSN must be set for the sink case (or leave it out of -cases)")
 	}
-	if cfg.records < 1000 || cfg.partitions < 1 {
-		fatalf("-records must be at least 1000 and -partitions at least 1")
+	if cfg.records < 1000 || cfg.partitions < 1 || cfg.repeat < 1 {
+		fatalf("-records must be at least 1000, -partitions and -repeat at least 1")
 	}
 	root, err := moduleRoot()
 	if err != nil {

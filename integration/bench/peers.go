@@ -139,28 +139,33 @@ func (r *runner) buildKStreams(ctx context.Context) error {
 	return nil
 }
 
-func (r *runner) kstreams(ctx context.Context) error {
-	if err := r.buildKStreams(ctx); err != nil {
-		return err
+func (r *runner) kstreams(ctx context.Context, round int) error {
+	if round == 0 {
+		if err := r.buildKStreams(ctx); err != nil {
+			return err
+		}
+	} else if r.rep.KStreamsBuild == "" {
+		return nil // the build failed in round 0
 	}
-	r.ksCase(ctx, caseKSPass, "pass")
-	r.ksCase(ctx, caseKSCEL, "cel")
+	r.ksCase(ctx, caseKSPass, "pass", round)
+	r.ksCase(ctx, caseKSCEL, "cel", round)
 	return nil
 }
 
 // ksCase runs the Kafka Streams peer over the whole input: one instance,
 // one stream thread, exactly_once_v2, commit.interval.ms=100.
-func (r *runner) ksCase(ctx context.Context, label, mode string) {
+func (r *runner) ksCase(ctx context.Context, label, mode string, round int) {
 	res := caseResult{Name: label, Group: "kstreams", Records: r.total,
 		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread"}
 	defer func() { r.rep.add(res) }()
-	logf("%s", label)
-	out, err := r.k.topic(ctx, "ks_"+mode+"_out", 0)
+	logf("%s (round %d)", label, round+1)
+	name := fmt.Sprintf("ks_%s_r%d", mode, round)
+	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		res.Error = err.Error()
 		return
 	}
-	app := r.k.group(r.k.name("ks_" + mode))
+	app := r.k.group(r.k.name(name))
 	state, err := os.MkdirTemp("", "bench-kstreams-")
 	if err != nil {
 		res.Error = err.Error()
@@ -169,7 +174,7 @@ func (r *runner) ksCase(ctx context.Context, label, mode string) {
 	defer os.RemoveAll(state)
 	dir := r.ksDir()
 	cp := filepath.Join(dir, "target", "kstreams-peer.jar") + ":" + filepath.Join(dir, "target", "lib", "*")
-	p, err := startProc(r.dir, "ks_"+mode, nil, "java", "-Xms"+r.cfg.ksHeap, "-Xmx"+r.cfg.ksHeap, "-cp", cp,
+	p, err := startProc(r.dir, name, nil, "java", "-Xms"+r.cfg.ksHeap, "-Xmx"+r.cfg.ksHeap, "-cp", cp,
 		"io.exactly.peer.Peer", r.cfg.brokers, app, r.input, out, mode, state)
 	if err != nil {
 		res.Error = err.Error()

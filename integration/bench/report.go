@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,6 +27,11 @@ type caseResult struct {
 	CPUS        float64 `json:"cpu_s,omitempty"`        // user+system CPU of the child
 	Note        string  `json:"note,omitempty"`
 	Error       string  `json:"error,omitempty"`
+	// Samples are the rates of the rounds (-repeat); RecordsPerS, WallS and
+	// CPUS are then their medians, PeakRSSMiB the largest.
+	Samples []float64 `json:"samples,omitempty"`
+	walls   []float64
+	cpus    []float64
 }
 
 func (c caseResult) mbPerS() float64 { return c.RecordsPerS * recordSize / (1 << 20) }
@@ -72,12 +78,50 @@ func newReport(cfg config) *report {
 		Params: map[string]any{
 			"records": cfg.records, "record_bytes": recordSize, "partitions": cfg.partitions,
 			"commit_interval": commitInterval.String(), "latency_for": cfg.latencyFor.String(),
-			"kstreams_heap": cfg.ksHeap, "instances": 1,
+			"kstreams_heap": cfg.ksHeap, "instances": 1, "repeat": cfg.repeat,
 		},
 	}
 }
 
-func (r *report) add(c caseResult) { r.Cases = append(r.Cases, c) }
+// add records a case, or one more round of a case already recorded.
+func (r *report) add(c caseResult) {
+	for i := range r.Cases {
+		old := &r.Cases[i]
+		if old.Name != c.Name {
+			continue
+		}
+		switch {
+		case c.Error != "" && old.Error == "":
+			old.Note = strings.TrimPrefix(old.Note+"; a round failed: "+c.Error, "; ")
+		case c.Error == "" && old.Error != "":
+			*old = c
+			old.Note = strings.TrimPrefix(old.Note+"; a round failed: "+old.Error, "; ")
+			old.Samples, old.walls, old.cpus = []float64{c.RecordsPerS}, []float64{c.WallS}, []float64{c.CPUS}
+		case c.Error == "":
+			old.Samples = append(old.Samples, c.RecordsPerS)
+			old.walls, old.cpus = append(old.walls, c.WallS), append(old.cpus, c.CPUS)
+			old.PeakRSSMiB = max(old.PeakRSSMiB, c.PeakRSSMiB)
+			old.RecordsPerS, old.WallS, old.CPUS = median(old.Samples), median(old.walls), median(old.cpus)
+		}
+		return
+	}
+	if c.Error == "" {
+		c.Samples, c.walls, c.cpus = []float64{c.RecordsPerS}, []float64{c.WallS}, []float64{c.CPUS}
+	}
+	r.Cases = append(r.Cases, c)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
 
 // rate is a case's steady-state rate, 0 if it did not run or failed.
 func (r *report) rate(name string) float64 {
@@ -206,8 +250,8 @@ func (r *report) print(w io.Writer) {
 	m := r.Machine
 	fmt.Fprintf(w, "\nexactly bench, %s: %d cores (%s), %.0f GiB, Linux %s, %s, Kafka %s, Postgres %s\n",
 		r.Started.Format("2006-01-02 15:04 UTC"), m.Cores, m.CPU, m.MemGiB, m.Kernel, m.Go, m.Kafka, m.Postgres)
-	fmt.Fprintf(w, "%v records x %d B JSON, %v partitions, commit interval %s, one instance each\n\n",
-		r.Params["records"], recordSize, r.Params["partitions"], commitInterval)
+	fmt.Fprintf(w, "%v records x %d B JSON, %v partitions, commit interval %s, one instance each; stage cases: median of %v rounds\n\n",
+		r.Params["records"], recordSize, r.Params["partitions"], commitInterval, r.Params["repeat"])
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\trecords/s\tMiB/s\twall s\tpeak RSS MiB\tCPU s\t")
 	for _, c := range r.Cases {

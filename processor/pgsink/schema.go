@@ -59,7 +59,10 @@ func (s *Sink) setupSQL() []string {
 		schemas = append(schemas, s.positions.schema)
 	}
 	for _, sc := range schemas {
-		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{sc}.Sanitize())
+		// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even
+		// when the schema exists; a sink given only its schema must not.
+		stmts = append(stmts, fmt.Sprintf(`DO $exactly$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '%s') THEN CREATE SCHEMA %s; END IF; END $exactly$`,
+			strings.ReplaceAll(sc, "'", "''"), pgx.Identifier{sc}.Sanitize()))
 	}
 	return append(stmts,
 		`CREATE TABLE IF NOT EXISTS `+s.positions.String()+` (

@@ -228,7 +228,7 @@ func TestSQL(t *testing.T) {
 	})
 	setup := strings.Join(s.setupSQL(), ";\n")
 	for _, want := range []string{
-		`CREATE SCHEMA IF NOT EXISTS "Raw"`, `CREATE SCHEMA IF NOT EXISTS "ops"`,
+		`nspname = 'Raw') THEN CREATE SCHEMA "Raw";`, `nspname = 'ops') THEN CREATE SCHEMA "ops";`,
 		`CREATE TABLE IF NOT EXISTS "ops"."pos"`, `CREATE TABLE IF NOT EXISTS "Raw"."Events" (` + "\n\t" + `"event_id" text PRIMARY KEY,` + "\n\t" + `"Body" jsonb`,
 		"pg_advisory_xact_lock",
 	} {

@@ -45,6 +45,13 @@ func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, ready 
 		return nil
 	}
 	ln, err := net.Listen("tcp", addr)
+	if err != nil && addr == defaultMetricsAddr {
+		// The default port is taken, most likely by another instance on
+		// this machine: running a second instance must not fail for it.
+		// An address the user chose is a hard error instead.
+		log.Error("metrics endpoint disabled: the default address is in use; give each instance its own --metrics-addr", "addr", addr, "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
 	}
