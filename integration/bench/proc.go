@@ -7,6 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -19,6 +22,7 @@ type proc struct {
 	started time.Time
 	exited  chan struct{}
 	err     error
+	hwmKiB  atomic.Int64 // VmHWM, sampled until the process exits
 }
 
 // usage is what getrusage says of a child that has exited.
@@ -49,13 +53,36 @@ func startProc(logDir, name string, env []string, bin string, args ...string) (*
 		f.Close()
 		close(p.exited)
 	}()
+	go p.sampleHWM()
 	return p, nil
 }
 
+// sampleHWM reads the child's VmHWM from /proc/PID/status until it exits.
+// VmHWM is the peak RSS of the process's own address space.
+// getrusage's ru_maxrss is not: Go starts children with
+// clone(CLONE_VM|CLONE_VFORK), and exec carries the parent's resident set
+// at that moment into the child's maxrss, so every child would report at
+// least the harness's own size.
+func (p *proc) sampleHWM() {
+	for {
+		p.readHWMNow()
+		select {
+		case <-p.exited:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // stop sends SIGTERM, waits up to 30 s, then SIGKILL, and returns the
-// child's resource usage. Its peak RSS is ru_maxrss, the high-water mark
-// of its resident set (the same number as VmHWM in /proc/PID/status).
+// child's resource usage: its peak RSS (VmHWM, read just before the
+// signal and sampled before that) and its CPU time (getrusage).
 func (p *proc) stop() (usage, error) {
+	select {
+	case <-p.exited:
+	default:
+		p.readHWMNow()
+	}
 	select {
 	case <-p.exited:
 	default:
@@ -67,14 +94,27 @@ func (p *proc) stop() (usage, error) {
 			<-p.exited
 		}
 	}
-	var u usage
+	u := usage{PeakRSSMiB: float64(p.hwmKiB.Load()) / 1024}
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			u.PeakRSSMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
 			u.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 		}
 	}
 	return u, p.err
+}
+
+func (p *proc) readHWMNow() {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && kb > p.hwmKiB.Load() {
+				p.hwmKiB.Store(kb)
+			}
+		}
+	}
 }
 
 // failure describes a child that exited early.
