@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -584,7 +585,14 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 // the API URL and functions to stop and start it again.
 func privateRegistry(t *testing.T) (base string, stop, restart func()) {
 	t.Helper()
-	addr := freeAddr(t)
+	base, _, stop, restart = privateRegistryAt(t)
+	return base, stop, restart
+}
+
+// privateRegistryAt is privateRegistry that also returns host:port.
+func privateRegistryAt(t *testing.T) (base, addr string, stop, restart func()) {
+	t.Helper()
+	addr = freeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	runDir := t.TempDir()
 	script, err := filepath.Abs("../deploy/local/registry.sh")
@@ -603,19 +611,75 @@ func privateRegistry(t *testing.T) (base string, stop, restart func()) {
 	}
 	do("start")
 	t.Cleanup(func() { do("stop") })
-	return "http://127.0.0.1:" + port + "/apis/ccompat/v7", func() { do("stop") }, func() { do("start") }
+	return "http://127.0.0.1:" + port + "/apis/ccompat/v7", addr, func() { do("stop") }, func() { do("start") }
+}
+
+// gate forwards TCP connections from a port of its own to target while
+// open, and drops them at once while closed, as a service that is down.
+type gate struct {
+	ln     net.Listener
+	target string
+	open   atomic.Bool
+}
+
+func newGate(t testing.TB, target string) *gate {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gate{ln: ln, target: target}
+	g.open.Store(true)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go g.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return g
+}
+
+func (g *gate) addr() string { return g.ln.Addr().String() }
+
+func (g *gate) serve(c net.Conn) {
+	defer c.Close()
+	if !g.open.Load() {
+		return
+	}
+	up, err := net.DialTimeout("tcp", g.target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() {
+		_, _ = io.Copy(up, c)
+		_ = up.(*net.TCPConn).CloseWrite()
+	}()
+	_, _ = io.Copy(c, up)
 }
 
 // TestAvroRegistryDown: the registry stops while a stage runs and records
 // arrive whose writer schema the stage has not fetched yet. The stage
 // retries, dead-letters nothing, and finishes once the registry is back.
 // The registry is a private one, so that other tests keep theirs.
+//
+// Its storage is in memory: restarted, it is empty until the test
+// registers the schemas again, and a stage asking in between would get a
+// 404 and rightly dead-letter. A real registry comes back with its
+// schemas, so the stage reaches this one through a gate that stays
+// closed from the stop until the schemas are back.
 func TestAvroRegistryDown(t *testing.T) {
 	const batch = 200
-	reg, stopReg, startReg := privateRegistry(t)
+	direct, regAddr, stopReg, startReg := privateRegistryAt(t)
+	g := newGate(t, regAddr)
+	reg := "http://" + g.addr() + "/apis/ccompat/v7"
 	in, out, dlq, stage := uniqueName("down_in"), uniqueName("down_out"), uniqueName("down_dlq"), uniqueName("down")
 	subject := in + "-value"
-	id1, id2 := srRegister(t, reg, subject, evolV1), srRegister(t, reg, subject, evolV2)
+	id1, id2 := srRegister(t, direct, subject, evolV1), srRegister(t, direct, subject, evolV2)
 	c1, c2 := mustCodec(t, evolV1), mustCodec(t, evolV2)
 	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
     input: { topic: %s, format: avro, registry: { url: %q } }
@@ -647,6 +711,7 @@ func TestAvroRegistryDown(t *testing.T) {
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= batch },
 		func() string { return fmt.Sprintf("%d of %d v1 records out", kcatCount(t, out), batch) })
 
+	g.open.Store(false)
 	stopReg()
 	produce(batch, id2, c2) // schema id2 is not cached yet: the stage must ask the registry
 	retries := func() float64 {
@@ -667,9 +732,10 @@ func TestAvroRegistryDown(t *testing.T) {
 	// In-memory storage: the restarted registry is empty. Registering the
 	// same schemas in the same order gives them back their IDs.
 	startReg()
-	if a, b := srRegister(t, reg, subject, evolV1), srRegister(t, reg, subject, evolV2); a != id1 || b != id2 {
+	if a, b := srRegister(t, direct, subject, evolV1), srRegister(t, direct, subject, evolV2); a != id1 || b != id2 {
 		t.Fatalf("the restarted registry gave ids %d, %d, want %d, %d", a, b, id1, id2)
 	}
+	g.open.Store(true)
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= 2*batch },
 		func() string {
 			return fmt.Sprintf("%d of %d records out after the registry came back", kcatCount(t, out), 2*batch)

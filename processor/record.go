@@ -69,6 +69,9 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 // a step filtered the record out. Any error it returns is a *RecordError: a
 // permanent fault of that record, which then has no outputs at all.
 func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, error) {
+	if s.passJSON {
+		return s.passThroughJSON(r)
+	}
 	v, err := s.in.Decode(r.Value)
 	if err != nil {
 		return nil, &RecordError{Reason: ReasonDecode, Err: err}
@@ -145,6 +148,43 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 }
 
 var errMissingKey = errors.New("missing key field")
+
+// passThroughJSON is transform for a stage that copies JSON unchanged
+// (json in and out, no transform steps). It validates the bytes and reads
+// the key field in place, with the same results as decoding, at a fraction
+// of the cost: nothing would look at the decoded value.
+func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
+	if err := serde.CheckJSON(r.Value); err != nil {
+		return nil, &RecordError{Reason: ReasonDecode, Err: err}
+	}
+	key := r.Key
+	if s.cfg.KeyField != "" {
+		raw, isObject, found := serde.TopLevelField(r.Value, s.cfg.KeyField)
+		var v any // what keyOf would see, built from the one field
+		if isObject {
+			obj := map[string]any{}
+			if found {
+				fv, err := s.in.Decode(raw)
+				if err != nil && !errors.Is(err, serde.ErrNullValue) {
+					return nil, &RecordError{Reason: ReasonKey, Err: err}
+				}
+				obj[s.cfg.KeyField] = fv
+			}
+			v = obj
+		}
+		var err error
+		if key, err = keyOf(v, s.cfg.KeyField); err != nil {
+			return nil, &RecordError{Reason: ReasonKey, Err: err}
+		}
+	}
+	return []*kgo.Record{{
+		Topic:     s.cfg.Output,
+		Key:       key,
+		Value:     r.Value,
+		Headers:   s.lineage(r, r.Headers, 0),
+		Timestamp: r.Timestamp, // as Kafka Streams does: outputs keep the input's event time
+	}}, nil
+}
 
 // keyOf returns the bytes of field in a JSON object: a string as its text,
 // any other value as its JSON text.

@@ -131,6 +131,10 @@ type Stage struct {
 	isolate  int
 	poisoned map[source]error
 
+	// passJSON: json in and out, no transform steps; records are checked
+	// and copied, never decoded whole (see passThroughJSON).
+	passJSON bool
+
 	txns int // transactions ended by this instance, for failpoints
 
 	// Readiness, read by Ready from other goroutines.
@@ -204,6 +208,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
+	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0)
 	return s, nil
 }
 

@@ -1,0 +1,84 @@
+package serde
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// checkAgainstDecode requires CheckJSON and TopLevelField to agree with
+// Decode and a map lookup on in.
+func checkAgainstDecode(t *testing.T, in []byte, field string) {
+	c, _ := New(JSON)
+	v, decErr := c.Decode(in)
+	chkErr := CheckJSON(in)
+	for _, sentinel := range []error{ErrNullValue, ErrInvalidUTF8, ErrSyntax} {
+		if errors.Is(decErr, sentinel) != errors.Is(chkErr, sentinel) {
+			t.Fatalf("%q: Decode error %v, CheckJSON error %v", in, decErr, chkErr)
+		}
+	}
+	if (decErr == nil) != (chkErr == nil) {
+		t.Fatalf("%q: Decode error %v, CheckJSON error %v", in, decErr, chkErr)
+	}
+	if decErr != nil {
+		return
+	}
+	obj, wantObj := v.(map[string]any)
+	want, wantFound := obj[field]
+	raw, isObj, found := TopLevelField(in, field)
+	if isObj != wantObj || found != wantFound {
+		t.Fatalf("%q field %q: TopLevelField object=%v found=%v, want %v %v", in, field, isObj, found, wantObj, wantFound)
+	}
+	if found {
+		got, err := c.Decode(raw)
+		if errors.Is(err, ErrNullValue) {
+			got, err = nil, nil
+		}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q field %q: raw %q decodes to %v (%v), want %v", in, field, raw, got, err, want)
+		}
+	}
+}
+
+func TestTopLevelField(t *testing.T) {
+	for _, in := range []string{
+		`{"event_id":"e-1","n":1}`, ` { "n" : {"event_id":"inner"} , "event_id" : 7 } `, `{"a":[1,"]",{"event_id":1}],"event_id":"x\"y"}`,
+		`{"event_id":null}`, `{}`, `[1,2]`, `"s"`, `12`, `{"ev\u0065nt_id":"esc"}`, `{"event_id":"a","event_id":"b"}`,
+		`{"event_id":true}`, `{"event_id":{"a":"}"}}`, `{"x":"\\","event_id":-1.5e3}`, "\t{\"event_id\":\"tab\"}\n",
+		`null`, ``, `{"event_id":`, "{\"event_id\":\"\xff\"}",
+	} {
+		checkAgainstDecode(t, []byte(in), "event_id")
+	}
+}
+
+func FuzzTopLevelField(f *testing.F) {
+	for _, s := range []string{`{"event_id":"e"}`, `{"a":{"event_id":1},"event_id":[{"x":"}"}]}`, `[{"event_id":1}]`, `{"e\"":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		checkAgainstDecode(t, in, "event_id")
+		if bytes.Count(in, []byte(`"`)) > 1 {
+			// also a field name taken from the input
+			if k := strings.SplitN(string(in), `"`, 3)[1]; json.Valid([]byte(`"` + k + `"`)) {
+				checkAgainstDecode(t, in, k)
+			}
+		}
+	})
+}
+
+func BenchmarkPassThroughCheck(b *testing.B) {
+	rec := []byte(`{"event_id":"e-000000001","amount":1,"customer":{"id":"c-1","tier":"gold"},"pad":"` + strings.Repeat("x", 900) + `"}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if err := CheckJSON(rec); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, found := TopLevelField(rec, "event_id"); !found {
+			b.Fatal("not found")
+		}
+	}
+}
