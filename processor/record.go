@@ -164,8 +164,8 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 		if isObject {
 			obj := map[string]any{}
 			if found {
-				fv, err := s.in.Decode(raw)
-				if err != nil && !errors.Is(err, serde.ErrNullValue) {
+				fv, err := serde.FieldValue(raw)
+				if err != nil {
 					return nil, &RecordError{Reason: ReasonKey, Err: err}
 				}
 				obj[s.cfg.KeyField] = fv

@@ -3,6 +3,7 @@ package serde
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 )
 
@@ -105,4 +106,42 @@ func skipValue(b []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// FieldValue decodes raw, a value that TopLevelField returned, as Decode
+// would, except that JSON null is nil and not an error. A plain string,
+// the common case for keys and event IDs, takes no decoder.
+func FieldValue(raw []byte) (any, error) {
+	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	v, err := jsonCodec{}.Decode(raw)
+	if errors.Is(err, ErrNullValue) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// JSONFields returns the top-level fields of the JSON object b that are
+// named in fields, decoded with FieldValue, after checking b with
+// CheckJSON: the same as decoding b and picking the fields, without
+// decoding the rest. obj is nil when b is not an object.
+func JSONFields(b []byte, fields []string) (obj map[string]any, err error) {
+	if err := CheckJSON(b); err != nil {
+		return nil, err
+	}
+	obj = make(map[string]any, len(fields))
+	for _, f := range fields {
+		raw, isObject, found := TopLevelField(b, f)
+		if !isObject {
+			return nil, nil
+		}
+		if !found {
+			continue
+		}
+		if obj[f], err = FieldValue(raw); err != nil {
+			return nil, err
+		}
+	}
+	return obj, nil
 }

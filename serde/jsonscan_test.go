@@ -28,6 +28,10 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 	}
 	obj, wantObj := v.(map[string]any)
 	want, wantFound := obj[field]
+	fields, err := JSONFields(in, []string{field})
+	if err != nil || (fields != nil) != wantObj || (wantObj && !reflect.DeepEqual(fields[field], want)) {
+		t.Fatalf("%q field %q: JSONFields = %v, %v; want %v", in, field, fields, err, want)
+	}
 	raw, isObj, found := TopLevelField(in, field)
 	if isObj != wantObj || found != wantFound {
 		t.Fatalf("%q field %q: TopLevelField object=%v found=%v, want %v %v", in, field, isObj, found, wantObj, wantFound)

@@ -40,11 +40,19 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		}
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
 	}
-	v, err := s.codec.Decode(r.Value)
+	var obj map[string]any
+	if s.passJSON {
+		// Only the mapped fields are decoded; $value is the bytes as
+		// they came.
+		obj, err = serde.JSONFields(r.Value, s.fieldSources)
+	} else {
+		var v any
+		v, err = s.codec.Decode(r.Value)
+		obj, _ = v.(map[string]any)
+	}
 	if err != nil {
 		return op{}, false, &processor.RecordError{Reason: processor.ReasonDecode, Err: err}
 	}
-	obj, _ := v.(map[string]any)
 	row := make([]any, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
 		row[i], err = s.columnValue(r, obj, c.Source)

@@ -103,6 +103,8 @@ type Sink struct {
 	pgcfg            *pgxpool.Config
 	table, positions table
 	eventIDIndex     int
+	fieldSources     []string // columns' source fields of the value ($-sources excluded)
+	passJSON         bool     // json input: check it and decode only fieldSources
 	types            []string // target column types, in Columns order
 	sql              struct{ staging, insert, truncate, delete, guard, positions string }
 
@@ -163,6 +165,12 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
+	s.passJSON = cfg.InputFormat == serde.JSON
+	for _, c := range cfg.Columns {
+		if !strings.HasPrefix(c.Source, "$") && !slices.Contains(s.fieldSources, c.Source) {
+			s.fieldSources = append(s.fieldSources, c.Source)
+		}
+	}
 	for _, o := range opts {
 		o(s)
 	}
