@@ -50,7 +50,16 @@ func TestVerifyMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const lost, dup = 7, 5
+	// Every (n/7)th input loses its output and every (n/5)th output is
+	// written twice; count them as the loop below decides, for any n.
+	var lost, dup int64
+	for i := range n {
+		if i%(n/7) == 3 {
+			lost++
+		} else if i%(n/5) == 5 {
+			dup++
+		}
+	}
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	var perr atomic.Pointer[error]
@@ -65,7 +74,7 @@ func TestVerifyMemory(t *testing.T) {
 				perr.Store(&err)
 				return
 			}
-			if i%(n/lost) == 3 {
+			if i%(n/7) == 3 {
 				return // no output: lost
 			}
 			o := &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: []kgo.RecordHeader{
@@ -77,7 +86,7 @@ func TestVerifyMemory(t *testing.T) {
 			}}
 			mu.Lock()
 			outs = append(outs, o)
-			if i%(n/dup) == 5 {
+			if i%(n/5) == 5 {
 				outs = append(outs, o)
 			}
 			mu.Unlock()

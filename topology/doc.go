@@ -89,7 +89,7 @@
 // not read its own output, nor use its input or output topic as its dead
 // letter topic. Several stages may read or write the same topic, but stages
 // must not form a cycle (A's output is B's input, ..., back to A).
-// A key needs output format json, since it is read from the JSON value.
+// A key needs input format json or avro: it is a field of the record's value.
 //
 // A sink's table and positions table are schema-qualified identifiers of
 // letters, digits and '_' (quoted in SQL, so case is kept), and differ.
