@@ -21,6 +21,8 @@ const (
 	HeaderReason          = "exactly.dlq.reason"           // decode, key or encode
 	HeaderError           = "exactly.dlq.error"            // the error message
 	HeaderStep            = "exactly.dlq.step"             // the transform step that failed, for reason transform
+	HeaderValueOmitted    = "exactly.dlq.value.omitted"    // envelope: size of the value left out, bytes
+	HeaderKeyOmitted      = "exactly.dlq.key.omitted"      // envelope: size of the key left out, bytes
 	HeaderStage           = "exactly.dlq.stage"            // stage name
 	HeaderSourceTopic     = "exactly.dlq.source.topic"     // input topic
 	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal
@@ -86,6 +88,14 @@ func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, er
 		in.Headers = make([]transform.Header, len(r.Headers))
 		for i, h := range r.Headers {
 			in.Headers[i] = transform.Header{Key: h.Key, Value: h.Value}
+		}
+		if s.pipeline.HasFuncs() {
+			// A Go transform must return well within the transaction
+			// timeout, or the transaction would abort and the record be
+			// retried forever: past this deadline it is a dead letter.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.TransactionTimeout/2)
+			defer cancel()
 		}
 		if recs, err = s.pipeline.Apply(ctx, in); err != nil {
 			var se *transform.StepError
@@ -217,8 +227,34 @@ func keyOf(v any, field string) ([]byte, error) {
 // deadLetter returns the dead letter of r: its key, value and headers as
 // they came, plus headers naming the error, the stage and the source.
 func (s *Stage) deadLetter(r *kgo.Record, re *RecordError) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(r.Headers)+8)
-	h = append(h, r.Headers...)
+	return &kgo.Record{
+		Topic:     s.cfg.DeadLetter,
+		Key:       r.Key,
+		Value:     r.Value,
+		Headers:   s.dlqHeaders(append(make([]kgo.RecordHeader, 0, len(r.Headers)+9), r.Headers...), r, re),
+		Timestamp: time.Now(),
+	}
+}
+
+// envelopeKeyMax bounds the key an envelope keeps.
+const envelopeKeyMax = 1024
+
+// envelope is the dead letter of r when its full dead letter is too large
+// for the dead-letter topic: the exactly.dlq.* headers, the key if it is
+// small, no value and none of r's own headers. HeaderValueOmitted gives the
+// size of the value left out, so the record can be found at its source.
+func (s *Stage) envelope(r *kgo.Record, re *RecordError) *kgo.Record {
+	h := []kgo.RecordHeader{{Key: HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}}
+	key := r.Key
+	if len(key) > envelopeKeyMax {
+		h = append(h, kgo.RecordHeader{Key: HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
+		key = nil
+	}
+	return &kgo.Record{Topic: s.cfg.DeadLetter, Key: key, Headers: s.dlqHeaders(h, r, re), Timestamp: time.Now()}
+}
+
+// dlqHeaders appends the exactly.dlq.* headers of r and re to h.
+func (s *Stage) dlqHeaders(h []kgo.RecordHeader, r *kgo.Record, re *RecordError) []kgo.RecordHeader {
 	h = append(h,
 		kgo.RecordHeader{Key: HeaderReason, Value: []byte(re.Reason)},
 		kgo.RecordHeader{Key: HeaderError, Value: []byte(re.Err.Error())},
@@ -231,11 +267,5 @@ func (s *Stage) deadLetter(r *kgo.Record, re *RecordError) *kgo.Record {
 	if re.Step != "" {
 		h = append(h, kgo.RecordHeader{Key: HeaderStep, Value: []byte(re.Step)})
 	}
-	return &kgo.Record{
-		Topic:     s.cfg.DeadLetter,
-		Key:       r.Key,
-		Value:     r.Value,
-		Headers:   h,
-		Timestamp: time.Now(),
-	}
+	return h
 }

@@ -129,7 +129,7 @@ type Stage struct {
 	// each, and the one whose output is refused again is poisoned: it is
 	// dead-lettered on its next read.
 	isolate  int
-	poisoned map[source]error
+	poisoned map[source]poison
 
 	// passJSON: json in and out, no transform steps; records are checked
 	// and copied, never decoded whole (see passThroughJSON).
@@ -202,7 +202,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]error{}, brokers: NewBrokerHealth()}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]poison{}, brokers: NewBrokerHealth()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -503,6 +503,13 @@ func retryCause(err error) string {
 	return "produce_error"
 }
 
+// poison is a record whose output the broker refused; envelope when its
+// full dead letter was refused too.
+type poison struct {
+	err      error
+	envelope bool
+}
+
 // source identifies an input record.
 type source struct {
 	topic     string
@@ -594,10 +601,21 @@ func (t *txn) process(r *kgo.Record) {
 		return
 	}
 	t.last = source{r.Topic, r.Partition, r.Offset}
-	if perr, ok := s.poisoned[t.last]; ok {
+	if p, ok := s.poisoned[t.last]; ok {
 		// Its output was refused by the broker (too large, say): the
 		// record becomes a dead letter instead of stalling the stage.
-		t.deadLetter(r, &RecordError{Reason: ReasonProduce, Err: perr})
+		re := &RecordError{Reason: ReasonProduce, Err: p.err}
+		if p.envelope {
+			// Even its dead letter was refused: keep why it failed in the
+			// first place, and send a size-bounded envelope.
+			if _, err := s.transform(t.ctx, r); err != nil && !serde.IsTransient(err) {
+				errors.As(err, &re)
+			}
+			t.deadLetters++
+			t.produce(s.envelope(r, re))
+			return
+		}
+		t.deadLetter(r, re)
 		return
 	}
 	outs, err := s.transform(t.ctx, r)
@@ -716,10 +734,13 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 			case s.isolate == 0:
 				s.isolate = n
 				s.log.Warn("the broker refused a record; retrying one input record per transaction to find it", "records", n, "err", produceErr)
+			case t.outputs == 0 && t.deadLetters > 0 && s.poisoned[t.last].envelope:
+				return false, &fatalError{fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
 			case t.outputs == 0 && t.deadLetters > 0:
-				return false, &fatalError{fmt.Errorf("dead-letter topic %s refused the dead letter of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
+				s.poisoned[t.last] = poison{err: produceErr, envelope: true}
+				s.log.Warn("the broker refused a dead letter; sending a size-bounded envelope instead", "source", t.last.String(), "err", produceErr)
 			default:
-				s.poisoned[t.last] = produceErr
+				s.poisoned[t.last] = poison{err: produceErr}
 				s.log.Warn("the broker refused the output of a record; dead-lettering it", "source", t.last.String(), "err", produceErr)
 			}
 			return false, &retryError{produceErr}

@@ -404,3 +404,38 @@ func TestStageAtLeastOnce(t *testing.T) {
 	}
 	checkExactlyOnce(t, seeds, 500, bad)
 }
+
+// A record too large for the output topic and for the dead-letter topic
+// ends as a size-bounded envelope in the dead letters, and the stream goes
+// on.
+func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
+	seeds := newCluster(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	big := `{"event_id":"big","pad":"` + strings.Repeat("x", 6000) + `"}`
+	recs := []*kgo.Record{{Topic: inTopic, Key: []byte("big"), Value: []byte(big)}}
+	for i := range 50 {
+		recs = append(recs, &kgo.Record{Topic: inTopic, Value: fmt.Appendf(nil, `{"event_id":"e-%d"}`, i)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s := newStage(t, seeds, processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
+	if err := runUntil(t, s, 51); err != nil {
+		t.Fatal(err)
+	}
+	checkExactlyOnce(t, seeds, 50, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	omitted, _ := audit.Header(dlq[0], processor.HeaderValueOmitted)
+	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
+		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
+	}
+}

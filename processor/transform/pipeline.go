@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/common/types/ref"
 
@@ -17,8 +18,13 @@ import (
 // Pipeline is the compiled transform steps of one stage. It is safe for
 // concurrent use.
 type Pipeline struct {
-	steps []step
+	steps    []step
+	hasFuncs bool
 }
+
+// HasFuncs reports whether a step calls a Go transform, which may block:
+// the engine then gives each record a deadline (see the func step).
+func (p *Pipeline) HasFuncs() bool { return p.hasFuncs }
 
 // Len returns the number of steps.
 func (p *Pipeline) Len() int { return len(p.steps) }
@@ -51,6 +57,7 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		for j := range st.Transform {
 			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg); ok {
 				p.steps = append(p.steps, s)
+				p.hasFuncs = p.hasFuncs || st.Transform[j].Func != ""
 			}
 		}
 		out[st.Name] = p
@@ -265,7 +272,7 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry) 
 			c.fail(path+".func", "no Go transform is registered as %q (registered: %s)", st.Func, namesOrNone(reg.Names()))
 			return s, false
 		}
-		s.run = func(ctx context.Context, r *Record) (out []Record, err error) {
+		call := func(ctx context.Context, r Record) (out []Record, err error) {
 			defer func() {
 				// A panic is a bug in that function, triggered by this
 				// record: dead-letter the record, keep the stream going.
@@ -273,7 +280,10 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry) 
 					out, err = nil, fmt.Errorf("panic: %v", p)
 				}
 			}()
-			out, err = fn(ctx, *r)
+			return fn(ctx, r)
+		}
+		s.run = func(ctx context.Context, r *Record) (out []Record, err error) {
+			out, err = callBounded(ctx, call, *r)
 			if err != nil {
 				return nil, err
 			}
@@ -289,6 +299,39 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry) 
 		return s, false // topology validation reported it
 	}
 	return s, ok
+}
+
+// ErrTimedOut is the error of a Go transform that did not return before
+// its record's deadline.
+var ErrTimedOut = errors.New("timed out")
+
+// callBounded calls fn, but returns when ctx's deadline passes even if fn
+// does not: a transform that outlives the transaction timeout would make
+// the transaction abort and the record be retried forever. The record then
+// fails with ErrTimedOut (a dead letter); the call is abandoned and its
+// result, if it ever comes, dropped.
+func callBounded(ctx context.Context, fn func(context.Context, Record) ([]Record, error), r Record) ([]Record, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return fn(ctx, r)
+	}
+	type result struct {
+		out []Record
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := fn(ctx, r)
+		done <- result{out, err}
+	}()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case res := <-done:
+		return res.out, res.err
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: the Go transform did not return before the record's deadline (half the transaction timeout)", ErrTimedOut)
+	}
 }
 
 func namesOrNone(names []string) string {

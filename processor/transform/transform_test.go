@@ -253,3 +253,31 @@ func BenchmarkFiveSteps(b *testing.B) {
 		}
 	}
 }
+
+// A Go transform that blocks past the record's deadline fails the record
+// (a dead letter), instead of holding the transaction past its timeout.
+func TestFuncStepDeadline(t *testing.T) {
+	reg := NewRegistry()
+	release := make(chan struct{})
+	defer close(release)
+	if err := reg.Register("stuck", func(context.Context, Record) ([]Record, error) {
+		<-release // ignores its context, as a careless transform may
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := compileSteps(t, "      - func: stuck", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.HasFuncs() {
+		t.Fatal("HasFuncs() = false for a func step")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err = p.Apply(ctx, Record{Value: map[string]any{}})
+	var se *StepError
+	if !errors.As(err, &se) || !errors.Is(err, ErrTimedOut) {
+		t.Fatalf("Apply error = %v, want a StepError wrapping ErrTimedOut", err)
+	}
+}
