@@ -469,11 +469,12 @@ func (s *Stage) Ready() error {
 	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
 		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
 	}
-	if !s.joined.Load() {
-		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
-	}
+	// Unreachable brokers first: they are also why no partitions come.
 	if err := s.brokers.Check(BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
+	}
+	if !s.joined.Load() {
+		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
 	}
 	if opened := s.txnOpened.Load(); opened != 0 {
 		limit := max(StallFactor*s.cfg.CommitInterval, StallMin)
@@ -611,7 +612,7 @@ func (t *txn) process(r *kgo.Record) {
 			if _, err := s.transform(t.ctx, r); err != nil && !serde.IsTransient(err) {
 				errors.As(err, &re)
 			}
-			t.deadLetters++
+			t.countDeadLetter(r, re)
 			t.produce(s.envelope(r, re))
 			return
 		}
@@ -647,12 +648,18 @@ func (t *txn) process(r *kgo.Record) {
 }
 
 func (t *txn) deadLetter(r *kgo.Record, re *RecordError) {
+	t.countDeadLetter(r, re)
+	t.produce(t.stage.deadLetter(r, re))
+}
+
+// countDeadLetter counts the dead letter (or envelope) of r in the open
+// transaction, for Stats and for exactly_stage_records_dead_lettered_total.
+func (t *txn) countDeadLetter(r *kgo.Record, re *RecordError) {
 	t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
 	t.deadLetters++
 	if t.perReason != nil {
 		t.perReason[re.Reason]++
 	}
-	t.produce(t.stage.deadLetter(r, re))
 }
 
 func (t *txn) produce(r *kgo.Record) {
