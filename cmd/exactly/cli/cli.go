@@ -238,41 +238,7 @@ the Nth transaction, for testing recovery.`, stderr)
 		return exitUsage
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := func() error {
-		var errs []error
-		for _, s := range stages {
-			errs = append(errs, s.Ready())
-		}
-		return errors.Join(errs...)
-	}
-	if err := serveOps(ctx, *metricsAddr, reg, ready, log); err != nil {
-		fmt.Fprintln(stderr, "exactly run:", err)
-		return exitUsage
-	}
-	errs := make(chan error, len(stages))
-	for _, s := range stages {
-		go func() {
-			err := s.Run(ctx)
-			if err != nil {
-				cancel() // one stage failing stops the process; restart it as a whole
-			}
-			errs <- err
-		}()
-	}
-	code := exitOK
-	for range stages {
-		if err := <-errs; err != nil {
-			log.Error("stage failed", "err", err)
-			code = exitFailure
-		}
-	}
-	if err := kafkaRefused(); err != nil {
-		log.Error("kafka refused the connection; stopped", "err", err)
-		code = exitFailure
-	}
-	return code
+	return runAll(ctx, "run", "stage", *metricsAddr, reg, stages, kafkaRefused, log, stderr)
 }
 
 // load reads and validates a topology file and compiles its transforms,

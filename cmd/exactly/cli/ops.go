@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -81,4 +82,55 @@ func serveOps(ctx context.Context, addr string, reg *prometheus.Registry, ready 
 	}()
 	log.Info("serving /metrics, /healthz and /readyz", "addr", ln.Addr().String())
 	return nil
+}
+
+// runner is a stage or a sink.
+type runner interface {
+	Run(ctx context.Context) error
+	Ready() error
+}
+
+// runAll serves the operations endpoints and runs every runner until ctx
+// ends or one fails, which stops the others: the process is restarted as a
+// whole. cmd is the command ("run", "sink") and kind names the runners in
+// logs ("stage", "sink"); refused reports a
+// connection Kafka refused (authentication, certificate). It returns the
+// exit code.
+func runAll[R runner](ctx context.Context, cmd, kind, metricsAddr string, reg *prometheus.Registry, runners []R,
+	refused func() error, log *slog.Logger, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ready := func() error {
+		var errs []error
+		for _, r := range runners {
+			errs = append(errs, r.Ready())
+		}
+		return errors.Join(errs...)
+	}
+	if err := serveOps(ctx, metricsAddr, reg, ready, log); err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return exitUsage
+	}
+	errs := make(chan error, len(runners))
+	for _, r := range runners {
+		go func() {
+			err := r.Run(ctx)
+			if err != nil {
+				cancel()
+			}
+			errs <- err
+		}()
+	}
+	code := exitOK
+	for range runners {
+		if err := <-errs; err != nil {
+			log.Error(kind+" failed", "err", err)
+			code = exitFailure
+		}
+	}
+	if err := refused(); err != nil {
+		log.Error("kafka refused the connection; stopped", "err", err)
+		code = exitFailure
+	}
+	return code
 }

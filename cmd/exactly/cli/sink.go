@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,39 +96,5 @@ at the Nth database commit, for testing recovery.`, stderr)
 		return exitUsage
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ready := func() error {
-		var errs []error
-		for _, s := range sinks {
-			errs = append(errs, s.Ready())
-		}
-		return errors.Join(errs...)
-	}
-	if err := serveOps(ctx, *metricsAddr, reg, ready, log); err != nil {
-		fmt.Fprintln(stderr, "exactly sink:", err)
-		return exitUsage
-	}
-	errs := make(chan error, len(sinks))
-	for _, s := range sinks {
-		go func() {
-			err := s.Run(ctx)
-			if err != nil {
-				cancel() // one sink failing stops the process; restart it as a whole
-			}
-			errs <- err
-		}()
-	}
-	code := exitOK
-	for range sinks {
-		if err := <-errs; err != nil {
-			log.Error("sink failed", "err", err)
-			code = exitFailure
-		}
-	}
-	if err := kafkaRefused(); err != nil {
-		log.Error("kafka refused the connection; stopped", "err", err)
-		code = exitFailure
-	}
-	return code
+	return runAll(ctx, "sink", "sink", *metricsAddr, reg, sinks, kafkaRefused, log, stderr)
 }
