@@ -49,7 +49,9 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 	c := newChaos(t, total)
 	c.startAll()
-	c.produce(total)
+	// Load must last through the kill phase (about 3 s a kill) and the
+	// failpoint phase after it, which needs transactions to fire in.
+	c.produce(total, max(240*time.Second, time.Duration(kills)*3*time.Second+180*time.Second))
 
 	faults := map[string]int{}
 	phase := func(name string, f func() int) {
@@ -223,12 +225,12 @@ func (in *instance) alive() bool {
 }
 
 // produce feeds total lines to the first topic with kcat, in chunks paced
-// over about four minutes, one poison record in every 200.
-func (c *chaos) produce(total int) {
+// over the given duration, one poison record in every 200.
+func (c *chaos) produce(total int, over time.Duration) {
 	c.prodDone = make(chan struct{})
 	raw := c.topics[0]
 	const chunk = 1000
-	pace := 240 * time.Second / time.Duration((total+chunk-1)/chunk)
+	pace := over / time.Duration((total+chunk-1)/chunk)
 	poisons := []string{`{"event_id": "broken`, "{\"event_id\":\"\xff\xfe\"}", "", `{"n": 1}`, `[1,2,3]`}
 	go func() {
 		defer close(c.prodDone)
