@@ -199,17 +199,10 @@ the Nth transaction, for testing recovery.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
-	if err != nil {
-		fmt.Fprintf(stderr, "exactly run: %s: %v\n", processor.FailpointEnv, err)
-		return exitUsage
-	}
-	kopts, ok := kafkaOptions(f, "run", stderr)
+	ctx, fps, kopts, kafkaRefused, ok := runSetup(ctx, f, "run", log, stderr)
 	if !ok {
 		return exitUsage
 	}
-	logWarnings(f, log)
-	ctx, kopts, kafkaRefused := watchKafka(ctx, kopts)
 
 	reg := newRegistry()
 	metrics, err := processor.NewMetrics(reg)
@@ -312,12 +305,7 @@ to run again.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
-	f, err := topology.Load(fs.Arg(0))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	kopts, ok := kafkaOptions(f, "topics create", stderr)
+	f, kopts, ok := loadKafka(fs.Arg(0), "topics create", stderr)
 	if !ok {
 		return exitUsage
 	}

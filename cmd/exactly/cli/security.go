@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kafkaconn"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -61,4 +63,34 @@ func watchKafka(ctx context.Context, opts []kgo.Opt) (context.Context, []kgo.Opt
 		}
 		return nil
 	}
+}
+
+// loadKafka loads the topology file at path and builds its Kafka client
+// options; a problem is printed as cmd's error and ok is false (exit 2).
+func loadKafka(path, cmd string, stderr io.Writer) (f *topology.File, opts []kgo.Opt, ok bool) {
+	f, err := topology.Load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, nil, false
+	}
+	opts, ok = kafkaOptions(f, cmd, stderr)
+	return f, opts, ok
+}
+
+// runSetup is what run and sink share once the file is loaded: failpoints
+// from the environment, Kafka options watched for a refused connection,
+// and the file's warnings logged. ok is false after a printed problem.
+func runSetup(ctx context.Context, f *topology.File, cmd string, log *slog.Logger, stderr io.Writer) (
+	_ context.Context, fps []processor.Failpoint, kopts []kgo.Opt, refused func() error, ok bool) {
+	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, processor.FailpointEnv, err)
+		return ctx, nil, nil, nil, false
+	}
+	if kopts, ok = kafkaOptions(f, cmd, stderr); !ok {
+		return ctx, nil, nil, nil, false
+	}
+	logWarnings(f, log)
+	ctx, kopts, refused = watchKafka(ctx, kopts)
+	return ctx, fps, kopts, refused, true
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -54,17 +53,10 @@ at the Nth database commit, for testing recovery.`, stderr)
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
-	if err != nil {
-		fmt.Fprintf(stderr, "exactly sink: %s: %v\n", processor.FailpointEnv, err)
-		return exitUsage
-	}
-	kopts, ok := kafkaOptions(f, "sink", stderr)
+	ctx, fps, kopts, kafkaRefused, ok := runSetup(ctx, f, "sink", log, stderr)
 	if !ok {
 		return exitUsage
 	}
-	logWarnings(f, log)
-	ctx, kopts, kafkaRefused := watchKafka(ctx, kopts)
 
 	reg := newRegistry()
 	metrics, err := pgsink.NewMetrics(reg)

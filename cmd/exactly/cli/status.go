@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/status"
-	"github.com/exactly-io/exactly/topology"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -40,12 +39,7 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
-	f, err := topology.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	kopts, ok := kafkaOptions(f, "status", stderr)
+	f, kopts, ok := loadKafka(*path, "status", stderr)
 	if !ok {
 		return exitUsage
 	}

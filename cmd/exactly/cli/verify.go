@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/processor/verify"
-	"github.com/exactly-io/exactly/topology"
 )
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -45,12 +44,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 		fs.Usage()
 		return exitUsage
 	}
-	f, err := topology.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	kopts, ok := kafkaOptions(f, "verify", stderr)
+	f, kopts, ok := loadKafka(*path, "verify", stderr)
 	if !ok {
 		return exitUsage
 	}
