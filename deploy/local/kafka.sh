@@ -209,34 +209,10 @@ running() {
 	[[ -n "$pid" ]] && ours "$pid" && port_open "$KAFKA_PORT"
 }
 
-# stop_pid PID: SIGTERM, wait up to 30s, then SIGKILL.
-stop_pid() {
-	local pid="$1" i
-	log "stopping Kafka (pid $pid)"
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 300; i++)); do
-		pid_alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "Kafka (pid $pid) still alive after 30s: SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		pid_alive "$pid" || return 0
-		sleep 0.1
-	done
-	die "could not kill pid $pid"
-}
+stop_pid() { stop_process "Kafka" "$1"; }
 
-# stop_all: stop every broker of this run dir; false when there was none.
-stop_all() {
-	local pid stopped=1
-	for pid in $(our_pids); do
-		stop_pid "$pid"
-		stopped=0
-	done
-	rm -f "$PIDFILE"
-	return "$stopped"
-}
+# stop_all: stop every process of this run dir; false when there was none.
+stop_all() { stop_all_of our_pids; }
 
 cmd_stop() {
 	local start

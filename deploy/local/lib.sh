@@ -97,3 +97,33 @@ tls_cert() {
 	chmod 600 "$dir/$name.key"
 	rm -f "$dir/$name.csr"
 }
+
+# stop_process NAME PID: SIGTERM, wait up to 30s, then SIGKILL.
+stop_process() {
+	local name="$1" pid="$2" i
+	log "stopping $name (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 300; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	log "$name (pid $pid) still alive after 30s: SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	die "could not kill pid $pid"
+}
+
+# stop_all_of LISTER: stop_pid every pid that the function LISTER prints,
+# then remove $PIDFILE; false when there was none.
+stop_all_of() {
+	local pid stopped=1
+	for pid in $("$1"); do
+		stop_pid "$pid"
+		stopped=0
+	done
+	rm -f "$PIDFILE"
+	return "$stopped"
+}

@@ -115,33 +115,10 @@ running() {
 	[[ -n "$pid" ]] && ours "$pid" && answering
 }
 
-stop_pid() {
-	local pid="$1" i
-	log "stopping the registry (pid $pid)"
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 300; i++)); do
-		pid_alive "$pid" || return 0
-		sleep 0.1
-	done
-	log "registry (pid $pid) still alive after 30s: SIGKILL"
-	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		pid_alive "$pid" || return 0
-		sleep 0.1
-	done
-	die "could not kill pid $pid"
-}
+stop_pid() { stop_process "the registry" "$1"; }
 
-# stop_all: stop every registry of this run dir; false when there was none.
-stop_all() {
-	local pid stopped=1
-	for pid in $(our_pids); do
-		stop_pid "$pid"
-		stopped=0
-	done
-	rm -f "$PIDFILE"
-	return "$stopped"
-}
+# stop_all: stop every process of this run dir; false when there was none.
+stop_all() { stop_all_of our_pids; }
 
 cmd_stop() {
 	local start
