@@ -396,25 +396,32 @@ func topicNameProblem(name string) string {
 	return ""
 }
 
+// uniqueName checks the name of the i-th stage or sink at path p (kind "stage"
+// or "sink"): present, valid inside group and transactional IDs, and
+// unique; first maps each name to the index that declared it.
+func (v *validator) uniqueName(p, kind, name string, i int, first map[string]int) {
+	np := p + ".name"
+	switch {
+	case name == "" && v.has(np):
+		v.report(np, "must not be empty")
+	case name == "":
+		v.report(np, "required")
+	case !stageName.MatchString(name):
+		v.report(np, "invalid %s name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", kind, v.q(np, name))
+	default:
+		if j, dup := first[name]; dup {
+			v.report(np, "duplicate %s %s (first declared at line %d)", kind, v.q(np, name), v.at(fmt.Sprintf("%ss[%d].name", kind, j)).Line)
+			return
+		}
+		first[name] = i
+	}
+}
+
 func (v *validator) stages(declared map[string]bool) {
 	first := make(map[string]int)
 	for i, s := range v.f.Stages {
 		p := fmt.Sprintf("stages[%d]", i)
-		np := p + ".name"
-		switch {
-		case s.Name == "" && v.has(np):
-			v.report(np, "must not be empty")
-		case s.Name == "":
-			v.report(np, "required")
-		case !stageName.MatchString(s.Name):
-			v.report(np, "invalid stage name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", v.q(np, s.Name))
-		default:
-			if j, dup := first[s.Name]; dup {
-				v.report(np, "duplicate stage %s (first declared at line %d)", v.q(np, s.Name), v.at(fmt.Sprintf("stages[%d].name", j)).Line)
-				break
-			}
-			first[s.Name] = i
-		}
+		v.uniqueName(p, "stage", s.Name, i, first)
 
 		v.endpoint(p+".input", s.Input, declared, "orders.raw")
 		v.endpoint(p+".output", s.Output, declared, "orders.clean")
@@ -685,21 +692,7 @@ func (v *validator) sinks(declared map[string]bool) {
 	first := make(map[string]int)
 	for i, s := range v.f.Sinks {
 		p := fmt.Sprintf("sinks[%d]", i)
-		np := p + ".name"
-		switch {
-		case s.Name == "" && v.has(np):
-			v.report(np, "must not be empty")
-		case s.Name == "":
-			v.report(np, "required")
-		case !stageName.MatchString(s.Name):
-			v.report(np, "invalid sink name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", v.q(np, s.Name))
-		default:
-			if j, dup := first[s.Name]; dup {
-				v.report(np, "duplicate sink %s (first declared at line %d)", v.q(np, s.Name), v.at(fmt.Sprintf("sinks[%d].name", j)).Line)
-				break
-			}
-			first[s.Name] = i
-		}
+		v.uniqueName(p, "sink", s.Name, i, first)
 
 		v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		dp := p + ".dead_letter"
