@@ -22,10 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactly-io/exactly/processor"
 )
 
 // These tests run against a real Confluent-compatible schema registry
@@ -351,11 +350,11 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	kcatProduce(t, in, lines)
 
-	crashing := start(t, []string{processor.FailpointEnv + "=" + processor.CrashBeforeCommit + "@3"},
+	crashing := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@3"},
 		"run", "--topology", topo, "--instance-id", "it-1")
 	_ = crashing.wait(2 * time.Minute)
 	if !crashing.killedBySIGKILL() {
-		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", processor.CrashBeforeCommit, crashing.cmd.ProcessState)
+		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", kit.CrashBeforeCommit, crashing.cmd.ProcessState)
 	}
 	before := kcatCount(t, out)
 	if before >= events {
@@ -378,7 +377,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 		t.Fatalf("the Avro → JSON stage dead-lettered %d records; its input held only valid frames", n)
 	}
 	for _, r := range kcatReadJSON(t, dlq1) {
-		if r.Headers[processor.HeaderReason] == "" || r.Headers[processor.HeaderError] == "" {
+		if r.Headers[kit.HeaderReason] == "" || r.Headers[kit.HeaderError] == "" {
 			t.Errorf("dead letter %s lacks a reason or error: %v", r.Key, r.Headers)
 		}
 	}
@@ -569,10 +568,10 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 			t.Errorf("%s: no dead letter", c.key)
 			continue
 		}
-		if got := r.Headers[processor.HeaderReason]; got != processor.ReasonDecode {
-			t.Errorf("%s: reason %q, want %q", c.key, got, processor.ReasonDecode)
+		if got := r.Headers[kit.HeaderReason]; got != kit.ReasonDecode {
+			t.Errorf("%s: reason %q, want %q", c.key, got, kit.ReasonDecode)
 		}
-		if msg := r.Headers[processor.HeaderError]; !strings.Contains(msg, c.want) {
+		if msg := r.Headers[kit.HeaderError]; !strings.Contains(msg, c.want) {
 			t.Errorf("%s: error %q does not say %q", c.key, msg, c.want)
 		} else {
 			t.Logf("%-16s → %s", c.key, msg)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/verify"
 )
 
@@ -300,13 +300,13 @@ func (c *chaos) kills(n int) int {
 // random N, waits for it to die by SIGKILL there, and restarts it clean.
 func (c *chaos) failpoints() int {
 	fired := 0
-	for _, fp := range []string{processor.CrashBeforeCommit, processor.CrashAfterCommit, processor.CrashBeforeDBCommit, processor.CrashAfterDBCommit} {
+	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
 		sink := strings.Contains(fp, "-db-")
 		in := c.pick(func(in *instance) bool { return in.sink == sink })
 		_ = in.p.cmd.Process.Kill()
 		<-in.p.done
 		n := 1 + rand.N(4)
-		c.launch(in, processor.FailpointEnv+"="+fp+"@"+strconv.Itoa(n))
+		c.launch(in, kit.FailpointEnv+"="+fp+"@"+strconv.Itoa(n))
 		select {
 		case <-in.p.done:
 		case <-time.After(90 * time.Second):

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // floodKind is what the stage must do with a generated record.
@@ -436,7 +437,7 @@ func TestBadInputFlood(t *testing.T) {
 		}
 		retried, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": processor.AbortRetry})
 		byReason := map[string]float64{}
-		for _, reason := range []string{processor.ReasonDecode, processor.ReasonKey, processor.ReasonTransform, processor.ReasonEncode, processor.ReasonProduce} {
+		for _, reason := range []string{kit.ReasonDecode, kit.ReasonKey, kit.ReasonTransform, kit.ReasonEncode, kit.ReasonProduce} {
 			byReason[reason], _ = sum(m, "exactly_stage_records_dead_lettered_total", map[string]string{"stage": s.name, "reason": reason})
 		}
 		t.Logf("%s: %v committed transactions, the longest ≤ %vs; %v aborted and retried (refused records); dead letters by reason %v",
@@ -507,16 +508,16 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 	envelopes, maxDL := 0, 0
 	for _, r := range dls {
 		maxDL = max(maxDL, len(r.Value))
-		src, ok := source(r, "dead letter", processor.HeaderSourcePartition, processor.HeaderSourceOffset)
+		src, ok := source(r, "dead letter", kit.HeaderSourcePartition, kit.HeaderSourceOffset)
 		if !ok {
 			continue
 		}
-		reason, _ := header(r, processor.HeaderReason)
-		errText, _ := header(r, processor.HeaderError)
+		reason, _ := header(r, kit.HeaderReason)
+		errText, _ := header(r, kit.HeaderError)
 		if reason == "" || errText == "" {
 			t.Errorf("%s: dead letter of %s lacks a reason or error: %q, %q", stage, src.what, reason, errText)
 		}
-		if topic, _ := header(r, processor.HeaderSourceTopic); topic != in {
+		if topic, _ := header(r, kit.HeaderSourceTopic); topic != in {
 			t.Errorf("%s: dead letter of %s names source topic %q, want %q", stage, src.what, topic, in)
 		}
 		switch src.kind {
@@ -526,10 +527,10 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 			}
 		case floodHuge:
 			envelopes++
-			omitted, _ := header(r, processor.HeaderValueOmitted)
-			if r.Value != nil || omitted != strconv.Itoa(len(src.value)) || reason != processor.ReasonProduce || !bytes.Equal(r.Key, src.key) {
+			omitted, _ := header(r, kit.HeaderValueOmitted)
+			if r.Value != nil || omitted != strconv.Itoa(len(src.value)) || reason != kit.ReasonProduce || !bytes.Equal(r.Key, src.key) {
 				t.Errorf("%s: dead letter of %s: reason %q, %d value bytes, key %q, %s=%q; want an envelope: reason %s, no value, key %q, %s=%d",
-					stage, src.what, reason, len(r.Value), r.Key, processor.HeaderValueOmitted, omitted, processor.ReasonProduce, src.key, processor.HeaderValueOmitted, len(src.value))
+					stage, src.what, reason, len(r.Value), r.Key, kit.HeaderValueOmitted, omitted, kit.ReasonProduce, src.key, kit.HeaderValueOmitted, len(src.value))
 			}
 		default:
 			t.Errorf("%s: %s was dead-lettered (%s: %s); want it output", stage, src.what, reason, errText)
@@ -655,7 +656,7 @@ stages:
 	}{
 		{"exactly_stage_records_produced_total", st, events + 100 - 1},
 		{"exactly_stage_records_dead_lettered_total", st, 1},
-		{"exactly_stage_records_dead_lettered_total", map[string]string{"stage": stage, "reason": processor.ReasonTransform}, 1},
+		{"exactly_stage_records_dead_lettered_total", map[string]string{"stage": stage, "reason": kit.ReasonTransform}, 1},
 		{"exactly_stage_transactions_aborted_total", st, 0},
 		{"exactly_stage_session_rebuilds_total", st, 0},
 	} {
@@ -689,10 +690,10 @@ stages:
 		t.Fatalf("%s: %d dead letters, want 1 (e-13)", dlq, len(dls))
 	}
 	r := dls[0]
-	reason, _ := header(r, processor.HeaderReason)
-	errText, _ := header(r, processor.HeaderError)
-	step, _ := header(r, processor.HeaderStep)
-	if string(r.Key) != "k-13" || reason != processor.ReasonTransform || !strings.Contains(errText, "timed out") || !utf8.Valid(r.Value) ||
+	reason, _ := header(r, kit.HeaderReason)
+	errText, _ := header(r, kit.HeaderError)
+	step, _ := header(r, kit.HeaderStep)
+	if string(r.Key) != "k-13" || reason != kit.ReasonTransform || !strings.Contains(errText, "timed out") || !utf8.Valid(r.Value) ||
 		!strings.Contains(string(r.Value), `"e-13"`) {
 		t.Errorf("dead letter: key %q, reason %q, step %q, error %q, value %q; want k-13's record, reason transform, an error saying timed out",
 			r.Key, reason, step, errText, r.Value)

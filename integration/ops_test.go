@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // waitReady waits until addr's /readyz answers 200.
@@ -115,7 +115,7 @@ func kafkaScript(t testing.TB, cmd string) {
 }
 
 // A stage whose broker is gone turns not-ready within
-// processor.BrokerSilenceLimit (plus one probe), while /healthz stays
+// kit.BrokerSilenceLimit (plus one probe), while /healthz stays
 // 200, and ready again once the broker is back; then it moves records
 // again. The broker is stopped and resumed on its data: it must not run
 // concurrently with other tests on the same broker.
@@ -134,7 +134,7 @@ func TestReadinessFollowsTheBroker(t *testing.T) {
 	t.Cleanup(func() { kafkaScript(t, "resume") }) // a no-op when running
 	kafkaScript(t, "stop")
 	down := time.Now()
-	limit := processor.BrokerSilenceLimit + 5*time.Second
+	limit := kit.BrokerSilenceLimit + 5*time.Second
 	var body string
 	eventually(t, limit, func() bool {
 		var code int

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
 )
 
@@ -22,7 +22,7 @@ import (
 // Afterwards the table holds each event once and every stored position is
 // its partition's read_committed end.
 func TestSinkCrash(t *testing.T) {
-	for _, fp := range []string{processor.CrashBeforeDBCommit, processor.CrashAfterDBCommit} {
+	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
 			const n = 10000
@@ -31,7 +31,7 @@ func TestSinkCrash(t *testing.T) {
 			kcatProduce(t, s.in, events("e", 0, n))
 			pool := pgPool(t)
 
-			p := startSink(t, topo, "c1", processor.FailpointEnv+"="+fp+"@3")
+			p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
 			_ = p.wait(2 * time.Minute)
 			if !p.killedBySIGKILL() {
 				t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
@@ -222,8 +222,8 @@ func TestSinkPoison(t *testing.T) {
 	dl := kcatRead(t, s.dlq)
 	got := map[string]string{}
 	for _, r := range dl {
-		got[r.Key] = r.Headers[processor.HeaderReason]
-		if r.Headers[processor.HeaderStage] != s.name || r.Headers[processor.HeaderSourceTopic] != s.in || r.Headers[processor.HeaderSourceOffset] == "" {
+		got[r.Key] = r.Headers[kit.HeaderReason]
+		if r.Headers[kit.HeaderStage] != s.name || r.Headers[kit.HeaderSourceTopic] != s.in || r.Headers[kit.HeaderSourceOffset] == "" {
 			t.Errorf("dead letter %s: headers %v", r.Key, r.Headers)
 		}
 		if got[r.Key] == pgsink.ReasonPostgres && r.Headers[pgsink.HeaderSQLState][:2] != "22" {

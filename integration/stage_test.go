@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactly-io/exactly/processor"
 )
 
 // stageSpec is one stage of a generated topology file.
@@ -115,14 +114,14 @@ func checkDeadLetters(t *testing.T, topic, source string, bad int) {
 	keys, sources := map[string]bool{}, map[string]bool{}
 	for _, r := range recs {
 		keys[r.Key] = true
-		off, ok := r.Headers[processor.HeaderSourceOffset]
+		off, ok := r.Headers[kit.HeaderSourceOffset]
 		if !ok {
-			t.Fatalf("%s: dead letter %s has no %s header: %v", topic, r.Key, processor.HeaderSourceOffset, r.Headers)
+			t.Fatalf("%s: dead letter %s has no %s header: %v", topic, r.Key, kit.HeaderSourceOffset, r.Headers)
 		}
-		if r.Headers[processor.HeaderSourceTopic] != source {
-			t.Errorf("%s: dead letter %s names source topic %q, want %q", topic, r.Key, r.Headers[processor.HeaderSourceTopic], source)
+		if r.Headers[kit.HeaderSourceTopic] != source {
+			t.Errorf("%s: dead letter %s names source topic %q, want %q", topic, r.Key, r.Headers[kit.HeaderSourceTopic], source)
 		}
-		src := r.Headers[processor.HeaderSourcePartition] + "/" + off
+		src := r.Headers[kit.HeaderSourcePartition] + "/" + off
 		if sources[src] {
 			t.Errorf("%s: two dead letters name source %s", topic, src)
 		}
@@ -140,7 +139,7 @@ func checkDeadLetters(t *testing.T, topic, source string, bad int) {
 func TestCrashCheck(t *testing.T) {
 	const events, bad = 10000, 50
 	for _, chain := range []bool{false, true} {
-		for _, fp := range []string{processor.CrashBeforeCommit, processor.CrashAfterCommit} {
+		for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
 			name := fp
 			if chain {
 				name = "chain/" + fp
@@ -158,7 +157,7 @@ func TestCrashCheck(t *testing.T) {
 				exactlyCmd(t, "topics", "create", topo)
 				kcatProduce(t, raw, crashInput(events, bad))
 
-				crashing := start(t, []string{processor.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+				crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
 				_ = crashing.wait(2 * time.Minute)
 				if !crashing.killedBySIGKILL() {
 					t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)

@@ -16,7 +16,7 @@ func TestOutputLineage(t *testing.T) {
 	}
 	in := &kgo.Record{Topic: "in", Partition: 2, Offset: 41, Value: []byte(`{"event_id":"e-1"}`),
 		Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}, {Key: HeaderLineageStage, Value: []byte("upstream")}, {Key: HeaderLineageOffset, Value: []byte("7")}}}
-	outs, err := s.transform(context.Background(), in)
+	outs, err := s.recordOutputs(context.Background(), in)
 	if err != nil || len(outs) != 1 {
 		t.Fatalf("transform: %v, %d outputs", err, len(outs))
 	}

@@ -10,24 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
-)
-
-// Headers that every dead letter carries, beside the input record's own
-// headers. Their values are UTF-8 text. The source triple identifies the
-// input record exactly: it is what a replay or an audit needs.
-const (
-	HeaderReason          = "exactly.dlq.reason"           // decode, key or encode
-	HeaderError           = "exactly.dlq.error"            // the error message
-	HeaderStep            = "exactly.dlq.step"             // the transform step that failed, for reason transform
-	HeaderValueOmitted    = "exactly.dlq.value.omitted"    // envelope: size of the value left out, bytes
-	HeaderKeyOmitted      = "exactly.dlq.key.omitted"      // envelope: size of the key left out, bytes
-	HeaderStage           = "exactly.dlq.stage"            // stage name
-	HeaderSourceTopic     = "exactly.dlq.source.topic"     // input topic
-	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal
-	HeaderSourceOffset    = "exactly.dlq.source.offset"    // decimal
-	HeaderSourceTimestamp = "exactly.dlq.source.timestamp" // Unix milliseconds, decimal
 )
 
 // Lineage headers that every output record carries, replacing any lineage
@@ -66,17 +51,17 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 	)
 }
 
-// transform decodes one input record, runs the stage's transform steps,
+// recordOutputs decodes one input record, runs the stage's transform steps,
 // re-keys and encodes the results. It returns the output records, none when
-// a step filtered the record out. Any error it returns is a *RecordError: a
+// a step filtered the record out. Any error it returns is a *kit.RecordError: a
 // permanent fault of that record, which then has no outputs at all.
-func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, error) {
+func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record, error) {
 	if s.passJSON {
 		return s.passThroughJSON(r)
 	}
 	v, err := s.in.Decode(r.Value)
 	if err != nil {
-		return nil, &RecordError{Reason: ReasonDecode, Err: err}
+		return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	in := transform.Record{
 		Key: r.Key, Value: v, Raw: r.Value,
@@ -100,9 +85,9 @@ func (s *Stage) transform(ctx context.Context, r *kgo.Record) ([]*kgo.Record, er
 		if recs, err = s.pipeline.Apply(ctx, in); err != nil {
 			var se *transform.StepError
 			if errors.As(err, &se) {
-				return nil, &RecordError{Reason: ReasonTransform, Step: se.Step, Err: se.Err}
+				return nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
 			}
-			return nil, &RecordError{Reason: ReasonTransform, Err: err}
+			return nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
 		}
 	}
 	outs := make([]*kgo.Record, 0, len(recs))
@@ -123,7 +108,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 	if s.cfg.KeyField != "" {
 		var err error
 		if key, err = keyOf(rec.Value, s.cfg.KeyField); err != nil {
-			return nil, &RecordError{Reason: ReasonKey, Err: err}
+			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
 		}
 	}
 	value := rec.Raw
@@ -133,7 +118,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 		// exactly as the producer wrote them.
 		var err error
 		if value, err = s.out.Encode(rec.Value); err != nil {
-			return nil, &RecordError{Reason: ReasonEncode, Err: err}
+			return nil, &kit.RecordError{Reason: kit.ReasonEncode, Err: err}
 		}
 	}
 	headers := in.Headers
@@ -159,13 +144,13 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 
 var errMissingKey = errors.New("missing key field")
 
-// passThroughJSON is transform for a stage that copies JSON unchanged
+// passThroughJSON is recordOutputs for a stage that copies JSON unchanged
 // (json in and out, no transform steps). It validates the bytes and reads
 // the key field in place, with the same results as decoding, at a fraction
 // of the cost: nothing would look at the decoded value.
 func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 	if err := serde.CheckJSON(r.Value); err != nil {
-		return nil, &RecordError{Reason: ReasonDecode, Err: err}
+		return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	key := r.Key
 	if s.cfg.KeyField != "" {
@@ -176,7 +161,7 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 			if found {
 				fv, err := serde.FieldValue(raw)
 				if err != nil {
-					return nil, &RecordError{Reason: ReasonKey, Err: err}
+					return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
 				}
 				obj[s.cfg.KeyField] = fv
 			}
@@ -184,7 +169,7 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 		}
 		var err error
 		if key, err = keyOf(v, s.cfg.KeyField); err != nil {
-			return nil, &RecordError{Reason: ReasonKey, Err: err}
+			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
 		}
 	}
 	return []*kgo.Record{{
@@ -224,48 +209,19 @@ func keyOf(v any, field string) ([]byte, error) {
 	return b, nil
 }
 
-// deadLetter returns the dead letter of r: its key, value and headers as
-// they came, plus headers naming the error, the stage and the source.
-func (s *Stage) deadLetter(r *kgo.Record, re *RecordError) *kgo.Record {
-	return &kgo.Record{
-		Topic:     s.cfg.DeadLetter,
-		Key:       r.Key,
-		Value:     r.Value,
-		Headers:   s.dlqHeaders(append(make([]kgo.RecordHeader, 0, len(r.Headers)+9), r.Headers...), r, re),
-		Timestamp: time.Now(),
-	}
-}
-
 // envelopeKeyMax bounds the key an envelope keeps.
 const envelopeKeyMax = 1024
 
 // envelope is the dead letter of r when its full dead letter is too large
 // for the dead-letter topic: the exactly.dlq.* headers, the key if it is
-// small, no value and none of r's own headers. HeaderValueOmitted gives the
+// small, no value and none of r's own headers. kit.HeaderValueOmitted gives the
 // size of the value left out, so the record can be found at its source.
-func (s *Stage) envelope(r *kgo.Record, re *RecordError) *kgo.Record {
-	h := []kgo.RecordHeader{{Key: HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}}
+func (s *Stage) envelope(r *kgo.Record, re *kit.RecordError) *kgo.Record {
+	h := []kgo.RecordHeader{{Key: kit.HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}}
 	key := r.Key
 	if len(key) > envelopeKeyMax {
-		h = append(h, kgo.RecordHeader{Key: HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
+		h = append(h, kgo.RecordHeader{Key: kit.HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
 		key = nil
 	}
-	return &kgo.Record{Topic: s.cfg.DeadLetter, Key: key, Headers: s.dlqHeaders(h, r, re), Timestamp: time.Now()}
-}
-
-// dlqHeaders appends the exactly.dlq.* headers of r and re to h.
-func (s *Stage) dlqHeaders(h []kgo.RecordHeader, r *kgo.Record, re *RecordError) []kgo.RecordHeader {
-	h = append(h,
-		kgo.RecordHeader{Key: HeaderReason, Value: []byte(re.Reason)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(re.Err.Error())},
-		kgo.RecordHeader{Key: HeaderStage, Value: []byte(s.cfg.Stage)},
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
-	)
-	if re.Step != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderStep, Value: []byte(re.Step)})
-	}
-	return h
+	return &kgo.Record{Topic: s.cfg.DeadLetter, Key: key, Headers: kit.DeadLetterHeaders(h, s.cfg.Stage, r, re), Timestamp: time.Now()}
 }

@@ -15,16 +15,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -92,15 +91,15 @@ func WithTransform(p *transform.Pipeline) Option { return func(s *Stage) { s.pip
 // WithMetrics records the stage's metrics in m (see NewMetrics).
 func WithMetrics(m *Metrics) Option { return func(s *Stage) { s.metrics.m = m } }
 
-// WithFailpoints arms failpoints (see ParseFailpoints).
-func WithFailpoints(fps ...Failpoint) Option {
-	return func(s *Stage) { s.failpoints = append(s.failpoints, fps...) }
+// WithFailpoints arms failpoints (see kit.ParseFailpoints).
+func WithFailpoints(fps ...kit.Failpoint) Option {
+	return func(s *Stage) { s.fp.List = append(s.fp.List, fps...) }
 }
 
 // WithCrashAction replaces what a failpoint does when it fires. The default
-// is KillSelf. If the action returns, Run returns ErrCrashed without ending
+// is kit.KillSelf. If the action returns, Run returns kit.ErrCrashed without ending
 // the transaction or closing the client cleanly.
-func WithCrashAction(f func()) Option { return func(s *Stage) { s.crash = f } }
+func WithCrashAction(f func()) Option { return func(s *Stage) { s.fp.Crash = f } }
 
 // Stats are counters of one Stage since it was built.
 type Stats struct {
@@ -115,14 +114,13 @@ type Stats struct {
 
 // Stage is one instance of a Kafka→Kafka stage.
 type Stage struct {
-	cfg        Config
-	in, out    serde.Codec
-	log        *slog.Logger
-	kopts      []kgo.Opt
-	failpoints []Failpoint
-	crash      func()
-	pipeline   *transform.Pipeline
-	metrics    stageMetrics
+	cfg      Config
+	in, out  serde.Codec
+	log      *slog.Logger
+	kopts    []kgo.Opt
+	fp       kit.Failpoints
+	pipeline *transform.Pipeline
+	metrics  stageMetrics
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record
@@ -141,7 +139,7 @@ type Stage struct {
 	joined     atomic.Bool
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
-	brokers    *BrokerHealth
+	brokers    *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	committed, aborted, rebuilds               atomic.Int64
@@ -176,33 +174,33 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		{"input topic", cfg.Input}, {"output topic", cfg.Output}, {"dead-letter topic", cfg.DeadLetter},
 	} {
 		if f.v == "" {
-			errs = append(errs, newConfigError("%s is required", f.name))
+			errs = append(errs, kit.NewConfigError("%s is required", f.name))
 		}
 	}
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
-		errs = append(errs, newConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
+		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
 	if len(cfg.Brokers) == 0 {
-		errs = append(errs, newConfigError("brokers are required"))
+		errs = append(errs, kit.NewConfigError("brokers are required"))
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 {
-		errs = append(errs, newConfigError("commit interval and max records must be positive"))
+		errs = append(errs, kit.NewConfigError("commit interval and max records must be positive"))
 	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
-		errs = append(errs, newConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
+		errs = append(errs, kit.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
 	}
 	in, err := serde.NewCodec(cfg.codec(cfg.InputCodec, cfg.InputFormat, cfg.Input))
 	if err != nil {
-		errs = append(errs, &configError{fmt.Errorf("input: %w", err)})
+		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
 	out, err := serde.NewCodec(cfg.codec(cfg.OutputCodec, cfg.OutputFormat, cfg.Output))
 	if err != nil {
-		errs = append(errs, &configError{fmt.Errorf("output: %w", err)})
+		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("output: %w", err)})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), crash: KillSelf, poisoned: map[source]poison{}, brokers: NewBrokerHealth()}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, brokers: kit.NewBrokerHealth()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -228,28 +226,28 @@ func (s *Stage) Stats() Stats {
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
 // rebuilt with exponential backoff; the new session resumes from the
 // offsets committed in the last committed transaction. Run returns an error
-// only for faults that a rebuild cannot mend (see IsFatal), or ErrCrashed.
+// only for faults that a rebuild cannot mend (see kit.IsFatal), or kit.ErrCrashed.
 func (s *Stage) Run(ctx context.Context) error {
 	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
-	backoff := newBackoff(100*time.Millisecond, 10*time.Second)
+	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	for {
 		progressed, err := s.runSession(ctx)
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil
 		}
-		if errors.Is(err, ErrCrashed) || IsFatal(err) {
+		if errors.Is(err, kit.ErrCrashed) || kit.IsFatal(err) {
 			return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 		}
 		if progressed {
-			backoff.reset()
+			backoff.Reset()
 		}
 		s.rebuilds.Add(1)
 		s.metrics.rebuild()
 		s.joined.Store(false)
 		s.txnOpened.Store(0)
 		s.sessionErr.Store(&err)
-		wait := backoff.next()
+		wait := backoff.Next()
 		s.log.Warn("kafka session failed; rebuilding", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
@@ -292,7 +290,7 @@ func (s *Stage) newSession() (session, error) {
 		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
 		kgo.OnPartitionsLost(s.partitionsGone),
-		kgo.WithLogger(kgoLogger{s.log}),
+		kgo.WithLogger(kit.KafkaLogger(s.log)),
 		// Readiness: an idle stage whose brokers are all gone polls
 		// nothing and fails nothing; only silence shows it.
 		kgo.WithHooks(s.brokers),
@@ -318,7 +316,7 @@ func (s *Stage) newSession() (session, error) {
 func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 	sess, err := s.newSession()
 	if err != nil {
-		return false, &configError{fmt.Errorf("kafka client: %w", err)}
+		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
 	crashed := false
 	defer func() {
@@ -334,13 +332,14 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 		// A static member does not leave on Close; leave on its behalf
 		// so that the group rebalances now, not after the session
 		// timeout (KIP-345 LeaveGroup by group.instance.id).
-		s.leaveGroup(context.WithoutCancel(ctx))
+		kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.TransactionalID(),
+			append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
 	}()
 
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess}
-	retryBackoff := newBackoff(100*time.Millisecond, 10*time.Second)
+	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	for {
 		pollCtx, cancel := ctx, context.CancelFunc(func() {})
 		if t.open {
@@ -390,7 +389,7 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 			// the offsets of every polled record, so records are never
 			// polled and then left out of the transaction.
 			_, err := t.end(ctx)
-			if errors.Is(err, ErrCrashed) {
+			if errors.Is(err, kit.ErrCrashed) {
 				crashed = true
 			}
 			return progressed, err
@@ -403,14 +402,14 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 				// Aborted for a fault that may pass (a registry or
 				// broker hiccup): the session rewound to the last
 				// committed offsets; wait, then poll the records again.
-				wait := retryBackoff.next()
+				wait := retryBackoff.Next()
 				s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
 				select {
 				case <-ctx.Done():
 				case <-time.After(wait):
 				}
 				continue
-			case errors.Is(err, ErrCrashed):
+			case errors.Is(err, kit.ErrCrashed):
 				crashed = true
 				return progressed, err
 			case err != nil:
@@ -418,69 +417,29 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 			}
 			if committed {
 				progressed = true
-				retryBackoff.reset()
+				retryBackoff.Reset()
 			}
 		}
 	}
 }
 
-func (s *Stage) leaveGroup(ctx context.Context) {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)
-	LeaveStaticGroup(ctx, s.log, s.cfg.Group(), s.cfg.TransactionalID(), opts...)
-}
-
-// LeaveStaticGroup removes the static member instanceID from group
-// (KIP-345 LeaveGroup by group.instance.id), with a client built from
-// opts, so that the group rebalances now rather than after the session
-// timeout: a static member does not leave on Close. Failures are logged,
-// not returned: the session timeout then does the same, later.
-func LeaveStaticGroup(ctx context.Context, log *slog.Logger, group, instanceID string, opts ...kgo.Opt) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		log.Warn("leave group", "group", group, "err", err)
-		return
-	}
-	defer cl.Close()
-	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(instanceID).Reason("shutdown"))
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		log.Warn("leave group; the group rebalances after the session timeout instead", "group", group, "err", err)
-		return
-	}
-	log.Info("left group", "group", group)
-}
-
-// StallFactor is N in the readiness rule: a stage whose transaction has
-// been open for N commit intervals (and at least StallMin) is not ready.
-const (
-	StallFactor = 10
-	StallMin    = 10 * time.Second
-)
-
 // Ready returns nil when the stage is healthy: it has joined its consumer
 // group, its last session did not fail, and no transaction has been open
-// for longer than StallFactor commit intervals. Otherwise the error says
+// for longer than kit.StallFactor commit intervals. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
 	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
 		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
 	}
 	// Unreachable brokers first: they are also why no partitions come.
-	if err := s.brokers.Check(BrokerSilenceLimit); err != nil {
+	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	if !s.joined.Load() {
 		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
 	}
-	if opened := s.txnOpened.Load(); opened != 0 {
-		limit := max(StallFactor*s.cfg.CommitInterval, StallMin)
-		if open := time.Since(time.Unix(0, opened)); open > limit {
-			return fmt.Errorf("stage %s: transaction open for %s without committing (limit %s)", s.cfg.Stage, open.Round(time.Second), limit)
-		}
+	if err := kit.CheckStall("transaction", s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	return nil
 }
@@ -543,7 +502,7 @@ func (e *retryError) Unwrap() error { return e.err }
 func fatalFetchError(fs kgo.Fetches) error {
 	var fatal error
 	fs.EachError(func(_ string, _ int32, err error) {
-		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || IsFatal(err)) {
+		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || kit.IsFatal(err)) {
 			fatal = err
 		}
 	})
@@ -605,21 +564,21 @@ func (t *txn) process(r *kgo.Record) {
 	if p, ok := s.poisoned[t.last]; ok {
 		// Its output was refused by the broker (too large, say): the
 		// record becomes a dead letter instead of stalling the stage.
-		re := &RecordError{Reason: ReasonProduce, Err: p.err}
+		re := &kit.RecordError{Reason: kit.ReasonProduce, Err: p.err}
 		if p.envelope {
 			// Even its dead letter was refused: keep why it failed in the
 			// first place, and send a size-bounded envelope.
-			if _, err := s.transform(t.ctx, r); err != nil && !serde.IsTransient(err) {
+			if _, err := s.recordOutputs(t.ctx, r); err != nil && !serde.IsTransient(err) {
 				errors.As(err, &re)
 			}
 			t.countDeadLetter(r, re)
 			t.produce(s.envelope(r, re))
 			return
 		}
-		t.deadLetter(r, re)
+		t.produceDeadLetter(r, re)
 		return
 	}
-	outs, err := s.transform(t.ctx, r)
+	outs, err := s.recordOutputs(t.ctx, r)
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.
@@ -627,11 +586,11 @@ func (t *txn) process(r *kgo.Record) {
 		return
 	}
 	if err != nil {
-		var re *RecordError
+		var re *kit.RecordError
 		if !errors.As(err, &re) {
-			re = &RecordError{Reason: ReasonDecode, Err: err}
+			re = &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 		}
-		t.deadLetter(r, re)
+		t.produceDeadLetter(r, re)
 		return
 	}
 	if len(outs) == 0 {
@@ -647,14 +606,16 @@ func (t *txn) process(r *kgo.Record) {
 	}
 }
 
-func (t *txn) deadLetter(r *kgo.Record, re *RecordError) {
+// produceDeadLetter produces the dead letter of r into the open
+// transaction.
+func (t *txn) produceDeadLetter(r *kgo.Record, re *kit.RecordError) {
 	t.countDeadLetter(r, re)
-	t.produce(t.stage.deadLetter(r, re))
+	t.produce(kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re))
 }
 
 // countDeadLetter counts the dead letter (or envelope) of r in the open
 // transaction, for Stats and for exactly_stage_records_dead_lettered_total.
-func (t *txn) countDeadLetter(r *kgo.Record, re *RecordError) {
+func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
 	t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
 	t.deadLetters++
 	if t.perReason != nil {
@@ -688,7 +649,7 @@ func (t *txn) fail(err error) {
 // end commits the open transaction, or aborts it if a record failed to
 // produce. It returns whether it committed. A non-nil error means the
 // session must be rebuilt (GroupTransactSession.End errors are not
-// retryable), or ErrCrashed.
+// retryable), or kit.ErrCrashed.
 func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	if !t.open {
 		return false, nil
@@ -699,12 +660,12 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	defer cancel()
 	s := t.stage
 	s.txns++
-	if s.armed(CrashBeforeCommit) {
+	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
 			return false, fmt.Errorf("flush: %w", err)
 		}
-		return false, s.fire(CrashBeforeCommit)
+		return false, s.fp.Fire(s.log, kit.CrashBeforeCommit, s.txns)
 	}
 	try := kgo.TryCommit
 	if err := t.sess.Client().Flush(ctx); err != nil {
@@ -742,7 +703,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 				s.isolate = n
 				s.log.Warn("the broker refused a record; retrying one input record per transaction to find it", "records", n, "err", produceErr)
 			case t.outputs == 0 && t.deadLetters > 0 && s.poisoned[t.last].envelope:
-				return false, &fatalError{fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
+				return false, &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
 			case t.outputs == 0 && t.deadLetters > 0:
 				s.poisoned[t.last] = poison{err: produceErr, envelope: true}
 				s.log.Warn("the broker refused a dead letter; sending a size-bounded envelope instead", "source", t.last.String(), "err", produceErr)
@@ -766,8 +727,8 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	s.deadLettered.Add(t.deadLetters)
 	s.filtered.Add(t.filtered)
 	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
-	if s.armed(CrashAfterCommit) {
-		return true, s.fire(CrashAfterCommit)
+	if s.fp.Armed(kit.CrashAfterCommit, s.txns) {
+		return true, s.fp.Fire(s.log, kit.CrashAfterCommit, s.txns)
 	}
 	return true, nil
 }
@@ -786,33 +747,3 @@ func (t *txn) abort(ctx context.Context) error {
 	_, err := t.sess.End(ctx, false)
 	return err
 }
-
-func (s *Stage) armed(name string) bool {
-	for _, fp := range s.failpoints {
-		if fp.Name == name && fp.N == s.txns {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Stage) fire(name string) error {
-	s.log.Warn("failpoint firing", "failpoint", Failpoint{name, s.txns}.String())
-	s.crash()
-	return ErrCrashed
-}
-
-// backoff is capped exponential backoff with full jitter.
-type backoff struct {
-	base, max, cur time.Duration
-}
-
-func newBackoff(base, max time.Duration) *backoff { return &backoff{base: base, max: max, cur: base} }
-
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.cur = b.base }

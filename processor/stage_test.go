@@ -16,6 +16,7 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/internal/netcut"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -140,8 +141,8 @@ func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	}
 	srcs := map[string]bool{}
 	for _, r := range dlq {
-		p, _ := audit.Header(r, processor.HeaderSourcePartition)
-		o, ok := audit.Header(r, processor.HeaderSourceOffset)
+		p, _ := audit.Header(r, kit.HeaderSourcePartition)
+		o, ok := audit.Header(r, kit.HeaderSourceOffset)
 		if !ok {
 			t.Errorf("dead letter %q has no source offset header", r.Key)
 		}
@@ -182,18 +183,18 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 	}
 	for _, r := range dlq {
 		k := string(r.Key)
-		if got, _ := audit.Header(r, processor.HeaderReason); got != wantReason[k] {
+		if got, _ := audit.Header(r, kit.HeaderReason); got != wantReason[k] {
 			t.Errorf("%s: reason %q, want %q", k, got, wantReason[k])
 		}
 		if want, ok := wantErr[k]; ok {
-			if got, _ := audit.Header(r, processor.HeaderError); got != want {
+			if got, _ := audit.Header(r, kit.HeaderError); got != want {
 				t.Errorf("%s: error %q, want %q", k, got, want)
 			}
 		}
-		if got, _ := audit.Header(r, processor.HeaderStage); got != "clean" {
+		if got, _ := audit.Header(r, kit.HeaderStage); got != "clean" {
 			t.Errorf("%s: stage header %q", k, got)
 		}
-		if got, _ := audit.Header(r, processor.HeaderSourceTopic); got != inTopic {
+		if got, _ := audit.Header(r, kit.HeaderSourceTopic); got != inTopic {
 			t.Errorf("%s: source topic header %q", k, got)
 		}
 		if k == "bad-1" && string(r.Value) != "{\"event_id\":\"\xff\xfe\"}" {
@@ -209,22 +210,22 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 }
 
 func TestStageCrashRecovery(t *testing.T) {
-	for _, fp := range []string{processor.CrashBeforeCommit, processor.CrashAfterCommit} {
+	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
 		t.Run(fp, func(t *testing.T) {
 			seeds := newCluster(t)
 			bad := produceInput(t, seeds, 1000)
 			var d netcut.Dialer
 			crashing := newStage(t, seeds,
 				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-				processor.WithFailpoints(processor.Failpoint{Name: fp, N: 3}),
+				processor.WithFailpoints(kit.Failpoint{Name: fp, N: 3}),
 				processor.WithCrashAction(d.Cut),
 			)
 			err := crashing.Run(context.Background())
-			if !errors.Is(err, processor.ErrCrashed) {
+			if !errors.Is(err, kit.ErrCrashed) {
 				t.Fatalf("Run = %v, want ErrCrashed", err)
 			}
 			wantCommitted := int64(2)
-			if fp == processor.CrashAfterCommit {
+			if fp == kit.CrashAfterCommit {
 				wantCommitted = 3
 			}
 			if got := crashing.Stats().Committed; got != wantCommitted {
@@ -258,7 +259,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tc.want)
 			}
-			if !processor.IsFatal(err) {
+			if !kit.IsFatal(err) {
 				t.Fatalf("a config error must be fatal: %v", err)
 			}
 		})
@@ -355,7 +356,7 @@ stages:
 	}
 	produce := 0
 	for _, r := range dlq {
-		if reason, _ := audit.Header(r, processor.HeaderReason); reason == processor.ReasonProduce {
+		if reason, _ := audit.Header(r, kit.HeaderReason); reason == kit.ReasonProduce {
 			produce++
 		}
 	}
@@ -434,7 +435,7 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	omitted, _ := audit.Header(dlq[0], processor.HeaderValueOmitted)
+	omitted, _ := audit.Header(dlq[0], kit.HeaderValueOmitted)
 	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
 	}

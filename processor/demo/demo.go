@@ -20,6 +20,7 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/internal/netcut"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
 )
@@ -109,17 +110,17 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	crashing, err := processor.New(cfg,
 		processor.WithLogger(o.Logger),
 		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-		processor.WithFailpoints(processor.Failpoint{Name: processor.CrashBeforeCommit, N: o.CrashAtTxn}),
+		processor.WithFailpoints(kit.Failpoint{Name: kit.CrashBeforeCommit, N: o.CrashAtTxn}),
 		processor.WithCrashAction(d.Cut))
 	if err != nil {
 		return sum, err
 	}
-	if err := crashing.Run(ctx); !errors.Is(err, processor.ErrCrashed) {
+	if err := crashing.Run(ctx); !errors.Is(err, kit.ErrCrashed) {
 		return sum, fmt.Errorf("first run: want a crash at transaction %d, got %v", o.CrashAtTxn, err)
 	}
 	cs := crashing.Stats()
 	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %d transactions committed, the next one flushed to the broker and left open\n",
-		processor.CrashBeforeCommit, o.CrashAtTxn, cs.Committed)
+		kit.CrashBeforeCommit, o.CrashAtTxn, cs.Committed)
 
 	restarted, err := processor.New(cfg, processor.WithLogger(o.Logger))
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -122,7 +122,7 @@ func IsAuthError(err error) bool {
 	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
 		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
 		errors.Is(err, kerr.IllegalSaslState) ||
-		processor.IsCertificateError(err)
+		kit.IsCertificateError(err)
 }
 
 // FatalHook returns a client hook that calls fatal, once, with the first

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -58,10 +58,11 @@ type Column struct {
 // Group returns the consumer group of the sink: exactly-sink-<sink>.
 func (c Config) Group() string { return "exactly-sink-" + c.Sink }
 
-// MemberID returns the static group member ID of the instance (KIP-345),
-// exactly-sink-<sink>-<instance>: a restarted instance takes its
-// predecessor's partitions at once.
-func (c Config) MemberID() string { return c.Group() + "-" + c.InstanceID }
+// GroupInstanceID returns the static group instance ID of the instance
+// (KIP-345 group.instance.id), exactly-sink-<sink>-<instance>: a restarted
+// instance takes its predecessor's partitions at once. (The member ID is
+// another thing: the broker assigns it.)
+func (c Config) GroupInstanceID() string { return c.Group() + "-" + c.InstanceID }
 
 // SinkConfig returns the Config of sink s of topology f for the instance
 // instanceID.
@@ -104,15 +105,15 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 }
 
 // WithFailpoints arms failpoints; the sink acts on
-// processor.CrashBeforeDBCommit and processor.CrashAfterDBCommit, counting
+// kit.CrashBeforeDBCommit and kit.CrashAfterDBCommit, counting
 // database commits from 1.
-func WithFailpoints(fps ...processor.Failpoint) Option {
-	return func(s *Sink) { s.failpoints = append(s.failpoints, fps...) }
+func WithFailpoints(fps ...kit.Failpoint) Option {
+	return func(s *Sink) { s.fp.List = append(s.fp.List, fps...) }
 }
 
 // WithCrashAction replaces what a failpoint does; the default is
-// processor.KillSelf. If the action returns, Run returns ErrCrashed.
-func WithCrashAction(f func()) Option { return func(s *Sink) { s.crash = f } }
+// kit.KillSelf. If the action returns, Run returns kit.ErrCrashed.
+func WithCrashAction(f func()) Option { return func(s *Sink) { s.fp.Crash = f } }
 
 // table is a parsed schema-qualified name.
 type table struct{ schema, name string }
@@ -161,55 +162,55 @@ func (cfg *Config) validate() error {
 		{"dead-letter topic", cfg.DeadLetter}, {"postgres dsn", cfg.DSN}, {"table", cfg.Table}, {"event id column", cfg.EventID},
 	} {
 		if f.v == "" {
-			errs = append(errs, newConfigError("%s is required", f.name))
+			errs = append(errs, kit.NewConfigError("%s is required", f.name))
 		}
 	}
 	if len(cfg.Brokers) == 0 {
-		errs = append(errs, newConfigError("brokers are required"))
+		errs = append(errs, kit.NewConfigError("brokers are required"))
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 {
-		errs = append(errs, newConfigError("commit interval, max records and session timeout must be positive"))
+		errs = append(errs, kit.NewConfigError("commit interval, max records and session timeout must be positive"))
 	}
 	if _, err := serde.New(cfg.InputFormat); err != nil {
-		errs = append(errs, &configError{fmt.Errorf("input: %w", err)})
+		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
 	tbl, ok := parseTable(cfg.Table)
 	if cfg.Table != "" && !ok {
-		errs = append(errs, newConfigError("table %q is not schema.table", cfg.Table))
+		errs = append(errs, kit.NewConfigError("table %q is not schema.table", cfg.Table))
 	}
 	if cfg.PositionsTable == "" && ok {
 		cfg.PositionsTable = tbl.schema + "." + topology.DefaultPositionsTable
 	}
 	if _, ok := parseTable(cfg.PositionsTable); cfg.PositionsTable != "" && !ok {
-		errs = append(errs, newConfigError("positions table %q is not schema.table", cfg.PositionsTable))
+		errs = append(errs, kit.NewConfigError("positions table %q is not schema.table", cfg.PositionsTable))
 	}
 	if len(cfg.Columns) == 0 {
-		errs = append(errs, newConfigError("at least one column is required"))
+		errs = append(errs, kit.NewConfigError("at least one column is required"))
 	}
 	seen := map[string]bool{}
 	hasEventID := false
 	for _, c := range cfg.Columns {
 		switch {
 		case c.Name == "" || c.Source == "":
-			errs = append(errs, newConfigError("column %q: name and source are required", c.Name))
+			errs = append(errs, kit.NewConfigError("column %q: name and source are required", c.Name))
 		case seen[c.Name]:
-			errs = append(errs, newConfigError("column %q appears twice", c.Name))
+			errs = append(errs, kit.NewConfigError("column %q appears twice", c.Name))
 		case strings.HasPrefix(c.Source, "$") && !slices.Contains(sources, c.Source):
-			errs = append(errs, newConfigError("column %q: unknown source %q", c.Name, c.Source))
+			errs = append(errs, kit.NewConfigError("column %q: unknown source %q", c.Name, c.Source))
 		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON:
-			errs = append(errs, newConfigError("column %q: field %q needs json input, not %s", c.Name, c.Source, cfg.InputFormat))
+			errs = append(errs, kit.NewConfigError("column %q: field %q needs json input, not %s", c.Name, c.Source, cfg.InputFormat))
 		}
 		seen[c.Name] = true
 		hasEventID = hasEventID || c.Name == cfg.EventID
 	}
 	if cfg.EventID != "" && !hasEventID {
-		errs = append(errs, newConfigError("event id column %q is not one of the columns", cfg.EventID))
+		errs = append(errs, kit.NewConfigError("event id column %q is not one of the columns", cfg.EventID))
 	}
 	if cfg.Tombstones != topology.TombstonesSkip && cfg.Tombstones != topology.TombstonesDelete {
-		errs = append(errs, newConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
+		errs = append(errs, kit.NewConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
 	}
 	if cfg.Mode != topology.ModeInsert && cfg.Mode != topology.ModeUpsert {
-		errs = append(errs, newConfigError("mode %q: want insert or upsert", cfg.Mode))
+		errs = append(errs, kit.NewConfigError("mode %q: want insert or upsert", cfg.Mode))
 	}
 	return errors.Join(errs...)
 }

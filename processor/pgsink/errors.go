@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/exactly-io/exactly/processor"
 )
 
 // Dead-letter reasons of the sink, written to the exactly.dlq.reason header
-// (processor.HeaderReason) beside processor.ReasonDecode.
+// (kit.HeaderReason) beside kit.ReasonDecode.
 const (
 	// ReasonEventID: the record has no event ID (the event_id column's
 	// field is missing, null or empty), or a tombstone to delete has no key.
@@ -33,10 +32,6 @@ const HeaderSQLState = "exactly.dlq.sqlstate"
 // partition since (see Sink). The sink re-reads the positions and seeks.
 var ErrFenced = errors.New("stored position moved since the batch started")
 
-// ErrCrashed is returned by Run when a failpoint's crash action returned
-// instead of ending the process.
-var ErrCrashed = errors.New("crashed at failpoint")
-
 // fencedError names the partition whose guard failed.
 type fencedError struct {
 	partition int32
@@ -52,15 +47,6 @@ func (e *fencedError) Error() string {
 }
 
 func (e *fencedError) Unwrap() error { return ErrFenced }
-
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
-
-func newConfigError(format string, args ...any) error {
-	return &configError{fmt.Errorf(format, args...)}
-}
 
 // IsDataError reports whether err is Postgres rejecting the data of a row
 // (SQLSTATE class 22 or 23, or 54000 for a value too large to index): the
@@ -87,8 +73,8 @@ func IsFatal(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var ce *configError
-	if errors.As(err, &ce) || processor.IsCertificateError(err) {
+	var ce *kit.ConfigError
+	if errors.As(err, &ce) || kit.IsCertificateError(err) {
 		return true
 	}
 	var pe *pgconn.PgError

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/internal/promutil"
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Metrics are the sink's Prometheus collectors, named
@@ -87,7 +87,7 @@ func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
 	s.m.deleted.WithLabelValues(s.sink).Add(float64(res.deleted))
 	s.m.duplicates.WithLabelValues(s.sink).Add(float64(res.duplicates))
 	for _, d := range res.dead {
-		s.m.deadLettered.WithLabelValues(s.sink, headerValue(d, processor.HeaderReason)).Inc()
+		s.m.deadLettered.WithLabelValues(s.sink, headerValue(d, kit.HeaderReason)).Inc()
 	}
 	s.m.batchDuration.WithLabelValues(s.sink).Observe(at.Sub(b.started).Seconds())
 	s.m.batchRecords.WithLabelValues(s.sink).Observe(float64(b.records))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,7 +28,7 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	pgcfg, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
 		// The parse error would quote the DSN.
-		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, newConfigError("postgres dsn is not a valid connection string"))
+		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, kit.NewConfigError("postgres dsn is not a valid connection string"))
 	}
 	conn, err := pgx.ConnectConfig(ctx, pgcfg)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -27,7 +27,7 @@ type op struct {
 var errMissingEventID = errors.New("missing event id")
 
 // toOp turns a record into an op, or says why the record is a dead letter
-// (a *processor.RecordError). ok is false, with a nil error, for a
+// (a *kit.RecordError). ok is false, with a nil error, for a
 // tombstone that the policy skips.
 func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if r.Value == nil {
@@ -35,7 +35,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 			return op{}, false, nil
 		}
 		if len(r.Key) == 0 {
-			return op{}, false, &processor.RecordError{Reason: ReasonEventID,
+			return op{}, false, &kit.RecordError{Reason: ReasonEventID,
 				Err: fmt.Errorf("%w: a tombstone to delete needs the event id as its key", errMissingEventID)}
 		}
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
@@ -51,13 +51,13 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		obj, _ = v.(map[string]any)
 	}
 	if err != nil {
-		return op{}, false, &processor.RecordError{Reason: processor.ReasonDecode, Err: err}
+		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	row := make([]any, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
 		row[i], err = s.columnValue(r, obj, c.Source)
 		if err != nil {
-			return op{}, false, &processor.RecordError{Reason: processor.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
+			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
 	}
 	id, _ := row[s.eventIDIndex].(string)
@@ -67,7 +67,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		if obj == nil && src[0] != '$' {
 			why = fmt.Errorf("%w: value is not a json object", errMissingEventID)
 		}
-		return op{}, false, &processor.RecordError{Reason: ReasonEventID, Err: why}
+		return op{}, false, &kit.RecordError{Reason: ReasonEventID, Err: why}
 	}
 	return op{rec: r, id: id, row: row}, true, nil
 }
@@ -115,29 +115,13 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 	return string(b), nil
 }
 
-// deadLetter returns the dead letter of r: its key, value and headers as
-// they came, plus the exactly.dlq.* headers of the stage engine, with the
+// deadLetterOf returns the dead letter of r: its key, value and headers as
+// they came, plus the exactly.dlq.* headers of kit.DeadLetter, with the
 // sink's name as the stage, and the SQLSTATE for a Postgres rejection.
-func (s *Sink) deadLetter(r *kgo.Record, re *processor.RecordError) *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(r.Headers)+8)
-	h = append(h, r.Headers...)
-	h = append(h,
-		kgo.RecordHeader{Key: processor.HeaderReason, Value: []byte(re.Reason)},
-		kgo.RecordHeader{Key: processor.HeaderError, Value: []byte(re.Err.Error())},
-		kgo.RecordHeader{Key: processor.HeaderStage, Value: []byte(s.cfg.Sink)},
-		kgo.RecordHeader{Key: processor.HeaderSourceTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: processor.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
-	)
+func (s *Sink) deadLetterOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
+	var extra []kgo.RecordHeader
 	if code := sqlState(re.Err); code != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderSQLState, Value: []byte(code)})
+		extra = append(extra, kgo.RecordHeader{Key: HeaderSQLState, Value: []byte(code)})
 	}
-	return &kgo.Record{
-		Topic:     s.cfg.DeadLetter,
-		Key:       r.Key,
-		Value:     r.Value,
-		Headers:   h,
-		Timestamp: time.Now(),
-	}
+	return kit.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, extra...)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -120,7 +121,7 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 	for i, c := range s.cfg.Columns {
 		t, ok := types[c.Name]
 		if !ok {
-			return newConfigError("table %s has no column %q", s.table, c.Name)
+			return kit.NewConfigError("table %s has no column %q", s.table, c.Name)
 		}
 		s.types[i] = t
 	}

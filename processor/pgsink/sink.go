@@ -38,7 +38,7 @@
 // lost connection during COMMIT, or a fenced batch) after step 4 and before
 // the commit is known replays the batch and produces its dead letters
 // again: dead letters are at least once. Each carries its source topic,
-// partition and offset (processor.HeaderSource*), a unique key for
+// partition and offset (kit.HeaderSource*), a unique key for
 // deduplicating them.
 //
 // # Tombstones
@@ -61,7 +61,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,8 +72,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -92,13 +91,12 @@ type Stats struct {
 
 // Sink is one instance of a Postgres sink.
 type Sink struct {
-	cfg        Config
-	codec      serde.Codec
-	jsonCodec  serde.Codec
-	log        *slog.Logger
-	kopts      []kgo.Opt
-	failpoints []processor.Failpoint
-	crash      func()
+	cfg       Config
+	codec     serde.Codec
+	jsonCodec serde.Codec
+	log       *slog.Logger
+	kopts     []kgo.Opt
+	fp        kit.Failpoints
 
 	pgcfg            *pgxpool.Config
 	table, positions table
@@ -118,7 +116,7 @@ type Sink struct {
 
 	metrics sinkMetrics
 	// Readiness, read by Ready from other goroutines.
-	brokers     *processor.BrokerHealth
+	brokers     *kit.BrokerHealth
 	joined      atomic.Bool
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
@@ -151,7 +149,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		var perr error
 		// The parse error would quote the DSN, password and all.
 		if pgcfg, perr = pgxpool.ParseConfig(cfg.DSN); perr != nil {
-			err = errors.Join(err, newConfigError("postgres dsn is not a valid connection string"))
+			err = errors.Join(err, kit.NewConfigError("postgres dsn is not a valid connection string"))
 		}
 	}
 	if err != nil {
@@ -160,8 +158,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	codec, _ := serde.New(cfg.InputFormat)
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
-		log: slog.New(slog.DiscardHandler), crash: processor.KillSelf, pos: map[int32]position{},
-		brokers: processor.NewBrokerHealth()}
+		log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, pos: map[int32]position{},
+		brokers: kit.NewBrokerHealth()}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
@@ -181,8 +179,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 
 // Ready returns nil when the sink is healthy: it has been assigned its
 // partitions, Postgres and Kafka answer, and no batch has been open for
-// longer than processor.StallFactor commit intervals (at least
-// processor.StallMin). Otherwise the error says why. It never shows the
+// longer than kit.StallFactor commit intervals (at least
+// kit.StallMin). Otherwise the error says why. It never shows the
 // DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Sink) Ready() error {
 	if errp := s.failing.Load(); errp != nil && *errp != nil {
@@ -191,14 +189,11 @@ func (s *Sink) Ready() error {
 	if !s.joined.Load() {
 		return fmt.Errorf("sink %s: no partitions assigned yet in group %s", s.cfg.Sink, s.cfg.Group())
 	}
-	if err := s.brokers.Check(processor.BrokerSilenceLimit); err != nil {
+	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
-	if opened := s.batchOpened.Load(); opened != 0 {
-		limit := max(processor.StallFactor*s.cfg.CommitInterval, processor.StallMin)
-		if open := time.Since(time.Unix(0, opened)); open > limit {
-			return fmt.Errorf("sink %s: batch open for %s without committing (limit %s)", s.cfg.Sink, open.Round(time.Second), limit)
-		}
+	if err := kit.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
 	return nil
 }
@@ -218,7 +213,8 @@ func (s *Sink) Stats() Stats {
 // Run creates the tables that are missing, then writes records until ctx is
 // canceled, when it commits the batch in hand, leaves the group and returns
 // nil. Transient Postgres and Kafka errors are retried with backoff; Run
-// returns an error for a fatal one (see IsFatal), or ErrCrashed.
+// returns an error for a fatal one (see IsFatal for Postgres and
+// kit.IsFatal for Kafka), or kit.ErrCrashed.
 func (s *Sink) Run(ctx context.Context) error {
 	s.log.Info("sink starting", "input", s.cfg.Input, "table", s.cfg.Table, "group", s.cfg.Group())
 	if err := s.retry(ctx, "set up schema", s.setup); err != nil {
@@ -249,11 +245,11 @@ func (s *Sink) Run(ctx context.Context) error {
 
 	cl, err := kgo.NewClient(s.clientOptions()...)
 	if err != nil {
-		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &configError{err})
+		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
 	}
 	s.cl = cl
 	err = s.loop(ctx)
-	if errors.Is(err, ErrCrashed) {
+	if errors.Is(err, kit.ErrCrashed) {
 		// A simulated crash: no flush, no leave.
 		go cl.Close()
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
@@ -262,7 +258,8 @@ func (s *Sink) Run(ctx context.Context) error {
 	cl.Close()
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout.
-	s.leaveGroup(context.WithoutCancel(ctx))
+	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.GroupInstanceID(),
+		append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
 	if err != nil {
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 	}
@@ -275,7 +272,7 @@ func (s *Sink) clientOptions() []kgo.Opt {
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(s.cfg.ClientID),
 		kgo.ConsumerGroup(s.cfg.Group()),
-		kgo.InstanceID(s.cfg.MemberID()),
+		kgo.InstanceID(s.cfg.GroupInstanceID()),
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		kgo.ConsumeTopics(s.cfg.Input),
 		// Aborted records must never become rows.
@@ -294,7 +291,7 @@ func (s *Sink) clientOptions() []kgo.Opt {
 		// move past the last marker, to the partition's read_committed
 		// end, instead of stopping one short.
 		kgo.KeepControlRecords(),
-		kgo.WithLogger(processor.KafkaLogger(s.log)),
+		kgo.WithLogger(kit.KafkaLogger(s.log)),
 		kgo.WithHooks(s.brokers),
 	}
 	return append(opts, s.kopts...)
@@ -377,7 +374,7 @@ func (s *Sink) loop(ctx context.Context) error {
 		fetches.EachError(func(topic string, p int32, err error) {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			case errors.Is(err, kgo.ErrClientClosed), processor.IsFatal(err):
+			case errors.Is(err, kgo.ErrClientClosed), kit.IsFatal(err):
 				fatal = err
 			default:
 				s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
@@ -403,7 +400,7 @@ func (s *Sink) loop(ctx context.Context) error {
 				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				err := s.write(wctx, b)
 				cancel()
-				if errors.Is(err, ErrCrashed) || IsFatal(err) {
+				if errors.Is(err, kit.ErrCrashed) || IsFatal(err) {
 					return err
 				}
 				if err != nil {
@@ -413,7 +410,7 @@ func (s *Sink) loop(ctx context.Context) error {
 			return nil
 		}
 		if b.open && (b.records >= s.cfg.MaxRecords || time.Since(b.started) >= s.cfg.CommitInterval) {
-			if err := s.flush(ctx, b); err != nil {
+			if err := s.writeBatch(ctx, b); err != nil {
 				return err
 			}
 			b = newBatch()
@@ -464,10 +461,10 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
 		case serde.IsTransient(err):
 			return nil, nil, fmt.Errorf("decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		case err != nil:
-			var re *processor.RecordError
+			var re *kit.RecordError
 			errors.As(err, &re)
 			s.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
-			dead = append(dead, s.deadLetter(r, re))
+			dead = append(dead, s.deadLetterOf(r, re))
 		case ok:
 			ops = append(ops, o)
 		}
@@ -475,19 +472,19 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
 	return ops, dead, nil
 }
 
-// flush writes b, retrying transient errors with backoff until it commits,
+// writeBatch writes b, retrying transient errors with backoff until it commits,
 // ctx ends (nil: the records are read again by whoever owns them next) or
 // a fatal error. A fenced batch is dropped after re-seeking to the stored
 // positions.
-func (s *Sink) flush(ctx context.Context, b *batch) error {
-	bo := newBackoff(100*time.Millisecond, 5*time.Second)
+func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
+	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		err := s.write(ctx, b)
 		switch {
 		case err == nil:
 			s.failing.Store(nil)
 			return nil
-		case errors.Is(err, ErrCrashed), IsFatal(err):
+		case errors.Is(err, kit.ErrCrashed), IsFatal(err):
 			return err
 		case errors.Is(err, ErrFenced):
 			s.fenced.Add(1)
@@ -505,7 +502,7 @@ func (s *Sink) flush(ctx context.Context, b *batch) error {
 		s.failing.Store(&err)
 		s.retries.Add(1)
 		s.metrics.retry(RetryWrite)
-		wait := bo.next()
+		wait := bo.Next()
 		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "retry_in", wait, "records", b.records)
 		select {
 		case <-ctx.Done():
@@ -547,7 +544,7 @@ func (s *Sink) reseek(ctx context.Context, b *batch) error {
 // retry runs f until it succeeds, returns a non-transient error, or ctx
 // ends.
 func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	bo := newBackoff(100*time.Millisecond, 5*time.Second)
+	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		err := f(ctx)
 		if err == nil || !IsTransient(err) {
@@ -562,7 +559,7 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 		s.failing.Store(&err)
 		s.retries.Add(1)
 		s.metrics.retry(strings.ReplaceAll(what, " ", "_"))
-		wait := bo.next()
+		wait := bo.Next()
 		s.log.Warn(what+" failed; retrying", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 		select {
 		case <-ctx.Done():
@@ -570,11 +567,6 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 		case <-time.After(wait):
 		}
 	}
-}
-
-func (s *Sink) leaveGroup(ctx context.Context) {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)
-	processor.LeaveStaticGroup(ctx, s.log, s.cfg.Group(), s.cfg.MemberID(), opts...)
 }
 
 // batch is the records polled for one database transaction.
@@ -590,15 +582,4 @@ type batch struct {
 
 func newBatch() *batch {
 	return &batch{start: map[int32]position{}, next: map[int32]int64{}}
-}
-
-// backoff is capped exponential backoff with full jitter.
-type backoff struct{ base, max, cur time.Duration }
-
-func newBackoff(base, max time.Duration) *backoff { return &backoff{base: base, max: max, cur: base} }
-
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	return d/2 + rand.N(d/2+1)
 }

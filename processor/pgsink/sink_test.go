@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -50,8 +50,8 @@ func TestNewDefaults(t *testing.T) {
 		c.CommitInterval != 200*time.Millisecond || c.MaxRecords != 20000 || c.SessionTimeout != 45*time.Second || c.InputFormat != "json" {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if c.Group() != "exactly-sink-pg" || c.MemberID() != "exactly-sink-pg-i1" {
-		t.Fatalf("group %q member %q", c.Group(), c.MemberID())
+	if c.Group() != "exactly-sink-pg" || c.GroupInstanceID() != "exactly-sink-pg-i1" {
+		t.Fatalf("group %q member %q", c.Group(), c.GroupInstanceID())
 	}
 }
 
@@ -118,8 +118,8 @@ func TestToOp(t *testing.T) {
 		{name: "no event id", r: rec("k", `{"note":"x"}`), reason: ReasonEventID},
 		{name: "empty event id", r: rec("k", `{"event_id":""}`), reason: ReasonEventID},
 		{name: "not an object", r: rec("k", `[1]`), reason: ReasonEventID},
-		{name: "invalid json", r: rec("k", `{"event_id":`), reason: processor.ReasonDecode},
-		{name: "json null", r: rec("k", `null`), reason: processor.ReasonDecode},
+		{name: "invalid json", r: rec("k", `{"event_id":`), reason: kit.ReasonDecode},
+		{name: "json null", r: rec("k", `null`), reason: kit.ReasonDecode},
 		{name: "tombstone skipped", r: rec("k", "\x00nil")},
 		{name: "tombstone deletes", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: ReasonEventID},
@@ -129,7 +129,7 @@ func TestToOp(t *testing.T) {
 			s := newTestSink(t, func(c *Config) { c.Tombstones = tt.tombstones })
 			o, ok, err := s.toOp(tt.r)
 			if tt.reason != "" {
-				var re *processor.RecordError
+				var re *kit.RecordError
 				if !errors.As(err, &re) || re.Reason != tt.reason {
 					t.Fatalf("err = %v, want reason %s", err, tt.reason)
 				}
@@ -167,15 +167,15 @@ func TestDeadLetterHeaders(t *testing.T) {
 	r := &kgo.Record{Topic: "in", Partition: 1, Offset: 9, Key: []byte("k"), Value: []byte("v"),
 		Timestamp: time.UnixMilli(1234), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
 	pgErr := &pgconn.PgError{Code: "22P05", Message: "unsupported Unicode escape sequence"}
-	dl := s.deadLetter(r, &processor.RecordError{Reason: ReasonPostgres, Err: pgErr})
+	dl := s.deadLetterOf(r, &kit.RecordError{Reason: ReasonPostgres, Err: pgErr})
 	got := map[string]string{}
 	for _, h := range dl.Headers {
 		got[h.Key] = string(h.Value)
 	}
 	want := map[string]string{
-		"h": "x", processor.HeaderReason: "postgres", processor.HeaderStage: "pg",
-		processor.HeaderSourceTopic: "in", processor.HeaderSourcePartition: "1", processor.HeaderSourceOffset: "9",
-		processor.HeaderSourceTimestamp: "1234", HeaderSQLState: "22P05", processor.HeaderError: pgErr.Error(),
+		"h": "x", kit.HeaderReason: "postgres", kit.HeaderStage: "pg",
+		kit.HeaderSourceTopic: "in", kit.HeaderSourcePartition: "1", kit.HeaderSourceOffset: "9",
+		kit.HeaderSourceTimestamp: "1234", HeaderSQLState: "22P05", kit.HeaderError: pgErr.Error(),
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || dl.Topic != "dlq" || string(dl.Key) != "k" || string(dl.Value) != "v" {
 		t.Fatalf("dead letter %+v headers %v", dl, got)
@@ -208,7 +208,7 @@ func TestClassify(t *testing.T) {
 		{&pgconn.PgError{Code: "40001"}, false, false, true},
 		{errors.New("connection refused"), false, false, true},
 		{&fencedError{partition: 1}, false, false, false},
-		{newConfigError("x"), false, true, false},
+		{kit.NewConfigError("x"), false, true, false},
 	}
 	for _, tt := range tests {
 		if IsDataError(tt.err) != tt.data || IsFatal(tt.err) != tt.fatal || IsTransient(tt.err) != tt.transient {
@@ -288,11 +288,11 @@ func TestRunPostgresUnreachable(t *testing.T) {
 }
 
 func TestParseFailpoints(t *testing.T) {
-	fps, err := processor.ParseFailpoints("crash-before-db-commit@2, crash-after-db-commit@1")
+	fps, err := kit.ParseFailpoints("crash-before-db-commit@2, crash-after-db-commit@1")
 	if err != nil || fmt.Sprint(fps) != "[crash-before-db-commit@2 crash-after-db-commit@1]" {
 		t.Fatalf("%v %v", fps, err)
 	}
-	if _, err := processor.ParseFailpoints("crash-during-db-commit@1"); err == nil || !strings.Contains(err.Error(), "crash-after-db-commit") {
+	if _, err := kit.ParseFailpoints("crash-during-db-commit@1"); err == nil || !strings.Contains(err.Error(), "crash-after-db-commit") {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -51,8 +51,8 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		}
 	}
 	s.commits++
-	if s.armed(processor.CrashBeforeDBCommit) {
-		return s.fire(processor.CrashBeforeDBCommit)
+	if s.fp.Armed(kit.CrashBeforeDBCommit, s.commits) {
+		return s.fp.Fire(s.log, kit.CrashBeforeDBCommit, s.commits)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -71,8 +71,8 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	}
 	s.mu.Unlock()
 	s.log.Debug("batch committed", "records", b.records, "rows", res.rows, "duplicates", res.duplicates, "dead_letters", len(res.dead))
-	if s.armed(processor.CrashAfterDBCommit) {
-		return s.fire(processor.CrashAfterDBCommit)
+	if s.fp.Armed(kit.CrashAfterDBCommit, s.commits) {
+		return s.fp.Fire(s.log, kit.CrashAfterDBCommit, s.commits)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	if len(ops) == 1 {
 		o := ops[0]
 		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset, "err", err)
-		res.dead = append(res.dead, s.deadLetter(o.rec, &processor.RecordError{Reason: ReasonPostgres, Err: err}))
+		res.dead = append(res.dead, s.deadLetterOf(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: err}))
 	} else {
 		h := len(ops) / 2
 		if err := s.load(ctx, tx, ops[:h], res); err != nil {
@@ -222,19 +222,4 @@ func dedupe(ops []op, keepLast bool) [][]any {
 		rows = append(rows, o.row)
 	}
 	return rows
-}
-
-func (s *Sink) armed(name string) bool {
-	for _, fp := range s.failpoints {
-		if fp.Name == name && fp.N == s.commits {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *Sink) fire(name string) error {
-	s.log.Warn("failpoint firing", "failpoint", processor.Failpoint{Name: name, N: s.commits}.String())
-	s.crash()
-	return ErrCrashed
 }

@@ -8,7 +8,7 @@
 // Every output of a stage carries lineage headers (processor.HeaderLineage*):
 // the stage, and the input topic, partition and offset it came from, with
 // an index among that input's outputs. Every dead letter carries the same
-// source triple (processor.HeaderSource*). For each stage, each committed
+// source triple (kit.HeaderSource*). For each stage, each committed
 // input record is then exactly one of:
 //
 //   - processed: it has outputs, each (source, index) once, and no dead
@@ -63,6 +63,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -634,18 +635,18 @@ func (c *SinkCheck) handle(kind byte, r *kgo.Record, rec []byte) error {
 }
 
 func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Record, rec []byte) error {
-	if st, _ := audit.Header(r, processor.HeaderStage); st != name {
+	if st, _ := audit.Header(r, kit.HeaderStage); st != name {
 		return nil
 	}
-	if src, _ := audit.Header(r, processor.HeaderSourceTopic); src != input {
+	if src, _ := audit.Header(r, kit.HeaderSourceTopic); src != input {
 		return nil
 	}
-	p, errP := strconv.ParseInt(hdr(r, processor.HeaderSourcePartition), 10, 32)
-	o, errO := strconv.ParseInt(hdr(r, processor.HeaderSourceOffset), 10, 64)
+	p, errP := strconv.ParseInt(hdr(r, kit.HeaderSourcePartition), 10, 32)
+	o, errO := strconv.ParseInt(hdr(r, kit.HeaderSourceOffset), 10, 64)
 	if errP != nil || errO != nil {
 		return nil
 	}
-	reasons[hdr(r, processor.HeaderReason)]++
+	reasons[hdr(r, kit.HeaderReason)]++
 	return lin.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kDLQ, 0, 0, [16]byte{}))
 }
 

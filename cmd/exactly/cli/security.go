@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kafkaconn"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -81,10 +81,10 @@ func loadKafka(path, cmd string, stderr io.Writer) (f *topology.File, opts []kgo
 // from the environment, Kafka options watched for a refused connection,
 // and the file's warnings logged. ok is false after a printed problem.
 func runSetup(ctx context.Context, f *topology.File, cmd string, log *slog.Logger, stderr io.Writer) (
-	_ context.Context, fps []processor.Failpoint, kopts []kgo.Opt, refused func() error, ok bool) {
-	fps, err := processor.ParseFailpoints(os.Getenv(processor.FailpointEnv))
+	_ context.Context, fps []kit.Failpoint, kopts []kgo.Opt, refused func() error, ok bool) {
+	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
 	if err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, processor.FailpointEnv, err)
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
 		return ctx, nil, nil, nil, false
 	}
 	if kopts, ok = kafkaOptions(f, cmd, stderr); !ok {

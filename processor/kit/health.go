@@ -1,4 +1,4 @@
-package processor
+package kit
 
 import (
 	"fmt"
@@ -36,9 +36,6 @@ func NewBrokerHealth() *BrokerHealth {
 	return h
 }
 
-// Reset restarts the silence clock, for a client that is being rebuilt.
-func (h *BrokerHealth) Reset() { h.lastOK.Store(time.Now().UnixNano()) }
-
 // OnBrokerRead implements kgo.HookBrokerRead.
 func (h *BrokerHealth) OnBrokerRead(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err == nil {
@@ -72,4 +69,27 @@ func (h *BrokerHealth) Check(limit time.Duration) error {
 		last = *p
 	}
 	return fmt.Errorf("no answer from any kafka broker for %s (limit %s); last error: %s", silent.Round(time.Second), limit, last)
+}
+
+// StallFactor is N in the readiness rule: a stage whose transaction (or a
+// sink whose batch) has been open for N commit intervals, and at least
+// StallMin, is not ready.
+const (
+	StallFactor = 10
+	StallMin    = 10 * time.Second
+)
+
+// CheckStall returns nil if what (a transaction, a batch) opened at opened,
+// in Unix nanoseconds (0: none is open), has been open for at most
+// StallFactor commit intervals and StallMin; otherwise an error saying for
+// how long it has been open.
+func CheckStall(what string, opened int64, commitInterval time.Duration) error {
+	if opened == 0 {
+		return nil
+	}
+	limit := max(StallFactor*commitInterval, StallMin)
+	if open := time.Since(time.Unix(0, opened)); open > limit {
+		return fmt.Errorf("%s open for %s without committing (limit %s)", what, open.Round(time.Second), limit)
+	}
+	return nil
 }

@@ -1,7 +1,8 @@
-package processor
+package kit
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -33,7 +34,8 @@ const (
 // failpointNames are the names ParseFailpoints accepts.
 var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashBeforeDBCommit, CrashAfterDBCommit}
 
-// Failpoint makes a stage crash at a named point, to prove recovery.
+// Failpoint makes a stage or a sink crash at a named point, to prove
+// recovery.
 type Failpoint struct {
 	Name string // one of the failpoint names above
 	N    int    // the transaction number, >= 1
@@ -72,4 +74,32 @@ func ParseFailpoints(s string) ([]Failpoint, error) {
 func KillSelf() {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not deliverable late; never return
+}
+
+// Failpoints are the armed failpoints of a stage or a sink, and what firing
+// one does.
+type Failpoints struct {
+	List  []Failpoint
+	Crash func() // nil: KillSelf
+}
+
+// Armed reports whether failpoint name is armed for the nth transaction.
+func (f *Failpoints) Armed(name string, n int) bool {
+	for _, fp := range f.List {
+		if fp.Name == name && fp.N == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Fire logs the failpoint, runs the crash action and, if it returns,
+// returns ErrCrashed.
+func (f *Failpoints) Fire(log *slog.Logger, name string, n int) error {
+	log.Warn("failpoint firing", "failpoint", Failpoint{Name: name, N: n}.String())
+	if f.Crash == nil {
+		KillSelf()
+	}
+	f.Crash()
+	return ErrCrashed
 }
