@@ -21,9 +21,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/verify"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/verify"
 )
 
 // The chaos suite: a 3-stage chain and a Postgres sink, 2 instances each,

@@ -15,8 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/verify"
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/verify"
 	"github.com/exactly-io/exactly/topology"
 )
 

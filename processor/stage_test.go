@@ -15,8 +15,8 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/internal/netcut"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"

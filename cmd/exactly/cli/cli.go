@@ -20,8 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/demo"
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/demo"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"

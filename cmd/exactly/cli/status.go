@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/status"
+	"github.com/exactly-io/exactly/cmd/exactly/status"
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {

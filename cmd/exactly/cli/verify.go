@@ -10,7 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/verify"
+	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
 
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -19,8 +19,8 @@ import (
 	"github.com/exactly-io/exactly/deploy/examples"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/internal/netcut"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
 )

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor/pgsink"
-	"github.com/exactly-io/exactly/processor/status"
 	"github.com/exactly-io/exactly/topology"
 )
 
