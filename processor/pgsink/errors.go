@@ -95,6 +95,17 @@ func IsTransient(err error) bool {
 	return err != nil && !IsDataError(err) && !IsFatal(err) && !errors.Is(err, ErrFenced)
 }
 
+// errBadDSN replaces a DSN parse error, which would quote the DSN.
+var errBadDSN = kit.NewConfigError("postgres dsn is not a valid connection string")
+
+// IsUndefinedTable reports whether err is Postgres saying a table does not
+// exist (SQLSTATE 42P01, undefined_table).
+func IsUndefinedTable(err error) bool { return sqlState(err) == "42P01" }
+
+// IsUndefinedColumn reports whether err is Postgres saying a column does
+// not exist (SQLSTATE 42703, undefined_column).
+func IsUndefinedColumn(err error) bool { return sqlState(err) == "42703" }
+
 // sqlState returns the SQLSTATE of err, or "".
 func sqlState(err error) string {
 	var pe *pgconn.PgError

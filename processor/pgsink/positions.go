@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -18,9 +17,37 @@ type StoredPosition struct {
 	UpdatedAt  time.Time
 }
 
+// querier is what reading positions needs: a *pgx.Conn or a *pgxpool.Pool.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// queryPositions is the one reader of a positions table: the rows of tbl
+// for topic, ordered by partition, only those of parts when parts is not
+// nil. A missing table is an error here (IsUndefinedTable): the sink
+// creates it before it reads.
+func queryPositions(ctx context.Context, q querier, tbl table, topic string, parts []int32) ([]StoredPosition, error) {
+	sql := `SELECT partition, next_offset, owner, updated_at FROM ` + tbl.String() + ` WHERE topic = $1`
+	args := []any{topic}
+	if parts != nil {
+		sql += ` AND partition = ANY($2)`
+		args = append(args, parts)
+	}
+	rows, err := q.Query(ctx, sql+` ORDER BY partition`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredPosition, error) {
+		var p StoredPosition
+		err := r.Scan(&p.Partition, &p.NextOffset, &p.Owner, &p.UpdatedAt)
+		return p, err
+	})
+}
+
 // ReadPositions connects to the sink's database and returns the positions
 // stored for its input topic, ordered by partition; none if the positions
-// table does not exist yet. It is read-only. Errors never show the DSN.
+// table does not exist yet (the sink never ran). It is read-only. Errors
+// never show the DSN.
 func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, err)
@@ -28,7 +55,7 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	pgcfg, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
 		// The parse error would quote the DSN.
-		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, kit.NewConfigError("postgres dsn is not a valid connection string"))
+		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
 	}
 	conn, err := pgx.ConnectConfig(ctx, pgcfg)
 	if err != nil {
@@ -36,16 +63,8 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	tbl, _ := parseTable(cfg.PositionsTable)
-	var out []StoredPosition
-	rows, err := conn.Query(ctx, `SELECT partition, next_offset, owner, updated_at FROM `+tbl.String()+` WHERE topic = $1 ORDER BY partition`, cfg.Input)
-	if err == nil {
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (StoredPosition, error) {
-			var p StoredPosition
-			err := r.Scan(&p.Partition, &p.NextOffset, &p.Owner, &p.UpdatedAt)
-			return p, err
-		})
-	}
-	if sqlState(err) == "42P01" { // undefined_table: the sink never ran
+	out, err := queryPositions(ctx, conn, tbl, cfg.Input, nil)
+	if IsUndefinedTable(err) {
 		return nil, nil
 	}
 	if err != nil {

@@ -165,5 +165,4 @@ VALUES ($1, $2, $3, $5, now())
 ON CONFLICT (topic, partition) DO UPDATE
 SET next_offset = EXCLUDED.next_offset, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
 WHERE p.next_offset = $4 AND EXCLUDED.next_offset > p.next_offset`
-	s.sql.positions = `SELECT partition, next_offset FROM ` + s.positions.String() + ` WHERE topic = $1 AND partition = ANY($2)`
 }

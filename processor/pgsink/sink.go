@@ -104,7 +104,7 @@ type Sink struct {
 	fieldSources     []string // columns' source fields of the value ($-sources excluded)
 	passJSON         bool     // json input: check it and decode only fieldSources
 	types            []string // target column types, in Columns order
-	sql              struct{ staging, insert, truncate, delete, guard, positions string }
+	sql              struct{ staging, insert, truncate, delete, guard string }
 
 	pool *pgxpool.Pool
 	cl   *kgo.Client
@@ -149,7 +149,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		var perr error
 		// The parse error would quote the DSN, password and all.
 		if pgcfg, perr = pgxpool.ParseConfig(cfg.DSN); perr != nil {
-			err = errors.Join(err, kit.NewConfigError("postgres dsn is not a valid connection string"))
+			err = errors.Join(err, errBadDSN)
 		}
 	}
 	if err != nil {
@@ -330,21 +330,20 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	return offsets, nil
 }
 
+// readPositions returns the stored next offsets of the partitions parts.
 func (s *Sink) readPositions(ctx context.Context, parts []int32) (map[int32]int64, error) {
-	rows, err := s.pool.Query(ctx, s.sql.positions, s.cfg.Input, parts)
+	if parts == nil {
+		parts = []int32{} // none, not all
+	}
+	rows, err := queryPositions(ctx, s.pool, s.positions, s.cfg.Input, parts)
 	if err != nil {
 		return nil, err
 	}
-	out := map[int32]int64{}
-	for rows.Next() {
-		var p int32
-		var n int64
-		if err := rows.Scan(&p, &n); err != nil {
-			return nil, err
-		}
-		out[p] = n
+	out := make(map[int32]int64, len(rows))
+	for _, r := range rows {
+		out[r.Partition] = r.NextOffset
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {

@@ -64,6 +64,7 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -365,7 +366,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// read then comes from a record below the ends, which verify reads,
 	// and every record below a position is in the table read.
 	for _, c := range rep.Sinks {
-		if err := c.readPositions(ctx); err != nil {
+		if err := c.readPositions(ctx, f); err != nil {
 			return nil, err
 		}
 		if c.RowsChecked {
@@ -739,31 +740,15 @@ func idRecord(b []byte, digest [16]byte, kind byte) []byte {
 	return b
 }
 
-func (c *SinkCheck) readPositions(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, string(c.cfg.Postgres.DSN))
+// readPositions reads the sink's stored positions; none if the sink never
+// ran.
+func (c *SinkCheck) readPositions(ctx context.Context, f *topology.File) error {
+	stored, err := pgsink.ReadPositions(ctx, pgsink.SinkConfig(f, &c.cfg, "verify"))
 	if err != nil {
-		return fmt.Errorf("verify: sink %s: connect to postgres: %w", c.Name, err)
+		return fmt.Errorf("verify: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	tbl := ident(c.cfg.Postgres.PositionsTable)
-	rows, err := conn.Query(ctx, "SELECT partition, next_offset FROM "+tbl+" WHERE topic = $1", c.Input)
-	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			return nil // the sink never ran: everything is pending
-		}
-		return fmt.Errorf("verify: sink %s: read positions: %w", c.Name, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var p int32
-		var o int64
-		if err := rows.Scan(&p, &o); err != nil {
-			return fmt.Errorf("verify: sink %s: read positions: %w", c.Name, err)
-		}
-		c.positions[p] = o
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("verify: sink %s: read positions: %w", c.Name, err)
+	for _, p := range stored {
+		c.positions[p.Partition] = p.NextOffset
 	}
 	return nil
 }
@@ -777,8 +762,8 @@ func (c *SinkCheck) readRows(ctx context.Context) error {
 	col := pgx.Identifier{c.cfg.Postgres.EventID}.Sanitize()
 	rows, err := conn.Query(ctx, "SELECT "+col+"::text FROM "+ident(c.Table))
 	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			return nil
+		if pgsink.IsUndefinedTable(err) || pgsink.IsUndefinedColumn(err) {
+			return nil // the sink never ran, or the table is not its
 		}
 		return fmt.Errorf("verify: sink %s: read table: %w", c.Name, err)
 	}
