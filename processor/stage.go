@@ -26,6 +26,7 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
 )
 
 // Config is what a Stage needs. Every field without a stated default is
@@ -147,23 +148,25 @@ type Stage struct {
 
 // New validates cfg and returns a Stage. It does no network I/O.
 func New(cfg Config, opts ...Option) (*Stage, error) {
+	// The defaults are topology's, so that a Config built by hand and one
+	// built from a file (StageConfig) behave the same.
 	if cfg.ClientID == "" {
-		cfg.ClientID = "exactly"
+		cfg.ClientID = topology.DefaultClientID
 	}
 	if cfg.InputFormat == "" {
-		cfg.InputFormat = serde.JSON
+		cfg.InputFormat = topology.DefaultFormat
 	}
 	if cfg.OutputFormat == "" {
-		cfg.OutputFormat = serde.JSON
+		cfg.OutputFormat = topology.DefaultFormat
 	}
 	if cfg.CommitInterval == 0 {
-		cfg.CommitInterval = 100 * time.Millisecond
+		cfg.CommitInterval = topology.DefaultCommitInterval
 	}
 	if cfg.MaxRecords == 0 {
-		cfg.MaxRecords = 10000
+		cfg.MaxRecords = topology.DefaultCommitMaxRecords
 	}
 	if cfg.TransactionTimeout == 0 {
-		cfg.TransactionTimeout = 30 * time.Second
+		cfg.TransactionTimeout = topology.DefaultTransactionTimeout
 	}
 	if cfg.Guarantee == "" {
 		cfg.Guarantee = ExactlyOnce

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // BrokersEnv names the environment variable that, when set and non-empty,
@@ -426,11 +428,7 @@ func (v *validator) stages(declared map[string]bool) {
 		v.endpoint(p+".input", s.Input, declared, "orders.raw")
 		v.endpoint(p+".output", s.Output, declared, "orders.clean")
 		dp := p + ".dead_letter"
-		if v.has(dp) {
-			v.topicRef(dp+".topic", s.DeadLetter.Topic, declared)
-		} else {
-			v.report(dp, "required (e.g. dead_letter: { topic: orders.dlq })")
-		}
+		v.deadLetterTopic(dp, s.DeadLetter.Topic, declared, "orders.dlq")
 
 		in, out, dl := s.Input.Topic, s.Output.Topic, s.DeadLetter.Topic
 		if in != "" && in == out {
@@ -444,11 +442,10 @@ func (v *validator) stages(declared map[string]bool) {
 			v.report(dp+".topic", "dead letter topic %s is also the stage's output topic", v.q(dp+".topic", dl))
 		}
 
-		if ip := p + ".commit.interval"; s.Commit.Interval.Duration <= 0 {
-			v.report(ip, "must be greater than 0 (got %s)", v.num(ip, s.Commit.Interval.String()))
-		}
-		if mp := p + ".commit.max_records"; s.Commit.MaxRecords < 1 {
-			v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(s.Commit.MaxRecords)))
+		v.commitBounds(p+".commit", s.Commit)
+		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
+			// The broker aborts a transaction open longer than this.
+			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))
 		}
 
 		kp := p + ".key"
@@ -460,6 +457,26 @@ func (v *validator) stages(declared map[string]bool) {
 				v.q(p+".input.format", s.Input.Format))
 		}
 		v.transform(p, s, declared)
+	}
+}
+
+// deadLetterTopic checks the dead_letter mapping at path; example is a
+// topic for the hint.
+func (v *validator) deadLetterTopic(path, topic string, declared map[string]bool, example string) {
+	if v.has(path) {
+		v.topicRef(path+".topic", topic, declared)
+	} else {
+		v.report(path, "required (e.g. dead_letter: { topic: %s })", example)
+	}
+}
+
+// commitBounds checks the commit mapping at path.
+func (v *validator) commitBounds(path string, c Commit) {
+	if ip := path + ".interval"; c.Interval.Duration <= 0 {
+		v.report(ip, "must be greater than 0 (got %s)", v.num(ip, c.Interval.String()))
+	}
+	if mp := path + ".max_records"; c.MaxRecords < 1 {
+		v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(c.MaxRecords)))
 	}
 }
 
@@ -681,11 +698,11 @@ var (
 	// identifier is a Postgres identifier as the sink accepts it: it is
 	// always quoted in SQL, so case is kept as written.
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	// fieldName is a top-level JSON field a column may hold.
-	fieldName  = regexp.MustCompile(`^[^$].*$`)
-	sources    = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
-	tombstones = []string{TombstonesSkip, TombstonesDelete}
-	sinkModes  = []string{ModeInsert, ModeUpsert}
+	// sinkFormats are the input formats a sink reads.
+	sinkFormats = []string{"json", "string", "bytes"}
+	sources     = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
+	tombstones  = []string{TombstonesSkip, TombstonesDelete}
+	sinkModes   = []string{ModeInsert, ModeUpsert}
 )
 
 func (v *validator) sinks(declared map[string]bool) {
@@ -694,23 +711,20 @@ func (v *validator) sinks(declared map[string]bool) {
 		p := fmt.Sprintf("sinks[%d]", i)
 		v.uniqueName(p, "sink", s.Name, i, first)
 
-		v.endpoint(p+".input", s.Input, declared, "orders.clean")
-		dp := p + ".dead_letter"
-		if v.has(dp) {
-			v.topicRef(dp+".topic", s.DeadLetter.Topic, declared)
+		if fp := p + ".input.format"; s.Input.Format == "avro" {
+			// The sink's columns read JSON fields or whole values only.
+			v.report(fp, "format avro is not supported by sinks (valid: %s)", strings.Join(sinkFormats, ", "))
+			v.topicRef(p+".input.topic", s.Input.Topic, declared)
 		} else {
-			v.report(dp, "required (e.g. dead_letter: { topic: orders.sink-dlq })")
+			v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		}
+		dp := p + ".dead_letter"
+		v.deadLetterTopic(dp, s.DeadLetter.Topic, declared, "orders.sink-dlq")
 		if dl := s.DeadLetter.Topic; dl != "" && dl == s.Input.Topic {
 			v.report(dp+".topic", "dead letter topic %s is also the sink's input topic", v.q(dp+".topic", dl))
 		}
 
-		if ip := p + ".commit.interval"; s.Commit.Interval.Duration <= 0 {
-			v.report(ip, "must be greater than 0 (got %s)", v.num(ip, s.Commit.Interval.String()))
-		}
-		if mp := p + ".commit.max_records"; s.Commit.MaxRecords < 1 {
-			v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(s.Commit.MaxRecords)))
-		}
+		v.commitBounds(p+".commit", s.Commit)
 		if sp := p + ".session_timeout"; s.SessionTimeout.Duration < time.Second {
 			v.report(sp, "must be at least 1s (got %s)", v.num(sp, s.SessionTimeout.String()))
 		}
@@ -731,6 +745,12 @@ func (v *validator) postgres(p string, s Sink) {
 		v.report(dp, "must not be empty")
 	case pg.DSN == "":
 		v.report(dp, "required (write it as ${PG_DSN}: it holds credentials)")
+	default:
+		// What the sink parses at start; reads no network, but may read
+		// sslrootcert and the like, as the sink would.
+		if _, err := pgxpool.ParseConfig(string(pg.DSN)); err != nil {
+			v.report(dp, "not a valid connection string (want postgres://user@host:port/db?sslmode=... or key=value pairs)")
+		}
 	}
 	v.literalDSN(p+".dsn", pg.DSN)
 	v.qualified(p+".table", pg.Table, "raw.events")

@@ -71,7 +71,7 @@ func TestParseSinkDefaults(t *testing.T) {
     dead_letter: { topic: dlq }
     postgres: { dsn: "${PG_DSN}", table: a.b, event_id: id, columns: { id: $key } }
 `
-	f := check(t, src, env(map[string]string{"PG_DSN": "x"}))
+	f := check(t, src, env(map[string]string{"PG_DSN": "postgres://db/x"}))
 	s := f.Sinks[0]
 	if s.Commit.Interval.Duration != DefaultSinkCommitInterval || s.Commit.MaxRecords != DefaultSinkCommitMaxRecords ||
 		s.SessionTimeout.Duration != DefaultSinkSessionTimeout || s.Input.Format != "json" {

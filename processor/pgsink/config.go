@@ -139,7 +139,7 @@ func (cfg *Config) validate() error {
 		cfg.ClientID = topology.DefaultClientID
 	}
 	if cfg.InputFormat == "" {
-		cfg.InputFormat = serde.JSON
+		cfg.InputFormat = topology.DefaultFormat
 	}
 	if cfg.CommitInterval == 0 {
 		cfg.CommitInterval = topology.DefaultSinkCommitInterval

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// acceptHead declares the topics of the edge cases below; stages and sinks
+// follow it.
+const acceptHead = `version: 1
+kafka: { brokers: ["127.0.0.1:9092"], transaction_timeout: 10s }
+topics:
+  - { name: in, partitions: 1 }
+  - { name: out, partitions: 1 }
+  - { name: dlq, partitions: 1 }
+`
+
+// acceptEnv resolves every ${VAR} of the edge cases.
+func acceptEnv(k string) (string, bool) {
+	if k == "PG_DSN" {
+		return "postgres://u@127.0.0.1:5432/db?sslmode=disable", true
+	}
+	return "", false
+}
+
+// TestValidateAcceptsWhatRunStarts: topology is the one authority on what a
+// valid file is. Every file that topology.Parse accepts (the examples and
+// the edge cases here) builds every stage with processor.New and every sink
+// with pgsink.New, without network.
+func TestValidateAcceptsWhatRunStarts(t *testing.T) {
+	dir := t.TempDir()
+	schema := filepath.Join(dir, "order.avsc")
+	if err := os.WriteFile(schema, []byte(`{"type":"record","name":"Order","fields":[{"name":"event_id","type":"string"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"defaults": acceptHead + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+`,
+		"interval just below the transaction timeout": acceptHead + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, commit: { interval: 9999ms, max_records: 1 } }
+`,
+		"avro stage": acceptHead + `stages:
+  - name: s
+    input: { topic: in, format: json }
+    output: { topic: out, format: avro, schema: order.avsc }
+    dead_letter: { topic: dlq }
+    key: event_id
+`,
+		"string and bytes stage": acceptHead + `stages:
+  - { name: s, input: { topic: in, format: string }, output: { topic: out, format: bytes }, dead_letter: { topic: dlq } }
+`,
+		"sink defaults": acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
+`,
+		"sink upsert, delete, own positions table, string input": acceptHead + `sinks:
+  - name: pg
+    input: { topic: out, format: string }
+    dead_letter: { topic: dlq }
+    session_timeout: 6s
+    commit: { interval: 1h, max_records: 1 }
+    postgres:
+      dsn: "${PG_DSN}"
+      table: raw.events
+      positions_table: other.positions
+      event_id: id
+      mode: upsert
+      tombstones: delete
+      columns: { id: $key, body: $value, t: $topic, p: $partition, o: $offset, at: $timestamp }
+`,
+		"sink bytes input, key=value dsn": acceptHead + `sinks:
+  - name: pg
+    input: { topic: out, format: bytes }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "host=127.0.0.1 dbname=db", table: raw.events, event_id: id, columns: { id: $key, body: $value } }
+`,
+	}
+	examples, err := filepath.Glob("../../../deploy/examples/*.yaml")
+	if err != nil || len(examples) < 2 {
+		t.Fatalf("examples: %v %v", examples, err)
+	}
+	for _, name := range examples {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(name)] = string(data)
+	}
+	for name, src := range files {
+		t.Run(name, func(t *testing.T) {
+			f, err := topology.Parse(filepath.Join(dir, "t.yaml"), []byte(src), acceptEnv)
+			if err != nil {
+				t.Fatalf("topology.Parse: %v", err)
+			}
+			if len(f.Stages)+len(f.Sinks) == 0 {
+				t.Fatal("no stage and no sink to build")
+			}
+			for i := range f.Stages {
+				if _, err := processor.New(processor.StageConfig(f, &f.Stages[i], "i1")); err != nil {
+					t.Errorf("validate accepts stage %s, processor.New rejects it: %v", f.Stages[i].Name, err)
+				}
+			}
+			for i := range f.Sinks {
+				if _, err := pgsink.New(pgsink.SinkConfig(f, &f.Sinks[i], "i1")); err != nil {
+					t.Errorf("validate accepts sink %s, pgsink.New rejects it: %v", f.Sinks[i].Name, err)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateRejectsWhatRunRejects: each rule that run or sink checks at
+// start without network is reported by validate, at file:line:col and the
+// field's path.
+func TestValidateRejectsWhatRunRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, want string
+	}{
+		{"commit interval equal to the transaction timeout", acceptHead + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, commit: { interval: 10s } }
+`, "t.yaml:8:111: stages[0].commit.interval: must be below kafka.transaction_timeout 10s (got 10s)"},
+		{"commit interval above the default transaction timeout", strings.Replace(acceptHead, ", transaction_timeout: 10s", "", 1) + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, commit: { interval: 1m } }
+`, "t.yaml:8:111: stages[0].commit.interval: must be below kafka.transaction_timeout 30s (got 1m0s)"},
+		{"avro sink input", acceptHead + `sinks:
+  - name: pg
+    input: { topic: out, format: avro, schema: x.avsc }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
+`, "t.yaml:9:34: sinks[0].input.format: format avro is not supported by sinks (valid: json, string, bytes)"},
+		{"dsn pgx cannot parse", acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    postgres: { dsn: "not a dsn", table: raw.events, event_id: id, columns: { id: $key } }
+`, "t.yaml:11:22: sinks[0].postgres.dsn: not a valid connection string (want postgres://user@host:port/db?sslmode=... or key=value pairs)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := topology.Parse("t.yaml", []byte(tc.src), acceptEnv)
+			var errs topology.Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("topology.Parse = %v, want topology.Errors", err)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("topology.Parse:\n%s\nwant only:\n%s", got, tc.want)
+			}
+		})
+	}
+}
