@@ -31,12 +31,10 @@ type Metrics struct {
 	lastCommit    *prometheus.GaugeVec
 }
 
-// Causes of a retry, the cause label of exactly_sink_retries_total.
-const (
-	RetryWrite     = "write_batch"    // a batch's database transaction failed
-	RetryPositions = "read_positions" // reading stored positions failed
-	RetrySetup     = "set_up_schema"  // creating the tables failed
-)
+// RetryWrite is the cause label of exactly_sink_retries_total for a batch
+// whose database transaction failed. The other causes are named after what
+// was retried, spaces made underscores: read_positions, set_up_schema.
+const RetryWrite = "write_batch"
 
 // NewMetrics registers the sink metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {

@@ -1,6 +1,6 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
-// `validate`, `topics create` and `demo`. cmd/exactly is a thin main around
-// it; a team that embeds exactly builds its own main, registers its Go
+// `status`, `verify`, `validate`, `topics create`, `demo` and `help`.
+// cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
 // transforms with transform.Register, and calls Main.
 package cli
 
@@ -41,8 +41,8 @@ Usage:
   exactly sink --topology FILE [--sink NAME] [--instance-id ID]
   exactly status --topology FILE [--name NAME] [--json]
   exactly verify --topology FILE --event-id FIELD [--json]
-  exactly validate FILE
-  exactly topics create FILE
+  exactly validate [--topology] FILE
+  exactly topics create [--topology] FILE
   exactly demo
   exactly help [COMMAND]
 
@@ -103,6 +103,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // newFlags returns a flag set whose --help prints the command's synopsis
 // and description before its flags.
+// topologyFlag declares --topology FILE, the one way every command names
+// its topology file.
+func topologyFlag(fs *flag.FlagSet) *string {
+	return fs.String("topology", "", "topology file (required)")
+}
+
+// topologyFile returns the file of a command that also takes it as its one
+// argument (validate, topics create): --topology FILE or FILE, not both.
+func topologyFile(fs *flag.FlagSet, flagPath string) (string, bool) {
+	switch {
+	case flagPath != "" && fs.NArg() == 0:
+		return flagPath, true
+	case flagPath == "" && fs.NArg() == 1:
+		return fs.Arg(0), true
+	}
+	return "", false
+}
+
 func newFlags(name, synopsis, desc string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -168,7 +186,7 @@ instance ID: it fences its predecessor and aborts its open transaction.
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-commit) kills the process with SIGKILL at
 the Nth transaction, for testing recovery.`, stderr)
-	path := fs.String("topology", "", "topology file (required)")
+	path := topologyFlag(fs)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
 	host, _ := os.Hostname()
 	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
@@ -250,18 +268,20 @@ func load(path string) (*topology.File, map[string]*transform.Pipeline, error) {
 }
 
 func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "validate FILE",
+	fs := newFlags("validate", "validate [--topology] FILE",
 		`Checks a topology file without connecting to anything. It prints every
 problem as file:line:col: field: message and exits 2, or prints a summary and
 exits 0.`, stderr)
+	flagPath := topologyFlag(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	if fs.NArg() != 1 {
+	path, ok := topologyFile(fs, *flagPath)
+	if !ok {
 		fs.Usage()
 		return exitUsage
 	}
-	f, _, err := load(fs.Arg(0))
+	f, _, err := load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitUsage
@@ -271,7 +291,7 @@ exits 0.`, stderr)
 	if len(f.Sinks) > 0 {
 		summary += fmt.Sprintf(", %d sinks", len(f.Sinks))
 	}
-	fmt.Fprintf(stdout, "%s: ok: %s\n", fs.Arg(0), summary)
+	fmt.Fprintf(stdout, "%s: ok: %s\n", path, summary)
 	for _, st := range f.StagesInOrder() {
 		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %d transform steps, dead letters -> %s\n",
 			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, len(st.Transform), st.DeadLetter.Topic)
@@ -286,26 +306,28 @@ exits 0.`, stderr)
 func cmdTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintln(stdout, "Usage: exactly topics create FILE\n\nCreates the topics a topology file declares.")
+			fmt.Fprintln(stdout, "Usage: exactly topics create [--topology] FILE\n\nCreates the topics a topology file declares.")
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "Usage: exactly topics create FILE")
+		fmt.Fprintln(stderr, "Usage: exactly topics create [--topology] FILE")
 		return exitUsage
 	}
-	fs := newFlags("topics create", "topics create FILE",
+	fs := newFlags("topics create", "topics create [--topology] FILE",
 		`Creates every topic the topology file declares that does not exist yet,
 with its partitions, replication factor and configs. Existing topics are
 left alone; a partition count that differs from the file is reported. Safe
 to run again.`, stderr)
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
+	flagPath := topologyFlag(fs)
 	if code, done := parse(fs, args[1:]); done {
 		return code
 	}
-	if fs.NArg() != 1 {
+	path, ok := topologyFile(fs, *flagPath)
+	if !ok {
 		fs.Usage()
 		return exitUsage
 	}
-	f, kopts, ok := loadKafka(fs.Arg(0), "topics create", stderr)
+	f, kopts, ok := loadKafka(path, "topics create", stderr)
 	if !ok {
 		return exitUsage
 	}

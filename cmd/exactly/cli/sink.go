@@ -24,7 +24,7 @@ partitions; restart a crashed instance with the same instance ID.
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-db-commit, crash-after-db-commit) kills the process with SIGKILL
 at the Nth database commit, for testing recovery.`, stderr)
-	path := fs.String("topology", "", "topology file (required)")
+	path := topologyFlag(fs)
 	name := fs.String("sink", "", "run only this sink (default: all sinks)")
 	host, _ := os.Hostname()
 	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")

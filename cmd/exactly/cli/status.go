@@ -27,7 +27,7 @@ It exits 0 when every group could be read, 1 when any could not (the
 report says why), 2 for bad flags or a bad topology file.
 
 EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
-	path := fs.String("topology", "", "topology file (required)")
+	path := topologyFlag(fs)
 	name := fs.String("name", "", "report only this stage or sink (default: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	timeout := fs.Duration("timeout", 15*time.Second, "give up after this long")

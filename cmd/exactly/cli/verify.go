@@ -30,7 +30,7 @@ buckets and checked one bucket at a time.
 
 It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
 blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stderr)
-	path := fs.String("topology", "", "topology file (required)")
+	path := topologyFlag(fs)
 	field := fs.String("event-id", "", "the value field holding the event ID, e.g. event_id or order.id (required)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
