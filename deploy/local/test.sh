@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE project test command: bash deploy/local/test.sh
 #
-# Starts Kafka and PostgreSQL (up.sh), then runs go vet, the unit tests and the
+# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go
+# vet, the unit tests and the
 # integration tests against them, and stops them again on exit (down.sh) unless
 # EXACTLY_KEEP_UP=1. Every step runs even if an earlier one failed; the exit code
 # is non-zero when any step failed. GOTESTFLAGS (e.g. "-v -run TestX") is passed
@@ -70,6 +71,7 @@ bash "$HERE/up.sh"
 declare -a gotestflags=()
 read -r -a gotestflags <<<"${GOTESTFLAGS:-}"
 
+run tidy go mod tidy -diff
 run vet go vet ./...
 run unit go test -race -count=1 "${gotestflags[@]}" ./...
 if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
