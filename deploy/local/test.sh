@@ -2,9 +2,8 @@
 # THE project test command: bash deploy/local/test.sh
 #
 # Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go
-# vet, the unit tests and the
-# integration tests against them, and stops them again on exit (down.sh) unless
-# EXACTLY_KEEP_UP=1. Every step runs even if an earlier one failed; the exit code
+# vet, the unit tests and the integration tests against them, and stops them
+# again on exit (down.sh) unless EXACTLY_KEEP_UP=1. Every step runs even if an earlier one failed; the exit code
 # is non-zero when any step failed. GOTESTFLAGS (e.g. "-v -run TestX") is passed
 # to both go test runs.
 set -euo pipefail
