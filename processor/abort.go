@@ -1,0 +1,91 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
+)
+
+func retryCause(err error) string {
+	if serde.IsTransient(err) {
+		return "transient_record_error"
+	}
+	return "produce_error"
+}
+
+// poison is a record whose output the broker refused; envelope when its
+// full dead letter was refused too.
+type poison struct {
+	err      error
+	envelope bool
+}
+
+// source identifies an input record.
+type source struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func (s source) String() string { return fmt.Sprintf("%s/%d@%d", s.topic, s.partition, s.offset) }
+
+// isRecordFault reports whether a produce error is the fault of the record
+// itself, so that retrying it can never succeed.
+func isRecordFault(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
+}
+
+func isTopicGone(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
+}
+
+// retryError is a transaction aborted for a fault that may pass; the
+// session stays, and the records are polled again after a backoff.
+type retryError struct{ err error }
+
+func (e *retryError) Error() string { return "transaction aborted: " + e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// afterAbort decides what follows a transaction of n input records that
+// End aborted. With no produce error it was a rebalance: the session has
+// rewound, and polling goes on (nil). A produce error is classified:
+//   - a fault that may pass: *retryError, to poll the records again after
+//     a backoff; a topic that is gone returns the error itself, to rebuild
+//     the client, which alone forgets the old topic ID;
+//   - the broker refused a record (too large, say): the next n
+//     transactions carry one input record each, to find it; once found,
+//     its output is replaced by its dead letter, its dead letter by a
+//     size-bounded envelope, and an envelope refused too is fatal
+//     (*kit.FatalError).
+func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
+	if produceErr == nil {
+		s.metrics.abort(AbortRebalance)
+		s.log.Info("transaction aborted; resuming from the last committed offsets", "topic", s.cfg.Input, "records", n)
+		return nil
+	}
+	s.metrics.abort(AbortRetry)
+	s.metrics.retry(retryCause(produceErr))
+	switch {
+	case !isRecordFault(produceErr):
+		if isTopicGone(produceErr) {
+			return produceErr
+		}
+	case s.isolate == 0:
+		s.isolate = n
+		s.log.Warn("the broker refused a record; retrying one input record per transaction to find it", "records", n, "err", produceErr)
+	case t.outputs == 0 && t.deadLetters > 0 && s.poisoned[t.last].envelope:
+		return &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
+	case t.outputs == 0 && t.deadLetters > 0:
+		s.poisoned[t.last] = poison{err: produceErr, envelope: true}
+		s.log.Warn("the broker refused a dead letter; sending a size-bounded envelope instead", "source", t.last.String(), "err", produceErr)
+	default:
+		s.poisoned[t.last] = poison{err: produceErr}
+		s.log.Warn("the broker refused the output of a record; dead-lettering it", "source", t.last.String(), "err", produceErr)
+	}
+	return &retryError{produceErr}
+}

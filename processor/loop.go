@@ -1,0 +1,186 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// newSession builds the Kafka client of one session: a
+// GroupTransactSession, or a plain group consumer for at-least-once.
+func (s *Stage) newSession() (session, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(s.cfg.ClientID),
+		kgo.ConsumerGroup(s.cfg.Group()),
+		// Static membership (KIP-345): a restarted instance takes over its
+		// predecessor's partitions at once instead of waiting out the
+		// session timeout of a member that was killed.
+		kgo.InstanceID(s.cfg.TransactionalID()),
+		kgo.ConsumeTopics(s.cfg.Input),
+		// Only committed records are ever transformed: an aborted
+		// upstream transaction must leave no trace downstream.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// KIP-447: a new owner of a partition waits for our pending
+		// transactional offsets to resolve instead of reading stale ones.
+		kgo.RequireStableFetchOffsets(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// Transaction markers are returned as control records, so that the
+		// committed offset moves past the last marker: a caught-up stage
+		// then has committed offset == last stable offset, and lag 0, not
+		// the "stuck at 1" of consumers that stop before the marker.
+		kgo.KeepControlRecords(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+			s.joined.Store(true)
+			s.metrics.rebalance()
+			for topic, parts := range assigned {
+				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
+			}
+		}),
+		kgo.OnPartitionsRevoked(s.partitionsGone),
+		kgo.OnPartitionsLost(s.partitionsGone),
+		kgo.WithLogger(kit.KafkaLogger(s.log)),
+		// Readiness: an idle stage whose brokers are all gone polls
+		// nothing and fails nothing; only silence shows it.
+		kgo.WithHooks(s.brokers),
+	}
+	if s.cfg.Guarantee == AtLeastOnce {
+		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
+		if err != nil {
+			return nil, err
+		}
+		return alosSession{cl}, nil
+	}
+	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
+	sess, err := kgo.NewGroupTransactSession(append(opts, s.kopts...)...)
+	if err != nil {
+		return nil, err
+	}
+	return eosSession{sess}, nil
+}
+
+// runSession runs one GroupTransactSession until ctx ends (nil) or the
+// session fails (the error). progressed reports whether any transaction
+// committed, to reset the backoff.
+func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
+	sess, err := s.newSession()
+	if err != nil {
+		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
+	}
+	defer func() { s.closeSession(ctx, sess, errors.Is(err, kit.ErrCrashed)) }()
+
+	// Transforms see a context that shutdown does not cancel: a record
+	// polled before SIGTERM is still processed, never dead-lettered for it.
+	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess}
+	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	for {
+		fetches, err := s.poll(ctx, t)
+		if err != nil {
+			return progressed, err
+		}
+		if err := t.processFetches(fetches); err != nil {
+			return progressed, err
+		}
+		if ctx.Err() != nil {
+			// Shutdown: commit what was polled and processed. End commits
+			// the offsets of every polled record, so records are never
+			// polled and then left out of the transaction.
+			_, err := t.end(ctx)
+			return progressed, err
+		}
+		if !t.open || (t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
+			continue
+		}
+		committed, err := t.end(ctx)
+		var retry *retryError
+		switch {
+		case errors.As(err, &retry):
+			// Aborted for a fault that may pass (a registry or broker
+			// hiccup): the session rewound to the last committed
+			// offsets; wait, then poll the records again.
+			wait := retryBackoff.Next()
+			s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		case err != nil:
+			return progressed, err
+		case committed:
+			progressed = true
+			retryBackoff.Reset()
+		}
+	}
+}
+
+// closeSession closes sess and leaves the group on the instance's behalf;
+// after a simulated crash it gives up the group without a word instead.
+func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
+	if crashed {
+		leaveCtx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = sess.Client().LeaveGroupContext(leaveCtx)
+		go sess.Close()
+		return
+	}
+	sess.Close()
+	// A static member does not leave on Close; leave on its behalf so
+	// that the group rebalances now, not after the session timeout
+	// (KIP-345 LeaveGroup by group.instance.id).
+	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.TransactionalID(),
+		append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
+}
+
+// poll polls the records of t's transaction: until the commit interval of
+// an open transaction ends, at most the records left under the cap (one
+// while isolating a refused record). A fetch error that polling again
+// cannot mend aborts the transaction and is returned.
+func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
+	pollCtx, cancel := ctx, context.CancelFunc(func() {})
+	if t.open {
+		pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
+	}
+	defer cancel()
+	limit := s.cfg.MaxRecords - t.records
+	if s.isolate > 0 {
+		limit = 1
+	}
+	fetches := t.sess.PollRecords(pollCtx, limit)
+	if err := fatalFetchError(fetches); err != nil {
+		_ = t.abort(ctx)
+		return nil, err
+	}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+		}
+	})
+	return fetches, nil
+}
+
+func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	s.metrics.rebalance()
+	for topic, parts := range gone {
+		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
+		for _, p := range parts {
+			s.metrics.dropLag(topic, p)
+		}
+	}
+}
+
+// fatalFetchError returns the first fetch error that polling again cannot
+// mend: the client was closed, or the group or a topic is not authorized.
+func fatalFetchError(fs kgo.Fetches) error {
+	var fatal error
+	fs.EachError(func(_ string, _ int32, err error) {
+		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || kit.IsFatal(err)) {
+			fatal = err
+		}
+	})
+	return fatal
+}

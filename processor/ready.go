@@ -1,0 +1,31 @@
+package processor
+
+import (
+	"fmt"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// Ready returns nil when the stage is healthy: it has joined its consumer
+// group, its last session did not fail, and no transaction has been open
+// for longer than kit.StallFactor commit intervals. Otherwise the error says
+// why. It is safe to call from any goroutine, e.g. a /readyz handler.
+func (s *Stage) Ready() error {
+	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
+		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
+	}
+	// Unreachable brokers first: they are also why no partitions come.
+	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
+	}
+	if !s.joined.Load() {
+		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
+	}
+	if err := kit.CheckStall("transaction", s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
+	}
+	return nil
+}
+
+// partitionsGone forgets the lag of partitions this instance no longer
+// owns, so that a scaled-out stage does not report stale lag.

@@ -1,0 +1,258 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
+)
+
+// txn is the state of one open transaction of a session.
+type txn struct {
+	ctx     context.Context // for Go transforms; not for Kafka calls
+	stage   *Stage
+	sess    session
+	open    bool
+	started time.Time
+	records int // input records in this transaction
+
+	last                           source // the last input record processed
+	outputs, deadLetters, filtered int64
+	perTopic                       map[string]int64 // outputs by topic, for metrics
+	perReason                      map[string]int64 // dead letters by reason, for metrics
+	timestamps                     []time.Time      // input timestamps, for the latency histogram
+	mu                             sync.Mutex
+	produceErr                     error
+}
+
+// processFetches begins the transaction if records came, and processes
+// them into it.
+func (t *txn) processFetches(fetches kgo.Fetches) error {
+	if fetches.NumRecords() == 0 {
+		return nil
+	}
+	if err := t.begin(); err != nil {
+		return err
+	}
+	s := t.stage
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		data := 0
+		for _, r := range p.Records {
+			if !r.Attrs.IsControl() {
+				data++
+			}
+			t.process(r)
+		}
+		s.consumed.Add(int64(data))
+		s.metrics.consumedRecords(p.Topic, data)
+		if len(p.Records) > 0 {
+			// Control records are kept, so a caught-up partition reads 0
+			// here, never the 1 of a trailing marker.
+			last := p.Records[len(p.Records)-1].Offset
+			s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+		}
+	})
+	return nil
+}
+
+func (t *txn) begin() error {
+	if t.open {
+		return nil
+	}
+	if err := t.sess.Begin(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	t.open, t.started = true, time.Now()
+	t.stage.txnOpened.Store(t.started.UnixNano())
+	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
+	if t.stage.metrics.m != nil {
+		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
+	}
+	return nil
+}
+
+// process turns one input record into its output or its dead letter and
+// produces it into the open transaction.
+func (t *txn) process(r *kgo.Record) {
+	t.records++
+	if r.Attrs.IsControl() {
+		return // a transaction marker: its offset commits, it is no record
+	}
+	if t.perTopic != nil {
+		t.timestamps = append(t.timestamps, r.Timestamp)
+	}
+	s := t.stage
+	if audit.IsMarker(r) {
+		// An audit marker (audit.Drain): forwarded as it is, so that audits
+		// see through chained stages. Nothing read is ever dropped.
+		t.produce(&kgo.Record{Topic: s.cfg.Output, Headers: r.Headers, Timestamp: r.Timestamp})
+		return
+	}
+	t.last = source{r.Topic, r.Partition, r.Offset}
+	if p, ok := s.poisoned[t.last]; ok {
+		// Its output was refused by the broker (too large, say): the
+		// record becomes a dead letter instead of stalling the stage.
+		re := &kit.RecordError{Reason: kit.ReasonProduce, Err: p.err}
+		if p.envelope {
+			// Even its dead letter was refused: keep why it failed in the
+			// first place, and send a size-bounded envelope.
+			if _, err := s.recordOutputs(t.ctx, r); err != nil && !serde.IsTransient(err) {
+				errors.As(err, &re)
+			}
+			t.countDeadLetter(r, re)
+			t.produce(s.envelope(r, re))
+			return
+		}
+		t.produceDeadLetter(r, re)
+		return
+	}
+	outs, err := s.recordOutputs(t.ctx, r)
+	if serde.IsTransient(err) {
+		// Not the record's fault (a registry that is down): the whole
+		// transaction is aborted and retried, nothing is dead-lettered.
+		t.fail(fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		return
+	}
+	if err != nil {
+		var re *kit.RecordError
+		if !errors.As(err, &re) {
+			re = &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		}
+		t.produceDeadLetter(r, re)
+		return
+	}
+	if len(outs) == 0 {
+		t.filtered++
+		return
+	}
+	t.outputs += int64(len(outs))
+	for _, out := range outs {
+		if t.perTopic != nil {
+			t.perTopic[out.Topic]++
+		}
+		t.produce(out)
+	}
+}
+
+// produceDeadLetter produces the dead letter of r into the open
+// transaction.
+func (t *txn) produceDeadLetter(r *kgo.Record, re *kit.RecordError) {
+	t.countDeadLetter(r, re)
+	t.produce(kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re))
+}
+
+// countDeadLetter counts the dead letter (or envelope) of r in the open
+// transaction, for Stats and for exactly_stage_records_dead_lettered_total.
+func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
+	t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
+	t.deadLetters++
+	if t.perReason != nil {
+		t.perReason[re.Reason]++
+	}
+}
+
+func (t *txn) produce(r *kgo.Record) {
+	// The context is not the stage's: a canceled produce would fail the
+	// transaction that shutdown is about to commit.
+	t.sess.Produce(context.Background(), r, t.promise)
+}
+
+func (t *txn) promise(r *kgo.Record, err error) {
+	if err != nil {
+		t.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
+	}
+}
+
+// fail records the first error that dooms the open transaction: end aborts
+// it instead of committing, and the session resumes from the last
+// committed offsets.
+func (t *txn) fail(err error) {
+	t.mu.Lock()
+	if t.produceErr == nil {
+		t.produceErr = err
+	}
+	t.mu.Unlock()
+}
+
+// end commits the open transaction, or aborts it if a record failed to
+// produce. It returns whether it committed. A non-nil error means the
+// session must be rebuilt (GroupTransactSession.End errors are not
+// retryable), or kit.ErrCrashed.
+func (t *txn) end(ctx context.Context) (committed bool, err error) {
+	if !t.open {
+		return false, nil
+	}
+	// End must not see a canceled context: a canceled EndTxn leaves the
+	// outcome unknown. Shutdown still commits what was polled.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
+	defer cancel()
+	s := t.stage
+	s.txns++
+	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
+		// The records reach the broker, EndTxn never does.
+		if err := t.sess.Client().Flush(ctx); err != nil {
+			return false, fmt.Errorf("flush: %w", err)
+		}
+		return false, s.fp.Fire(s.log, kit.CrashBeforeCommit, s.txns)
+	}
+	try := kgo.TryCommit
+	if err := t.sess.Client().Flush(ctx); err != nil {
+		return false, fmt.Errorf("flush: %w", err)
+	}
+	t.mu.Lock()
+	produceErr := t.produceErr
+	t.mu.Unlock()
+	if produceErr != nil {
+		s.log.Warn("aborting transaction", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", produceErr)
+		try = kgo.TryAbort
+	}
+	n := t.records
+	t.open, t.records = false, 0
+	s.txnOpened.Store(0)
+	committed, err = t.sess.End(ctx, bool(try))
+	if err != nil {
+		s.aborted.Add(1)
+		s.metrics.abort(AbortError)
+		return false, fmt.Errorf("end transaction: %w", err)
+	}
+	if !committed {
+		s.aborted.Add(1)
+		return false, s.afterAbort(t, produceErr, n)
+	}
+	s.committed.Add(1)
+	s.metrics.commit(t, time.Now())
+	if s.isolate > 0 {
+		s.isolate--
+	}
+	s.sessionErr.Store(nil)
+	s.produced.Add(t.outputs)
+	s.deadLettered.Add(t.deadLetters)
+	s.filtered.Add(t.filtered)
+	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
+	if s.fp.Armed(kit.CrashAfterCommit, s.txns) {
+		return true, s.fp.Fire(s.log, kit.CrashAfterCommit, s.txns)
+	}
+	return true, nil
+}
+
+// abort ends the open transaction with an abort, best effort: the caller is
+// about to drop the session, and a new one with the same transactional ID
+// aborts whatever this leaves open.
+func (t *txn) abort(ctx context.Context) error {
+	if !t.open {
+		return nil
+	}
+	t.open, t.records = false, 0
+	t.stage.aborted.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
+	defer cancel()
+	_, err := t.sess.End(ctx, false)
+	return err
+}
