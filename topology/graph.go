@@ -1,0 +1,122 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+)
+
+// cycles reports each loop of stages (A's output is B's input) once, at the
+// input topic of its first stage in file order. A stage reading its own
+// output is reported by stages instead.
+func (v *validator) cycles() {
+	adj := v.f.graph()
+	for _, comp := range sccs(adj) {
+		if len(comp) < 2 {
+			continue
+		}
+		start := comp[0]
+		in := make(map[int]bool, len(comp))
+		for _, c := range comp {
+			in[c] = true
+			start = min(start, c)
+		}
+		loop := shortestLoop(adj, start, in)
+		names := make([]string, len(loop))
+		onLoop := make(map[int]bool, len(loop))
+		for i, s := range loop {
+			names[i] = v.name(fmt.Sprintf("stages[%d].name", s), v.f.Stages[s].Name)
+			onLoop[s] = true
+		}
+		msg := "cycle: " + strings.Join(names, " -> ")
+		var others []string
+		for i := range v.f.Stages {
+			if in[i] && !onLoop[i] {
+				others = append(others, v.name(fmt.Sprintf("stages[%d].name", i), v.f.Stages[i].Name))
+			}
+		}
+		if len(others) > 0 {
+			msg += " (also in this loop: " + strings.Join(others, ", ") + ")"
+		}
+		v.report(fmt.Sprintf("stages[%d].input.topic", start), "%s", msg)
+	}
+}
+
+// sccs returns the strongly connected components of adj (Tarjan).
+func sccs(adj [][]int) [][]int {
+	n := len(adj)
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var stack []int
+	var out [][]int
+	next := 0
+	var visit func(int)
+	visit = func(u int) {
+		index[u], low[u] = next, next
+		next++
+		stack = append(stack, u)
+		onStack[u] = true
+		for _, w := range adj[u] {
+			if index[w] < 0 {
+				visit(w)
+				low[u] = min(low[u], low[w])
+			} else if onStack[w] {
+				low[u] = min(low[u], index[w])
+			}
+		}
+		if low[u] == index[u] {
+			var comp []int
+			for {
+				w := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				onStack[w] = false
+				comp = append(comp, w)
+				if w == u {
+					break
+				}
+			}
+			out = append(out, comp)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if index[i] < 0 {
+			visit(i)
+		}
+	}
+	return out
+}
+
+// shortestLoop returns start, the stages of a shortest path back to it
+// within in, and start again.
+func shortestLoop(adj [][]int, start int, in map[int]bool) []int {
+	prev := map[int]int{}
+	queue := []int{start}
+	for len(queue) > 0 {
+		u := queue[0]
+		queue = queue[1:]
+		for _, w := range adj[u] {
+			if !in[w] {
+				continue
+			}
+			if w == start {
+				loop := []int{start}
+				for x := u; x != start; x = prev[x] {
+					loop = append(loop, x)
+				}
+				// loop is start, then the path backwards; reverse the path.
+				for i, j := 1, len(loop)-1; i < j; i, j = i+1, j-1 {
+					loop[i], loop[j] = loop[j], loop[i]
+				}
+				return append(loop, start)
+			}
+			if _, seen := prev[w]; !seen && w != start {
+				prev[w] = u
+				queue = append(queue, w)
+			}
+		}
+	}
+	return []int{start, start}
+}

@@ -1,0 +1,340 @@
+package topology
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	// stageName keeps stage names safe inside transactional IDs and group
+	// names.
+	stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	formats   = []string{"json", "string", "bytes", "avro"}
+)
+
+func (v *validator) validate() {
+	f := v.f
+	switch {
+	case !v.has("version"):
+		v.report("version", "required (set version: 1)")
+	case f.Version != 1:
+		v.report("version", "unsupported version %s (want 1)", v.num("version", strconv.Itoa(f.Version)))
+	}
+	v.kafka()
+	declared := v.topics()
+	v.stages(declared)
+	v.cycles()
+	v.sinks(declared)
+}
+
+func (v *validator) kafka() {
+	k := v.f.Kafka
+	if len(k.Brokers) == 0 {
+		if v.brokersByEnv {
+			v.d.add(Position{}, "kafka.brokers", "%s lists no brokers (want host:port,host:port)", BrokersEnv)
+		} else {
+			v.report("kafka.brokers", `at least one broker is required (e.g. brokers: ["127.0.0.1:9092"], or set %s)`, BrokersEnv)
+		}
+	}
+	for i, b := range k.Brokers {
+		p := fmt.Sprintf("kafka.brokers[%d]", i)
+		why := brokerProblem(b)
+		switch {
+		case why == "":
+		case v.brokersByEnv:
+			v.d.add(Position{}, p, "invalid broker address in %s: %s (want host:port)", BrokersEnv, why)
+		default:
+			v.report(p, "invalid broker address %s: %s (want host:port, e.g. 127.0.0.1:9092)", v.q(p, b), why)
+		}
+	}
+	if t := k.TransactionTimeout.Duration; t < time.Second {
+		p := "kafka.transaction_timeout"
+		v.report(p, "must be at least 1s (got %s)", v.num(p, t.String()))
+	}
+	v.kafkaTLS()
+	v.kafkaSASL()
+}
+
+// brokerProblem says what is wrong with a host:port address, without
+// repeating it.
+func brokerProblem(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		// AddrError.Err does not repeat the address, which may be secret.
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return ae.Err
+		}
+		return "not host:port"
+	}
+	if host == "" {
+		return "missing host"
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return "port is not a number"
+	}
+	if n < 1 || n > 65535 {
+		return "port out of range 1-65535"
+	}
+	return ""
+}
+
+// topics checks the topic list and returns the set of declared names.
+func (v *validator) topics() map[string]bool {
+	declared := make(map[string]bool)
+	first := make(map[string]int)  // name -> index of first declaration
+	metric := make(map[string]int) // name with '.' as '_' -> index
+	for i, t := range v.f.Topics {
+		p := fmt.Sprintf("topics[%d]", i)
+		np := p + ".name"
+		if t.Name != "" {
+			declared[t.Name] = true
+		}
+		switch why := topicNameProblem(t.Name); {
+		case t.Name == "" && v.has(np):
+			v.report(np, "must not be empty")
+		case t.Name == "":
+			v.report(np, "required")
+		case why != "":
+			v.report(np, "invalid topic name %s: %s", v.q(np, t.Name), why)
+		default:
+			if j, dup := first[t.Name]; dup {
+				v.report(np, "duplicate topic %s (first declared at line %d)", v.q(np, t.Name), v.at(fmt.Sprintf("topics[%d].name", j)).Line)
+				break
+			}
+			first[t.Name] = i
+			// Kafka refuses to create topics whose names differ only in '.'
+			// versus '_', since both map to '_' in metric names.
+			m := strings.ReplaceAll(t.Name, ".", "_")
+			if j, clash := metric[m]; clash {
+				jp := fmt.Sprintf("topics[%d].name", j)
+				v.report(np, "topic %s collides with %s (Kafka treats '.' and '_' alike in topic names)", v.q(np, t.Name), v.q(jp, v.f.Topics[j].Name))
+				break
+			}
+			metric[m] = i
+		}
+
+		pp := p + ".partitions"
+		switch {
+		case !v.has(pp):
+			v.report(pp, "required (number of partitions, at least 1)")
+		case t.Partitions < 1:
+			v.report(pp, "must be at least 1 (got %s)", v.num(pp, strconv.Itoa(int(t.Partitions))))
+		}
+		if rf := t.ReplicationFactor; rf != -1 && rf < 1 {
+			rp := p + ".replication_factor"
+			v.report(rp, "must be -1 (broker default) or at least 1 (got %s)", v.num(rp, strconv.Itoa(int(rf))))
+		}
+	}
+	return declared
+}
+
+// topicNameProblem applies Kafka's topic name rules (Topic.validate in the
+// broker): 1-249 characters of [a-zA-Z0-9._-], not "." or "..".
+func topicNameProblem(name string) string {
+	switch {
+	case name == "":
+		return "empty"
+	case name == "." || name == "..":
+		return `"." and ".." are not allowed`
+	case len(name) > 249:
+		return "longer than 249 characters"
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return "use only letters, digits, '.', '_' and '-'"
+		}
+	}
+	return ""
+}
+
+// uniqueName checks the name of the i-th stage or sink at path p (kind "stage"
+// or "sink"): present, valid inside group and transactional IDs, and
+// unique; first maps each name to the index that declared it.
+func (v *validator) uniqueName(p, kind, name string, i int, first map[string]int) {
+	np := p + ".name"
+	switch {
+	case name == "" && v.has(np):
+		v.report(np, "must not be empty")
+	case name == "":
+		v.report(np, "required")
+	case !stageName.MatchString(name):
+		v.report(np, "invalid %s name %s (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)", kind, v.q(np, name))
+	default:
+		if j, dup := first[name]; dup {
+			v.report(np, "duplicate %s %s (first declared at line %d)", kind, v.q(np, name), v.at(fmt.Sprintf("%ss[%d].name", kind, j)).Line)
+			return
+		}
+		first[name] = i
+	}
+}
+
+func (v *validator) stages(declared map[string]bool) {
+	first := make(map[string]int)
+	for i, s := range v.f.Stages {
+		p := fmt.Sprintf("stages[%d]", i)
+		v.uniqueName(p, "stage", s.Name, i, first)
+
+		v.endpoint(p+".input", s.Input, declared, "orders.raw")
+		v.endpoint(p+".output", s.Output, declared, "orders.clean")
+		dp := p + ".dead_letter"
+		v.deadLetterTopic(dp, s.DeadLetter.Topic, declared, "orders.dlq")
+
+		in, out, dl := s.Input.Topic, s.Output.Topic, s.DeadLetter.Topic
+		if in != "" && in == out {
+			op := p + ".output.topic"
+			v.report(op, "stage reads and writes topic %s (output must differ from input)", v.q(op, out))
+		}
+		if dl != "" && dl == in {
+			v.report(dp+".topic", "dead letter topic %s is also the stage's input topic", v.q(dp+".topic", dl))
+		}
+		if dl != "" && dl == out {
+			v.report(dp+".topic", "dead letter topic %s is also the stage's output topic", v.q(dp+".topic", dl))
+		}
+
+		v.commitBounds(p+".commit", s.Commit)
+		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
+			// The broker aborts a transaction open longer than this.
+			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))
+		}
+
+		kp := p + ".key"
+		switch {
+		case s.Key == "" && v.has(kp):
+			v.report(kp, "must be a non-empty field name (or leave key out)")
+		case s.Key != "" && (s.Input.Format == "string" || s.Input.Format == "bytes"):
+			v.report(kp, "key needs input format json or avro, since the key is a field of the record's value (input format is %s)",
+				v.q(p+".input.format", s.Input.Format))
+		}
+		v.transform(p, s, declared)
+	}
+}
+
+// deadLetterTopic checks the dead_letter mapping at path; example is a
+// topic for the hint.
+func (v *validator) deadLetterTopic(path, topic string, declared map[string]bool, example string) {
+	if v.has(path) {
+		v.topicRef(path+".topic", topic, declared)
+	} else {
+		v.report(path, "required (e.g. dead_letter: { topic: %s })", example)
+	}
+}
+
+// commitBounds checks the commit mapping at path.
+func (v *validator) commitBounds(path string, c Commit) {
+	if ip := path + ".interval"; c.Interval.Duration <= 0 {
+		v.report(ip, "must be greater than 0 (got %s)", v.num(ip, c.Interval.String()))
+	}
+	if mp := path + ".max_records"; c.MaxRecords < 1 {
+		v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(c.MaxRecords)))
+	}
+}
+
+// endpoint checks input or output at path; example is a topic for hints.
+func (v *validator) endpoint(path string, e Endpoint, declared map[string]bool, example string) {
+	if !v.has(path) {
+		v.report(path, "required (e.g. %s: { topic: %s, format: json })", path[strings.LastIndexByte(path, '.')+1:], example)
+		return
+	}
+	v.topicRef(path+".topic", e.Topic, declared)
+	fp := path + ".format"
+	if !slices.Contains(formats, e.Format) {
+		v.report(fp, "unknown format %s (valid: %s)", v.q(fp, e.Format), strings.Join(formats, ", "))
+	}
+	v.avro(path, e)
+}
+
+// avro checks the schema and registry fields of the endpoint at path.
+func (v *validator) avro(path string, e Endpoint) {
+	sp, rp := path+".schema", path+".registry"
+	hasSchema, hasReg := v.has(sp), v.has(rp)
+	if e.Format != "avro" {
+		for _, p := range []string{sp, rp} {
+			if v.has(p) && slices.Contains(formats, e.Format) {
+				v.report(p, "only for format avro (format is %s)", v.q(path+".format", e.Format))
+			}
+		}
+		return
+	}
+	output := strings.HasSuffix(path, ".output")
+	switch {
+	case !hasSchema && !hasReg && output:
+		v.report(path, "format avro needs schema: path/to/file.avsc (and registry: { url: ... } for the Confluent wire format)")
+	case !hasSchema && !hasReg:
+		v.report(path, "format avro needs schema: path/to/file.avsc (raw Avro) or registry: { url: ... } (Confluent wire format)")
+	case !hasSchema && output:
+		v.report(path, "an avro output with a registry needs schema: path/to/file.avsc, the schema it registers and writes")
+	case hasSchema && hasReg && !output:
+		v.report(sp, "an input with a registry reads each record with the writer schema named by its ID; set registry.reader_schema to resolve it to your own schema instead")
+	}
+	if hasSchema {
+		v.schemaFile(sp, e.Schema)
+	}
+	if !hasReg {
+		return
+	}
+	r := e.Registry
+	up := rp + ".url"
+	switch u, err := url.Parse(r.URL); {
+	case !v.has(up):
+		v.report(up, "required (e.g. url: ${SCHEMA_REGISTRY_URL})")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		// The URL is not shown: it may hold credentials.
+		v.report(up, "invalid registry URL (want http(s)://host[:port][/path])")
+	case u.User != nil:
+		v.report(up, "credentials in the URL are not allowed (use registry.username and registry.password: ${VAR})")
+	}
+	if output && v.has(rp+".reader_schema") {
+		v.report(rp+".reader_schema", "only for inputs (an output writes with schema)")
+	}
+	if !output && v.has(rp+".subject") {
+		v.report(rp+".subject", "only for outputs (an input finds each record's schema by the ID in its frame)")
+	}
+	if v.has(rp + ".reader_schema") {
+		v.schemaFile(rp+".reader_schema", r.ReaderSchema)
+	}
+	if v.has(rp+".password") && !v.has(rp+".username") {
+		v.report(rp+".password", "needs registry.username")
+	}
+	v.registrySecurity(rp, r)
+}
+
+// schemaFile checks that the Avro schema file at path (relative to the
+// topology file) can be read and is JSON; the serde package checks the rest
+// when the stage starts.
+func (v *validator) schemaFile(path, name string) {
+	if name == "" {
+		v.report(path, "must not be empty")
+		return
+	}
+	data, err := os.ReadFile(v.f.Resolve(name))
+	switch {
+	case err != nil:
+		v.report(path, "cannot read schema file %s (relative paths start at the topology file's directory)", v.q(path, name))
+	case !json.Valid(data):
+		v.report(path, "schema file %s is not JSON (want an Avro schema, .avsc)", v.q(path, name))
+	}
+}
+
+// topicRef checks that the topic named at path is declared under topics.
+func (v *validator) topicRef(path, name string, declared map[string]bool) {
+	switch {
+	case name == "" && v.has(path):
+		v.report(path, "must not be empty")
+	case name == "":
+		v.report(path, "required")
+	case !declared[name]:
+		v.report(path, "topic %s is not declared (add it under topics:)", v.q(path, name))
+	}
+}

@@ -1,0 +1,131 @@
+package topology
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+var (
+	// identifier is a Postgres identifier as the sink accepts it: it is
+	// always quoted in SQL, so case is kept as written.
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	// sinkFormats are the input formats a sink reads.
+	sinkFormats = []string{"json", "string", "bytes"}
+	sources     = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
+	tombstones  = []string{TombstonesSkip, TombstonesDelete}
+	sinkModes   = []string{ModeInsert, ModeUpsert}
+)
+
+func (v *validator) sinks(declared map[string]bool) {
+	first := make(map[string]int)
+	for i, s := range v.f.Sinks {
+		p := fmt.Sprintf("sinks[%d]", i)
+		v.uniqueName(p, "sink", s.Name, i, first)
+
+		if fp := p + ".input.format"; s.Input.Format == "avro" {
+			// The sink's columns read JSON fields or whole values only.
+			v.report(fp, "format avro is not supported by sinks (valid: %s)", strings.Join(sinkFormats, ", "))
+			v.topicRef(p+".input.topic", s.Input.Topic, declared)
+		} else {
+			v.endpoint(p+".input", s.Input, declared, "orders.clean")
+		}
+		dp := p + ".dead_letter"
+		v.deadLetterTopic(dp, s.DeadLetter.Topic, declared, "orders.sink-dlq")
+		if dl := s.DeadLetter.Topic; dl != "" && dl == s.Input.Topic {
+			v.report(dp+".topic", "dead letter topic %s is also the sink's input topic", v.q(dp+".topic", dl))
+		}
+
+		v.commitBounds(p+".commit", s.Commit)
+		if sp := p + ".session_timeout"; s.SessionTimeout.Duration < time.Second {
+			v.report(sp, "must be at least 1s (got %s)", v.num(sp, s.SessionTimeout.String()))
+		}
+		v.postgres(p+".postgres", s)
+	}
+}
+
+func (v *validator) postgres(p string, s Sink) {
+	if !v.has(p) {
+		v.report(p, "required (e.g. postgres: { dsn: ${PG_DSN}, table: raw.events, event_id: event_id, columns: {event_id: event_id, body: $value} })")
+		return
+	}
+	pg := s.Postgres
+	// The DSN is never quoted in a message: it may hold a password even
+	// when written literally.
+	switch dp := p + ".dsn"; {
+	case pg.DSN == "" && v.has(dp):
+		v.report(dp, "must not be empty")
+	case pg.DSN == "":
+		v.report(dp, "required (write it as ${PG_DSN}: it holds credentials)")
+	default:
+		// What the sink parses at start; reads no network, but may read
+		// sslrootcert and the like, as the sink would.
+		if _, err := pgxpool.ParseConfig(string(pg.DSN)); err != nil {
+			v.report(dp, "not a valid connection string (want postgres://user@host:port/db?sslmode=... or key=value pairs)")
+		}
+	}
+	v.literalDSN(p+".dsn", pg.DSN)
+	v.qualified(p+".table", pg.Table, "raw.events")
+	if v.has(p+".positions_table") || pg.PositionsTable != "" {
+		v.qualified(p+".positions_table", pg.PositionsTable, "raw.stream_positions")
+	}
+	if pg.PositionsTable != "" && pg.PositionsTable == pg.Table {
+		v.report(p+".positions_table", "must differ from table")
+	}
+
+	cp := p + ".columns"
+	if len(pg.Columns) == 0 {
+		v.report(cp, "at least one column is required (e.g. columns: { event_id: event_id, body: $value })")
+	}
+	for _, c := range pg.ColumnOrder {
+		src, path := pg.Columns[c], cp+"."+c
+		if !identifier.MatchString(c) {
+			v.report(path, "invalid column name %s (want a letter or '_', then letters, digits or '_', at most 63)", strconv.Quote(truncate(c)))
+		}
+		switch {
+		case src == "":
+			v.report(path, "must name a field or one of %s", strings.Join(sources, ", "))
+		case strings.HasPrefix(src, "$") && !slices.Contains(sources, src):
+			v.report(path, "unknown source %s (valid: a field name, %s)", v.q(path, src), strings.Join(sources, ", "))
+		case !strings.HasPrefix(src, "$") && s.Input.Format != "json" && slices.Contains(formats, s.Input.Format):
+			v.report(path, "field %s needs input format json (input format is %s; use $value or $key)", v.q(path, src), v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+		}
+	}
+
+	ep := p + ".event_id"
+	switch _, ok := pg.Columns[pg.EventID]; {
+	case pg.EventID == "" && v.has(ep):
+		v.report(ep, "must not be empty")
+	case pg.EventID == "":
+		v.report(ep, "required (the primary key column, one of columns)")
+	case len(pg.Columns) > 0 && !ok:
+		v.report(ep, "column %s is not in columns (add it, e.g. %s: %s)", v.q(ep, pg.EventID), pg.EventID, pg.EventID)
+	}
+	if tp := p + ".tombstones"; !slices.Contains(tombstones, pg.Tombstones) {
+		v.report(tp, "unknown tombstone policy %s (valid: %s)", v.q(tp, pg.Tombstones), strings.Join(tombstones, ", "))
+	}
+	if mp := p + ".mode"; !slices.Contains(sinkModes, pg.Mode) {
+		v.report(mp, "unknown mode %s (valid: %s)", v.q(mp, pg.Mode), strings.Join(sinkModes, ", "))
+	}
+}
+
+// qualified checks a schema-qualified table name at path.
+func (v *validator) qualified(path, name, example string) {
+	if name == "" {
+		if v.has(path) {
+			v.report(path, "must not be empty")
+		} else {
+			v.report(path, "required (schema-qualified, e.g. %s)", example)
+		}
+		return
+	}
+	schema, table, ok := strings.Cut(name, ".")
+	if !ok || !identifier.MatchString(schema) || !identifier.MatchString(table) {
+		v.report(path, "invalid table %s (want schema.table, each a letter or '_' then letters, digits or '_', e.g. %s)", v.q(path, name), example)
+	}
+}
