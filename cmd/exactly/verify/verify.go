@@ -250,15 +250,7 @@ type role struct {
 // for what was found.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	started := time.Now()
-	if cfg.OpenTxnWait == 0 {
-		cfg.OpenTxnWait = 10 * time.Second
-	}
-	if cfg.IdleTimeout == 0 {
-		cfg.IdleTimeout = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.applyDefaults()
 	if cfg.EventID == "" {
 		return nil, errors.New("verify: an event ID field is required")
 	}
@@ -268,78 +260,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	defer os.RemoveAll(dir)
-
-	rep := &Report{}
-	roles := map[string][]role{}
-	var spills []*spill
-	defer func() {
-		for _, s := range spills {
-			s.close()
-		}
-	}()
-	newSpills := func(name string) (*spill, *spill, error) {
-		l, err := newSpill(dir, name+".lin", linSize, linKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		spills = append(spills, l)
-		i, err := newSpill(dir, name+".ids", idSize, idKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		spills = append(spills, i)
-		return l, i, nil
+	p := &plan{dir: dir, rep: &Report{}, roles: map[string][]role{}}
+	defer p.close()
+	if err := p.addChecks(f); err != nil {
+		return nil, err
 	}
-	for i, st := range f.StagesInOrder() {
-		c := &StageCheck{Name: st.Name, Input: st.Input.Topic, Outputs: st.OutputTopics(), DeadLetter: st.DeadLetter.Topic,
-			DeadLettersByReason: map[string]int64{}, group: map[int32]int64{}}
-		for _, s := range st.Transform {
-			c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || s.Func != ""
-			c.explodes = c.explodes || s.Explode != "" || s.Func != ""
-		}
-		if c.in, err = serde.NewCodec(processor.CodecConfig(f, st.Input)); err != nil {
-			return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)
-		}
-		if c.out, err = serde.NewCodec(processor.CodecConfig(f, st.Output)); err != nil {
-			return nil, fmt.Errorf("verify: stage %s output: %w", st.Name, err)
-		}
-		if c.lineage, c.ids, err = newSpills("stage" + strconv.Itoa(i)); err != nil {
-			return nil, err
-		}
-		rep.Stages = append(rep.Stages, c)
-		roles[c.Input] = append(roles[c.Input], role{stage: c, kind: kIn})
-		for _, o := range c.Outputs {
-			roles[o] = append(roles[o], role{stage: c, kind: kOut})
-		}
-		roles[c.DeadLetter] = append(roles[c.DeadLetter], role{stage: c, kind: kDLQ})
-	}
-	for i := range f.Sinks {
-		sk := f.Sinks[i]
-		c := &SinkCheck{Name: sk.Name, Input: sk.Input.Topic, Table: sk.Postgres.Table, DeadLetter: sk.DeadLetter.Topic,
-			DeadLettersByReason: map[string]int64{}, cfg: sk, positions: map[int32]int64{}}
-		c.idSource = sk.Postgres.Columns[sk.Postgres.EventID]
-		c.RowsChecked = true
-		switch {
-		case sk.Postgres.Tombstones == topology.TombstonesDelete:
-			c.RowsChecked, c.Note = false, "rows not compared: tombstones: delete makes the rows depend on order"
-		case strings.HasPrefix(c.idSource, "$") && c.idSource != topology.SourceKey:
-			c.RowsChecked, c.Note = false, "rows not compared: the event_id column is "+c.idSource
-		}
-		if c.codec, err = serde.NewCodec(processor.CodecConfig(f, sk.Input)); err != nil {
-			return nil, fmt.Errorf("verify: sink %s input: %w", sk.Name, err)
-		}
-		if c.lineage, c.ids, err = newSpills("sink" + strconv.Itoa(i)); err != nil {
-			return nil, err
-		}
-		rep.Sinks = append(rep.Sinks, c)
-		roles[c.Input] = append(roles[c.Input], role{sink: c, kind: kIn})
-		roles[c.DeadLetter] = append(roles[c.DeadLetter], role{sink: c, kind: kDLQ})
-	}
-	topics := make([]string, 0, len(roles))
-	for t := range roles {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
 
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.Kafka.Brokers...), kgo.ClientID(f.Kafka.ClientID)}, cfg.KafkaOptions...)...)
 	if err != nil {
@@ -351,10 +276,117 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Positions first, ends second: anything a stage or sink committed
 	// after its position was read is then still within the ends read, and
 	// is pending, not lost or extra.
-	for _, c := range rep.Stages {
+	if err := p.readPositions(ctx, adm, f); err != nil {
+		return nil, err
+	}
+	parts, err := listEnds(ctx, adm, p.topics())
+	if err != nil {
+		return nil, err
+	}
+	if err := read(ctx, cfg, parts, p.roles, p.rep); err != nil {
+		return nil, err
+	}
+	if err := openTransactions(ctx, adm, cfg, parts); err != nil {
+		return nil, err
+	}
+	if err := p.rep.account(parts); err != nil {
+		return nil, err
+	}
+	p.rep.Elapsed = Duration(time.Since(started))
+	return p.rep, nil
+}
+
+func (cfg *Config) applyDefaults() {
+	if cfg.OpenTxnWait == 0 {
+		cfg.OpenTxnWait = 10 * time.Second
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// plan is what Run reads and for which check: each topic's roles, and the
+// spill files of every check.
+type plan struct {
+	dir    string
+	rep    *Report
+	roles  map[string][]role // by topic
+	spills []*spill
+}
+
+func (p *plan) close() {
+	for _, s := range p.spills {
+		s.close()
+	}
+}
+
+// newSpills returns the lineage and event ID spills of one check.
+func (p *plan) newSpills(name string) (*spill, *spill, error) {
+	l, err := newSpill(p.dir, name+".lin", linSize, linKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.spills = append(p.spills, l)
+	i, err := newSpill(p.dir, name+".ids", idSize, idKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.spills = append(p.spills, i)
+	return l, i, nil
+}
+
+// addChecks adds a check for every stage and sink of f.
+func (p *plan) addChecks(f *topology.File) error {
+	for i, st := range f.StagesInOrder() {
+		c, err := newStageCheck(f, st)
+		if err != nil {
+			return err
+		}
+		if c.lineage, c.ids, err = p.newSpills("stage" + strconv.Itoa(i)); err != nil {
+			return err
+		}
+		p.rep.Stages = append(p.rep.Stages, c)
+		p.roles[c.Input] = append(p.roles[c.Input], role{stage: c, kind: kIn})
+		for _, o := range c.Outputs {
+			p.roles[o] = append(p.roles[o], role{stage: c, kind: kOut})
+		}
+		p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{stage: c, kind: kDLQ})
+	}
+	for i := range f.Sinks {
+		c, err := newSinkCheck(f, f.Sinks[i])
+		if err != nil {
+			return err
+		}
+		if c.lineage, c.ids, err = p.newSpills("sink" + strconv.Itoa(i)); err != nil {
+			return err
+		}
+		p.rep.Sinks = append(p.rep.Sinks, c)
+		p.roles[c.Input] = append(p.roles[c.Input], role{sink: c, kind: kIn})
+		p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{sink: c, kind: kDLQ})
+	}
+	return nil
+}
+
+// topics returns the topics to read, sorted.
+func (p *plan) topics() []string {
+	topics := keys(p.roles)
+	sort.Strings(topics)
+	return topics
+}
+
+// readPositions reads where each stage's group and each sink stand, and
+// the sinks' tables: a sink's positions, then its table, then (after
+// this) the topics' ends, so that every row read comes from a record below
+// the ends, which verify reads, and every record below a position is in
+// the table read.
+func (p *plan) readPositions(ctx context.Context, adm *kadm.Client, f *topology.File) error {
+	for _, c := range p.rep.Stages {
 		offs, err := adm.FetchOffsets(ctx, "exactly-"+c.Name)
 		if err != nil {
-			return nil, fmt.Errorf("verify: stage %s: fetch group offsets: %w", c.Name, err)
+			return fmt.Errorf("verify: stage %s: fetch group offsets: %w", c.Name, err)
 		}
 		offs.Each(func(o kadm.OffsetResponse) {
 			if o.Topic == c.Input && o.Err == nil {
@@ -362,51 +394,77 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		})
 	}
-	// A sink's positions, then its table, then the topics' ends: every row
-	// read then comes from a record below the ends, which verify reads,
-	// and every record below a position is in the table read.
-	for _, c := range rep.Sinks {
+	for _, c := range p.rep.Sinks {
 		if err := c.readPositions(ctx, f); err != nil {
-			return nil, err
+			return err
 		}
 		if c.RowsChecked {
 			if err := c.readRows(ctx); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
-	parts, err := listEnds(ctx, adm, topics)
-	if err != nil {
-		return nil, err
-	}
+	return nil
+}
 
-	if err := read(ctx, cfg, parts, roles, rep); err != nil {
-		return nil, err
+func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
+	c := &StageCheck{Name: st.Name, Input: st.Input.Topic, Outputs: st.OutputTopics(), DeadLetter: st.DeadLetter.Topic,
+		DeadLettersByReason: map[string]int64{}, group: map[int32]int64{}}
+	for _, s := range st.Transform {
+		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || s.Func != ""
+		c.explodes = c.explodes || s.Explode != "" || s.Func != ""
 	}
-	if err := openTransactions(ctx, adm, cfg, parts); err != nil {
-		return nil, err
+	var err error
+	if c.in, err = serde.NewCodec(processor.CodecConfig(f, st.Input)); err != nil {
+		return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)
 	}
+	if c.out, err = serde.NewCodec(processor.CodecConfig(f, st.Output)); err != nil {
+		return nil, fmt.Errorf("verify: stage %s output: %w", st.Name, err)
+	}
+	return c, nil
+}
+
+func newSinkCheck(f *topology.File, sk topology.Sink) (*SinkCheck, error) {
+	c := &SinkCheck{Name: sk.Name, Input: sk.Input.Topic, Table: sk.Postgres.Table, DeadLetter: sk.DeadLetter.Topic,
+		DeadLettersByReason: map[string]int64{}, cfg: sk, positions: map[int32]int64{}}
+	c.idSource = sk.Postgres.Columns[sk.Postgres.EventID]
+	c.RowsChecked = true
+	switch {
+	case sk.Postgres.Tombstones == topology.TombstonesDelete:
+		c.RowsChecked, c.Note = false, "rows not compared: tombstones: delete makes the rows depend on order"
+	case strings.HasPrefix(c.idSource, "$") && c.idSource != topology.SourceKey:
+		c.RowsChecked, c.Note = false, "rows not compared: the event_id column is "+c.idSource
+	}
+	var err error
+	if c.codec, err = serde.NewCodec(processor.CodecConfig(f, sk.Input)); err != nil {
+		return nil, fmt.Errorf("verify: sink %s input: %w", sk.Name, err)
+	}
+	return c, nil
+}
+
+// account does every check's accounting once the topics are read, and
+// judges the report.
+func (r *Report) account(parts []*Partition) error {
 	starts := map[string]map[int32]int64{}
 	for _, p := range parts {
 		if starts[p.Topic] == nil {
 			starts[p.Topic] = map[int32]int64{}
 		}
 		starts[p.Topic][p.Partition] = p.Start
-		rep.Partitions = append(rep.Partitions, *p)
+		r.Partitions = append(r.Partitions, *p)
 	}
-	for _, c := range rep.Stages {
+	for _, c := range r.Stages {
 		if err := c.account(starts[c.Input]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	for _, c := range rep.Sinks {
+	for _, c := range r.Sinks {
 		if err := c.account(starts[c.Input]); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	rep.judge()
-	rep.Elapsed = Duration(time.Since(started))
-	return rep, nil
+	r.judge()
+	return nil
 }
 
 func listEnds(ctx context.Context, adm *kadm.Client, topics []string) ([]*Partition, error) {
