@@ -1,0 +1,399 @@
+package verify
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// StageCheck is the accounting of one stage.
+type StageCheck struct {
+	Name         string   `json:"name"`
+	Input        string   `json:"input"`
+	Outputs      []string `json:"outputs"`
+	DeadLetter   string   `json:"dead_letter"`
+	In           int64    `json:"in"`            // committed input records
+	Processed    int64    `json:"processed"`     // inputs with outputs
+	Out          int64    `json:"out"`           // output records
+	DeadLettered int64    `json:"dead_lettered"` // inputs with a dead letter
+	Filtered     int64    `json:"filtered"`
+	Pending      int64    `json:"pending"`
+	// Failures.
+	Lost                int64 `json:"lost"`
+	Duplicates          int64 `json:"duplicates"`          // repeated (source, index) or dead letters
+	EventIDDuplicates   int64 `json:"event_id_duplicates"` // IDs more often out than in
+	Orphans             int64 `json:"orphans"`             // outputs of no committed input
+	OutputAndDeadLetter int64 `json:"output_and_dead_letter"`
+	// Information.
+	NoLineage           int64            `json:"no_lineage"` // outputs without lineage headers, not accounted
+	NoEventID           int64            `json:"inputs_without_event_id"`
+	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
+	Examples            []string         `json:"examples,omitempty"`
+
+	mayFilter, explodes bool
+	in, out             serde.Codec
+	group               map[int32]int64 // committed group offsets of the input
+	lineage, ids        *spill
+}
+
+// Failures returns the number of records that break exactly-once.
+func (c *StageCheck) Failures() int64 {
+	return c.Lost + c.Duplicates + c.EventIDDuplicates + c.Orphans + c.OutputAndDeadLetter
+}
+
+// SinkCheck is the accounting of one Postgres sink.
+type SinkCheck struct {
+	Name         string `json:"name"`
+	Input        string `json:"input"`
+	Table        string `json:"table"`
+	DeadLetter   string `json:"dead_letter"`
+	In           int64  `json:"in"`
+	Expected     int64  `json:"expected_rows"` // distinct event IDs that must be rows
+	Rows         int64  `json:"rows"`
+	DeadLettered int64  `json:"dead_lettered"`
+	Skipped      int64  `json:"skipped_tombstones"`
+	Pending      int64  `json:"pending"`
+	// Failures.
+	Missing       int64 `json:"missing_rows"`
+	Extra         int64 `json:"extra_rows"`
+	DuplicateRows int64 `json:"duplicate_rows"`
+	Lost          int64 `json:"lost"` // no row possible and no dead letter
+	Orphans       int64 `json:"orphans"`
+	// Information.
+	DeadLetterRepeats   int64            `json:"dead_letter_repeats"` // at least once by design
+	RowsChecked         bool             `json:"rows_checked"`
+	Note                string           `json:"note,omitempty"`
+	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
+	Examples            []string         `json:"examples,omitempty"`
+
+	cfg          topology.Sink
+	codec        serde.Codec
+	idSource     string
+	positions    map[int32]int64
+	lineage, ids *spill
+}
+
+// Failures returns the number of records or rows that break exactly-once.
+func (c *SinkCheck) Failures() int64 {
+	return c.Missing + c.Extra + c.DuplicateRows + c.Lost + c.Orphans
+}
+
+const maxExamples = 10
+
+// role is what a topic is to a check.
+type role struct {
+	stage *StageCheck
+	sink  *SinkCheck
+	kind  byte
+}
+
+// account does every check's accounting once the topics are read, and
+// judges the report.
+func (r *Report) account(parts []*Partition) error {
+	starts := map[string]map[int32]int64{}
+	for _, p := range parts {
+		if starts[p.Topic] == nil {
+			starts[p.Topic] = map[int32]int64{}
+		}
+		starts[p.Topic][p.Partition] = p.Start
+		r.Partitions = append(r.Partitions, *p)
+	}
+	for _, c := range r.Stages {
+		if err := c.account(starts[c.Input]); err != nil {
+			return err
+		}
+	}
+	for _, c := range r.Sinks {
+		if err := c.account(starts[c.Input]); err != nil {
+			return err
+		}
+	}
+	r.judge()
+	return nil
+}
+
+func (ro role) handle(r *kgo.Record, rec, idRec []byte, field string) error {
+	switch {
+	case ro.stage != nil:
+		return ro.stage.handle(ro.kind, r, rec, idRec, field)
+	default:
+		return ro.sink.handle(ro.kind, r, rec)
+	}
+}
+
+func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field string) error {
+	switch kind {
+	case kIn:
+		var flags byte
+		if o, ok := c.group[r.Partition]; !ok || r.Offset >= o {
+			flags |= fPending
+		}
+		digest, ok := eventID(c.in, r, field)
+		switch {
+		case ok && !c.explodes:
+			if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idIn)); err != nil {
+				return err
+			}
+		case !ok:
+			c.NoEventID++
+		}
+		return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+	case kOut:
+		if st, ok := audit.Header(r, processor.HeaderLineageStage); ok && st != c.Name {
+			return nil // another stage writing the same topic
+		}
+		src, _ := audit.Header(r, processor.HeaderLineageTopic)
+		p, errP := strconv.ParseInt(hdr(r, processor.HeaderLineagePartition), 10, 32)
+		o, errO := strconv.ParseInt(hdr(r, processor.HeaderLineageOffset), 10, 64)
+		idx, errI := strconv.ParseUint(hdr(r, processor.HeaderLineageIndex), 10, 32)
+		if src != c.Input || errP != nil || errO != nil || errI != nil {
+			if src == "" {
+				c.NoLineage++
+			}
+			return nil
+		}
+		if !c.explodes {
+			if digest, ok := eventID(c.out, r, field); ok {
+				if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idOut)); err != nil {
+					return err
+				}
+			}
+		}
+		return c.lineage.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{}))
+	case kDLQ:
+		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
+	}
+	return nil
+}
+
+func (c *SinkCheck) handle(kind byte, r *kgo.Record, rec []byte) error {
+	switch kind {
+	case kIn:
+		var flags byte
+		if o, ok := c.positions[r.Partition]; !ok || r.Offset >= o {
+			flags |= fPending
+		}
+		var digest [16]byte
+		if r.Value == nil && c.cfg.Postgres.Tombstones != topology.TombstonesDelete {
+			flags |= fTombstone
+		} else if id, ok := c.eventID(r); ok {
+			digest, flags = sha(id), flags|fDigest
+		}
+		return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+	case kDLQ:
+		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
+	}
+	return nil
+}
+
+func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Record, rec []byte) error {
+	if st, _ := audit.Header(r, kit.HeaderStage); st != name {
+		return nil
+	}
+	if src, _ := audit.Header(r, kit.HeaderSourceTopic); src != input {
+		return nil
+	}
+	p, errP := strconv.ParseInt(hdr(r, kit.HeaderSourcePartition), 10, 32)
+	o, errO := strconv.ParseInt(hdr(r, kit.HeaderSourceOffset), 10, 64)
+	if errP != nil || errO != nil {
+		return nil
+	}
+	reasons[hdr(r, kit.HeaderReason)]++
+	return lin.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kDLQ, 0, 0, [16]byte{}))
+}
+
+func hdr(r *kgo.Record, key string) string { v, _ := audit.Header(r, key); return v }
+
+func (c *SinkCheck) eventID(r *kgo.Record) (string, bool) {
+	if c.idSource == topology.SourceKey {
+		return string(r.Key), len(r.Key) > 0
+	}
+	if strings.HasPrefix(c.idSource, "$") {
+		return "", false
+	}
+	v, err := c.codec.Decode(r.Value)
+	if err != nil {
+		return "", false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	return idText(m[c.idSource])
+}
+
+func (c *StageCheck) example(format string, args ...any) {
+	if len(c.Examples) < maxExamples {
+		c.Examples = append(c.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *SinkCheck) example(format string, args ...any) {
+	if len(c.Examples) < maxExamples {
+		c.Examples = append(c.Examples, fmt.Sprintf(format, args...))
+	}
+}
+
+func (c *StageCheck) account(starts map[int32]int64) error {
+	err := c.lineage.groups(func(recs [][]byte) error {
+		g := parseGroup(recs)
+		src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
+		if !g.in {
+			if g.o < starts[g.p] {
+				return nil // below the log start: deleted by retention
+			}
+			c.Orphans += g.outs + g.dlq
+			c.example("orphan: %d outputs and %d dead letters name %s, which is no committed input record (aborted read?)", g.outs, g.dlq, src)
+			return nil
+		}
+		c.In++
+		c.Out += g.outs
+		if g.dupOuts > 0 {
+			c.Duplicates += g.dupOuts
+			c.example("duplicate: %s has an output written %d extra times", src, g.dupOuts)
+		}
+		if g.dlq > 1 {
+			c.Duplicates += g.dlq - 1
+			c.example("duplicate: %s was dead-lettered %d times", src, g.dlq)
+		}
+		switch {
+		case g.outs > 0 && g.dlq > 0:
+			c.OutputAndDeadLetter++
+			c.example("both: %s has outputs and a dead letter", src)
+		case g.outs > 0:
+			c.Processed++
+		case g.dlq > 0:
+			c.DeadLettered++
+		case g.flags&fPending != 0:
+			c.Pending++
+		case c.mayFilter:
+			c.Filtered++
+		default:
+			c.Lost++
+			c.example("lost: %s has no output and no dead letter, and its offset is committed", src)
+		}
+		return nil
+	})
+	if err != nil || c.explodes {
+		return err
+	}
+	return c.ids.groups(func(recs [][]byte) error {
+		var in, out int64
+		for _, r := range recs {
+			switch r[16] {
+			case idIn:
+				in++
+			case idOut:
+				out++
+			}
+		}
+		if out > max(in, 1) {
+			c.EventIDDuplicates += out - max(in, 1)
+			c.example("duplicate: an event ID (sha256 %x) is in the outputs %d times and in the input %d times", recs[0][:8], out, in)
+		}
+		return nil
+	})
+}
+
+func (c *SinkCheck) account(starts map[int32]int64) error {
+	var rec [idSize]byte
+	err := c.lineage.groups(func(recs [][]byte) error {
+		g := parseGroup(recs)
+		src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
+		if !g.in {
+			if g.o < starts[g.p] {
+				return nil
+			}
+			c.Orphans += g.dlq
+			c.example("orphan: %d dead letters name %s, which is no committed input record", g.dlq, src)
+			return nil
+		}
+		c.In++
+		if g.dlq > 1 {
+			c.DeadLetterRepeats += g.dlq - 1
+		}
+		pending := g.flags&fPending != 0
+		switch {
+		case g.dlq > 0:
+			c.DeadLettered++
+		case g.flags&fTombstone != 0:
+			c.Skipped++
+		case g.flags&fDigest != 0:
+			kind := idExpected
+			if pending {
+				kind, c.Pending = idMaybe, c.Pending+1
+			}
+			return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, kind))
+		case pending:
+			c.Pending++
+		default:
+			c.Lost++
+			c.example("lost: %s has no event ID and no dead letter, below the stored position", src)
+		}
+		return nil
+	})
+	if err != nil || !c.RowsChecked {
+		return err
+	}
+	return c.ids.groups(func(recs [][]byte) error {
+		var exp, maybe, rows int64
+		for _, r := range recs {
+			switch r[16] {
+			case idExpected:
+				exp++
+			case idMaybe:
+				maybe++
+			case idRow:
+				rows++
+			}
+		}
+		if exp > 0 {
+			c.Expected++
+		}
+		switch {
+		case exp > 0 && rows == 0:
+			c.Missing++
+			c.example("missing: an event ID (sha256 %x) read from %s below the stored position is not in %s", recs[0][:8], c.Input, c.Table)
+		case rows > 0 && exp == 0 && maybe == 0:
+			c.Extra += rows
+			c.example("extra: a row of %s (event ID sha256 %x) comes from no record of %s", c.Table, recs[0][:8], c.Input)
+		}
+		if rows > 1 {
+			c.DuplicateRows += rows - 1
+			c.example("duplicate: an event ID (sha256 %x) is in %s %d times", recs[0][:8], c.Table, rows)
+		}
+		return nil
+	})
+}
+
+func (r *Report) judge() {
+	for _, c := range r.Stages {
+		if n := c.Failures(); n > 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("stage %s: %d lost, %d duplicated, %d event IDs duplicated, %d orphans, %d both output and dead letter",
+				c.Name, c.Lost, c.Duplicates, c.EventIDDuplicates, c.Orphans, c.OutputAndDeadLetter))
+		}
+	}
+	for _, c := range r.Sinks {
+		if n := c.Failures(); n > 0 {
+			r.Problems = append(r.Problems, fmt.Sprintf("sink %s: %d rows missing, %d extra, %d duplicated, %d lost, %d orphans",
+				c.Name, c.Missing, c.Extra, c.DuplicateRows, c.Lost, c.Orphans))
+		}
+	}
+	for _, p := range r.Partitions {
+		if p.Blocked {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: an open transaction holds the last stable offset below %d", p.Topic, p.Partition, p.HWM))
+		}
+		if p.Incomplete {
+			r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: not read to its last stable offset %d", p.Topic, p.Partition, p.LSO))
+		}
+	}
+	r.OK = len(r.Problems) == 0
+}

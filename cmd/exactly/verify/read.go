@@ -1,0 +1,216 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/audit"
+)
+
+// Partition is the state of one partition that verify read.
+type Partition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Start     int64  `json:"start"`
+	LSO       int64  `json:"last_stable_offset"` // read_committed end when verify started
+	HWM       int64  `json:"high_watermark"`     // read_uncommitted end when verify started
+	// Blocked: an open transaction kept the last stable offset below the
+	// starting high watermark for longer than Config.OpenTxnWait.
+	Blocked bool `json:"blocked"`
+	// Incomplete: the read stopped before the read_committed end.
+	Incomplete bool `json:"incomplete,omitempty"`
+}
+
+func listEnds(ctx context.Context, adm *kadm.Client, topics []string) ([]*Partition, error) {
+	hwm, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = hwm.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: list end offsets: %w", err)
+	}
+	lso, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = lso.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: list last stable offsets: %w", err)
+	}
+	start, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = start.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: list start offsets: %w", err)
+	}
+	var out []*Partition
+	hwm.Each(func(o kadm.ListedOffset) {
+		p := &Partition{Topic: o.Topic, Partition: o.Partition, HWM: o.Offset}
+		if l, ok := lso.Lookup(o.Topic, o.Partition); ok {
+			p.LSO = l.Offset
+		}
+		if s, ok := start.Lookup(o.Topic, o.Partition); ok {
+			p.Start = s.Offset
+		}
+		out = append(out, p)
+	})
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// read consumes every partition from its start to the last stable offset
+// listed before, read_committed, and spills what each check needs.
+func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string][]role, rep *Report) error {
+	type tp struct {
+		t string
+		p int32
+	}
+	want := map[string]map[int32]kgo.Offset{}
+	byTP := map[tp]*Partition{}
+	pending := 0
+	for _, p := range parts {
+		if p.LSO <= p.Start {
+			continue
+		}
+		if want[p.Topic] == nil {
+			want[p.Topic] = map[int32]kgo.Offset{}
+		}
+		want[p.Topic][p.Partition] = kgo.NewOffset().At(p.Start)
+		byTP[tp{p.Topic, p.Partition}] = p
+		pending++
+	}
+	if pending == 0 {
+		return nil
+	}
+	cons, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Topology.Kafka.Brokers...), kgo.ClientID(cfg.Topology.Kafka.ClientID),
+		kgo.ConsumePartitions(want),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		// Small fetches, one at a time: records are spilled as they come,
+		// so memory is what the client buffers, not what the topics hold.
+		kgo.FetchMaxBytes(1 << 20),
+		kgo.FetchMaxPartitionBytes(256 << 10),
+		kgo.MaxConcurrentFetches(1),
+	}, cfg.KafkaOptions...)...)
+	if err != nil {
+		return fmt.Errorf("verify: kafka consumer: %w", err)
+	}
+	defer cons.Close()
+
+	done := map[tp]bool{}
+	lastProgress := time.Now()
+	var rec [linSize]byte
+	var idRec [idSize]byte
+	for len(done) < pending {
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cons.PollFetches(pollCtx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("verify: read %d of %d partitions to their end: %w", len(done), pending, err)
+		}
+		progressed := false
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				cfg.Logger.Warn("fetch error", "topic", t, "partition", p, "err", err)
+			}
+		})
+		var ferr error
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			key := tp{fp.Topic, fp.Partition}
+			part := byTP[key]
+			if part == nil || done[key] {
+				return
+			}
+			for _, r := range fp.Records {
+				if r.Offset >= part.LSO {
+					break
+				}
+				progressed = true
+				if r.Offset >= part.LSO-1 {
+					done[key] = true
+				}
+				if r.Attrs.IsControl() || audit.IsMarker(r) {
+					continue
+				}
+				rep.Records++
+				for _, ro := range roles[r.Topic] {
+					if err := ro.handle(r, rec[:], idRec[:], cfg.EventID); err != nil && ferr == nil {
+						ferr = err
+					}
+				}
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if progressed {
+			lastProgress = time.Now()
+		} else if time.Since(lastProgress) > cfg.IdleTimeout {
+			// An aborted record right before an open transaction's start
+			// is below the LSO and never returned: stop and say so.
+			for k, p := range byTP {
+				if !done[k] {
+					p.Incomplete = true
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// openTransactions marks the partitions whose last stable offset stays
+// below the high watermark they had at the start for OpenTxnWait: an open
+// transaction blocks every read_committed reader there.
+func openTransactions(ctx context.Context, adm *kadm.Client, cfg Config, parts []*Partition) error {
+	deadline := time.Now().Add(cfg.OpenTxnWait)
+	topics := map[string]bool{}
+	for _, p := range parts {
+		topics[p.Topic] = true
+	}
+	for {
+		lso, err := adm.ListCommittedOffsets(ctx, keys(topics)...)
+		if err == nil {
+			err = lso.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("verify: list last stable offsets: %w", err)
+		}
+		blocked := 0
+		for _, p := range parts {
+			l, _ := lso.Lookup(p.Topic, p.Partition)
+			p.Blocked = l.Offset < p.HWM
+			if p.Blocked {
+				blocked++
+			}
+		}
+		if blocked == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("verify: wait for open transactions: %w", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
