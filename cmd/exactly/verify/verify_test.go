@@ -1,0 +1,297 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// TestSpillGroups: every record added comes back once, in a group of
+// records with an equal key, and groups of one bucket come in key order.
+func TestSpillGroups(t *testing.T) {
+	s, err := newSpill(t.TempDir(), "t", 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	want := map[string]int{}
+	for i := range 1000 {
+		key := uint16(i * 7919 % 300) // 300 keys, most of them repeated
+		rec := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, key), uint16(i))
+		if err := s.add(int(key), rec); err != nil {
+			t.Fatal(err)
+		}
+		want[string(rec)]++
+	}
+	seen := map[uint16]bool{}
+	var last []byte
+	err = s.groups(func(recs [][]byte) error {
+		key := binary.BigEndian.Uint16(recs[0])
+		if seen[key] {
+			return fmt.Errorf("key %d in two groups", key)
+		}
+		seen[key] = true
+		if last != nil && int(binary.BigEndian.Uint16(last))%buckets == int(key)%buckets && bytes.Compare(last, recs[0][:2]) >= 0 {
+			return fmt.Errorf("key %d after %d in one bucket", key, binary.BigEndian.Uint16(last))
+		}
+		last = slices.Clone(recs[0][:2])
+		for _, r := range recs {
+			if binary.BigEndian.Uint16(r) != key {
+				return fmt.Errorf("record %x in the group of key %d", r, key)
+			}
+			want[string(r)]--
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 300 {
+		t.Errorf("%d groups, want 300", len(seen))
+	}
+	for r, n := range want {
+		if n != 0 {
+			t.Errorf("record %x: %d left over", r, n)
+		}
+	}
+}
+
+func TestParseGroup(t *testing.T) {
+	var b [5][linSize]byte
+	digest := sha("e1")
+	recs := [][]byte{
+		linRecord(b[0][:], 3, 42, kIn, 0, fPending|fDigest, digest),
+		linRecord(b[1][:], 3, 42, kOut, 0, 0, [16]byte{}),
+		linRecord(b[2][:], 3, 42, kOut, 0, 0, [16]byte{}), // the same index again: a duplicate
+		linRecord(b[3][:], 3, 42, kOut, 1, 0, [16]byte{}),
+		linRecord(b[4][:], 3, 42, kDLQ, 0, 0, [16]byte{}),
+	}
+	g := parseGroup(recs)
+	want := group{p: 3, o: 42, in: true, flags: fPending | fDigest, digest: digest, outs: 3, dlq: 1, dupOuts: 1}
+	if g != want {
+		t.Errorf("parseGroup = %+v, want %+v", g, want)
+	}
+}
+
+func TestIDText(t *testing.T) {
+	for _, tc := range []struct {
+		v    any
+		want string
+		ok   bool
+	}{
+		{nil, "", false},
+		{"", "", false},
+		{"abc", "abc", true},
+		{json.Number("12.50"), "12.50", true},
+		{int64(-7), "-7", true},
+		{true, "true", true},
+		{map[string]any{"a": "b"}, `{"a":"b"}`, true},
+	} {
+		t.Run(fmt.Sprint(tc.v), func(t *testing.T) {
+			got, ok := idText(tc.v)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("idText(%#v) = %q, %v; want %q, %v", tc.v, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestLinBucketInRange(t *testing.T) {
+	for p := int32(0); p < 8; p++ {
+		for o := int64(0); o < 5000; o += 7 {
+			if b := linBucket(p, o); b < 0 || b >= buckets {
+				t.Fatalf("linBucket(%d, %d) = %d, want [0, %d)", p, o, b, buckets)
+			}
+		}
+	}
+}
+
+// stage records for the accounting tests: topic in, partition 0.
+func input(offset int64, id string) *kgo.Record {
+	return &kgo.Record{Topic: "in", Offset: offset, Value: []byte(`{"id":"` + id + `"}`)}
+}
+
+func output(offset int64, index int, id string) *kgo.Record {
+	return &kgo.Record{Topic: "out", Value: []byte(`{"id":"` + id + `"}`), Headers: []kgo.RecordHeader{
+		{Key: processor.HeaderLineageStage, Value: []byte("st")},
+		{Key: processor.HeaderLineageTopic, Value: []byte("in")},
+		{Key: processor.HeaderLineagePartition, Value: []byte("0")},
+		{Key: processor.HeaderLineageOffset, Value: []byte(strconv.FormatInt(offset, 10))},
+		{Key: processor.HeaderLineageIndex, Value: []byte(strconv.Itoa(index))},
+	}}
+}
+
+func deadLetter(name string, offset int64) *kgo.Record {
+	return &kgo.Record{Topic: "dlq", Headers: []kgo.RecordHeader{
+		{Key: kit.HeaderReason, Value: []byte(kit.ReasonDecode)},
+		{Key: kit.HeaderStage, Value: []byte(name)},
+		{Key: kit.HeaderSourceTopic, Value: []byte("in")},
+		{Key: kit.HeaderSourcePartition, Value: []byte("0")},
+		{Key: kit.HeaderSourceOffset, Value: []byte(strconv.FormatInt(offset, 10))},
+	}}
+}
+
+type handled struct {
+	kind byte
+	r    *kgo.Record
+}
+
+func newTestSpills(t *testing.T) (*spill, *spill) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := newSpill(dir, "lin", linSize, linKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, err := newSpill(dir, "ids", idSize, idKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.close(); i.close() })
+	return l, i
+}
+
+func TestStageAccount(t *testing.T) {
+	json, _ := serde.New(serde.JSON)
+	for _, tc := range []struct {
+		name      string
+		committed int64 // the group's committed offset of partition 0
+		mayFilter bool
+		recs      []handled
+		want      StageCheck // the counters compared
+	}{
+		{"processed", 1, false, []handled{{kIn, input(0, "a")}, {kOut, output(0, 0, "a")}},
+			StageCheck{In: 1, Processed: 1, Out: 1}},
+		{"exploded", 1, false, []handled{{kIn, input(0, "a")}, {kOut, output(0, 0, "a")}, {kOut, output(0, 1, "b")}},
+			StageCheck{In: 1, Processed: 1, Out: 2}},
+		{"dead-lettered", 1, false, []handled{{kIn, input(0, "a")}, {kDLQ, deadLetter("st", 0)}},
+			StageCheck{In: 1, DeadLettered: 1}},
+		{"another stage's dead letter is not ours", 1, false, []handled{{kIn, input(0, "a")}, {kDLQ, deadLetter("other", 0)}},
+			StageCheck{In: 1, Lost: 1}},
+		{"pending at the committed offset", 0, false, []handled{{kIn, input(0, "a")}},
+			StageCheck{In: 1, Pending: 1}},
+		{"filtered", 1, true, []handled{{kIn, input(0, "a")}},
+			StageCheck{In: 1, Filtered: 1}},
+		{"lost below the committed offset", 1, false, []handled{{kIn, input(0, "a")}},
+			StageCheck{In: 1, Lost: 1}},
+		{"an output written twice", 1, false, []handled{{kIn, input(0, "a")}, {kOut, output(0, 0, "a")}, {kOut, output(0, 0, "a")}},
+			StageCheck{In: 1, Processed: 1, Out: 2, Duplicates: 1, EventIDDuplicates: 1}},
+		{"dead-lettered twice", 1, false, []handled{{kIn, input(0, "a")}, {kDLQ, deadLetter("st", 0)}, {kDLQ, deadLetter("st", 0)}},
+			StageCheck{In: 1, DeadLettered: 1, Duplicates: 1}},
+		{"output and dead letter", 1, false, []handled{{kIn, input(0, "a")}, {kOut, output(0, 0, "a")}, {kDLQ, deadLetter("st", 0)}},
+			StageCheck{In: 1, Out: 1, OutputAndDeadLetter: 1}},
+		{"orphan output", 1, false, []handled{{kIn, input(0, "a")}, {kOut, output(0, 0, "a")}, {kOut, output(5, 0, "x")}},
+			StageCheck{In: 1, Processed: 1, Out: 1, Orphans: 1}},
+		{"one event ID out of two inputs", 2, false, []handled{
+			{kIn, input(0, "a")}, {kIn, input(1, "b")}, {kOut, output(0, 0, "a")}, {kOut, output(1, 0, "a")}},
+			StageCheck{In: 2, Processed: 2, Out: 2, EventIDDuplicates: 1}},
+		{"no lineage", 1, false, []handled{{kIn, input(0, "a")}, {kOut, &kgo.Record{Topic: "out", Value: []byte(`{}`)}}},
+			StageCheck{In: 1, Lost: 1, NoLineage: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &StageCheck{Name: "st", Input: "in", in: json, out: json, mayFilter: tc.mayFilter,
+				group: map[int32]int64{0: tc.committed}, DeadLettersByReason: map[string]int64{}}
+			c.lineage, c.ids = newTestSpills(t)
+			var rec [linSize]byte
+			var idRec [idSize]byte
+			for _, h := range tc.recs {
+				if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.account(map[int32]int64{0: 0}); err != nil {
+				t.Fatal(err)
+			}
+			got := StageCheck{In: c.In, Processed: c.Processed, Out: c.Out, DeadLettered: c.DeadLettered, Filtered: c.Filtered,
+				Pending: c.Pending, Lost: c.Lost, Duplicates: c.Duplicates, EventIDDuplicates: c.EventIDDuplicates,
+				Orphans: c.Orphans, OutputAndDeadLetter: c.OutputAndDeadLetter, NoLineage: c.NoLineage}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("counters:\n got %+v\nwant %+v", got, tc.want)
+			}
+			if failing := tc.want.Lost+tc.want.Duplicates+tc.want.EventIDDuplicates+tc.want.Orphans+tc.want.OutputAndDeadLetter > 0; (c.Failures() > 0) != failing {
+				t.Errorf("Failures = %d, want failing %v", c.Failures(), failing)
+			}
+		})
+	}
+}
+
+func TestSinkAccount(t *testing.T) {
+	json, _ := serde.New(serde.JSON)
+	sinkInput := func(offset int64, id string) *kgo.Record {
+		if id == "" {
+			return &kgo.Record{Topic: "in", Offset: offset} // a tombstone
+		}
+		return input(offset, id)
+	}
+	for _, tc := range []struct {
+		name     string
+		position int64 // the stored next offset of partition 0
+		in       []string
+		dlq      []int64 // offsets dead-lettered
+		rows     []string
+		want     SinkCheck
+	}{
+		{"all rows", 2, []string{"a", "b"}, nil, []string{"a", "b"},
+			SinkCheck{In: 2, Expected: 2, Rows: 2}},
+		{"a row missing", 2, []string{"a", "b"}, nil, []string{"a"},
+			SinkCheck{In: 2, Expected: 2, Rows: 1, Missing: 1}},
+		{"an extra row", 1, []string{"a"}, nil, []string{"a", "z"},
+			SinkCheck{In: 1, Expected: 1, Rows: 2, Extra: 1}},
+		{"a row twice", 1, []string{"a"}, nil, []string{"a", "a"},
+			SinkCheck{In: 1, Expected: 1, Rows: 2, DuplicateRows: 1}},
+		{"pending may or may not be a row", 1, []string{"a", "b", "c"}, nil, []string{"a", "b"},
+			SinkCheck{In: 3, Expected: 1, Rows: 2, Pending: 2}},
+		{"dead-lettered, twice", 2, []string{"a", "b"}, []int64{1, 1}, []string{"a"},
+			SinkCheck{In: 2, Expected: 1, Rows: 1, DeadLettered: 1, DeadLetterRepeats: 1}},
+		{"tombstone skipped", 2, []string{"a", ""}, nil, []string{"a"},
+			SinkCheck{In: 2, Expected: 1, Rows: 1, Skipped: 1}},
+		{"same event ID in two records is one row", 2, []string{"a", "a"}, nil, []string{"a"},
+			SinkCheck{In: 2, Expected: 1, Rows: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &SinkCheck{Name: "pg", Input: "in", Table: "raw.t", codec: json, idSource: "id", RowsChecked: true,
+				positions: map[int32]int64{0: tc.position}, DeadLettersByReason: map[string]int64{},
+				cfg: topology.Sink{Postgres: topology.Postgres{Tombstones: topology.TombstonesSkip}}}
+			c.lineage, c.ids = newTestSpills(t)
+			var rec [linSize]byte
+			for i, id := range tc.in {
+				if err := c.handle(kIn, sinkInput(int64(i), id), rec[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, o := range tc.dlq {
+				if err := c.handle(kDLQ, deadLetter("pg", o), rec[:]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var idRec [idSize]byte
+			for _, id := range tc.rows {
+				d := sha(id)
+				c.Rows++
+				if err := c.ids.add(int(d[0]), idRecord(idRec[:], d, idRow)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.account(map[int32]int64{0: 0}); err != nil {
+				t.Fatal(err)
+			}
+			got := SinkCheck{In: c.In, Expected: c.Expected, Rows: c.Rows, DeadLettered: c.DeadLettered, Skipped: c.Skipped,
+				Pending: c.Pending, Missing: c.Missing, Extra: c.Extra, DuplicateRows: c.DuplicateRows, Lost: c.Lost,
+				Orphans: c.Orphans, DeadLetterRepeats: c.DeadLetterRepeats}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("counters:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
