@@ -147,27 +147,13 @@ type Stage struct {
 func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
-	if cfg.ClientID == "" {
-		cfg.ClientID = topology.DefaultClientID
-	}
-	if cfg.InputFormat == "" {
-		cfg.InputFormat = topology.DefaultFormat
-	}
-	if cfg.OutputFormat == "" {
-		cfg.OutputFormat = topology.DefaultFormat
-	}
-	if cfg.CommitInterval == 0 {
-		cfg.CommitInterval = topology.DefaultCommitInterval
-	}
-	if cfg.MaxRecords == 0 {
-		cfg.MaxRecords = topology.DefaultCommitMaxRecords
-	}
-	if cfg.TransactionTimeout == 0 {
-		cfg.TransactionTimeout = topology.DefaultTransactionTimeout
-	}
-	if cfg.Guarantee == "" {
-		cfg.Guarantee = ExactlyOnce
-	}
+	kit.OrDefault(&cfg.ClientID, topology.DefaultClientID)
+	kit.OrDefault(&cfg.InputFormat, topology.DefaultFormat)
+	kit.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
+	kit.OrDefault(&cfg.CommitInterval, topology.DefaultCommitInterval)
+	kit.OrDefault(&cfg.MaxRecords, topology.DefaultCommitMaxRecords)
+	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
+	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 func (v *validator) overrideBrokers() {
@@ -74,24 +75,14 @@ func (v *validator) defaults() {
 		if s.Output.Format == "" {
 			s.Output.Format = DefaultFormat
 		}
-		if !v.has(p + ".commit.interval") {
-			s.Commit.Interval.Duration = DefaultCommitInterval
-		}
-		if !v.has(p + ".commit.max_records") {
-			s.Commit.MaxRecords = DefaultCommitMaxRecords
-		}
+		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
 		if s.Input.Format == "" {
 			s.Input.Format = DefaultFormat
 		}
-		if !v.has(p + ".commit.interval") {
-			s.Commit.Interval.Duration = DefaultSinkCommitInterval
-		}
-		if !v.has(p + ".commit.max_records") {
-			s.Commit.MaxRecords = DefaultSinkCommitMaxRecords
-		}
+		v.defaultCommit(p+".commit", &s.Commit, DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords)
 		if !v.has(p + ".session_timeout") {
 			s.SessionTimeout.Duration = DefaultSinkSessionTimeout
 		}
@@ -123,5 +114,16 @@ func (v *validator) defaults() {
 			}
 			return strings.Compare(a, b)
 		})
+	}
+}
+
+// defaultCommit applies the defaults to the commit mapping at path, for the
+// fields the file leaves out.
+func (v *validator) defaultCommit(path string, c *Commit, interval time.Duration, maxRecords int) {
+	if !v.has(path + ".interval") {
+		c.Interval.Duration = interval
+	}
+	if !v.has(path + ".max_records") {
+		c.MaxRecords = maxRecords
 	}
 }

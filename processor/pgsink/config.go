@@ -135,27 +135,13 @@ var sources = []string{topology.SourceValue, topology.SourceKey, topology.Source
 // validate applies defaults to cfg and returns every problem. It never
 // mentions the DSN's value.
 func (cfg *Config) validate() error {
-	if cfg.ClientID == "" {
-		cfg.ClientID = topology.DefaultClientID
-	}
-	if cfg.InputFormat == "" {
-		cfg.InputFormat = topology.DefaultFormat
-	}
-	if cfg.CommitInterval == 0 {
-		cfg.CommitInterval = topology.DefaultSinkCommitInterval
-	}
-	if cfg.MaxRecords == 0 {
-		cfg.MaxRecords = topology.DefaultSinkCommitMaxRecords
-	}
-	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = topology.DefaultSinkSessionTimeout
-	}
-	if cfg.Tombstones == "" {
-		cfg.Tombstones = topology.TombstonesSkip
-	}
-	if cfg.Mode == "" {
-		cfg.Mode = topology.ModeInsert
-	}
+	kit.OrDefault(&cfg.ClientID, topology.DefaultClientID)
+	kit.OrDefault(&cfg.InputFormat, topology.DefaultFormat)
+	kit.OrDefault(&cfg.CommitInterval, topology.DefaultSinkCommitInterval)
+	kit.OrDefault(&cfg.MaxRecords, topology.DefaultSinkCommitMaxRecords)
+	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSinkSessionTimeout)
+	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
+	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"sink", cfg.Sink}, {"instance id", cfg.InstanceID}, {"input topic", cfg.Input},

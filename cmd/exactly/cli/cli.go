@@ -17,9 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/exactly-io/exactly/cmd/exactly/demo"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/transform"
@@ -186,32 +183,15 @@ instance ID: it fences its predecessor and aborts its open transaction.
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-commit) kills the process with SIGKILL at
 the Nth transaction, for testing recovery.`, stderr)
-	path := topologyFlag(fs)
+	pf := registerProcessFlags(fs)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
-	host, _ := os.Hostname()
-	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
 	guarantee := fs.String("guarantee", processor.ExactlyOnce,
 		"exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
-	metricsAddr := registerMetricsFlag(fs)
-	var lf logFlags
-	lf.register(fs)
-	if code, done := parse(fs, args); done {
+	log, code, done := pf.parse(fs, args, "run", stderr)
+	if done {
 		return code
 	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "exactly run: --topology FILE is required, and no arguments")
-		fs.Usage()
-		return exitUsage
-	}
-	if *instance == "" {
-		fmt.Fprintln(stderr, "exactly run: --instance-id is required (the hostname is unknown)")
-		return exitUsage
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly run:", err)
-		return exitUsage
-	}
+	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
 	f, pipelines, err := load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -331,15 +311,12 @@ to run again.`, stderr)
 	if !ok {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly topics create:", err)
+	ctx, adm, closeAdm, ok := kafkaAdmin(ctx, kopts, *timeout, "topics create", stderr)
+	if !ok {
 		return exitFailure
 	}
-	defer cl.Close()
-	results, err := provision.CreateTopics(ctx, kadm.NewClient(cl), f)
+	defer closeAdm()
+	results, err := provision.CreateTopics(ctx, adm, f)
 	for _, r := range results {
 		state := "exists"
 		if r.Created {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kafkaconn"
@@ -57,4 +59,19 @@ func loadKafka(path, cmd string, stderr io.Writer) (f *topology.File, opts []kgo
 	}
 	opts, ok = kafkaOptions(f, cmd, stderr)
 	return f, opts, ok
+}
+
+// kafkaAdmin returns ctx bounded by timeout and an admin client built from
+// kopts, and a function that releases both. A client that cannot be built
+// is reported as cmd's error; ok is then false (exit 1).
+func kafkaAdmin(ctx context.Context, kopts []kgo.Opt, timeout time.Duration, cmd string, stderr io.Writer) (
+	_ context.Context, _ *kadm.Client, release func(), ok bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		cancel()
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return ctx, nil, nil, false
+	}
+	return ctx, kadm.NewClient(cl), func() { cl.Close(); cancel() }, true
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,4 +45,53 @@ func runSetup(ctx context.Context, f *topology.File, cmd string, log *slog.Logge
 	logWarnings(f, log)
 	ctx, kopts, refused = watchKafka(ctx, kopts)
 	return ctx, fps, kopts, refused, true
+}
+
+// processFlags are the flags that run and sink share.
+type processFlags struct {
+	path, instance, metricsAddr *string
+	log                         logFlags
+}
+
+func registerProcessFlags(fs *flag.FlagSet) *processFlags {
+	host, _ := os.Hostname()
+	pf := &processFlags{
+		path:        topologyFlag(fs),
+		instance:    fs.String("instance-id", host, "this instance's ID, stable across restarts"),
+		metricsAddr: registerMetricsFlag(fs),
+	}
+	pf.log.register(fs)
+	return pf
+}
+
+// parse parses args and checks the shared flags; done with the exit code
+// when the command ends here (help, or a usage error printed as cmd's).
+func (pf *processFlags) parse(fs *flag.FlagSet, args []string, cmd string, stderr io.Writer) (log *slog.Logger, code int, done bool) {
+	if code, done := parse(fs, args); done {
+		return nil, code, true
+	}
+	if !requireTopology(fs, *pf.path, cmd, stderr) {
+		return nil, exitUsage, true
+	}
+	if *pf.instance == "" {
+		fmt.Fprintf(stderr, "exactly %s: --instance-id is required (the hostname is unknown)\n", cmd)
+		return nil, exitUsage, true
+	}
+	log, err := pf.log.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return nil, exitUsage, true
+	}
+	return log, 0, false
+}
+
+// requireTopology reports whether the command was given --topology FILE
+// and no arguments; if not, it says so and prints the usage.
+func requireTopology(fs *flag.FlagSet, path, cmd string, stderr io.Writer) bool {
+	if path == "" || fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "exactly %s: --topology FILE is required, and no arguments\n", cmd)
+		fs.Usage()
+		return false
+	}
+	return true
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -24,30 +23,13 @@ partitions; restart a crashed instance with the same instance ID.
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-db-commit, crash-after-db-commit) kills the process with SIGKILL
 at the Nth database commit, for testing recovery.`, stderr)
-	path := topologyFlag(fs)
+	pf := registerProcessFlags(fs)
 	name := fs.String("sink", "", "run only this sink (default: all sinks)")
-	host, _ := os.Hostname()
-	instance := fs.String("instance-id", host, "this instance's ID, stable across restarts")
-	metricsAddr := registerMetricsFlag(fs)
-	var lf logFlags
-	lf.register(fs)
-	if code, done := parse(fs, args); done {
+	log, code, done := pf.parse(fs, args, "sink", stderr)
+	if done {
 		return code
 	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "exactly sink: --topology FILE is required, and no arguments")
-		fs.Usage()
-		return exitUsage
-	}
-	if *instance == "" {
-		fmt.Fprintln(stderr, "exactly sink: --instance-id is required (the hostname is unknown)")
-		return exitUsage
-	}
-	log, err := lf.logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly sink:", err)
-		return exitUsage
-	}
+	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
 	f, err := topology.Load(*path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

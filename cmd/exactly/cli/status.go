@@ -8,9 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 )
 
@@ -34,28 +31,23 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 	if code, done := parse(fs, args); done {
 		return code
 	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "exactly status: --topology FILE is required, and no arguments")
-		fs.Usage()
+	if !requireTopology(fs, *path, "status", stderr) {
 		return exitUsage
 	}
 	f, kopts, ok := loadKafka(*path, "status", stderr)
 	if !ok {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly status:", err)
+	ctx, adm, closeAdm, ok := kafkaAdmin(ctx, kopts, *timeout, "status", stderr)
+	if !ok {
 		return exitFailure
 	}
-	defer cl.Close()
+	defer closeAdm()
 	var opts []status.Option
 	if *name != "" {
 		opts = append(opts, status.Only(*name))
 	}
-	rep, err := status.Collect(ctx, kadm.NewClient(cl), f, opts...)
+	rep, err := status.Collect(ctx, adm, f, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly status:", err)
 		return exitFailure
