@@ -14,27 +14,10 @@ import (
 // newSession builds the Kafka client of one session: a
 // GroupTransactSession, or a plain group consumer for at-least-once.
 func (s *Stage) newSession() (session, error) {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ClientID(s.cfg.ClientID),
-		kgo.ConsumerGroup(s.cfg.Group()),
-		// Static membership (KIP-345): a restarted instance takes over its
-		// predecessor's partitions at once instead of waiting out the
-		// session timeout of a member that was killed.
-		kgo.InstanceID(s.cfg.TransactionalID()),
-		kgo.ConsumeTopics(s.cfg.Input),
-		// Only committed records are ever transformed: an aborted
-		// upstream transaction must leave no trace downstream.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers),
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Transaction markers are returned as control records, so that the
-		// committed offset moves past the last marker: a caught-up stage
-		// then has committed offset == last stable offset, and lag 0, not
-		// the "stuck at 1" of consumers that stop before the marker.
-		kgo.KeepControlRecords(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 			s.joined.Store(true)
 			s.metrics.rebalance()
@@ -44,11 +27,7 @@ func (s *Stage) newSession() (session, error) {
 		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
 		kgo.OnPartitionsLost(s.partitionsGone),
-		kgo.WithLogger(kit.KafkaLogger(s.log)),
-		// Readiness: an idle stage whose brokers are all gone polls
-		// nothing and fails nothing; only silence shows it.
-		kgo.WithHooks(s.brokers),
-	}
+	)
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
 		if err != nil {
@@ -133,7 +112,7 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 	// that the group rebalances now, not after the session timeout
 	// (KIP-345 LeaveGroup by group.instance.id).
 	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.TransactionalID(),
-		append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
+		append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 }
 
 // poll polls the records of t's transaction: until the commit interval of

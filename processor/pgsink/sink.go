@@ -259,7 +259,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout.
 	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.GroupInstanceID(),
-		append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID(s.cfg.ClientID)}, s.kopts...)...)
+		append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 	if err != nil {
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 	}
@@ -268,32 +268,18 @@ func (s *Sink) Run(ctx context.Context) error {
 }
 
 func (s *Sink) clientOptions() []kgo.Opt {
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(s.cfg.Brokers...),
-		kgo.ClientID(s.cfg.ClientID),
-		kgo.ConsumerGroup(s.cfg.Group()),
-		kgo.InstanceID(s.cfg.GroupInstanceID()),
+	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers),
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
-		kgo.ConsumeTopics(s.cfg.Input),
-		// Aborted records must never become rows.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Positions live in Postgres; the group's offsets are never
 		// committed nor read.
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.OnPartitionsRevoked(s.drop),
 		kgo.OnPartitionsLost(s.drop),
 		// A batch is written whole by the owner that polled it: no revoke
 		// runs between a poll and the batch's commit.
 		kgo.BlockRebalanceOnPoll(),
-		// Transaction markers take offsets; seeing them lets a position
-		// move past the last marker, to the partition's read_committed
-		// end, instead of stopping one short.
-		kgo.KeepControlRecords(),
-		kgo.WithLogger(kit.KafkaLogger(s.log)),
-		kgo.WithHooks(s.brokers),
-	}
+	)
 	return append(opts, s.kopts...)
 }
 

@@ -214,10 +214,10 @@ func (p *plan) newSpills(name string) (*spill, *spill, error) {
 func (p *plan) addChecks(f *topology.File) error {
 	for i, st := range f.StagesInOrder() {
 		c, err := newStageCheck(f, st)
-		if err != nil {
-			return err
+		if err == nil {
+			c.lineage, c.ids, err = p.newSpills("stage" + strconv.Itoa(i))
 		}
-		if c.lineage, c.ids, err = p.newSpills("stage" + strconv.Itoa(i)); err != nil {
+		if err != nil {
 			return err
 		}
 		p.rep.Stages = append(p.rep.Stages, c)
@@ -229,10 +229,10 @@ func (p *plan) addChecks(f *topology.File) error {
 	}
 	for i := range f.Sinks {
 		c, err := newSinkCheck(f, f.Sinks[i])
-		if err != nil {
-			return err
+		if err == nil {
+			c.lineage, c.ids, err = p.newSpills("sink" + strconv.Itoa(i))
 		}
-		if c.lineage, c.ids, err = p.newSpills("sink" + strconv.Itoa(i)); err != nil {
+		if err != nil {
 			return err
 		}
 		p.rep.Sinks = append(p.rep.Sinks, c)
