@@ -103,6 +103,10 @@ type cluster struct {
 	cl  *kgo.Client
 	adm *kadm.Client
 	tv  int16 // transaction.version the cluster runs
+
+	pending sync.WaitGroup // restarts running in the background
+	mu      sync.Mutex
+	errs    []error
 }
 
 // needCluster returns the toolbox, or fails the test outside the cluster
@@ -118,6 +122,7 @@ func needCluster(t testing.TB) *cluster {
 	}
 	t.Cleanup(cl.Close)
 	c := &cluster{t: t, cl: cl, adm: kadm.NewClient(cl)}
+	t.Cleanup(func() { c.pending.Wait() })
 	c.waitHealthy(2 * time.Minute)
 	c.tv = c.transactionVersion()
 	if want := os.Getenv("EXACTLY_CLUSTER_TV"); want != "" && want != strconv.Itoa(int(c.tv)) {
@@ -153,6 +158,34 @@ func (c *cluster) script(args ...string) string {
 		c.t.Fatalf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// restartLater restarts node in the background; settle waits for it.
+func (c *cluster) restartLater(node int32) {
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		out, err := exec.Command("bash", "../deploy/local/cluster.sh", "restart", strconv.Itoa(int(node))).CombinedOutput()
+		if err != nil {
+			c.mu.Lock()
+			c.errs = append(c.errs, fmt.Errorf("cluster.sh restart %d: %v\n%s", node, err, out))
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// settle waits for background restarts, then for a healthy cluster.
+func (c *cluster) settle() {
+	c.t.Helper()
+	c.pending.Wait()
+	c.mu.Lock()
+	errs := c.errs
+	c.errs = nil
+	c.mu.Unlock()
+	for _, err := range errs {
+		c.t.Fatal(err)
+	}
+	c.waitHealthy(2 * time.Minute)
 }
 
 func (c *cluster) kill(node int32)    { c.script("kill", strconv.Itoa(int(node))) }

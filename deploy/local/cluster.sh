@@ -109,6 +109,12 @@ transaction.state.log.num.partitions=12
 share.coordinator.state.topic.replication.factor=3
 share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
+# Failure detection: the active controller fences a node whose heartbeats
+# stop for broker.session.timeout.ms, and only then moves its leaderships.
+# Kafka's defaults are 9000 and 2000; a little shorter here keeps the
+# failover tests short. Failover times scale with it.
+broker.session.timeout.ms=6000
+broker.heartbeat.interval.ms=1500
 EOF
 	if [[ -n "$CLUSTER_EXTRA_PROPS" ]]; then
 		[[ -f "$CLUSTER_EXTRA_PROPS" ]] || die "CLUSTER_EXTRA_PROPS=$CLUSTER_EXTRA_PROPS is not a file"

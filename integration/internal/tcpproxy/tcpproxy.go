@@ -40,6 +40,16 @@ func (p *pair) close() {
 	_ = p.server.Close()
 }
 
+// reset closes c with a TCP RST instead of a FIN, as a host with nothing
+// listening answers: the client sees "connection reset", not a clean end
+// of stream in the middle of its handshake.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
 // Listen starts a proxy on addr ("127.0.0.1:0" for any free port) that
 // forwards to target. Close stops it.
 func Listen(addr, target string) (*Proxy, error) {
@@ -59,9 +69,8 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Target is the address the proxy forwards to.
 func (p *Proxy) Target() string { return p.target }
 
-// Cut closes every open connection and, until Restore, closes each new one
-// at once: to a client the target looks down (connection reset), though it
-// is running.
+// Cut resets every open connection and, until Restore, resets each new one
+// at once: to a client the target looks down, though it is running.
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	p.cut = true
@@ -69,7 +78,8 @@ func (p *Proxy) Cut() {
 	p.conns = map[*pair]struct{}{}
 	p.mu.Unlock()
 	for c := range conns {
-		c.close()
+		reset(c.client)
+		_ = c.server.Close()
 	}
 }
 
@@ -141,7 +151,7 @@ func (p *Proxy) accept() {
 		refuse := p.cut || p.closed
 		p.mu.Unlock()
 		if refuse {
-			_ = c.Close()
+			reset(c)
 			continue
 		}
 		p.wg.Add(1)
@@ -153,7 +163,7 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	server, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
-		_ = client.Close() // the target is down: the client sees a closed connection
+		reset(client) // the target is down
 		return
 	}
 	pr := &pair{client: client, server: server}
