@@ -58,8 +58,9 @@ func TestClusterChaos(t *testing.T) {
 	began := time.Now()
 	ch := newChaos(t, total)
 	ch.startAll()
-	// About 12 s a fault: a killed node takes that long to come back.
-	ch.produce(total, time.Duration(n)*12*time.Second+20*time.Second)
+	// About 7 s a fault on average: a killed node takes 10 s or more to
+	// come back, a process kill or a proxy fault less.
+	ch.produce(total, time.Duration(n)*7*time.Second+10*time.Second)
 	cc := &clusterChaos{c: c, ch: ch}
 
 	faults := map[string]int{}
