@@ -121,6 +121,7 @@ type chaos struct {
 
 	paused   sync.RWMutex // write-held while the broker is down: no producing
 	produced atomic.Int64
+	hurry    atomic.Bool // set: produce the rest without pacing
 	poison   int
 	valid    int
 	prodDone chan struct{}
@@ -260,7 +261,9 @@ func (c *chaos) produce(total int, over time.Duration) {
 				return
 			}
 			c.produced.Add(int64(n))
-			<-tick.C
+			if !c.hurry.Load() {
+				<-tick.C
+			}
 		}
 	}()
 }
