@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // c13Guarantees are the two guarantees of `exactly run`.
@@ -322,4 +324,202 @@ func TestC13RevokedMidRetry(t *testing.T) {
 			b.stop()
 		})
 	}
+}
+
+// Partitions are added to a running stage's and sink's input topic (with
+// Kafka's TopicCommand), and records written to the new partitions, a
+// refused one among them: both stages (one per guarantee) and the sink
+// process every one of them, from the new partitions' first offsets. No
+// topology setting shortens the client's metadata refresh, and franz-go
+// finds new partitions on a refresh (metadata.max.age.ms, 5 minutes by
+// default), so the bound is 6 minutes: this test checks that nothing is
+// skipped, not how fast the new partitions are found.
+func TestC13PartitionsAddedWhileRunning(t *testing.T) {
+	in := uniqueName("c13grow_in")
+	eos, alos := refusedStage{name: uniqueName("c13grow_eos")}, refusedStage{name: uniqueName("c13grow_alos")}
+	var topics []c13Topic
+	topics = append(topics, c13Topic{name: in, parts: 1})
+	for _, s := range []*refusedStage{&eos, &alos} {
+		s.in, s.out, s.dlq = in, s.name+"_out", s.name+"_dlq"
+		topics = append(topics, c13Topic{name: s.out, parts: 1, config: map[string]string{"max.message.bytes": "4000"}}, c13Topic{name: s.dlq, parts: 1})
+	}
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "c13grow")
+	sinkName, sinkDLQ := uniqueName("c13grow_sink"), uniqueName("c13grow_sdlq")
+	topics = append(topics, c13Topic{name: sinkDLQ, parts: 1})
+	topo := c13Topology(t, topics, "stages:\n"+c13Stage(eos.name, in, eos.out, eos.dlq, "100ms", 10000)+
+		c13Stage(alos.name, in, alos.out, alos.dlq, "100ms", 10000)+
+		"sinks:\n"+c13Sink(sinkName, in, sinkDLQ, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
+	eos.topo, alos.topo = topo, topo
+
+	first := c13Events("old", 0, 5, 0)
+	kcatProducePartition(t, in, 0, first)
+	pe := start(t, nil, "run", "--topology", topo, "--stage", eos.name, "--instance-id", "c13-1", "--guarantee", "exactly-once", "--log-level", "info")
+	pa := start(t, nil, "run", "--topology", topo, "--stage", alos.name, "--instance-id", "c13-1", "--guarantee", "at-least-once", "--log-level", "info")
+	ps := start(t, nil, "sink", "--topology", topo, "--sink", sinkName, "--instance-id", "c13-1", "--log-level", "info")
+	eos.waitCommitted(t, map[int32]int64{0: 5}, 45*time.Second)
+	alos.waitCommitted(t, map[int32]int64{0: 5}, 45*time.Second)
+	eventually(t, 45*time.Second, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 5 },
+		func() string { return "the sink did not load the first 5 records" })
+
+	addPartitions(t, in, 3)
+	p1 := c13Events("new1", 0, 6, 0)
+	p2 := append(c13Events("new2", 0, 2, 0), c13Events("new2big", 0, 1, c13BigPad)...)
+	p2 = append(p2, c13Events("new2", 2, 3, 0)...)
+	kcatProducePartition(t, in, 1, p1)
+	kcatProducePartition(t, in, 2, p2)
+	ends := map[int32]int64{0: 5, 1: 6, 2: 6}
+	want := append(append(keysOf(first), keysOf(p1)...), keysOf(p2[:2])...)
+	want = append(want, keysOf(p2[3:])...)
+
+	const bound = 6 * time.Minute
+	eos.waitCommitted(t, ends, bound)
+	alos.waitCommitted(t, ends, time.Minute)
+	eventually(t, time.Minute, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 17 },
+		func() string {
+			return fmt.Sprintf("sink table has %d rows, want 17", pgInt(t, pool, "SELECT count(*) FROM "+schema+".events"))
+		})
+	for _, p := range []*proc{pe, pa, ps} {
+		p.alive()
+	}
+	for _, c := range []struct {
+		s refusedStage
+		g string
+	}{{eos, "exactly-once"}, {alos, "at-least-once"}} {
+		c.s.checkOutputs(t, c.g, want)
+		c.s.checkDeadLetters(t, c.g, []dlqSource{{2, 2, "produce"}})
+	}
+	if n := pgInt(t, pool, "SELECT count(DISTINCT event_id) FROM "+schema+".events"); n != 17 {
+		t.Errorf("sink table: %d distinct event IDs, want 17", n)
+	}
+	pe.stop()
+	pa.stop()
+	ps.stop()
+}
+
+// c13SinkCase is one sink writing to a table the test may create first.
+type c13SinkCase struct {
+	name, in, dlq, schema, table, topo string
+}
+
+// newC13Sink writes the topology of one sink (input with parts
+// partitions, the given columns and mode) into a fresh schema; the table
+// is <schema>.events, created by the test in setup (which gets the
+// schema) or by the sink.
+func newC13Sink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int, columns, mode string, setup func(schema string)) c13SinkCase {
+	t.Helper()
+	c := c13SinkCase{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), dlq: uniqueName(prefix + "_dlq")}
+	c.schema = c13Schema(t, pool, prefix)
+	c.table = c.schema + ".events"
+	if setup != nil {
+		setup(c.schema)
+	}
+	c.topo = c13Topology(t, []c13Topic{{name: c.in, parts: parts}, {name: c.dlq, parts: 1}},
+		"sinks:\n"+c13Sink(c.name, c.in, c.dlq, c.table, "", columns, mode))
+	return c
+}
+
+func (c c13SinkCase) spec() sinkSpec {
+	return sinkSpec{name: c.name, in: c.in, dlq: c.dlq, schema: c.schema}
+}
+
+// run starts the sink as instance id, at log level info, with addr as its
+// metrics address ("" for none).
+func (c c13SinkCase) run(t *testing.T, id, addr string) *proc {
+	t.Helper()
+	return start(t, nil, "sink", "--topology", c.topo, "--instance-id", id, "--log-level", "info", "--metrics-addr="+addr)
+}
+
+// positionsAtEnd reports whether the sink's stored positions (in the
+// default positions table) are at every partition's read_committed end.
+func (c c13SinkCase) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {
+	t.Helper()
+	got, want := storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in)
+	if len(got) != len(want) {
+		return false
+	}
+	for p, n := range want {
+		if got[p] != n {
+			return false
+		}
+	}
+	return true
+}
+
+// A sink whose positions table holds positions for only one of three
+// partitions (it ran when only that partition had records) loads every
+// record of the other two from their first offsets, and nothing twice.
+func TestC13SinkPartlyStoredPositions(t *testing.T) {
+	pool := pgPool(t)
+	c := newC13Sink(t, pool, "c13spart", 3, "{ event_id: event_id, body: $value }", "", nil)
+	kcatProducePartition(t, c.in, 0, c13Events("first", 0, 5, 0))
+	p := c.run(t, "c13-1", "")
+	eventually(t, 45*time.Second, func() bool {
+		return storedPositions(t, pool, c.schema+".exactly_positions", c.in)[0] == 5 && pgInt(t, pool, "SELECT count(*) FROM "+c.table) == 5
+	}, func() string { return "the sink did not load the first 5 records" })
+	p.stop()
+	t.Logf("positions stored after the first run: %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in))
+
+	for part := range 3 {
+		kcatProducePartition(t, c.in, part, c13Events(fmt.Sprintf("second%d", part), 0, 5, 0))
+	}
+	p = c.run(t, "c13-1", "")
+	eventually(t, 45*time.Second, func() bool { return c.positionsAtEnd(t, pool) && pgInt(t, pool, "SELECT count(*) FROM "+c.table) >= 20 },
+		func() string {
+			return fmt.Sprintf("%d rows, want 20; positions %v", pgInt(t, pool, "SELECT count(*) FROM "+c.table),
+				storedPositions(t, pool, c.schema+".exactly_positions", c.in))
+		})
+	p.alive()
+	if n, d := pgInt(t, pool, "SELECT count(*) FROM "+c.table), pgInt(t, pool, "SELECT count(DISTINCT event_id) FROM "+c.table); n != 20 || d != 20 {
+		t.Errorf("%s: %d rows, %d distinct event IDs; want 20", c.table, n, d)
+	}
+	p.stop()
+}
+
+// A second sink instance joins while the first is splitting a batch
+// under savepoints to find rows Postgres rejects (one bad integer per
+// partition): the partitions move in the middle of the split. Every good
+// row is written once, each bad record is dead-lettered, and the stored
+// positions reach the end of every partition.
+func TestC13SinkRevokedMidSplit(t *testing.T) {
+	const perPart = 2000
+	pool := pgPool(t)
+	c := newC13Sink(t, pool, "c13ssplit", 3, "{ event_id: event_id, n: n }", "", func(schema string) {
+		pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, n integer)")
+	})
+	want := 0
+	for part := range 3 {
+		lines := c13Events(fmt.Sprintf("p%d", part), 0, perPart, 0)
+		bad := fmt.Appendf(nil, `bad%d|{"event_id":"bad%d","n":"not a number"}`, part, part)
+		at := 500 * (part + 1)
+		lines = append(append(append([][]byte{}, lines[:at]...), bad), lines[at:]...)
+		kcatProducePartition(t, c.in, part, lines)
+		want += perPart
+	}
+	a := c.run(t, "c13-a", "")
+	eventually(t, 30*time.Second, func() bool { a.alive(); return strings.Contains(a.logs.String(), "assigned") },
+		func() string { return "instance a was never assigned partitions" })
+	b := c.run(t, "c13-b", "")
+	eventually(t, 90*time.Second, func() bool {
+		return c.positionsAtEnd(t, pool) && pgInt(t, pool, "SELECT count(*) FROM "+c.table) >= int64(want)
+	}, func() string {
+		return fmt.Sprintf("%d rows of %d; positions %v, ends %v", pgInt(t, pool, "SELECT count(*) FROM "+c.table), want,
+			storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in))
+	})
+	a.alive()
+	b.alive()
+	if n, d := pgInt(t, pool, "SELECT count(*) FROM "+c.table), pgInt(t, pool, "SELECT count(DISTINCT event_id) FROM "+c.table); n != int64(want) || d != int64(want) {
+		t.Errorf("%s: %d rows, %d distinct; want %d", c.table, n, d, want)
+	}
+	dl := map[string]int{}
+	for _, r := range kcatReadJSON(t, c.dlq) {
+		dl[r.Key+" "+r.Headers["exactly.dlq.reason"]+" "+r.Headers["exactly.dlq.sqlstate"]]++
+	}
+	for part := range 3 {
+		if k := fmt.Sprintf("bad%d postgres 22P02", part); dl[k] < 1 {
+			t.Errorf("no dead letter %q; dead letters %v", k, dl)
+		}
+	}
+	a.stop()
+	b.stop()
 }
