@@ -237,24 +237,34 @@ func c13Events(prefix string, from, n, pad int) [][]byte {
 }
 
 // groupOffsets returns the committed offsets of group for topic by
-// partition (partitions without a commit are absent).
+// partition (partitions without a commit are absent). A broker error
+// (the coordinator moving, say) is retried for up to 30 s.
 func groupOffsets(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	adm, done := c13Admin(t)
 	defer done()
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatalf("fetch offsets of group %s: %v", group, err)
-	}
-	out := map[int32]int64{}
-	for p, o := range offs[topic] {
-		if o.Err == nil && o.At >= 0 {
-			out[p] = o.At
+	var lastErr error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		if err == nil {
+			err = offs.Error()
 		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out := map[int32]int64{}
+		for p, o := range offs[topic] {
+			if o.At >= 0 {
+				out[p] = o.At
+			}
+		}
+		return out
 	}
-	return out
+	t.Fatalf("fetch offsets of group %s: %v", group, lastErr)
+	return nil
 }
 
 // keyCounts counts the records of topic by key, read_committed with kcat.
