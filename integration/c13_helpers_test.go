@@ -103,17 +103,24 @@ func pgExec(t testing.TB, pool *pgxpool.Pool, sql string) {
 }
 
 // pgInt returns the integer result of a one-value query, or -1 when the
-// relation does not exist yet.
+// relation does not exist yet. Other errors (Postgres restarting, say)
+// are retried for up to 30 s.
 func pgInt(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int64 {
 	t.Helper()
-	var n int64
-	if err := pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+	var lastErr error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var n int64
+		err := pool.QueryRow(context.Background(), q, args...).Scan(&n)
+		if err == nil {
+			return n
+		}
 		if strings.Contains(err.Error(), "does not exist") {
 			return -1
 		}
-		t.Fatalf("postgres %q: %v", q, err)
+		lastErr = err
 	}
-	return n
+	t.Fatalf("postgres %q: %v", q, lastErr)
+	return 0
 }
 
 // kafkaTool runs one of Kafka's own command-line tools (class, e.g.
