@@ -372,10 +372,12 @@ func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 	want := append(append(keysOf(first), keysOf(p1)...), keysOf(p2[:2])...)
 	want = append(want, keysOf(p2[3:])...)
 
-	const bound = 6 * time.Minute
-	eos.waitCommitted(t, ends, bound)
-	alos.waitCommitted(t, ends, time.Minute)
-	eventually(t, time.Minute, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 17 },
+	// One deadline for all three: each finds the new partitions on its
+	// own metadata refresh.
+	deadline := time.Now().Add(6 * time.Minute)
+	eos.waitCommitted(t, ends, time.Until(deadline))
+	alos.waitCommitted(t, ends, time.Until(deadline))
+	eventually(t, time.Until(deadline)+10*time.Second, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 17 },
 		func() string {
 			return fmt.Sprintf("sink table has %d rows, want 17", pgInt(t, pool, "SELECT count(*) FROM "+schema+".events"))
 		})
