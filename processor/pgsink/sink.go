@@ -457,19 +457,27 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
 	return ops, dead, nil
 }
 
+// maxUnexplained bounds the attempts at one batch that fail with an error
+// that is neither transient nor found in a row (ClassUnknown, or a row's
+// error outside the load: at COMMIT after the deferred check, say).
+const maxUnexplained = 6
+
 // writeBatch writes b, retrying transient errors with backoff until it commits,
 // ctx ends (nil: the records are read again by whoever owns them next) or
 // a fatal error. A fenced batch is dropped after re-seeking to the stored
-// positions.
+// positions. Rows Postgres rejects are dead-lettered inside write; an
+// error that recurs maxUnexplained times without an explanation stops the
+// sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	unexplained := 0
 	for {
 		err := s.write(ctx, b)
 		switch {
 		case err == nil:
 			s.failing.Store(nil)
 			return nil
-		case errors.Is(err, kit.ErrCrashed), IsFatal(err):
+		case errors.Is(err, kit.ErrCrashed), IsFatal(err), kit.IsFatal(err):
 			return err
 		case errors.Is(err, ErrFenced):
 			s.fenced.Add(1)
@@ -484,11 +492,17 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		case ctx.Err() != nil:
 			return nil
 		}
+		class := Classify(err)
+		if class != ClassTransient {
+			if unexplained++; unexplained >= maxUnexplained {
+				return &stuckError{topic: s.cfg.Input, ranges: b.ranges(), attempts: unexplained, err: err}
+			}
+		}
 		s.failing.Store(&err)
 		s.retries.Add(1)
 		s.metrics.retry(RetryWrite)
 		wait := bo.Next()
-		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "retry_in", wait, "records", b.records)
+		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "class", class.String(), "retry_in", wait, "records", b.records)
 		select {
 		case <-ctx.Done():
 			return nil
