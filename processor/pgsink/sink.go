@@ -19,13 +19,17 @@
 //     two instances that both think they own a partition serialize there,
 //     and the second finds the position moved and rolls back (fencing).
 //  2. COPY into a session-local text staging table, then INSERT ... SELECT
-//     with a cast per column ... ON CONFLICT (event_id) DO NOTHING; a
-//     tombstone under the delete policy becomes a DELETE by event ID.
-//     Runs of the same kind are applied in record order.
-//  3. If Postgres rejects the data of a row (SQLSTATE class 22 or 23: a NUL
-//     in text or jsonb, a value too long, a bad type), the load is split in
-//     halves under savepoints until the bad rows are isolated; they become
-//     dead letters and the rest loads.
+//     with a cast per column, one row per event ID as the column's type
+//     compares it (DISTINCT ON), ... ON CONFLICT (event_id) DO NOTHING (DO
+//     UPDATE in upsert mode); a tombstone under the delete policy becomes
+//     a DELETE by event ID. Runs of the same kind are applied in record
+//     order. SET CONSTRAINTS ALL IMMEDIATE then checks what was deferred
+//     to COMMIT.
+//  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
+//     cast, a value out of range, a trigger that raised, at statement time
+//     or at the deferred check), the load is split in halves under
+//     savepoints until the bad rows are isolated; they become dead letters
+//     with their SQLSTATE and the rest loads.
 //  4. The dead letters (undecodable records, records without an event ID,
 //     rows Postgres rejected) are produced to the dead-letter topic and
 //     acknowledged by Kafka.
@@ -49,11 +53,14 @@
 //
 // # Failures
 //
-// Postgres down, restarting or refusing connections is transient: the
-// batch is retried with backoff, holding the records and blocking the
-// consumer group's rebalances (kgo.BlockRebalanceOnPoll), and nothing is
-// dead-lettered. A configuration Postgres rejects (class 42 or 28) stops
-// Run with an error.
+// Classify sorts a write error by its SQLSTATE class. Postgres down,
+// restarting, refusing connections, out of disk, a serialization failure
+// or a deadlock is transient: the batch is retried with backoff, holding
+// the records and blocking the consumer group's rebalances
+// (kgo.BlockRebalanceOnPoll), and nothing is dead-lettered. A
+// configuration Postgres rejects (class 42, 28, ...) stops Run with an
+// error. An error of no known class is retried maxUnexplained times for
+// one batch, then stops Run with a *stuckError naming the batch's offsets.
 package pgsink
 
 import (
