@@ -357,7 +357,8 @@ END $$;
 CREATE TRIGGER slow BEFORE INSERT ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.slow()`,
 		"{ event_id: event_id, v: v }", "", "")
 	kcatProduce(t, s.in, events("ev", 0, 20))
-	p := startSink(t, s.topo, "rows-1")
+	addr := freeAddr(t)
+	p := start(t, nil, "sink", "--topology", s.topo, "--instance-id", "rows-1", "--log-level", "debug", "--metrics-addr="+addr)
 
 	var pid int32
 	eventually(t, 60*time.Second, func() bool {
@@ -366,6 +367,15 @@ CREATE TRIGGER slow BEFORE INSERT ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION 
 WHERE wait_event = 'PgSleep' AND query LIKE '%'||$1||'%' LIMIT 1`, s.schema).Scan(&pid)
 		return err == nil
 	}, func() string { return "the sink's backend never slept in the trigger" })
+	// A batch not yet written is lag: the metric counts from the stored
+	// position (none: the log start), as `exactly status` does.
+	lag := func() float64 {
+		v, _ := sum(scrape(t, addr), "exactly_sink_consumer_lag_records", map[string]string{"sink": s.name})
+		return v
+	}
+	if l := lag(); l != 20 {
+		t.Errorf("lag metric %v during the first batch, want 20", l)
+	}
 	if _, err := pool.Exec(context.Background(), "DELETE FROM "+s.schema+".hold"); err != nil {
 		t.Fatal(err)
 	}
@@ -387,6 +397,7 @@ WHERE wait_event = 'PgSleep' AND query LIKE '%'||$1||'%' LIMIT 1`, s.schema).Sca
 		}
 	}
 	waitRowsEnd(20)
+	eventually(t, 10*time.Second, func() bool { return lag() == 0 }, func() string { return fmt.Sprintf("lag metric %v after the batch, want 0", lag()) })
 	if !strings.Contains(p.logs.String(), "batch failed; retrying") {
 		t.Errorf("no retry logged after the backend was terminated")
 	}

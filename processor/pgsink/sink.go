@@ -380,9 +380,14 @@ func (s *Sink) loop(ctx context.Context) error {
 				s.add(b, r)
 			}
 			if len(p.Records) > 0 {
-				// Control records are kept: a caught-up partition reads 0.
-				last := p.Records[len(p.Records)-1].Offset
-				s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+				// The lag is from the stored position, as `exactly
+				// status` reads it, not from what was polled: a batch
+				// that is not written yet is still lag. write moves it
+				// at commit.
+				b.lso[p.Partition] = p.LastStableOffset
+				if from, ok := b.from(p.Partition); ok {
+					s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-from)
+				}
 			}
 		})
 		if ctx.Err() != nil {
@@ -432,6 +437,9 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 		s.batchOpened.Store(b.started.UnixNano())
 	}
 	b.records++
+	if _, ok := b.first[r.Partition]; !ok {
+		b.first[r.Partition] = r.Offset
+	}
 	b.next[r.Partition] = r.Offset + 1
 	if r.Attrs.IsControl() || audit.IsMarker(r) {
 		return // a transaction marker or an audit marker: no event
@@ -583,9 +591,22 @@ type batch struct {
 	recs    []*kgo.Record      // data records, in poll order
 	start   map[int32]position // per partition: the guard's expected position
 	next    map[int32]int64    // per partition: offset after the last record read
+	first   map[int32]int64    // per partition: the first offset read
+	lso     map[int32]int64    // per partition: the last stable offset when last polled
 	order   []int32            // partitions in first-seen order
 }
 
 func newBatch() *batch {
-	return &batch{start: map[int32]position{}, next: map[int32]int64{}}
+	return &batch{start: map[int32]position{}, next: map[int32]int64{}, first: map[int32]int64{}, lso: map[int32]int64{}}
+}
+
+// from returns where partition p's batch starts: the stored position, or
+// without one the first offset read (the log start, where the reset
+// policy seeks).
+func (b *batch) from(p int32) (int64, bool) {
+	if st, ok := b.start[p]; ok && st.stored {
+		return st.next, true
+	}
+	f, ok := b.first[p]
+	return f, ok
 }

@@ -68,6 +68,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	for p, n := range b.next {
 		if _, owned := s.pos[p]; owned {
 			s.pos[p] = position{stored: true, next: n}
+			s.metrics.setLag(s.cfg.Input, p, b.lso[p]-n)
 		}
 	}
 	s.mu.Unlock()
@@ -285,18 +286,9 @@ func (s *Sink) buildLoadSQL() {
 // ranges returns the offsets of b per partition, as "p0 [10, 14), ...",
 // for an error that names the batch.
 func (b *batch) ranges() string {
-	first := map[int32]int64{}
-	for _, r := range b.recs {
-		if f, ok := first[r.Partition]; !ok || r.Offset < f {
-			first[r.Partition] = r.Offset
-		}
-	}
 	parts := make([]string, 0, len(b.order))
 	for _, p := range b.order {
-		from, ok := first[p]
-		if st := b.start[p]; st.stored {
-			from, ok = st.next, true
-		}
+		from, ok := b.from(p)
 		if !ok {
 			from = b.next[p] - 1
 		}
