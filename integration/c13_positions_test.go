@@ -376,11 +376,11 @@ func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 	// own metadata refresh.
 	deadline := time.Now().Add(6 * time.Minute)
 	eos.waitCommitted(t, ends, time.Until(deadline))
-	alos.waitCommitted(t, ends, time.Until(deadline))
 	eventually(t, time.Until(deadline)+10*time.Second, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 17 },
 		func() string {
 			return fmt.Sprintf("sink table has %d rows, want 17", pgInt(t, pool, "SELECT count(*) FROM "+schema+".events"))
 		})
+	alos.waitCommitted(t, ends, time.Until(deadline)+10*time.Second)
 	for _, p := range []*proc{pe, pa, ps} {
 		p.alive()
 	}
