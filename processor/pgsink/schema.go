@@ -129,33 +129,12 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 	return nil
 }
 
-// buildSQL prepares the statements of the write path. Identifiers come
+// buildSQL prepares the statements of the write path (the load's in
+// buildLoadSQL, write.go). Identifiers come
 // from the configuration and are quoted; types come from the catalog's
 // format_type, which quotes what needs it.
 func (s *Sink) buildSQL() {
-	var staging, target, casts, updates []string
-	for i, c := range s.cfg.Columns {
-		sc := fmt.Sprintf("c%d", i)
-		col := pgx.Identifier{c.Name}.Sanitize()
-		staging = append(staging, sc+" text")
-		target = append(target, col)
-		casts = append(casts, fmt.Sprintf("%s::%s", sc, s.types[i]))
-		if c.Name != s.cfg.EventID {
-			updates = append(updates, col+" = EXCLUDED."+col)
-		}
-	}
-	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
-	eidType := s.types[s.eventIDIndex]
-	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
-		stagingTable, strings.Join(staging, ", "))
-	conflict := "DO NOTHING"
-	if s.cfg.Mode == topology.ModeUpsert && len(updates) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(updates, ", ")
-	}
-	s.sql.insert = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM pg_temp.%s ON CONFLICT (%s) %s",
-		s.table, strings.Join(target, ", "), strings.Join(casts, ", "), stagingTable, eid, conflict)
-	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
-	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::text[]::%s[])", s.table, eid, eidType)
+	s.buildLoadSQL()
 	// The guard: a position only moves from the value the batch started
 	// at (NULL: the batch started with no stored row, so only the insert
 	// path may succeed), and only forward. A stale instance's update finds

@@ -19,13 +19,17 @@
 //     two instances that both think they own a partition serialize there,
 //     and the second finds the position moved and rolls back (fencing).
 //  2. COPY into a session-local text staging table, then INSERT ... SELECT
-//     with a cast per column ... ON CONFLICT (event_id) DO NOTHING; a
-//     tombstone under the delete policy becomes a DELETE by event ID.
-//     Runs of the same kind are applied in record order.
-//  3. If Postgres rejects the data of a row (SQLSTATE class 22 or 23: a NUL
-//     in text or jsonb, a value too long, a bad type), the load is split in
-//     halves under savepoints until the bad rows are isolated; they become
-//     dead letters and the rest loads.
+//     with a cast per column, one row per event ID as the column's type
+//     compares it (DISTINCT ON), ... ON CONFLICT (event_id) DO NOTHING (DO
+//     UPDATE in upsert mode); a tombstone under the delete policy becomes
+//     a DELETE by event ID. Runs of the same kind are applied in record
+//     order. SET CONSTRAINTS ALL IMMEDIATE then checks what was deferred
+//     to COMMIT.
+//  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
+//     cast, a value out of range, a trigger that raised, at statement time
+//     or at the deferred check), the load is split in halves under
+//     savepoints until the bad rows are isolated; they become dead letters
+//     with their SQLSTATE and the rest loads.
 //  4. The dead letters (undecodable records, records without an event ID,
 //     rows Postgres rejected) are produced to the dead-letter topic and
 //     acknowledged by Kafka.
@@ -49,11 +53,14 @@
 //
 // # Failures
 //
-// Postgres down, restarting or refusing connections is transient: the
-// batch is retried with backoff, holding the records and blocking the
-// consumer group's rebalances (kgo.BlockRebalanceOnPoll), and nothing is
-// dead-lettered. A configuration Postgres rejects (class 42 or 28) stops
-// Run with an error.
+// Classify sorts a write error by its SQLSTATE class. Postgres down,
+// restarting, refusing connections, out of disk, a serialization failure
+// or a deadlock is transient: the batch is retried with backoff, holding
+// the records and blocking the consumer group's rebalances
+// (kgo.BlockRebalanceOnPoll), and nothing is dead-lettered. A
+// configuration Postgres rejects (class 42, 28, ...) stops Run with an
+// error. An error of no known class is retried maxUnexplained times for
+// one batch, then stops Run with a *stuckError naming the batch's offsets.
 package pgsink
 
 import (
@@ -373,9 +380,14 @@ func (s *Sink) loop(ctx context.Context) error {
 				s.add(b, r)
 			}
 			if len(p.Records) > 0 {
-				// Control records are kept: a caught-up partition reads 0.
-				last := p.Records[len(p.Records)-1].Offset
-				s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+				// The lag is from the stored position, as `exactly
+				// status` reads it, not from what was polled: a batch
+				// that is not written yet is still lag. write moves it
+				// at commit.
+				b.lso[p.Partition] = p.LastStableOffset
+				if from, ok := b.from(p.Partition); ok {
+					s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-from)
+				}
 			}
 		})
 		if ctx.Err() != nil {
@@ -425,6 +437,9 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 		s.batchOpened.Store(b.started.UnixNano())
 	}
 	b.records++
+	if _, ok := b.first[r.Partition]; !ok {
+		b.first[r.Partition] = r.Offset
+	}
 	b.next[r.Partition] = r.Offset + 1
 	if r.Attrs.IsControl() || audit.IsMarker(r) {
 		return // a transaction marker or an audit marker: no event
@@ -457,19 +472,27 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
 	return ops, dead, nil
 }
 
+// maxUnexplained bounds the attempts at one batch that fail with an error
+// that is neither transient nor found in a row (ClassUnknown, or a row's
+// error outside the load: at COMMIT after the deferred check, say).
+const maxUnexplained = 6
+
 // writeBatch writes b, retrying transient errors with backoff until it commits,
 // ctx ends (nil: the records are read again by whoever owns them next) or
 // a fatal error. A fenced batch is dropped after re-seeking to the stored
-// positions.
+// positions. Rows Postgres rejects are dead-lettered inside write; an
+// error that recurs maxUnexplained times without an explanation stops the
+// sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	unexplained := 0
 	for {
 		err := s.write(ctx, b)
 		switch {
 		case err == nil:
 			s.failing.Store(nil)
 			return nil
-		case errors.Is(err, kit.ErrCrashed), IsFatal(err):
+		case errors.Is(err, kit.ErrCrashed), IsFatal(err), kit.IsFatal(err):
 			return err
 		case errors.Is(err, ErrFenced):
 			s.fenced.Add(1)
@@ -484,11 +507,17 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		case ctx.Err() != nil:
 			return nil
 		}
+		class := Classify(err)
+		if class != ClassTransient {
+			if unexplained++; unexplained >= maxUnexplained {
+				return &stuckError{topic: s.cfg.Input, ranges: b.ranges(), attempts: unexplained, err: err}
+			}
+		}
 		s.failing.Store(&err)
 		s.retries.Add(1)
 		s.metrics.retry(RetryWrite)
 		wait := bo.Next()
-		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "retry_in", wait, "records", b.records)
+		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "class", class.String(), "retry_in", wait, "records", b.records)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -562,9 +591,22 @@ type batch struct {
 	recs    []*kgo.Record      // data records, in poll order
 	start   map[int32]position // per partition: the guard's expected position
 	next    map[int32]int64    // per partition: offset after the last record read
+	first   map[int32]int64    // per partition: the first offset read
+	lso     map[int32]int64    // per partition: the last stable offset when last polled
 	order   []int32            // partitions in first-seen order
 }
 
 func newBatch() *batch {
-	return &batch{start: map[int32]position{}, next: map[int32]int64{}}
+	return &batch{start: map[int32]position{}, next: map[int32]int64{}, first: map[int32]int64{}, lso: map[int32]int64{}}
+}
+
+// from returns where partition p's batch starts: the stored position, or
+// without one the first offset read (the log start, where the reset
+// policy seeks).
+func (b *batch) from(p int32) (int64, bool) {
+	if st, ok := b.start[p]; ok && st.stored {
+		return st.next, true
+	}
+	f, ok := b.first[p]
+	return f, ok
 }
