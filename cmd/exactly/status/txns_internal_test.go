@@ -58,7 +58,7 @@ func TestHanging(t *testing.T) {
 		{name: "its ID now has another producer ID", open: []kadm.DescribedProducer{open(7, 3*time.Second)},
 			txns: described(70, time.Second, time.Minute), after: time.Second, wantN: 1, wantOpen: 3 * time.Second, wantWhy: "now has producer ID 70"},
 		{name: "describe failed for its ID", open: []kadm.DescribedProducer{open(7, 3*time.Second)},
-			txns: kadm.DescribedTransactions{"exactly-a-1": {TxnID: "exactly-a-1", Err: kerr.CoordinatorNotAvailable}},
+			txns:  kadm.DescribedTransactions{"exactly-a-1": {TxnID: "exactly-a-1", Err: kerr.CoordinatorNotAvailable}},
 			after: time.Second, wantN: 1, wantOpen: 3 * time.Second, wantWhy: "did not describe it: COORDINATOR_NOT_AVAILABLE"},
 	}
 	for _, tt := range tests {
