@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -72,6 +73,7 @@ func (s *Sink) setupSQL() []string {
 	partition   integer     NOT NULL,
 	next_offset bigint      NOT NULL,
 	topic_id    text        NOT NULL DEFAULT '',
+	target      text        NOT NULL DEFAULT '',
 	owner       text        NOT NULL DEFAULT '',
 	updated_at  timestamptz NOT NULL DEFAULT now(),
 	PRIMARY KEY (sink, topic, partition)
@@ -93,8 +95,9 @@ const (
 // migratePositionsSQL returns the statement that brings a positions table
 // created before positions were keyed by sink (columns topic, partition,
 // next_offset, owner, updated_at; primary key (topic, partition)) to
-// today's format, keeping its rows: it adds sink (legacy rows get "") and
-// topic_id ("": unknown) and makes the primary key (sink, topic,
+// today's format, keeping its rows: it adds sink (legacy rows get ""),
+// topic_id ("": unknown) and target (the sink's table; "": unknown) and
+// makes the primary key (sink, topic,
 // partition). It checks the catalog first, so a table already in today's
 // format needs no privilege beyond what the sink writes with.
 func migratePositionsSQL(t table) string {
@@ -109,6 +112,9 @@ BEGIN
 	END IF;
 	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = 'topic_id' AND NOT attisdropped) THEN
 		EXECUTE format('ALTER TABLE %%s ADD COLUMN topic_id text NOT NULL DEFAULT %%L', rel, '');
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = 'target' AND NOT attisdropped) THEN
+		EXECUTE format('ALTER TABLE %%s ADD COLUMN target text NOT NULL DEFAULT %%L', rel, '');
 	END IF;
 	SELECT c.conname, ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY AS k(n, i)
 		JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i)
@@ -161,7 +167,7 @@ func (s *Sink) claimLegacy(ctx context.Context, tx pgx.Tx) error {
 // batch b.
 func (s *Sink) guardArgs(b *batch, p int32) []any {
 	st := b.start[p]
-	return []any{s.cfg.Sink, s.cfg.Input, p, b.next[p], st.current, s.cfg.InstanceID, st.expected(), st.topicID, st.rewind}
+	return []any{s.cfg.Sink, s.cfg.Input, p, b.next[p], st.current, s.cfg.InstanceID, st.expected(), st.topicID, st.rewind, s.cfg.Table}
 }
 
 // setup creates the schemas and tables that are missing, then reads the
@@ -250,10 +256,33 @@ func (s *Sink) buildSQL() {
 	// partition on purpose ($9: recreated, or truncated below the stored
 	// offset). A stale instance's update finds another value, changes
 	// nothing, and its transaction is rolled back.
-	s.sql.guard = `INSERT INTO ` + s.positions.String() + ` AS p (sink, topic, partition, next_offset, topic_id, owner, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, now())
+	s.sql.guard = `INSERT INTO ` + s.positions.String() + ` AS p (sink, topic, partition, next_offset, topic_id, target, owner, updated_at)
+VALUES ($1, $2, $3, $4, $5, $10, $6, now())
 ON CONFLICT (sink, topic, partition) DO UPDATE
-SET next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+SET next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, target = EXCLUDED.target, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
 WHERE p.next_offset = $7::bigint AND p.topic_id = $8::text
 	AND (EXCLUDED.next_offset > p.next_offset OR EXCLUDED.topic_id <> p.topic_id OR $9::boolean)`
+}
+
+// checkTarget fails with a *kit.ConfigError when the positions table
+// holds a position of this sink's name and input topic written for
+// another target table: two sinks of one name (in two topology files,
+// say) that share a consumer group, which splits the partitions between
+// them, and a position, so neither would load every record. The sink
+// checks at each assignment and after its first commit that follows one
+// (two such sinks starting at once both find no foreign row before
+// either commits).
+func (s *Sink) checkTarget(ctx context.Context) error {
+	var other string
+	err := s.pool.QueryRow(ctx, `SELECT target FROM `+s.positions.String()+
+		` WHERE sink = $1 AND topic = $2 AND target <> '' AND target <> $3 LIMIT 1`, s.cfg.Sink, s.cfg.Input, s.cfg.Table).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return kit.NewConfigError("positions table %s holds positions of sink %s for topic %s written for table %s, not %s: "+
+		"two sinks named %s (in two topology files?) share one consumer group and one position, so neither would load every record; give each its own name",
+		s.positions, s.cfg.Sink, s.cfg.Input, other, s.cfg.Table, s.cfg.Sink)
 }

@@ -132,6 +132,11 @@ type Sink struct {
 	joined      atomic.Bool
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
+	// fatal is an error found in a group callback (adjust), returned by
+	// the loop.
+	fatal         atomic.Pointer[error]
+	abort         context.CancelFunc // ends the loop, after fatal is set
+	targetChecked atomic.Bool        // checkTarget passed since the last assignment
 
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
 	committed, fenced, retries                        atomic.Int64
@@ -272,13 +277,20 @@ func (s *Sink) Run(ctx context.Context) error {
 	defer admCl.Close()
 	s.adm = kadm.NewClient(admCl)
 
+	lctx, abort := context.WithCancel(ctx)
+	defer abort()
+	s.abort = abort
 	var cl *kgo.Client
 	for {
 		if cl, err = kgo.NewClient(s.clientOptions()...); err != nil {
 			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
 		}
 		s.cl = cl
-		if err = s.loop(ctx); !errors.Is(err, errRebuild) {
+		err = s.loop(lctx)
+		if errp := s.fatal.Load(); errp != nil {
+			err = *errp
+		}
+		if !errors.Is(err, errRebuild) {
 			break
 		}
 		// The input topic was recreated: franz-go never adopts a topic's
@@ -338,12 +350,20 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		if stored, err = s.readPositions(ctx, parts); err != nil {
 			return err
 		}
+		if err = s.checkTarget(ctx); err != nil {
+			return err
+		}
 		ts, err = s.readTopic(ctx, parts)
 		return err
 	})
 	if err != nil {
+		if IsFatal(err) {
+			s.fatal.Store(&err)
+			s.abort() // Run returns the error
+		}
 		return nil, err
 	}
+	s.targetChecked.Store(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	resume := map[int32]int64{}
@@ -616,6 +636,11 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		err := s.write(ctx, b)
+		if err == nil && !s.targetChecked.Load() {
+			if err = s.checkTarget(ctx); err == nil {
+				s.targetChecked.Store(true)
+			}
+		}
 		switch {
 		case err == nil:
 			s.failing.Store(nil)
