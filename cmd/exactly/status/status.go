@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -249,11 +250,11 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 			continue
 		}
 		pt := Partition{Partition: p, LastStable: end.Offset, Committed: -1, Member: owner[p]}
-		from := start[p].Offset
-		if c, ok := committed[p]; ok {
-			pt.Committed, from = c, c
+		c, ok := committed[p]
+		if ok {
+			pt.Committed = c
 		}
-		pt.Lag = max(end.Offset-from, 0)
+		pt.Lag = kit.Lag(end.Offset, start[p].Offset, c, ok)
 		if w, ok := writers[p]; ok {
 			pt.Writer = w.Owner
 			at := w.UpdatedAt.UTC()
