@@ -103,7 +103,7 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, commit func(context.Co
 		}
 		set[tp.topic][tp.p] = kgo.EpochOffset{Epoch: -1, Offset: o}
 		if last, ok := t.lastOff[tp]; ok && last >= o && bad[tp] != nil {
-			t.delivered[tp] = &deliveredRange{upTo: last, failed: bad[tp]}
+			t.delivered[tp] = mergeDelivered(t.delivered[tp], last, bad[tp])
 		}
 		s.log.Debug("rewinding partition", "topic", tp.topic, "partition", tp.p, "offset", o)
 	}
@@ -112,4 +112,22 @@ func (t *txn) rewind(ctx context.Context, cl *kgo.Client, commit func(context.Co
 		return fmt.Errorf("commit offsets after an abort: %w", err)
 	}
 	return nil
+}
+
+// mergeDelivered returns the delivered range of a partition after an
+// abort that polled up to last, in which the records of bad failed and
+// every other record was written, given the range of an earlier abort
+// (nil if none): its failed records after last are still to be written.
+func mergeDelivered(old *deliveredRange, last int64, bad map[int64]bool) *deliveredRange {
+	d := &deliveredRange{upTo: last, failed: bad}
+	if old == nil {
+		return d
+	}
+	d.upTo = max(old.upTo, last)
+	for o := range old.failed {
+		if o > last {
+			d.failed[o] = true
+		}
+	}
+	return d
 }

@@ -214,6 +214,10 @@ func (s *Stage) Stats() Stats {
 	}
 }
 
+// topicGoneWait caps the wait between looks for a deleted input topic:
+// one metadata request per wait, and a recreated topic is read soon.
+const topicGoneWait = 2 * time.Second
+
 // Run processes records until ctx is canceled, then commits the open
 // transaction, leaves the group and returns nil. A session that fails (a
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
@@ -256,6 +260,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		case errors.As(err, &changed) && changed.New == ([16]byte{}):
 			// Operators delete and recreate topics: wait for it, not
 			// ready, saying so once per 30 s.
+			wait = min(wait, topicGoneWait)
 			if rebuildLog.ok(err.Error()) {
 				s.log.Warn("input topic is gone; waiting for it", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 			}
