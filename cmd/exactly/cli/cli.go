@@ -1,5 +1,5 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
-// `status`, `verify`, `validate`, `topics create`, `demo` and `help`.
+// `status`, `verify`, `validate`, `topics create`, `test`, `demo` and `help`.
 // cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
 // transforms with transform.Register, and calls Main.
 package cli
@@ -41,6 +41,7 @@ Usage:
   exactly verify --topology FILE --event-id FIELD [--json]
   exactly validate [--topology] FILE
   exactly topics create [--topology] FILE
+  exactly test --topology FILE [FIXTURE...]
   exactly demo
   exactly help [COMMAND]
 
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
