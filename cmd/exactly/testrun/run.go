@@ -278,7 +278,7 @@ type reader struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	records  []*kgo.Record             // data records, in the order read
+	records  []*kgo.Record              // data records, in the order read
 	next     map[string]map[int32]int64 // offset after the last record read, markers included
 	lastData map[string]map[int32]int64 // offset after the last data record
 	err      error
