@@ -21,10 +21,6 @@ import (
 	"github.com/exactly-io/exactly/topology/provision"
 )
 
-// ErrMismatch is returned by Run when the records differ from the
-// fixture's; the Result holds the differences.
-var ErrMismatch = errors.New("records differ from the fixture")
-
 // DefaultTimeout bounds one fixture's run.
 const DefaultTimeout = 30 * time.Second
 
