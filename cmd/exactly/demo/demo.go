@@ -132,8 +132,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return sum, err
 	}
 	rs := restarted.Stats()
-	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %s more in %s\n",
-		plural.Count(rs.Committed, "transaction"), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %d more %s in %s\n",
+		rs.Committed, plural.Noun(rs.Committed, "transaction"), time.Since(start).Round(time.Millisecond))
 
 	if err := check(ctx, seeds, st, &sum); err != nil {
 		return sum, err
