@@ -411,10 +411,15 @@ func quiesce(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reader
 		}
 		var err error
 		why, err = notQuiet(ctx, adm, f, rd)
-		if err != nil && ctx.Err() == nil {
-			return err
+		if err != nil {
+			// A group the embedded cluster does not know yet
+			// (GROUP_ID_NOT_FOUND before the stage joined), or offsets
+			// not yet listable: asked again on the next tick; the
+			// last one is named if time runs out.
+			why = err.Error()
+			continue
 		}
-		if why == "" && err == nil {
+		if why == "" {
 			return nil
 		}
 	}
