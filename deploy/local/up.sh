@@ -68,7 +68,8 @@ write_env
 log "all up in $(elapsed "$total")s"
 cat >&2 <<MSG
 
-Kafka and PostgreSQL are running. To use them from this shell:
+Kafka, PostgreSQL and the schema registry are running. To use them from
+this shell:
 
     source $ENV_FILE
 

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
@@ -102,7 +103,8 @@ func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 			fmt.Fprintf(w, "dead letters of stage %s: %s\n", c.Name, reasons(c.DeadLettersByReason))
 		}
 		if c.NoLineage > 0 {
-			fmt.Fprintf(w, "stage %s: %d outputs carry no lineage headers and were not accounted for\n", c.Name, c.NoLineage)
+			fmt.Fprintf(w, "stage %s: %s no lineage headers and %s not accounted for\n", c.Name,
+				plural.Count(c.NoLineage, "output carries", "outputs carry"), plural.Noun(c.NoLineage, "was", "were"))
 		}
 		for _, e := range c.Examples {
 			fmt.Fprintf(w, "  stage %s: %s\n", c.Name, e)
@@ -129,7 +131,7 @@ func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 			blocked++
 		}
 	}
-	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked)
+	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked) // "partitions: N" reads for any N
 	if len(rep.HangingTransactions) > 0 {
 		_ = status.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
@@ -284,7 +285,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if state == "" {
 			state = "unknown"
 		}
-		fmt.Fprintf(w, "%s %s: group %s, state %s, %d members, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, len(g.Members), g.Lag)
+		fmt.Fprintf(w, "%s %s: group %s, state %s, %s, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, plural.Count(len(g.Members), "member"), g.Lag)
 		for _, e := range g.Errors {
 			fmt.Fprintf(w, "  error: %s\n", e)
 		}

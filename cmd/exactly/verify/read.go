@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor/audit"
 )
 
@@ -118,7 +119,7 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 		fs := cons.PollFetches(pollCtx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("verify: read %d of %d partitions to their end: %w", len(done), pending, err)
+			return fmt.Errorf("verify: read %d of %s to their end: %w", len(done), plural.Count(pending, "partition"), err)
 		}
 		progressed := false
 		fs.EachError(func(t string, p int32, err error) {
