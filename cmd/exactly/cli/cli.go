@@ -41,6 +41,7 @@ Usage:
   exactly validate [--topology] FILE
   exactly topics create [--topology] FILE
   exactly demo
+  exactly version [--json]
   exactly help [COMMAND]
 
 Run 'exactly COMMAND --help' for a command's flags.
@@ -87,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
