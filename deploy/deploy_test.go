@@ -81,7 +81,7 @@ type object struct {
 type container struct {
 	Image string   `yaml:"image"`
 	Args  []string `yaml:"args"`
-	Env  []struct {
+	Env   []struct {
 		Name      string `yaml:"name"`
 		ValueFrom struct {
 			FieldRef *struct {
