@@ -37,6 +37,13 @@ const (
 	AbortError     = "error"     // EndTxn failed; the session is rebuilt
 )
 
+// Causes of a retried transaction, the cause label of
+// exactly_stage_retries_total.
+const (
+	RetryProduce         = "produce_error"          // the broker refused a produce
+	RetryTransientRecord = "transient_record_error" // a record's decode or encode failed transiently (a schema registry outage)
+)
+
 // NewMetrics registers the stage metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	f := &promutil.Factory{Subsystem: "stage", Owner: "stage"}
@@ -70,6 +77,25 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 type stageMetrics struct {
 	m     *Metrics
 	stage string
+}
+
+// start creates the stage's series of rare events at 0: a series that
+// first appears at 1 hides that increase from rate() and increase(), and
+// a dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s stageMetrics) start() {
+	if s.m == nil {
+		return
+	}
+	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
+		s.m.aborted.WithLabelValues(s.stage, r)
+	}
+	for _, c := range []string{RetryProduce, RetryTransientRecord} {
+		s.m.retries.WithLabelValues(s.stage, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds} {
+		c.WithLabelValues(s.stage)
+	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {

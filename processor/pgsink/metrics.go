@@ -70,6 +70,25 @@ type sinkMetrics struct {
 	sink string
 }
 
+// retryCauses are the cause labels of exactly_sink_retries_total.
+var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
+
+// start creates the sink's series of rare events at 0: a series that first
+// appears at 1 hides that increase from rate() and increase(), and a
+// dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s sinkMetrics) start() {
+	if s.m == nil {
+		return
+	}
+	for _, c := range retryCauses {
+		s.m.retries.WithLabelValues(s.sink, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced, s.m.rebalances} {
+		c.WithLabelValues(s.sink)
+	}
+}
+
 func (s sinkMetrics) consumedRecord(topic string) {
 	if s.m != nil {
 		s.m.consumed.WithLabelValues(s.sink, topic).Inc()
