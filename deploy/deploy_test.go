@@ -473,10 +473,22 @@ func TestSystemdUnits(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{}
-	if _, err := processor.NewMetrics(rec); err != nil {
+	sm, err := processor.NewMetrics(rec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgsink.NewMetrics(rec); err != nil {
+	km, err := pgsink.NewMetrics(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stage and a sink, for the series only a live one has (readiness).
+	if _, err := processor.New(processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"127.0.0.1:1"}, Input: "in", Output: "out", DeadLetter: "dlq"},
+		processor.WithMetrics(sm)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgsink.New(pgsink.Config{Sink: "k", InstanceID: "i", Brokers: []string{"127.0.0.1:1"}, Input: "in", DeadLetter: "dlq",
+		DSN: "postgres://u@127.0.0.1:1/db", Table: "raw.events", EventID: "event_id", Columns: []pgsink.Column{{Name: "event_id", Source: "event_id"}}},
+		pgsink.WithMetrics(km)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -501,7 +513,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			names[n] = true
 		}
 	}
-	for _, want := range []string{"exactly_stage_records_consumed_total", "exactly_sink_rows_written_total", "exactly_sink_batch_duration_seconds_bucket"} {
+	for _, want := range []string{"exactly_stage_records_consumed_total", "exactly_sink_rows_written_total", "exactly_sink_batch_duration_seconds_bucket", "exactly_stage_ready", "exactly_sink_ready"} {
 		if !names[want] {
 			t.Fatalf("gathered names lack %s: %v", want, slices.Sorted(maps.Keys(names)))
 		}

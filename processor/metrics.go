@@ -27,6 +27,7 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
+	ready        *promutil.Ready
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -66,6 +67,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		retries:      counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
 		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+		ready:        f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -83,10 +85,11 @@ type stageMetrics struct {
 // first appears at 1 hides that increase from rate() and increase(), and
 // a dashboard panel or alert shows no data instead of 0 (Prometheus's
 // instrumentation guide, "Avoid missing metrics").
-func (s stageMetrics) start() {
+func (s stageMetrics) start(ready func() error) {
 	if s.m == nil {
 		return
 	}
+	s.m.ready.Set(s.stage, ready)
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
 		s.m.aborted.WithLabelValues(s.stage, r)
 	}

@@ -29,6 +29,7 @@ type Metrics struct {
 	position      *prometheus.GaugeVec
 	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
+	ready         *promutil.Ready
 }
 
 // RetryWrite is the cause label of exactly_sink_retries_total for a batch
@@ -54,6 +55,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
 		lag:           f.Gauge("consumer_lag_records", "Records between the sink's position and the partition's last stable offset (read_committed end).", "topic", "partition"),
 		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
+		ready:         f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -77,10 +79,11 @@ var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
 // appears at 1 hides that increase from rate() and increase(), and a
 // dashboard panel or alert shows no data instead of 0 (Prometheus's
 // instrumentation guide, "Avoid missing metrics").
-func (s sinkMetrics) start() {
+func (s sinkMetrics) start(ready func() error) {
 	if s.m == nil {
 		return
 	}
+	s.m.ready.Set(s.sink, ready)
 	for _, c := range retryCauses {
 		s.m.retries.WithLabelValues(s.sink, c)
 	}
