@@ -668,3 +668,41 @@ func strmap(m map[string]any) map[string]string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The alert rules read only metrics the binary exports.
+func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	exported := exportedMetrics(t)
+	b, err := os.ReadFile("prometheus/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			n++
+			names := metricNames(r.Expr)
+			if len(names) == 0 {
+				t.Errorf("alert %s names no metric: %s", r.Alert, r.Expr)
+			}
+			for _, m := range names {
+				if !exported[m] {
+					t.Errorf("alert %s uses %s, which the binary does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+	if n < 9 {
+		t.Errorf("%d alert rules, want the 9 of lag, readiness, aborts, dead letters and open transactions", n)
+	}
+}
