@@ -22,8 +22,12 @@ type recordedProgress struct {
 	totals      int
 }
 
-func (r *recordedProgress) SetTotal(n int64) { r.mu.Lock(); r.total, r.totals = n, r.totals+1; r.mu.Unlock() }
-func (r *recordedProgress) Add(n int64)      { r.mu.Lock(); r.done += n; r.mu.Unlock() }
+func (r *recordedProgress) SetTotal(n int64) {
+	r.mu.Lock()
+	r.total, r.totals = n, r.totals+1
+	r.mu.Unlock()
+}
+func (r *recordedProgress) Add(n int64) { r.mu.Lock(); r.done += n; r.mu.Unlock() }
 
 // Run tells its Progress the offsets to read (to each partition's last
 // stable offset, transaction markers included) and reaches that total.
