@@ -28,6 +28,7 @@ type Metrics struct {
 	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
 	recreations  *prometheus.CounterVec
+	ready        *promutil.Ready
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -36,6 +37,13 @@ const (
 	AbortRebalance = "rebalance" // the group rebalanced while it was open
 	AbortRetry     = "retry"     // a produce or transient record error; retried
 	AbortError     = "error"     // EndTxn failed; the session is rebuilt
+)
+
+// Causes of a retried transaction, the cause label of
+// exactly_stage_retries_total.
+const (
+	RetryProduce         = "produce_error"          // the broker refused a produce
+	RetryTransientRecord = "transient_record_error" // a record's decode or encode failed transiently (a schema registry outage)
 )
 
 // NewMetrics registers the stage metrics on reg.
@@ -62,6 +70,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
 			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
+		ready: f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -73,6 +82,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 type stageMetrics struct {
 	m     *Metrics
 	stage string
+}
+
+// start creates the stage's series of rare events at 0: a series that
+// first appears at 1 hides that increase from rate() and increase(), and
+// a dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s stageMetrics) start(ready func() error) {
+	if s.m == nil {
+		return
+	}
+	s.m.ready.Set(s.stage, ready)
+	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
+		s.m.aborted.WithLabelValues(s.stage, r)
+	}
+	for _, c := range []string{RetryProduce, RetryTransientRecord} {
+		s.m.retries.WithLabelValues(s.stage, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds} {
+		c.WithLabelValues(s.stage)
+	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {

@@ -30,6 +30,7 @@ type Metrics struct {
 	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
 	recreations   *prometheus.CounterVec
+	ready         *promutil.Ready
 }
 
 // RetryWrite is the cause label of exactly_sink_retries_total for a batch
@@ -58,6 +59,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
 			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
 			"truncated (same ID, offset above the high watermark: resumed at the high watermark).", "topic", "reason"),
+		ready: f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -72,6 +74,26 @@ func WithMetrics(m *Metrics) Option { return func(s *Sink) { s.metrics.m = m } }
 type sinkMetrics struct {
 	m    *Metrics
 	sink string
+}
+
+// retryCauses are the cause labels of exactly_sink_retries_total.
+var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
+
+// start creates the sink's series of rare events at 0: a series that first
+// appears at 1 hides that increase from rate() and increase(), and a
+// dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s sinkMetrics) start(ready func() error) {
+	if s.m == nil {
+		return
+	}
+	s.m.ready.Set(s.sink, ready)
+	for _, c := range retryCauses {
+		s.m.retries.WithLabelValues(s.sink, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced, s.m.rebalances} {
+		c.WithLabelValues(s.sink)
+	}
 }
 
 func (s sinkMetrics) consumedRecord(topic string) {

@@ -205,6 +205,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
 	s.metrics.sink = cfg.Sink
+	s.metrics.start(s.Ready)
 	return s, nil
 }
 

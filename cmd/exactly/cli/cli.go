@@ -43,6 +43,7 @@ Usage:
   exactly topics create [--topology] FILE
   exactly test --topology FILE [FIXTURE...]
   exactly demo
+  exactly version [--json]
   exactly help [COMMAND]
 
 Run 'exactly COMMAND --help' for a command's flags.
@@ -91,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "test":
 		return cmdTest(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)

@@ -79,17 +79,24 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 	}
 	want := map[string]map[int32]kgo.Offset{}
 	byTP := map[tp]*Partition{}
+	pos := map[tp]int64{} // the next offset to read, for progress
 	pending := 0
+	var total int64
 	for _, p := range parts {
 		if p.LSO <= p.Start {
 			continue
 		}
+		total += p.LSO - p.Start
+		pos[tp{p.Topic, p.Partition}] = p.Start
 		if want[p.Topic] == nil {
 			want[p.Topic] = map[int32]kgo.Offset{}
 		}
 		want[p.Topic][p.Partition] = kgo.NewOffset().At(p.Start)
 		byTP[tp{p.Topic, p.Partition}] = p
 		pending++
+	}
+	if cfg.Progress != nil {
+		cfg.Progress.SetTotal(total)
 	}
 	if pending == 0 {
 		return nil
@@ -139,6 +146,10 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 					break
 				}
 				progressed = true
+				if cfg.Progress != nil {
+					cfg.Progress.Add(r.Offset + 1 - pos[key])
+					pos[key] = r.Offset + 1
+				}
 				if r.Offset >= part.LSO-1 {
 					done[key] = true
 				}
