@@ -72,7 +72,11 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 			_, err := t.end(ctx)
 			return progressed, err
 		}
-		if !t.open || (t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
+		// The commit interval bounds how long a record waits; it is no
+		// fixed wait. A transaction that has read all the broker had
+		// (caught up, and nothing more buffered) commits now.
+		idle := t.caughtUp && fetches.NumRecords() == 0
+		if !t.open || (!idle && t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
 			continue
 		}
 		committed, err := t.end(ctx)
@@ -117,11 +121,20 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 
 // poll polls the records of t's transaction: until the commit interval of
 // an open transaction ends, at most the records left under the cap (one
-// while isolating a refused record). A fetch error that polling again
-// cannot mend aborts the transaction and is returned.
+// while isolating a refused record). An open transaction that has caught
+// up only takes what the client has buffered, without waiting: under load
+// the next fetch is already buffered and the transaction grows; when the
+// input is idle, nothing is, and the transaction ends at once. A fetch
+// error that polling again cannot mend aborts the transaction and is
+// returned.
 func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
 	pollCtx, cancel := ctx, context.CancelFunc(func() {})
-	if t.open {
+	switch {
+	case t.open && t.caughtUp:
+		// A nil context drains what is buffered and returns at once
+		// (kgo.Client.PollRecords).
+		pollCtx = nil
+	case t.open:
 		pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
 	}
 	defer cancel()

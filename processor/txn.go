@@ -22,6 +22,9 @@ type txn struct {
 	open    bool
 	started time.Time
 	records int // input records in this transaction
+	// caughtUp is whether the last poll with records ended every
+	// partition it read at its last stable offset: all the broker had.
+	caughtUp bool
 
 	last                           source // the last input record processed
 	outputs, deadLetters, filtered int64
@@ -42,6 +45,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 		return err
 	}
 	s := t.stage
+	t.caughtUp = true
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		data := 0
 		for _, r := range p.Records {
@@ -56,7 +60,11 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 			// Control records are kept, so a caught-up partition reads 0
 			// here, never the 1 of a trailing marker.
 			last := p.Records[len(p.Records)-1].Offset
-			s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+			lag := p.LastStableOffset - (last + 1)
+			s.metrics.setLag(p.Topic, p.Partition, lag)
+			if lag > 0 {
+				t.caughtUp = false
+			}
 		}
 	})
 	return nil
