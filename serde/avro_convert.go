@@ -283,7 +283,7 @@ func defaultNative(t *avroType, d any) (any, error) {
 func toAvro(t *avroType, v any) (any, error) {
 	if m, ok := v.(Materializer); ok {
 		var err error
-		if v, err = m.Materialize(AsText); err != nil {
+		if v, err = m.Materialize("", AsText); err != nil {
 			return nil, err
 		}
 	}

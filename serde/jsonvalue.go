@@ -351,9 +351,10 @@ type JSONAppender interface {
 }
 
 // Materializer is an in-memory value that can give its plain form
-// (map[string]any, []any, ...), with numbers as the Numbers say.
+// (map[string]any, []any, ...), with numbers as nums says. Errors are
+// *ValueError naming fields under path.
 type Materializer interface {
-	Materialize(nums Numbers) (any, error)
+	Materialize(path string, nums Numbers) (any, error)
 }
 
 // AppendJSON appends the JSON text of the in-memory value v to b.

@@ -2,18 +2,13 @@ package transform
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
-	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 
@@ -137,7 +132,7 @@ func (a activation) ResolveName(name string) (any, bool) {
 	r := a.r
 	switch name {
 	case "value":
-		return r.Value, true
+		return celValue(r.Value), true
 	case "key":
 		if r.Key == nil {
 			return types.NullValue, true
@@ -166,73 +161,13 @@ func (a activation) ResolveName(name string) (any, bool) {
 
 func (activation) Parent() interpreter.Activation { return nil }
 
-// Normalize converts a decoded JSON value into the shapes CEL works with:
-// json.Number becomes int64 when it is an integer that fits, uint64 when it
-// fits there, and float64 otherwise. It changes maps and lists in place and
-// returns the converted value.
-func Normalize(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			return u
-		}
-		f, _ := strconv.ParseFloat(string(v), 64)
-		return f
-	case map[string]any:
-		for k, e := range v {
-			v[k] = Normalize(e)
-		}
-	case []any:
-		for i, e := range v {
-			v[i] = Normalize(e)
-		}
+// celValue is what the variable value is for a record's value.
+func celValue(v any) any {
+	switch x := v.(type) {
+	case *object:
+		return x
+	case rawJSON:
+		return celJSON(x, "", "")
 	}
 	return v
-}
-
-// native converts a CEL result into the Go shapes of Record.Value, copying
-// maps and lists so that no two records share one.
-func native(v ref.Val) any {
-	switch v := v.(type) {
-	case types.Null:
-		return nil
-	case types.Bool:
-		return bool(v)
-	case types.Int:
-		return int64(v)
-	case types.Uint:
-		return uint64(v)
-	case types.Double:
-		f := float64(v)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil // JSON has no NaN or infinity
-		}
-		return f
-	case types.String:
-		return string(v)
-	case types.Bytes:
-		return []byte(v)
-	case types.Timestamp:
-		return v.Time.UTC().Format(time.RFC3339Nano)
-	case types.Duration:
-		return v.Duration.String()
-	case traits.Mapper:
-		out := map[string]any{}
-		for it := v.Iterator(); it.HasNext() == types.True; {
-			k := it.Next()
-			out[fmt.Sprint(native(k))] = native(v.Get(k))
-		}
-		return out
-	case traits.Lister:
-		n := int(v.Size().(types.Int))
-		out := make([]any, n)
-		for i := range n {
-			out[i] = native(v.Get(types.Int(i)))
-		}
-		return out
-	}
-	return v.Value()
 }
