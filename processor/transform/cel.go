@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
@@ -91,7 +92,14 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 			return nil, false
 		}
 	}
-	prg, err := c.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(costLimit))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if est, err := c.env.EstimateCost(ast, noEstimates{}); err != nil || est.Max > costLimit {
+		// Only an expression whose worst case the checker cannot bound
+		// (a comprehension or a string function over input of unknown
+		// size) pays for tracking its cost as it runs.
+		opts = append(opts, cel.CostLimit(costLimit))
+	}
+	prg, err := c.env.Program(ast, opts...)
 	if err != nil {
 		c.fail(path, "invalid expression: %s", oneLine(err.Error()))
 		return nil, false
@@ -99,13 +107,25 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 	return &program{prg: prg, src: src}, true
 }
 
+// noEstimates lets the checker's own rules estimate every size and call:
+// an input's size is unknown, so anything that depends on it is unbounded.
+type noEstimates struct{}
+
+func (noEstimates) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+func (noEstimates) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
+}
+
 func oneLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[0])
 }
 
-func (p *program) eval(ctx context.Context, r *Record) (ref.Val, error) {
-	v, _, err := p.prg.ContextEval(ctx, activation{r})
+// eval runs p on r. It does not watch ctx: the cost limit bounds every
+// evaluation, and a context per evaluation costs more than the
+// expressions of a typical step.
+func (p *program) eval(_ context.Context, r *Record) (ref.Val, error) {
+	v, _, err := p.prg.Eval(activation{r})
 	if err != nil {
 		return nil, err
 	}

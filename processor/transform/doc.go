@@ -285,6 +285,7 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 	if !o.changed() {
 		return append(b, o.raw...), nil
 	}
+	b = slices.Grow(b, len(o.raw)+16*len(o.edits))
 	var err error
 	emitted := 0
 	if o.raw == nil {
