@@ -256,11 +256,16 @@ func AppendElements(dst []int, arr []byte) []int {
 // KeyIs reports whether the raw (quoted) JSON key is name. A key with a
 // lone surrogate is no name.
 func KeyIs(quoted []byte, name string) bool {
-	if bytes.IndexByte(quoted, '\\') < 0 {
-		return string(quoted[1:len(quoted)-1]) == name
+	k := quoted[1 : len(quoted)-1]
+	switch {
+	case len(k) == len(name):
+		// An escape would make the text shorter than name.
+		return string(k) == name && bytes.IndexByte(k, '\\') < 0
+	case len(k) > len(name) && bytes.IndexByte(k, '\\') >= 0:
+		s, err := Unquote(quoted, "")
+		return err == nil && s == name
 	}
-	s, err := Unquote(quoted, "")
-	return err == nil && s == name
+	return false
 }
 
 // Numbers says how DecodeValue represents numbers.

@@ -47,6 +47,7 @@ type object struct {
 	members []serde.Member // of raw, in order, once indexed
 	edits   []edit         // in the order of their first change
 	buf     [8]serde.Member
+	ebuf    [4]edit
 }
 
 // edit is a field that a step set or deleted.
@@ -134,16 +135,22 @@ func (o *object) put(name string, v any) {
 		e.val, e.deleted = v, false
 		return
 	}
+	if o.edits == nil {
+		o.edits = o.ebuf[:0]
+	}
 	o.edits = append(o.edits, edit{key: name, val: v})
 }
 
 func (o *object) remove(name string) bool {
-	if _, found := o.lookup(name); !found {
+	if _, _, found := o.find(name); !found {
 		return false
 	}
 	if e := o.editOf(name); e != nil {
 		e.val, e.deleted = nil, true
 		return true
+	}
+	if o.edits == nil {
+		o.edits = o.ebuf[:0]
 	}
 	o.edits = append(o.edits, edit{key: name, deleted: true})
 	return true
@@ -288,42 +295,62 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 	b = slices.Grow(b, len(o.raw)+16*len(o.edits))
 	var err error
 	emitted := 0
-	if o.raw == nil {
-		b = append(b, '{')
-	} else {
-		o.index()
-		if len(o.members) == 0 {
-			b = append(b, '{')
-		} else {
-			b = append(b, o.raw[:o.members[0].KeyStart]...)
-		}
-		for i, m := range o.members {
-			key := m.Key(o.raw)
-			e := o.editOfRaw(key)
-			if e == nil {
-				if emitted > 0 {
-					b = append(b, o.raw[o.members[i-1].ValueEnd:m.KeyStart]...)
-				}
-				b = append(b, o.raw[m.KeyStart:m.ValueEnd]...)
-				emitted++
+	o.index()
+	// plan[i] is what becomes of member i: -1 kept as it is, -2 left out
+	// (deleted, or a duplicate of a later member that is set), else the
+	// index of the edit whose value replaces it. placed[e] is whether
+	// edit e has a member; the others are new fields.
+	var planBuf [32]int
+	var placedBuf [8]bool
+	plan := planBuf[:0]
+	for range o.members {
+		plan = append(plan, -1)
+	}
+	placed := placedBuf[:0]
+	for ei := range o.edits {
+		e := &o.edits[ei]
+		last := true
+		placed = append(placed, false)
+		for mi := len(o.members) - 1; mi >= 0; mi-- {
+			if !serde.KeyIs(o.members[mi].Key(o.raw), e.key) {
 				continue
 			}
-			if e.deleted || o.laterMember(i, key) {
-				continue // a set field is written once, where it last occurs
+			placed[ei] = true
+			switch {
+			case e.deleted || !last:
+				plan[mi] = -2
+			default:
+				plan[mi] = ei
 			}
-			if emitted > 0 {
-				b = append(b, o.raw[o.members[i-1].ValueEnd:m.KeyStart]...)
-			}
+			last = false
+		}
+	}
+	if len(o.members) == 0 {
+		b = append(b, '{')
+	} else {
+		b = append(b, o.raw[:o.members[0].KeyStart]...)
+	}
+	for i, m := range o.members {
+		if plan[i] == -2 {
+			continue
+		}
+		if emitted > 0 {
+			b = append(b, o.raw[o.members[i-1].ValueEnd:m.KeyStart]...)
+		}
+		if plan[i] == -1 {
+			b = append(b, o.raw[m.KeyStart:m.ValueEnd]...)
+		} else {
+			e := &o.edits[plan[i]]
 			b = append(b, o.raw[m.KeyStart:m.ValueStart]...)
 			if b, err = appendValue(b, e.val, path, e.key); err != nil {
 				return nil, err
 			}
-			emitted++
 		}
+		emitted++
 	}
 	for i := range o.edits {
 		e := &o.edits[i]
-		if e.deleted || o.raw != nil && o.hasMember(e.key) {
+		if e.deleted || placed[i] {
 			continue
 		}
 		if emitted > 0 {
@@ -338,42 +365,17 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 		}
 		emitted++
 	}
-	if o.raw == nil || len(o.members) == 0 {
-		if o.raw != nil {
-			return append(b, o.raw[1:]...), nil // the whitespace and '}'
-		}
+	switch {
+	case o.raw == nil:
 		return append(b, '}'), nil
+	case len(o.members) == 0:
+		return append(b, o.raw[1:]...), nil // the whitespace and '}'
 	}
 	return append(b, o.raw[o.members[len(o.members)-1].ValueEnd:]...), nil
 }
 
 func appendValue(b []byte, v any, path, key string) ([]byte, error) {
 	return serde.AppendJSON(b, v, serde.JoinPath(path, key))
-}
-
-// editOfRaw returns the edit of the member whose raw key is key.
-func (o *object) editOfRaw(key []byte) *edit {
-	for i := range o.edits {
-		if serde.KeyIs(key, o.edits[i].key) {
-			return &o.edits[i]
-		}
-	}
-	return nil
-}
-
-// laterMember reports whether a member after i has the raw key key's name.
-func (o *object) laterMember(i int, key []byte) bool {
-	for _, m := range o.members[i+1:] {
-		if string(m.Key(o.raw)) == string(key) {
-			return true
-		}
-	}
-	return false
-}
-
-func (o *object) hasMember(name string) bool {
-	_, found := o.member(name)
-	return found
 }
 
 // Materialize implements serde.Materializer: o decoded whole into a
@@ -468,11 +470,15 @@ func Field(v any, name string) (fv any, isObject bool, err error) {
 	case map[string]any:
 		return x[name], true, nil
 	case *object:
-		f, found := x.lookup(name)
-		if !found {
+		raw, f, found := x.find(name)
+		switch {
+		case !found:
 			return nil, true, nil
+		case raw != nil:
+			fv, err = serde.DecodeValue(raw, name, serde.AsText)
+		default:
+			fv, err = materialize(f, name, serde.AsText)
 		}
-		fv, err = materialize(f, name, serde.AsText)
 		return fv, true, err
 	case rawJSON:
 		if x[0] == '{' {
