@@ -31,7 +31,7 @@ stages:
 ` + steps
 }
 
-func compileSteps(t *testing.T, steps string, reg *Registry) (*Pipeline, error) {
+func compileSteps(t testing.TB, steps string, reg *Registry) (*Pipeline, error) {
 	t.Helper()
 	f, err := topology.Parse("t.yaml", []byte(stageYAML(steps)), nil)
 	if err != nil {
