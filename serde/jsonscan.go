@@ -77,19 +77,26 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index after the string that starts at b[i] == '"'.
+// Each byte is looked at a bounded number of times, however many escapes.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b); {
+	i++
+	for {
 		q := bytes.IndexByte(b[i:], '"')
 		if q < 0 {
 			return len(b) + 1
 		}
-		bs := bytes.IndexByte(b[i:i+q], '\\')
-		if bs < 0 {
-			return i + q + 1
+		q += i
+		for {
+			bs := bytes.IndexByte(b[i:q], '\\')
+			if bs < 0 {
+				return q + 1
+			}
+			i += bs + 2 // the escaped byte is never the end
+			if i > q {
+				break // the quote at q was escaped: look for the next
+			}
 		}
-		i += bs + 2 // the escaped byte is never the end
 	}
-	return i + 1
 }
 
 // skipValue returns the index after the value that starts at b[i].
