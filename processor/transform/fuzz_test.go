@@ -251,4 +251,3 @@ func sameValue(a, b any) bool {
 	}
 	return reflect.DeepEqual(a, b)
 }
-

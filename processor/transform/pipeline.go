@@ -476,4 +476,3 @@ func setHeader(hs []Header, name string, v []byte) []Header {
 	}
 	return append(out, Header{Key: name, Value: v})
 }
-
