@@ -130,13 +130,18 @@ func skipValue(b []byte, i int) int {
 }
 
 // FieldValue decodes raw, a value that TopLevelField returned, as Decode
-// would, except that JSON null is nil and not an error. A plain string,
-// the common case for keys and event IDs, takes no decoder.
+// would, except that JSON null is nil and not an error, and an object or
+// array stays its bytes as they came (a json.RawMessage, which AppendJSON
+// writes unchanged). A plain string, the common case for keys and event
+// IDs, takes no decoder.
 func FieldValue(raw []byte) (any, error) { return fieldValue(raw, "") }
 
 func fieldValue(raw []byte, path string) (any, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+	switch {
+	case raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
 		return string(raw[1 : len(raw)-1]), nil
+	case raw[0] == '{' || raw[0] == '[':
+		return json.RawMessage(raw), nil
 	}
 	return DecodeValue(raw, path, AsText)
 }

@@ -369,8 +369,8 @@ type Materializer interface {
 //     that the next reader sees a double by the text rule. NaN and ±Inf
 //     are an error: JSON cannot hold them.
 //   - A string must be valid UTF-8: it is an error, never U+FFFD.
-//   - A json.Number is written as its text; []byte as base64; map keys
-//     in sorted order.
+//   - A json.Number is written as its text, a json.RawMessage as it is;
+//     []byte as base64; map keys in sorted order.
 //
 // Errors are *ValueError naming the field under path, or wrap
 // ErrUnsupported for a type JSON has no form for.
@@ -399,6 +399,8 @@ func AppendJSON(b []byte, v any, path string) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %q is not a JSON number", ErrUnsupported, truncateText(string(v)))
 		}
 		return append(b, v...), nil
+	case json.RawMessage:
+		return append(b, v...), nil // JSON text as it came, checked with its record
 	case []byte:
 		b = append(b, '"')
 		b = base64.StdEncoding.AppendEncode(b, v)

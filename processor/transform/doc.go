@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -461,8 +462,9 @@ func FromJSON(b []byte) (any, error) {
 }
 
 // Field returns the top-level field name of v, a record's value after
-// Apply, as the stage's key field reads it: decoded like serde.FieldValue
-// (numbers keep their text), nil for null or absent. isObject is false
+// Apply, as the stage's key field reads it: like serde.FieldValue (numbers
+// keep their text; an object or list is a value that serde.AppendJSON
+// writes as it will be written), nil for null or absent. isObject is false
 // when v is not an object. An error names a field that cannot be read
 // exactly (a lone surrogate, say).
 func Field(v any, name string) (fv any, isObject bool, err error) {
@@ -474,8 +476,12 @@ func Field(v any, name string) (fv any, isObject bool, err error) {
 		switch {
 		case !found:
 			return nil, true, nil
+		case raw != nil && (raw[0] == '{' || raw[0] == '['):
+			fv = json.RawMessage(raw) // as serde.FieldValue: the bytes as they came
 		case raw != nil:
 			fv, err = serde.DecodeValue(raw, name, serde.AsText)
+		case isContainer(f):
+			fv = f // written by its AppendJSON
 		default:
 			fv, err = materialize(f, name, serde.AsText)
 		}
@@ -486,4 +492,12 @@ func Field(v any, name string) (fv any, isObject bool, err error) {
 		}
 	}
 	return nil, false, nil
+}
+
+func isContainer(v any) bool {
+	switch v.(type) {
+	case *object, rawJSON:
+		return true
+	}
+	return false
 }
