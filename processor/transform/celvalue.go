@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"time"
 
 	"cel.dev/cel-go/common/types"
@@ -129,6 +130,8 @@ func celOf(v any, path, name string) ref.Val {
 		return celJSON(x, path, name)
 	case *object:
 		return x
+	case ref.Val:
+		return x
 	case nil:
 		return types.NullValue
 	}
@@ -237,6 +240,61 @@ func newList(raw []byte, path string) ref.Val {
 		elems = append(elems, e)
 	}
 	return listVal{Lister: types.NewRefValList(types.DefaultTypeAdapter, elems), raw: raw}
+}
+
+// storable is native, except that a scalar result is stored as the CEL
+// value it is, without boxing it again (see scalar).
+func storable(v ref.Val, path string, jsonOut bool) (any, error) {
+	switch x := v.(type) {
+	case types.Bool, types.Int, types.Uint, types.String, types.Null:
+		return v, nil
+	case types.Double:
+		if f := float64(x); !jsonOut || !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return v, nil
+		}
+	}
+	return native(v, path, jsonOut)
+}
+
+// scalar converts a CEL scalar that set stored (see storable) into its Go
+// value; ok is false for any other value.
+func scalar(v any) (any, bool) {
+	switch x := v.(type) {
+	case types.Bool:
+		return bool(x), true
+	case types.Int:
+		return int64(x), true
+	case types.Uint:
+		return uint64(x), true
+	case types.Double:
+		return float64(x), true
+	case types.String:
+		return string(x), true
+	case types.Null:
+		return nil, true
+	}
+	return nil, false
+}
+
+// appendScalar appends the JSON text of a CEL scalar that set stored.
+func appendScalar(b []byte, v any, path string) ([]byte, bool, error) {
+	switch x := v.(type) {
+	case types.Bool:
+		return strconv.AppendBool(b, bool(x)), true, nil
+	case types.Int:
+		return strconv.AppendInt(b, int64(x), 10), true, nil
+	case types.Uint:
+		return strconv.AppendUint(b, uint64(x), 10), true, nil
+	case types.Double:
+		b, err := serde.AppendDouble(b, float64(x), 64, path)
+		return b, true, err
+	case types.String:
+		b, err := serde.AppendString(b, string(x), path)
+		return b, true, err
+	case types.Null:
+		return append(b, "null"...), true, nil
+	}
+	return b, false, nil
 }
 
 // native converts a CEL result into the value a step stores: Go shapes

@@ -2,10 +2,13 @@ package transform
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+
+	"cel.dev/cel-go/common/types"
 
 	"github.com/exactly-io/exactly/serde"
 )
@@ -175,7 +178,7 @@ func (o *object) child(name string, path []string, depth int) (*object, error) {
 		}
 	case map[string]any:
 		c = fromNative(x, serde.JoinPath(o.path, name))
-	case nil:
+	case nil, types.Null:
 		c = &object{path: serde.JoinPath(o.path, name)}
 	}
 	if c == nil {
@@ -226,9 +229,14 @@ func getPath(v any, path []string) (any, bool) {
 	for _, p := range path {
 		switch x := v.(type) {
 		case *object:
-			var ok bool
-			if v, ok = x.lookup(p); !ok {
+			raw, f, found := x.find(p)
+			switch {
+			case !found:
 				return nil, false
+			case raw != nil:
+				v = rawJSON(raw)
+			default:
+				v = f
 			}
 		case rawJSON:
 			if x[0] != '{' {
@@ -253,6 +261,10 @@ func getPath(v any, path []string) (any, bool) {
 // deletePath removes the value at path from *v and reports whether there
 // was one.
 func deletePath(v *any, path []string) bool {
+	if len(path) == 1 {
+		o, ok := asObject(v)
+		return ok && o.remove(path[0])
+	}
 	if _, found := getPath(*v, path); !found {
 		return false
 	}
@@ -376,7 +388,22 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 }
 
 func appendValue(b []byte, v any, path, key string) ([]byte, error) {
+	if b, ok, err := appendScalar(b, v, path); ok {
+		if err != nil {
+			return nil, withPath(err, serde.JoinPath(path, key))
+		}
+		return b, nil
+	}
 	return serde.AppendJSON(b, v, serde.JoinPath(path, key))
+}
+
+// withPath sets the path of a *serde.ValueError that was made without it.
+func withPath(err error, path string) error {
+	var ve *serde.ValueError
+	if errors.As(err, &ve) {
+		ve.Path = path
+	}
+	return err
 }
 
 // Materialize implements serde.Materializer: o decoded whole into a
@@ -414,6 +441,9 @@ func (o *object) Materialize(path string, nums serde.Numbers) (any, error) {
 
 // materialize returns v with every rawJSON and *object in it decoded.
 func materialize(v any, path string, nums serde.Numbers) (any, error) {
+	if s, ok := scalar(v); ok {
+		return s, nil
+	}
 	switch x := v.(type) {
 	case serde.Materializer:
 		return x.Materialize(path, nums)

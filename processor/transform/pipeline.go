@@ -78,9 +78,9 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 // step filtered it out. A step's failure is returned as *StepError.
 func (p *Pipeline) Apply(ctx context.Context, in Record) ([]Record, error) {
 	// One record in, one out is the common case: no slice per step.
-	cur := in
+	one := []Record{in}
 	for i, s := range p.steps {
-		out, err := s.run(ctx, &cur)
+		out, err := s.run(ctx, &one[0])
 		switch {
 		case errors.Is(err, errDrop):
 			return nil, nil
@@ -90,7 +90,7 @@ func (p *Pipeline) Apply(ctx context.Context, in Record) ([]Record, error) {
 			return p.applyMany(ctx, out, p.steps[i+1:])
 		}
 	}
-	return []Record{cur}, nil
+	return one, nil
 }
 
 // applyMany runs steps on recs, the outputs of a step that fanned out.
@@ -207,7 +207,7 @@ func (b *builder) set(fields map[string]string) runFunc {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", a.name, err)
 			}
-			nv, err := native(v, a.name, jsonOut)
+			nv, err := storable(v, a.name, jsonOut)
 			if err != nil {
 				return nil, err
 			}

@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -110,6 +111,10 @@ func TestValues(t *testing.T) {
 		{name: "explode keeps the elements' bytes", steps: "      - explode: 'value.items'\n      - set: { n: '1' }\n", in: `{"items":[{"q":1.50},{"q":2}]}`,
 			want: `{"q":1.50,"n":1}|{"q":2,"n":1}`},
 		{name: "a set step sees the value before it", steps: "      - set: { a: 'value.b', b: 'value.a' }\n", in: `{"a":{"x":1},"b":2}`, want: `{"a":2,"b":{"x":1}}`},
+		{name: "a value set by a step is read by the next", steps: "      - set: { a: '1.5', s: '\"x\"', n: 'null', b: 'true', i: '7', u: '7u' }\n      - set: { d: 'value.a * 2.0', t: 'value.s + value.s', isnull: 'value.n == null', nb: '!value.b', j: 'value.i + 1', v: 'value.u + 1u' }\n", in: `{}`,
+			want: `{"a":1.5,"b":true,"i":7,"n":null,"s":"x","u":7,"d":3.0,"isnull":true,"j":8,"nb":false,"t":"xx","v":8}`},
+		{name: "a value set by a step is renamed", steps: "      - set: { a: '2.0' }\n      - rename: { a: b.c }\n", in: `{"z":0}`, want: `{"z":0,"b":{"c":2.0}}`},
+		{name: "a null set by a step becomes an object", steps: "      - set: { a: 'null' }\n      - set: { a.b: '1' }\n", in: `{}`, want: `{"a":{"b":1}}`},
 		{name: "a uint is written as an integer", steps: "      - set: { u: '18446744073709551615u' }\n", in: `{}`, want: `{"u":18446744073709551615}`},
 	}
 	for _, tc := range tests {
@@ -196,6 +201,17 @@ func TestFuncStepValues(t *testing.T) {
 	if b, _ := serde.AppendJSON(nil, out[0].Value, ""); string(b) != `{"f":2.0,"i":2,"l":[1,{"x":1.5}],"s":"é"}` {
 		t.Errorf("output %s", b)
 	}
+	p2, err := compileSteps(t, "      - set: { s: '\"x\"', d: '2.0', n: 'null' }\n      - func: look", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := FromJSON([]byte(`{"i":1}`))
+	if _, err := p2.Apply(context.Background(), Record{Value: v}); err != nil {
+		t.Fatal(err)
+	}
+	if seen["s"] != "x" || seen["d"] != 2.0 || seen["n"] != nil || seen["i"] != int64(1) {
+		t.Errorf("values set by a step reach a Go transform as %#v", seen)
+	}
 	for in, want := range map[string]string{
 		`{"n":1e400}`:                   `field "n": number 1e400 is beyond the range of a double`,
 		`{"n":99999999999999999999}`:    `field "n": integer 99999999999999999999 is beyond`,
@@ -239,6 +255,30 @@ func TestField(t *testing.T) {
 		}
 		if err != nil || isObject != tc.isObject || got != tc.want {
 			t.Errorf("%s: Field = %v, %v, %v; want %v, %v", tc.in, got, isObject, err, tc.want, tc.isObject)
+		}
+	}
+}
+
+// The key field reads a value that a step set as it will be written.
+func TestFieldAfterSet(t *testing.T) {
+	for steps, want := range map[string]any{
+		"      - set: { id: '\"k\"' }\n":  "k",
+		"      - set: { id: '7' }\n":        int64(7),
+		"      - set: { id: 'null' }\n":     nil,
+		"      - set: { id: '{\"a\": 1}' }\n": map[string]any{"a": int64(1)},
+	} {
+		p, err := compileSteps(t, steps, NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := FromJSON([]byte(`{"id":"old"}`))
+		out, err := p.Apply(context.Background(), Record{Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, isObject, err := Field(out[0].Value, "id")
+		if err != nil || !isObject || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: Field = %#v, %v, %v; want %#v", steps, got, isObject, err, want)
 		}
 	}
 }
