@@ -262,9 +262,9 @@ func TestField(t *testing.T) {
 // The key field reads a value that a step set as it will be written.
 func TestFieldAfterSet(t *testing.T) {
 	for steps, want := range map[string]any{
-		"      - set: { id: '\"k\"' }\n":  "k",
-		"      - set: { id: '7' }\n":        int64(7),
-		"      - set: { id: 'null' }\n":     nil,
+		"      - set: { id: '\"k\"' }\n":      "k",
+		"      - set: { id: '7' }\n":          int64(7),
+		"      - set: { id: 'null' }\n":       nil,
 		"      - set: { id: '{\"a\": 1}' }\n": map[string]any{"a": int64(1)},
 	} {
 		p, err := compileSteps(t, steps, NewRegistry())
