@@ -3,7 +3,10 @@
 //
 // The in-memory representation is the one encoding/json produces with
 // UseNumber: map[string]any for objects, []any for arrays, string,
-// json.Number for numbers, bool, and nil. The string format decodes to a Go
+// json.Number for numbers, bool, and nil; except that strings are read
+// strictly (a lone surrogate escape is an error, not U+FFFD) and written
+// back by AppendJSON, which keeps doubles doubles and refuses NaN (see
+// jsonvalue.go for the exact value rules). The string format decodes to a Go
 // string and the bytes format to a []byte, so that every format meets in one
 // shape whatever the topic holds. Avro decodes to the same shapes, with
 // int64 and float64 for its numbers and logical types rendered as plain JSON
