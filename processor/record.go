@@ -175,19 +175,11 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 	}
 	key := r.Key
 	if s.cfg.KeyField != "" {
-		fv, isObject, found, err := serde.JSONField(r.Value, s.cfg.KeyField)
+		fv, isObject, _, err := serde.JSONField(r.Value, s.cfg.KeyField)
 		if err != nil {
 			return nil, &RecordError{Reason: ReasonKey, Err: err}
 		}
-		var v any // what keyOf would see, built from the one field
-		if isObject {
-			obj := map[string]any{}
-			if found {
-				obj[s.cfg.KeyField] = fv
-			}
-			v = obj
-		}
-		if key, err = keyOf(v, s.cfg.KeyField); err != nil {
+		if key, err = keyText(fv, isObject, s.cfg.KeyField); err != nil {
 			return nil, &RecordError{Reason: ReasonKey, Err: err}
 		}
 	}
@@ -204,9 +196,16 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 // any other value as its JSON text.
 func keyOf(v any, field string) ([]byte, error) {
 	fv, isObject, err := transform.Field(v, field)
-	switch {
-	case err != nil:
+	if err != nil {
 		return nil, err // names the field
+	}
+	return keyText(fv, isObject, field)
+}
+
+// keyText is keyOf for the value fv of field (nil when null or absent) in
+// a value that isObject says is an object.
+func keyText(fv any, isObject bool, field string) ([]byte, error) {
+	switch {
 	case !isObject:
 		return nil, fmt.Errorf("%w %q: value is not a json object", errMissingKey, field)
 	case fv == nil:
