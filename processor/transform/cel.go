@@ -152,7 +152,7 @@ func (a activation) ResolveName(name string) (any, bool) {
 	r := a.r
 	switch name {
 	case "value":
-		return celValue(r.Value), true
+		return celValue(r), true
 	case "key":
 		if r.Key == nil {
 			return types.NullValue, true
@@ -181,13 +181,21 @@ func (a activation) ResolveName(name string) (any, bool) {
 
 func (activation) Parent() interpreter.Activation { return nil }
 
-// celValue is what the variable value is for a record's value.
-func celValue(v any) any {
-	switch x := v.(type) {
+// celValue is what the variable value is for r's value. A native object
+// (from Avro, say) becomes an *object in place: the same value, with a
+// fixed iteration order.
+func celValue(r *Record) any {
+	switch x := r.Value.(type) {
 	case *object:
 		return x
 	case rawJSON:
 		return celJSON(x, "", "")
+	case map[string]any:
+		o := fromNative(x, "")
+		r.Value = o
+		return o
+	case []any:
+		return celNative(x, "")
 	}
-	return v
+	return r.Value
 }

@@ -135,32 +135,79 @@ func celOf(v any, path, name string) ref.Val {
 	case nil:
 		return types.NullValue
 	}
+	return celNative(v, join(path, name))
+}
+
+// celNative converts a native value (from a codec other than JSON, a Go
+// transform or a step) into a CEL value, with objects as *object so that
+// they iterate in a fixed order (by key) and not in Go's map order.
+func celNative(v any, path string) ref.Val {
+	switch x := v.(type) {
+	case map[string]any:
+		return fromNative(x, path)
+	case []any:
+		elems := make([]ref.Val, len(x))
+		for i, e := range x {
+			elems[i] = celOf(e, serde.IndexPath(path, i), "")
+		}
+		return types.NewRefValList(types.DefaultTypeAdapter, elems)
+	}
 	return types.DefaultTypeAdapter.NativeToValue(v)
 }
 
-// full returns o as a CEL map with every field converted, for the
-// operations that need the whole map.
-func (o *object) full() traits.Mapper {
-	m := make(map[string]any)
+// keys returns o's field names in document order: the members as they
+// come, each name once, then the fields that steps added, in the order
+// they were set. Iteration must not depend on Go's map order: a replay
+// after a crash must compute the same output. A key that is not text (a
+// lone surrogate) is an error value in its place, which fails whatever
+// reads it.
+func (o *object) keys() []ref.Val {
+	var keys []ref.Val
+	seen := make(map[string]bool, len(o.members)+len(o.edits))
 	if o.raw != nil {
 		o.index()
 		for _, mb := range o.members {
 			k, err := serde.Unquote(mb.Key(o.raw), o.path)
 			if err != nil {
-				m[string(mb.Key(o.raw))] = types.WrapErr(err)
+				keys = append(keys, types.WrapErr(err))
 				continue
 			}
-			m[k] = celJSON(mb.Value(o.raw), o.path, k)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if e := o.editOf(k); e != nil && e.deleted {
+				continue
+			}
+			keys = append(keys, types.String(k))
 		}
 	}
 	for _, e := range o.edits {
-		if e.deleted {
-			delete(m, e.key)
-			continue
+		if !e.deleted && !seen[e.key] {
+			seen[e.key] = true
+			keys = append(keys, types.String(e.key))
 		}
-		m[e.key] = celOf(e.val, o.path, e.key)
 	}
-	return types.NewStringInterfaceMap(types.DefaultTypeAdapter, m)
+	return keys
+}
+
+// full returns o as a CEL map, or the error of a key or value that cannot
+// be read: a conversion reads every field.
+func (o *object) full() (traits.Mapper, ref.Val) {
+	keys := o.keys()
+	m := make(map[string]any, len(keys))
+	for _, k := range keys {
+		if types.IsError(k) {
+			return nil, k
+		}
+		v := o.Get(k)
+		if types.IsError(v) {
+			return nil, v
+		}
+		m[string(k.(types.String))] = v
+	}
+	return types.NewStringInterfaceMap(types.DefaultTypeAdapter, m), nil
+
 }
 
 // Find implements traits.Mapper.
@@ -191,14 +238,22 @@ func (o *object) Contains(key ref.Val) ref.Val {
 	return types.Bool(found)
 }
 
-// Iterator implements traits.Iterable.
-func (o *object) Iterator() traits.Iterator { return o.full().Iterator() }
+// Iterator implements traits.Iterable, in document order (see keys).
+func (o *object) Iterator() traits.Iterator {
+	return types.NewRefValList(types.DefaultTypeAdapter, o.keys()).Iterator()
+}
 
 // Size implements traits.Sizer.
-func (o *object) Size() ref.Val { return o.full().Size() }
+func (o *object) Size() ref.Val { return types.Int(len(o.keys())) }
 
 // ConvertToNative implements ref.Val.
-func (o *object) ConvertToNative(t reflect.Type) (any, error) { return o.full().ConvertToNative(t) }
+func (o *object) ConvertToNative(t reflect.Type) (any, error) {
+	m, errVal := o.full()
+	if errVal != nil {
+		return nil, errVal.(*types.Err)
+	}
+	return m.ConvertToNative(t)
+}
 
 // ConvertToType implements ref.Val.
 func (o *object) ConvertToType(t ref.Type) ref.Val {
@@ -211,14 +266,47 @@ func (o *object) ConvertToType(t ref.Type) ref.Val {
 	return types.NewErr("type conversion error from '%s' to '%s'", types.MapType, t)
 }
 
-// Equal implements ref.Val.
-func (o *object) Equal(other ref.Val) ref.Val { return o.full().Equal(other) }
+// Equal implements ref.Val. Unlike cel-go's maps, a field that cannot be
+// read makes the comparison an error, not a match.
+func (o *object) Equal(other ref.Val) ref.Val {
+	om, ok := other.(traits.Mapper)
+	if !ok {
+		return types.False
+	}
+	keys := o.keys()
+	if types.Int(len(keys)) != om.Size() {
+		return types.False
+	}
+	for _, k := range keys {
+		if types.IsError(k) {
+			return k
+		}
+		v := o.Get(k)
+		if types.IsError(v) {
+			return v
+		}
+		ov, found := om.Find(k)
+		if !found {
+			return types.False
+		}
+		if eq := types.Equal(v, ov); eq != types.True {
+			return eq
+		}
+	}
+	return types.True
+}
 
 // Type implements ref.Val.
 func (o *object) Type() ref.Type { return types.MapType }
 
 // Value implements ref.Val.
-func (o *object) Value() any { return o.full().Value() }
+func (o *object) Value() any {
+	m, errVal := o.full()
+	if errVal != nil {
+		return errVal
+	}
+	return m.Value()
+}
 
 // listVal is a JSON array as CEL sees it: a list of its elements, each
 // converted as a member is, that remembers its bytes so that a list moved

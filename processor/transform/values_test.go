@@ -115,6 +115,13 @@ func TestValues(t *testing.T) {
 			want: `{"a":1.5,"b":true,"i":7,"n":null,"s":"x","u":7,"d":3.0,"isnull":true,"j":8,"nb":false,"t":"xx","v":8}`},
 		{name: "a value set by a step is renamed", steps: "      - set: { a: '2.0' }\n      - rename: { a: b.c }\n", in: `{"z":0}`, want: `{"z":0,"b":{"c":2.0}}`},
 		{name: "a null set by a step becomes an object", steps: "      - set: { a: 'null' }\n      - set: { a.b: '1' }\n", in: `{}`, want: `{"a":{"b":1}}`},
+		{name: "iteration follows the document", steps: "      - set: { x.c: '1' }\n      - drop: [x.d]\n      - set: { k: 'value.x.map(k, k)' }\n", in: `{"x":{"b":1,"d":0,"a":2,"b":3}}`,
+			want: `{"x":{"b":1,"a":2,"b":3,"c":1},"k":["b","a","c"]}`},
+		{name: "a comparison reads every field", steps: "      - set: { n: 'value.x == {\"y\": 1}' }\n", in: `{"x":{"y":1e400}}`,
+			wantErr: `field "x.y": number 1e400 is beyond the range of a double`},
+		{name: "a key that is not text fails iteration", steps: "      - filter: 'value.x.all(k, k != \"z\")'\n", in: `{"x":{"\udc00":1}}`,
+			wantErr: `field "x": string has a lone surrogate \udc00`},
+		{name: "size does not read the values", steps: "      - set: { n: 'size(value.x)' }\n", in: `{"x":{"y":1e400,"z":1}}`, want: `{"x":{"y":1e400,"z":1},"n":2}`},
 		{name: "a uint is written as an integer", steps: "      - set: { u: '18446744073709551615u' }\n", in: `{}`, want: `{"u":18446744073709551615}`},
 	}
 	for _, tc := range tests {
@@ -279,6 +286,26 @@ func TestFieldAfterSet(t *testing.T) {
 		got, isObject, err := Field(out[0].Value, "id")
 		if err != nil || !isObject || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: Field = %#v, %v, %v; want %#v", steps, got, isObject, err, want)
+		}
+	}
+}
+
+// A native object (as Avro decodes) iterates in key order, whatever Go's
+// map order, so that a replay computes the same output.
+func TestNativeIterationOrder(t *testing.T) {
+	p, err := compileSteps(t, "      - set: { k: 'value.map(k, k)', n: 'value.m.map(k, k)' }\n", NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		v := map[string]any{"c": int64(1), "a": 2.5, "b": "x", "m": map[string]any{"z": nil, "y": true}}
+		out, err := p.Apply(context.Background(), Record{Value: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := serde.AppendJSON(nil, out[0].Value, "")
+		if want := `{"a":2.5,"b":"x","c":1,"m":{"y":true,"z":null},"k":["a","b","c","m"],"n":["y","z"]}`; err != nil || string(b) != want {
+			t.Fatalf("%s, %v; want %s", b, err, want)
 		}
 	}
 }
