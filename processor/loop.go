@@ -121,28 +121,29 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 
 // poll polls the records of t's transaction: until the commit interval of
 // an open transaction ends, at most the records left under the cap (one
-// while isolating a refused record). An open transaction that has caught
-// up only takes what the client has buffered, without waiting: under load
-// the next fetch is already buffered and the transaction grows; when the
-// input is idle, nothing is, and the transaction ends at once. A fetch
-// error that polling again cannot mend aborts the transaction and is
-// returned.
+// while isolating a refused record). A fetch error that polling again
+// cannot mend aborts the transaction and is returned.
 func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
-	pollCtx, cancel := ctx, context.CancelFunc(func() {})
-	switch {
-	case t.open && t.caughtUp:
-		// A nil context drains what is buffered and returns at once
-		// (kgo.Client.PollRecords).
-		pollCtx = nil
-	case t.open:
-		pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
-	}
-	defer cancel()
 	limit := s.cfg.MaxRecords - t.records
 	if s.isolate > 0 {
 		limit = 1
 	}
-	fetches := t.sess.PollRecords(pollCtx, limit)
+	var fetches kgo.Fetches
+	if !t.open {
+		// What the client fetched while the last transaction ended
+		// comes first, without waiting (a nil context drains what is
+		// buffered, kgo.Client.PollRecords).
+		fetches = t.sess.PollRecords(nil, limit)
+		t.buffered = fetches.NumRecords() > 0
+	}
+	if fetches.NumRecords() == 0 && fetches.Err() == nil {
+		pollCtx, cancel := s.pollContext(ctx, t)
+		fetches = t.sess.PollRecords(pollCtx, limit)
+		cancel()
+		if fetches.NumRecords() > 0 {
+			t.buffered = false
+		}
+	}
 	if err := fatalFetchError(fetches); err != nil {
 		_ = t.abort(ctx)
 		return nil, err
@@ -153,6 +154,36 @@ func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
 		}
 	})
 	return fetches, nil
+}
+
+// pollContext is how long the next poll of t may wait. The commit
+// interval bounds how long a record waits; it is no fixed wait:
+//   - no open transaction: until records come;
+//   - caught up (the last poll ended every partition at its last stable
+//     offset) on records fetched just now: not at all. Under load the next
+//     fetch is already buffered and the transaction grows; on an idle
+//     input nothing is, and the transaction ends at once;
+//   - caught up on records that were buffered while the last transaction
+//     ended: for about as long as that End took. They may be older than
+//     what the broker has now, and the client fetches the rest only once
+//     they are polled; without the wait, that rest would be left for one
+//     more transaction, a whole commit later;
+//   - behind: until the commit interval ends.
+//
+// A nil context is kgo.Client.PollRecords' non-blocking poll.
+func (s *Stage) pollContext(ctx context.Context, t *txn) (context.Context, context.CancelFunc) {
+	deadline := t.started.Add(s.cfg.CommitInterval)
+	switch {
+	case !t.open:
+		return ctx, func() {}
+	case t.caughtUp && t.buffered:
+		if d := time.Now().Add(t.lastEnd); d.Before(deadline) {
+			deadline = d
+		}
+	case t.caughtUp:
+		return nil, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
 }
 
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {

@@ -25,6 +25,10 @@ type txn struct {
 	// caughtUp is whether the last poll with records ended every
 	// partition it read at its last stable offset: all the broker had.
 	caughtUp bool
+	// buffered is whether the transaction began on records that were
+	// already buffered, fetched while the last transaction ended.
+	buffered bool
+	lastEnd  time.Duration // how long the last End took
 
 	last                           source // the last input record processed
 	outputs, deadLetters, filtered int64
@@ -224,7 +228,9 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	n := t.records
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
+	endStart := time.Now()
 	committed, err = t.sess.End(ctx, bool(try))
+	t.lastEnd = time.Since(endStart)
 	if err != nil {
 		s.aborted.Add(1)
 		s.metrics.abort(AbortError)
