@@ -121,6 +121,7 @@ type chaos struct {
 
 	paused   sync.RWMutex // write-held while the broker is down: no producing
 	produced atomic.Int64
+	hurry    atomic.Bool // set: produce the rest without pacing
 	poison   int
 	valid    int
 	prodDone chan struct{}
@@ -250,7 +251,7 @@ func (c *chaos) produce(total int, over time.Duration) {
 			}
 			c.paused.RLock()
 			n := bytes.Count(buf.Bytes(), []byte("\n"))
-			cmd := exec.Command(kcatBin(c.t), "-P", "-b", brokers(c.t), "-t", raw, "-K", "|", "-Z",
+			cmd := exec.Command(kcatBin(c.t), "-P", "-b", kcatBrokers(c.t), "-t", raw, "-K", "|", "-Z",
 				"-X", "enable.idempotence=true", "-X", "acks=all")
 			cmd.Stdin = &buf
 			out, err := cmd.CombinedOutput()
@@ -260,7 +261,9 @@ func (c *chaos) produce(total int, over time.Duration) {
 				return
 			}
 			c.produced.Add(int64(n))
-			<-tick.C
+			if !c.hurry.Load() {
+				<-tick.C
+			}
 		}
 	}()
 }
@@ -473,7 +476,7 @@ func (c *chaos) markers() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tp := range c.outputs {
-		if _, err := audit.Drain(ctx, []string{brokers(c.t)}, tp); err != nil {
+		if _, err := audit.Drain(ctx, strings.Split(kcatBrokers(c.t), ","), tp); err != nil {
 			c.t.Fatalf("end markers of %s: %v", tp, err)
 		}
 	}
@@ -491,7 +494,7 @@ type dupReader struct {
 
 func newDupReader(t *testing.T, topic string) *dupReader {
 	r := &dupReader{seen: map[string]struct{}{}}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(kcatBrokers(t), ",")...), kgo.ConsumeTopics(topic),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build exactly:", err)
 		os.Exit(1)
 	}
+	stopProxies, err := startClusterProxies()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	stopProxies()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -208,7 +214,7 @@ func kcatProduce(t testing.TB, topic string, lines [][]byte) {
 		in.Write(l)
 		in.WriteByte('\n')
 	}
-	cmd := exec.Command(kcatBin(t), "-P", "-b", brokers(t), "-t", topic, "-K", "|", "-Z",
+	cmd := exec.Command(kcatBin(t), "-P", "-b", kcatBrokers(t), "-t", topic, "-K", "|", "-Z",
 		"-X", "enable.idempotence=true", "-X", "acks=all")
 	cmd.Stdin = &in
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -233,7 +239,7 @@ func kcatRead(t testing.TB, topic string) []kcatRecord {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, kcatBin(t), "-C", "-b", brokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
+	cmd := exec.CommandContext(ctx, kcatBin(t), "-C", "-b", kcatBrokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
 		"-X", "isolation.level=read_committed", "-f", "%p\t%o\t%k\t%h\t%s\n")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -268,7 +274,7 @@ func kcatCount(t testing.TB, topic string) int { return len(kcatRead(t, topic)) 
 // records of open transactions too.
 func kcatCountUncommitted(t testing.TB, topic string) int {
 	t.Helper()
-	out, err := exec.Command(kcatBin(t), "-C", "-b", brokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
+	out, err := exec.Command(kcatBin(t), "-C", "-b", kcatBrokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
 		"-X", "isolation.level=read_uncommitted", "-f", "x\n").Output()
 	if err != nil {
 		t.Fatalf("kcat read_uncommitted %s: %v", topic, err)

@@ -69,7 +69,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 				}
 			}()
 			started := time.Now()
-			waitFor(t, s, done, func(st processor.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
+			waitStats(t, s, done, func(st processor.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
 			if tt.backlog > 0 {
 				if took := time.Since(started); took >= interval {
 					t.Errorf("the backlog committed after %s, not before the %s interval", took, interval)
@@ -84,7 +84,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(`{"event_id":"lone"}`)}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, s, done, func(st processor.Stats) bool { return st.Produced == int64(tt.backlog)+1 })
+			waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced == int64(tt.backlog)+1 })
 			if took := time.Since(sent); took >= time.Second {
 				t.Errorf("the lone record committed %s after it was produced, want under 1 s (commit interval %s)", took, interval)
 			}
@@ -109,8 +109,8 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 	}
 }
 
-// waitFor polls s's stats until ok holds, Run returns, or 30 s pass.
-func waitFor(t *testing.T, s *processor.Stage, done chan error, ok func(processor.Stats) bool) {
+// waitStats polls s's stats until ok holds, Run returns, or 30 s pass.
+func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(processor.Stats) bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(2 * time.Millisecond)

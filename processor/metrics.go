@@ -27,6 +27,7 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
+	recreations  *prometheus.CounterVec
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -59,6 +60,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		retries:      counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
 		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
+			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -97,6 +100,26 @@ func (s stageMetrics) commit(t *txn, at time.Time) {
 		lat.Observe(at.Sub(ts).Seconds())
 	}
 	s.m.lastCommit.WithLabelValues(s.stage).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// producedRecords and deadLetteredRecords count records an at-least-once
+// abort left written (see txn.rewind).
+func (s stageMetrics) producedRecords(topic string, n int64) {
+	if s.m != nil {
+		s.m.produced.WithLabelValues(s.stage, topic).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) deadLetteredRecords(reason string, n int64) {
+	if s.m != nil {
+		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) topicRecreated(topic, reason string) {
+	if s.m != nil {
+		s.m.recreations.WithLabelValues(s.stage, topic, reason).Inc()
+	}
 }
 
 func (s stageMetrics) abort(reason string) {

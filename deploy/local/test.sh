@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # THE project test command: bash deploy/local/test.sh
 #
-# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go
-# vet, the unit tests and the integration tests against them, and stops them
-# again on exit (down.sh) unless EXACTLY_KEEP_UP=1. Every step runs even if an earlier one failed; the exit code
-# is non-zero when any step failed. GOTESTFLAGS (e.g. "-v -run TestX") is passed
-# to both go test runs.
+# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go vet, the unit tests, the
+# integration tests against them, and the cluster profile (cluster-test.sh: the
+# TestCluster* tests on a three-node cluster per transaction.version), and
+# stops everything again on exit (down.sh, cluster.sh stop) unless
+# EXACTLY_KEEP_UP=1 (the cluster is always stopped). Every step runs even if
+# an earlier one failed; the exit code is non-zero when any step failed.
+# GOTESTFLAGS (e.g. "-v -run TestX") is passed to the unit and integration
+# runs; CLUSTER_GOTESTFLAGS to the cluster step.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +27,7 @@ cleanup() {
 		kill -TERM -- "-$STEP_PID" 2>/dev/null || true
 		wait "$STEP_PID" 2>/dev/null || true
 	fi
+	bash "$HERE/cluster.sh" stop 2>/dev/null || true
 	if [[ "${EXACTLY_KEEP_UP:-0}" == "1" ]]; then
 		log "EXACTLY_KEEP_UP=1: leaving Kafka and PostgreSQL running (bash deploy/local/down.sh stops them)"
 	else
@@ -74,7 +78,9 @@ run tidy go mod tidy -diff
 run vet go vet ./...
 run unit go test -race -count=1 "${gotestflags[@]}" ./...
 if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
-	run integration go test -race -count=1 -tags integration -timeout 30m "${gotestflags[@]}" ./integration/...
+	# The cluster profile (TestCluster*) needs the three-node cluster: its own step.
+	run integration go test -race -count=1 -tags integration -timeout 30m -skip '^TestCluster' "${gotestflags[@]}" ./integration/...
+	run cluster bash "$HERE/cluster-test.sh"
 else
 	log "################################################################"
 	log "## SKIPPING INTEGRATION TESTS: ./integration has no *_test.go ##"

@@ -1,8 +1,13 @@
 package kit
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,12 +21,21 @@ import (
 const BrokerSilenceLimit = 15 * time.Second
 
 // BrokerHealth is a franz-go hook that records when a client last read a
-// response from a broker, and the last connection or read error, for
-// readiness. Add it to a client with kgo.WithHooks; read it from any
-// goroutine. The zero value is not usable: use NewBrokerHealth.
+// response from a broker, and each broker's last answer and last
+// connection or read error, for readiness. Add it to a client with
+// kgo.WithHooks; read it from any goroutine. The zero value is not usable:
+// use NewBrokerHealth.
 type BrokerHealth struct {
-	lastOK  atomic.Int64 // Unix nanoseconds
-	lastErr atomic.Pointer[string]
+	lastOK atomic.Int64 // Unix nanoseconds, any broker
+
+	mu      sync.Mutex
+	brokers map[string]*brokerState // by host:port
+}
+
+// brokerState is what one broker did last.
+type brokerState struct {
+	ok, failed time.Time
+	err        error
 }
 
 var (
@@ -31,44 +45,78 @@ var (
 
 // NewBrokerHealth returns a BrokerHealth whose silence starts now.
 func NewBrokerHealth() *BrokerHealth {
-	h := &BrokerHealth{}
+	h := &BrokerHealth{brokers: map[string]*brokerState{}}
 	h.lastOK.Store(time.Now().UnixNano())
 	return h
 }
 
 // OnBrokerRead implements kgo.HookBrokerRead.
 func (h *BrokerHealth) OnBrokerRead(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	now := time.Now()
 	if err == nil {
-		h.lastOK.Store(time.Now().UnixNano())
-		return
+		h.lastOK.Store(now.UnixNano())
 	}
-	h.fail(meta, err)
+	h.record(meta, now, err)
 }
 
 // OnBrokerConnect implements kgo.HookBrokerConnect.
 func (h *BrokerHealth) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil {
-		h.fail(meta, err)
+		h.record(meta, time.Now(), err)
 	}
 }
 
-func (h *BrokerHealth) fail(meta kgo.BrokerMetadata, err error) {
-	msg := fmt.Sprintf("broker %s: %v", net.JoinHostPort(meta.Host, fmt.Sprint(meta.Port)), err)
-	h.lastErr.Store(&msg)
+func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) {
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.brokers[addr]
+	if b == nil {
+		b = &brokerState{}
+		h.brokers[addr] = b
+	}
+	if err == nil {
+		b.ok = at
+		return
+	}
+	b.failed, b.err = at, err
 }
 
 // Check returns nil if a broker answered within limit, else an error that
-// says for how long none has, and the last error seen.
+// says for how long none has, the brokers whose last word since was an
+// error, and the brokers with no error since their last answer. A client
+// asks only the brokers it needs: while it waits on one dead broker (a
+// group coordinator it keeps rejoining, a leader it keeps producing to),
+// live brokers that it has no request for are silent too, and the error
+// must not read as if they were down.
 func (h *BrokerHealth) Check(limit time.Duration) error {
 	silent := time.Since(time.Unix(0, h.lastOK.Load()))
 	if silent <= limit {
 		return nil
 	}
-	last := "none"
-	if p := h.lastErr.Load(); p != nil {
-		last = *p
+	h.mu.Lock()
+	var failing, quiet []string
+	for addr, b := range h.brokers {
+		switch {
+		case b.failed.After(b.ok):
+			failing = append(failing, fmt.Sprintf("broker %s: %v", addr, b.err))
+		case !b.ok.IsZero():
+			quiet = append(quiet, addr)
+		}
 	}
-	return fmt.Errorf("no answer from any kafka broker for %s (limit %s); last error: %s", silent.Round(time.Second), limit, last)
+	h.mu.Unlock()
+	slices.Sort(failing)
+	slices.Sort(quiet)
+	msg := fmt.Sprintf("no answer from any kafka broker for %s (limit %s); ", silent.Round(time.Second), limit)
+	if len(failing) == 0 {
+		msg += "last error: none"
+	} else {
+		msg += "failing: " + strings.Join(failing, "; ")
+	}
+	if len(quiet) > 0 {
+		msg += "; no error from " + strings.Join(quiet, ", ") + " since their last answer (not asked, or a request still waiting)"
+	}
+	return errors.New(msg)
 }
 
 // StallFactor is N in the readiness rule: a stage whose transaction (or a

@@ -43,3 +43,50 @@ func TestBrokerHealth(t *testing.T) {
 		})
 	}
 }
+
+// TestBrokerHealthOneDeadBroker is the output-leader kill of the cluster
+// tests: the killed node was also the group coordinator, and for 17 s the
+// client asked nothing of the two live brokers, only rejoined the dead
+// coordinator. The error names the failing broker and no live one as
+// failing.
+func TestBrokerHealthOneDeadBroker(t *testing.T) {
+	node := func(port int32) kgo.BrokerMetadata { return kgo.BrokerMetadata{Host: "127.0.0.1", Port: port} }
+	for _, tc := range []struct {
+		name      string
+		failed    []int32
+		want      []string
+		wantNotIn []string
+	}{
+		{"one of three fails", []int32{29192},
+			[]string{"failing: broker 127.0.0.1:29192: connection reset", "no error from 127.0.0.1:29292, 127.0.0.1:29392 since their last answer"},
+			[]string{"broker 127.0.0.1:29292:", "broker 127.0.0.1:29392:"}},
+		{"all three fail", []int32{29192, 29292, 29392},
+			[]string{"failing: broker 127.0.0.1:29192: connection reset; broker 127.0.0.1:29292: connection reset; broker 127.0.0.1:29392: connection reset"},
+			[]string{"no error from"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewBrokerHealth()
+			for _, p := range []int32{29192, 29292, 29392} {
+				h.OnBrokerRead(node(p), 0, 10, 0, 0, nil)
+			}
+			for _, p := range tc.failed {
+				h.OnBrokerConnect(node(p), 0, nil, errors.New("connection reset"))
+			}
+			h.lastOK.Store(time.Now().Add(-17 * time.Second).UnixNano())
+			err := h.Check(BrokerSilenceLimit)
+			if err == nil {
+				t.Fatal("Check = nil after 17 s without an answer")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Check = %v, want %q in it", err, w)
+				}
+			}
+			for _, w := range tc.wantNotIn {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("Check = %v, want no %q in it", err, w)
+				}
+			}
+		})
+	}
+}

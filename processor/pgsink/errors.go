@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Dead-letter reasons of the sink, written to the exactly.dlq.reason header
@@ -16,10 +18,12 @@ const (
 	// ReasonEventID: the record has no event ID (the event_id column's
 	// field is missing, null or empty), or a tombstone to delete has no key.
 	ReasonEventID = "event_id"
-	// ReasonPostgres: Postgres rejected the row itself (SQLSTATE class 22,
-	// data exception, or 23, integrity constraint violation): a NUL
-	// character in text or jsonb, a value too long, a value of the wrong
-	// type, a check constraint.
+	// ReasonPostgres: Postgres rejected the row itself (ClassRow: SQLSTATE
+	// class 22, data exception, 23, integrity constraint violation, P0, a
+	// trigger that raised, ...): a NUL character in text or jsonb, a value
+	// too long or out of range, a value of the wrong type, a check, not
+	// null, unique, foreign key or exclusion constraint, at statement time
+	// or (a deferred one) at commit. HeaderSQLState holds the SQLSTATE.
 	ReasonPostgres = "postgres"
 )
 
@@ -48,51 +52,172 @@ func (e *fencedError) Error() string {
 
 func (e *fencedError) Unwrap() error { return ErrFenced }
 
-// IsDataError reports whether err is Postgres rejecting the data of a row
-// (SQLSTATE class 22 or 23, or 54000 for a value too large to index): the
-// same row fails again however often it is retried, so it is dead-lettered.
-func IsDataError(err error) bool {
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || len(pe.Code) != 5 {
-		return false
+// Class is what the sink does with a Postgres error of a batch, decided by
+// its SQLSTATE (see the table in the README's sink section and
+// https://www.postgresql.org/docs/current/errcodes-appendix.html). Never by
+// message text.
+type Class int
+
+const (
+	// ClassTransient: the database itself failed (a lost connection,
+	// a full disk, a restart, a serialization failure or deadlock). The
+	// whole batch is retried with backoff, for as long as it takes; no
+	// record is ever dead-lettered for it.
+	ClassTransient Class = iota
+	// ClassRow: Postgres rejected the data of one record (a constraint, a
+	// cast, a value out of range, a trigger that raised). The load is
+	// split under savepoints until the record is found; it is
+	// dead-lettered, the rest is written.
+	ClassRow
+	// ClassFatal: the configuration is wrong (a missing column or table,
+	// no privilege, a bad password). Retrying cannot help: Run stops.
+	ClassFatal
+	// ClassUnknown: a SQLSTATE none of the above names. The batch is
+	// retried a bounded number of times (maxUnexplained), then Run stops
+	// with an error naming the batch's offsets (*stuckError).
+	ClassUnknown
+)
+
+func (c Class) String() string {
+	switch c {
+	case ClassTransient:
+		return "transient"
+	case ClassRow:
+		return "row"
+	case ClassFatal:
+		return "fatal"
 	}
-	switch pe.Code[:2] {
-	case "22", "23":
-		return true
-	}
-	return pe.Code == "54000"
+	return "unknown"
 }
 
-// IsFatal reports whether err will not go away by retrying: a sink
-// configuration Postgres or the sink itself rejects (SQLSTATE class 42,
-// syntax error or access rule violation, such as a missing column or no
-// unique index on the event ID; class 28, invalid authorization), or a
-// server certificate that fails verification (sslmode=verify-full with the
-// wrong sslrootcert, say).
+// Classify returns the class of a write error. An error without a
+// SQLSTATE (a broken connection, a timeout, a refused dial) is transient,
+// except a *kit.ConfigError or a certificate that fails verification,
+// which are fatal.
+func Classify(err error) Class {
+	var ce *kit.ConfigError
+	if errors.As(err, &ce) || kit.IsCertificateError(err) {
+		return ClassFatal
+	}
+	code := sqlState(err)
+	if len(code) != 5 {
+		return ClassTransient
+	}
+	switch code {
+	case "25006": // read_only_sql_transaction: a standby, until failover promotes it or the DSN finds the primary
+		return ClassTransient
+	case "55P03", "55006": // lock_not_available (lock_timeout), object_in_use
+		return ClassTransient
+	case "57014": // query_canceled: statement_timeout or pg_cancel_backend
+		return ClassTransient
+	case "54000": // program_limit_exceeded: an index row or value too large
+		return ClassRow
+	}
+	switch code[:2] {
+	case "08", // connection exception
+		"40", // transaction rollback: serialization failure, deadlock
+		"53", // insufficient resources: disk full, out of memory, too many connections
+		"57", // operator intervention: admin or crash shutdown, cannot connect now
+		"58", // system error: I/O
+		"XX", // internal error, data corrupted
+		"72": // snapshot too old
+		return ClassTransient
+	case "21", // cardinality violation: two rows of one batch hit one key
+		"22", // data exception: a cast, a value out of range, a NUL in text
+		"23", // integrity constraint violation: unique, check, not null, foreign key, exclusion
+		"27", // triggered data change violation
+		"2F", // SQL routine exception, raised by a trigger's function
+		"38", // external routine exception, raised by a trigger's function
+		"39", // external routine invocation exception
+		"44", // with check option violation
+		"P0": // PL/pgSQL: RAISE EXCEPTION (P0001), no_data_found, too_many_rows, assert_failure
+		return ClassRow
+	case "0A", // feature not supported
+		"0L", "0P", // invalid grantor, invalid role specification
+		"28", // invalid authorization specification
+		"3D", // invalid catalog name: no such database
+		"3F", // invalid schema name
+		"42", // syntax error or access rule violation: undefined column or table, no privilege, no unique index for ON CONFLICT
+		"F0": // configuration file error
+		return ClassFatal
+	}
+	return ClassUnknown
+}
+
+// IsDataError reports whether err is Postgres rejecting the data of a row
+// (ClassRow): the same row fails again however often it is retried, so it
+// is dead-lettered.
+func IsDataError(err error) bool { return err != nil && Classify(err) == ClassRow }
+
+// IsFatal reports whether err will not go away by retrying (ClassFatal): a
+// sink configuration Postgres or the sink itself rejects (SQLSTATE class
+// 42, syntax error or access rule violation, such as a missing column or
+// no unique index on the event ID; class 28, invalid authorization; ...),
+// a server certificate that fails verification (sslmode=verify-full with
+// the wrong sslrootcert, say), or a batch stuck on an unclassified error
+// (*stuckError).
 func IsFatal(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var ce *kit.ConfigError
-	if errors.As(err, &ce) || kit.IsCertificateError(err) {
-		return true
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && len(pe.Code) == 5 {
-		switch pe.Code[:2] {
-		case "42", "28":
-			return true
-		}
-	}
-	return false
+	var se *stuckError
+	return errors.As(err, &se) || Classify(err) == ClassFatal
 }
 
-// IsTransient reports whether err is worth retrying the whole batch for:
-// anything that is neither a row's data error nor fatal. Postgres being
-// down, restarting (57P01), refusing connections (57P03), a serialization
-// failure or deadlock (class 40) and a broken connection all qualify.
+// IsTransient reports whether err is worth retrying for: anything that is
+// neither a row's data error nor fatal nor fenced. ClassUnknown counts as
+// transient here; writeBatch bounds its retries of one batch.
 func IsTransient(err error) bool {
 	return err != nil && !IsDataError(err) && !IsFatal(err) && !errors.Is(err, ErrFenced)
+}
+
+// ErrStuck is the cause of a batch that failed maxUnexplained times in a
+// row with an error that is neither transient nor a row's (see
+// ClassUnknown): Run stops rather than spin.
+var ErrStuck = errors.New("batch keeps failing with an unclassified error")
+
+// stuckError names the batch that is stuck: its topic and offset range per
+// partition, and the last error.
+type stuckError struct {
+	topic    string
+	ranges   string // "p0 [10, 14), p1 [3, 9)"
+	attempts int
+	err      error
+}
+
+func (e *stuckError) Error() string {
+	return fmt.Sprintf("topic %s offsets %s: %d attempts: %v: %v", e.topic, e.ranges, e.attempts, ErrStuck, e.err)
+}
+
+func (e *stuckError) Unwrap() []error { return []error{ErrStuck, e.err} }
+
+// rowError is a record's rejection by Postgres, as its dead letter's
+// exactly.dlq.error header says it: the message, the SQLSTATE, and the
+// detail, constraint, column and table where Postgres gives them.
+type rowError struct{ pe *pgconn.PgError }
+
+func (e *rowError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.pe.Message)
+	b.WriteString(" (SQLSTATE " + e.pe.Code + ")")
+	for _, kv := range [][2]string{{"detail", e.pe.Detail}, {"constraint", e.pe.ConstraintName}, {"column", e.pe.ColumnName}, {"table", e.pe.TableName}, {"where", e.pe.Where}} {
+		if kv[1] != "" {
+			b.WriteString("; " + kv[0] + ": " + kv[1])
+		}
+	}
+	return b.String()
+}
+
+func (e *rowError) Unwrap() error { return e.pe }
+
+// newRowError returns the *rowError of err, or err when it has no
+// *pgconn.PgError.
+func newRowError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return &rowError{pe}
+	}
+	return err
 }
 
 // errBadDSN replaces a DSN parse error, which would quote the DSN.

@@ -29,6 +29,7 @@ type Metrics struct {
 	position      *prometheus.GaugeVec
 	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
+	recreations   *prometheus.CounterVec
 }
 
 // RetryWrite is the cause label of exactly_sink_retries_total for a batch
@@ -52,8 +53,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		batchDuration: f.Histogram("batch_duration_seconds", "Time from a batch's first record to its database commit.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		batchRecords:  f.Histogram("batch_records", "Records per committed batch, control records included.", prometheus.ExponentialBuckets(1, 4, 10)),
 		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
-		lag:           f.Gauge("consumer_lag_records", "Records between the sink's position and the partition's last stable offset (read_committed end).", "topic", "partition"),
+		lag:           f.Gauge("consumer_lag_records", "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them.", "topic", "partition"),
 		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
+		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
+			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
+			"truncated (same ID, offset above the high watermark: resumed at the high watermark).", "topic", "reason"),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -104,6 +108,12 @@ func (s sinkMetrics) fence() {
 func (s sinkMetrics) retry(cause string) {
 	if s.m != nil {
 		s.m.retries.WithLabelValues(s.sink, cause).Inc()
+	}
+}
+
+func (s sinkMetrics) recreated(topic, reason string) {
+	if s.m != nil {
+		s.m.recreations.WithLabelValues(s.sink, topic, reason).Inc()
 	}
 }
 

@@ -182,44 +182,6 @@ func TestDeadLetterHeaders(t *testing.T) {
 	}
 }
 
-func TestDedupe(t *testing.T) {
-	ops := []op{{id: "a", row: []any{"a", "1"}}, {id: "b", row: []any{"b", "1"}}, {id: "a", row: []any{"a", "2"}}}
-	if got := fmt.Sprint(dedupe(ops, false)); got != "[[a 1] [b 1]]" {
-		t.Errorf("insert: %s", got)
-	}
-	if got := fmt.Sprint(dedupe(ops, true)); got != "[[a 2] [b 1]]" {
-		t.Errorf("upsert: %s", got)
-	}
-}
-
-func TestClassify(t *testing.T) {
-	tests := []struct {
-		err                    error
-		data, fatal, transient bool
-	}{
-		{&pgconn.PgError{Code: "22021"}, true, false, false},
-		{&pgconn.PgError{Code: "22P05"}, true, false, false},
-		{&pgconn.PgError{Code: "23514"}, true, false, false},
-		{&pgconn.PgError{Code: "54000"}, true, false, false},
-		{fmt.Errorf("wrapped: %w", &pgconn.PgError{Code: "22001"}), true, false, false},
-		{&pgconn.PgError{Code: "42P10"}, false, true, false},
-		{&pgconn.PgError{Code: "28P01"}, false, true, false},
-		{&pgconn.PgError{Code: "57P01"}, false, false, true},
-		{&pgconn.PgError{Code: "40001"}, false, false, true},
-		{errors.New("connection refused"), false, false, true},
-		{&fencedError{partition: 1}, false, false, false},
-		{kit.NewConfigError("x"), false, true, false},
-	}
-	for _, tt := range tests {
-		if IsDataError(tt.err) != tt.data || IsFatal(tt.err) != tt.fatal || IsTransient(tt.err) != tt.transient {
-			t.Errorf("%v: data %v fatal %v transient %v", tt.err, IsDataError(tt.err), IsFatal(tt.err), IsTransient(tt.err))
-		}
-	}
-	if !errors.Is(&fencedError{partition: 1}, ErrFenced) {
-		t.Error("fencedError is not ErrFenced")
-	}
-}
-
 // Identifiers are quoted; types come from the catalog (here made up).
 func TestSQL(t *testing.T) {
 	s := newTestSink(t, func(c *Config) {
@@ -238,11 +200,17 @@ func TestSQL(t *testing.T) {
 	}
 	s.types = []string{"text", "jsonb"}
 	s.buildSQL()
-	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM pg_temp.exactly_sink_staging ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
+	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
 	}
-	if !strings.Contains(s.sql.guard, "WHERE p.next_offset = $4 AND EXCLUDED.next_offset > p.next_offset") {
-		t.Errorf("guard: %s", s.sql.guard)
+	for _, want := range []string{
+		"ON CONFLICT (sink, topic, partition) DO UPDATE",
+		"WHERE p.next_offset = $7::bigint AND p.topic_id = $8::text",
+		"AND (EXCLUDED.next_offset > p.next_offset OR EXCLUDED.topic_id <> p.topic_id OR $9::boolean)",
+	} {
+		if !strings.Contains(s.sql.guard, want) {
+			t.Errorf("guard lacks %q: %s", want, s.sql.guard)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package pgsink
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,13 +64,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	s.deleted.Add(res.deleted)
 	s.duplicates.Add(res.duplicates)
 	s.deadLettered.Add(int64(len(res.dead)))
-	s.mu.Lock()
-	for p, n := range b.next {
-		if _, owned := s.pos[p]; owned {
-			s.pos[p] = position{stored: true, next: n}
-		}
-	}
-	s.mu.Unlock()
+	s.markStored(b)
 	s.log.Debug("batch committed", "records", b.records, "rows", res.rows, "duplicates", res.duplicates, "dead_letters", len(res.dead))
 	if s.fp.Armed(kit.CrashAfterDBCommit, s.commits) {
 		return s.fp.Fire(s.log, kit.CrashAfterDBCommit, s.commits)
@@ -82,7 +77,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 func (s *Sink) guard(ctx context.Context, tx pgx.Tx, b *batch) error {
 	var pb pgx.Batch
 	for _, p := range b.order {
-		pb.Queue(s.sql.guard, s.cfg.Input, p, b.next[p], b.start[p].expected(), s.cfg.InstanceID)
+		pb.Queue(s.sql.guard, s.guardArgs(b, p)...)
 	}
 	br := tx.SendBatch(ctx, &pb)
 	for _, p := range b.order {
@@ -101,9 +96,24 @@ func (s *Sink) guard(ctx context.Context, tx pgx.Tx, b *batch) error {
 
 const savepoint = "exactly_load"
 
-// load applies ops under a savepoint. When Postgres rejects the data of a
-// row, it rolls back to the savepoint and loads each half on its own, down
-// to single ops, which become dead letters.
+// checkDeferred makes Postgres check, now, every constraint deferred to
+// COMMIT (DEFERRABLE INITIALLY DEFERRED unique, foreign key and exclusion
+// constraints, and constraint triggers): a row that would fail at COMMIT
+// fails here instead, inside the load's savepoint, where it can be found.
+// Rolling back to the savepoint restores the deferred mode; after a
+// release the rest of the transaction checks at once, which only the
+// load's later halves see.
+const checkDeferred = "SET CONSTRAINTS ALL IMMEDIATE"
+
+// load applies ops under a savepoint, then checks the deferred
+// constraints. When Postgres rejects the data of a row (ClassRow, at
+// statement time or at the deferred check), it rolls back to the savepoint
+// and loads each half on its own, in order, down to single ops, which
+// become dead letters: a batch with k bad records of n costs about
+// 2k·log2(n) statements. Two ops on one key that Postgres refuses in one
+// statement (21000 in upsert mode, when the key's text differs but its
+// value in the column's type does not) load fine once in different
+// halves, the later one last.
 func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
 	if len(ops) == 0 {
 		return nil
@@ -113,6 +123,9 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	}
 	var r result
 	err := s.apply(ctx, tx, ops, &r)
+	if err == nil {
+		_, err = tx.Exec(ctx, checkDeferred)
+	}
 	if err == nil {
 		res.rows += r.rows
 		res.deleted += r.deleted
@@ -129,7 +142,7 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	if len(ops) == 1 {
 		o := ops[0]
 		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset, "err", err)
-		res.dead = append(res.dead, s.deadLetterOf(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: err}))
+		res.dead = append(res.dead, s.deadLetterOf(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: newRowError(err)}))
 	} else {
 		h := len(ops) / 2
 		if err := s.load(ctx, tx, ops[:h], res); err != nil {
@@ -165,13 +178,15 @@ func (s *Sink) apply(ctx context.Context, tx pgx.Tx, ops []op, res *result) erro
 	return nil
 }
 
+// insertRun stages ops' rows with their ordinals and inserts them; the
+// INSERT keeps one row per key as Postgres compares keys (see
+// buildLoadSQL).
 func (s *Sink) insertRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
-	rows := dedupe(ops, s.cfg.Mode == topology.ModeUpsert)
-	cols := make([]string, len(s.cfg.Columns))
-	for i := range cols {
-		cols[i] = fmt.Sprintf("c%d", i)
+	rows := make([][]any, len(ops))
+	for i, o := range ops {
+		rows[i] = append(o.row[:len(o.row):len(o.row)], int32(i))
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", stagingTable}, cols, pgx.CopyFromRows(rows))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", stagingTable}, s.stagingColumns(), pgx.CopyFromRows(rows))
 	if err != nil {
 		return err
 	}
@@ -205,21 +220,72 @@ func (s *Sink) deleteRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	return nil
 }
 
-// dedupe returns the rows of ops with one row per event ID: the first (an
-// insert would skip the later ones anyway) or, for upserts, the last (one
-// INSERT ... ON CONFLICT DO UPDATE must not touch a row twice).
-func dedupe(ops []op, keepLast bool) [][]any {
-	seen := make(map[string]int, len(ops))
-	rows := make([][]any, 0, len(ops))
-	for _, o := range ops {
-		if i, dup := seen[o.id]; dup {
-			if keepLast {
-				rows[i] = o.row
-			}
-			continue
-		}
-		seen[o.id] = len(rows)
-		rows = append(rows, o.row)
+// ordColumn is the staging column holding an op's place in its run.
+const ordColumn = "ord"
+
+// stagingColumns returns the staging table's columns in COPY order: c0,
+// c1, ... then ordColumn.
+func (s *Sink) stagingColumns() []string {
+	cols := make([]string, 0, len(s.cfg.Columns)+1)
+	for i := range s.cfg.Columns {
+		cols = append(cols, fmt.Sprintf("c%d", i))
 	}
-	return rows
+	return append(cols, ordColumn)
+}
+
+// buildLoadSQL prepares the statements of the load: the staging table,
+// the INSERT, the staging TRUNCATE and the DELETE of tombstones.
+//
+// The INSERT keeps one row per event ID, compared in the column's type as
+// the unique index compares it (two UUIDs that differ in case, or 1.0 and
+// 1 in numeric, are one key): the first of the run in insert mode, where
+// a later one would be skipped anyway, and the last in upsert mode, so
+// that the last record wins and ON CONFLICT DO UPDATE never meets a key
+// twice in one statement (SQLSTATE 21000). A key that still collides (a
+// column collation or type modifier that merges more than the type does)
+// is split apart by load's bisection.
+func (s *Sink) buildLoadSQL() {
+	var staging, target, casts, updates []string
+	for i, c := range s.cfg.Columns {
+		sc := fmt.Sprintf("c%d", i)
+		col := pgx.Identifier{c.Name}.Sanitize()
+		staging = append(staging, sc+" text")
+		target = append(target, col)
+		casts = append(casts, fmt.Sprintf("%s::%s", sc, s.types[i]))
+		if c.Name != s.cfg.EventID {
+			updates = append(updates, col+" = EXCLUDED."+col)
+		}
+	}
+	staging = append(staging, ordColumn+" integer")
+	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
+	eidType := s.types[s.eventIDIndex]
+	key := fmt.Sprintf("c%d::%s", s.eventIDIndex, eidType)
+	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
+		stagingTable, strings.Join(staging, ", "))
+	conflict, keep := "DO NOTHING", "ASC"
+	if s.cfg.Mode == topology.ModeUpsert {
+		keep = "DESC"
+		if len(updates) > 0 {
+			conflict = "DO UPDATE SET " + strings.Join(updates, ", ")
+		}
+	}
+	s.sql.insert = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (SELECT DISTINCT ON (%s) * FROM pg_temp.%s ORDER BY %s, %s %s) AS staged ORDER BY %s ON CONFLICT (%s) %s",
+		s.table, strings.Join(target, ", "), strings.Join(casts, ", "),
+		key, stagingTable, key, ordColumn, keep, ordColumn, eid, conflict)
+	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
+	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::text[]::%s[])", s.table, eid, eidType)
+}
+
+// ranges returns the offsets of b per partition, as "p0 [10, 14), ...",
+// for an error that names the batch.
+func (b *batch) ranges() string {
+	parts := make([]string, 0, len(b.order))
+	for _, p := range b.order {
+		from, ok := b.from(p)
+		if !ok {
+			from = b.next[p] - 1
+		}
+		parts = append(parts, fmt.Sprintf("p%d [%d, %d)", p, from, b.next[p]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -12,13 +12,17 @@ import (
 )
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("status", "status --topology FILE [--name NAME] [--json]",
+	fs := newFlags("status", "status --topology FILE [--name NAME] [--json] [--hanging-after D]",
 		`Prints, for each stage and sink of a topology file, its consumer group's
 state and members, the partitions each member holds, the last committed
 position and the lag against the last stable offset (the read_committed
 end) of every input partition. Stages are measured from their group's
-committed offsets, sinks from the positions stored in Postgres. It reads
-Kafka and Postgres and changes nothing.
+committed offsets, sinks from the positions stored in Postgres. Then it
+lists the transactions open on the stages' and sinks' input, output and
+dead-letter partitions for longer than their timeout (or --hanging-after):
+each holds its partition's last stable offset, and read_committed
+consumers wait behind it (KIP-664; the README says how to abort one). It
+reads Kafka and Postgres and changes nothing.
 
 It exits 0 when every group could be read, 1 when any could not (the
 report says why), 2 for bad flags or a bad topology file.
@@ -28,6 +32,7 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 	name := fs.String("name", "", "report only this stage or sink (default: all)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	timeout := fs.Duration("timeout", 15*time.Second, "give up after this long")
+	hangingAfter := fs.Duration("hanging-after", 0, "list transactions open for longer than this (0: longer than their own transaction timeout)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -43,7 +48,11 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 		return exitFailure
 	}
 	defer closeAdm()
-	var opts []status.Option
+	if *hangingAfter < 0 {
+		fmt.Fprintln(stderr, "exactly status: --hanging-after must not be negative")
+		return exitUsage
+	}
+	opts := []status.Option{status.HangingAfter(*hangingAfter)}
 	if *name != "" {
 		opts = append(opts, status.Only(*name))
 	}
@@ -61,10 +70,8 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 		fmt.Fprintln(stderr, "exactly status:", err)
 		return exitFailure
 	}
-	for _, g := range append(rep.Stages, rep.Sinks...) {
-		if len(g.Errors) > 0 {
-			return exitFailure
-		}
+	if rep.Failed() {
+		return exitFailure
 	}
 	return exitOK
 }

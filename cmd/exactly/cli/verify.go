@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
 
@@ -25,7 +26,9 @@ lost. It reports duplicates (an output or dead letter of one source written
 twice, or an event ID more often in a stage's outputs than in its input),
 dead letters by reason, rows missing from or extra in each sink table, and
 every partition where an open transaction holds the last stable offset
-back. Memory stays bounded: records are spilled to temporary files in
+back, with the transactions open there for longer than their timeout (or
+--hanging-after): transactional ID, producer ID, partition, first offset and
+for how long (KIP-664; the README says how to abort one). Memory stays bounded: records are spilled to temporary files in
 buckets and checked one bucket at a time.
 
 It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
@@ -35,6 +38,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
 	openWait := fs.Duration("open-txn-wait", 10*time.Second, "how long an open transaction may hold a partition's last stable offset before it is reported")
+	hangingAfter := fs.Duration("hanging-after", 0, "report transactions open for longer than this (0: longer than their own transaction timeout)")
 	tmp := fs.String("temp-dir", "", "where to spill (default the system temp dir)")
 	if code, done := parse(fs, args); done {
 		return code
@@ -44,13 +48,17 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 		fs.Usage()
 		return exitUsage
 	}
+	if *hangingAfter < 0 {
+		fmt.Fprintln(stderr, "exactly verify: --hanging-after must not be negative")
+		return exitUsage
+	}
 	f, kopts, ok := loadKafka(*path, "verify", stderr)
 	if !ok {
 		return exitUsage
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := verify.Run(ctx, verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, TempDir: *tmp, KafkaOptions: kopts})
+	rep, err := verify.Run(ctx, verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *hangingAfter, TempDir: *tmp, KafkaOptions: kopts})
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly verify:", err)
 		return exitFailure
@@ -63,7 +71,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 			return exitFailure
 		}
 	} else {
-		printReport(stdout, rep)
+		printReport(stdout, rep, *hangingAfter)
 	}
 	if !rep.OK {
 		return exitFailure
@@ -71,7 +79,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 	return exitOK
 }
 
-func printReport(w io.Writer, rep *verify.Report) {
+func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tpending\tlost\tduplicates\torphans\t")
 	for _, c := range rep.Stages {
@@ -122,6 +130,9 @@ func printReport(w io.Writer, rep *verify.Report) {
 		}
 	}
 	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked)
+	if len(rep.HangingTransactions) > 0 {
+		_ = status.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
+	}
 	fmt.Fprintf(w, "records read: %d in %s\n", rep.Records, time.Duration(rep.Elapsed).Round(time.Millisecond))
 	if rep.OK {
 		fmt.Fprintln(w, "OK: exactly once (no loss, no duplicate, no open transaction)")

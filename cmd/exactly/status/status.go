@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -33,6 +34,13 @@ type Report struct {
 	At     time.Time `json:"at"`
 	Stages []Group   `json:"stages"`
 	Sinks  []Group   `json:"sinks"`
+	// HangingTransactions are the transactions open on the partitions of
+	// the stages and sinks reported for longer than HangingAfterMs, or
+	// than their own timeout when it is 0 (see HangingTxns).
+	HangingTransactions []OpenTxn `json:"hanging_transactions"`
+	HangingAfterMs      int64     `json:"hanging_after_ms"`
+	// Errors are what could not be read outside any one group.
+	Errors []string `json:"errors,omitempty"`
 }
 
 // Group is the state of one stage's or sink's consumer group and input.
@@ -82,8 +90,9 @@ type PositionsFunc func(ctx context.Context, cfg pgsink.Config) ([]pgsink.Stored
 type Option func(*options)
 
 type options struct {
-	positions PositionsFunc
-	only      string
+	positions    PositionsFunc
+	only         string
+	hangingAfter time.Duration
 }
 
 // WithPositions replaces how sink positions are read.
@@ -91,6 +100,10 @@ func WithPositions(f PositionsFunc) Option { return func(o *options) { o.positio
 
 // Only restricts the report to the stage or sink with this name.
 func Only(name string) Option { return func(o *options) { o.only = name } }
+
+// HangingAfter reports open transactions once they have been open for d;
+// the default, 0, once they have been open longer than their timeout.
+func HangingAfter(d time.Duration) Option { return func(o *options) { o.hangingAfter = d } }
 
 // Collect reads the state of every stage and sink of f. A problem with
 // one group (a missing topic, Postgres down) is recorded in its Errors;
@@ -100,7 +113,7 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 	for _, opt := range opts {
 		opt(&o)
 	}
-	rep := &Report{At: time.Now().UTC(), Stages: []Group{}, Sinks: []Group{}}
+	rep := &Report{At: time.Now().UTC(), Stages: []Group{}, Sinks: []Group{}, HangingTransactions: []OpenTxn{}, HangingAfterMs: o.hangingAfter.Milliseconds()}
 	var groups []*Group
 	for _, st := range f.StagesInOrder() {
 		if o.only != "" && st.Name != o.only {
@@ -180,6 +193,11 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		}
 		partitions(g, lso[g.Topic], start[g.Topic], committed, writers)
 	}
+	txns, err := HangingTxns(ctx, adm, TxnTopics(f, o.only), o.hangingAfter)
+	if err != nil {
+		rep.Errors = append(rep.Errors, "open transactions: "+err.Error())
+	}
+	rep.HangingTransactions = append(rep.HangingTransactions, txns...)
 	return rep, nil
 }
 
@@ -232,11 +250,11 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 			continue
 		}
 		pt := Partition{Partition: p, LastStable: end.Offset, Committed: -1, Member: owner[p]}
-		from := start[p].Offset
-		if c, ok := committed[p]; ok {
-			pt.Committed, from = c, c
+		c, ok := committed[p]
+		if ok {
+			pt.Committed = c
 		}
-		pt.Lag = max(end.Offset-from, 0)
+		pt.Lag = kit.Lag(end.Offset, start[p].Offset, c, ok)
 		if w, ok := writers[p]; ok {
 			pt.Writer = w.Owner
 			at := w.UpdatedAt.UTC()
@@ -294,5 +312,22 @@ func (r *Report) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
-	return nil
+	fmt.Fprintln(w)
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "error: %s\n", e)
+	}
+	return WriteHangingTable(w, r.HangingTransactions, time.Duration(r.HangingAfterMs)*time.Millisecond)
+}
+
+// Failed reports whether anything could not be read.
+func (r *Report) Failed() bool {
+	if len(r.Errors) > 0 {
+		return true
+	}
+	for _, g := range slices.Concat(r.Stages, r.Sinks) {
+		if len(g.Errors) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -1,12 +1,15 @@
 package verify
 
 import (
+	"time"
+
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
@@ -395,5 +398,22 @@ func (r *Report) judge() {
 			r.Problems = append(r.Problems, fmt.Sprintf("%s/%d: not read to its last stable offset %d", p.Topic, p.Partition, p.LSO))
 		}
 	}
+	for _, t := range r.HangingTransactions {
+		r.Problems = append(r.Problems, HangingProblem(t))
+	}
 	r.OK = len(r.Problems) == 0
+}
+
+// HangingProblem says what is wrong with the hanging transaction t.
+func HangingProblem(t status.OpenTxn) string {
+	id := t.TransactionalID
+	if id == "" {
+		id = "(unknown)"
+	}
+	timeout := "unknown"
+	if t.TimeoutMs > 0 {
+		timeout = t.Timeout().String()
+	}
+	return fmt.Sprintf("%s/%d: transaction %s (producer ID %d) open for %s (timeout %s, %s) holds the last stable offset at %d",
+		t.Topic, t.Partition, id, t.ProducerID, t.Open().Round(time.Second), timeout, t.Reason, t.StartOffset)
 }

@@ -59,6 +59,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -79,6 +80,10 @@ type Config struct {
 	// below the end it had when verify started before the partition is
 	// reported as blocked by an open transaction; default 10s.
 	OpenTxnWait time.Duration
+	// HangingAfter reports a transaction open on a partition of the
+	// topology for longer than this; 0: longer than its own transaction
+	// timeout (see status.HangingTxns).
+	HangingAfter time.Duration
 	// IdleTimeout ends the read of a partition that returns nothing for
 	// this long before reaching its read_committed end; default 10s.
 	IdleTimeout time.Duration
@@ -94,8 +99,12 @@ type Report struct {
 	Stages     []*StageCheck `json:"stages"`
 	Sinks      []*SinkCheck  `json:"sinks,omitempty"`
 	Partitions []Partition   `json:"partitions"`
-	Records    int64         `json:"records_read"`
-	Elapsed    Duration      `json:"elapsed"`
+	// HangingTransactions are the transactions open for longer than
+	// Config.HangingAfter (or their timeout): each is a problem, as it
+	// holds its partition's last stable offset.
+	HangingTransactions []status.OpenTxn `json:"hanging_transactions"`
+	Records             int64            `json:"records_read"`
+	Elapsed             Duration         `json:"elapsed"`
 }
 
 // Duration marshals as a string such as "1.5s".
@@ -161,6 +170,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := openTransactions(ctx, adm, cfg, parts); err != nil {
 		return nil, err
 	}
+	hanging, err := status.HangingTxns(ctx, adm, p.topics(), cfg.HangingAfter)
+	if err != nil {
+		return nil, fmt.Errorf("verify: open transactions: %w", err)
+	}
+	p.rep.HangingTransactions = append([]status.OpenTxn{}, hanging...)
 	if err := p.rep.account(parts); err != nil {
 		return nil, err
 	}

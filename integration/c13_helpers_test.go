@@ -1,0 +1,332 @@
+//go:build integration
+
+package integration
+
+// Helpers of the issue-13 acceptance tests (c13_*_test.go): topologies
+// written as a user writes them, Kafka's own TopicCommand for deleting,
+// re-creating and growing topics, kcat for producing to a chosen
+// partition, and measures of a process's log volume and CPU time.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// c13Topic is one topic of a c13 topology file.
+type c13Topic struct {
+	name   string
+	parts  int
+	config map[string]string
+}
+
+// c13Topology writes a topology file with topics and the YAML of its
+// stages and sinks (body, starting with "stages:" or "sinks:"), and
+// creates the topics with `exactly topics create`.
+func c13Topology(t testing.TB, topics []c13Topic, body string) string {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\n  transaction_timeout: 30s\ntopics:\n", brokers(t))
+	for _, tp := range topics {
+		fmt.Fprintf(&b, "  - name: %s\n    partitions: %d\n", tp.name, tp.parts)
+		if len(tp.config) > 0 {
+			b.WriteString("    config:\n")
+			for k, v := range tp.config {
+				fmt.Fprintf(&b, "      %s: %q\n", k, v)
+			}
+		}
+	}
+	b.WriteString(body)
+	path := writeFile(t, "topology.yaml", b.String())
+	exactlyCmd(t, "validate", path)
+	exactlyCmd(t, "topics", "create", path)
+	return path
+}
+
+// c13Stage returns the YAML of one stage (a list item under stages:).
+func c13Stage(name, in, out, dlq, interval string, maxRecords int) string {
+	return fmt.Sprintf("  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
+		"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n",
+		name, in, out, dlq, interval, maxRecords)
+}
+
+// c13Sink returns the YAML of one sink (a list item under sinks:). An
+// empty positions leaves positions_table out (the default); an empty mode
+// leaves mode out (insert).
+func c13Sink(name, in, dlq, table, positions, columns, mode string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", name, in, dlq)
+	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      event_id: event_id\n      columns: %s\n", table, columns)
+	if positions != "" {
+		fmt.Fprintf(&b, "      positions_table: %s\n", positions)
+	}
+	if mode != "" {
+		fmt.Fprintf(&b, "      mode: %s\n", mode)
+	}
+	b.WriteString("    commit: { interval: 100ms, max_records: 1000 }\n")
+	return b.String()
+}
+
+// c13Schema creates a fresh Postgres schema, dropped when the test passes.
+func c13Schema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
+	t.Helper()
+	s := strings.ToLower(uniqueName(prefix))
+	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+s); err != nil {
+		t.Fatalf("create schema %s: %v", s, err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+s+" CASCADE")
+		}
+	})
+	return s
+}
+
+// pgExec runs SQL statements (set-up: tables, triggers) or fails the test.
+func pgExec(t testing.TB, pool *pgxpool.Pool, sql string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("postgres: %v\n%s", err, sql)
+	}
+}
+
+// pgInt returns the integer result of a one-value query, or -1 when the
+// relation does not exist yet. Other errors (Postgres restarting, say)
+// are retried for up to 30 s.
+func pgInt(t testing.TB, pool *pgxpool.Pool, q string, args ...any) int64 {
+	t.Helper()
+	var lastErr error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var n int64
+		err := pool.QueryRow(context.Background(), q, args...).Scan(&n)
+		if err == nil {
+			return n
+		}
+		if strings.Contains(err.Error(), "does not exist") {
+			return -1
+		}
+		lastErr = err
+	}
+	t.Fatalf("postgres %q: %v", q, lastErr)
+	return 0
+}
+
+// kafkaTool runs one of Kafka's own command-line tools (class, e.g.
+// org.apache.kafka.tools.TopicCommand) from KAFKA_LIBS against
+// EXACTLY_BROKERS and returns its output.
+func kafkaTool(t testing.TB, class string, args ...string) (string, error) {
+	t.Helper()
+	libs := os.Getenv("KAFKA_LIBS")
+	if libs == "" {
+		t.Fatal("KAFKA_LIBS is not set: source the env file of deploy/local/up.sh")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	full := append([]string{"-Xmx256m", "-cp", libs + "/*", class, "--bootstrap-server", brokers(t)}, args...)
+	out, err := exec.CommandContext(ctx, "java", full...).CombinedOutput()
+	return string(out), err
+}
+
+// topicTool runs Kafka's TopicCommand with args.
+func topicTool(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	return kafkaTool(t, "org.apache.kafka.tools.TopicCommand", args...)
+}
+
+// c13Admin returns a kadm client and its close function; used only to
+// read (topic IDs, partition counts, group offsets).
+func c13Admin(t testing.TB) (*kadm.Client, func()) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kadm.NewClient(cl), cl.Close
+}
+
+// topicInfo returns topic's ID and partition count ("" and 0 when it does
+// not exist).
+func topicInfo(t testing.TB, topic string) (id string, parts int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm, done := c13Admin(t)
+	defer done()
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatalf("metadata of %s: %v", topic, err)
+	}
+	d, ok := md.Topics[topic]
+	if !ok || d.Err != nil {
+		return "", 0
+	}
+	return d.ID.String(), len(d.Partitions)
+}
+
+// recreateTopic deletes topic with Kafka's TopicCommand, waits until the
+// broker no longer knows it, and creates it again with parts partitions;
+// it returns the old and the new topic ID, which must differ.
+func recreateTopic(t testing.TB, topic string, parts int) (oldID, newID string) {
+	t.Helper()
+	oldID, _ = topicInfo(t, topic)
+	if out, err := topicTool(t, "--delete", "--topic", topic); err != nil {
+		t.Fatalf("TopicCommand --delete %s: %v\n%s", topic, err, out)
+	}
+	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, topic); return id == "" },
+		func() string { return "topic " + topic + " still exists after --delete" })
+	// The delete may still be finishing on the broker: retry the create.
+	var last string
+	eventually(t, time.Minute, func() bool {
+		out, err := topicTool(t, "--create", "--topic", topic, "--partitions", strconv.Itoa(parts), "--replication-factor", "1")
+		last = out
+		return err == nil
+	}, func() string { return "TopicCommand --create " + topic + ": " + last })
+	eventually(t, 30*time.Second, func() bool { _, n := topicInfo(t, topic); return n == parts },
+		func() string { return "topic " + topic + " not back with its partitions" })
+	newID, _ = topicInfo(t, topic)
+	if newID == oldID || newID == "" {
+		t.Fatalf("topic %s: ID %q before, %q after re-creation", topic, oldID, newID)
+	}
+	t.Logf("topic %s re-created: ID %s -> %s", topic, oldID, newID)
+	return oldID, newID
+}
+
+// addPartitions grows topic to parts partitions with Kafka's TopicCommand.
+func addPartitions(t testing.TB, topic string, parts int) {
+	t.Helper()
+	if out, err := topicTool(t, "--alter", "--topic", topic, "--partitions", strconv.Itoa(parts)); err != nil {
+		t.Fatalf("TopicCommand --alter %s --partitions %d: %v\n%s", topic, parts, err, out)
+	}
+	eventually(t, 30*time.Second, func() bool { _, n := topicInfo(t, topic); return n == parts },
+		func() string { return fmt.Sprintf("topic %s does not have %d partitions", topic, parts) })
+}
+
+// kcatProducePartition writes "key|value" lines to one partition of topic.
+func kcatProducePartition(t testing.TB, topic string, partition int, lines [][]byte) {
+	t.Helper()
+	cmd := exec.Command(kcatBin(t), "-P", "-b", brokers(t), "-t", topic, "-p", strconv.Itoa(partition), "-K", "|",
+		"-X", "enable.idempotence=true", "-X", "acks=all")
+	cmd.Stdin = bytes.NewReader(append(bytes.Join(lines, []byte("\n")), '\n'))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce to %s/%d: %v\n%s", topic, partition, err, out)
+	}
+}
+
+// c13Events returns n kcat lines key|value for event IDs prefix-from..,
+// each value padded with pad bytes of incompressible text when pad > 0
+// (producers compress batches, and a broker's max.message.bytes limits
+// the compressed batch).
+func c13Events(prefix string, from, n, pad int) [][]byte {
+	lines := make([][]byte, 0, n)
+	rng := rand.New(rand.NewPCG(uint64(len(prefix)), uint64(from)))
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	for i := from; i < from+n; i++ {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		padding := make([]byte, pad)
+		for j := range padding {
+			padding[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":"%s","n":%d,"pad":"%s"}`, id, id, i, padding))
+	}
+	return lines
+}
+
+// groupOffsets returns the committed offsets of group for topic by
+// partition (partitions without a commit are absent). A broker error
+// (the coordinator moving, say) is retried for up to 30 s.
+func groupOffsets(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	adm, done := c13Admin(t)
+	defer done()
+	var lastErr error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		if err == nil {
+			err = offs.Error()
+		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		out := map[int32]int64{}
+		for p, o := range offs[topic] {
+			if o.At >= 0 {
+				out[p] = o.At
+			}
+		}
+		return out
+	}
+	t.Fatalf("fetch offsets of group %s: %v", group, lastErr)
+	return nil
+}
+
+// keyCounts counts the records of topic by key, read_committed with kcat.
+func keyCounts(t testing.TB, topic string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, k := range kcatKeys(t, topic) {
+		out[k]++
+	}
+	return out
+}
+
+// cpuTicks returns the user+system CPU time of pid, in clock ticks.
+func cpuTicks(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1 // the process has exited
+	}
+	// Fields after the command name (in parentheses): state is field 3,
+	// utime 14 and stime 15 of the whole line.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + s
+}
+
+// exited reports whether p has exited, without failing the test.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// statusLag returns `exactly status --json`'s lag of the stage or sink
+// name (-1 when it is not in the report).
+func statusLag(t testing.TB, topo, name string) int64 {
+	t.Helper()
+	out, _ := exec.Command(exactlyBin, "status", "--topology", topo, "--json").Output()
+	var rep struct {
+		Stages, Sinks []struct {
+			Name string
+			Lag  int64
+		}
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	for _, g := range append(rep.Stages, rep.Sinks...) {
+		if g.Name == name {
+			return g.Lag
+		}
+	}
+	return -1
+}

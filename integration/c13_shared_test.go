@@ -1,0 +1,227 @@
+//go:build integration
+
+package integration
+
+// Issue 13, item 2: two consumers never share a position. Two sinks on
+// one topic, a sink added later, two stages on one input, one sink name
+// in two files; and positions tables written in today's format keep
+// working.
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// c13Rows returns the row and distinct event ID counts of table (an SQL
+// name, quoted as needed); -1 for both while it does not exist.
+func c13Rows(t testing.TB, pool *pgxpool.Pool, table string) (rows, distinct int64) {
+	t.Helper()
+	rows = pgInt(t, pool, "SELECT count(*) FROM "+table)
+	if rows < 0 {
+		return -1, -1
+	}
+	return rows, pgInt(t, pool, "SELECT count(DISTINCT event_id) FROM "+table)
+}
+
+// waitRows waits until table holds want rows, and requires them distinct.
+func waitRows(t testing.TB, pool *pgxpool.Pool, table string, want int64, timeout time.Duration, procs ...*proc) {
+	t.Helper()
+	eventually(t, timeout, func() bool {
+		for _, p := range procs {
+			p.alive()
+		}
+		n, _ := c13Rows(t, pool, table)
+		return n >= want
+	}, func() string {
+		n, _ := c13Rows(t, pool, table)
+		return fmt.Sprintf("table %s has %d rows, want %d", table, n, want)
+	})
+	if n, d := c13Rows(t, pool, table); n != want || d != want {
+		t.Errorf("table %s: %d rows, %d distinct event IDs; want %d", table, n, d, want)
+	}
+}
+
+// The failing input of issue 13 item 2: one topology file with two sinks
+// reading one topic (2 partitions, 200 events) into two tables (one named
+// in mixed case), with the default positions_table, so that both keep
+// their positions in one table. Each table gets all 200 rows, and
+// `exactly verify` finds nothing missing.
+func TestC13TwoSinksOneTopic(t *testing.T) {
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "c13nb3")
+	in, dlq := "c13.in3_"+uniqueName("t"), uniqueName("c13nb3_dlq")
+	a, b := uniqueName("s3a"), uniqueName("s3b")
+	cols := "{ event_id: event_id, body: $value }"
+	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
+		c13Sink(a, in, dlq, schema+".MixedCase", "", cols, "")+c13Sink(b, in, dlq, schema+".copy_b", "", cols, ""))
+	kcatProduce(t, in, c13Events("e", 0, 200, 0))
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	waitRows(t, pool, schema+`."MixedCase"`, 200, 45*time.Second, p)
+	waitRows(t, pool, schema+".copy_b", 200, 45*time.Second, p)
+	if out, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id").CombinedOutput(); err != nil {
+		t.Errorf("exactly verify: %v\n%s", err, out)
+	}
+	p.stop()
+}
+
+// A sink added later to a topic that another sink (same positions table)
+// has already loaded loads everything from the start; the first sink
+// loads nothing twice; both then follow new records.
+func TestC13SinkAddedLater(t *testing.T) {
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "c13later")
+	in, dlq := uniqueName("c13later_in"), uniqueName("c13later_dlq")
+	a, b := uniqueName("c13first"), uniqueName("c13second")
+	cols := "{ event_id: event_id, body: $value }"
+	topics := []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}
+	one := c13Topology(t, topics, "sinks:\n"+c13Sink(a, in, dlq, schema+".first", "", cols, ""))
+	kcatProduce(t, in, c13Events("e", 0, 200, 0))
+	p := start(t, nil, "sink", "--topology", one, "--instance-id", "c13-1", "--log-level", "info")
+	waitRows(t, pool, schema+".first", 200, 45*time.Second, p)
+	p.stop()
+
+	two := c13Topology(t, topics, "sinks:\n"+c13Sink(a, in, dlq, schema+".first", "", cols, "")+c13Sink(b, in, dlq, schema+".second", "", cols, ""))
+	p = start(t, nil, "sink", "--topology", two, "--instance-id", "c13-1", "--log-level", "info")
+	kcatProduce(t, in, c13Events("e", 200, 20, 0))
+	waitRows(t, pool, schema+".second", 220, 45*time.Second, p)
+	waitRows(t, pool, schema+".first", 220, 45*time.Second, p)
+	p.stop()
+}
+
+// Two stages of one file read the same input topic: each writes every
+// record to its own output, once.
+func TestC13TwoStagesOneInput(t *testing.T) {
+	in, dlq := uniqueName("c13two_in"), uniqueName("c13two_dlq")
+	s1, s2 := uniqueName("c13two_a"), uniqueName("c13two_b")
+	topo := c13Topology(t, []c13Topic{{name: in, parts: 3}, {name: s1 + "_out", parts: 2}, {name: s2 + "_out", parts: 2}, {name: dlq, parts: 1}},
+		"stages:\n"+c13Stage(s1, in, s1+"_out", dlq, "100ms", 10000)+c13Stage(s2, in, s2+"_out", dlq, "100ms", 10000))
+	lines := c13Events("e", 0, 300, 0)
+	kcatProduce(t, in, lines)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	ends := committedEnds(t, in)
+	for _, s := range []string{s1, s2} {
+		st := refusedStage{name: s, in: in, out: s + "_out", dlq: dlq}
+		st.waitCommitted(t, ends, 45*time.Second)
+		st.checkOutputs(t, "exactly-once", keysOf(lines))
+	}
+	if n := kcatCount(t, dlq); n != 0 {
+		t.Errorf("%d dead letters, want 0", n)
+	}
+	p.stop()
+}
+
+// One sink name in two topology files (two teams, say), each writing its
+// own table in one schema, so with the same default positions table and
+// the same consumer group. No file on its own is wrong, so validate
+// cannot see it. What is acceptable: each table gets every row, or a
+// process stops (exit status not 0) with an error that names the sink.
+// What is not: a process that runs on while its table misses rows.
+func TestC13SameSinkNameTwoFiles(t *testing.T) {
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "c13same")
+	in, dlq, name := uniqueName("c13same_in"), uniqueName("c13same_dlq"), uniqueName("c13same")
+	cols := "{ event_id: event_id, body: $value }"
+	topics := []c13Topic{{name: in, parts: 4}, {name: dlq, parts: 1}}
+	fa := c13Topology(t, topics, "sinks:\n"+c13Sink(name, in, dlq, schema+".team_a", "", cols, ""))
+	fb := c13Topology(t, topics, "sinks:\n"+c13Sink(name, in, dlq, schema+".team_b", "", cols, ""))
+	kcatProduce(t, in, c13Events("e", 0, 100, 0))
+	pa := start(t, nil, "sink", "--topology", fa, "--instance-id", "c13-a", "--log-level", "info")
+	pb := start(t, nil, "sink", "--topology", fb, "--instance-id", "c13-b", "--log-level", "info")
+	settled := func(p *proc, table string) bool {
+		if p.exited() {
+			return true
+		}
+		n, _ := c13Rows(t, pool, table)
+		return n == 100
+	}
+	eventually(t, 45*time.Second, func() bool { return settled(pa, schema+".team_a") && settled(pb, schema+".team_b") },
+		func() string {
+			na, _ := c13Rows(t, pool, schema+".team_a")
+			nb, _ := c13Rows(t, pool, schema+".team_b")
+			return fmt.Sprintf("team_a %d rows (exited %v), team_b %d rows (exited %v); want 100 each, or an exit naming the sink", na, pa.exited(), nb, pb.exited())
+		})
+	for _, c := range []struct {
+		p     *proc
+		table string
+	}{{pa, schema + ".team_a"}, {pb, schema + ".team_b"}} {
+		n, d := c13Rows(t, pool, c.table)
+		if c.p.exited() {
+			if c.p.err == nil || !strings.Contains(c.p.logs.String(), name) {
+				t.Errorf("%s: the process exited (%v) without an error naming sink %s:\n%s", c.table, c.p.err, name, tail(c.p.logs.String(), 20))
+			}
+			t.Logf("%s: process stopped (%v) with %d rows", c.table, c.p.err, n)
+			continue
+		}
+		if n != 100 || d != 100 {
+			t.Errorf("%s: %d rows, %d distinct; want 100", c.table, n, d)
+		}
+	}
+}
+
+// A positions table written by today's sink keeps working: the sink runs,
+// stops, and runs again on the same table; it does not load again what
+// it loaded (no row written twice, none counted as a duplicate), and
+// loads what came in between and after.
+func TestC13PositionsTableRunStopRun(t *testing.T) {
+	pool := pgPool(t)
+	c := newC13Sink(t, pool, "c13rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
+	kcatProduce(t, c.in, c13Events("e", 0, 100, 0))
+	p := c.run(t, "c13-1", "")
+	waitRows(t, pool, c.table, 100, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	p.stop()
+
+	kcatProduce(t, c.in, c13Events("e", 100, 50, 0))
+	addr := freeAddr(t)
+	p = c.run(t, "c13-1", addr)
+	kcatProduce(t, c.in, c13Events("e", 150, 50, 0))
+	waitRows(t, pool, c.table, 200, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	lbl := map[string]string{"sink": c.name}
+	m := scrape(t, addr)
+	if v, _ := sum(m, "exactly_sink_rows_written_total", lbl); v != 100 {
+		t.Errorf("second run: rows_written_total %v, want 100 (only the new records)", v)
+	}
+	if v, _ := sum(m, "exactly_sink_rows_duplicate_total", lbl); v != 0 {
+		t.Errorf("second run: rows_duplicate_total %v, want 0 (nothing read again)", v)
+	}
+	p.stop()
+}
+
+// A positions table created with the DDL of today's sink (commit c6619cb,
+// processor/pgsink/schema.go), holding a position that says the first 100
+// records are loaded: the sink resumes from there. It loads the records
+// after the stored positions and none before (a migration, when positions
+// gain a key, must keep these rows).
+func TestC13PositionsTableTodaysFormat(t *testing.T) {
+	pool := pgPool(t)
+	c := newC13Sink(t, pool, "c13old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
+		pgExec(t, pool, `CREATE TABLE `+schema+`.exactly_positions (
+	topic       text        NOT NULL,
+	partition   integer     NOT NULL,
+	next_offset bigint      NOT NULL,
+	owner       text        NOT NULL DEFAULT '',
+	updated_at  timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (topic, partition)
+)`)
+		pgExec(t, pool, `CREATE TABLE `+schema+`.events (event_id text PRIMARY KEY, body jsonb)`)
+	})
+	kcatProducePartition(t, c.in, 0, c13Events("old", 0, 100, 0))
+	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s.exactly_positions (topic, partition, next_offset, owner) VALUES ('%s', 0, 100, 'c13-old')`, c.schema, c.in))
+	kcatProducePartition(t, c.in, 0, c13Events("new", 0, 30, 0))
+	p := c.run(t, "c13-1", "")
+	waitRows(t, pool, c.table, 30, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, c.schema+".exactly_positions", c.in)[0] == 130 },
+		func() string {
+			return fmt.Sprintf("positions %v, want partition 0 at 130", storedPositions(t, pool, c.schema+".exactly_positions", c.in))
+		})
+	if n := pgInt(t, pool, "SELECT count(*) FROM "+c.table+" WHERE event_id LIKE 'old-%'"); n != 0 {
+		t.Errorf("%d records before the stored position were loaded again", n)
+	}
+	p.stop()
+}

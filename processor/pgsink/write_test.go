@@ -1,0 +1,51 @@
+package pgsink
+
+import (
+	"testing"
+)
+
+// The load keeps one row per key compared in the column's type: the first
+// in insert mode, the last in upsert mode; a key-only upsert does nothing
+// on conflict.
+func TestLoadSQL(t *testing.T) {
+	tests := []struct {
+		name, mode string
+		cols       []Column
+		types      []string
+		want       string
+	}{
+		{"insert", "insert", []Column{{"event_id", "event_id"}, {"v", "v"}}, []string{"uuid", "text"},
+			`INSERT INTO "raw"."events" ("event_id", "v") SELECT c0::uuid, c1::text FROM (SELECT DISTINCT ON (c0::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c0::uuid, ord ASC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
+		{"upsert", "upsert", []Column{{"v", "v"}, {"event_id", "event_id"}}, []string{"text", "uuid"},
+			`INSERT INTO "raw"."events" ("v", "event_id") SELECT c0::text, c1::uuid FROM (SELECT DISTINCT ON (c1::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c1::uuid, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v"`},
+		{"upsert key only", "upsert", []Column{{"event_id", "event_id"}}, []string{"bigint"},
+			`INSERT INTO "raw"."events" ("event_id") SELECT c0::bigint FROM (SELECT DISTINCT ON (c0::bigint) * FROM pg_temp.exactly_sink_staging ORDER BY c0::bigint, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) { c.Mode, c.Columns = tt.mode, tt.cols })
+			s.types = tt.types
+			s.buildSQL()
+			if s.sql.insert != tt.want {
+				t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, tt.want)
+			}
+			if got := s.stagingColumns(); len(got) != len(tt.cols)+1 || got[len(got)-1] != ordColumn {
+				t.Errorf("staging columns %v", got)
+			}
+		})
+	}
+}
+
+// A stuck batch names its offsets per partition: from the stored position,
+// or the first offset read.
+func TestBatchRanges(t *testing.T) {
+	b := newBatch()
+	b.order = []int32{2, 0}
+	b.start[2] = position{stored: true, next: 10}
+	b.start[0] = position{}
+	b.first[0], b.first[2] = 5, 12
+	b.next[2], b.next[0] = 14, 8
+	if got, want := b.ranges(), "p2 [10, 14), p0 [5, 8)"; got != want {
+		t.Errorf("ranges %q, want %q", got, want)
+	}
+}
