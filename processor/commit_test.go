@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
@@ -50,12 +51,17 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
+			reg := prometheus.NewRegistry()
+			metrics, err := processor.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
 			s, err := processor.New(processor.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 				KeyField: "event_id", CommitInterval: interval, MaxRecords: 100_000,
 				TransactionTimeout: 30 * time.Second,
-			}, tt.opts...)
+			}, append(tt.opts, processor.WithMetrics(metrics))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -91,6 +97,9 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if got := s.Stats().Committed - before; got != 1 {
 				t.Errorf("the lone record took %d transactions, want 1", got)
 			}
+			if n, sum := txnRecords(t, reg); n != uint64(s.Stats().Committed) || sum != float64(tt.backlog+1) {
+				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
+			}
 			// A read_committed reader sees every record once.
 			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer dcancel()
@@ -125,4 +134,20 @@ func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(proces
 		case <-tick.C:
 		}
 	}
+}
+
+// txnRecords reads the count and sum of exactly_stage_transaction_records.
+func txnRecords(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "exactly_stage_transaction_records" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
 }

@@ -291,7 +291,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		return false, s.afterAbort(t, produceErr, n)
 	}
 	s.committed.Add(1)
-	s.metrics.commit(t, time.Now())
+	s.metrics.commit(t, n, time.Now())
 	if s.isolate > 0 {
 		s.isolate--
 	}
