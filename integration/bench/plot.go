@@ -108,5 +108,5 @@ func (r *report) plot(path string) error {
 	p.Legend.Left = false
 	p.Legend.XOffs = -vg.Points(4)
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
-	return p.Save(11*vg.Inch, vg.Points(float64(140+22*len(cases)+14*len(title))), path)
+	return p.Save(11*vg.Inch, vg.Points(float64(150+22*len(cases)+16*len(title))), path)
 }
