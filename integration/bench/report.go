@@ -197,7 +197,7 @@ func (r *report) finish() {
 	atLeast := func(name string, want, got float64) {
 		t := target{Name: name, Want: fmt.Sprintf(">= %.2f", want), Got: "not measured", Status: "n/a"}
 		if got != 0 {
-			t.Got, t.Status = fmt.Sprintf("%.2f", got), status(got >= want)
+			t.Got, t.Status = fmt.Sprintf("%.3f", got), status(got >= want)
 		}
 		r.Targets = append(r.Targets, t)
 	}
