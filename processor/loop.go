@@ -101,7 +101,11 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			_, err := t.end(ctx)
 			return progressed, err
 		}
-		if !t.open || (t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
+		// The commit interval bounds how long a record waits; it is no
+		// fixed wait. A transaction that has read all the broker had
+		// (caught up, and nothing more buffered) commits now.
+		idle := t.caughtUp && fetches.NumRecords() == 0
+		if !t.open || (!idle && t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
 			continue
 		}
 		committed, err := t.end(ctx)
@@ -151,16 +155,26 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 // that the broker no longer knows under topicID (*kit.TopicChangedError),
 // since only a new session can read its new incarnation.
 func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte) (kgo.Fetches, error) {
-	pollCtx, cancel := ctx, context.CancelFunc(func() {})
-	if t.open {
-		pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
-	}
-	defer cancel()
 	limit := s.cfg.MaxRecords - t.records
 	if s.isolate > 0 {
 		limit = 1
 	}
-	fetches := t.sess.PollRecords(pollCtx, limit)
+	var fetches kgo.Fetches
+	if !t.open {
+		// What the client fetched while the last transaction ended
+		// comes first, without waiting (a nil context drains what is
+		// buffered, kgo.Client.PollRecords).
+		fetches = t.sess.PollRecords(nil, limit)
+		t.buffered = fetches.NumRecords() > 0
+	}
+	if fetches.NumRecords() == 0 && fetches.Err() == nil {
+		pollCtx, cancel := s.pollContext(ctx, t)
+		fetches = t.sess.PollRecords(pollCtx, limit)
+		cancel()
+		if fetches.NumRecords() > 0 {
+			t.buffered = false
+		}
+	}
 	if err := fatalFetchError(fetches); err != nil {
 		_ = t.abort(ctx)
 		return nil, err
@@ -190,6 +204,36 @@ func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]
 		}
 	}
 	return fetches, nil
+}
+
+// pollContext is how long the next poll of t may wait. The commit
+// interval bounds how long a record waits; it is no fixed wait:
+//   - no open transaction: until records come;
+//   - caught up (the last poll ended every partition at its last stable
+//     offset) on records fetched just now: not at all. Under load the next
+//     fetch is already buffered and the transaction grows; on an idle
+//     input nothing is, and the transaction ends at once;
+//   - caught up on records that were buffered while the last transaction
+//     ended: for about as long as that End took. They may be older than
+//     what the broker has now, and the client fetches the rest only once
+//     they are polled; without the wait, that rest would be left for one
+//     more transaction, a whole commit later;
+//   - behind: until the commit interval ends.
+//
+// A nil context is kgo.Client.PollRecords' non-blocking poll.
+func (s *Stage) pollContext(ctx context.Context, t *txn) (context.Context, context.CancelFunc) {
+	deadline := t.started.Add(s.cfg.CommitInterval)
+	switch {
+	case !t.open:
+		return ctx, func() {}
+	case t.caughtUp && t.buffered:
+		if d := time.Now().Add(t.lastEnd); d.Before(deadline) {
+			deadline = d
+		}
+	case t.caughtUp:
+		return nil, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
 }
 
 // hasFetchError reports whether fetches carry an error other than the

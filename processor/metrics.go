@@ -110,7 +110,9 @@ func (s stageMetrics) consumedRecords(topic string, n int) {
 	}
 }
 
-func (s stageMetrics) commit(t *txn, at time.Time) {
+// commit records t, committed at at with records input records (t.records
+// is already reset by then).
+func (s stageMetrics) commit(t *txn, records int, at time.Time) {
 	if s.m == nil {
 		return
 	}
@@ -123,7 +125,7 @@ func (s stageMetrics) commit(t *txn, at time.Time) {
 	s.m.filtered.WithLabelValues(s.stage).Add(float64(t.filtered))
 	s.m.committed.WithLabelValues(s.stage).Inc()
 	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
-	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(t.records))
+	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(records))
 	lat := s.m.latency.WithLabelValues(s.stage)
 	for _, ts := range t.timestamps {
 		lat.Observe(at.Sub(ts).Seconds())

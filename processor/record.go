@@ -59,7 +59,14 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 	if s.passJSON {
 		return s.passThroughJSON(r)
 	}
-	v, err := s.in.Decode(r.Value)
+	steps := s.pipeline != nil && s.pipeline.Len() > 0
+	var v any
+	var err error
+	if steps && s.cfg.InputFormat == serde.JSON {
+		v, err = transform.FromJSON(r.Value) // decoded field by field, as steps read
+	} else {
+		v, err = s.in.Decode(r.Value)
+	}
 	if err != nil {
 		return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
@@ -68,8 +75,7 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 		SourceTopic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 	}
 	recs := []transform.Record{in}
-	if s.pipeline != nil && s.pipeline.Len() > 0 {
-		in.Value = transform.Normalize(v)
+	if steps {
 		in.Headers = make([]transform.Header, len(r.Headers))
 		for i, h := range r.Headers {
 			in.Headers[i] = transform.Header{Key: h.Key, Value: h.Value}
@@ -154,21 +160,11 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 	}
 	key := r.Key
 	if s.cfg.KeyField != "" {
-		raw, isObject, found := serde.TopLevelField(r.Value, s.cfg.KeyField)
-		var v any // what keyOf would see, built from the one field
-		if isObject {
-			obj := map[string]any{}
-			if found {
-				fv, err := serde.FieldValue(raw)
-				if err != nil {
-					return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
-				}
-				obj[s.cfg.KeyField] = fv
-			}
-			v = obj
+		fv, isObject, _, err := serde.JSONField(r.Value, s.cfg.KeyField)
+		if err != nil {
+			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
 		}
-		var err error
-		if key, err = keyOf(v, s.cfg.KeyField); err != nil {
+		if key, err = keyText(fv, isObject, s.cfg.KeyField); err != nil {
 			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
 		}
 	}
@@ -184,12 +180,20 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 // keyOf returns the bytes of field in a JSON object: a string as its text,
 // any other value as its JSON text.
 func keyOf(v any, field string) ([]byte, error) {
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, fmt.Errorf("%w %q: value is not a json object", errMissingKey, field)
+	fv, isObject, err := transform.Field(v, field)
+	if err != nil {
+		return nil, err // names the field
 	}
-	fv, ok := obj[field]
-	if !ok || fv == nil {
+	return keyText(fv, isObject, field)
+}
+
+// keyText is keyOf for the value fv of field (nil when null or absent) in
+// a value that isObject says is an object.
+func keyText(fv any, isObject bool, field string) ([]byte, error) {
+	switch {
+	case !isObject:
+		return nil, fmt.Errorf("%w %q: value is not a json object", errMissingKey, field)
+	case fv == nil:
 		return nil, fmt.Errorf("%w %q", errMissingKey, field)
 	}
 	switch fv := fv.(type) {
@@ -202,7 +206,7 @@ func keyOf(v any, field string) ([]byte, error) {
 	case uint64:
 		return strconv.AppendUint(nil, fv, 10), nil
 	}
-	b, err := json.Marshal(fv)
+	b, err := serde.AppendJSON(nil, fv, field)
 	if err != nil {
 		return nil, fmt.Errorf("key field %q: %w", field, err)
 	}

@@ -22,6 +22,13 @@ type txn struct {
 	open    bool
 	started time.Time
 	records int // input records in this transaction
+	// caughtUp is whether the last poll with records ended every
+	// partition it read at its last stable offset: all the broker had.
+	caughtUp bool
+	// buffered is whether the transaction began on records that were
+	// already buffered, fetched while the last transaction ended.
+	buffered bool
+	lastEnd  time.Duration // how long the last End took
 
 	last                           source // the last input record processed
 	outputs, deadLetters, filtered int64
@@ -62,6 +69,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 		return err
 	}
 	s := t.stage
+	t.caughtUp = true
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) > 0 {
 			tp := partition{p.Topic, p.Partition}
@@ -83,7 +91,11 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 			// Control records are kept, so a caught-up partition reads 0
 			// here, never the 1 of a trailing marker.
 			last := p.Records[len(p.Records)-1].Offset
-			s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-(last+1))
+			lag := p.LastStableOffset - (last + 1)
+			s.metrics.setLag(p.Topic, p.Partition, lag)
+			if lag > 0 {
+				t.caughtUp = false
+			}
 		}
 	})
 	return nil
@@ -261,7 +273,9 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	n := t.records
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
+	endStart := time.Now()
 	committed, err = t.sess.End(ctx, bool(try))
+	t.lastEnd = time.Since(endStart)
 	if err != nil {
 		s.aborted.Add(1)
 		s.metrics.abort(AbortError)
@@ -277,7 +291,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		return false, s.afterAbort(t, produceErr, n)
 	}
 	s.committed.Add(1)
-	s.metrics.commit(t, time.Now())
+	s.metrics.commit(t, n, time.Now())
 	if s.isolate > 0 {
 		s.isolate--
 	}

@@ -281,6 +281,12 @@ func defaultNative(t *avroType, d any) (any, error) {
 // JSON), into the goavro native value of type t. It never rounds or
 // truncates: a value that does not fit is an error wrapping ErrUnsupported.
 func toAvro(t *avroType, v any) (any, error) {
+	if m, ok := v.(Materializer); ok {
+		var err error
+		if v, err = m.Materialize("", AsText); err != nil {
+			return nil, err
+		}
+	}
 	if t.logical != "" {
 		return logicalToAvro(t, v)
 	}
@@ -333,20 +339,24 @@ func toAvro(t *avroType, v any) (any, error) {
 		}
 		return i, nil
 	case "float", "double":
-		f, ok := float(v)
-		if !ok {
-			break
-		}
+		bits := 64
 		if t.kind == "float" {
-			if f32 := float32(f); !math.IsInf(float64(f32), 0) || math.IsInf(f, 0) {
-				return f32, nil
-			}
-			return nil, fmt.Errorf("%w: %v overflows float", ErrUnsupported, f)
+			bits = 32
+		}
+		f, err := float(v, bits)
+		if err != nil {
+			return nil, mismatchErr(t, v, err)
+		}
+		if bits == 32 {
+			return float32(f), nil
 		}
 		return f, nil
 	case "string":
 		switch s := v.(type) {
 		case string:
+			if !utf8.ValidString(s) {
+				return nil, fmt.Errorf("%w: string is not valid UTF-8", ErrUnsupported)
+			}
 			return s, nil
 		case []byte:
 			if utf8.Valid(s) {
@@ -487,7 +497,9 @@ func describe(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// integer accepts the integer shapes of the in-memory representation.
+// integer accepts the integer shapes of the in-memory representation. A
+// double is not an integer, even 2.0: a number's type follows its text
+// (README, "Values"), and a transform converts with int().
 func integer(v any) (int64, error) {
 	switch n := v.(type) {
 	case int64:
@@ -501,38 +513,75 @@ func integer(v any) (int64, error) {
 			return 0, fmt.Errorf("overflows long")
 		}
 		return int64(n), nil
-	case float64:
-		if n != math.Trunc(n) || n < -(1<<63) || n >= 1<<63 {
-			return 0, fmt.Errorf("not an integer")
-		}
-		return int64(n), nil
+	case float64, float32:
+		return 0, fmt.Errorf("a double is not an integer (convert it with int() in a transform)")
 	case json.Number:
+		if IsDoubleText(string(n)) {
+			return 0, fmt.Errorf("%s is a double by its text, not an integer", truncateText(string(n)))
+		}
 		i, err := strconv.ParseInt(string(n), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("not an integer that fits in a long")
+			return 0, fmt.Errorf("integer %s is beyond the range of a long", truncateText(string(n)))
 		}
 		return i, nil
 	}
 	return 0, fmt.Errorf("not a number")
 }
 
-func float(v any) (float64, bool) {
+// float converts a number to a float of size bits (32 or 64). Decimal
+// text becomes the nearest float, but an overflow or an underflow to zero
+// is an error; an integer must convert exactly (9007199254740993 is no
+// double).
+func float(v any, bits int) (float64, error) {
 	switch n := v.(type) {
 	case float64:
-		return n, true
+		return narrow(n, bits)
 	case float32:
-		return float64(n), true
+		return float64(n), nil
 	case int64:
-		return float64(n), true
+		return intFloat(n, bits)
 	case int:
-		return float64(n), true
+		return intFloat(int64(n), bits)
 	case int32:
-		return float64(n), true
+		return intFloat(int64(n), bits)
 	case uint64:
-		return float64(n), true
+		return exactFloat(strconv.FormatUint(n, 10), bits)
 	case json.Number:
-		f, err := strconv.ParseFloat(string(n), 64)
-		return f, err == nil
+		if IsDoubleText(string(n)) {
+			return parseFloat(string(n), bits)
+		}
+		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+			return intFloat(i, bits)
+		}
+		return exactFloat(string(n), bits)
 	}
-	return 0, false
+	return 0, fmt.Errorf("not a number")
+}
+
+// intFloat converts i to a float of size bits if it is exact there.
+func intFloat(i int64, bits int) (float64, error) {
+	limit := int64(1) << 53
+	if bits == 32 {
+		limit = 1 << 24
+	}
+	if -limit <= i && i <= limit {
+		return float64(i), nil // every integer this small is exact
+	}
+	return exactFloat(strconv.FormatInt(i, 10), bits)
+}
+
+// narrow checks that the double f fits a float of size bits: a float
+// takes the nearest value, but not ±Inf or zero for a finite nonzero f.
+func narrow(f float64, bits int) (float64, error) {
+	if bits == 64 || math.IsNaN(f) || math.IsInf(f, 0) {
+		return f, nil
+	}
+	f32 := float32(f)
+	switch {
+	case math.IsInf(float64(f32), 0):
+		return 0, fmt.Errorf("%v is beyond the range of a float", f)
+	case f32 == 0 && f != 0:
+		return 0, fmt.Errorf("%v underflows to zero as a float", f)
+	}
+	return float64(f32), nil
 }

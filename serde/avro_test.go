@@ -95,7 +95,7 @@ func TestAvroJSONRoundTrip(t *testing.T) {
 			`{"id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8",
 			  "at_ms":0,"at_us":1,"day":0,"t_ms":0,"t_us":0,"n":0,"l":0,"f":0,"d":0,"ok":false,
 			  "raw":"","color":"RED","tags":[],"attrs":{},"either":5}`,
-			`{"at_ms":"1970-01-01T00:00:00Z","at_us":"1970-01-01T00:00:00.000001Z","attrs":{},"color":"RED","d":0,"day":"1970-01-01","either":5,"f":0,"fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","l":0,"n":0,"note":null,"ok":false,"raw":"","t_ms":"00:00:00","t_us":"00:00:00","tags":[]}`},
+			`{"at_ms":"1970-01-01T00:00:00Z","at_us":"1970-01-01T00:00:00.000001Z","attrs":{},"color":"RED","d":0.0,"day":"1970-01-01","either":5,"f":0.0,"fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","l":0,"n":0,"note":null,"ok":false,"raw":"","t_ms":"00:00:00","t_us":"00:00:00","tags":[]}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

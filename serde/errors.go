@@ -16,6 +16,12 @@ var (
 	ErrSyntax = errors.New("syntax error")
 	// ErrUnsupported means a value cannot be encoded in the target format.
 	ErrUnsupported = errors.New("unsupported value")
+	// ErrInexact means a value cannot be read or written exactly: a
+	// number beyond its type's range or one that would be rounded, a
+	// string with a lone surrogate, NaN or ±Inf for JSON. It is wrapped by
+	// *ValueError, which names the field. Such a value is dead-lettered,
+	// never rewritten into something else.
+	ErrInexact = errors.New("value cannot be represented exactly")
 	// ErrUnknownFormat is returned by New for a format name it does not know.
 	ErrUnknownFormat = errors.New("unknown format")
 	// ErrConfig is returned by NewCodec for settings it cannot use, such as

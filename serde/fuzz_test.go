@@ -1,6 +1,10 @@
 package serde
 
 import (
+	"encoding/json"
+	"math"
+	"math/big"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -67,4 +71,136 @@ func FuzzJSONDecode(f *testing.F) {
 		_, _ = stringCodec{}.Decode(b)
 		_, _ = bytesCodec{}.Decode(b)
 	})
+}
+
+// numbersSchema has one field of each number type and a string.
+const numbersSchema = `{"type":"record","name":"Nums","fields":[
+ {"name":"d","type":"double"},
+ {"name":"f","type":"float"},
+ {"name":"l","type":"long"},
+ {"name":"i","type":"int"},
+ {"name":"s","type":"string"}
+]}`
+
+// FuzzJSONAvroJSON is the JSON -> Avro -> JSON boundary: for any field
+// texts, the record either converts and comes back with the same values
+// by the text rule (an int as the same int, a double as the same double,
+// still written as a double; a float as the nearest float), or it fails,
+// and then exactly when a field has no exact form in its Avro type.
+//
+//	go test -run '^$' -fuzz '^FuzzJSONAvroJSON$' -fuzztime 60s ./serde/
+func FuzzJSONAvroJSON(f *testing.F) {
+	c := mustCodec(f, Config{Format: Avro, Schema: numbersSchema})
+	for _, s := range [][5]string{
+		{"2.0", "0.1", "9007199254740993", "-2147483648", `"x"`},
+		{"1e400", "1", "1", "1", `"\ud800"`},
+		{"1e-400", "3.4e39", "9223372036854775808", "2.0", `"\u00e9\ud83d\ude00"`},
+		{"-0.0", "1e-46", "-0", "1E2", `""`},
+		{"9007199254740993", "16777217", "0", "2147483648", `"a\"b"`},
+	} {
+		f.Add(s[0], s[1], s[2], s[3], s[4])
+	}
+	f.Fuzz(func(t *testing.T, d, fl, l, i, s string) {
+		in := []byte(`{"d":` + d + `,"f":` + fl + `,"l":` + l + `,"i":` + i + `,"s":` + s + `}`)
+		v, err := jsonCodec{}.Decode(in)
+		if err != nil {
+			return // not JSON, or a string with no text form: a decode dead letter
+		}
+		obj := v.(map[string]any)
+		if len(obj) != 5 {
+			return // a field text that held more than one value
+		}
+		ok := fitsAvro(obj["d"], 64) && fitsAvro(obj["f"], 32) && fitsInt(obj["l"], 64) && fitsInt(obj["i"], 32)
+		_, isString := obj["s"].(string)
+		ok = ok && isString
+		bin, err := c.Encode(v)
+		if (err == nil) != ok {
+			t.Fatalf("%s: Encode error %v, but each field fits its type: %v", in, err, ok)
+		}
+		if err != nil {
+			return
+		}
+		back, err := c.Decode(bin)
+		if err != nil {
+			t.Fatalf("%s: decode what was encoded: %v", in, err)
+		}
+		out, err := jsonCodec{}.Encode(back)
+		if err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		got, err := jsonCodec{}.Decode(out)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", in, out, err)
+		}
+		g := got.(map[string]any)
+		for _, k := range []string{"l", "i"} {
+			a, _ := strconv.ParseInt(string(obj[k].(json.Number)), 10, 64)
+			b, err := strconv.ParseInt(string(g[k].(json.Number)), 10, 64)
+			if err != nil || a != b {
+				t.Fatalf("%s -> %s: %s changed", in, out, k)
+			}
+		}
+		for k, bits := range map[string]int{"d": 64, "f": 32} {
+			text := string(g[k].(json.Number))
+			if !IsDoubleText(text) {
+				t.Fatalf("%s -> %s: %s is written as an int", in, out, k)
+			}
+			want, _ := float(obj[k], bits)
+			got, err := strconv.ParseFloat(text, bits)
+			if err != nil || math.Float64bits(got) != math.Float64bits(want) {
+				t.Fatalf("%s -> %s: %s is %v, want %v", in, out, k, got, want)
+			}
+		}
+		if g["s"] != obj["s"] {
+			t.Fatalf("%s -> %s: s changed", in, out)
+		}
+	})
+}
+
+// fitsAvro says, independently of the encoder, whether a JSON number
+// converts to a float of size bits by the rules: decimal text to the
+// nearest float unless it overflows or underflows to zero, integer text
+// only if exact.
+func fitsAvro(v any, bits int) bool {
+	n, ok := v.(json.Number)
+	if !ok {
+		return false
+	}
+	text := string(n)
+	if IsDoubleText(text) {
+		r, ok := new(big.Rat).SetString(text)
+		if !ok {
+			return false
+		}
+		f, _ := strconv.ParseFloat(text, bits)
+		if math.IsInf(f, 0) {
+			return false
+		}
+		return f != 0 || r.Sign() == 0
+	}
+	z, ok := new(big.Int).SetString(text, 10)
+	if !ok {
+		return false
+	}
+	mant := 53
+	if bits == 32 {
+		mant = 24
+	}
+	a := new(big.Int).Abs(z)
+	if a.Sign() == 0 {
+		return true
+	}
+	// exact iff the significant bits fit the mantissa (and the exponent
+	// is in range: any integer this size is)
+	trailing := a.TrailingZeroBits()
+	return a.BitLen()-int(trailing) <= mant && (bits == 64 || a.BitLen() <= 128)
+}
+
+func fitsInt(v any, bits int) bool {
+	n, ok := v.(json.Number)
+	if !ok || IsDoubleText(string(n)) {
+		return false
+	}
+	_, err := strconv.ParseInt(string(n), 10, bits)
+	return err == nil
 }

@@ -3,7 +3,8 @@ package serde
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"fmt"
+	"io"
 	"unicode/utf8"
 )
 
@@ -18,11 +19,7 @@ func CheckJSON(b []byte) error {
 	case !utf8.Valid(b):
 		return ErrInvalidUTF8
 	case !json.Valid(b):
-		_, err := jsonCodec{}.Decode(b) // the slow path, for its message
-		if err == nil {
-			err = ErrSyntax
-		}
-		return err
+		return syntaxError(b) // the slow path, for its message
 	case bytes.Equal(bytes.TrimSpace(b), []byte("null")):
 		return ErrNullValue
 	}
@@ -56,12 +53,20 @@ func TopLevelField(b []byte, field string) (raw []byte, isObject, found bool) {
 }
 
 // keyIs compares a quoted JSON key with field, unescaping only if needed.
-func keyIs(quoted []byte, field string) bool {
-	if bytes.IndexByte(quoted, '\\') < 0 {
-		return string(quoted[1:len(quoted)-1]) == field
+func keyIs(quoted []byte, field string) bool { return KeyIs(quoted, field) }
+
+// syntaxError returns the error, wrapping ErrSyntax, that says why b
+// (which json.Valid refused) is not one JSON value.
+func syntaxError(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return fmt.Errorf("%w: %v", ErrSyntax, err)
 	}
-	var s string
-	return json.Unmarshal(quoted, &s) == nil && s == field
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: data after the first JSON value", ErrSyntax)
+	}
+	return ErrSyntax
 }
 
 func skipSpace(b []byte, i int) int {
@@ -72,13 +77,26 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the index after the string that starts at b[i] == '"'.
+// Each byte is looked at a bounded number of times, however many escapes.
 func skipString(b []byte, i int) int {
-	for i++; i < len(b) && b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
+	i++
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b) + 1
+		}
+		q += i
+		for {
+			bs := bytes.IndexByte(b[i:q], '\\')
+			if bs < 0 {
+				return q + 1
+			}
+			i += bs + 2 // the escaped byte is never the end
+			if i > q {
+				break // the quote at q was escaped: look for the next
+			}
 		}
 	}
-	return i + 1
 }
 
 // skipValue returns the index after the value that starts at b[i].
@@ -102,45 +120,66 @@ func skipValue(b []byte, i int) int {
 		}
 		return i
 	}
-	for i < len(b) && !bytes.ContainsRune([]byte(",}] \t\r\n"), rune(b[i])) {
-		i++
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\r', '\n':
+			return i
+		}
 	}
 	return i
 }
 
 // FieldValue decodes raw, a value that TopLevelField returned, as Decode
-// would, except that JSON null is nil and not an error. A plain string,
-// the common case for keys and event IDs, takes no decoder.
-func FieldValue(raw []byte) (any, error) {
-	if len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+// would, except that JSON null is nil and not an error, and an object or
+// array stays its bytes as they came (a json.RawMessage, which AppendJSON
+// writes unchanged). A plain string, the common case for keys and event
+// IDs, takes no decoder.
+func FieldValue(raw []byte) (any, error) { return fieldValue(raw, "") }
+
+func fieldValue(raw []byte, path string) (any, error) {
+	switch {
+	case raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
 		return string(raw[1 : len(raw)-1]), nil
+	case raw[0] == '{' || raw[0] == '[':
+		return json.RawMessage(raw), nil
 	}
-	v, err := jsonCodec{}.Decode(raw)
-	if errors.Is(err, ErrNullValue) {
-		return nil, nil
+	return DecodeValue(raw, path, AsText)
+}
+
+// JSONField is TopLevelField and FieldValue in one, on b that passed
+// CheckJSON: the decoded value of field (nil for JSON null), isObject
+// false when b is not an object, found false when the field is absent.
+// An error (a *ValueError naming field) means the value cannot be read
+// exactly, such as a string with a lone surrogate.
+func JSONField(b []byte, field string) (v any, isObject, found bool, err error) {
+	raw, isObject, found := TopLevelField(b, field)
+	if !found {
+		return nil, isObject, false, nil
 	}
-	return v, err
+	v, err = fieldValue(raw, field)
+	return v, isObject, true, err
 }
 
 // JSONFields returns the top-level fields of the JSON object b that are
 // named in fields, decoded with FieldValue, after checking b with
 // CheckJSON: the same as decoding b and picking the fields, without
-// decoding the rest. obj is nil when b is not an object.
+// decoding the rest. obj is nil when b is not an object. Fields that are
+// not read are not checked: a lone surrogate in one of them is no error.
 func JSONFields(b []byte, fields []string) (obj map[string]any, err error) {
 	if err := CheckJSON(b); err != nil {
 		return nil, err
 	}
 	obj = make(map[string]any, len(fields))
 	for _, f := range fields {
-		raw, isObject, found := TopLevelField(b, f)
+		v, isObject, found, err := JSONField(b, f)
 		if !isObject {
 			return nil, nil
 		}
-		if !found {
-			continue
-		}
-		if obj[f], err = FieldValue(raw); err != nil {
+		if err != nil {
 			return nil, err
+		}
+		if found {
+			obj[f] = v
 		}
 	}
 	return obj, nil

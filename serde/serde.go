@@ -3,7 +3,10 @@
 //
 // The in-memory representation is the one encoding/json produces with
 // UseNumber: map[string]any for objects, []any for arrays, string,
-// json.Number for numbers, bool, and nil. The string format decodes to a Go
+// json.Number for numbers, bool, and nil; except that strings are read
+// strictly (a lone surrogate escape is an error, not U+FFFD) and written
+// back by AppendJSON, which keeps doubles doubles and refuses NaN (see
+// jsonvalue.go for the exact value rules). The string format decodes to a Go
 // string and the bytes format to a []byte, so that every format meets in one
 // shape whatever the topic holds. Avro decodes to the same shapes, with
 // int64 and float64 for its numbers and logical types rendered as plain JSON
@@ -11,10 +14,7 @@
 package serde
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"unicode/utf8"
 )
 
@@ -61,39 +61,20 @@ type jsonCodec struct{}
 func (jsonCodec) Format() string { return JSON }
 
 // Decode accepts exactly one JSON value (RFC 8259) surrounded by optional
-// whitespace. encoding/json silently replaces invalid UTF-8 with U+FFFD, so
-// the bytes are checked first: a corrupt record is dead-lettered as it came,
-// never "repaired".
+// whitespace, in valid UTF-8 (see CheckJSON), and decodes it with numbers
+// as json.Number, so that they keep their text. Strings are read strictly:
+// invalid UTF-8 and lone surrogate escapes are errors (ErrInvalidUTF8, a
+// *ValueError), never "repaired" into U+FFFD.
 func (jsonCodec) Decode(b []byte) (any, error) {
-	if b == nil {
-		return nil, ErrNullValue
+	if err := CheckJSON(b); err != nil {
+		return nil, err
 	}
-	if !utf8.Valid(b) {
-		return nil, ErrInvalidUTF8
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the first JSON value", ErrSyntax)
-	}
-	if v == nil {
-		return nil, ErrNullValue
-	}
-	return v, nil
+	return DecodeValue(b, "", AsText)
 }
 
+// Encode writes v as JSON text by AppendJSON's rules.
 func (jsonCodec) Encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return AppendJSON(nil, v, "")
 }
 
 type stringCodec struct{}

@@ -22,11 +22,15 @@ const (
 	caseALOSCEL    = "exactly ALOS 3-step CEL"
 	caseEOSPass    = "exactly EOS pass-through"
 	caseEOSCEL     = "exactly EOS 3-step CEL"
-	caseKSPass     = "Kafka Streams EOSv2 pass-through"
-	caseKSCEL      = "Kafka Streams EOSv2 3-step JSON"
+	caseKSPass     = "Kafka Streams EOSv2 pass-through, defaults"
+	caseKSCEL      = "Kafka Streams EOSv2 3-step JSON, defaults"
+	caseKSPassM    = "Kafka Streams EOSv2 pass-through, matched"
+	caseKSCELM     = "Kafka Streams EOSv2 3-step JSON, matched"
 	caseSink       = "exactly sink -> Postgres"
 	caseCopy       = "plain COPY -> Postgres"
 	commitInterval = 100 * time.Millisecond
+	// commitMaxRecords is the stage's commit.max_records (its default).
+	commitMaxRecords = 10000
 )
 
 // celSteps is the 3-step transform of the CEL cases; the Kafka Streams
@@ -148,7 +152,7 @@ func (r *runner) stageTopology(name, in, out, dlq string, cel bool) (string, str
 	fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
 		in, r.cfg.partitions, out, r.cfg.partitions, dlq)
 	fmt.Fprintf(&b, "stages:\n  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n", stage, in, out)
-	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: 10000 }\n", dlq, commitInterval)
+	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n", dlq, commitInterval, commitMaxRecords)
 	if cel {
 		b.WriteString(celSteps)
 	}
@@ -156,8 +160,9 @@ func (r *runner) stageTopology(name, in, out, dlq string, cel bool) (string, str
 	return path, stage, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
-// startStage starts `exactly run` on a new output topic of in.
-func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guarantee string) (*proc, string, error) {
+// startStage starts `exactly run` on a new output topic of in; with a
+// CPU profile into profile unless it is "".
+func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guarantee, profile string) (*proc, string, error) {
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		return nil, "", err
@@ -175,6 +180,9 @@ func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guar
 	if guarantee != "" {
 		args = append(args, "--guarantee", guarantee)
 	}
+	if profile != "" {
+		args = append(args, "--cpu-profile", profile)
+	}
 	p, err := startProc(r.dir, name, nil, r.bin, args...)
 	return p, group, err
 }
@@ -185,7 +193,7 @@ func (r *runner) stageCase(ctx context.Context, label, name string, round int, c
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
 	name = fmt.Sprintf("%s_r%d", name, round)
-	p, group, err := r.startStage(ctx, name, r.input, cel, guarantee)
+	p, group, err := r.startStage(ctx, name, r.input, cel, guarantee, "")
 	if err != nil {
 		res.Error = err.Error()
 		return
@@ -226,5 +234,41 @@ func (r *runner) eos(ctx context.Context, round int) error {
 	}
 	r.stageCase(ctx, caseEOSPass, "eos_pass", round, false, g)
 	r.stageCase(ctx, caseEOSCEL, "eos_cel", round, true, g)
+	if round == r.cfg.repeat-1 && r.cfg.profile != "" {
+		return r.profileCEL(ctx, g)
+	}
 	return nil
+}
+
+// profileCEL runs the EOS 3-step CEL case once more, outside the
+// measured rounds, with a CPU profile of the exactly process, and writes
+// `go tool pprof -top` of it to -profile.
+func (r *runner) profileCEL(ctx context.Context, guarantee string) error {
+	logf("%s with a CPU profile", caseEOSCEL)
+	prof := filepath.Join(r.dir, "eos_cel.prof")
+	p, group, err := r.startStage(ctx, "eos_cel_prof", r.input, true, guarantee, prof)
+	if err != nil {
+		return err
+	}
+	m, werr := watch(ctx, r.k.groupProgress(group, r.input), r.total, p, r.k.timeoutFor())
+	u, perr := p.stop() // SIGTERM: exactly stops the profile and exits
+	if errors.Is(werr, errExited) {
+		werr = p.failure()
+	}
+	if werr != nil {
+		return werr
+	}
+	if perr != nil {
+		return fmt.Errorf("profiled stage: %w", perr)
+	}
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", r.bin, prof).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w: %s", err, top)
+	}
+	head := fmt.Sprintf("# %s, %d records, profiled run: %.0f records/s, %.1f CPU s (go tool pprof -top %s %s)\n",
+		caseEOSCEL, r.total, m.rate(), u.CPUSeconds, r.bin, prof)
+	if err := os.MkdirAll(filepath.Dir(r.cfg.profile), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(r.cfg.profile, append([]byte(head), top...), 0o644)
 }

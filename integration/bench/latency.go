@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 type latencyResult struct {
 	Case       string  `json:"case"`
+	LoadPct    int     `json:"load_pct"` // of the full-load rate
 	TargetRate int     `json:"target_rate_per_s"`
 	Rate       float64 `json:"achieved_rate_per_s"`
 	Records    int     `json:"records"`
@@ -27,45 +29,101 @@ type latencyResult struct {
 	Error      string  `json:"error,omitempty"`
 }
 
-// latency runs the exactly-once 3-step CEL stage on fresh topics and
-// produces into it at a fixed rate, by default half its measured maximum.
-// Each record's latency is from its producer timestamp (set just before
-// Produce; outputs keep the input's timestamp) to the moment a
-// read_committed consumer of the output receives it.
-func (r *runner) latency(ctx context.Context) error {
-	rate := r.cfg.latencyRate
-	if rate == 0 {
-		max := r.rep.rate(caseEOSCEL)
-		if max == 0 {
-			return errors.New("no exactly-once rate to take half of: run the eos case too, or pass -latency-rate")
-		}
-		rate = int(max / 2)
-	}
-	n := int(float64(rate) * r.cfg.latencyFor.Seconds())
-	res := &latencyResult{Case: caseEOSCEL, TargetRate: rate, Records: n}
-	r.rep.Latency = res
-	logf("latency: %s at %d records/s for %s", caseEOSCEL, rate, r.cfg.latencyFor)
+// latencyLoads are the loads of the latency case, in percent of the
+// full-load rate.
+var latencyLoads = []int{50, 10}
 
-	in, err := r.k.topic(ctx, "lat_in", 0)
+// Latency case names.
+const (
+	latExactly  = "exactly EOS 3-step CEL"
+	latKStreams = "Kafka Streams EOSv2 3-step JSON, defaults"
+)
+
+// latency feeds the exactly-once 3-step CEL stage and the Kafka Streams
+// peer's 3-step stage (default settings), each on fresh topics, at the
+// same fixed rates: 50% and 10% of the full-load rate, by default the
+// measured maximum of exactly's EOS 3-step case. Each record's latency is
+// from its producer timestamp (set just before Produce; outputs keep the
+// input's timestamp) to the moment a read_committed consumer of the
+// output receives it.
+func (r *runner) latency(ctx context.Context) error {
+	full := r.cfg.latencyFull
+	if full == 0 {
+		full = int(r.rep.rate(caseEOSCEL))
+		if full == 0 {
+			return errors.New("no exactly-once rate to take a share of: run the eos case too, or pass -latency-full")
+		}
+	}
+	if r.rep.KStreamsBuild == "" {
+		if err := r.buildKStreams(ctx); err != nil {
+			logf("latency: %v", err)
+		}
+	}
+	for _, load := range latencyLoads {
+		rate := max(1, full*load/100)
+		for _, c := range []string{latExactly, latKStreams} {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			res := &latencyResult{Case: c, LoadPct: load, TargetRate: rate, Records: max(1, int(float64(rate)*r.cfg.latencyFor.Seconds()))}
+			r.rep.Latency = append(r.rep.Latency, res)
+			if c == latKStreams && r.rep.KStreamsBuild == "" {
+				res.Error = "the Kafka Streams peer did not build"
+				continue
+			}
+			if err := r.latencyOne(ctx, res); err != nil {
+				res.Error = err.Error()
+			}
+		}
+	}
+	return nil
+}
+
+// latencyOne runs one latency measurement, filling res.
+func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
+	logf("latency: %s at %d records/s (%d%% load) for %s", res.Case, res.TargetRate, res.LoadPct, r.cfg.latencyFor)
+	tag := fmt.Sprintf("lat%d_eos_cel", res.LoadPct)
+	if res.Case == latKStreams {
+		tag = fmt.Sprintf("lat%d_ks_cel", res.LoadPct)
+	}
+	in, err := r.k.topic(ctx, tag+"_in", 0)
 	if err != nil {
 		return err
 	}
-	p, group, err := r.startStage(ctx, "lat_eos_cel", in, true, "")
-	if err != nil {
-		return err
+	var (
+		p             *proc
+		group, outTop string
+	)
+	if res.Case == latKStreams {
+		if outTop, err = r.k.topic(ctx, tag+"_out", 0); err != nil {
+			return err
+		}
+		group = r.k.group(r.k.name(tag))
+		state, err := os.MkdirTemp("", "bench-kstreams-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(state)
+		if p, err = r.startKStreams(tag, group, in, outTop, "cel", state, nil); err != nil {
+			return err
+		}
+	} else {
+		if p, group, err = r.startStage(ctx, tag, in, true, "", ""); err != nil {
+			return err
+		}
+		outTop = r.k.name(tag + "_out")
 	}
-	outTopic := r.k.name("lat_eos_cel_out")
 	defer func() {
 		u, _ := p.stop()
 		res.PeakRSSMiB = u.PeakRSSMiB
 	}()
 	if err := r.waitStable(ctx, group, p); err != nil {
-		res.Error = err.Error()
-		return nil
+		return err
 	}
 
+	n := res.Records
 	seeds := strings.Split(r.cfg.brokers, ",")
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(outTopic),
+	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(outTop),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
@@ -79,6 +137,9 @@ func (r *runner) latency(ctx context.Context) error {
 	defer prod.Close()
 	// Both clients connect and learn their metadata before the clock runs.
 	if err := prod.Ping(ctx); err != nil {
+		return err
+	}
+	if err := cons.Ping(ctx); err != nil {
 		return err
 	}
 
@@ -116,7 +177,7 @@ func (r *runner) latency(ctx context.Context) error {
 			return ctx.Err()
 		case <-tick.C:
 		}
-		due := min(n, int(time.Since(start).Seconds()*float64(rate)))
+		due := min(n, int(time.Since(start).Seconds()*float64(res.TargetRate)))
 		for ; sent < due; sent++ {
 			prod.Produce(ctx, &kgo.Record{Key: []byte(eventID(sent)), Value: value(sent), Timestamp: time.Now()},
 				func(_ *kgo.Record, err error) {
@@ -136,15 +197,16 @@ func (r *runner) latency(ctx context.Context) error {
 	mu.Lock()
 	perr := prodErr
 	mu.Unlock()
+	var werr error
 	if perr != nil {
-		res.Error = fmt.Sprintf("produce: %v", perr)
+		werr = fmt.Errorf("produce: %w", perr)
 	}
 	select {
 	case <-got:
 	case <-time.After(30 * time.Second):
-		res.Error = "timed out waiting for the outputs"
+		werr = errors.Join(werr, errors.New("timed out waiting for the outputs"))
 	case <-p.exited:
-		res.Error = p.failure().Error()
+		werr = errors.Join(werr, p.failure())
 	}
 	ccancel()
 	<-consDone
@@ -155,7 +217,7 @@ func (r *runner) latency(ctx context.Context) error {
 		q := func(p float64) float64 { return ms(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
 		res.P50ms, res.P99ms, res.MaxMs = q(0.50), q(0.99), ms(lat[len(lat)-1])
 	}
-	return nil
+	return werr
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -7,7 +7,7 @@
 // output topic of the same shape, with a 100 ms commit interval.
 //
 //	source /tmp/exactly-local/env   # deploy/local/up.sh
-//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3]
+//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3] [-profile FILE]
 //
 // It prints a table and writes results/<time>.json and .png (and
 // latest.json, latest.png) under -out. exactly runs as a subprocess built
@@ -34,7 +34,8 @@ type config struct {
 	brokers, pgDSN, kafkaLibs string
 	records, partitions       int
 	latencyFor                time.Duration
-	latencyRate               int
+	latencyFull               int
+	profile                   string
 	repeat                    int
 	ksHeap                    string
 	out                       string
@@ -54,7 +55,8 @@ func main() {
 	flag.IntVar(&cfg.partitions, "partitions", 3, "partitions of the input and output topics")
 	flag.IntVar(&cfg.repeat, "repeat", 3, "rounds of the alos, eos and kstreams cases, interleaved; the table shows medians")
 	flag.DurationVar(&cfg.latencyFor, "latency-for", 15*time.Second, "how long the latency case produces")
-	flag.IntVar(&cfg.latencyRate, "latency-rate", 0, "records/s of the latency case (0: 50% of the measured exactly-once max)")
+	flag.IntVar(&cfg.latencyFull, "latency-full", 0, "records/s that count as full load in the latency case, which runs at 50% and 10% of it (0: the measured exactly EOS 3-step rate)")
+	flag.StringVar(&cfg.profile, "profile", "", "also run the exactly EOS 3-step case once more with a CPU profile, and write the output of go tool pprof -top for it to this file")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the topics, groups and tables the run created")
@@ -90,6 +92,11 @@ func main() {
 		fatalf("%v", err)
 	}
 	cfg.root = root
+	if cfg.profile != "" {
+		if cfg.profile, err = filepath.Abs(cfg.profile); err != nil {
+			fatalf("-profile: %v", err)
+		}
+	}
 	if !filepath.IsAbs(cfg.out) {
 		cfg.out = filepath.Join(root, cfg.out)
 	}

@@ -147,19 +147,34 @@ func (r *runner) kstreams(ctx context.Context, round int) error {
 	} else if r.rep.KStreamsBuild == "" {
 		return nil // the build failed in round 0
 	}
-	r.ksCase(ctx, caseKSPass, "pass", round)
-	r.ksCase(ctx, caseKSCEL, "cel", round)
+	matched, err := matchedSettings()
+	if err != nil {
+		return err
+	}
+	r.ksCase(ctx, caseKSPass, "pass", round, nil)
+	r.ksCase(ctx, caseKSCEL, "cel", round, nil)
+	r.ksCase(ctx, caseKSPassM, "pass", round, matched)
+	r.ksCase(ctx, caseKSCELM, "cel", round, matched)
 	return nil
 }
 
 // ksCase runs the Kafka Streams peer over the whole input: one instance,
-// one stream thread, exactly_once_v2, commit.interval.ms=100.
-func (r *runner) ksCase(ctx context.Context, label, mode string, round int) {
+// one stream thread, exactly_once_v2, commit.interval.ms=100; with its
+// default client settings, or with settings (the matched rows).
+func (r *runner) ksCase(ctx context.Context, label, mode string, round int, settings []ksSetting) {
 	res := caseResult{Name: label, Group: "kstreams", Records: r.total,
-		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread"}
+		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread; "}
+	if settings == nil {
+		res.Note += "Kafka Streams' defaults: batch.size=16384 linger.ms=100 compression.type=none fetch.max.wait.ms=500 max.poll.records=1000"
+	} else {
+		res.Note += ksNote(settings)
+	}
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
 	name := fmt.Sprintf("ks_%s_r%d", mode, round)
+	if settings != nil {
+		name = fmt.Sprintf("ks_%s_m_r%d", mode, round)
+	}
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		res.Error = err.Error()
@@ -172,10 +187,7 @@ func (r *runner) ksCase(ctx context.Context, label, mode string, round int) {
 		return
 	}
 	defer os.RemoveAll(state)
-	dir := r.ksDir()
-	cp := filepath.Join(dir, "target", "kstreams-peer.jar") + ":" + filepath.Join(dir, "target", "lib", "*")
-	p, err := startProc(r.dir, name, nil, "java", "-Xms"+r.cfg.ksHeap, "-Xmx"+r.cfg.ksHeap, "-cp", cp,
-		"io.exactly.peer.Peer", r.cfg.brokers, app, r.input, out, mode, state)
+	p, err := r.startKStreams(name, app, r.input, out, mode, state, settings)
 	if err != nil {
 		res.Error = err.Error()
 		return
@@ -192,4 +204,13 @@ func (r *runner) ksCase(ctx context.Context, label, mode string, round int) {
 	}
 	res.RecordsPerS = m.rate()
 	res.WallS = m.last.Sub(p.started).Seconds()
+}
+
+// startKStreams starts the Kafka Streams peer: application app, in -> out.
+func (r *runner) startKStreams(name, app, in, out, mode, state string, settings []ksSetting) (*proc, error) {
+	dir := r.ksDir()
+	cp := filepath.Join(dir, "target", "kstreams-peer.jar") + ":" + filepath.Join(dir, "target", "lib", "*")
+	args := []string{"-Xms" + r.cfg.ksHeap, "-Xmx" + r.cfg.ksHeap, "-cp", cp,
+		"io.exactly.peer.Peer", r.cfg.brokers, app, in, out, mode, state}
+	return startProc(r.dir, name, nil, "java", append(args, ksArgs(settings)...)...)
 }

@@ -48,9 +48,11 @@ func (r *report) plot(path string) error {
 	for i := 0; i < len(rs); i += 3 {
 		title = append(title, strings.Join(rs[i:min(i+3, len(rs))], " | "))
 	}
-	if l := r.Latency; l != nil && l.Received > 0 {
-		title = append(title, fmt.Sprintf("latency at %d records/s (EOS 3-step CEL): p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-			l.TargetRate, l.P50ms, l.P99ms, l.MaxMs))
+	for _, l := range r.Latency {
+		if l.Received > 0 {
+			title = append(title, fmt.Sprintf("latency, %s at %d records/s (%d%% load): p50 %.0f ms, p99 %.0f ms, max %.0f ms",
+				l.Case, l.TargetRate, l.LoadPct, l.P50ms, l.P99ms, l.MaxMs))
+		}
 	}
 	p.Title.Text = strings.Join(title, "\n")
 	p.Title.TextStyle.Font.Size = vg.Points(9)
@@ -106,5 +108,5 @@ func (r *report) plot(path string) error {
 	p.Legend.Left = false
 	p.Legend.XOffs = -vg.Points(4)
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
-	return p.Save(11*vg.Inch, vg.Points(float64(140+22*len(cases)+14*len(title))), path)
+	return p.Save(11*vg.Inch, vg.Points(float64(150+22*len(cases)+16*len(title))), path)
 }

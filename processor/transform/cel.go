@@ -2,18 +2,14 @@ package transform
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
-	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 
@@ -96,7 +92,14 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 			return nil, false
 		}
 	}
-	prg, err := c.env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(costLimit))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	if est, err := c.env.EstimateCost(ast, noEstimates{}); err != nil || est.Max > costLimit {
+		// Only an expression whose worst case the checker cannot bound
+		// (a comprehension or a string function over input of unknown
+		// size) pays for tracking its cost as it runs.
+		opts = append(opts, cel.CostLimit(costLimit))
+	}
+	prg, err := c.env.Program(ast, opts...)
 	if err != nil {
 		c.fail(path, "invalid expression: %s", oneLine(err.Error()))
 		return nil, false
@@ -104,13 +107,25 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 	return &program{prg: prg, src: src}, true
 }
 
+// noEstimates lets the checker's own rules estimate every size and call:
+// an input's size is unknown, so anything that depends on it is unbounded.
+type noEstimates struct{}
+
+func (noEstimates) EstimateSize(cost.AstNode) *cost.SizeEstimate { return nil }
+func (noEstimates) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
+	return nil
+}
+
 func oneLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[0])
 }
 
-func (p *program) eval(ctx context.Context, r *Record) (ref.Val, error) {
-	v, _, err := p.prg.ContextEval(ctx, activation{r})
+// eval runs p on r. It does not watch ctx: the cost limit bounds every
+// evaluation, and a context per evaluation costs more than the
+// expressions of a typical step.
+func (p *program) eval(_ context.Context, r *Record) (ref.Val, error) {
+	v, _, err := p.prg.Eval(activation{r})
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +152,7 @@ func (a activation) ResolveName(name string) (any, bool) {
 	r := a.r
 	switch name {
 	case "value":
-		return r.Value, true
+		return celValue(r), true
 	case "key":
 		if r.Key == nil {
 			return types.NullValue, true
@@ -166,73 +181,21 @@ func (a activation) ResolveName(name string) (any, bool) {
 
 func (activation) Parent() interpreter.Activation { return nil }
 
-// Normalize converts a decoded JSON value into the shapes CEL works with:
-// json.Number becomes int64 when it is an integer that fits, uint64 when it
-// fits there, and float64 otherwise. It changes maps and lists in place and
-// returns the converted value.
-func Normalize(v any) any {
-	switch v := v.(type) {
-	case json.Number:
-		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
-			return i
-		}
-		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			return u
-		}
-		f, _ := strconv.ParseFloat(string(v), 64)
-		return f
+// celValue is what the variable value is for r's value. A native object
+// (from Avro, say) becomes an *object in place: the same value, with a
+// fixed iteration order.
+func celValue(r *Record) any {
+	switch x := r.Value.(type) {
+	case *object:
+		return x
+	case rawJSON:
+		return celJSON(x, "", "")
 	case map[string]any:
-		for k, e := range v {
-			v[k] = Normalize(e)
-		}
+		o := fromNative(x, "")
+		r.Value = o
+		return o
 	case []any:
-		for i, e := range v {
-			v[i] = Normalize(e)
-		}
+		return celNative(x, "")
 	}
-	return v
-}
-
-// native converts a CEL result into the Go shapes of Record.Value, copying
-// maps and lists so that no two records share one.
-func native(v ref.Val) any {
-	switch v := v.(type) {
-	case types.Null:
-		return nil
-	case types.Bool:
-		return bool(v)
-	case types.Int:
-		return int64(v)
-	case types.Uint:
-		return uint64(v)
-	case types.Double:
-		f := float64(v)
-		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return nil // JSON has no NaN or infinity
-		}
-		return f
-	case types.String:
-		return string(v)
-	case types.Bytes:
-		return []byte(v)
-	case types.Timestamp:
-		return v.Time.UTC().Format(time.RFC3339Nano)
-	case types.Duration:
-		return v.Duration.String()
-	case traits.Mapper:
-		out := map[string]any{}
-		for it := v.Iterator(); it.HasNext() == types.True; {
-			k := it.Next()
-			out[fmt.Sprint(native(k))] = native(v.Get(k))
-		}
-		return out
-	case traits.Lister:
-		n := int(v.Size().(types.Int))
-		out := make([]any, n)
-		for i := range n {
-			out[i] = native(v.Get(types.Int(i)))
-		}
-		return out
-	}
-	return v.Value()
+	return r.Value
 }

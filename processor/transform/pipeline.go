@@ -2,16 +2,17 @@ package transform
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
+	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -55,7 +56,8 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		st := &f.Stages[i]
 		p := &Pipeline{}
 		for j := range st.Transform {
-			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg); ok {
+			jsonOut := st.Output.Format != serde.Avro
+			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg, jsonOut); ok {
 				p.steps = append(p.steps, s)
 				p.hasFuncs = p.hasFuncs || st.Transform[j].Func != ""
 			}
@@ -75,8 +77,25 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 // Apply runs the steps on in and returns the records to write: none if a
 // step filtered it out. A step's failure is returned as *StepError.
 func (p *Pipeline) Apply(ctx context.Context, in Record) ([]Record, error) {
-	recs := []Record{in}
-	for _, s := range p.steps {
+	// One record in, one out is the common case: no slice per step.
+	one := []Record{in}
+	for i, s := range p.steps {
+		out, err := s.run(ctx, &one[0])
+		switch {
+		case errors.Is(err, errDrop):
+			return nil, nil
+		case err != nil:
+			return nil, &StepError{Step: s.name, Err: err}
+		case out != nil:
+			return p.applyMany(ctx, out, p.steps[i+1:])
+		}
+	}
+	return one, nil
+}
+
+// applyMany runs steps on recs, the outputs of a step that fanned out.
+func (p *Pipeline) applyMany(ctx context.Context, recs []Record, steps []step) ([]Record, error) {
+	for _, s := range steps {
 		next := recs[:0:0]
 		for i := range recs {
 			out, err := s.run(ctx, &recs[i])
@@ -98,207 +117,283 @@ func (p *Pipeline) Apply(ctx context.Context, in Record) ([]Record, error) {
 	return recs, nil
 }
 
-func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry) (step, bool) {
+// builder compiles the expressions of one step, remembering whether all
+// of them compiled.
+type builder struct {
+	c       *compiler
+	path    string // of the step in the topology file
+	jsonOut bool   // the stage writes JSON (or string, bytes), not Avro
+	ok      bool
+}
+
+func (b *builder) expr(field, src string, want ...*celType) *program {
+	prg, good := b.c.compile(b.path+"."+field, src, want...)
+	b.ok = b.ok && good
+	return prg
+}
+
+func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry, jsonOut bool) (step, bool) {
 	op := st.Op()
-	name := st.Name
-	if name == "" {
-		name = fmt.Sprintf("transform[%d] %s", idx, op)
+	s := step{name: st.Name}
+	if s.name == "" {
+		s.name = fmt.Sprintf("transform[%d] %s", idx, op)
 	}
-	s := step{name: name}
-	ok := true
-	expr := func(p, src string, want ...*celType) *program {
-		prg, good := c.compile(path+"."+p, src, want...)
-		ok = ok && good
-		return prg
-	}
+	b := &builder{c: c, path: path, jsonOut: jsonOut, ok: true}
 	switch op {
 	case "filter":
-		prg := expr("filter", st.Filter, boolType)
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			keep, err := prg.bool(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			if !keep {
-				return nil, errDrop
-			}
-			return nil, nil
-		}
+		s.run = b.filter(st.Filter)
 	case "set":
-		type assign struct {
-			field []string
-			prg   *program
-		}
-		var as []assign
-		for _, k := range sortedKeys(st.Set) {
-			as = append(as, assign{strings.Split(k, "."), expr("set."+k, st.Set[k])})
-		}
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			vals := make([]any, len(as))
-			for i, a := range as { // every expression sees the value before the step
-				v, err := a.prg.eval(ctx, r)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", strings.Join(a.field, "."), err)
-				}
-				vals[i] = native(v)
-			}
-			for i, a := range as {
-				if err := setPath(r.Value, a.field, vals[i]); err != nil {
-					return nil, err
-				}
-			}
-			r.Raw = nil
-			return nil, nil
-		}
+		s.run = b.set(st.Set)
 	case "drop":
-		var fields [][]string
-		for _, f := range st.Drop {
-			fields = append(fields, strings.Split(f, "."))
-		}
-		s.run = func(_ context.Context, r *Record) ([]Record, error) {
-			for _, f := range fields {
-				if deletePath(r.Value, f) {
-					r.Raw = nil
-				}
-			}
-			return nil, nil
-		}
+		s.run = dropStep(st.Drop)
 	case "rename":
-		olds := sortedKeys(st.Rename)
-		s.run = func(_ context.Context, r *Record) ([]Record, error) {
-			for _, old := range olds {
-				from := strings.Split(old, ".")
-				v, found := getPath(r.Value, from)
-				if !found {
-					continue
-				}
-				deletePath(r.Value, from)
-				if err := setPath(r.Value, strings.Split(st.Rename[old], "."), v); err != nil {
-					return nil, err
-				}
-				r.Raw = nil
-			}
-			return nil, nil
-		}
+		s.run = renameStep(st.Rename)
 	case "key":
-		prg := expr("key", st.Key)
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			v, err := prg.eval(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			if r.Key, err = bytesOf(v); err != nil {
-				return nil, err
-			}
-			return nil, nil
-		}
+		s.run = b.key(st.Key)
 	case "headers":
-		type hdr struct {
-			name string
-			prg  *program
-		}
-		var hs []hdr
-		for _, k := range sortedKeys(st.Headers) {
-			hs = append(hs, hdr{k, expr("headers."+k, st.Headers[k])})
-		}
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			for _, h := range hs {
-				v, err := h.prg.eval(ctx, r)
-				if err != nil {
-					return nil, fmt.Errorf("header %s: %w", h.name, err)
-				}
-				b, err := bytesOf(v)
-				if err != nil {
-					return nil, fmt.Errorf("header %s: %w", h.name, err)
-				}
-				r.Headers = setHeader(r.Headers, h.name, b)
-			}
-			return nil, nil
-		}
+		s.run = b.headers(st.Headers)
 	case "route":
-		type rule struct {
-			when  *program // nil: matches every record
-			topic string
-		}
-		var rules []rule
-		for j, rt := range st.Route {
-			ru := rule{topic: rt.Topic}
-			if strings.TrimSpace(rt.When) != "" {
-				ru.when = expr(fmt.Sprintf("route[%d].when", j), rt.When, boolType)
-			}
-			rules = append(rules, ru)
-		}
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			for _, ru := range rules {
-				match := ru.when == nil
-				if !match {
-					var err error
-					if match, err = ru.when.bool(ctx, r); err != nil {
-						return nil, fmt.Errorf("route to %s: %w", ru.topic, err)
-					}
-				}
-				if match {
-					r.Topic = ru.topic
-					break
-				}
-			}
-			return nil, nil
-		}
+		s.run = b.route(st.Route)
 	case "explode":
-		prg := expr("explode", st.Explode, listType)
-		s.run = func(ctx context.Context, r *Record) ([]Record, error) {
-			v, err := prg.eval(ctx, r)
-			if err != nil {
-				return nil, err
-			}
-			list, ok := native(v).([]any)
-			if !ok {
-				return nil, fmt.Errorf("explode needs a list, got %s", v.Type().TypeName())
-			}
-			if len(list) == 0 {
-				return nil, errDrop
-			}
-			out := make([]Record, len(list))
-			for i, e := range list {
-				out[i] = *r
-				out[i].Value, out[i].Raw = e, nil
-				out[i].Headers = append([]Header(nil), r.Headers...)
-			}
-			return out, nil
-		}
+		s.run = b.explode(st.Explode)
 	case "func":
 		fn, found := reg.Lookup(st.Func)
 		if !found {
 			c.fail(path+".func", "no Go transform is registered as %q (registered: %s)", st.Func, namesOrNone(reg.Names()))
 			return s, false
 		}
-		call := func(ctx context.Context, r Record) (out []Record, err error) {
-			defer func() {
-				// A panic is a bug in that function, triggered by this
-				// record: dead-letter the record, keep the stream going.
-				if p := recover(); p != nil {
-					out, err = nil, fmt.Errorf("panic: %v", p)
-				}
-			}()
-			return fn(ctx, r)
-		}
-		s.run = func(ctx context.Context, r *Record) (out []Record, err error) {
-			out, err = callBounded(ctx, call, *r)
-			if err != nil {
-				return nil, err
-			}
-			if len(out) == 0 {
-				return nil, errDrop
-			}
-			for i := range out {
-				out[i].Raw = nil
-			}
-			return out, nil
-		}
+		s.run = funcStep(fn)
 	default:
 		return s, false // topology validation reported it
 	}
-	return s, ok
+	return s, b.ok
+}
+
+type runFunc = func(ctx context.Context, r *Record) ([]Record, error)
+
+func (b *builder) filter(src string) runFunc {
+	prg := b.expr("filter", src, boolType)
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		keep, err := prg.bool(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if !keep {
+			return nil, errDrop
+		}
+		return nil, nil
+	}
+}
+
+// maxStackSets is how many fields a set step assigns without allocating.
+const maxStackSets = 8
+
+func (b *builder) set(fields map[string]string) runFunc {
+	type assign struct {
+		name  string
+		field []string
+		prg   *program
+	}
+	var as []assign
+	for _, k := range sortedKeys(fields) {
+		as = append(as, assign{k, strings.Split(k, "."), b.expr("set."+k, fields[k])})
+	}
+	jsonOut := b.jsonOut
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		var stack [maxStackSets]any
+		vals := stack[:0]
+		for _, a := range as { // every expression sees the value before the step
+			v, err := a.prg.eval(ctx, r)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", a.name, err)
+			}
+			nv, err := storable(v, a.name, jsonOut)
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, nv)
+		}
+		for i, a := range as {
+			if err := setPath(&r.Value, a.field, vals[i]); err != nil {
+				return nil, err
+			}
+		}
+		r.Raw = nil
+		return nil, nil
+	}
+}
+
+func dropStep(drop []string) runFunc {
+	var fields [][]string
+	for _, f := range drop {
+		fields = append(fields, strings.Split(f, "."))
+	}
+	return func(_ context.Context, r *Record) ([]Record, error) {
+		for _, f := range fields {
+			if deletePath(&r.Value, f) {
+				r.Raw = nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+func renameStep(rename map[string]string) runFunc {
+	type move struct{ from, to []string }
+	var moves []move
+	for _, old := range sortedKeys(rename) {
+		moves = append(moves, move{strings.Split(old, "."), strings.Split(rename[old], ".")})
+	}
+	return func(_ context.Context, r *Record) ([]Record, error) {
+		for _, m := range moves {
+			v, found := getPath(r.Value, m.from)
+			if !found {
+				continue
+			}
+			if o, ok := v.(*object); ok {
+				v = o.snapshot()
+			}
+			deletePath(&r.Value, m.from)
+			if err := setPath(&r.Value, m.to, v); err != nil {
+				return nil, err
+			}
+			r.Raw = nil
+		}
+		return nil, nil
+	}
+}
+
+func (b *builder) key(src string) runFunc {
+	prg := b.expr("key", src)
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		v, err := prg.eval(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if r.Key, err = bytesOf(v, "key"); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+}
+
+func (b *builder) headers(headers map[string]string) runFunc {
+	type hdr struct {
+		name string
+		prg  *program
+	}
+	var hs []hdr
+	for _, k := range sortedKeys(headers) {
+		hs = append(hs, hdr{k, b.expr("headers."+k, headers[k])})
+	}
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		for _, h := range hs {
+			v, err := h.prg.eval(ctx, r)
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", h.name, err)
+			}
+			val, err := bytesOf(v, "header "+h.name)
+			if err != nil {
+				return nil, fmt.Errorf("header %s: %w", h.name, err)
+			}
+			r.Headers = setHeader(r.Headers, h.name, val)
+		}
+		return nil, nil
+	}
+}
+
+func (b *builder) route(routes []topology.Route) runFunc {
+	type rule struct {
+		when  *program // nil: matches every record
+		topic string
+	}
+	var rules []rule
+	for j, rt := range routes {
+		ru := rule{topic: rt.Topic}
+		if strings.TrimSpace(rt.When) != "" {
+			ru.when = b.expr(fmt.Sprintf("route[%d].when", j), rt.When, boolType)
+		}
+		rules = append(rules, ru)
+	}
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		for _, ru := range rules {
+			match := ru.when == nil
+			if !match {
+				var err error
+				if match, err = ru.when.bool(ctx, r); err != nil {
+					return nil, fmt.Errorf("route to %s: %w", ru.topic, err)
+				}
+			}
+			if match {
+				r.Topic = ru.topic
+				break
+			}
+		}
+		return nil, nil
+	}
+}
+
+func (b *builder) explode(src string) runFunc {
+	prg := b.expr("explode", src, listType)
+	jsonOut := b.jsonOut
+	return func(ctx context.Context, r *Record) ([]Record, error) {
+		v, err := prg.eval(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		list, ok := v.(traits.Lister)
+		if !ok {
+			return nil, fmt.Errorf("explode needs a list, got %s", v.Type().TypeName())
+		}
+		n := int(list.Size().(types.Int))
+		if n == 0 {
+			return nil, errDrop
+		}
+		out := make([]Record, n)
+		for i := range n {
+			e, err := native(list.Get(types.Int(i)), serde.IndexPath("", i), jsonOut)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = *r
+			out[i].Value, out[i].Raw = e, nil
+			out[i].Headers = append([]Header(nil), r.Headers...)
+		}
+		return out, nil
+	}
+}
+
+// funcStep calls a Go transform with the record's value decoded whole:
+// a Go function reads every field, so a value without an exact Go form
+// fails the record here (see Materialize).
+func funcStep(fn Func) runFunc {
+	call := func(ctx context.Context, r Record) (out []Record, err error) {
+		defer func() {
+			// A panic is a bug in that function, triggered by this
+			// record: dead-letter the record, keep the stream going.
+			if p := recover(); p != nil {
+				out, err = nil, fmt.Errorf("panic: %v", p)
+			}
+		}()
+		return fn(ctx, r)
+	}
+	return func(ctx context.Context, r *Record) (out []Record, err error) {
+		in := *r
+		if in.Value, err = materialize(r.Value, "", serde.Typed); err != nil {
+			return nil, err
+		}
+		out, err = callBounded(ctx, call, in)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) == 0 {
+			return nil, errDrop
+		}
+		for i := range out {
+			out[i].Raw = nil
+		}
+		return out, nil
+	}
 }
 
 // ErrTimedOut is the error of a Go transform that did not return before
@@ -350,27 +445,26 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// bytesOf renders a CEL result as key or header bytes: strings and bytes as
-// they are, null as nil, anything else as its JSON text.
-func bytesOf(v ref.Val) ([]byte, error) {
-	switch n := native(v).(type) {
+// bytesOf renders a CEL result as key or header bytes: strings and bytes
+// as they are, null as nil, anything else as its JSON text.
+func bytesOf(v ref.Val, path string) ([]byte, error) {
+	n, err := native(v, path, true)
+	if err != nil {
+		return nil, err
+	}
+	switch n := n.(type) {
 	case nil:
 		return nil, nil
 	case string:
 		return []byte(n), nil
 	case []byte:
 		return n, nil
-	case int64:
-		return strconv.AppendInt(nil, n, 10), nil
-	case uint64:
-		return strconv.AppendUint(nil, n, 10), nil
-	default:
-		b, err := json.Marshal(n)
-		if err != nil {
-			return nil, fmt.Errorf("cannot render %s as text: %w", v.Type().TypeName(), err)
-		}
-		return b, nil
 	}
+	b, err := serde.AppendJSON(nil, n, path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot render %s as text: %w", v.Type().TypeName(), err)
+	}
+	return b, nil
 }
 
 func setHeader(hs []Header, name string, v []byte) []Header {
@@ -381,57 +475,4 @@ func setHeader(hs []Header, name string, v []byte) []Header {
 		}
 	}
 	return append(out, Header{Key: name, Value: v})
-}
-
-// getPath returns the value at path in nested objects.
-func getPath(v any, path []string) (any, bool) {
-	for _, p := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// setPath sets the value at path, creating missing objects on the way.
-func setPath(v any, path []string, val any) error {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return fmt.Errorf("cannot set %s: the value is not an object", strings.Join(path, "."))
-	}
-	for i, p := range path[:len(path)-1] {
-		next, found := m[p]
-		if !found || next == nil {
-			child := map[string]any{}
-			m[p] = child
-			m = child
-			continue
-		}
-		if m, ok = next.(map[string]any); !ok {
-			return fmt.Errorf("cannot set %s: %s is not an object", strings.Join(path, "."), strings.Join(path[:i+1], "."))
-		}
-	}
-	m[path[len(path)-1]] = val
-	return nil
-}
-
-// deletePath removes the value at path and reports whether there was one.
-func deletePath(v any, path []string) bool {
-	parent, ok := getPath(v, path[:len(path)-1])
-	if !ok {
-		return false
-	}
-	m, ok := parent.(map[string]any)
-	if !ok {
-		return false
-	}
-	if _, ok := m[path[len(path)-1]]; !ok {
-		return false
-	}
-	delete(m, path[len(path)-1])
-	return true
 }

@@ -32,8 +32,13 @@ type Header struct {
 type Record struct {
 	// Key is the output key; it starts as the input key.
 	Key []byte
-	// Value is the decoded value: map[string]any, []any, string, int64,
-	// uint64, float64, bool, []byte or nil.
+	// Value is the record's value. A Func sees it decoded: map[string]any,
+	// []any, string, int64, uint64, float64, bool, []byte or nil, with
+	// JSON numbers typed by their text (int64 for an integer, float64 for
+	// a number with '.', 'e' or 'E'), and returns values of these shapes.
+	// Between steps, a JSON object is kept as its bytes and the changes
+	// made to it (see FromJSON); read it from outside with Field, and
+	// write it with a serde codec.
 	Value any
 	// Raw holds the input bytes of Value while no step has changed Value,
 	// so the engine can write them unchanged. Steps that change Value

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -194,9 +195,18 @@ the Nth transaction, for testing recovery.`, stderr)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
 	guarantee := fs.String("guarantee", processor.ExactlyOnce,
 		"exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
+	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to this file (read it with go tool pprof)")
 	log, code, done := pf.parse(fs, args, "run", stderr)
 	if done {
 		return code
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "exactly run: --cpu-profile:", err)
+			return exitUsage
+		}
+		defer stop()
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
 	f, pipelines, err := load(*path)
@@ -367,4 +377,20 @@ transaction, restarts it, and reads everything back read_committed. It exits
 		return exitFailure
 	}
 	return exitOK
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

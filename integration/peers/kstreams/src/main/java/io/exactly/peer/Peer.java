@@ -6,6 +6,10 @@ import java.util.concurrent.CountDownLatch;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
@@ -30,14 +34,20 @@ import org.apache.kafka.streams.kstream.Produced;
  * </ul>
  * A record that is not a JSON object is dropped (the benchmark has none).
  *
- * <p>Usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT MODE STATE_DIR
+ * <p>Usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT MODE STATE_DIR [KEY=VALUE ...]
+ *
+ * <p>Each KEY=VALUE is one more StreamsConfig property, e.g.
+ * {@code producer.batch.size=1000012} or {@code consumer.fetch.max.wait.ms=5000}:
+ * the benchmark's "matched" rows set the producer and fetch sizes that
+ * exactly's stage uses. The effective producer and consumer settings are
+ * printed to stderr at start.
  */
 public final class Peer {
   private static final ObjectMapper JSON = new ObjectMapper();
 
   public static void main(String[] args) throws Exception {
-    if (args.length != 6) {
-      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel STATE_DIR");
+    if (args.length < 6) {
+      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel STATE_DIR [KEY=VALUE ...]");
       System.exit(2);
     }
     String mode = args[4];
@@ -53,6 +63,15 @@ public final class Peer {
     p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
     p.put(StreamsConfig.STATE_DIR_CONFIG, args[5]);
     p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+    for (int i = 6; i < args.length; i++) {
+      int eq = args[i].indexOf('=');
+      if (eq <= 0) {
+        System.err.println("not KEY=VALUE: " + args[i]);
+        System.exit(2);
+      }
+      p.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+    }
+    printEffective(new StreamsConfig(p));
 
     StreamsBuilder b = new StreamsBuilder();
     KStream<byte[], byte[]> in = b.stream(args[2], Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
@@ -70,6 +89,26 @@ public final class Peer {
     streams.setStateListener((now, before) -> System.err.println("state " + before + " -> " + now));
     streams.start();
     done.await();
+  }
+
+  /** Prints the producer and main consumer settings the benchmark compares. */
+  private static void printEffective(StreamsConfig c) {
+    java.util.Map<String, Object> prod = new java.util.HashMap<>(c.getProducerConfigs("peer"));
+    java.util.Map<String, Object> cons = new java.util.HashMap<>(c.getMainConsumerConfigs("peer", "peer", 0));
+    prod.put("key.serializer", ByteArraySerializer.class);
+    prod.put("value.serializer", ByteArraySerializer.class);
+    cons.put("key.deserializer", ByteArrayDeserializer.class);
+    cons.put("value.deserializer", ByteArrayDeserializer.class);
+    java.util.Map<String, ?> pv = new ProducerConfig(prod).values();
+    java.util.Map<String, ?> cv = new ConsumerConfig(cons).values();
+    StringBuilder b = new StringBuilder("effective:");
+    for (String k : new String[] {"batch.size", "linger.ms", "compression.type", "max.in.flight.requests.per.connection"}) {
+      b.append(' ').append("producer.").append(k).append('=').append(pv.get(k));
+    }
+    for (String k : new String[] {"fetch.max.bytes", "max.partition.fetch.bytes", "fetch.min.bytes", "fetch.max.wait.ms", "max.poll.records"}) {
+      b.append(' ').append("consumer.").append(k).append('=').append(cv.get(k));
+    }
+    System.err.println(b);
   }
 
   private static java.util.List<KeyValue<byte[], byte[]>> pass(byte[] v) {

@@ -1,0 +1,81 @@
+//go:build integration
+
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// ksSetting is one Kafka Streams client property of the matched rows, and
+// the franz-go option of exactly's stage that it copies.
+type ksSetting struct {
+	key, value, from string
+}
+
+// matchedSettings are the Kafka Streams properties that give its producer
+// and consumer the batch, linger, compression and fetch sizes of exactly's
+// stage client. They are read from the options the stage starts its
+// client with (kit.GroupConsumerOpts, franz-go's defaults underneath), so
+// the matched rows follow the stage when those change.
+func matchedSettings() ([]ksSetting, error) {
+	opts := kit.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", "bench", "bench", "bench",
+		slog.New(slog.DiscardHandler), kit.NewBrokerHealth())
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("the stage's client options: %w", err)
+	}
+	defer cl.Close()
+	codecs := cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec)
+	compression := "none"
+	if len(codecs) > 0 {
+		compression = codecName(codecs[0])
+	}
+	ms := func(d any) string { return fmt.Sprint(d.(time.Duration).Milliseconds()) }
+	return []ksSetting{
+		{"producer.batch.size", fmt.Sprint(cl.OptValue(kgo.ProducerBatchMaxBytes)), "ProducerBatchMaxBytes"},
+		{"producer.linger.ms", ms(cl.OptValue(kgo.ProducerLinger)), "ProducerLinger"},
+		{"producer.compression.type", compression, "ProducerBatchCompression"},
+		{"consumer.fetch.max.bytes", fmt.Sprint(cl.OptValue(kgo.FetchMaxBytes)), "FetchMaxBytes"},
+		{"consumer.max.partition.fetch.bytes", fmt.Sprint(cl.OptValue(kgo.FetchMaxPartitionBytes)), "FetchMaxPartitionBytes"},
+		{"consumer.fetch.min.bytes", fmt.Sprint(cl.OptValue(kgo.FetchMinBytes)), "FetchMinBytes"},
+		{"consumer.fetch.max.wait.ms", ms(cl.OptValue(kgo.FetchMaxWait)), "FetchMaxWait"},
+		// The stage polls up to commit.max_records at a time.
+		{"consumer.max.poll.records", fmt.Sprint(commitMaxRecords), "commit.max_records"},
+	}, nil
+}
+
+func codecName(c kgo.CompressionCodec) string {
+	for name, want := range map[string]kgo.CompressionCodec{
+		"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	} {
+		if c == want {
+			return name
+		}
+	}
+	return "none"
+}
+
+// ksArgs are the Peer's KEY=VALUE arguments; ksNote names them.
+func ksArgs(ss []ksSetting) []string {
+	var args []string
+	for _, s := range ss {
+		args = append(args, s.key+"="+s.value)
+	}
+	return args
+}
+
+func ksNote(ss []ksSetting) string {
+	var parts []string
+	for _, s := range ss {
+		parts = append(parts, fmt.Sprintf("%s=%s", strings.TrimPrefix(strings.TrimPrefix(s.key, "producer."), "consumer."), s.value))
+	}
+	return "matched to exactly's stage client: " + strings.Join(parts, " ")
+}

@@ -1,0 +1,153 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
+)
+
+// The commit interval bounds how long a record waits; it is no fixed wait.
+// With a long interval, a lone record on an idle input commits as soon as
+// the stage has read all there is, and a backlog read in many small fetches
+// still commits in few transactions, not one per fetch.
+func TestStageCommitsWhenCaughtUp(t *testing.T) {
+	const interval = 5 * time.Second
+	tests := []struct {
+		name      string
+		guarantee string
+		backlog   int // records produced before the stage starts
+		// opts make fetches small, so that a backlog takes many polls.
+		opts []processor.Option
+		// wantMaxTxns bounds the transactions that carry the backlog.
+		wantMaxTxns int64
+	}{
+		{name: "lone record, exactly-once", guarantee: processor.ExactlyOnce},
+		{name: "lone record, at-least-once", guarantee: processor.AtLeastOnce},
+		{
+			name: "backlog in small fetches, exactly-once", guarantee: processor.ExactlyOnce, backlog: 3000,
+			opts:        []processor.Option{processor.WithKafkaOptions(kgo.FetchMaxPartitionBytes(2048), kgo.FetchMaxBytes(4096))},
+			wantMaxTxns: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seeds := newCluster(t)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(inTopic))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			var recs []*kgo.Record
+			for i := range tt.backlog {
+				recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"b-%d"}`, i)})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			reg := prometheus.NewRegistry()
+			metrics, err := processor.NewMetrics(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := processor.New(processor.Config{
+				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
+				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
+				KeyField: "event_id", CommitInterval: interval, MaxRecords: 100_000,
+				TransactionTimeout: 30 * time.Second,
+			}, append(tt.opts, processor.WithMetrics(metrics))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			started := time.Now()
+			waitStats(t, s, done, func(st processor.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
+			if tt.backlog > 0 {
+				if took := time.Since(started); took >= interval {
+					t.Errorf("the backlog committed after %s, not before the %s interval", took, interval)
+				}
+				if got := s.Stats().Committed; got > tt.wantMaxTxns {
+					t.Errorf("the backlog took %d transactions, want at most %d", got, tt.wantMaxTxns)
+				}
+			}
+
+			before := s.Stats().Committed
+			sent := time.Now()
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(`{"event_id":"lone"}`)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced == int64(tt.backlog)+1 })
+			if took := time.Since(sent); took >= time.Second {
+				t.Errorf("the lone record committed %s after it was produced, want under 1 s (commit interval %s)", took, interval)
+			}
+			if got := s.Stats().Committed - before; got != 1 {
+				t.Errorf("the lone record took %d transactions, want 1", got)
+			}
+			if n, sum := txnRecords(t, reg); n != uint64(s.Stats().Committed) || sum != float64(tt.backlog+1) {
+				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
+			}
+			// A read_committed reader sees every record once.
+			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer dcancel()
+			outs, err := audit.Drain(dctx, seeds, outTopic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]int{}
+			for _, r := range outs {
+				keys[string(r.Key)]++
+			}
+			if len(outs) != tt.backlog+1 || len(keys) != tt.backlog+1 || keys["lone"] != 1 {
+				t.Errorf("output: %d records, %d keys, lone %d times; want %d records, each once", len(outs), len(keys), keys["lone"], tt.backlog+1)
+			}
+		})
+	}
+}
+
+// waitStats polls s's stats until ok holds, Run returns, or 30 s pass.
+func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(processor.Stats) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !ok(s.Stats()) {
+		select {
+		case err := <-done:
+			done <- err // for the caller's deferred receive
+			t.Fatalf("Run returned early: %v", err)
+		case <-deadline:
+			t.Fatalf("timed out: stats %+v", s.Stats())
+		case <-tick.C:
+		}
+	}
+}
+
+// txnRecords reads the count and sum of exactly_stage_transaction_records.
+func txnRecords(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "exactly_stage_transaction_records" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
+}
