@@ -33,13 +33,6 @@ type source struct {
 
 func (s source) String() string { return fmt.Sprintf("%s/%d@%d", s.topic, s.partition, s.offset) }
 
-// isRecordFault reports whether a produce error is the fault of the record
-// itself, so that retrying it can never succeed.
-func isRecordFault(err error) bool {
-	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
-}
-
 func isTopicGone(err error) bool {
 	return errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)
 }
@@ -71,7 +64,7 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 	s.metrics.abort(AbortRetry)
 	s.metrics.retry(retryCause(produceErr))
 	switch {
-	case !isRecordFault(produceErr):
+	case !kit.IsRecordFault(produceErr):
 		if isTopicGone(produceErr) {
 			return produceErr
 		}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -213,19 +212,8 @@ func keyText(fv any, isObject bool, field string) ([]byte, error) {
 	return b, nil
 }
 
-// envelopeKeyMax bounds the key an envelope keeps.
-const envelopeKeyMax = 1024
-
 // envelope is the dead letter of r when its full dead letter is too large
-// for the dead-letter topic: the exactly.dlq.* headers, the key if it is
-// small, no value and none of r's own headers. kit.HeaderValueOmitted gives the
-// size of the value left out, so the record can be found at its source.
+// for the dead-letter topic (kit.Envelope).
 func (s *Stage) envelope(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	h := []kgo.RecordHeader{{Key: kit.HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}}
-	key := r.Key
-	if len(key) > envelopeKeyMax {
-		h = append(h, kgo.RecordHeader{Key: kit.HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
-		key = nil
-	}
-	return &kgo.Record{Topic: s.cfg.DeadLetter, Key: key, Headers: kit.DeadLetterHeaders(h, s.cfg.Stage, r, re), Timestamp: time.Now()}
+	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Stage, r, re)
 }

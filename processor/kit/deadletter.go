@@ -1,9 +1,11 @@
 package kit
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -82,4 +84,39 @@ func DeadLetterHeaders(h []kgo.RecordHeader, stage string, r *kgo.Record, re *Re
 		h = append(h, kgo.RecordHeader{Key: HeaderStep, Value: []byte(re.Step)})
 	}
 	return h
+}
+
+// EnvelopeKeyMax bounds the key an envelope keeps, bytes.
+const EnvelopeKeyMax = 1024
+
+// Envelope returns the size-bounded dead letter of r for topic, sent when
+// the broker refused r's full dead letter (DeadLetter) as a fault of the
+// record, most often too large for the topic's max.message.bytes: the
+// exactly.dlq.* headers naming re, the stage (or sink) and r's source, the
+// key if it is at most EnvelopeKeyMax bytes, no value and none of r's own
+// headers. HeaderValueOmitted gives the size of the value left out, and
+// HeaderKeyOmitted that of a key left out, so that the record can be found
+// at its source (HeaderSourceTopic, ...). extra headers go last.
+func Envelope(topic, stage string, r *kgo.Record, re *RecordError, extra ...kgo.RecordHeader) *kgo.Record {
+	h := make([]kgo.RecordHeader, 1, 10+len(extra))
+	h[0] = kgo.RecordHeader{Key: HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}
+	key := r.Key
+	if len(key) > EnvelopeKeyMax {
+		h = append(h, kgo.RecordHeader{Key: HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
+		key = nil
+	}
+	return &kgo.Record{Topic: topic, Key: key, Headers: append(DeadLetterHeaders(h, stage, r, re), extra...), Timestamp: time.Now()}
+}
+
+// IsRecordFault reports whether a produce error is the fault of the record
+// itself, so that producing the same record again can never succeed: it is
+// too large (MESSAGE_TOO_LARGE, for the topic's max.message.bytes or the
+// client's ProducerBatchMaxBytes; RECORD_LIST_TOO_LARGE), or the broker
+// refused it as invalid (INVALID_RECORD: a record without a key in a
+// compacted topic, say) or its timestamp as out of range (INVALID_TIMESTAMP,
+// message.timestamp.*.max.ms). See the error codes of the Kafka protocol,
+// https://kafka.apache.org/protocol#protocol_error_codes.
+func IsRecordFault(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.InvalidTimestamp)
 }

@@ -4,10 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/internal/promutil"
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Metrics are the sink's Prometheus collectors, named
@@ -111,7 +109,7 @@ func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
 	s.m.deleted.WithLabelValues(s.sink).Add(float64(res.deleted))
 	s.m.duplicates.WithLabelValues(s.sink).Add(float64(res.duplicates))
 	for _, d := range res.dead {
-		s.m.deadLettered.WithLabelValues(s.sink, headerValue(d, kit.HeaderReason)).Inc()
+		s.m.deadLettered.WithLabelValues(s.sink, d.re.Reason).Inc()
 	}
 	s.m.batchDuration.WithLabelValues(s.sink).Observe(at.Sub(b.started).Seconds())
 	s.m.batchRecords.WithLabelValues(s.sink).Observe(float64(b.records))
@@ -157,15 +155,4 @@ func (s sinkMetrics) drop(topic string, partition int32) {
 		s.m.lag.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
 		s.m.position.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
 	}
-}
-
-// headerValue returns the last header key of r: the sink's own, appended
-// after the input record's headers.
-func headerValue(r *kgo.Record, key string) string {
-	for i := len(r.Headers) - 1; i >= 0; i-- {
-		if r.Headers[i].Key == key {
-			return string(r.Headers[i].Value)
-		}
-	}
-	return ""
 }

@@ -114,14 +114,3 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 	}
 	return string(b), nil
 }
-
-// deadLetterOf returns the dead letter of r: its key, value and headers as
-// they came, plus the exactly.dlq.* headers of kit.DeadLetter, with the
-// sink's name as the stage, and the SQLSTATE for a Postgres rejection.
-func (s *Sink) deadLetterOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	var extra []kgo.RecordHeader
-	if code := sqlState(re.Err); code != "" {
-		extra = append(extra, kgo.RecordHeader{Key: HeaderSQLState, Value: []byte(code)})
-	}
-	return kit.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, extra...)
-}

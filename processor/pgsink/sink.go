@@ -32,7 +32,10 @@
 //     with their SQLSTATE and the rest loads.
 //  4. The dead letters (undecodable records, records without an event ID,
 //     rows Postgres rejected) are produced to the dead-letter topic and
-//     acknowledged by Kafka.
+//     acknowledged by Kafka. One the broker refuses as a fault of the
+//     record (too large for the topic's max.message.bytes, say) is replaced
+//     by its size-bounded envelope (kit.Envelope) in the same attempt; an
+//     envelope refused too stops Run (see produceDeadLetters).
 //  5. COMMIT.
 //
 // # Dead letters and the order of the two systems
@@ -620,7 +623,7 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 // each attempt: a codec's transient failure (serde.ErrTransient, say a
 // schema registry that is down) fails the attempt, to be retried, and
 // never makes a dead letter.
-func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
+func (s *Sink) prepare(b *batch) (ops []op, dead []deadLetter, err error) {
 	ops = make([]op, 0, len(b.recs))
 	for _, r := range b.recs {
 		o, ok, err := s.toOp(r)
@@ -631,7 +634,7 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []*kgo.Record, err error) {
 			var re *kit.RecordError
 			errors.As(err, &re)
 			s.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
-			dead = append(dead, s.deadLetterOf(r, re))
+			dead = append(dead, s.newDeadLetter(r, re))
 		case ok:
 			ops = append(ops, o)
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
@@ -16,7 +15,7 @@ import (
 // result counts what one attempt at a batch did.
 type result struct {
 	rows, deleted, duplicates int64
-	dead                      []*kgo.Record
+	dead                      []deadLetter
 }
 
 // write runs one attempt at batch b in one database transaction (see the
@@ -47,8 +46,8 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	if len(res.dead) > 0 {
 		// Durable in Kafka before the position skipping the records
 		// commits in Postgres: at least once, never lost.
-		if err := s.cl.ProduceSync(ctx, res.dead...).FirstErr(); err != nil {
-			return fmt.Errorf("produce dead letters: %w", err)
+		if err := s.produceDeadLetters(ctx, res.dead); err != nil {
+			return err
 		}
 	}
 	s.commits++
@@ -142,7 +141,7 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	if len(ops) == 1 {
 		o := ops[0]
 		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset, "err", err)
-		res.dead = append(res.dead, s.deadLetterOf(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: newRowError(err)}))
+		res.dead = append(res.dead, s.newDeadLetter(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: newRowError(err)}))
 	} else {
 		h := len(ops) / 2
 		if err := s.load(ctx, tx, ops[:h], res); err != nil {

@@ -1,0 +1,249 @@
+package pgsink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// dlqMax is the dead-letter topic's max.message.bytes in these tests.
+const dlqMax = 4000
+
+// newDLQCluster starts a kfake cluster whose topic dlq takes records of at
+// most dlqMax bytes, and points s's client at it.
+func newDLQCluster(t *testing.T, s *Sink, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admCl.Close)
+	maxBytes := strconv.Itoa(dlqMax)
+	if _, err := kadm.NewClient(admCl).CreateTopic(context.Background(), 1, 1, map[string]*string{"max.message.bytes": &maxBytes}, "dlq"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	s.cl = cl
+	return admCl
+}
+
+// readDLQ returns the n records of topic dlq.
+func readDLQ(t *testing.T, seed *kgo.Client, n int) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seed.OptValue(kgo.SeedBrokers).([]string)...), kgo.ConsumeTopics("dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("read dlq after %d of %d records: %v", len(out), n, err)
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// A dead letter refused as too large for the dead-letter topic is sent as
+// its envelope in the same call; the others of the batch keep their
+// values; an envelope refused too is fatal and names the record.
+func TestProduceDeadLettersTooLarge(t *testing.T) {
+	big := make([]byte, 6000) // random, so that compression does not shrink it below dlqMax
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	eventID := &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")}
+	tests := []struct {
+		name      string
+		values    [][]byte         // input records' values, at offsets 0, 1, ...
+		re        *kit.RecordError // nil: eventID
+		wantErr   string           // "" for success
+		envelopes map[int64]bool   // offsets whose dead letter is an envelope
+	}{
+		{name: "all fit", values: [][]byte{[]byte("a"), []byte("b")}, envelopes: map[int64]bool{}},
+		{name: "one too large", values: [][]byte{[]byte("a"), big, []byte("c")}, envelopes: map[int64]bool{1: true}},
+		{name: "alone too large", values: [][]byte{big}, envelopes: map[int64]bool{0: true}},
+		{name: "envelope too large", values: [][]byte{[]byte("a"), big},
+			re:      &kit.RecordError{Reason: ReasonEventID, Err: errors.New(base64.StdEncoding.EncodeToString(big))},
+			wantErr: "dead-letter topic dlq refused even the envelope of in/3@0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, nil)
+			seed := newDLQCluster(t, s)
+			re := tt.re
+			if re == nil {
+				re = eventID
+			}
+			dead := make([]deadLetter, len(tt.values))
+			for i, v := range tt.values {
+				dead[i] = s.newDeadLetter(&kgo.Record{Topic: "in", Partition: 3, Offset: int64(i), Key: []byte("k"), Value: v}, re)
+			}
+			err := s.produceDeadLetters(context.Background(), dead)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !kit.IsFatal(err) || !errors.Is(err, kerr.MessageTooLarge) {
+					t.Fatalf("err %v, want a fatal error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := readDLQ(t, seed, len(tt.values))
+			if len(got) != len(tt.values) {
+				t.Fatalf("%d dead letters, want %d", len(got), len(tt.values))
+			}
+			for _, r := range got {
+				off, _ := header(r, kit.HeaderSourceOffset)
+				o, _ := strconv.ParseInt(off, 10, 64)
+				omitted, isEnv := header(r, kit.HeaderValueOmitted)
+				if isEnv != tt.envelopes[o] {
+					t.Fatalf("dead letter of offset %d: envelope %v, want %v", o, isEnv, tt.envelopes[o])
+				}
+				if isEnv && (omitted != strconv.Itoa(len(big)) || r.Value != nil || string(r.Key) != "k") {
+					t.Fatalf("envelope of offset %d: omitted %q, %d value bytes, key %q", o, omitted, len(r.Value), r.Key)
+				}
+				if !isEnv && string(r.Value) != string(tt.values[o]) {
+					t.Fatalf("dead letter of offset %d: value %q, want %q", o, r.Value, tt.values[o])
+				}
+				if reason, _ := header(r, kit.HeaderReason); reason != ReasonEventID {
+					t.Fatalf("dead letter of offset %d: reason %q", o, reason)
+				}
+			}
+			// What the batch counts is what was produced.
+			for i := range dead {
+				_, isEnv := header(dead[i].rec, kit.HeaderValueOmitted)
+				if isEnv != tt.envelopes[int64(i)] {
+					t.Fatalf("batch's dead letter %d: envelope %v, want %v", i, isEnv, tt.envelopes[int64(i)])
+				}
+			}
+		})
+	}
+}
+
+// A dead-letter topic the sink may not write to stops it (kit.IsFatal):
+// no retry mends an ACL.
+func TestProduceDeadLettersUnauthorized(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("PLAIN", "admin", "admin"),
+		kfake.User("PLAIN", "sink", "sink",
+			kfake.ACL{Resource: kmsg.ACLResourceTypeTopic, Name: "dlq", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationDescribe, Allow: true},
+			kfake.ACL{Resource: kmsg.ACLResourceTypeCluster, Name: "kafka-cluster", Pattern: kmsg.ACLResourcePatternTypeLiteral, Operation: kmsg.ACLOperationIdempotentWrite, Allow: true},
+		))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s := newTestSink(t, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(plain.Auth{User: "sink", Pass: "sink"}.AsMechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	s.cl = cl
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
+	err = s.produceDeadLetters(ctx, dead)
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !kit.IsFatal(err) {
+		t.Fatalf("err %v, want a fatal TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// How a broker's refusal of every dead letter ends the attempt: a fault
+// of the record is tried as an envelope, and fatal when that is refused
+// too; an invalid topic is fatal; an unexplained error fails the attempt,
+// for writeBatch to retry.
+func TestProduceDeadLettersRefused(t *testing.T) {
+	tests := []struct {
+		name      string
+		code      *kerr.Error
+		wantFatal bool
+		wantMsg   string
+	}{
+		{"invalid record", kerr.InvalidRecord, true, "dead-letter topic dlq refused even the envelope of in/0@5"},
+		{"invalid timestamp", kerr.InvalidTimestamp, true, "dead-letter topic dlq refused even the envelope of in/0@5"},
+		{"invalid topic", kerr.InvalidTopicException, true, "produce dead letters to dlq"},
+		{"unknown server error", kerr.UnknownServerError, false, "produce dead letters to dlq"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			produces := 0
+			c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				produces++
+				req := kreq.(*kmsg.ProduceRequest)
+				resp := req.ResponseKind().(*kmsg.ProduceResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewProduceResponseTopic()
+					st.Topic, st.TopicID = rt.Topic, rt.TopicID
+					for _, rp := range rt.Partitions {
+						sp := kmsg.NewProduceResponseTopicPartition()
+						sp.Partition, sp.ErrorCode = rp.Partition, tt.code.Code
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			s := newTestSink(t, nil)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			s.cl = cl
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Offset: 5, Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
+			err = s.produceDeadLetters(ctx, dead)
+			if !errors.Is(err, tt.code) || kit.IsFatal(err) != tt.wantFatal || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("err %v (fatal %v), want %v, fatal %v, containing %q", err, kit.IsFatal(err), tt.code, tt.wantFatal, tt.wantMsg)
+			}
+			if tt.wantFatal && IsTransient(err) && !kit.IsFatal(err) {
+				t.Fatalf("err %v would be retried", err)
+			}
+		})
+	}
+}
