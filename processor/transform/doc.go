@@ -306,43 +306,17 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 		return append(b, o.raw...), nil
 	}
 	b = slices.Grow(b, len(o.raw)+16*len(o.edits))
-	var err error
-	emitted := 0
 	o.index()
-	// plan[i] is what becomes of member i: -1 kept as it is, -2 left out
-	// (deleted, or a duplicate of a later member that is set), else the
-	// index of the edit whose value replaces it. placed[e] is whether
-	// edit e has a member; the others are new fields.
 	var planBuf [32]int
 	var placedBuf [8]bool
-	plan := planBuf[:0]
-	for range o.members {
-		plan = append(plan, -1)
-	}
-	placed := placedBuf[:0]
-	for ei := range o.edits {
-		e := &o.edits[ei]
-		last := true
-		placed = append(placed, false)
-		for mi := len(o.members) - 1; mi >= 0; mi-- {
-			if !serde.KeyIs(o.members[mi].Key(o.raw), e.key) {
-				continue
-			}
-			placed[ei] = true
-			switch {
-			case e.deleted || !last:
-				plan[mi] = -2
-			default:
-				plan[mi] = ei
-			}
-			last = false
-		}
-	}
+	plan, placed := o.plan(planBuf[:0], placedBuf[:0])
 	if len(o.members) == 0 {
 		b = append(b, '{')
 	} else {
 		b = append(b, o.raw[:o.members[0].KeyStart]...)
 	}
+	var err error
+	emitted := 0
 	for i, m := range o.members {
 		if plan[i] == -2 {
 			continue
@@ -361,6 +335,51 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 		}
 		emitted++
 	}
+	if b, err = o.appendNew(b, path, placed, emitted); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.raw == nil:
+		return append(b, '}'), nil
+	case len(o.members) == 0:
+		return append(b, o.raw[1:]...), nil // the whitespace and '}'
+	}
+	return append(b, o.raw[o.members[len(o.members)-1].ValueEnd:]...), nil
+}
+
+// plan says what becomes of each member of o: plan[i] is -1 when member i
+// is kept as it is, -2 when it is left out (deleted, or a duplicate of a
+// later member that is set), else the index of the edit whose value
+// replaces it. placed[e] is whether edit e has a member; the others are
+// new fields.
+func (o *object) plan(plan []int, placed []bool) ([]int, []bool) {
+	for range o.members {
+		plan = append(plan, -1)
+	}
+	for ei := range o.edits {
+		e := &o.edits[ei]
+		last := true
+		placed = append(placed, false)
+		for mi := len(o.members) - 1; mi >= 0; mi-- {
+			if !serde.KeyIs(o.members[mi].Key(o.raw), e.key) {
+				continue
+			}
+			placed[ei] = true
+			if e.deleted || !last {
+				plan[mi] = -2
+			} else {
+				plan[mi] = ei
+			}
+			last = false
+		}
+	}
+	return plan, placed
+}
+
+// appendNew appends the fields that steps added to o (those not placed),
+// after emitted members.
+func (o *object) appendNew(b []byte, path string, placed []bool, emitted int) ([]byte, error) {
+	var err error
 	for i := range o.edits {
 		e := &o.edits[i]
 		if e.deleted || placed[i] {
@@ -378,13 +397,7 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 		}
 		emitted++
 	}
-	switch {
-	case o.raw == nil:
-		return append(b, '}'), nil
-	case len(o.members) == 0:
-		return append(b, o.raw[1:]...), nil // the whitespace and '}'
-	}
-	return append(b, o.raw[o.members[len(o.members)-1].ValueEnd:]...), nil
+	return b, nil
 }
 
 func appendValue(b []byte, v any, path, key string) ([]byte, error) {
