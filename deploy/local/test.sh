@@ -77,6 +77,17 @@ read -r -a gotestflags <<<"${GOTESTFLAGS:-}"
 run tidy go mod tidy -diff
 run vet go vet ./...
 run unit go test -race -count=1 "${gotestflags[@]}" ./...
+# Fuzz the value boundaries (JSON <-> CEL <-> JSON, JSON <-> Avro) for a bounded
+# time each; plain `go test` above already ran their seed corpora.
+fuzz() {
+	local pkg="$1" target rc=0
+	shift
+	for target in "$@"; do
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "${EXACTLY_FUZZTIME:-10s}" "$pkg" || rc=1
+	done
+	return "$rc"
+}
+run fuzz bash -c "$(declare -f fuzz); fuzz ./processor/transform/ FuzzJSONCELJSON && fuzz ./serde/ FuzzJSONAvroJSON FuzzAppendDouble FuzzTopLevelField"
 if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
 	# The cluster profile (TestCluster*) needs the three-node cluster: its own step.
 	run integration go test -race -count=1 -tags integration -timeout 30m -skip '^TestCluster' "${gotestflags[@]}" ./integration/...
