@@ -1,8 +1,11 @@
 package kit
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Backoff is capped exponential backoff with full jitter: Next returns a
@@ -26,3 +29,25 @@ func (b *Backoff) Next() time.Duration {
 
 // Reset starts again from base, after progress.
 func (b *Backoff) Reset() { b.cur = b.base }
+
+// RetryRetriable calls fn until it returns nil or an error that Kafka does
+// not mark retriable (kerr.IsRetriable: COORDINATOR_NOT_AVAILABLE,
+// NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, a leader election, ...),
+// waiting with backoff between calls, for at most tries calls or until ctx
+// ends. It is for one-shot admin reads (a group's offsets, a topic's ends)
+// that a coordinator move or a broker start would otherwise fail outright.
+// It returns fn's last error.
+func RetryRetriable(ctx context.Context, tries int, fn func() error) error {
+	b := NewBackoff(50*time.Millisecond, 2*time.Second)
+	for i := 1; ; i++ {
+		err := fn()
+		if err == nil || i >= tries || !kerr.IsRetriable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(b.Next()):
+		}
+	}
+}

@@ -169,10 +169,13 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		committed := map[int32]int64{}
 		writers := map[int32]pgsink.StoredPosition{}
 		if g.Kind == "stage" {
-			resp, err := adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic)
-			if err == nil {
-				err = resp.Error()
-			}
+			var resp kadm.OffsetResponses
+			err := kit.RetryRetriable(ctx, 10, func() (err error) {
+				if resp, err = adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic); err == nil {
+					err = resp.Error()
+				}
+				return err
+			})
 			if err != nil {
 				g.Errors = append(g.Errors, "fetch committed offsets: "+err.Error())
 			}

@@ -61,6 +61,7 @@ import (
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -281,7 +282,11 @@ func (p *plan) topics() []string {
 // the table read.
 func (p *plan) readPositions(ctx context.Context, adm *kadm.Client, f *topology.File) error {
 	for _, c := range p.rep.Stages {
-		offs, err := adm.FetchOffsets(ctx, "exactly-"+c.Name)
+		var offs kadm.OffsetResponses
+		err := kit.RetryRetriable(ctx, 10, func() (err error) {
+			offs, err = adm.FetchOffsets(ctx, "exactly-"+c.Name)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("verify: stage %s: fetch group offsets: %w", c.Name, err)
 		}
