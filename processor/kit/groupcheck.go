@@ -2,11 +2,13 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // Roles of a consumer in a group. The group consumer of each role sends
@@ -62,6 +64,10 @@ func CheckGroup(ctx context.Context, adm *kadm.Client, self GroupSelf) error {
 	}
 	g, ok := described[self.Group]
 	if !ok {
+		return nil
+	}
+	if errors.Is(g.Err, kerr.GroupIDNotFound) {
+		// A group that never had a member (DescribeGroups v6+, KIP-1043).
 		return nil
 	}
 	if g.Err != nil {
