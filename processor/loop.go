@@ -20,7 +20,11 @@ import (
 func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) {
 	check := &startCheck{s: s, adm: adm, topicID: topicID}
 	meta := commitMeta{topic: s.cfg.Input, text: kit.CommitMetadata(topicID)}
-	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers),
+	fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.TransactionalID(), func(err error) {
+		s.fenced.Store(&err)
+		s.log.Error("fenced out of the consumer group; stopping", "group", s.cfg.Group(), "err", err)
+	})
+	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
@@ -42,6 +46,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		if err != nil {
 			return nil, err
 		}
+		fence.Attach(cl)
 		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
@@ -49,6 +54,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	if err != nil {
 		return nil, err
 	}
+	fence.Attach(sess.Client())
 	return eosSession{GroupTransactSession: sess, meta: meta}, nil
 }
 
@@ -65,6 +71,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			"old_topic_id", kit.TopicIDString(s.lastTopicID), "topic_id", kit.TopicIDString(topicID))
 	}
 	s.lastTopicID = topicID
+	if err := s.checkGroup(ctx, adm); err != nil {
+		return false, err
+	}
 	sess, err := s.newSession(adm, topicID)
 	if err != nil {
 		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
@@ -81,6 +90,12 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	for {
 		fetches, err := s.poll(ctx, t, adm, topicID)
 		if err != nil {
+			return progressed, err
+		}
+		if err := s.fencedErr(); err != nil {
+			// Another process holds our group.instance.id: nothing
+			// polled may be committed, and nothing is.
+			_ = t.abort(ctx)
 			return progressed, err
 		}
 		if fetches.NumRecords() > 0 {
@@ -141,6 +156,11 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 		return
 	}
 	sess.Close()
+	if s.fencedErr() != nil {
+		// The group.instance.id is another process's now: a leave by
+		// it would remove that process from the group.
+		return
+	}
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout
 	// (KIP-345 LeaveGroup by group.instance.id).

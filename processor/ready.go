@@ -7,10 +7,13 @@ import (
 )
 
 // Ready returns nil when the stage is healthy: it has joined its consumer
-// group, its last session did not fail, and no transaction has been open
+// group and was not fenced out of it (kit.FencedError), its last session did not fail, and no transaction has been open
 // for longer than kit.StallFactor commit intervals. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
+	if err := s.fencedErr(); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
+	}
 	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
 		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
 	}

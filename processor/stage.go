@@ -143,6 +143,7 @@ type Stage struct {
 	joined     atomic.Bool
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
+	fenced     atomic.Pointer[error] // a *kit.FencedError: Run stops with it
 	brokers    *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
@@ -239,6 +240,11 @@ func (s *Stage) Run(ctx context.Context) error {
 	rebuildLog := logEvery{every: 30 * time.Second}
 	for {
 		progressed, err := s.runSession(ctx, adm)
+		if errp := s.fenced.Load(); errp != nil {
+			err = *errp
+		} else if err != nil {
+			err = kit.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
+		}
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil

@@ -25,8 +25,8 @@ type ksSetting struct {
 // client with (kit.GroupConsumerOpts, franz-go's defaults underneath), so
 // the matched rows follow the stage when those change.
 func matchedSettings() ([]ksSetting, error) {
-	opts := kit.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", "bench", "bench", "bench",
-		slog.New(slog.DiscardHandler), kit.NewBrokerHealth())
+	opts := kit.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", kit.RoleStage, "bench", "bench", "bench",
+		slog.New(slog.DiscardHandler), kit.NewBrokerHealth(), nil)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("the stage's client options: %w", err)

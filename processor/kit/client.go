@@ -13,9 +13,16 @@ func ClientOpts(brokers []string, clientID string) []kgo.Opt {
 }
 
 // GroupConsumerOpts are the consumer options that a stage and a sink
-// share: instance instanceID of consumer group group, reading topic.
-func GroupConsumerOpts(brokers []string, clientID, group, instanceID, topic string, log *slog.Logger, health *BrokerHealth) []kgo.Opt {
-	return append(ClientOpts(brokers, clientID),
+// share: instance instanceID of consumer group group, reading topic, as
+// role (RoleStage or RoleSink: its client.id is RoleClientID(clientID,
+// role)). fence watches the group for FENCED_INSTANCE_ID; Attach the
+// client to it.
+func GroupConsumerOpts(brokers []string, clientID, role, group, instanceID, topic string, log *slog.Logger, health *BrokerHealth, fence *FenceWatch) []kgo.Opt {
+	hooks := []kgo.Hook{health}
+	if fence != nil {
+		hooks = append(hooks, fence)
+	}
+	return append(ClientOpts(brokers, RoleClientID(clientID, role)),
 		kgo.ConsumerGroup(group),
 		// Static membership (KIP-345): a restarted instance takes over its
 		// predecessor's partitions at once instead of waiting out the
@@ -35,6 +42,6 @@ func GroupConsumerOpts(brokers []string, clientID, group, instanceID, topic stri
 		kgo.WithLogger(KafkaLogger(log)),
 		// Readiness: an idle consumer whose brokers are all gone polls
 		// nothing and fails nothing; only silence shows it.
-		kgo.WithHooks(health),
+		kgo.WithHooks(hooks...),
 	)
 }

@@ -25,7 +25,9 @@ var ErrCrashed = errors.New("crashed at failpoint")
 // IsFatal reports whether err from a Kafka session will not go away by
 // rebuilding the session: authentication (SASL) and authorization failures,
 // a broker certificate that fails verification, a configuration error
-// (ConfigError) and a fault marked fatal (FatalError). Other errors (a
+// (ConfigError), a fault marked fatal (FatalError), a fenced static member
+// (FencedError) and a group shared with another consumer
+// (GroupClashError). Other errors (a
 // broker restart, a fenced or timed-out transaction, a lost coordinator)
 // are retried with backoff.
 func IsFatal(err error) bool {
@@ -34,7 +36,9 @@ func IsFatal(err error) bool {
 	}
 	var cfgErr *ConfigError
 	var fatal *FatalError
-	if errors.As(err, &cfgErr) || errors.As(err, &fatal) {
+	var fenced *FencedError
+	var clash *GroupClashError
+	if errors.As(err, &cfgErr) || errors.As(err, &fatal) || errors.As(err, &fenced) || errors.As(err, &clash) {
 		return true
 	}
 	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
@@ -43,6 +47,8 @@ func IsFatal(err error) bool {
 		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
 		errors.Is(err, kerr.SaslAuthenticationFailed) ||
 		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		// another live process holds our group.instance.id (FencedError)
+		errors.Is(err, kerr.FencedInstanceID) ||
 		IsCertificateError(err) ||
 		// transaction_timeout above the broker's transaction.max.timeout.ms
 		errors.Is(err, kerr.InvalidTransactionTimeout)
@@ -77,3 +83,48 @@ type FatalError struct{ Err error }
 
 func (e *FatalError) Error() string { return e.Err.Error() }
 func (e *FatalError) Unwrap() error { return e.Err }
+
+// FencedError is a static member (KIP-345) that the group coordinator
+// fenced (FENCED_INSTANCE_ID): another live process joined group Group
+// with the same group.instance.id InstanceID. It is never transient. A
+// restart of this instance fences its predecessor on purpose (a paused or
+// partitioned "zombie" must stop), and two processes that both rejoin fence
+// each other in turn forever, each processing nothing: the fenced one stops.
+type FencedError struct {
+	Group, InstanceID string
+	Err               error
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("fenced out of consumer group %s: another process joined it with group.instance.id %s (KIP-345) and took this instance's place; "+
+		"if that process is this instance's restart, this one was a stale copy and stopping is right; otherwise "+
+		"two live instances share one --instance-id, or two topology files name a stage or a sink alike, "+
+		"or a stage named sink-<x> and a sink named <x> share group exactly-sink-<x>: "+
+		"give each running instance its own --instance-id and each stage and sink a name unique across files: %v",
+		e.Group, e.InstanceID, e.Err)
+}
+
+func (e *FencedError) Unwrap() error { return e.Err }
+
+// GroupClashError is a live member of consumer group Group that cannot
+// share it with the consumer about to join (CheckGroup): it consumes
+// other topics, or it is of the other role (a stage in a sink's group, or
+// the reverse). Two such consumers would split the topic's partitions
+// between them, each silently skipping the other's.
+type GroupClashError struct {
+	Group  string
+	Member GroupMember
+	Reason string // what differs, e.g. "it consumes topics [a], this stage consumes b"
+}
+
+func (e *GroupClashError) Error() string {
+	id := e.Member.MemberID
+	if e.Member.InstanceID != "" {
+		id = "group.instance.id " + e.Member.InstanceID
+	}
+	return fmt.Sprintf("consumer group %s is in use by another consumer (%s, client.id %s, host %s): %s; "+
+		"a group belongs to one stage or one sink reading one topic: two topology files name a stage or a sink alike, "+
+		"or a stage named sink-<x> and a sink named <x> share group exactly-sink-<x>; rename one "+
+		"(or, when changing what a stage or sink reads, stop all of its instances first)",
+		e.Group, id, e.Member.ClientID, e.Member.Host, e.Reason)
+}

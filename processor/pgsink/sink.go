@@ -213,11 +213,14 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 }
 
 // Ready returns nil when the sink is healthy: it has been assigned its
-// partitions, Postgres and Kafka answer, and no batch has been open for
+// partitions and was not fenced out of its group (kit.FencedError), Postgres and Kafka answer, and no batch has been open for
 // longer than kit.StallFactor commit intervals (at least
 // kit.StallMin). Otherwise the error says why. It never shows the
 // DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Sink) Ready() error {
+	if err := s.fencedErr(); err != nil {
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
+	}
 	if errp := s.failing.Load(); errp != nil && *errp != nil {
 		return fmt.Errorf("sink %s: retrying: %w", s.cfg.Sink, *errp)
 	}
@@ -293,9 +296,17 @@ func (s *Sink) Run(ctx context.Context) error {
 	s.abort = abort
 	var cl *kgo.Client
 	for {
-		if cl, err = kgo.NewClient(s.clientOptions()...); err != nil {
+		if err := s.retry(lctx, "check consumer group", s.checkGroup); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+		}
+		fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.GroupInstanceID(), s.onFenced)
+		if cl, err = kgo.NewClient(s.clientOptions(fence)...); err != nil {
 			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
 		}
+		fence.Attach(cl)
 		s.cl = cl
 		err = s.loop(lctx)
 		if errp := s.fatal.Load(); errp != nil {
@@ -319,6 +330,11 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	cl.AllowRebalance()
 	cl.Close()
+	if s.fencedErr() != nil {
+		// The group.instance.id is another process's now: a leave by
+		// it would remove that process from the group.
+		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+	}
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout.
 	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.GroupInstanceID(),
@@ -330,8 +346,8 @@ func (s *Sink) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sink) clientOptions() []kgo.Opt {
-	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers),
+func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
+	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers, fence),
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		// Positions live in Postgres; the group's offsets are never
 		// committed nor read.
@@ -529,7 +545,12 @@ func (s *Sink) loop(ctx context.Context) error {
 			}
 		})
 		if fatal != nil {
-			return fatal
+			return kit.AsFenced(fatal, s.cfg.Group(), s.cfg.GroupInstanceID())
+		}
+		if err := s.fencedErr(); err != nil {
+			// Another process holds our group.instance.id: what was
+			// polled is its to write, not ours.
+			return err
 		}
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, r := range p.Records {

@@ -1,0 +1,88 @@
+package kit
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// AsFenced returns err as a *FencedError of group and instanceID if it is
+// (or wraps) FENCED_INSTANCE_ID, and err unchanged otherwise.
+func AsFenced(err error, group, instanceID string) error {
+	var fenced *FencedError
+	if errors.As(err, &fenced) || !errors.Is(err, kerr.FencedInstanceID) {
+		return err
+	}
+	return &FencedError{Group: group, InstanceID: instanceID, Err: err}
+}
+
+// fenceHold bounds how long FenceWatch holds franz-go's group management
+// loop after a fence, while the client leaves the group: franz-go backs
+// off at least 200 ms and then rejoins, and a rejoin under our
+// group.instance.id would fence the process that fenced us.
+const fenceHold = time.Second
+
+// FenceWatch is a kgo hook (kgo.WithHooks) that watches the group
+// management loop of one client for FENCED_INSTANCE_ID, which franz-go
+// reports through HookGroupManageError (heartbeat, join or sync) and then
+// as a fetch error with topic "" (kgo.ErrGroupSession). On the first
+// fence it makes the client leave the group at once, so that franz-go's
+// backoff ends in no rejoin, records the error (Err) and calls onFenced
+// (from the management goroutine: it must not block on the client).
+type FenceWatch struct {
+	group, instanceID string
+	onFenced          func(error)
+	cl                atomic.Pointer[kgo.Client]
+	once              sync.Once
+	err               atomic.Pointer[error]
+}
+
+// NewFenceWatch returns a FenceWatch of instanceID in group; onFenced may
+// be nil.
+func NewFenceWatch(group, instanceID string, onFenced func(error)) *FenceWatch {
+	return &FenceWatch{group: group, instanceID: instanceID, onFenced: onFenced}
+}
+
+// Attach names the client the watch is a hook of; the fence handling
+// leaves the group with it.
+func (w *FenceWatch) Attach(cl *kgo.Client) { w.cl.Store(cl) }
+
+// Err returns the *FencedError once the client was fenced, else nil.
+func (w *FenceWatch) Err() error {
+	if w == nil {
+		return nil
+	}
+	if p := w.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// OnGroupManageError implements kgo.HookGroupManageError.
+func (w *FenceWatch) OnGroupManageError(err error) {
+	if !errors.Is(err, kerr.FencedInstanceID) {
+		return
+	}
+	w.once.Do(func() {
+		ferr := AsFenced(err, w.group, w.instanceID)
+		w.err.Store(&ferr)
+		if w.onFenced != nil {
+			w.onFenced(ferr)
+		}
+		if cl := w.cl.Load(); cl != nil {
+			// A nil context leaves without waiting (the wait would be
+			// for this very goroutine). A static member sends no
+			// LeaveGroup; the leave only ends the management loop.
+			_ = cl.LeaveGroupContext(nil) //nolint:staticcheck // nil is kgo's "do not wait"
+			// The leave runs on another goroutine; the loop's backoff
+			// must not end before it has.
+			time.Sleep(fenceHold)
+		}
+	})
+}
+
+var _ kgo.HookGroupManageError = (*FenceWatch)(nil)

@@ -1,0 +1,44 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// checkGroup refuses to start in a consumer group that another live
+// consumer uses (kit.CheckGroup): one reading another topic, or a stage
+// (stage "sink-x" and sink "x" share group exactly-sink-x). It runs
+// before every client the sink starts, so before the sink is ready. A
+// clash is a *kit.ConfigError, which s.retry does not retry.
+func (s *Sink) checkGroup(ctx context.Context) error {
+	err := kit.CheckGroup(ctx, s.adm, kit.GroupSelf{
+		Group: s.cfg.Group(), InstanceID: s.cfg.GroupInstanceID(), Role: kit.RoleSink, Topic: s.cfg.Input,
+	})
+	var cfgErr *kit.ConfigError
+	if kit.IsFatal(err) && !errors.As(err, &cfgErr) {
+		// Not authorized to describe the group, say: not retried.
+		err = &kit.ConfigError{Err: err}
+	}
+	return err
+}
+
+// onFenced is the kit.FenceWatch callback: the group fenced this instance
+// (FENCED_INSTANCE_ID), so Run stops with err. It runs on franz-go's group
+// goroutine and does not block.
+func (s *Sink) onFenced(err error) {
+	s.fatal.Store(&err)
+	s.log.Error("fenced out of the consumer group; stopping", "group", s.cfg.Group(), "err", err)
+	s.abort()
+}
+
+// fencedErr returns the *kit.FencedError once the sink was fenced out of
+// its group, else nil.
+func (s *Sink) fencedErr() error {
+	var fenced *kit.FencedError
+	if errp := s.fatal.Load(); errp != nil && errors.As(*errp, &fenced) {
+		return *errp
+	}
+	return nil
+}
