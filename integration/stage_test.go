@@ -196,26 +196,27 @@ func TestStuckTransactionFencedOnRestart(t *testing.T) {
 	const events = 1000
 	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("stuck")
 	spec := []stageSpec{{stage, in, out, dlq}}
-	// A commit interval long enough that the transaction is still open
-	// when the process dies.
-	slow := topologyFile(t, spec, "4m", "5m", 100000)
-	fast := topologyFile(t, spec, "100ms", "5m", 100000)
-	exactlyCmd(t, "topics", "create", slow)
+	// The first transaction's records reach the broker and EndTxn never
+	// does (crash-before-commit@1): the process dies with it open. A long
+	// commit interval alone no longer keeps it open, since a caught-up
+	// stage commits at once.
+	topo := topologyFile(t, spec, "100ms", "5m", 100000)
+	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, in, crashInput(events, 1)[:events])
 
-	p := start(t, nil, "run", "--topology", slow, "--instance-id", "it-1")
-	eventually(t, time.Minute, func() bool { return kcatCountUncommitted(t, out) >= events },
+	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
+	eventually(t, time.Minute, func() bool { return kcatCountUncommitted(t, out) >= 1 },
 		func() string {
 			return fmt.Sprintf("%d records of the open transaction reached the broker", kcatCountUncommitted(t, out))
 		})
+	_ = p.wait(30 * time.Second)
 	if n := kcatCount(t, out); n != 0 {
 		t.Fatalf("read_committed sees %d records of a transaction that is still open", n)
 	}
 	_ = p.cmd.Process.Kill()
-	_ = p.wait(10 * time.Second)
 
 	restarted := time.Now()
-	p2 := start(t, nil, "run", "--topology", fast, "--instance-id", "it-1")
+	p2 := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
 	eventually(t, 60*time.Second, func() bool { return kcatCount(t, out) >= events },
 		func() string { return fmt.Sprintf("readers see %d of %d events", kcatCount(t, out), events) })
 	t.Logf("output readable %s after the restart (transaction timeout 5m)", time.Since(restarted).Round(time.Millisecond))
