@@ -1,0 +1,351 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// Values invented by an outside attacker for issue 14 (see the README's
+// "Values: exact on every path"), run through every path on the real
+// broker and Postgres: records written with kcat, read back with kcat
+// (read_committed) and psql-equivalent queries.
+
+// attackValueIn holds the inputs of TestAttackValuesEveryPath: key → the
+// exact value bytes. Each record has at most the fields event_id and f, so
+// that the Avro path (schema attackUnionSchema) can hold it.
+var attackValueIn = map[string]string{
+	"n01": `{"event_id":"n01","f":0.1e1}`,
+	"n02": `{"event_id":"n02","f":-0}`,
+	"n05": `{"event_id":"n05","f":4.9e-324}`,
+	"n06": `{"event_id":"n06","f":2e-324}`,
+	"n07": `{"event_id":"n07","f":18446744073709551616}`,
+	"n10": `{"event_id":"n10","f":012}`,
+	"n15": `{"event_id":"n15","f":-0.0e-0}`,
+	"n25": `{"event_id":"n25","f":1e0000000000000000000001}`,
+	"n26": `{"event_id":"n26","f":0.` + strings.Repeat("0", 400) + `1}`,
+	"s01": `{"event_id":"s01","f":"\u0000"}`,
+	"s04": `{"event_id":"s04","f":"\udfff"}`,
+	"s06": `{"event_id":"s06","f":"\ud834\udd1e"}`,
+	"s08": `{"event_id":"s08","f":"\/\/"}`,
+	"s14": "{\"event_id\":\"s14\",\"f\":\"\u2028\"}",
+	"s19": `{"event_id":"s19","\u0066":1}`,
+	"x04": `{"event_id":"x04","f":1,"f":2}`,
+	"x08": "{\r\n\t\"event_id\" : \"x08\",\n\t\"f\" : 2.50\n}",
+	"x09": "  {\"event_id\":\"x09\",\"f\":1}  \n ",
+	"x12": `{"event_id":"x12","f":1} {"a":2}`,
+	"x16": `{"event_id":"x16","f":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
+	"x19": `{"event_id":"x19","f":{"b":1,"a":2,"b":3}}`,
+}
+
+const attackUnionSchema = `{"type":"record","name":"R","namespace":"it.attack14","fields":[
+  {"name":"event_id","type":"string"},
+  {"name":"f","type":["null","boolean","long","double","string",
+    {"type":"array","items":["null","boolean","long","double","string"]},
+    {"type":"map","values":["null","boolean","long","double","string"]}]}]}`
+
+// attackOutcome is what one path must do with one input: write want, or
+// dead-letter it with reason and an error containing err.
+type attackOutcome struct {
+	want        string
+	reason, err string
+}
+
+func atkOut(v string) attackOutcome           { return attackOutcome{want: v} }
+func atkDLQ(reason, err string) attackOutcome { return attackOutcome{reason: reason, err: err} }
+func atkSame(k string) attackOutcome          { return atkOut(attackValueIn[k]) }
+func atkAppend(k, field string) attackOutcome { // a new field at the end of the top-level object
+	v := attackValueIn[k]
+	end := strings.LastIndexByte(v, '}')
+	body := strings.TrimRight(v[:end], " \r\n\t")
+	return atkOut(strings.TrimSpace(body + field + v[len(body):end+1]))
+}
+
+// TestAttackValuesEveryPath runs the attacker's values through a
+// pass-through stage, a stage with one unrelated step, a filter-only stage,
+// a stage reading f (set y from value.f), two chained stages (the second
+// reads the y the first wrote), JSON → Avro → JSON, and a stage whose step
+// writes computed doubles, and requires the README's outcome on each.
+func TestAttackValuesEveryPath(t *testing.T) {
+	t.Parallel()
+	in, cin := uniqueName("atk_in"), uniqueName("atk_cin")
+	names := []string{"pass", "touch", "filter", "read", "chain1", "chain2", "toavro", "fromavro", "compute", "nanlist"}
+	outT, dlqT := map[string]string{}, map[string]string{}
+	topics := map[string]int{in: 1, cin: 1}
+	for _, n := range names {
+		outT[n], dlqT[n] = uniqueName("atk_"+n+"_out"), uniqueName("atk_"+n+"_dlq")
+		topics[outT[n]], topics[dlqT[n]] = 1, 1
+	}
+	schema := schemaFile(t, "union.avsc", attackUnionSchema)
+	stage := func(name, input, inFmt, outFmt, steps string) string {
+		s := fmt.Sprintf("  - name: %s\n    input: { topic: %s, format: %s }\n    output: { topic: %s, format: %s }\n    dead_letter: { topic: %s }\n    commit: { interval: 100ms }\n",
+			uniqueName("atk_"+name), input, inFmt, outT[name], outFmt, dlqT[name])
+		if steps != "" {
+			s += "    transform:\n" + steps
+		}
+		return s
+	}
+	topo := avroTopology(t, topics,
+		stage("pass", in, "json", "json", "")+
+			stage("touch", in, "json", "json", "      - set: { touched: 'true' }\n")+
+			stage("filter", in, "json", "json", "      - filter: 'true'\n      - key: 'string(offset)'\n")+
+			stage("read", in, "json", "json", "      - set: { y: 'value.f' }\n")+
+			stage("chain1", in, "json", "json", "      - set: { y: 'value.f' }\n")+
+			stage("chain2", outT["chain1"], "json", "json", "      - set: { z: 'value.y' }\n")+
+			stage("toavro", in, "json", "avro, schema: "+schema, "")+
+			stage("fromavro", outT["toavro"], "avro, schema: "+schema, "json", "")+
+			stage("compute", cin, "json", "json",
+				"      - set: { a: '0.1 + 0.2', nz: '-1.0 * 0.0', d3: '6.0 / 2.0', e21: '1e21 * 1.0', e7: '1e-7 * 1.0', dbl: 'double(value.i)', u: '18446744073709551615u', l: '[1.0, -0.0, 2.5e-8]', m: '{\"k\": 1e100 * 1.0}' }\n")+
+			stage("nanlist", cin, "json", "json", "      - set: { o: '[1.0, 0.0 / 0.0]' }\n"))
+	exactlyCmd(t, "validate", topo)
+	exactlyCmd(t, "topics", "create", topo)
+	for k, v := range attackValueIn {
+		kcatProduceFile(t, in, k, []byte(v))
+	}
+	kcatProduce(t, cin, [][]byte{[]byte(`c1|{"event_id":"c1","i":2}`)})
+
+	const (
+		syntax0   = "syntax error: invalid character '1' after object key:value pair"
+		trailing  = "syntax error: data after the first JSON value"
+		tooDeep   = "exceeded max depth"
+		underflow = `field "f": number 2e-324 underflows to zero as a double`
+		beyond    = `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`
+		surrogate = `field "f": string has a lone surrogate \udfff, which is not text`
+	)
+	bad := map[string]attackOutcome{"n10": atkDLQ(kit.ReasonDecode, syntax0), "x12": atkDLQ(kit.ReasonDecode, trailing), "x16": atkDLQ(kit.ReasonDecode, tooDeep)}
+	want := map[string]map[string]attackOutcome{"pass": {}, "touch": {}, "filter": {}, "read": {}, "chain2": {}, "fromavro": {}}
+	for k := range attackValueIn {
+		if o, ok := bad[k]; ok { // invalid JSON: refused alike on every path
+			for _, p := range []string{"pass", "touch", "filter", "read", "chain1", "toavro"} {
+				if want[p] == nil {
+					want[p] = map[string]attackOutcome{}
+				}
+				want[p][k] = o
+			}
+			continue
+		}
+		want["pass"][k] = atkSame(k)
+		want["filter"][k] = atkSame(k)
+		want["touch"][k] = atkAppend(k, `,"touched":true`)
+	}
+	// A step that reads f: the value's type follows its text; the y it
+	// writes keeps a point if it is a double; what has no exact form is
+	// dead-lettered naming f.
+	readY := map[string]string{
+		"n01": "1.0", "n02": "0", "n05": "5e-324", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`, "s06": "\"\U0001D11E\"",
+		"s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x04": "2", "x08": "2.5", "x09": "1", "x19": `{"b":1,"a":2,"b":3}`,
+	}
+	for k, y := range readY {
+		want["read"][k] = atkAppend(k, `,"y":`+y)
+		want["chain2"][k] = atkAppend(k, `,"y":`+y+`,"z":`+y)
+	}
+	for k, e := range map[string]string{"n06": underflow, "n07": beyond, "n26": `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`, "s04": surrogate} {
+		want["read"][k] = atkDLQ(kit.ReasonTransform, "y: "+e)
+		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
+	}
+	// JSON → Avro → JSON: the union takes the first branch the value fits;
+	// Avro → JSON writes a double with a point, the fields in schema order.
+	for k, f := range map[string]string{
+		"n01": "1.0", "n02": "0", "n05": "5e-324", "n07": "18446744073709552000.0", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`,
+		"s06": "\"\U0001D11E\"", "s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x04": "2", "x08": "2.5", "x09": "1", "x19": `{"a":2,"b":3}`,
+	} {
+		want["fromavro"][k] = atkOut(fmt.Sprintf(`{"event_id":%q,"f":%s}`, k, f))
+	}
+	for k, o := range map[string]attackOutcome{
+		"n06": atkDLQ(kit.ReasonEncode, "matches no branch of the union"),
+		"n26": atkDLQ(kit.ReasonEncode, "matches no branch of the union"),
+		"s04": atkDLQ(kit.ReasonDecode, surrogate),
+	} {
+		want["toavro"] = mergeOutcome(want["toavro"], k, o)
+	}
+	want["compute"] = map[string]attackOutcome{"c1": atkOut(`{"event_id":"c1","i":2,"a":0.30000000000000004,"d3":3.0,"dbl":2.0,"e21":1e+21,"e7":1e-7,"l":[1.0,-0.0,2.5e-8],"m":{"k":1e+100},"nz":-0.0,"u":18446744073709551615}`)}
+	want["nanlist"] = map[string]attackOutcome{"c1": atkDLQ(kit.ReasonTransform, `field "o[1]": NaN cannot be written as JSON`)}
+
+	// Split each path's expectations into its output and dead-letter topics.
+	expOut, expDLQ := map[string]map[string]string{}, map[string]map[string]deadLetter{}
+	for p, m := range want {
+		for k, o := range m {
+			if o.reason == "" {
+				if expOut[p] == nil {
+					expOut[p] = map[string]string{}
+				}
+				expOut[p][k] = o.want
+			} else {
+				if expDLQ[p] == nil {
+					expDLQ[p] = map[string]deadLetter{}
+				}
+				expDLQ[p][k] = deadLetter{o.reason, o.err}
+			}
+		}
+	}
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a1")
+	eventually(t, 2*time.Minute, func() bool {
+		for path, m := range expOut {
+			if len(kcatReadJSON(t, outT[path])) < len(m) {
+				return false
+			}
+		}
+		for path, m := range expDLQ {
+			if len(kcatReadJSON(t, dlqT[path])) < len(m) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "outputs and dead letters of every path" })
+	p.stop()
+
+	for _, path := range names {
+		t.Run(path, func(t *testing.T) {
+			if w, ok := expOut[path]; ok {
+				got := map[string]string{}
+				for _, r := range kcatReadJSON(t, outT[path]) {
+					got[r.Key] = r.Payload
+				}
+				if path == "filter" { // keyed by offset: compare the set of values
+					vals := map[string]bool{}
+					for _, v := range got {
+						vals[v] = true
+					}
+					for k, v := range w {
+						if !vals[v] {
+							t.Errorf("%s: %s missing or changed: want %q", path, k, v)
+						}
+					}
+				} else {
+					for k, v := range w {
+						if got[k] != v {
+							t.Errorf("%s: %s:\n got %q\nwant %q", path, k, got[k], v)
+						}
+					}
+				}
+				if len(got) != len(w) {
+					t.Errorf("%s: %d records, want %d", path, len(got), len(w))
+				}
+			}
+			if w, ok := expDLQ[path]; ok {
+				checkValueDeadLetters(t, dlqT[path], w)
+			}
+		})
+	}
+}
+
+func mergeOutcome(m map[string]attackOutcome, k string, o attackOutcome) map[string]attackOutcome {
+	if m == nil {
+		m = map[string]attackOutcome{}
+	}
+	m[k] = o
+	return m
+}
+
+// TestAttackValuesSinkTypedColumns loads values into typed columns that
+// cannot hold them exactly. Postgres itself casts them quietly: numeric
+// with a scale rounds (1.234 → 1.23, 0.5 → 1), real and double precision
+// round integers past 2^24 and 2^53, timestamp drops an explicit offset,
+// date drops the time, varchar(n) trims trailing spaces. GUIDE §6 and the
+// README ("a number goes to Postgres as its text, which casts it exactly
+// or refuses it") say each must be a dead letter whose reason names the
+// field, never a row with another value; the same 1.234 into an Avro
+// decimal of scale 2 and 9007199254740993 into an Avro double are refused.
+// Values that fit exactly are loaded as they are.
+func TestAttackValuesSinkTypedColumns(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("atk_sink")
+	s.columns = "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }"
+	pool := pgPool(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
+		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text)",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := sinkTopology(t, s)
+	// key → field, its JSON value, and for a good one the column's text.
+	type cell struct{ field, json, stored string }
+	good := map[string]cell{
+		"g1": {"n102", "1.23", "1.23"},
+		"g2": {"d", "2.0", "2"},
+		"g3": {"ts", `"2024-01-01T00:00:00"`, "2024-01-01 00:00:00"},
+		"g4": {"vc", `"abc"`, "abc"},
+		"g5": {"r", "16777216", "1.6777216e+07"},
+		"g6": {"dt", `"2024-02-29"`, "2024-02-29"},
+	}
+	bad := map[string]cell{
+		"b1": {"n102", "1.234", ""},                                // rounded to 1.23 by the scale
+		"b2": {"n50", "0.5", ""},                                   // rounded to 1
+		"b3": {"r", "16777217", ""},                                // real holds 16777216
+		"b4": {"d", "9007199254740993", ""},                        // double holds ...992; Avro refuses it
+		"b5": {"ts", `"2024-01-01T00:00:00+05:00"`, ""},            // the offset is dropped: 5 h off
+		"b6": {"dt", `"2024-01-01T23:30:00-05:00"`, ""},            // the time and zone are dropped
+		"b7": {"vc", `"abc  "`, ""},                                // trailing spaces trimmed to fit
+		"b8": {"d", "1e400", ""},                                   // refused today, but the reason does not name d
+		"b9": {"tx", `"nul\u0000"`, ""},                            // refused today, naming an internal "column c1"
+		"bA": {"n102", "1.005", ""},                                // rounded to 1.01
+		"bB": {"ts", `"2024-01-01 00:00:00 America/New_York"`, ""}, // zone name dropped
+	}
+	var lines [][]byte
+	for _, m := range []map[string]cell{good, bad} {
+		for k, c := range m {
+			lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
+		}
+	}
+	kcatProduce(t, s.in, lines)
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool {
+		rows, _ := rowStats(t, pool, s.table())
+		return rows+kcatCount(t, s.dlq) >= len(good)+len(bad)
+	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
+	p.stop()
+
+	stored := map[string]string{}
+	rs, err := pool.Query(ctx, "SELECT event_id, coalesce(n102::text, n50::text, r::text, d::text, ts::text, dt::text, vc::text, tx) FROM "+s.table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var id, v string
+		if err := rs.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		stored[id] = v
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]kcatJSONRecord{}
+	for _, r := range kcatReadJSON(t, s.dlq) {
+		dead[r.Key] = r
+	}
+	for k, c := range good {
+		t.Run(k+"_"+c.field+"_fits", func(t *testing.T) {
+			if got, ok := stored[k]; !ok || got != c.stored {
+				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.stored, dead[k].Headers)
+			}
+		})
+	}
+	for k, c := range bad {
+		t.Run(k+"_"+c.field+"_refused", func(t *testing.T) {
+			if got, ok := stored[k]; ok {
+				t.Errorf("%s=%s was stored as %q: a value the column cannot hold exactly must be dead-lettered, never rewritten", c.field, c.json, got)
+				return
+			}
+			r, ok := dead[k]
+			if !ok {
+				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
+			}
+			if e := r.Headers[kit.HeaderError]; !strings.Contains(e, fmt.Sprintf("%q", c.field)) {
+				t.Errorf("%s=%s: dead-letter error %q does not name the field %q", c.field, c.json, e, c.field)
+			}
+		})
+	}
+}
