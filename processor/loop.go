@@ -14,7 +14,9 @@ import (
 // newSession builds the Kafka client of one session: a
 // GroupTransactSession, or a plain group consumer for at-least-once.
 func (s *Stage) newSession() (session, error) {
-	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers),
+	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers),
+		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts,
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
