@@ -222,9 +222,14 @@ func (s *Stage) Stats() Stats {
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
 // rebuilt with exponential backoff; the new session resumes from the
 // offsets committed in the last committed transaction. Run returns an error
-// only for faults that a rebuild cannot mend (see kit.IsFatal), or kit.ErrCrashed.
+// only for faults that a rebuild cannot mend (see kit.IsFatal), kit.ErrCrashed,
+// or a *ResumeError when the group lost its offsets but the stage's outputs
+// remain (see guard.go).
 func (s *Stage) Run(ctx context.Context) error {
 	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
+	if err := s.checkResume(ctx); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
 	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	for {
 		progressed, err := s.runSession(ctx)
