@@ -104,3 +104,36 @@ func TestResumeGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeGuardAtLeastOnce: an at-least-once stage's outputs without
+// offsets are its normal state after a crash; it is not refused.
+func TestResumeGuardAtLeastOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, lineageRecord("out", "s", 0, 5)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		guarantee string
+		refused   bool
+	}{{ExactlyOnce, true}, {AtLeastOnce, false}} {
+		t.Run(tt.guarantee, func(t *testing.T) {
+			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: c.ListenAddrs(), Input: "in", Output: "out", DeadLetter: "dlq", Guarantee: tt.guarantee})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.checkResume(ctx); errors.Is(err, ErrNoCommittedOffsets) != tt.refused {
+				t.Fatalf("checkResume: %v, refused want %v", err, tt.refused)
+			}
+		})
+	}
+}
