@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -47,6 +48,9 @@ type object struct {
 				Labels map[string]string `yaml:"labels"`
 			} `yaml:"metadata"`
 			Spec struct {
+				SecurityContext struct {
+					RunAsUser int `yaml:"runAsUser"`
+				} `yaml:"securityContext"`
 				Containers []container `yaml:"containers"`
 				Volumes    []struct {
 					Name      string `yaml:"name"`
@@ -75,8 +79,9 @@ type object struct {
 }
 
 type container struct {
-	Args []string `yaml:"args"`
-	Env  []struct {
+	Image string   `yaml:"image"`
+	Args  []string `yaml:"args"`
+	Env   []struct {
 		Name      string `yaml:"name"`
 		ValueFrom struct {
 			FieldRef *struct {
@@ -190,6 +195,12 @@ func TestKubernetesManifests(t *testing.T) {
 	if len(sets) == 0 {
 		t.Fatal("no StatefulSet")
 	}
+	images := map[string][]string{} // image -> StatefulSets
+	defer func() {
+		if len(images) > 1 {
+			t.Errorf("the StatefulSets run different images: %v", images)
+		}
+	}()
 	for name, ss := range sets {
 		t.Run(name, func(t *testing.T) {
 			spec := ss.Spec
@@ -200,6 +211,13 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Fatalf("want one container, got %d", len(spec.Template.Spec.Containers))
 			}
 			c := spec.Template.Spec.Containers[0]
+			if p := imageProblem(c.Image); p != "" {
+				t.Error(p)
+			}
+			images[c.Image] = append(images[c.Image], name)
+			if u := spec.Template.Spec.SecurityContext.RunAsUser; u != imageUser(t) {
+				t.Errorf("runAsUser %d, but the image runs as %d (deploy/container/Containerfile)", u, imageUser(t))
+			}
 			cmd, flags := flagArgs(t, name, c.Args)
 			if cmd != "run" && cmd != "sink" {
 				t.Errorf("command %q: want run or sink", cmd)
@@ -331,6 +349,68 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 }
 
+// releaseTag is a release version: vMAJOR.MINOR.PATCH, with an optional
+// pre-release such as -rc.1.
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
+// imageProblem says why image is not pinned to a release tag (or a
+// digest), or returns "": a manifest that says latest, or no tag, deploys
+// whatever was pushed last, and a rollback cannot name the version to go
+// back to.
+func imageProblem(image string) string {
+	if _, digest, ok := strings.Cut(image, "@sha256:"); ok && len(digest) == 64 {
+		return ""
+	}
+	i := strings.LastIndexByte(image, ':')
+	if i < 0 || strings.Contains(image[i:], "/") {
+		return fmt.Sprintf("image %q has no tag, which means latest; pin a release tag such as v0.1.0", image)
+	}
+	if tag := image[i+1:]; !releaseTag.MatchString(tag) {
+		return fmt.Sprintf("image %q: tag %q is not a release version such as v0.1.0", image, tag)
+	}
+	return ""
+}
+
+func TestImageProblem(t *testing.T) {
+	for _, c := range []struct {
+		image string
+		ok    bool
+	}{
+		{"ghcr.io/exactly-io/exactly:v0.1.0", true},
+		{"registry.local:5000/exactly:v1.2.3-rc.1", true},
+		{"ghcr.io/exactly-io/exactly@sha256:" + strings.Repeat("a", 64), true},
+		{"ghcr.io/exactly-io/exactly:latest", false},
+		{"ghcr.io/exactly-io/exactly", false},
+		{"registry.local:5000/exactly", false},
+		{"ghcr.io/exactly-io/exactly:main", false},
+		{"", false},
+	} {
+		t.Run(c.image, func(t *testing.T) {
+			if p := imageProblem(c.image); (p == "") != c.ok {
+				t.Errorf("imageProblem(%q) = %q, want ok=%v", c.image, p, c.ok)
+			}
+		})
+	}
+}
+
+// imageUser is the numeric user of the final stage of the Containerfile.
+func imageUser(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("container/Containerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^USER ([0-9]+)(:[0-9]+)?\s*$`).FindAllSubmatch(b, -1)
+	if len(m) == 0 {
+		t.Fatal("container/Containerfile: no numeric USER")
+	}
+	u, _ := strconv.Atoi(string(m[len(m)-1][1]))
+	if u == 0 {
+		t.Fatal("container/Containerfile: the image runs as root")
+	}
+	return u
+}
+
 func loadTopology(t *testing.T, src string) *topology.File {
 	t.Helper()
 	t.Setenv("PG_DSN", "postgres://u:p@db/x")
@@ -393,10 +473,22 @@ func TestSystemdUnits(t *testing.T) {
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	rec := &recorder{}
-	if _, err := processor.NewMetrics(rec); err != nil {
+	sm, err := processor.NewMetrics(rec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgsink.NewMetrics(rec); err != nil {
+	km, err := pgsink.NewMetrics(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stage and a sink, for the series only a live one has (readiness).
+	if _, err := processor.New(processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"127.0.0.1:1"}, Input: "in", Output: "out", DeadLetter: "dlq"},
+		processor.WithMetrics(sm)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgsink.New(pgsink.Config{Sink: "k", InstanceID: "i", Brokers: []string{"127.0.0.1:1"}, Input: "in", DeadLetter: "dlq",
+		DSN: "postgres://u@127.0.0.1:1/db", Table: "raw.events", EventID: "event_id", Columns: []pgsink.Column{{Name: "event_id", Source: "event_id"}}},
+		pgsink.WithMetrics(km)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
@@ -421,7 +513,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 			names[n] = true
 		}
 	}
-	for _, want := range []string{"exactly_stage_records_consumed_total", "exactly_sink_rows_written_total", "exactly_sink_batch_duration_seconds_bucket"} {
+	for _, want := range []string{"exactly_stage_records_consumed_total", "exactly_sink_rows_written_total", "exactly_sink_batch_duration_seconds_bucket", "exactly_stage_ready", "exactly_sink_ready"} {
 		if !names[want] {
 			t.Fatalf("gathered names lack %s: %v", want, slices.Sorted(maps.Keys(names)))
 		}
@@ -576,3 +668,41 @@ func strmap(m map[string]any) map[string]string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The alert rules read only metrics the binary exports.
+func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	exported := exportedMetrics(t)
+	b, err := os.ReadFile("prometheus/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &rf); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			n++
+			names := metricNames(r.Expr)
+			if len(names) == 0 {
+				t.Errorf("alert %s names no metric: %s", r.Alert, r.Expr)
+			}
+			for _, m := range names {
+				if !exported[m] {
+					t.Errorf("alert %s uses %s, which the binary does not export", r.Alert, m)
+				}
+			}
+		}
+	}
+	if n < 9 {
+		t.Errorf("%d alert rules, want the 9 of lag, readiness, aborts, dead letters and open transactions", n)
+	}
+}

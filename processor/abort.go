@@ -12,9 +12,9 @@ import (
 
 func retryCause(err error) string {
 	if serde.IsTransient(err) {
-		return "transient_record_error"
+		return RetryTransientRecord
 	}
-	return "produce_error"
+	return RetryProduce
 }
 
 // poison is a record whose output the broker refused; envelope when its

@@ -6,14 +6,20 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // newSession builds the Kafka client of one session: a
-// GroupTransactSession, or a plain group consumer for at-least-once.
-func (s *Stage) newSession() (session, error) {
+// GroupTransactSession, or a plain group consumer for at-least-once. The
+// session consumes incarnation topicID of the input topic: its commits
+// record that ID, and committed offsets of another incarnation are not
+// resumed (see identity.go).
+func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) {
+	check := &startCheck{s: s, adm: adm, topicID: topicID}
+	meta := commitMeta{topic: s.cfg.Input, text: kit.CommitMetadata(topicID)}
 	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers),
 		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
 	opts = append(opts,
@@ -22,6 +28,7 @@ func (s *Stage) newSession() (session, error) {
 		kgo.RequireStableFetchOffsets(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
 			s.joined.Store(true)
+			s.sessionErr.Store(nil)
 			s.metrics.rebalance()
 			for topic, parts := range assigned {
 				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
@@ -29,27 +36,38 @@ func (s *Stage) newSession() (session, error) {
 		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
 		kgo.OnPartitionsLost(s.partitionsGone),
+		kgo.OnOffsetsFetched(check.onFetched),
+		kgo.AdjustFetchOffsetsFn(check.adjust),
 	)
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
 		if err != nil {
 			return nil, err
 		}
-		return alosSession{cl}, nil
+		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
 	sess, err := kgo.NewGroupTransactSession(append(opts, s.kopts...)...)
 	if err != nil {
 		return nil, err
 	}
-	return eosSession{sess}, nil
+	return eosSession{GroupTransactSession: sess, meta: meta}, nil
 }
 
 // runSession runs one GroupTransactSession until ctx ends (nil) or the
 // session fails (the error). progressed reports whether any transaction
 // committed, to reset the backoff.
-func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
-	sess, err := s.newSession()
+func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bool, err error) {
+	topicID, err := s.topicID(ctx, adm, s.lastTopicID)
+	if err != nil {
+		return false, err
+	}
+	if s.lastTopicID != ([16]byte{}) && topicID != s.lastTopicID {
+		s.log.Warn("input topic was recreated; committed offsets of the old topic are not resumed", "topic", s.cfg.Input,
+			"old_topic_id", kit.TopicIDString(s.lastTopicID), "topic_id", kit.TopicIDString(topicID))
+	}
+	s.lastTopicID = topicID
+	sess, err := s.newSession(adm, topicID)
 	if err != nil {
 		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
@@ -57,12 +75,23 @@ func (s *Stage) runSession(ctx context.Context) (progressed bool, err error) {
 
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
-	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess}
+	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: map[partition]*deliveredRange{}}
 	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	// Fetch errors that repeat (a topic being recreated, a partition
+	// without a leader) are waited out, not polled in a busy loop.
+	fetchBackoff := kit.NewBackoff(50*time.Millisecond, 5*time.Second)
 	for {
-		fetches, err := s.poll(ctx, t)
+		fetches, err := s.poll(ctx, t, adm, topicID)
 		if err != nil {
 			return progressed, err
+		}
+		if fetches.NumRecords() > 0 {
+			fetchBackoff.Reset()
+		} else if hasFetchError(fetches) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(fetchBackoff.Next()):
+			}
 		}
 		if err := t.processFetches(fetches); err != nil {
 			return progressed, err
@@ -120,8 +149,10 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 // poll polls the records of t's transaction: until the commit interval of
 // an open transaction ends, at most the records left under the cap (one
 // while isolating a refused record). A fetch error that polling again
-// cannot mend aborts the transaction and is returned.
-func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
+// cannot mend aborts the transaction and is returned; so is an input topic
+// that the broker no longer knows under topicID (*kit.TopicChangedError),
+// since only a new session can read its new incarnation.
+func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte) (kgo.Fetches, error) {
 	pollCtx, cancel := ctx, context.CancelFunc(func() {})
 	if t.open {
 		pollCtx, cancel = context.WithDeadline(ctx, t.started.Add(s.cfg.CommitInterval))
@@ -136,12 +167,41 @@ func (s *Stage) poll(ctx context.Context, t *txn) (kgo.Fetches, error) {
 		_ = t.abort(ctx)
 		return nil, err
 	}
+	var gone bool
 	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return
+		}
+		if topic == s.cfg.Input && isTopicGone(err) {
+			gone = true
+		}
+		// Once per condition, then at most every 30 s: a fetch error
+		// can come back on every poll.
+		if s.fetchLog.ok(fmt.Sprintf("%s/%d: %v", topic, p, err)) {
 			s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 		}
 	})
+	if gone {
+		id, err := s.topicID(ctx, adm, topicID)
+		if err == nil && id != topicID {
+			err = &kit.TopicChangedError{Topic: s.cfg.Input, Old: topicID, New: id}
+		}
+		if err != nil {
+			_ = t.abort(ctx)
+			return nil, err
+		}
+	}
 	return fetches, nil
+}
+
+// hasFetchError reports whether fetches carry an error other than the
+// poll's own deadline.
+func hasFetchError(fs kgo.Fetches) bool {
+	var has bool
+	fs.EachError(func(_ string, _ int32, err error) {
+		has = has || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	})
+	return has
 }
 
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {

@@ -27,6 +27,8 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
+	recreations  *prometheus.CounterVec
+	ready        *promutil.Ready
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -35,6 +37,13 @@ const (
 	AbortRebalance = "rebalance" // the group rebalanced while it was open
 	AbortRetry     = "retry"     // a produce or transient record error; retried
 	AbortError     = "error"     // EndTxn failed; the session is rebuilt
+)
+
+// Causes of a retried transaction, the cause label of
+// exactly_stage_retries_total.
+const (
+	RetryProduce         = "produce_error"          // the broker refused a produce
+	RetryTransientRecord = "transient_record_error" // a record's decode or encode failed transiently (a schema registry outage)
 )
 
 // NewMetrics registers the stage metrics on reg.
@@ -59,6 +68,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		retries:      counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
 		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
+			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
+		ready: f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -70,6 +82,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 type stageMetrics struct {
 	m     *Metrics
 	stage string
+}
+
+// start creates the stage's series of rare events at 0: a series that
+// first appears at 1 hides that increase from rate() and increase(), and
+// a dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s stageMetrics) start(ready func() error) {
+	if s.m == nil {
+		return
+	}
+	s.m.ready.Set(s.stage, ready)
+	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
+		s.m.aborted.WithLabelValues(s.stage, r)
+	}
+	for _, c := range []string{RetryProduce, RetryTransientRecord} {
+		s.m.retries.WithLabelValues(s.stage, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds} {
+		c.WithLabelValues(s.stage)
+	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -97,6 +129,26 @@ func (s stageMetrics) commit(t *txn, at time.Time) {
 		lat.Observe(at.Sub(ts).Seconds())
 	}
 	s.m.lastCommit.WithLabelValues(s.stage).Set(float64(at.UnixNano()) / 1e9)
+}
+
+// producedRecords and deadLetteredRecords count records an at-least-once
+// abort left written (see txn.rewind).
+func (s stageMetrics) producedRecords(topic string, n int64) {
+	if s.m != nil {
+		s.m.produced.WithLabelValues(s.stage, topic).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) deadLetteredRecords(reason string, n int64) {
+	if s.m != nil {
+		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) topicRecreated(topic, reason string) {
+	if s.m != nil {
+		s.m.recreations.WithLabelValues(s.stage, topic, reason).Inc()
+	}
 }
 
 func (s stageMetrics) abort(reason string) {

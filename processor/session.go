@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Delivery guarantees, Config.Guarantee.
@@ -29,21 +30,40 @@ type session interface {
 	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
 	// End commits (or, with commit false, abandons) what was polled and
 	// produced since Begin. committed false with no error means it was
-	// aborted and the consumer rewound to the last committed offsets.
+	// aborted; exactly-once has rewound, at-least-once is rewound by
+	// txn.rewind (see rewind.go).
 	End(ctx context.Context, commit bool) (committed bool, err error)
 	Client() *kgo.Client
 	Close()
 }
 
-type eosSession struct{ *kgo.GroupTransactSession }
+// eosSession is a GroupTransactSession whose offset commits record the
+// input topic's ID (see commitMeta).
+type eosSession struct {
+	*kgo.GroupTransactSession
+	meta commitMeta
+}
 
 func (s eosSession) End(ctx context.Context, commit bool) (bool, error) {
+	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		for i := range req.Topics {
+			if req.Topics[i].Topic == s.meta.topic {
+				for j := range req.Topics[i].Partitions {
+					req.Topics[i].Partitions[j].Metadata = &s.meta.text
+				}
+			}
+		}
+		return nil
+	})
 	return s.GroupTransactSession.End(ctx, kgo.TransactionEndTry(commit))
 }
 
 // alosSession is a group consumer and idempotent producer without
 // transactions.
-type alosSession struct{ cl *kgo.Client }
+type alosSession struct {
+	cl   *kgo.Client
+	meta commitMeta
+}
 
 func (s alosSession) PollRecords(ctx context.Context, n int) kgo.Fetches {
 	return s.cl.PollRecords(ctx, n)
@@ -57,18 +77,40 @@ func (s alosSession) Client() *kgo.Client { return s.cl }
 func (s alosSession) Close()              { s.cl.Close() }
 func (alosSession) Begin() error          { return nil }
 
+// End flushes, then commits the offsets of everything polled; with commit
+// false it only flushes: the caller rewinds (txn.rewind), since only it
+// knows which records were written.
 func (s alosSession) End(ctx context.Context, commit bool) (bool, error) {
 	if err := s.cl.Flush(ctx); err != nil {
 		return false, fmt.Errorf("flush: %w", err)
 	}
 	if !commit {
-		// Some records may have been produced; rewind so that the failed
-		// ones are produced again (at least once).
-		s.cl.SetOffsets(s.cl.CommittedOffsets())
 		return false, nil
 	}
-	if err := s.cl.CommitUncommittedOffsets(ctx); err != nil {
-		return false, fmt.Errorf("commit offsets: %w", err)
+	if err := s.commit(ctx); err != nil {
+		return false, err
 	}
 	return true, nil
 }
+
+// commit commits the offsets of what was polled (or set by a rewind).
+func (s alosSession) commit(ctx context.Context) error {
+	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		for i := range req.Topics {
+			if req.Topics[i].Topic == s.meta.topic {
+				for j := range req.Topics[i].Partitions {
+					req.Topics[i].Partitions[j].Metadata = &s.meta.text
+				}
+			}
+		}
+		return nil
+	})
+	if err := s.cl.CommitUncommittedOffsets(ctx); err != nil {
+		return fmt.Errorf("commit offsets: %w", err)
+	}
+	return nil
+}
+
+// commitMeta is the commit metadata of the input topic's partitions:
+// kit.CommitMetadata of the topic ID the session consumes.
+type commitMeta struct{ topic, text string }

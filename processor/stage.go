@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
@@ -141,6 +142,11 @@ type Stage struct {
 
 	txns int // transactions ended by this instance, for failpoints
 
+	// Topic identity (run goroutine only): the input topic ID the last
+	// session consumed, and the limit on repeated fetch error lines.
+	lastTopicID [16]byte
+	fetchLog    logEvery
+
 	// Readiness, read by Ready from other goroutines.
 	joined     atomic.Bool
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
@@ -196,12 +202,14 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, brokers: kit.NewBrokerHealth()}
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, brokers: kit.NewBrokerHealth(),
+		fetchLog: logEvery{every: 30 * time.Second}}
 	for _, o := range opts {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
+	s.metrics.start(s.Ready)
 	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0)
 	return s, nil
 }
@@ -217,6 +225,10 @@ func (s *Stage) Stats() Stats {
 	}
 }
 
+// topicGoneWait caps the wait between looks for a deleted input topic:
+// one metadata request per wait, and a recreated topic is read soon.
+const topicGoneWait = 2 * time.Second
+
 // Run processes records until ctx is canceled, then commits the open
 // transaction, leaves the group and returns nil. A session that fails (a
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
@@ -230,9 +242,18 @@ func (s *Stage) Run(ctx context.Context) error {
 	if err := s.checkResume(ctx); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}
+	// The admin client looks up the input topic's ID and offsets (see
+	// identity.go); it lives as long as Run.
+	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)...)
+	if err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)})
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
 	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	rebuildLog := logEvery{every: 30 * time.Second}
 	for {
-		progressed, err := s.runSession(ctx)
+		progressed, err := s.runSession(ctx, adm)
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil
@@ -249,7 +270,19 @@ func (s *Stage) Run(ctx context.Context) error {
 		s.txnOpened.Store(0)
 		s.sessionErr.Store(&err)
 		wait := backoff.Next()
-		s.log.Warn("kafka session failed; rebuilding", "topic", s.cfg.Input, "err", err, "retry_in", wait)
+		var changed *kit.TopicChangedError
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &changed) && changed.New == ([16]byte{}):
+			// Operators delete and recreate topics: wait for it, not
+			// ready, saying so once per 30 s.
+			wait = min(wait, topicGoneWait)
+			if rebuildLog.ok(err.Error()) {
+				s.log.Warn("input topic is gone; waiting for it", "topic", s.cfg.Input, "err", err, "retry_in", wait)
+			}
+		default:
+			s.log.Warn("kafka session failed; rebuilding", "topic", s.cfg.Input, "err", err, "retry_in", wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil

@@ -28,8 +28,28 @@ type txn struct {
 	perTopic                       map[string]int64 // outputs by topic, for metrics
 	perReason                      map[string]int64 // dead letters by reason, for metrics
 	timestamps                     []time.Time      // input timestamps, for the latency histogram
-	mu                             sync.Mutex
-	produceErr                     error
+
+	// Rewinds: first is the first offset polled in this transaction, by
+	// partition; failed the input records whose outputs or dead letters
+	// failed (guarded by mu); delivered the records an at-least-once abort
+	// found already written, skipped when polled again (see rewind).
+	first     map[partition]int64
+	lastOff   map[partition]int64
+	failed    []source
+	delivered map[partition]*deliveredRange
+	// Acknowledged outputs by topic and dead letters by reason (guarded
+	// by mu): an at-least-once abort counts them, they are in their
+	// topics for good.
+	acked map[acked]int64
+
+	mu         sync.Mutex
+	produceErr error
+}
+
+// partition is one input partition.
+type partition struct {
+	topic string
+	p     int32
 }
 
 // processFetches begins the transaction if records came, and processes
@@ -43,6 +63,13 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 	}
 	s := t.stage
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			tp := partition{p.Topic, p.Partition}
+			if _, ok := t.first[tp]; !ok {
+				t.first[tp] = p.Records[0].Offset
+			}
+			t.lastOff[tp] = p.Records[len(p.Records)-1].Offset
+		}
 		data := 0
 		for _, r := range p.Records {
 			if !r.Attrs.IsControl() {
@@ -72,6 +99,8 @@ func (t *txn) begin() error {
 	t.open, t.started = true, time.Now()
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
+	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
+	t.acked = map[acked]int64{}
 	if t.stage.metrics.m != nil {
 		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
 	}
@@ -89,13 +118,17 @@ func (t *txn) process(r *kgo.Record) {
 		t.timestamps = append(t.timestamps, r.Timestamp)
 	}
 	s := t.stage
+	src := source{r.Topic, r.Partition, r.Offset}
+	if t.wasDelivered(src) {
+		return // written before an at-least-once abort; not written twice
+	}
 	if audit.IsMarker(r) {
 		// An audit marker (audit.Drain): forwarded as it is, so that audits
 		// see through chained stages. Nothing read is ever dropped.
-		t.produce(&kgo.Record{Topic: s.cfg.Output, Headers: r.Headers, Timestamp: r.Timestamp})
+		t.produce(src, &kgo.Record{Topic: s.cfg.Output, Headers: r.Headers, Timestamp: r.Timestamp})
 		return
 	}
-	t.last = source{r.Topic, r.Partition, r.Offset}
+	t.last = src
 	if p, ok := s.poisoned[t.last]; ok {
 		// Its output was refused by the broker (too large, say): the
 		// record becomes a dead letter instead of stalling the stage.
@@ -107,7 +140,7 @@ func (t *txn) process(r *kgo.Record) {
 				errors.As(err, &re)
 			}
 			t.countDeadLetter(r, re)
-			t.produce(s.envelope(r, re))
+			t.produce(src, s.envelope(r, re))
 			return
 		}
 		t.produceDeadLetter(r, re)
@@ -117,7 +150,7 @@ func (t *txn) process(r *kgo.Record) {
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.
-		t.fail(fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		t.fail(src, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
 		return
 	}
 	if err != nil {
@@ -137,7 +170,7 @@ func (t *txn) process(r *kgo.Record) {
 		if t.perTopic != nil {
 			t.perTopic[out.Topic]++
 		}
-		t.produce(out)
+		t.produce(src, out)
 	}
 }
 
@@ -145,7 +178,7 @@ func (t *txn) process(r *kgo.Record) {
 // transaction.
 func (t *txn) produceDeadLetter(r *kgo.Record, re *kit.RecordError) {
 	t.countDeadLetter(r, re)
-	t.produce(kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re))
+	t.produce(source{r.Topic, r.Partition, r.Offset}, kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re))
 }
 
 // countDeadLetter counts the dead letter (or envelope) of r in the open
@@ -158,26 +191,38 @@ func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
 	}
 }
 
-func (t *txn) produce(r *kgo.Record) {
+// produce produces r, an output or dead letter of input record src, into
+// the open transaction.
+func (t *txn) produce(src source, r *kgo.Record) {
 	// The context is not the stage's: a canceled produce would fail the
 	// transaction that shutdown is about to commit.
-	t.sess.Produce(context.Background(), r, t.promise)
+	t.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil {
+			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
+			return
+		}
+		if t.stage.cfg.Guarantee != AtLeastOnce {
+			return // an aborted transaction leaves nothing behind
+		}
+		a := acked{topic: r.Topic}
+		if r.Topic == t.stage.cfg.DeadLetter {
+			a.reason, _ = audit.Header(r, kit.HeaderReason)
+		}
+		t.mu.Lock()
+		t.acked[a]++
+		t.mu.Unlock()
+	})
 }
 
-func (t *txn) promise(r *kgo.Record, err error) {
-	if err != nil {
-		t.fail(fmt.Errorf("produce to %s: %w", r.Topic, err))
-	}
-}
-
-// fail records the first error that dooms the open transaction: end aborts
-// it instead of committing, and the session resumes from the last
-// committed offsets.
-func (t *txn) fail(err error) {
+// fail records that input record src failed, and the first error that
+// dooms the open transaction: end aborts it instead of committing, and
+// the session rewinds (see rewind).
+func (t *txn) fail(src source, err error) {
 	t.mu.Lock()
 	if t.produceErr == nil {
 		t.produceErr = err
 	}
+	t.failed = append(t.failed, src)
 	t.mu.Unlock()
 }
 
@@ -224,6 +269,11 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	}
 	if !committed {
 		s.aborted.Add(1)
+		if a, ok := t.sess.(alosSession); ok {
+			if err := t.rewind(ctx, a.cl, a.commit); err != nil {
+				return false, err
+			}
+		}
 		return false, s.afterAbort(t, produceErr, n)
 	}
 	s.committed.Add(1)

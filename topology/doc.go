@@ -18,9 +18,15 @@
 //	    server_name: kafka.internal     # default: the host dialed
 //	    insecure_skip_verify: false     # tests only (warned about)
 //	  sasl:                             # optional
-//	    mechanism: SCRAM-SHA-512        # PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (any case)
-//	    username: ${KAFKA_USER}         # required
-//	    password: ${KAFKA_PASSWORD}     # required, or password_file: /run/secrets/kafka
+//	    mechanism: SCRAM-SHA-512        # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM (any case)
+//	    username: ${KAFKA_USER}         # PLAIN and SCRAM: required
+//	    password: ${KAFKA_PASSWORD}     # PLAIN and SCRAM: required, or password_file: /run/secrets/kafka
+//	    # token: ${KAFKA_OAUTH_TOKEN}   # OAUTHBEARER: required, or token_file (re-read for every authentication)
+//	    # extensions: { logicalCluster: lkc-abc123 }  # OAUTHBEARER: optional SASL extensions (KIP-342)
+//	    # aws:                          # AWS_MSK_IAM: optional; default AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN
+//	    #   access_key_id: ${AWS_ACCESS_KEY_ID}
+//	    #   secret_access_key: ${AWS_SECRET_ACCESS_KEY}
+//	    #   session_token: ${AWS_SESSION_TOKEN}   # for temporary credentials
 //	topics:
 //	  - name: orders.raw                # required; 1-249 of [a-zA-Z0-9._-], not "." or ".."
 //	    partitions: 3                   # required, at least 1
@@ -103,15 +109,17 @@
 // # Security
 //
 // The tls and sasl settings of kafka apply to every client a command makes.
-// File paths (ca_file, cert_file, key_file, password_file) are relative to
+// File paths (ca_file, cert_file, key_file, password_file, token_file) are relative to
 // the topology file's directory; Parse makes the kafka ones absolute, and
 // the files are read when a command connects, not by Parse. cert_file and
-// key_file go together; password and password_file exclude each other.
+// key_file go together; password and password_file exclude each other, as
+// do token and token_file. Each SASL mechanism takes only its own fields.
 //
 // Passwords belong in ${VAR} references or *_file fields. A password
 // written literally in the file (sasl, registry, or in a literal postgres
 // DSN) is not an error but a warning, returned by File.Warnings together
-// with other risky settings: insecure_skip_verify, PLAIN without tls,
+// with other risky settings: insecure_skip_verify, PLAIN, OAUTHBEARER or
+// AWS_MSK_IAM without tls, a literal token or AWS secret,
 // basic auth over http, tls settings under enabled: false.
 //
 // # Environment

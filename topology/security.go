@@ -1,12 +1,11 @@
 package topology
 
 import (
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
 )
-
-var mechanisms = []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512}
 
 // warn records a warning at path: the file works, but should change.
 func (v *validator) warn(path, format string, args ...any) {
@@ -83,40 +82,154 @@ func (v *validator) kafkaSASL() {
 	switch {
 	case !v.has(mp):
 		v.report(mp, "required (one of %s)", strings.Join(mechanisms, ", "))
+		return
 	case !slices.Contains(mechanisms, s.Mechanism):
 		v.report(mp, "unknown SASL mechanism %s (valid: %s)", v.q(mp, s.Mechanism), strings.Join(mechanisms, ", "))
+		return
 	}
-	if up := p + ".username"; s.Username == "" {
-		if v.has(up) {
-			v.report(up, "must not be empty")
-		} else {
-			v.report(up, "required (e.g. username: ${KAFKA_USER})")
+	takes := saslFields[s.Mechanism]
+	for _, f := range allSASLFields {
+		if fp := p + "." + f; v.has(fp) && !slices.Contains(takes, f) {
+			v.report(fp, "not used by %s (it takes %s)", s.Mechanism, strings.Join(takes, ", "))
 		}
 	}
-	v.password(p, s.Password, s.PasswordFile, "${KAFKA_PASSWORD}")
-	if s.Mechanism == MechanismPlain && !v.f.Kafka.TLS.Enabled {
-		v.warn(mp, "PLAIN without tls sends the password in clear text (add tls: { enabled: true })")
+	switch s.Mechanism {
+	case MechanismOAuthBearer:
+		v.secret(p, "token", s.Token, s.TokenFile, "${KAFKA_OAUTH_TOKEN}")
+		v.extensions(p+".extensions", s.Extensions)
+		if !v.f.Kafka.TLS.Enabled {
+			v.warn(mp, "OAUTHBEARER without tls sends the token in clear text (add tls: { enabled: true })")
+		}
+	case MechanismAWSMSKIAM:
+		v.awsCredentials(p+".aws", &s.AWS)
+		if !v.f.Kafka.TLS.Enabled {
+			v.warn(mp, "MSK takes IAM authentication on its TLS listener only, port 9098 (add tls: { enabled: true })")
+		}
+	default:
+		if up := p + ".username"; s.Username == "" {
+			if v.has(up) {
+				v.report(up, "must not be empty")
+			} else {
+				v.report(up, "required (e.g. username: ${KAFKA_USER})")
+			}
+		}
+		v.password(p, s.Password, s.PasswordFile, "${KAFKA_PASSWORD}")
+		if s.Mechanism == MechanismPlain && !v.f.Kafka.TLS.Enabled {
+			v.warn(mp, "PLAIN without tls sends the password in clear text (add tls: { enabled: true })")
+		}
 	}
 }
+
+var mechanisms = []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}
+
+// saslFields are the fields of kafka.sasl that each mechanism takes,
+// besides mechanism itself.
+var saslFields = map[string][]string{
+	MechanismPlain:       {"username", "password", "password_file"},
+	MechanismScramSHA256: {"username", "password", "password_file"},
+	MechanismScramSHA512: {"username", "password", "password_file"},
+	MechanismOAuthBearer: {"token", "token_file", "extensions"},
+	MechanismAWSMSKIAM:   {"aws"},
+}
+
+var allSASLFields = []string{"username", "password", "password_file", "token", "token_file", "extensions", "aws"}
 
 // password checks the password and password_file fields of the mapping at
 // p: exactly one of them, the password taken from the environment.
 func (v *validator) password(p string, pw Secret, file, example string) {
-	pp, fp := p+".password", p+".password_file"
+	v.secret(p, "password", pw, file, example)
+}
+
+// secret checks the fields name and name_file of the mapping at p: exactly
+// one of them, the value taken from the environment.
+func (v *validator) secret(p, name string, val Secret, file, example string) {
+	vp, fp := p+"."+name, p+"."+name+"_file"
 	switch {
-	case v.has(pp) && v.has(fp):
-		v.report(fp, "give password or password_file, not both")
-	case !v.has(pp) && !v.has(fp):
-		v.report(pp, "required (write password: %s, or password_file: /path/to/secret)", example)
+	case v.has(vp) && v.has(fp):
+		v.report(fp, "give %s or %s_file, not both", name, name)
+	case !v.has(vp) && !v.has(fp):
+		v.report(vp, "required (write %s: %s, or %s_file: /path/to/secret)", name, example, name)
 	case v.has(fp) && file == "":
 		v.report(fp, "must not be empty")
-	case v.has(pp) && pw == "":
-		// An empty password is never right; the message does not say
+	case v.has(vp) && val == "":
+		// An empty secret is never right; the message does not say
 		// whether a variable was set, only that the result is empty.
-		v.report(pp, "must not be empty")
+		v.report(vp, "must not be empty")
 	}
-	if v.literal(pp) {
-		v.warn(pp, "password written literally in the file (write it as %s, or use password_file, so that it stays out of version control)", example)
+	if v.literal(vp) {
+		v.warn(vp, "%s written literally in the file (write it as %s, or use %s_file, so that it stays out of version control)", name, example, name)
+	}
+}
+
+// extensions checks OAUTHBEARER's SASL extensions against RFC 7628 §3.1
+// and KIP-342: keys are letters only and not "auth", values printable
+// ASCII (VCHAR, space, tab, CR, LF) and not empty.
+func (v *validator) extensions(p string, ext map[string]string) {
+	for _, k := range slices.Sorted(maps.Keys(ext)) {
+		kp := p + "." + k
+		if !isExtensionKey(k) {
+			v.report(kp, "invalid extension name %q (letters only, and not \"auth\")", truncate(k))
+			continue
+		}
+		if val := ext[k]; val == "" || strings.IndexFunc(val, func(r rune) bool {
+			return (r < 0x21 || r > 0x7e) && r != ' ' && r != '\t' && r != '\r' && r != '\n'
+		}) >= 0 {
+			v.report(kp, "invalid extension value (printable ASCII, not empty)")
+		}
+	}
+}
+
+func isExtensionKey(k string) bool {
+	if k == "" || k == "auth" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// awsCredentials checks AWS_MSK_IAM's credentials at p (kafka.sasl.aws),
+// or, when the file has no aws mapping, takes them from the standard AWS
+// variables. Messages never hold a credential.
+func (v *validator) awsCredentials(p string, c *AWSCredentials) {
+	if !v.has(p) {
+		get := func(name string) Secret {
+			s, _ := v.d.lookup(name)
+			return Secret(s)
+		}
+		c.AccessKeyID, c.SecretAccessKey, c.SessionToken = get(EnvAWSAccessKeyID), get(EnvAWSSecretAccessKey), get(EnvAWSSessionToken)
+		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			v.report(p, "required: AWS_MSK_IAM takes its credentials from %s and %s (and %s for temporary ones), which are not both set; "+
+				"set them, or write aws: { access_key_id: ${...}, secret_access_key: ${...} }",
+				EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken)
+		}
+		return
+	}
+	for _, f := range []struct {
+		name, env string
+		val       Secret
+	}{
+		{"access_key_id", EnvAWSAccessKeyID, c.AccessKeyID},
+		{"secret_access_key", EnvAWSSecretAccessKey, c.SecretAccessKey},
+	} {
+		fp := p + "." + f.name
+		switch {
+		case !v.has(fp):
+			v.report(fp, "required (e.g. %s: ${%s})", f.name, f.env)
+		case f.val == "":
+			v.report(fp, "must not be empty")
+		}
+	}
+	for _, f := range []struct{ name, env string }{{"secret_access_key", EnvAWSSecretAccessKey}, {"session_token", EnvAWSSessionToken}} {
+		if fp := p + "." + f.name; v.literal(fp) {
+			v.warn(fp, "%s written literally in the file (write it as ${%s}, so that it stays out of version control)", f.name, f.env)
+		}
+	}
+	if up := p + ".user_agent"; v.has(up) && c.UserAgent == "" {
+		v.report(up, "must not be empty (or leave user_agent out)")
 	}
 }
 
@@ -172,7 +285,7 @@ func (v *validator) literalDSN(path string, dsn Secret) {
 // File.Kafka alone find them.
 func (v *validator) resolveKafkaFiles() {
 	k := &v.f.Kafka
-	for _, p := range []*string{&k.TLS.CAFile, &k.TLS.CertFile, &k.TLS.KeyFile, &k.SASL.PasswordFile} {
+	for _, p := range []*string{&k.TLS.CAFile, &k.TLS.CertFile, &k.TLS.KeyFile, &k.SASL.PasswordFile, &k.SASL.TokenFile} {
 		*p = v.f.Resolve(*p)
 	}
 }

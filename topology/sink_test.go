@@ -98,6 +98,8 @@ func TestParseSinkValidation(t *testing.T) {
 			[]string{`t.yaml:9:11: sinks[0].name: invalid sink name "p g" (want 1-100 characters of A-Z, a-z, 0-9, '.', '_', '-', starting with a letter or digit)`}},
 		{"duplicate", sinkHead + sink + sink, withDSN,
 			[]string{`t.yaml:21:11: sinks[1].name: duplicate sink "pg" (first declared at line 9)`}},
+		{"group shared with a stage", head + "stages:\n  - name: sink-pg\n    input: { topic: in }\n    output: { topic: out }\n    dead_letter: { topic: dlq }\nsinks:\n" + sink, withDSN,
+			[]string{`t.yaml:14:11: sinks[0].name: sink "pg" and stage sink-pg (line 9) would share consumer group exactly-sink-pg (rename one)`}},
 		{"input not declared", rep("topic: out,", "topic: nope,"), withDSN,
 			[]string{`t.yaml:10:21: sinks[0].input.topic: topic "nope" is not declared (add it under topics:)`}},
 		{"dead letter missing", rep("    dead_letter: { topic: dlq }\n", ""), withDSN,

@@ -123,9 +123,13 @@ type TLS struct {
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
 }
 
-// SASL is how a client authenticates to brokers (KIP-43; SCRAM is KIP-84).
+// SASL is how a client authenticates to brokers (KIP-43; SCRAM is KIP-84,
+// OAUTHBEARER KIP-255). Each mechanism takes its own fields: PLAIN and
+// SCRAM a username and password, OAUTHBEARER a token, AWS_MSK_IAM AWS
+// credentials; validation rejects the fields of another mechanism.
 type SASL struct {
-	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// Mechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or
+	// AWS_MSK_IAM.
 	Mechanism string `yaml:"mechanism"`
 	Username  string `yaml:"username"`
 	// Password is written as ${VAR}; validate warns about a literal one.
@@ -134,13 +138,54 @@ type SASL struct {
 	// newline is dropped. Exactly one of the two.
 	Password     Secret `yaml:"password"`
 	PasswordFile string `yaml:"password_file"`
+
+	// Token is OAUTHBEARER's bearer token (a JWT, say), written as ${VAR}.
+	// Alternatively TokenFile names a file holding it, read again for
+	// every new connection and every re-authentication (KIP-368), so that
+	// a token refreshed in place (a Kubernetes projected token, a sidecar)
+	// is picked up without a restart. Exactly one of the two.
+	Token     Secret `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	// Extensions are OAUTHBEARER's SASL extensions (KIP-342), e.g.
+	// Confluent Cloud's logicalCluster and identityPoolId.
+	Extensions map[string]string `yaml:"extensions"`
+
+	// AWS holds AWS_MSK_IAM's credentials. Without the aws mapping they
+	// come from the standard variables AWS_ACCESS_KEY_ID,
+	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+	AWS AWSCredentials `yaml:"aws"`
 }
+
+// AWSCredentials sign the AWS_MSK_IAM authentication (AWS Signature
+// Version 4, as aws-msk-iam-auth does). The region is the one in the
+// broker's host name (b-1.x.y.kafka.<region>.amazonaws.com), else
+// AWS_REGION or AWS_DEFAULT_REGION.
+type AWSCredentials struct {
+	AccessKeyID     Secret `yaml:"access_key_id"`
+	SecretAccessKey Secret `yaml:"secret_access_key"`
+	// SessionToken is required with temporary credentials (an assumed
+	// role, STS); optional otherwise.
+	SessionToken Secret `yaml:"session_token"`
+	// UserAgent replaces franz-go's default, for IAM policies that
+	// condition on aws:UserAgent.
+	UserAgent string `yaml:"user_agent"`
+}
+
+// Standard AWS environment variables, read for AWS_MSK_IAM when the
+// topology has no kafka.sasl.aws mapping.
+const (
+	EnvAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	EnvAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	EnvAWSSessionToken    = "AWS_SESSION_TOKEN"
+)
 
 // SASL mechanisms.
 const (
 	MechanismPlain       = "PLAIN"
 	MechanismScramSHA256 = "SCRAM-SHA-256"
 	MechanismScramSHA512 = "SCRAM-SHA-512"
+	MechanismOAuthBearer = "OAUTHBEARER"
+	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
 )
 
 // Topic is a topic the topology reads or writes. Provisioning creates it

@@ -26,6 +26,16 @@ func (v *validator) sinks(declared map[string]bool) {
 	for i, s := range v.f.Sinks {
 		p := fmt.Sprintf("sinks[%d]", i)
 		v.uniqueName(p, "sink", s.Name, i, first)
+		for j, st := range v.f.Stages {
+			// Stage groups are exactly-<stage>, sink groups
+			// exactly-sink-<sink>: one group would split the partitions
+			// between a stage and a sink.
+			if s.Name != "" && st.Name == "sink-"+s.Name {
+				np := p + ".name"
+				v.report(np, "sink %s and stage %s (line %d) would share consumer group exactly-sink-%s (rename one)",
+					v.q(np, s.Name), st.Name, v.at(fmt.Sprintf("stages[%d].name", j)).Line, s.Name)
+			}
+		}
 
 		if fp := p + ".input.format"; s.Input.Format == "avro" {
 			// The sink's columns read JSON fields or whole values only.

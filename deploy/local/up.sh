@@ -22,6 +22,10 @@ tools() {
 	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 	command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 	command -v mvn >/dev/null 2>&1 || missing+=(maven)
+	# The integration tests run a real Prometheus against the dashboard and
+	# the alert rules, and build the container image with buildah.
+	{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+	command -v buildah >/dev/null 2>&1 || missing+=(buildah)
 	if ((${#missing[@]})); then
 		apt_install "${missing[@]}"
 	fi
@@ -68,7 +72,8 @@ write_env
 log "all up in $(elapsed "$total")s"
 cat >&2 <<MSG
 
-Kafka and PostgreSQL are running. To use them from this shell:
+Kafka, PostgreSQL and the schema registry are running. To use them from
+this shell:
 
     source $ENV_FILE
 

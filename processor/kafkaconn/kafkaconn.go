@@ -5,10 +5,12 @@
 package kafkaconn
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -19,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/aws"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
@@ -28,7 +32,8 @@ import (
 
 // Options returns the client options for k: seed brokers, client ID, TLS
 // and SASL. It reads the files k names (CA, client certificate, password
-// file) now, so a missing or unreadable one fails here, before any dial.
+// or token file) now, so a missing or unreadable one fails here, before
+// any dial.
 // Errors name the field and the file, never a password.
 func Options(k topology.Kafka) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
@@ -82,23 +87,65 @@ func TLSConfig(t topology.TLS) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// mechanism returns the SASL mechanism of s. The credentials it holds are
+// never part of an error.
 func mechanism(s topology.SASL) (sasl.Mechanism, error) {
-	pass := string(s.Password)
-	if s.PasswordFile != "" {
-		var err error
-		if pass, err = ReadSecretFile(s.PasswordFile); err != nil {
-			return nil, fmt.Errorf("kafka.sasl.password_file: %w", err)
+	switch mech := strings.ToUpper(s.Mechanism); mech {
+	case topology.MechanismPlain, topology.MechanismScramSHA256, topology.MechanismScramSHA512:
+		pass := string(s.Password)
+		if s.PasswordFile != "" {
+			var err error
+			if pass, err = ReadSecretFile(s.PasswordFile); err != nil {
+				return nil, fmt.Errorf("kafka.sasl.password_file: %w", err)
+			}
 		}
-	}
-	switch strings.ToUpper(s.Mechanism) {
-	case topology.MechanismPlain:
-		return plain.Auth{User: s.Username, Pass: pass}.AsMechanism(), nil
-	case topology.MechanismScramSHA256:
-		return scram.Auth{User: s.Username, Pass: pass}.AsSha256Mechanism(), nil
-	case topology.MechanismScramSHA512:
+		switch mech {
+		case topology.MechanismPlain:
+			return plain.Auth{User: s.Username, Pass: pass}.AsMechanism(), nil
+		case topology.MechanismScramSHA256:
+			return scram.Auth{User: s.Username, Pass: pass}.AsSha256Mechanism(), nil
+		}
 		return scram.Auth{User: s.Username, Pass: pass}.AsSha512Mechanism(), nil
+	case topology.MechanismOAuthBearer:
+		return oauthBearer(s)
+	case topology.MechanismAWSMSKIAM:
+		c := s.AWS
+		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			return nil, errors.New("kafka.sasl.aws: access_key_id and secret_access_key are required for AWS_MSK_IAM")
+		}
+		return aws.Auth{
+			AccessKey:    string(c.AccessKeyID),
+			SecretKey:    string(c.SecretAccessKey),
+			SessionToken: string(c.SessionToken),
+			UserAgent:    c.UserAgent,
+		}.AsManagedStreamingIAMMechanism(), nil
 	}
 	return nil, fmt.Errorf("kafka.sasl.mechanism: unknown mechanism %q", s.Mechanism)
+}
+
+// oauthBearer returns the OAUTHBEARER mechanism (RFC 7628, KIP-255) of s.
+// A token_file is read now, so that a missing one fails before any dial,
+// and again for every new connection and every re-authentication
+// (KIP-368), so that a token rotated in place is used without a restart.
+func oauthBearer(s topology.SASL) (sasl.Mechanism, error) {
+	ext := maps.Clone(s.Extensions)
+	if s.TokenFile == "" {
+		if s.Token == "" {
+			return nil, errors.New("kafka.sasl.token: required for OAUTHBEARER")
+		}
+		return oauth.Auth{Token: string(s.Token), Extensions: ext}.AsMechanism(), nil
+	}
+	if _, err := ReadSecretFile(s.TokenFile); err != nil {
+		return nil, fmt.Errorf("kafka.sasl.token_file: %w", err)
+	}
+	file := s.TokenFile
+	return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+		tok, err := ReadSecretFile(file)
+		if err != nil {
+			return oauth.Auth{}, fmt.Errorf("kafka.sasl.token_file: %w", err)
+		}
+		return oauth.Auth{Token: tok, Extensions: ext}, nil
+	}), nil
 }
 
 // ReadSecretFile returns the content of a secret file (a password, say),

@@ -35,8 +35,12 @@ type Config struct {
 	EventID        string   // the primary key column, one of Columns
 	Columns        []Column // in table order
 	PositionsTable string   // "schema.table"; default exactly_positions in Table's schema
-	Tombstones     string   // topology.TombstonesSkip (default) or TombstonesDelete
-	Mode           string   // topology.ModeInsert (default) or ModeUpsert
+	// Peers are the other sinks of the topology file that read Input
+	// into PositionsTable. Positions stored before they were keyed by
+	// sink cannot be told apart between them (see Sink).
+	Peers      []string
+	Tombstones string // topology.TombstonesSkip (default) or TombstonesDelete
+	Mode       string // topology.ModeInsert (default) or ModeUpsert
 
 	// CommitInterval bounds how long records are gathered into one
 	// database transaction; default 200ms.
@@ -74,7 +78,14 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 	for _, name := range s.Postgres.ColumnOrder {
 		cols = append(cols, Column{Name: name, Source: s.Postgres.Columns[name]})
 	}
+	var peers []string
+	for _, o := range f.Sinks {
+		if o.Name != s.Name && o.Input.Topic == s.Input.Topic && o.Postgres.PositionsTable == s.Postgres.PositionsTable {
+			peers = append(peers, o.Name)
+		}
+	}
 	return Config{
+		Peers:          peers,
 		Sink:           s.Name,
 		InstanceID:     instanceID,
 		Brokers:        f.Kafka.Brokers,

@@ -29,6 +29,8 @@ type Metrics struct {
 	position      *prometheus.GaugeVec
 	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
+	recreations   *prometheus.CounterVec
+	ready         *promutil.Ready
 }
 
 // RetryWrite is the cause label of exactly_sink_retries_total for a batch
@@ -52,8 +54,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		batchDuration: f.Histogram("batch_duration_seconds", "Time from a batch's first record to its database commit.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		batchRecords:  f.Histogram("batch_records", "Records per committed batch, control records included.", prometheus.ExponentialBuckets(1, 4, 10)),
 		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
-		lag:           f.Gauge("consumer_lag_records", "Records between the sink's position and the partition's last stable offset (read_committed end).", "topic", "partition"),
+		lag:           f.Gauge("consumer_lag_records", "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them.", "topic", "partition"),
 		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
+		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
+			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
+			"truncated (same ID, offset above the high watermark: resumed at the high watermark).", "topic", "reason"),
+		ready: f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -68,6 +74,26 @@ func WithMetrics(m *Metrics) Option { return func(s *Sink) { s.metrics.m = m } }
 type sinkMetrics struct {
 	m    *Metrics
 	sink string
+}
+
+// retryCauses are the cause labels of exactly_sink_retries_total.
+var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
+
+// start creates the sink's series of rare events at 0: a series that first
+// appears at 1 hides that increase from rate() and increase(), and a
+// dashboard panel or alert shows no data instead of 0 (Prometheus's
+// instrumentation guide, "Avoid missing metrics").
+func (s sinkMetrics) start(ready func() error) {
+	if s.m == nil {
+		return
+	}
+	s.m.ready.Set(s.sink, ready)
+	for _, c := range retryCauses {
+		s.m.retries.WithLabelValues(s.sink, c)
+	}
+	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced, s.m.rebalances} {
+		c.WithLabelValues(s.sink)
+	}
 }
 
 func (s sinkMetrics) consumedRecord(topic string) {
@@ -104,6 +130,12 @@ func (s sinkMetrics) fence() {
 func (s sinkMetrics) retry(cause string) {
 	if s.m != nil {
 		s.m.retries.WithLabelValues(s.sink, cause).Inc()
+	}
+}
+
+func (s sinkMetrics) recreated(topic, reason string) {
+	if s.m != nil {
+		s.m.recreations.WithLabelValues(s.sink, topic, reason).Inc()
 	}
 }
 

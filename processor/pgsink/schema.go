@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -67,15 +68,106 @@ func (s *Sink) setupSQL() []string {
 	}
 	return append(stmts,
 		`CREATE TABLE IF NOT EXISTS `+s.positions.String()+` (
+	sink        text        NOT NULL,
 	topic       text        NOT NULL,
 	partition   integer     NOT NULL,
 	next_offset bigint      NOT NULL,
+	topic_id    text        NOT NULL DEFAULT '',
+	target      text        NOT NULL DEFAULT '',
 	owner       text        NOT NULL DEFAULT '',
 	updated_at  timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (topic, partition)
+	PRIMARY KEY (sink, topic, partition)
 )`,
+		migratePositionsSQL(s.positions),
 		"CREATE TABLE IF NOT EXISTS "+s.table.String()+" (\n\t"+strings.Join(cols, ",\n\t")+"\n)",
 	)
+}
+
+// legacySink is the sink column of a row that a positions table of before
+// the sink column held (its rows were keyed by topic and partition only).
+// ambiguousSink marks such rows that no sink could claim for sure; no sink
+// name can start with '?', so none ever reads them.
+const (
+	legacySink    = ""
+	ambiguousSink = "?unclaimed"
+)
+
+// migratePositionsSQL returns the statement that brings a positions table
+// created before positions were keyed by sink (columns topic, partition,
+// next_offset, owner, updated_at; primary key (topic, partition)) to
+// today's format, keeping its rows: it adds sink (legacy rows get ""),
+// topic_id ("": unknown) and target (the sink's table; "": unknown) and
+// makes the primary key (sink, topic,
+// partition). It checks the catalog first, so a table already in today's
+// format needs no privilege beyond what the sink writes with.
+func migratePositionsSQL(t table) string {
+	return fmt.Sprintf(`DO $exactly$
+DECLARE
+	rel regclass := '%s'::regclass;
+	pk name;
+	pkcols text[];
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = 'sink' AND NOT attisdropped) THEN
+		EXECUTE format('ALTER TABLE %%s ADD COLUMN sink text NOT NULL DEFAULT %%L', rel, '%s');
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = 'topic_id' AND NOT attisdropped) THEN
+		EXECUTE format('ALTER TABLE %%s ADD COLUMN topic_id text NOT NULL DEFAULT %%L', rel, '');
+	END IF;
+	IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = 'target' AND NOT attisdropped) THEN
+		EXECUTE format('ALTER TABLE %%s ADD COLUMN target text NOT NULL DEFAULT %%L', rel, '');
+	END IF;
+	SELECT c.conname, ARRAY(SELECT a.attname::text FROM unnest(c.conkey) WITH ORDINALITY AS k(n, i)
+		JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i)
+	INTO pk, pkcols FROM pg_constraint c WHERE c.conrelid = rel AND c.contype = 'p';
+	IF pkcols IS DISTINCT FROM ARRAY['sink', 'topic', 'partition'] THEN
+		IF pk IS NOT NULL THEN
+			EXECUTE format('ALTER TABLE %%s DROP CONSTRAINT %%I', rel, pk);
+		END IF;
+		EXECUTE format('ALTER TABLE %%s ADD PRIMARY KEY (sink, topic, partition)', rel);
+	END IF;
+END $exactly$`, strings.ReplaceAll(t.String(), "'", "''"), legacySink)
+}
+
+// claimLegacy gives the sink the positions of its input topic that a
+// positions table of before the sink column held (sink ""), when they can
+// only be its own: it has no positions of its own for the topic, and no
+// other sink of its topology file reads the topic into this positions
+// table (Config.Peers). Such rows were shared by every sink reading the
+// topic into the table, and the old guard let only one of them load each
+// record; when that sink cannot be told, none claims them: every sink
+// loads the topic from its start (rows already loaded are skipped by
+// their event IDs), and the rows are kept under the sink name
+// "?unclaimed" so that no sink added later claims them. The owner column
+// cannot tell either: it held the bare instance ID, which all sinks of a
+// process share. It runs in the set-up transaction, under the advisory
+// lock, so two sinks never both claim.
+func (s *Sink) claimLegacy(ctx context.Context, tx pgx.Tx) error {
+	var legacy, own int
+	err := tx.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sink = $1), count(*) FILTER (WHERE sink = $2) FROM `+
+		s.positions.String()+` WHERE topic = $3`, legacySink, s.cfg.Sink, s.cfg.Input).Scan(&legacy, &own)
+	if err != nil || legacy == 0 {
+		return err
+	}
+	to, msg := s.cfg.Sink, "claimed positions stored before positions were keyed by sink"
+	switch {
+	case own > 0:
+		s.log.Warn("positions stored before positions were keyed by sink are left alone: the sink has its own", "topic", s.cfg.Input, "legacy_rows", legacy)
+		return nil
+	case len(s.cfg.Peers) > 0:
+		to, msg = ambiguousSink, "positions stored before positions were keyed by sink were shared with other sinks of the file; none claims them, and this sink loads the topic from its start"
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+s.positions.String()+` SET sink = $1 WHERE sink = $2 AND topic = $3`, to, legacySink, s.cfg.Input); err != nil {
+		return err
+	}
+	s.log.Warn(msg, "topic", s.cfg.Input, "positions_table", s.cfg.PositionsTable, "rows", legacy, "peers", s.cfg.Peers)
+	return nil
+}
+
+// guardArgs are the arguments of the guard statement for partition p of
+// batch b.
+func (s *Sink) guardArgs(b *batch, p int32) []any {
+	st := b.start[p]
+	return []any{s.cfg.Sink, s.cfg.Input, p, b.next[p], st.current, s.cfg.InstanceID, st.expected(), st.topicID, st.rewind, s.cfg.Table}
 }
 
 // setup creates the schemas and tables that are missing, then reads the
@@ -93,7 +185,7 @@ func (s *Sink) setup(ctx context.Context) error {
 				return err
 			}
 		}
-		return nil
+		return s.claimLegacy(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("create tables: %w", err)
@@ -135,13 +227,41 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 // format_type, which quotes what needs it.
 func (s *Sink) buildSQL() {
 	s.buildLoadSQL()
-	// The guard: a position only moves from the value the batch started
-	// at (NULL: the batch started with no stored row, so only the insert
-	// path may succeed), and only forward. A stale instance's update finds
-	// another value, changes nothing, and its transaction is rolled back.
-	s.sql.guard = `INSERT INTO ` + s.positions.String() + ` AS p (topic, partition, next_offset, owner, updated_at)
-VALUES ($1, $2, $3, $5, now())
-ON CONFLICT (topic, partition) DO UPDATE
-SET next_offset = EXCLUDED.next_offset, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
-WHERE p.next_offset = $4 AND EXCLUDED.next_offset > p.next_offset`
+	// The guard, on the sink's own row (sink, topic, partition): a
+	// position only moves from the value the batch started at, offset
+	// and topic ID ($7 NULL: the batch started with no stored row, so
+	// only the insert path may succeed), and only forward, unless the
+	// topic ID changes (the topic was recreated) or the sink rewound the
+	// partition on purpose ($9: recreated, or truncated below the stored
+	// offset). A stale instance's update finds another value, changes
+	// nothing, and its transaction is rolled back.
+	s.sql.guard = `INSERT INTO ` + s.positions.String() + ` AS p (sink, topic, partition, next_offset, topic_id, target, owner, updated_at)
+VALUES ($1, $2, $3, $4, $5, $10, $6, now())
+ON CONFLICT (sink, topic, partition) DO UPDATE
+SET next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, target = EXCLUDED.target, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at
+WHERE p.next_offset = $7::bigint AND p.topic_id = $8::text
+	AND (EXCLUDED.next_offset > p.next_offset OR EXCLUDED.topic_id <> p.topic_id OR $9::boolean)`
+}
+
+// checkTarget fails with a *kit.ConfigError when the positions table
+// holds a position of this sink's name and input topic written for
+// another target table: two sinks of one name (in two topology files,
+// say) that share a consumer group, which splits the partitions between
+// them, and a position, so neither would load every record. The sink
+// checks at each assignment and after its first commit that follows one
+// (two such sinks starting at once both find no foreign row before
+// either commits).
+func (s *Sink) checkTarget(ctx context.Context) error {
+	var other string
+	err := s.pool.QueryRow(ctx, `SELECT target FROM `+s.positions.String()+
+		` WHERE sink = $1 AND topic = $2 AND target <> '' AND target <> $3 LIMIT 1`, s.cfg.Sink, s.cfg.Input, s.cfg.Table).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return kit.NewConfigError("positions table %s holds positions of sink %s for topic %s written for table %s, not %s: "+
+		"two sinks named %s (in two topology files?) share one consumer group and one position, so neither would load every record; give each its own name",
+		s.positions, s.cfg.Sink, s.cfg.Input, other, s.cfg.Table, s.cfg.Sink)
 }

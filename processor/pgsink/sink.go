@@ -77,6 +77,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/audit"
@@ -115,9 +117,19 @@ type Sink struct {
 
 	pool *pgxpool.Pool
 	cl   *kgo.Client
+	adm  *kadm.Client // of its own client: topic IDs and offsets of the input
 
-	mu  sync.Mutex
-	pos map[int32]position // owned partitions and where the next batch starts
+	mu   sync.Mutex
+	pos  map[int32]position // owned partitions and where the next batch starts
+	ends map[int32]ends     // owned partitions' last known log start and last stable offsets
+
+	// topicTrouble is the input topic missing or recreated while
+	// running; logged once, then at most every topicLogEvery.
+	topicTrouble struct {
+		gone     atomic.Pointer[error] // readiness: set while the topic does not exist
+		loggedAt time.Time
+		last     string
+	}
 
 	commits int // database commits attempted, for failpoints
 
@@ -127,17 +139,29 @@ type Sink struct {
 	joined      atomic.Bool
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
+	// fatal is an error found in a group callback (adjust), returned by
+	// the loop.
+	fatal         atomic.Pointer[error]
+	abort         context.CancelFunc // ends the loop, after fatal is set
+	targetChecked atomic.Bool        // checkTarget passed since the last assignment
 
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
 	committed, fenced, retries                        atomic.Int64
 }
 
-// position is what the sink believes is stored for a partition: the
-// guard's expected value.
+// position is what the sink believes is stored for a partition (the
+// guard's expected value) and where this instance reads it from.
 type position struct {
-	stored bool  // a row exists
-	next   int64 // its next_offset
+	stored  bool   // a row exists
+	next    int64  // its next_offset
+	topicID string // its topic_id ("" for a row stored without one)
+	current string // the topic ID of the incarnation being read, written by the next batch
+	from    int64  // the first offset read after the last seek; records below it were buffered before it
+	rewind  bool   // the next batch may store a position below next: the topic was recreated or truncated
 }
+
+// ends are a partition's offsets as last seen, for the lag metric.
+type ends struct{ logStart, lastStable int64 }
 
 func (p position) expected() *int64 {
 	if !p.stored {
@@ -165,7 +189,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	codec, _ := serde.New(cfg.InputFormat)
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
-		log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, pos: map[int32]position{},
+		log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{},
 		brokers: kit.NewBrokerHealth()}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
@@ -181,6 +205,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
 	s.metrics.sink = cfg.Sink
+	s.metrics.start(s.Ready)
 	return s, nil
 }
 
@@ -192,6 +217,9 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 func (s *Sink) Ready() error {
 	if errp := s.failing.Load(); errp != nil && *errp != nil {
 		return fmt.Errorf("sink %s: retrying: %w", s.cfg.Sink, *errp)
+	}
+	if errp := s.topicTrouble.gone.Load(); errp != nil {
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, *errp)
 	}
 	if !s.joined.Load() {
 		return fmt.Errorf("sink %s: no partitions assigned yet in group %s", s.cfg.Sink, s.cfg.Group())
@@ -250,12 +278,37 @@ func (s *Sink) Run(ctx context.Context) error {
 	defer pool.Close()
 	s.pool = pool
 
-	cl, err := kgo.NewClient(s.clientOptions()...)
+	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 	if err != nil {
 		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
 	}
-	s.cl = cl
-	err = s.loop(ctx)
+	defer admCl.Close()
+	s.adm = kadm.NewClient(admCl)
+
+	lctx, abort := context.WithCancel(ctx)
+	defer abort()
+	s.abort = abort
+	var cl *kgo.Client
+	for {
+		if cl, err = kgo.NewClient(s.clientOptions()...); err != nil {
+			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
+		}
+		s.cl = cl
+		err = s.loop(lctx)
+		if errp := s.fatal.Load(); errp != nil {
+			err = *errp
+		}
+		if !errors.Is(err, errRebuild) {
+			break
+		}
+		// The input topic was recreated: franz-go never adopts a topic's
+		// new ID, so a new client reads the new incarnation, and its
+		// assignment applies the start-position rules (adjust). The same
+		// static member ID takes the partitions back at once.
+		cl.AllowRebalance()
+		cl.Close()
+		s.forget()
+	}
 	if errors.Is(err, kit.ErrCrashed) {
 		// A simulated crash: no flush, no leave.
 		go cl.Close()
@@ -293,50 +346,90 @@ func (s *Sink) clientOptions() []kgo.Opt {
 }
 
 // adjust replaces the offsets the group would resume from with the
-// positions stored in Postgres, on every assignment.
+// positions stored in Postgres, on every assignment, after checking each
+// against the topic as the broker has it now (decideStart): the topic's
+// ID, log start offset and high watermark.
 func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	parts := make([]int32, 0, len(offsets[s.cfg.Input]))
 	for p := range offsets[s.cfg.Input] {
 		parts = append(parts, p)
 	}
-	var stored map[int32]int64
+	var stored map[int32]StoredPosition
+	var ts topicState
 	err := s.retry(ctx, "read positions", func(ctx context.Context) (err error) {
-		stored, err = s.readPositions(ctx, parts)
+		if stored, err = s.readPositions(ctx, parts); err != nil {
+			return err
+		}
+		if err = s.checkTarget(ctx); err != nil {
+			return err
+		}
+		ts, err = s.readTopic(ctx, parts)
 		return err
 	})
 	if err != nil {
+		if IsFatal(err) {
+			s.fatal.Store(&err)
+			s.abort() // Run returns the error
+		}
 		return nil, err
 	}
+	s.targetChecked.Store(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	resume := map[int32]int64{}
 	for _, p := range parts {
-		n, ok := stored[p]
-		s.pos[p] = position{stored: ok, next: n}
-		if ok {
-			offsets[s.cfg.Input][p] = kgo.NewOffset().At(n).WithEpoch(-1)
-		} else {
+		row, ok := stored[p]
+		at := decideStart(row, ok, ts.id, ts.start[p], ts.end[p])
+		pos := position{stored: ok, next: row.NextOffset, topicID: row.TopicID, current: ts.id,
+			rewind: at.reason == ReasonRecreated || at.reason == ReasonTruncated}
+		if at.offset < 0 {
 			offsets[s.cfg.Input][p] = kgo.NewOffset().AtStart()
+		} else {
+			offsets[s.cfg.Input][p] = kgo.NewOffset().At(at.offset).WithEpoch(-1)
+			pos.from = at.offset
 		}
+		resume[p] = max(at.offset, ts.start[p])
+		s.pos[p] = pos
+		s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p]}
+		s.publishLag(p)
+		s.logStart(p, row, at, ts)
 	}
 	slices.Sort(parts)
 	s.joined.Store(true)
 	s.metrics.rebalance()
-	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "partitions", parts, "positions", stored)
+	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "topic_id", ts.id,
+		"partitions", parts, "stored", len(stored), "resume_at", resume)
 	return offsets, nil
 }
 
-// readPositions returns the stored next offsets of the partitions parts.
-func (s *Sink) readPositions(ctx context.Context, parts []int32) (map[int32]int64, error) {
+// logStart logs and counts a start position that is not the stored one.
+func (s *Sink) logStart(p int32, row StoredPosition, at startAt, ts topicState) {
+	args := []any{"topic", s.cfg.Input, "partition", p, "stored_offset", row.NextOffset, "stored_topic_id", row.TopicID,
+		"topic_id", ts.id, "log_start", ts.start[p], "high_watermark", ts.end[p]}
+	switch at.reason {
+	case ReasonRecreated:
+		s.metrics.recreated(s.cfg.Input, at.reason)
+		s.log.Warn("input topic was recreated since the position was stored; reading the new topic from its first offset", args...)
+	case ReasonTruncated:
+		s.metrics.recreated(s.cfg.Input, at.reason)
+		s.log.Error("stored position is above the partition's high watermark (the log was truncated); resuming at the high watermark", args...)
+	case reasonRetention:
+		s.log.Warn("stored position is below the log start offset: retention deleted records the sink never read; resuming at the log start", args...)
+	}
+}
+
+// readPositions returns the stored positions of the partitions parts.
+func (s *Sink) readPositions(ctx context.Context, parts []int32) (map[int32]StoredPosition, error) {
 	if parts == nil {
 		parts = []int32{} // none, not all
 	}
-	rows, err := queryPositions(ctx, s.pool, s.positions, s.cfg.Input, parts)
+	rows, err := queryPositions(ctx, s.pool, s.positions, s.cfg.Sink, s.cfg.Input, parts)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int32]int64, len(rows))
+	out := make(map[int32]StoredPosition, len(rows))
 	for _, r := range rows {
-		out[r.Partition] = r.NextOffset
+		out[r.Partition] = r
 	}
 	return out, nil
 }
@@ -346,11 +439,69 @@ func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	defer s.mu.Unlock()
 	for _, p := range lost[s.cfg.Input] {
 		delete(s.pos, p)
+		delete(s.ends, p)
 		s.metrics.drop(s.cfg.Input, p)
 	}
 	if len(lost[s.cfg.Input]) > 0 {
 		s.metrics.rebalance()
 		s.log.Info("partitions revoked", "topic", s.cfg.Input, "partitions", lost[s.cfg.Input])
+	}
+}
+
+// forget drops every partition, before a new client is assigned them.
+func (s *Sink) forget() {
+	s.mu.Lock()
+	parts := make([]int32, 0, len(s.pos))
+	for p := range s.pos {
+		parts = append(parts, p)
+	}
+	s.mu.Unlock()
+	s.drop(context.Background(), nil, map[string][]int32{s.cfg.Input: parts})
+	s.joined.Store(false)
+}
+
+// publishLag sets partition p's lag metric from what the sink knows: the
+// last stable offset last seen and the stored position. It is the
+// definition `exactly status` uses (kit.Lag), so the two agree whenever
+// their last stable offsets do, also while a batch is retried. s.mu is
+// held.
+func (s *Sink) publishLag(p int32) {
+	e, ok := s.ends[p]
+	pos, owned := s.pos[p]
+	if !ok || !owned {
+		return
+	}
+	s.metrics.setLag(s.cfg.Input, p, kit.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
+}
+
+// markStored records that batch b committed: its partitions' positions
+// are stored, with the topic ID they were read under.
+func (s *Sink) markStored(b *batch) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, n := range b.next {
+		if pos, owned := s.pos[p]; owned {
+			s.pos[p] = position{stored: true, next: n, topicID: pos.current, current: pos.current, from: n}
+			s.publishLag(p)
+		}
+	}
+}
+
+// refreshLag reads the input's last stable and log start offsets from
+// the broker and republishes the lag of the owned partitions: while a
+// batch is retried nothing is polled, and new records still add lag.
+func (s *Sink) refreshLag(ctx context.Context) {
+	ts, err := s.readTopic(ctx, nil)
+	if err != nil {
+		return // the metric keeps its last value; the retry logs the batch's error
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p := range s.pos {
+		if _, ok := ts.lastStb[p]; ok {
+			s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p]}
+			s.publishLag(p)
+		}
 	}
 }
 
@@ -364,12 +515,14 @@ func (s *Sink) loop(ctx context.Context) error {
 		}
 		fetches := s.cl.PollRecords(pollCtx, s.cfg.MaxRecords-b.records)
 		cancel()
-		var fatal error
+		var fatal, topicErr error
 		fetches.EachError(func(topic string, p int32, err error) {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 			case errors.Is(err, kgo.ErrClientClosed), kit.IsFatal(err):
 				fatal = err
+			case topic == s.cfg.Input && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)):
+				topicErr = err
 			default:
 				s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
 			}
@@ -382,14 +535,12 @@ func (s *Sink) loop(ctx context.Context) error {
 				s.add(b, r)
 			}
 			if len(p.Records) > 0 {
-				// The lag is from the stored position, as `exactly
-				// status` reads it, not from what was polled: a batch
-				// that is not written yet is still lag. write moves it
-				// at commit.
-				b.lso[p.Partition] = p.LastStableOffset
-				if from, ok := b.from(p.Partition); ok {
-					s.metrics.setLag(p.Topic, p.Partition, p.LastStableOffset-from)
+				s.mu.Lock()
+				if _, owned := s.pos[p.Partition]; owned {
+					s.ends[p.Partition] = ends{logStart: p.LogStartOffset, lastStable: p.LastStableOffset}
+					s.publishLag(p.Partition)
 				}
+				s.mu.Unlock()
 			}
 		})
 		if ctx.Err() != nil {
@@ -407,6 +558,22 @@ func (s *Sink) loop(ctx context.Context) error {
 				}
 			}
 			return nil
+		}
+		if topicErr != nil {
+			// Write what was read of the old incarnation first: its
+			// positions are stored under the old topic ID.
+			if b.open {
+				if err := s.writeBatch(ctx, b); err != nil {
+					return err
+				}
+				b = newBatch()
+				s.batchOpened.Store(0)
+				s.cl.AllowRebalance()
+			}
+			if err := s.checkTopic(ctx, topicErr); err != nil {
+				return err
+			}
+			continue
 		}
 		if b.open && (b.records >= s.cfg.MaxRecords || time.Since(b.started) >= s.cfg.CommitInterval) {
 			if err := s.writeBatch(ctx, b); err != nil {
@@ -428,7 +595,7 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 		s.mu.Lock()
 		start, ok = s.pos[r.Partition]
 		s.mu.Unlock()
-		if !ok || (start.stored && r.Offset < start.next) {
+		if !ok || r.Offset < start.from {
 			return // not ours, or buffered before a seek
 		}
 		b.start[r.Partition] = start
@@ -490,6 +657,11 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	unexplained := 0
 	for {
 		err := s.write(ctx, b)
+		if err == nil && !s.targetChecked.Load() {
+			if err = s.checkTarget(ctx); err == nil {
+				s.targetChecked.Store(true)
+			}
+		}
 		switch {
 		case err == nil:
 			s.failing.Store(nil)
@@ -518,6 +690,7 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		s.failing.Store(&err)
 		s.retries.Add(1)
 		s.metrics.retry(RetryWrite)
+		s.refreshLag(ctx)
 		wait := bo.Next()
 		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "class", class.String(), "retry_in", wait, "records", b.records)
 		select {
@@ -529,11 +702,15 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 }
 
 // reseek re-reads the stored positions of the batch's partitions and
-// moves consumption there.
+// moves consumption there, with the rules of an assignment (decideStart).
 func (s *Sink) reseek(ctx context.Context, b *batch) error {
-	var stored map[int32]int64
+	var stored map[int32]StoredPosition
+	var ts topicState
 	err := s.retry(ctx, "read positions", func(ctx context.Context) (err error) {
-		stored, err = s.readPositions(ctx, b.order)
+		if stored, err = s.readPositions(ctx, b.order); err != nil {
+			return err
+		}
+		ts, err = s.readTopic(ctx, b.order)
 		return err
 	})
 	if err != nil {
@@ -548,9 +725,15 @@ func (s *Sink) reseek(ctx context.Context, b *batch) error {
 		if _, owned := s.pos[p]; !owned {
 			continue
 		}
-		n, ok := stored[p]
-		s.pos[p] = position{stored: ok, next: n}
-		seek[p] = kgo.EpochOffset{Epoch: -1, Offset: n} // 0 without a row: the reset policy finds the start
+		row, ok := stored[p]
+		at := decideStart(row, ok, ts.id, ts.start[p], ts.end[p])
+		pos := position{stored: ok, next: row.NextOffset, topicID: row.TopicID, current: s.pos[p].current,
+			rewind: at.reason == ReasonRecreated || at.reason == ReasonTruncated, from: max(at.offset, 0)}
+		s.pos[p] = pos
+		// Offset 0 for the log start: out of range when the log starts
+		// later, and the reset policy (ConsumeResetOffset) finds the start.
+		seek[p] = kgo.EpochOffset{Epoch: -1, Offset: max(at.offset, 0)}
+		s.logStart(p, row, at, ts)
 	}
 	s.mu.Unlock()
 	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.cfg.Input: seek})
@@ -594,12 +777,11 @@ type batch struct {
 	start   map[int32]position // per partition: the guard's expected position
 	next    map[int32]int64    // per partition: offset after the last record read
 	first   map[int32]int64    // per partition: the first offset read
-	lso     map[int32]int64    // per partition: the last stable offset when last polled
 	order   []int32            // partitions in first-seen order
 }
 
 func newBatch() *batch {
-	return &batch{start: map[int32]position{}, next: map[int32]int64{}, first: map[int32]int64{}, lso: map[int32]int64{}}
+	return &batch{start: map[int32]position{}, next: map[int32]int64{}, first: map[int32]int64{}}
 }
 
 // from returns where partition p's batch starts: the stored position, or

@@ -203,8 +203,14 @@ func TestSQL(t *testing.T) {
 	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
 	}
-	if !strings.Contains(s.sql.guard, "WHERE p.next_offset = $4 AND EXCLUDED.next_offset > p.next_offset") {
-		t.Errorf("guard: %s", s.sql.guard)
+	for _, want := range []string{
+		"ON CONFLICT (sink, topic, partition) DO UPDATE",
+		"WHERE p.next_offset = $7::bigint AND p.topic_id = $8::text",
+		"AND (EXCLUDED.next_offset > p.next_offset OR EXCLUDED.topic_id <> p.topic_id OR $9::boolean)",
+	} {
+		if !strings.Contains(s.sql.guard, want) {
+			t.Errorf("guard lacks %q: %s", want, s.sql.guard)
+		}
 	}
 }
 

@@ -64,14 +64,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	s.deleted.Add(res.deleted)
 	s.duplicates.Add(res.duplicates)
 	s.deadLettered.Add(int64(len(res.dead)))
-	s.mu.Lock()
-	for p, n := range b.next {
-		if _, owned := s.pos[p]; owned {
-			s.pos[p] = position{stored: true, next: n}
-			s.metrics.setLag(s.cfg.Input, p, b.lso[p]-n)
-		}
-	}
-	s.mu.Unlock()
+	s.markStored(b)
 	s.log.Debug("batch committed", "records", b.records, "rows", res.rows, "duplicates", res.duplicates, "dead_letters", len(res.dead))
 	if s.fp.Armed(kit.CrashAfterDBCommit, s.commits) {
 		return s.fp.Fire(s.log, kit.CrashAfterDBCommit, s.commits)
@@ -84,7 +77,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 func (s *Sink) guard(ctx context.Context, tx pgx.Tx, b *batch) error {
 	var pb pgx.Batch
 	for _, p := range b.order {
-		pb.Queue(s.sql.guard, s.cfg.Input, p, b.next[p], b.start[p].expected(), s.cfg.InstanceID)
+		pb.Queue(s.sql.guard, s.guardArgs(b, p)...)
 	}
 	br := tx.SendBatch(ctx, &pb)
 	for _, p := range b.order {

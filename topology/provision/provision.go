@@ -53,7 +53,7 @@ func CreateTopics(ctx context.Context, adm *kadm.Client, f *topology.File) ([]Re
 				r.Partitions = int32(len(d.Partitions))
 			}
 			if r.Partitions != t.Partitions {
-				r.Mismatch = fmt.Sprintf("has %d partitions, declared %d", r.Partitions, t.Partitions)
+				r.Mismatch = fmt.Sprintf("partitions: has %d, declared %d", r.Partitions, t.Partitions)
 			}
 			results = append(results, r)
 		default:

@@ -90,6 +90,9 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
 		t.Fatalf("examples: %v %v", examples, err)
 	}
 	for _, name := range examples {
+		if strings.HasSuffix(name, ".test.yaml") {
+			continue // a fixture of `exactly test`, not a topology
+		}
 		data, err := os.ReadFile(name)
 		if err != nil {
 			t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
-// `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`, `demo` and `help`.
+// `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`, `test`, `demo` and `help`.
 // cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
 // transforms with transform.Register, and calls Main.
 package cli
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/demo"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
@@ -42,7 +43,9 @@ Usage:
   exactly redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]
   exactly validate [--topology] FILE
   exactly topics create [--topology] FILE
+  exactly test --topology FILE [FIXTURE...]
   exactly demo
+  exactly version [--json]
   exactly help [COMMAND]
 
 Run 'exactly COMMAND --help' for a command's flags.
@@ -93,6 +96,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdTopics(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		return cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
@@ -273,14 +280,14 @@ exits 0.`, stderr)
 		return exitUsage
 	}
 	printWarnings(f, stderr)
-	summary := fmt.Sprintf("%d topics, %d stages", len(f.Topics), len(f.Stages))
+	summary := plural.Count(len(f.Topics), "topic") + ", " + plural.Count(len(f.Stages), "stage")
 	if len(f.Sinks) > 0 {
-		summary += fmt.Sprintf(", %d sinks", len(f.Sinks))
+		summary += ", " + plural.Count(len(f.Sinks), "sink")
 	}
 	fmt.Fprintf(stdout, "%s: ok: %s\n", path, summary)
 	for _, st := range f.StagesInOrder() {
-		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %d transform steps, dead letters -> %s\n",
-			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, len(st.Transform), st.DeadLetter.Topic)
+		fmt.Fprintf(stdout, "  stage %s: %s (%s) -> %s (%s), %s, dead letters -> %s\n",
+			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, plural.Count(len(st.Transform), "transform step"), st.DeadLetter.Topic)
 	}
 	for _, sk := range f.Sinks {
 		fmt.Fprintf(stdout, "  sink %s: %s (%s) -> postgres table %s, dead letters -> %s\n",
@@ -328,7 +335,7 @@ to run again.`, stderr)
 		if r.Created {
 			state = "created"
 		}
-		line := fmt.Sprintf("%-8s %s (%d partitions)", state, r.Topic, r.Partitions)
+		line := fmt.Sprintf("%-8s %s (%s)", state, r.Topic, plural.Count(r.Partitions, "partition"))
 		if r.Mismatch != "" {
 			line += ": warning: " + r.Mismatch
 		}

@@ -49,6 +49,6 @@ stages:
 	code := cli.Run(context.Background(), []string{"validate", path}, &out, os.Stderr)
 	fmt.Println(code, strings.TrimPrefix(out.String(), path))
 	// Output:
-	// 0 : ok: 3 topics, 1 stages
-	//   stage enrich: orders.raw (json) -> orders.enriched (json), 1 transform steps, dead letters -> orders.dlq
+	// 0 : ok: 3 topics, 1 stage
+	//   stage enrich: orders.raw (json) -> orders.enriched (json), 1 transform step, dead letters -> orders.dlq
 }

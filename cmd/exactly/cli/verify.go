@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
@@ -29,7 +31,9 @@ every partition where an open transaction holds the last stable offset
 back, with the transactions open there for longer than their timeout (or
 --hanging-after): transactional ID, producer ID, partition, first offset and
 for how long (KIP-664; the README says how to abort one). Memory stays bounded: records are spilled to temporary files in
-buckets and checked one bucket at a time.
+buckets and checked one bucket at a time. On a terminal, a progress bar on
+stderr shows the offsets read of the total to each partition's last stable
+offset, the rate and the time left; in a pipe or with --json it stays off.
 
 It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
 blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stderr)
@@ -40,6 +44,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 	openWait := fs.Duration("open-txn-wait", 10*time.Second, "how long an open transaction may hold a partition's last stable offset before it is reported")
 	hangingAfter := fs.Duration("hanging-after", 0, "report transactions open for longer than this (0: longer than their own transaction timeout)")
 	tmp := fs.String("temp-dir", "", "where to spill (default the system temp dir)")
+	noProgress := fs.Bool("no-progress", false, "show no progress bar (it shows only on a terminal, and not with --json)")
 	if code, done := parse(fs, args); done {
 		return code
 	}
@@ -58,7 +63,14 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	rep, err := verify.Run(ctx, verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *hangingAfter, TempDir: *tmp, KafkaOptions: kopts})
+	// Progress on a terminal only: a pipe, a file or --json stays clean.
+	bar := progress.ForTerminal(stderr, *asJSON || *noProgress, "reading topics", -1)
+	cfg := verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
+	if bar != nil {
+		cfg.Progress = bar
+	}
+	rep, err := verify.Run(ctx, cfg)
+	bar.Done()
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly verify:", err)
 		return exitFailure
@@ -102,7 +114,8 @@ func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 			fmt.Fprintf(w, "dead letters of stage %s: %s\n", c.Name, reasons(c.DeadLettersByReason))
 		}
 		if c.NoLineage > 0 {
-			fmt.Fprintf(w, "stage %s: %d outputs carry no lineage headers and were not accounted for\n", c.Name, c.NoLineage)
+			fmt.Fprintf(w, "stage %s: %s no lineage headers and %s not accounted for\n", c.Name,
+				plural.Count(c.NoLineage, "output carries", "outputs carry"), plural.Noun(c.NoLineage, "was", "were"))
 		}
 		for _, e := range c.Examples {
 			fmt.Fprintf(w, "  stage %s: %s\n", c.Name, e)
@@ -129,7 +142,7 @@ func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 			blocked++
 		}
 	}
-	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked)
+	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked) // "partitions: N" reads for any N
 	if len(rep.HangingTransactions) > 0 {
 		_ = status.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
 	}

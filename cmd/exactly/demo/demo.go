@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/deploy/examples"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
@@ -100,8 +101,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	if sum.In, sum.Malformed, err = produce(ctx, admCl, st.Input.Topic, o.Events); err != nil {
 		return sum, err
 	}
-	fmt.Fprintf(w, "produced %d records to %s: %d events and %d malformed (bad JSON, invalid UTF-8, null value, no event_id)\n",
-		sum.In, st.Input.Topic, sum.In-sum.Malformed, sum.Malformed)
+	fmt.Fprintf(w, "produced %s to %s: %s and %d malformed (bad JSON, invalid UTF-8, null value, no event_id)\n",
+		plural.Count(sum.In, "record"), st.Input.Topic, plural.Count(sum.In-sum.Malformed, "event"), sum.Malformed)
 
 	cfg := processor.StageConfig(f, st, "demo-1")
 	// Several transactions, so that the crash lands mid-stream.
@@ -119,8 +120,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return sum, fmt.Errorf("first run: want a crash at transaction %d, got %v", o.CrashAtTxn, err)
 	}
 	cs := crashing.Stats()
-	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %d transactions committed, the next one flushed to the broker and left open\n",
-		kit.CrashBeforeCommit, o.CrashAtTxn, cs.Committed)
+	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %s committed, the next one flushed to the broker and left open\n",
+		kit.CrashBeforeCommit, o.CrashAtTxn, plural.Count(cs.Committed, "transaction"))
 
 	restarted, err := processor.New(cfg, processor.WithLogger(o.Logger))
 	if err != nil {
@@ -131,8 +132,8 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 		return sum, err
 	}
 	rs := restarted.Stats()
-	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %d more transactions in %s\n",
-		rs.Committed, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %d more %s in %s\n",
+		rs.Committed, plural.Noun(rs.Committed, "transaction"), time.Since(start).Round(time.Millisecond))
 
 	if err := check(ctx, seeds, st, &sum); err != nil {
 		return sum, err

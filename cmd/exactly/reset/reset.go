@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
 )
 
@@ -340,12 +341,9 @@ func ExecuteStage(ctx context.Context, adm *kadm.Client, p Plan) error {
 }
 
 // CommitMetadata is the offset commit metadata the stage writes for its
-// input topic: "exactly/v1 topic_id=<32 hex digits>" (see the README,
-// "Topic identity and start positions"). It matches kit.CommitMetadata of
-// the stage's topic-identity change.
-func CommitMetadata(id [16]byte) string {
-	return "exactly/v1 topic_id=" + hex.EncodeToString(id[:])
-}
+// input topic, kit.CommitMetadata: "exactly/v1 topic_id=<32 hex digits>"
+// (see the README, "Topic identity and start positions").
+func CommitMetadata(id [16]byte) string { return kit.CommitMetadata(id) }
 
 // PlanSink plans the reset of the sink cfg, whose positions live in its
 // Postgres database. It changes nothing.
@@ -374,8 +372,9 @@ func PlanSink(ctx context.Context, adm *kadm.Client, cfg pgsink.Config, t Target
 // one transaction.
 func ExecuteSink(ctx context.Context, cfg pgsink.Config, p Plan) error {
 	ps := make([]pgsink.StoredPosition, 0, len(p.Changes))
+	id := kadm.TopicID(p.TopicID).String() // the sink stores the ID as kadm prints it
 	for _, c := range p.Changes {
-		ps = append(ps, pgsink.StoredPosition{Partition: c.Partition, NextOffset: c.New})
+		ps = append(ps, pgsink.StoredPosition{Partition: c.Partition, NextOffset: c.New, TopicID: id})
 	}
 	return pgsink.ResetPositions(ctx, cfg, ps)
 }

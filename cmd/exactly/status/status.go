@@ -23,7 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -249,11 +251,11 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 			continue
 		}
 		pt := Partition{Partition: p, LastStable: end.Offset, Committed: -1, Member: owner[p]}
-		from := start[p].Offset
-		if c, ok := committed[p]; ok {
-			pt.Committed, from = c, c
+		c, ok := committed[p]
+		if ok {
+			pt.Committed = c
 		}
-		pt.Lag = max(end.Offset-from, 0)
+		pt.Lag = kit.Lag(end.Offset, start[p].Offset, c, ok)
 		if w, ok := writers[p]; ok {
 			pt.Writer = w.Owner
 			at := w.UpdatedAt.UTC()
@@ -283,7 +285,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if state == "" {
 			state = "unknown"
 		}
-		fmt.Fprintf(w, "%s %s: group %s, state %s, %d members, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, len(g.Members), g.Lag)
+		fmt.Fprintf(w, "%s %s: group %s, state %s, %s, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, plural.Count(len(g.Members), "member"), g.Lag)
 		for _, e := range g.Errors {
 			fmt.Fprintf(w, "  error: %s\n", e)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
@@ -254,18 +255,18 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 				return nil // below the log start: deleted by retention
 			}
 			c.Orphans += g.outs + g.dlq
-			c.example("orphan: %d outputs and %d dead letters name %s, which is no committed input record (aborted read?)", g.outs, g.dlq, src)
+			c.example("orphan: %s and %s name %s, which is no committed input record (aborted read?)", plural.Count(g.outs, "output"), plural.Count(g.dlq, "dead letter"), src)
 			return nil
 		}
 		c.In++
 		c.Out += g.outs
 		if g.dupOuts > 0 {
 			c.Duplicates += g.dupOuts
-			c.example("duplicate: %s has an output written %d extra times", src, g.dupOuts)
+			c.example("duplicate: %s has an output written %s more", src, plural.Count(g.dupOuts, "time"))
 		}
 		if g.dlq > 1 {
 			c.Duplicates += g.dlq - 1
-			c.example("duplicate: %s was dead-lettered %d times", src, g.dlq)
+			c.example("duplicate: %s was dead-lettered %s", src, plural.Count(g.dlq, "time"))
 		}
 		switch {
 		case g.outs > 0 && g.dlq > 0:
@@ -300,7 +301,7 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 		}
 		if out > max(in, 1) {
 			c.EventIDDuplicates += out - max(in, 1)
-			c.example("duplicate: an event ID (sha256 %x) is in the outputs %d times and in the input %d times", recs[0][:8], out, in)
+			c.example("duplicate: an event ID (sha256 %x) is in the outputs %s and in the input %s", recs[0][:8], plural.Count(out, "time"), plural.Count(in, "time"))
 		}
 		return nil
 	})
@@ -316,7 +317,7 @@ func (c *SinkCheck) account(starts map[int32]int64) error {
 				return nil
 			}
 			c.Orphans += g.dlq
-			c.example("orphan: %d dead letters name %s, which is no committed input record", g.dlq, src)
+			c.example("orphan: %s %s %s, which is no committed input record", plural.Count(g.dlq, "dead letter"), plural.Noun(g.dlq, "names", "name"), src)
 			return nil
 		}
 		c.In++
@@ -371,7 +372,7 @@ func (c *SinkCheck) account(starts map[int32]int64) error {
 		}
 		if rows > 1 {
 			c.DuplicateRows += rows - 1
-			c.example("duplicate: an event ID (sha256 %x) is in %s %d times", recs[0][:8], c.Table, rows)
+			c.example("duplicate: an event ID (sha256 %x) is in %s %s", recs[0][:8], c.Table, plural.Count(rows, "time"))
 		}
 		return nil
 	})
@@ -380,14 +381,14 @@ func (c *SinkCheck) account(starts map[int32]int64) error {
 func (r *Report) judge() {
 	for _, c := range r.Stages {
 		if n := c.Failures(); n > 0 {
-			r.Problems = append(r.Problems, fmt.Sprintf("stage %s: %d lost, %d duplicated, %d event IDs duplicated, %d orphans, %d both output and dead letter",
-				c.Name, c.Lost, c.Duplicates, c.EventIDDuplicates, c.Orphans, c.OutputAndDeadLetter))
+			r.Problems = append(r.Problems, fmt.Sprintf("stage %s: %d lost, %d duplicated, %s duplicated, %s, %d both output and dead letter",
+				c.Name, c.Lost, c.Duplicates, plural.Count(c.EventIDDuplicates, "event ID"), plural.Count(c.Orphans, "orphan"), c.OutputAndDeadLetter))
 		}
 	}
 	for _, c := range r.Sinks {
 		if n := c.Failures(); n > 0 {
-			r.Problems = append(r.Problems, fmt.Sprintf("sink %s: %d rows missing, %d extra, %d duplicated, %d lost, %d orphans",
-				c.Name, c.Missing, c.Extra, c.DuplicateRows, c.Lost, c.Orphans))
+			r.Problems = append(r.Problems, fmt.Sprintf("sink %s: %s missing, %d extra, %d duplicated, %d lost, %s",
+				c.Name, plural.Count(c.Missing, "row"), c.Extra, c.DuplicateRows, c.Lost, plural.Count(c.Orphans, "orphan")))
 		}
 	}
 	for _, p := range r.Partitions {

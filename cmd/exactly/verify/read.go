@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor/audit"
 )
 
@@ -78,17 +79,24 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 	}
 	want := map[string]map[int32]kgo.Offset{}
 	byTP := map[tp]*Partition{}
+	pos := map[tp]int64{} // the next offset to read, for progress
 	pending := 0
+	var total int64
 	for _, p := range parts {
 		if p.LSO <= p.Start {
 			continue
 		}
+		total += p.LSO - p.Start
+		pos[tp{p.Topic, p.Partition}] = p.Start
 		if want[p.Topic] == nil {
 			want[p.Topic] = map[int32]kgo.Offset{}
 		}
 		want[p.Topic][p.Partition] = kgo.NewOffset().At(p.Start)
 		byTP[tp{p.Topic, p.Partition}] = p
 		pending++
+	}
+	if cfg.Progress != nil {
+		cfg.Progress.SetTotal(total)
 	}
 	if pending == 0 {
 		return nil
@@ -118,7 +126,7 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 		fs := cons.PollFetches(pollCtx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("verify: read %d of %d partitions to their end: %w", len(done), pending, err)
+			return fmt.Errorf("verify: read %d of %s to their end: %w", len(done), plural.Count(pending, "partition"), err)
 		}
 		progressed := false
 		fs.EachError(func(t string, p int32, err error) {
@@ -138,6 +146,10 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 					break
 				}
 				progressed = true
+				if cfg.Progress != nil {
+					cfg.Progress.Add(r.Offset + 1 - pos[key])
+					pos[key] = r.Offset + 1
+				}
 				if r.Offset >= part.LSO-1 {
 					done[key] = true
 				}

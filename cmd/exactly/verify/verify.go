@@ -88,6 +88,17 @@ type Config struct {
 	// this long before reaching its read_committed end; default 10s.
 	IdleTimeout time.Duration
 	Logger      *slog.Logger
+	// Progress, when set, hears how far the read of the topics is: one
+	// SetTotal with the offsets between every partition's start and its
+	// last stable offset (its read_committed end), then Add as they are
+	// read. Offsets, not records: transaction markers count as read.
+	Progress Progress
+}
+
+// Progress is told how far a long read is; *progress.Reporter is one.
+type Progress interface {
+	SetTotal(total int64)
+	Add(n int64)
 }
 
 // Report is what Run found. OK is false when anything was lost,

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/exactly-io/exactly/cmd/exactly/testrun"
+	"github.com/exactly-io/exactly/processor/transform"
+)
+
+func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("test", "test --topology FILE [FIXTURE...]",
+		`Runs the stages of a topology file on an embedded Kafka cluster, with no
+network, against fixture files: it produces each fixture's input records,
+waits until every stage has committed all of its input, reads every topic
+a stage writes read_committed, and compares the records with the
+fixture's, keys and values byte for byte. It prints a diff and exits 1 on
+any difference; exits 0 when every fixture passes.
+
+FIXTURE defaults to the topology file with .yaml replaced by .test.yaml
+(orders.yaml -> orders.test.yaml). Sinks are not run, and the file's TLS
+and SASL settings are not used. See the README for the fixture format.`, stderr)
+	path := topologyFlag(fs)
+	timeout := fs.Duration("timeout", testrun.DefaultTimeout, "give up on a fixture after this long")
+	var lf logFlags
+	lf.register(fs)
+	fs.Lookup("log-level").DefValue = "error"
+	_ = fs.Set("log-level", "error")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if *path == "" {
+		fs.Usage()
+		return exitUsage
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly test:", err)
+		return exitUsage
+	}
+	fixtures := fs.Args()
+	if len(fixtures) == 0 {
+		fixtures = []string{strings.TrimSuffix(strings.TrimSuffix(*path, ".yaml"), ".yml") + ".test.yaml"}
+	}
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly test:", err)
+		return exitUsage
+	}
+	failed := 0
+	for _, fp := range fixtures {
+		// A fresh parse for each fixture: a run takes the file's brokers.
+		f, err := testrun.ParseTopology(*path, data, os.LookupEnv)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		pipelines, err := transform.Compile(f, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		fx, err := testrun.Load(fp)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitUsage
+		}
+		res, err := testrun.Run(ctx, f, pipelines, fx, testrun.Options{Timeout: *timeout, Logger: log})
+		switch {
+		case errors.Is(err, testrun.ErrMismatch):
+			failed++
+			fmt.Fprintf(stdout, "FAIL %s: the records differ from the fixture (- expected, + got)\n", fp)
+			res.WriteDiff(stdout)
+		case err != nil:
+			fmt.Fprintf(stderr, "exactly test: %s: %s\n", fp, strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			return exitFailure
+		default:
+			fmt.Fprintf(stdout, "ok   %s: %s\n", fp, res.Summary())
+		}
+	}
+	if failed > 0 {
+		return exitFailure
+	}
+	return exitOK
+}

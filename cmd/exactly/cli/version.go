@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/exactly-io/exactly/cmd/exactly/internal/buildinfo"
+)
+
+func cmdVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version", "version [--json]",
+		`Prints the version, the git commit and the Go version of this binary.
+A release build sets the version and commit at build time (see
+deploy/container/build.sh); a plain go build or go install from a clone
+reports "(devel)" and the commit the Go toolchain stamped.`, stderr)
+	asJSON := fs.Bool("json", false, "print as JSON")
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	info := buildinfo.Get()
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(info); err != nil {
+			fmt.Fprintln(stderr, "exactly version:", err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	fmt.Fprintln(stdout, info)
+	return exitOK
+}

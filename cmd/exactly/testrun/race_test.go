@@ -1,0 +1,5 @@
+//go:build race
+
+package testrun_test
+
+const raceEnabled = true

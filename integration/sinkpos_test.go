@@ -1,0 +1,223 @@
+//go:build integration
+
+package integration
+
+// Sink start positions (issue 13 items 1, 2 and 4, sink side): the
+// migration of a positions table written by the sink of before positions
+// were keyed by sink (main at c82e716), legacy rows that cannot be told
+// apart, and a batch retried while the lag metric is read, the sink is
+// stopped, or its partitions move.
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// legacyPositionsDDL is the positions table exactly as the sink of c82e716
+// (processor/pgsink/schema.go) created it.
+const legacyPositionsDDL = `CREATE TABLE %s (
+	topic       text        NOT NULL,
+	partition   integer     NOT NULL,
+	next_offset bigint      NOT NULL,
+	owner       text        NOT NULL DEFAULT '',
+	updated_at  timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (topic, partition)
+)`
+
+// positionRow is one row of a migrated positions table.
+type positionRow struct {
+	sink, topic, topicID, target string
+	partition                    int32
+	next                         int64
+}
+
+func positionRows(t *testing.T, pool *pgxpool.Pool, table string) []positionRow {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), "SELECT sink, topic, topic_id, target, partition, next_offset FROM "+table+" ORDER BY sink, topic, partition")
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	defer rows.Close()
+	var out []positionRow
+	for rows.Next() {
+		var r positionRow
+		if err := rows.Scan(&r.sink, &r.topic, &r.topicID, &r.target, &r.partition, &r.next); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// A positions table of c82e716 with rows for two partitions (and a row of
+// another topic): the sink migrates it, claims its rows, resumes from them
+// (nothing before them is loaded; everything after them is), and stores
+// its topic ID and table beside them. The other topic's row is kept as it
+// was.
+func TestSinkPosMigratesLegacyTable(t *testing.T) {
+	pool := pgPool(t)
+	var pos string
+	c := newC13Sink(t, pool, "spmig", 2, "{ event_id: event_id, body: $value }", "", func(schema string) {
+		pos = schema + ".exactly_positions"
+		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, pos))
+	})
+	kcatProducePartition(t, c.in, 0, c13Events("old0", 0, 6, 0))
+	kcatProducePartition(t, c.in, 1, c13Events("old1", 0, 10, 0))
+	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s (topic, partition, next_offset, owner) VALUES ('%s', 0, 4, 'c13-old'), ('%s', 1, 10, 'c13-old'), ('other.topic', 0, 77, 'c13-old')`, pos, c.in, c.in))
+	kcatProducePartition(t, c.in, 0, c13Events("new0", 0, 5, 0))
+	kcatProducePartition(t, c.in, 1, c13Events("new1", 0, 5, 0))
+	addr := freeAddr(t)
+	p := c.run(t, "c13-1", addr)
+	// p0: offsets 4 and 5 of old0 and the 5 new; p1: the 5 new.
+	waitRows(t, pool, c.table, 12, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
+		return fmt.Sprintf("positions %v", positionRows(t, pool, pos))
+	})
+	for _, q := range []struct {
+		where string
+		want  int64
+	}{{"event_id LIKE 'old1-%'", 0}, {"event_id IN ('old0-0', 'old0-1', 'old0-2', 'old0-3')", 0}, {"event_id IN ('old0-4', 'old0-5')", 2}, {"event_id LIKE 'new%'", 10}} {
+		if n := pgInt(t, pool, "SELECT count(*) FROM "+c.table+" WHERE "+q.where); n != q.want {
+			t.Errorf("rows where %s: %d, want %d", q.where, n, q.want)
+		}
+	}
+	if v, _ := sum(scrape(t, addr), "exactly_sink_rows_written_total", map[string]string{"sink": c.name}); v != 12 {
+		t.Errorf("rows_written_total %v, want 12", v)
+	}
+	id, _ := topicInfo(t, c.in)
+	want := []positionRow{
+		{sink: "", topic: "other.topic", partition: 0, next: 77},
+		{sink: c.name, topic: c.in, topicID: id, target: c.table, partition: 0, next: 11},
+		{sink: c.name, topic: c.in, topicID: id, target: c.table, partition: 1, next: 15},
+	}
+	if got := positionRows(t, pool, pos); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("positions:\n got %v\nwant %v", got, want)
+	}
+	if pk := pgInt(t, pool, `SELECT count(*) FROM pg_constraint WHERE conrelid = $1::regclass AND contype = 'p'
+		AND conkey = ARRAY(SELECT attnum FROM pg_attribute WHERE attrelid = $1::regclass AND attname IN ('sink', 'topic', 'partition') ORDER BY array_position(ARRAY['sink', 'topic', 'partition']::name[], attname))`, pos); pk != 1 {
+		t.Errorf("primary key of %s is not (sink, topic, partition)", pos)
+	}
+	p.stop()
+}
+
+// Legacy rows of a topic that two sinks of one file read into one
+// positions table: they cannot be told apart, so neither sink claims them
+// and each loads the whole topic; the rows are kept, marked unclaimed.
+func TestSinkPosAmbiguousLegacyRows(t *testing.T) {
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "spamb")
+	pos := schema + ".exactly_positions"
+	pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, pos))
+	in, dlq := uniqueName("spamb_in"), uniqueName("spamb_dlq")
+	a, b := uniqueName("spamb_a"), uniqueName("spamb_b")
+	cols := "{ event_id: event_id, body: $value }"
+	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
+		c13Sink(a, in, dlq, schema+".ta", "", cols, "")+c13Sink(b, in, dlq, schema+".tb", "", cols, ""))
+	kcatProduce(t, in, c13Events("e", 0, 40, 0))
+	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s (topic, partition, next_offset) VALUES ('%s', 0, 15), ('%s', 1, 15)`, pos, in, in))
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	waitRows(t, pool, schema+".ta", 40, 45*time.Second, p)
+	waitRows(t, pool, schema+".tb", 40, 45*time.Second, p)
+	if n := pgInt(t, pool, "SELECT count(*) FROM "+pos+" WHERE sink = '?unclaimed' AND next_offset = 15"); n != 2 {
+		t.Errorf("%d legacy rows marked unclaimed, want 2: %v", n, positionRows(t, pool, pos))
+	}
+	p.stop()
+}
+
+// retrySink is a sink whose table has a trigger that fails every insert
+// with SQLSTATE 53300 (a database error, retried) until released.
+func retrySink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int) (c13SinkCase, func()) {
+	t.Helper()
+	c := newC13Sink(t, pool, prefix, parts, "{ event_id: event_id, body: $value }", "", func(schema string) {
+		pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, body jsonb)")
+		pgExec(t, pool, "CREATE FUNCTION "+schema+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'held by the test' USING ERRCODE = '53300'; END $$`)
+		pgExec(t, pool, "CREATE TRIGGER refuse BEFORE INSERT ON "+schema+".events FOR EACH ROW EXECUTE FUNCTION "+schema+".refuse()")
+	})
+	return c, func() { pgExec(t, pool, "DROP TRIGGER refuse ON "+c.table) }
+}
+
+// While a batch is retried, the lag metric equals `exactly status`'s lag
+// (the records not stored yet); once it commits, both read 0.
+func TestSinkPosLagDuringRetry(t *testing.T) {
+	pool := pgPool(t)
+	c, release := retrySink(t, pool, "splag", 1)
+	kcatProducePartition(t, c.in, 0, c13Events("e", 0, 4, 0))
+	addr := freeAddr(t)
+	p := c.run(t, "c13-1", addr)
+	waitMetrics(t, p, addr)
+	lbl := map[string]string{"sink": c.name}
+	eventually(t, 30*time.Second, func() bool {
+		v, _ := sum(scrape(t, addr), "exactly_sink_retries_total", lbl)
+		return v >= 2
+	}, func() string { return "the batch is not being retried" })
+	check := func(want int64) {
+		t.Helper()
+		eventually(t, 20*time.Second, func() bool {
+			m, st, ok := lagsAgree(t, addr, c.topo, c.name)
+			return ok && m == float64(want) && st == want
+		}, func() string {
+			m, st, _ := lagsAgree(t, addr, c.topo, c.name)
+			return fmt.Sprintf("lag metric %v, status lag %d; want %d and %d", m, st, want, want)
+		})
+	}
+	check(4)
+	// Records that come during the retry count too.
+	kcatProducePartition(t, c.in, 0, c13Events("e", 4, 3, 0))
+	check(7)
+	release()
+	waitRows(t, pool, c.table, 7, 45*time.Second, p)
+	check(0)
+	p.stop()
+}
+
+// A sink stopped while it retries a batch exits cleanly without storing
+// it; the next run loads every record once.
+func TestSinkPosShutdownMidRetry(t *testing.T) {
+	pool := pgPool(t)
+	c, release := retrySink(t, pool, "spstop", 2)
+	kcatProduce(t, c.in, c13Events("e", 0, 30, 0))
+	p := c.run(t, "c13-1", "")
+	eventually(t, 30*time.Second, func() bool { p.alive(); return countLines(p.logs.String(), "batch failed; retrying") >= 2 },
+		func() string { return "the batch is not being retried" })
+	p.stop()
+	if got := storedPositions(t, pool, c.schema+".exactly_positions", c.in); len(got) != 0 {
+		t.Errorf("positions stored by a batch that never committed: %v", got)
+	}
+	release()
+	p = c.run(t, "c13-1", "")
+	waitRows(t, pool, c.table, 30, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	p.stop()
+}
+
+// A second instance joins while the first retries a batch (rebalances are
+// blocked while it holds polled records): once the database answers,
+// every record is loaded once and the positions reach the end, whichever
+// instance ends up with each partition.
+func TestSinkPosRevokedMidRetry(t *testing.T) {
+	pool := pgPool(t)
+	c, release := retrySink(t, pool, "sprev", 4)
+	kcatProduce(t, c.in, c13Events("e", 0, 200, 0))
+	a := c.run(t, "c13-a", "")
+	eventually(t, 30*time.Second, func() bool { a.alive(); return countLines(a.logs.String(), "batch failed; retrying") >= 2 },
+		func() string { return "the batch is not being retried" })
+	b := c.run(t, "c13-b", "")
+	eventually(t, 30*time.Second, func() bool { b.alive(); return countLines(b.logs.String(), "sink starting") >= 1 },
+		func() string { return "instance b did not start" })
+	release()
+	waitRows(t, pool, c.table, 200, 60*time.Second, a, b)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
+		return fmt.Sprintf("positions %v, ends %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in))
+	})
+	kcatProduce(t, c.in, c13Events("e", 200, 40, 0))
+	waitRows(t, pool, c.table, 240, 60*time.Second, a, b)
+	a.stop()
+	b.stop()
+}
+
+// countLines counts the occurrences of s in logs.
+func countLines(logs, s string) int { return strings.Count(logs, s) }
