@@ -93,12 +93,79 @@ func (s *Stage) guard(ctx context.Context) error {
 		// A missing input topic is the session's to report.
 		return nil
 	}
+	// A group with members is alive: its partitions without offsets are
+	// being read by them (another instance joining), not lost.
+	described, err := adm.DescribeGroups(ctx, s.cfg.Group())
+	if err != nil {
+		return fmt.Errorf("describe group %s: %w", s.cfg.Group(), err)
+	}
+	if g, ok := described[s.cfg.Group()]; ok && g.Err == nil && len(g.Members) > 0 {
+		return nil
+	}
+	missing, err := s.uncommitted(ctx, adm, td)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	found := map[int32]lineage{} // input partition -> the output of its highest source offset seen
+	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
+		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
+			l, ok := s.lineageOf(r)
+			if !ok || !missing[l.partition] {
+				return
+			}
+			if cur, seen := found[l.partition]; !seen || l.offset > cur.offset {
+				found[l.partition] = l
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(found) > 0 {
+		// Offsets committed while we scanned (a transaction's outputs
+		// can turn visible before its offsets do) are not lost.
+		if missing, err = s.uncommitted(ctx, adm, td); err != nil {
+			return err
+		}
+	}
+	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
+	for p, l := range found {
+		if !missing[p] {
+			continue
+		}
+		same, err := s.sameIncarnation(ctx, adm, cl, l)
+		if err != nil {
+			return err
+		}
+		if !same {
+			// The input topic was deleted and created again (Kafka deletes
+			// a deleted topic's group offsets): the new topic is read from
+			// its start, as README "Topic identity and start positions" says.
+			s.log.Info("resume guard: outputs of partition came from an earlier incarnation of the input topic; starting it at the earliest offset",
+				"topic", s.cfg.Input, "partition", p, "output", l.where)
+			continue
+		}
+		re.Found[p] = l.offset
+		if re.Where == "" {
+			re.Where = l.where
+		}
+	}
+	if len(re.Found) == 0 {
+		return nil
+	}
+	re.Missing = slices.Sorted(maps.Keys(missing))
+	return re
+}
+
+// uncommitted returns the partitions of td without a committed offset in
+// the stage's group. A transaction's offsets show here once it completed.
+func (s *Stage) uncommitted(ctx context.Context, adm *kadm.Client, td kadm.TopicDetail) (map[int32]bool, error) {
 	fetched, err := adm.FetchOffsetsForTopics(ctx, s.cfg.Group(), s.cfg.Input)
 	if err == nil {
 		err = fetched.Error()
 	}
 	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return fmt.Errorf("fetch offsets of group %s: %w", s.cfg.Group(), err)
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", s.cfg.Group(), err)
 	}
 	missing := map[int32]bool{}
 	for p := range td.Partitions {
@@ -106,41 +173,22 @@ func (s *Stage) guard(ctx context.Context) error {
 			missing[p] = true
 		}
 	}
-	if len(missing) == 0 {
-		return nil
-	}
-	found := map[int32]int64{} // input partition -> highest source offset seen
-	var where string
-	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
-		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
-			p, off, ok := s.lineageOf(r)
-			if !ok || !missing[p] {
-				return
-			}
-			if cur, seen := found[p]; !seen || off > cur {
-				found[p] = off
-			}
-			if where == "" {
-				where = fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
-			}
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if len(found) == 0 {
-		if len(missing) < len(td.Partitions) {
-			s.log.Info("input partitions without committed offsets start at the earliest offset", "topic", s.cfg.Input, "partitions", slices.Sorted(maps.Keys(missing)))
-		}
-		return nil
-	}
-	return &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Missing: slices.Sorted(maps.Keys(missing)), Found: found, Where: where}
+	return missing, nil
 }
 
-// lineageOf returns the input partition and offset that r, an output or a
-// dead letter, says it came from, if this stage wrote it from its input.
-func (s *Stage) lineageOf(r *kgo.Record) (partition int32, offset int64, ok bool) {
+// lineage is where an output or a dead letter of this stage came from.
+type lineage struct {
+	partition int32
+	offset    int64
+	timestamp time.Time // the input record's: outputs keep it, dead letters name it
+	where     string    // the output's topic/partition@offset
+}
+
+// lineageOf returns where r, an output or a dead letter, came from, if
+// this stage wrote it from its input.
+func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 	var stage, topic, part, off string
+	ts := r.Timestamp
 	for _, h := range r.Headers {
 		switch h.Key {
 		case HeaderLineageStage, kit.HeaderStage:
@@ -151,14 +199,59 @@ func (s *Stage) lineageOf(r *kgo.Record) (partition int32, offset int64, ok bool
 			part = string(h.Value)
 		case HeaderLineageOffset, kit.HeaderSourceOffset:
 			off = string(h.Value)
+		case kit.HeaderSourceTimestamp:
+			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				ts = time.UnixMilli(ms)
+			}
 		}
 	}
 	if stage != s.cfg.Stage || topic != s.cfg.Input {
-		return 0, 0, false
+		return lineage{}, false
 	}
 	p, perr := strconv.ParseInt(part, 10, 32)
 	o, oerr := strconv.ParseInt(off, 10, 64)
-	return int32(p), o, perr == nil && oerr == nil
+	return lineage{partition: int32(p), offset: o, timestamp: ts, where: fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)},
+		perr == nil && oerr == nil
+}
+
+// sameIncarnation reports whether l came from the input topic as it is
+// now: its source offset holds a committed record with l's timestamp
+// (outputs keep their input's timestamp). An offset the partition does
+// not reach is another incarnation's; one that retention deleted cannot
+// be checked and counts as this one's.
+func (s *Stage) sameIncarnation(ctx context.Context, adm *kadm.Client, base *kgo.Client, l lineage) (bool, error) {
+	starts, err := adm.ListStartOffsets(ctx, s.cfg.Input)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, s.cfg.Input)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+	}
+	st, _ := starts.Lookup(s.cfg.Input, l.partition)
+	end, _ := ends.Lookup(s.cfg.Input, l.partition)
+	switch {
+	case l.offset >= end.Offset:
+		return false, nil
+	case l.offset < st.Offset:
+		return true, nil
+	}
+	var rec *kgo.Record
+	err = scanRange(ctx, base, s.cfg.Input, l.partition, l.offset, l.offset, func(r *kgo.Record) {
+		if rec == nil {
+			rec = r
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	return rec != nil && rec.Offset == l.offset && !rec.Attrs.IsControl() && rec.Timestamp.UnixMilli() == l.timestamp.UnixMilli(), nil
 }
 
 // scanTail reads up to n records at the end of each partition of topic,
@@ -230,6 +323,43 @@ func scanTail(ctx context.Context, adm *kadm.Client, base *kgo.Client, topic str
 				delete(last, r.Partition)
 			}
 		})
+	}
+	return nil
+}
+
+// scanRange reads partition p of topic from offset from until it has
+// seen offset last (or gives up after guardIdlePolls empty polls),
+// read_committed, and calls fn with every record, control records too.
+func scanRange(ctx context.Context, base *kgo.Client, topic string, p int32, from, last int64, fn func(*kgo.Record)) error {
+	cl, err := kgo.NewClient(append(slices.Clip(base.Opts()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	for idle := 0; idle < guardIdlePolls; {
+		pollCtx, cancel := context.WithTimeout(ctx, guardPollWait)
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if fs.NumRecords() == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			fn(r)
+			done = done || r.Offset >= last
+		})
+		if done {
+			return nil
+		}
 	}
 	return nil
 }

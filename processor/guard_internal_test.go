@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -14,9 +15,13 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
-// lineageRecord is an output of stage from input partition p, offset o.
+// inputTime is the timestamp of every input record of these tests.
+var inputTime = time.UnixMilli(1700000000000)
+
+// lineageRecord is an output of stage from input partition p, offset o;
+// outputs keep their input's timestamp.
 func lineageRecord(topic, stage string, p int32, o int64) *kgo.Record {
-	return &kgo.Record{Topic: topic, Value: []byte(`{}`), Headers: []kgo.RecordHeader{
+	return &kgo.Record{Topic: topic, Value: []byte(`{}`), Timestamp: inputTime, Headers: []kgo.RecordHeader{
 		{Key: HeaderLineageStage, Value: []byte(stage)},
 		{Key: HeaderLineageTopic, Value: []byte("in")},
 		{Key: HeaderLineagePartition, Value: strconv.AppendInt(nil, int64(p), 10)},
@@ -27,7 +32,7 @@ func lineageRecord(topic, stage string, p int32, o int64) *kgo.Record {
 
 // deadLetterRecord is a dead letter of stage from input partition p, offset o.
 func deadLetterRecord(stage string, p int32, o int64) *kgo.Record {
-	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x")}
+	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x"), Timestamp: inputTime}
 	return kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad")})
 }
 
@@ -35,7 +40,9 @@ func TestResumeGuard(t *testing.T) {
 	tests := []struct {
 		name      string
 		records   []*kgo.Record
-		committed []int32 // input partitions with a committed offset
+		committed []int32   // input partitions with a committed offset
+		inputAt   time.Time // timestamp of the input records; default inputTime
+		inputs    int       // input records per partition; default 10
 		want      map[int32]int64
 	}{
 		{name: "new stage, empty outputs"},
@@ -50,6 +57,12 @@ func TestResumeGuard(t *testing.T) {
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 		{name: "one partition's offset lost", committed: []int32{0, 1}, want: map[int32]int64{2: 4},
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 2, 4)}},
+		// The input topic was deleted and created again: Kafka deleted the
+		// group's offsets, and the outputs came from the old topic.
+		{name: "input recreated, other records at the offsets", inputAt: inputTime.Add(time.Hour),
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+		{name: "input recreated, shorter", inputs: 3,
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +77,20 @@ func TestResumeGuard(t *testing.T) {
 			}
 			defer cl.Close()
 			ctx := context.Background()
-			if err := cl.ProduceSync(ctx, tt.records...).FirstErr(); err != nil {
+			at, n := tt.inputAt, tt.inputs
+			if at.IsZero() {
+				at = inputTime
+			}
+			if n == 0 {
+				n = 10
+			}
+			var inputs []*kgo.Record
+			for p := range int32(3) {
+				for range n {
+					inputs = append(inputs, &kgo.Record{Topic: "in", Partition: p, Value: []byte("{}"), Timestamp: at})
+				}
+			}
+			if err := cl.ProduceSync(ctx, append(inputs, tt.records...)...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
 			var os kadm.Offsets
@@ -119,7 +145,11 @@ func TestResumeGuardAtLeastOnce(t *testing.T) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	if err := cl.ProduceSync(ctx, lineageRecord("out", "s", 0, 5)).FirstErr(); err != nil {
+	var recs []*kgo.Record
+	for range 10 {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: 0, Value: []byte("{}"), Timestamp: inputTime})
+	}
+	if err := cl.ProduceSync(ctx, append(recs, lineageRecord("out", "s", 0, 5))...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
