@@ -24,7 +24,9 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		s.fenced.Store(&err)
 		s.log.Error("fenced out of the consumer group; stopping", "group", s.cfg.Group(), "err", err)
 	})
-	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
+	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
+		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts,
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),

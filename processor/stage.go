@@ -59,6 +59,14 @@ type Config struct {
 	// TransactionTimeout is the producer's transaction.timeout.ms: how long
 	// the broker keeps a transaction open before aborting it; default 30s.
 	TransactionTimeout time.Duration
+
+	// SessionTimeout is the consumer group session timeout; default 45s.
+	// A killed instance (a static member, KIP-345) keeps its partitions
+	// until it passes, unless an instance with its ID starts again.
+	SessionTimeout time.Duration
+	// MetadataMaxAge bounds how late a partition added to the input topic
+	// is read; default 30s.
+	MetadataMaxAge time.Duration
 }
 
 // Group returns the consumer group of the stage: exactly-<stage>.
@@ -160,6 +168,8 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	kit.OrDefault(&cfg.CommitInterval, topology.DefaultCommitInterval)
 	kit.OrDefault(&cfg.MaxRecords, topology.DefaultCommitMaxRecords)
 	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
+	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSessionTimeout)
+	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	var errs []error
 	for _, f := range []struct{ name, v string }{
@@ -176,8 +186,8 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if len(cfg.Brokers) == 0 {
 		errs = append(errs, kit.NewConfigError("brokers are required"))
 	}
-	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 {
-		errs = append(errs, kit.NewConfigError("commit interval and max records must be positive"))
+	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
+		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
 	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
 		errs = append(errs, kit.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
@@ -225,9 +235,14 @@ const topicGoneWait = 2 * time.Second
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
 // rebuilt with exponential backoff; the new session resumes from the
 // offsets committed in the last committed transaction. Run returns an error
-// only for faults that a rebuild cannot mend (see kit.IsFatal), or kit.ErrCrashed.
+// only for faults that a rebuild cannot mend (see kit.IsFatal), kit.ErrCrashed,
+// or a *ResumeError when the group lost its offsets but the stage's outputs
+// remain (see guard.go).
 func (s *Stage) Run(ctx context.Context) error {
 	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
+	if err := s.checkResume(ctx); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
 	// The admin client looks up the input topic's ID and offsets (see
 	// identity.go); it lives as long as Run.
 	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)...)

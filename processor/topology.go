@@ -24,6 +24,8 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		CommitInterval:     st.Commit.Interval.Duration,
 		MaxRecords:         st.Commit.MaxRecords,
 		TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
+		SessionTimeout:     st.SessionTimeout.Duration,
+		MetadataMaxAge:     st.MetadataMaxAge.Duration,
 	}
 }
 

@@ -76,6 +76,7 @@ func (v *validator) defaults() {
 			s.Output.Format = DefaultFormat
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
+		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSessionTimeout)
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
@@ -83,9 +84,7 @@ func (v *validator) defaults() {
 			s.Input.Format = DefaultFormat
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords)
-		if !v.has(p + ".session_timeout") {
-			s.SessionTimeout.Duration = DefaultSinkSessionTimeout
-		}
+		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSinkSessionTimeout)
 		pg := &s.Postgres
 		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
 			pg.Tombstones = TombstonesSkip
@@ -125,5 +124,16 @@ func (v *validator) defaultCommit(path string, c *Commit, interval time.Duration
 	}
 	if !v.has(path + ".max_records") {
 		c.MaxRecords = maxRecords
+	}
+}
+
+// defaultGroup applies the defaults of the group settings of the stage or
+// sink at path, for the fields the file leaves out.
+func (v *validator) defaultGroup(path string, session, metadata *Duration, sessionDefault time.Duration) {
+	if !v.has(path + ".session_timeout") {
+		session.Duration = sessionDefault
+	}
+	if !v.has(path + ".metadata_max_age") {
+		metadata.Duration = DefaultMetadataMaxAge
 	}
 }

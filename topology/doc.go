@@ -41,6 +41,8 @@
 //	    dead_letter: { topic: orders.dlq }              # required, declared above
 //	    key: event_id                   # optional; output key = this top-level JSON field
 //	    commit: { interval: 100ms, max_records: 10000 } # the defaults
+//	    session_timeout: 45s            # consumer group session timeout, 1s or more; default 45s
+//	    metadata_max_age: 30s           # new input partitions are read within this; 1s-1h, default 30s
 //	sinks:
 //	  - name: orders-pg                 # required; same rules as stage names
 //	    input: { topic: orders.clean, format: json }    # topic required, declared above
@@ -57,6 +59,7 @@
 //	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert
 //	    commit: { interval: 200ms, max_records: 20000 } # the defaults
 //	    session_timeout: 45s            # consumer group session timeout; default 45s
+//	    metadata_max_age: 30s           # as a stage's; default 30s
 //
 // An endpoint with format avro also takes schema (an .avsc path, relative
 // to the topology file's directory) and/or registry, a Confluent-compatible

@@ -51,6 +51,7 @@ func TestParseSink(t *testing.T) {
 		},
 		Commit:         Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
 		SessionTimeout: Duration{45 * time.Second},
+		MetadataMaxAge: Duration{30 * time.Second},
 	}
 	if !reflect.DeepEqual(*s, want) {
 		t.Fatalf("got  %+v\nwant %+v", *s, want)
@@ -133,6 +134,8 @@ func TestParseSinkValidation(t *testing.T) {
 				`t.yaml:20:45: sinks[0].commit.max_records: must be at least 1 (got 0)`,
 				`t.yaml:21:22: sinks[0].session_timeout: must be at least 1s (got 10ms)`,
 			}},
+		{"metadata max age", rep("max_records: 20000 }", "max_records: 20000 }\n    metadata_max_age: 500ms"), withDSN,
+			[]string{`t.yaml:21:23: sinks[0].metadata_max_age: must be between 1s and 1h (got 500ms)`}},
 		{"postgres missing", sinkHead + "  - { name: pg, input: { topic: out }, dead_letter: { topic: dlq } }\n", withDSN,
 			[]string{`t.yaml:9:5: sinks[0].postgres: required (e.g. postgres: { dsn: ${PG_DSN}, table: raw.events, event_id: event_id, columns: {event_id: event_id, body: $value} })`}},
 	}

@@ -219,6 +219,14 @@ type Stage struct {
 	// Transform is the list of steps each record goes through, in order,
 	// between decoding and encoding (see Step).
 	Transform []Step `yaml:"transform"`
+	// SessionTimeout is the consumer group session timeout, as a sink's.
+	// A killed instance holds its partitions until it passes: static
+	// members (KIP-345) do not leave on a crash. Default 45s.
+	SessionTimeout Duration `yaml:"session_timeout"`
+	// MetadataMaxAge is how often the client refreshes topic metadata,
+	// which bounds how late a partition added to the input topic is
+	// read. Default 30s (franz-go's own is 5m).
+	MetadataMaxAge Duration `yaml:"metadata_max_age"`
 }
 
 // Step is one transform step. Exactly one of its operation fields is set.
@@ -349,6 +357,9 @@ type Sink struct {
 	// Default 45s; the broker bounds it (group.min.session.timeout.ms, 6s
 	// by default).
 	SessionTimeout Duration `yaml:"session_timeout"`
+	// MetadataMaxAge is as a stage's: how late a partition added to the
+	// input topic is read at most. Default 30s.
+	MetadataMaxAge Duration `yaml:"metadata_max_age"`
 }
 
 // Postgres is where a sink writes.
@@ -413,6 +424,12 @@ const (
 	DefaultFormat             = "json"
 	DefaultCommitInterval     = 100 * time.Millisecond
 	DefaultCommitMaxRecords   = 10000
+	// DefaultSessionTimeout is a stage's consumer group session timeout.
+	DefaultSessionTimeout = 45 * time.Second
+	// DefaultMetadataMaxAge is how often stages and sinks refresh topic
+	// metadata: a partition added to an input topic is read within it.
+	// Each refresh is one small Metadata request per client.
+	DefaultMetadataMaxAge = 30 * time.Second
 
 	DefaultSinkCommitInterval   = 200 * time.Millisecond
 	DefaultSinkCommitMaxRecords = 20000

@@ -104,6 +104,9 @@ func TestParseExample(t *testing.T) {
 			DeadLetter: DeadLetter{Topic: "orders.dlq"},
 			Key:        "event_id",
 			Commit:     Commit{Interval: Duration{100 * time.Millisecond}, MaxRecords: 10000},
+			// Group settings default: 45s like a sink's, metadata every 30s.
+			SessionTimeout: Duration{45 * time.Second},
+			MetadataMaxAge: Duration{30 * time.Second},
 		}},
 		Path: "t.yaml",
 	}
@@ -236,7 +239,14 @@ func TestParseValidation(t *testing.T) {
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle: a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
-			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform)`}},
+			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age)`}},
+		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
+			[]string{
+				`t.yaml:13:22: stages[0].session_timeout: must be at least 1s (got 500ms)`,
+				`t.yaml:14:23: stages[0].metadata_max_age: must be between 1s and 1h (got 2h0m0s)`,
+			}},
+		{"metadata max age zero", stages(stage + "    metadata_max_age: 0s\n"),
+			[]string{`t.yaml:13:23: stages[0].metadata_max_age: must be between 1s and 1h (got 0s)`}},
 		{"unknown top-level field", "stage: []\n" + head,
 			[]string{`t.yaml:1:1: stage: unknown field (valid: version, kafka, topics, stages, sinks)`}},
 		{"type error", head + "  - { name: x, partitions: abc }\n",

@@ -204,6 +204,7 @@ func (v *validator) stages(declared map[string]bool) {
 		}
 
 		v.commitBounds(p+".commit", s.Commit)
+		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
 			// The broker aborts a transaction open longer than this.
 			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))
@@ -238,6 +239,24 @@ func (v *validator) commitBounds(path string, c Commit) {
 	}
 	if mp := path + ".max_records"; c.MaxRecords < 1 {
 		v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(c.MaxRecords)))
+	}
+}
+
+// Bounds of metadata_max_age: franz-go refuses more than 1h, and refreshes
+// at most every 5s (its metadata min age) unless told otherwise.
+const (
+	minMetadataMaxAge = time.Second
+	maxMetadataMaxAge = time.Hour
+)
+
+// groupSettings checks session_timeout and metadata_max_age of the stage or
+// sink at path.
+func (v *validator) groupSettings(path string, session, metadata Duration) {
+	if sp := path + ".session_timeout"; session.Duration < time.Second {
+		v.report(sp, "must be at least 1s (got %s)", v.num(sp, session.String()))
+	}
+	if mp := path + ".metadata_max_age"; metadata.Duration < minMetadataMaxAge || metadata.Duration > maxMetadataMaxAge {
+		v.report(mp, "must be between 1s and 1h (got %s)", v.num(mp, metadata.String()))
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -52,9 +51,7 @@ func (v *validator) sinks(declared map[string]bool) {
 		}
 
 		v.commitBounds(p+".commit", s.Commit)
-		if sp := p + ".session_timeout"; s.SessionTimeout.Duration < time.Second {
-			v.report(sp, "must be at least 1s (got %s)", v.num(sp, s.SessionTimeout.String()))
-		}
+		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		v.postgres(p+".postgres", s)
 	}
 }

@@ -50,6 +50,9 @@ type Config struct {
 	MaxRecords int
 	// SessionTimeout is the consumer group session timeout; default 45s.
 	SessionTimeout time.Duration
+	// MetadataMaxAge bounds how late a partition added to the input topic
+	// is read; default 30s.
+	MetadataMaxAge time.Duration
 }
 
 // Column is one column of the target table and what it holds: a top-level
@@ -100,6 +103,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		CommitInterval: s.Commit.Interval.Duration,
 		MaxRecords:     s.Commit.MaxRecords,
 		SessionTimeout: s.SessionTimeout.Duration,
+		MetadataMaxAge: s.MetadataMaxAge.Duration,
 	}
 }
 
@@ -151,6 +155,7 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.CommitInterval, topology.DefaultSinkCommitInterval)
 	kit.OrDefault(&cfg.MaxRecords, topology.DefaultSinkCommitMaxRecords)
 	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSinkSessionTimeout)
+	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	var errs []error
@@ -165,8 +170,8 @@ func (cfg *Config) validate() error {
 	if len(cfg.Brokers) == 0 {
 		errs = append(errs, kit.NewConfigError("brokers are required"))
 	}
-	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 {
-		errs = append(errs, kit.NewConfigError("commit interval, max records and session timeout must be positive"))
+	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
+		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
 	}
 	if _, err := serde.New(cfg.InputFormat); err != nil {
 		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})

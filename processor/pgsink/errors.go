@@ -239,3 +239,8 @@ func sqlState(err error) string {
 	}
 	return ""
 }
+
+// ErrNoPositionsTable is returned by ResetPositions when the sink's
+// positions table does not exist: the sink has never run, and creates it
+// when it first starts.
+var ErrNoPositionsTable = errors.New("positions table does not exist (the sink creates it when it first starts)")

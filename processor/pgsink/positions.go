@@ -97,3 +97,53 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	}
 	return out, nil
 }
+
+// ResetOwner is the owner recorded on positions that ResetPositions wrote.
+const ResetOwner = "exactly reset"
+
+// ResetPositions connects to the sink's database and sets the stored
+// positions of the partitions in positions (Partition, NextOffset and
+// TopicID, the base64 topic ID as kadm prints it, are read; Owner becomes
+// ResetOwner) for the sink's input topic, in one transaction: all or
+// none. Unlike the sink's guarded upsert it moves a position in either
+// direction, so it must run only while no instance of the sink is running
+// (the caller checks the consumer group). A missing positions table is
+// ErrNoPositionsTable: the sink creates it when it first starts. Errors
+// never show the DSN.
+func ResetPositions(ctx context.Context, cfg Config, positions []StoredPosition) error {
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("sink %q: %w", cfg.Sink, err)
+	}
+	pgcfg, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
+	}
+	conn, err := pgx.ConnectConfig(ctx, pgcfg)
+	if err != nil {
+		return fmt.Errorf("sink %q: connect to postgres: %w", cfg.Sink, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tbl, _ := parseTable(cfg.PositionsTable)
+	sql := `INSERT INTO ` + tbl.String() + ` AS p (sink, topic, partition, next_offset, topic_id, target, owner, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, now())
+ON CONFLICT (sink, topic, partition) DO UPDATE
+SET next_offset = EXCLUDED.next_offset, topic_id = EXCLUDED.topic_id, target = EXCLUDED.target, owner = EXCLUDED.owner, updated_at = EXCLUDED.updated_at`
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, p := range positions {
+			if _, err := tx.Exec(ctx, sql, cfg.Sink, cfg.Input, p.Partition, p.NextOffset, p.TopicID, cfg.Table, ResetOwner); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if IsUndefinedTable(err) {
+		return fmt.Errorf("sink %q: %w (%s)", cfg.Sink, ErrNoPositionsTable, tbl)
+	}
+	if IsUndefinedColumn(err) {
+		return fmt.Errorf("sink %q: positions table %s is in the format of an older version: start the sink once to migrate it: %w", cfg.Sink, tbl, err)
+	}
+	if err != nil {
+		return fmt.Errorf("sink %q: reset positions: %w", cfg.Sink, err)
+	}
+	return nil
+}

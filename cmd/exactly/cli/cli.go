@@ -1,5 +1,5 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
-// `status`, `verify`, `validate`, `topics create`, `test`, `demo` and `help`.
+// `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`, `test`, `demo` and `help`.
 // cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
 // transforms with transform.Register, and calls Main.
 package cli
@@ -40,6 +40,8 @@ Usage:
   exactly sink --topology FILE [--sink NAME] [--instance-id ID]
   exactly status --topology FILE [--name NAME] [--json]
   exactly verify --topology FILE --event-id FIELD [--json]
+  exactly reset --topology FILE (--stage NAME | --sink NAME) --to-... [--execute]
+  exactly redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]
   exactly validate [--topology] FILE
   exactly topics create [--topology] FILE
   exactly test --topology FILE [FIXTURE...]
@@ -85,6 +87,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdStatus(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return cmdVerify(ctx, args[1:], stdout, stderr)
+	case "reset":
+		return cmdReset(ctx, args[1:], stdout, stderr)
+	case "redrive":
+		return cmdRedrive(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return cmdValidate(args[1:], stdout, stderr)
 	case "topics":

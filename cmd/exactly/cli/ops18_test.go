@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestResetRedriveUsage: flag combinations that describe no reset or
+// redrive exit 2 with a message, before any network I/O (the broker in the
+// file does not exist).
+func TestResetRedriveUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	src := strings.Replace(acceptHead, "127.0.0.1:9092", "127.0.0.1:1", 1) + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EXACTLY_BROKERS", "")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"reset without target", []string{"reset", "--topology", path, "--stage", "s"}, "give exactly one of --to-earliest"},
+		{"reset with two targets", []string{"reset", "--topology", path, "--stage", "s", "--to-earliest", "--to-latest"}, "give exactly one of --to-earliest"},
+		{"reset stage and sink", []string{"reset", "--topology", path, "--stage", "s", "--sink", "k", "--to-earliest"}, "give exactly one of --stage NAME and --sink NAME"},
+		{"reset bad time", []string{"reset", "--topology", path, "--stage", "s", "--to-datetime", "yesterday"}, "want RFC 3339"},
+		{"reset bad offsets", []string{"reset", "--topology", path, "--stage", "s", "--to-offsets", "0"}, "want PARTITION=OFFSET"},
+		{"reset unknown stage", []string{"reset", "--topology", path, "--stage", "nope", "--to-earliest"}, `has no stage "nope"`},
+		{"reset without topology", []string{"reset", "--stage", "s", "--to-earliest"}, "--topology FILE is required"},
+		{"redrive without stage", []string{"redrive", "--topology", path}, "--stage NAME is required"},
+		{"redrive zero limit", []string{"redrive", "--topology", path, "--stage", "s", "--max-redrives", "0"}, "--max-redrives must be at least 1"},
+		{"redrive unknown stage", []string{"redrive", "--topology", path, "--stage", "nope"}, `has no stage "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := Run(context.Background(), tt.args, &stdout, &stderr)
+			if code != exitUsage || !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), exitUsage, tt.want)
+			}
+		})
+	}
+}

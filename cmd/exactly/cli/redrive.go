@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/exactly-io/exactly/cmd/exactly/redrive"
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+func cmdRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("redrive", "redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]",
+		`Sends a stage's dead letters back to its input topic, exactly once. It reads
+the stage's dead-letter topic read_committed in consumer group
+exactly-redrive-<stage> and re-produces each dead letter's original record
+(key, value, its own headers, timestamp and partition) to the input topic,
+in one Kafka transaction with the group's offsets: a crash and a restart add
+each record once. It stops at the end of the dead-letter topic as it was
+when it started, and prints what it did. Run it after fixing the cause (the
+transform, the data's producer): the running stage then reads the records
+again.
+
+Each redriven record carries the header exactly.redrive.count (1 on the
+first redrive). A dead letter whose count reached --max-redrives is not
+redriven again but reported, and so are dead letters that cannot be
+redriven: envelopes that left the value out because the dead letter was too
+large (read those at their source offset). Dead letters of other stages or
+sinks sharing the topic are left alone. Handled dead letters stay in the
+dead-letter topic; the group's offsets mark them as done.
+
+--where selects dead letters with a CEL bool expression over reason, error,
+step, source_partition, source_offset, count, key, value (the JSON value
+decoded, or its text) and headers, e.g. --where 'reason == "transform"'.
+
+EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
+crash-before-commit, crash-after-commit) kills the process with SIGKILL at
+the Nth redrive transaction, for testing recovery.`, stderr)
+	path := topologyFlag(fs)
+	stage := fs.String("stage", "", "the stage whose dead letters to redrive (required)")
+	where := fs.String("where", "", "CEL bool expression selecting dead letters (default: all)")
+	maxRedrives := fs.Int("max-redrives", redrive.DefaultMaxRedrives, "do not redrive a record redriven this many times already")
+	var lf logFlags
+	lf.register(fs)
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if !requireTopology(fs, *path, "redrive", stderr) {
+		return exitUsage
+	}
+	if *stage == "" || *maxRedrives < 1 {
+		fmt.Fprintln(stderr, "exactly redrive: --stage NAME is required and --max-redrives must be at least 1")
+		return exitUsage
+	}
+	log, err := lf.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly redrive:", err)
+		return exitUsage
+	}
+	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly redrive:", err)
+		return exitUsage
+	}
+	f, kopts, ok := loadKafka(*path, "redrive", stderr)
+	if !ok {
+		return exitUsage
+	}
+	st, ok := f.Stage(*stage)
+	if !ok {
+		fmt.Fprintf(stderr, "exactly redrive: %s has no stage %q\n", *path, *stage)
+		return exitUsage
+	}
+	rep, err := redrive.Run(ctx, redrive.Config{
+		Stage: st.Name, DeadLetter: st.DeadLetter.Topic, Input: st.Input.Topic,
+		Brokers: f.Kafka.Brokers, ClientID: f.Kafka.ClientID,
+		Where: *where, MaxRedrives: *maxRedrives, TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
+		Logger: log, KafkaOptions: kopts, Failpoints: kit.Failpoints{List: fps},
+	})
+	rep.Print(stdout, st.DeadLetter.Topic, st.Input.Topic)
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly redrive:", err)
+		if errors.Is(err, redrive.ErrUsage) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/exactly-io/exactly/cmd/exactly/reset"
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/pgsink"
+)
+
+// resetFlags are the flags of exactly reset.
+type resetFlags struct {
+	path, stage, sink *string
+	earliest, latest  *bool
+	datetime, offsets *string
+	execute           *bool
+	timeout           *time.Duration
+	target            reset.Target
+}
+
+func cmdReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("reset", "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute]",
+		`Moves where a stage or a sink resumes reading its input topic: a stage's
+consumer group offsets (exactly-<stage>), or a sink's positions stored in
+Postgres. It prints the plan, per partition the current and the new
+position, and changes nothing unless --execute is given.
+
+It refuses while the group has members: stop every instance first. A killed
+instance stays a member until its session_timeout passes.
+
+Outputs already written stay: a reset to an earlier position makes the stage
+or sink process those records again, so downstream sees them twice (a sink's
+event-ID keys absorb the replay); a reset to a later position skips records.
+
+--to-datetime takes RFC 3339 (2024-05-01T12:00:00Z); each partition moves
+to its first record at or after that time, or its end if there is none.
+--to-offsets moves the partitions given and leaves the others as they are.
+
+EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
+	f := resetFlags{
+		path:     topologyFlag(fs),
+		stage:    fs.String("stage", "", "reset this stage's consumer group offsets"),
+		sink:     fs.String("sink", "", "reset this sink's positions in Postgres"),
+		earliest: fs.Bool("to-earliest", false, "to the first offset of each partition"),
+		latest:   fs.Bool("to-latest", false, "to the end of each partition (skip every record there now)"),
+		datetime: fs.String("to-datetime", "", "to the first record at or after this RFC 3339 time"),
+		offsets:  fs.String("to-offsets", "", "to these offsets: PARTITION=OFFSET[,PARTITION=OFFSET...]"),
+		execute:  fs.Bool("execute", false, "apply the plan (default: print it only)"),
+		timeout:  fs.Duration("timeout", 30*time.Second, "give up after this long"),
+	}
+	if code, done := parse(fs, args); done {
+		return code
+	}
+	if !requireTopology(fs, *f.path, "reset", stderr) {
+		return exitUsage
+	}
+	if err := f.check(); err != nil {
+		fmt.Fprintln(stderr, "exactly reset:", err)
+		return exitUsage
+	}
+	file, kopts, ok := loadKafka(*f.path, "reset", stderr)
+	if !ok {
+		return exitUsage
+	}
+	ctx, adm, closeAdm, ok := kafkaAdmin(ctx, kopts, *f.timeout, "reset", stderr)
+	if !ok {
+		return exitFailure
+	}
+	defer closeAdm()
+
+	var (
+		plan    reset.Plan
+		group   string
+		err     error
+		execute func() error
+	)
+	switch {
+	case *f.stage != "":
+		st, ok := file.Stage(*f.stage)
+		if !ok {
+			fmt.Fprintf(stderr, "exactly reset: %s has no stage %q\n", *f.path, *f.stage)
+			return exitUsage
+		}
+		cfg := processor.StageConfig(file, st, "reset")
+		group = cfg.Group()
+		plan, err = reset.PlanStage(ctx, adm, st.Name, group, cfg.Input, f.target)
+		execute = func() error { return reset.ExecuteStage(ctx, adm, plan) }
+	default:
+		var cfg pgsink.Config
+		found := false
+		for i := range file.Sinks {
+			if file.Sinks[i].Name == *f.sink {
+				cfg, found = pgsink.SinkConfig(file, &file.Sinks[i], "reset"), true
+			}
+		}
+		if !found {
+			fmt.Fprintf(stderr, "exactly reset: %s has no sink %q\n", *f.path, *f.sink)
+			return exitUsage
+		}
+		group = cfg.Group()
+		plan, err = reset.PlanSink(ctx, adm, cfg, f.target)
+		execute = func() error { return reset.ExecuteSink(ctx, cfg, plan) }
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "exactly reset:", err)
+		if errors.Is(err, reset.ErrUsage) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	// Checked after planning too, so that a dry run shows the plan and
+	// says it could not be applied now.
+	idleErr := reset.CheckIdle(ctx, adm, group)
+	plan.Print(stdout)
+	if idleErr != nil {
+		fmt.Fprintln(stderr, "exactly reset:", idleErr)
+		return exitFailure
+	}
+	if !*f.execute {
+		fmt.Fprintln(stdout, plan.Summary(false))
+		return exitOK
+	}
+	if err := execute(); err != nil {
+		fmt.Fprintln(stderr, "exactly reset:", err)
+		return exitFailure
+	}
+	fmt.Fprintln(stdout, plan.Summary(true))
+	return exitOK
+}
+
+// check validates the flag combination and parses the target.
+func (f *resetFlags) check() error {
+	if (*f.stage == "") == (*f.sink == "") {
+		return fmt.Errorf("give exactly one of --stage NAME and --sink NAME")
+	}
+	if *f.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive")
+	}
+	t, err := reset.ParseTarget(*f.earliest, *f.latest, *f.datetime, *f.offsets)
+	if err != nil {
+		return err
+	}
+	f.target = t
+	return nil
+}

@@ -1,0 +1,491 @@
+// Package redrive sends a stage's dead letters back to its input topic,
+// exactly once: `exactly redrive`. It reads the stage's dead-letter topic
+// read_committed in consumer group exactly-redrive-<stage> and re-produces
+// each selected dead letter's original record (key, value, the record's
+// own headers, its timestamp, its partition) to the source topic, in one
+// Kafka transaction with the group's offsets (KIP-98, KIP-447), as a stage
+// does. A crash at any point and a restart add each record to the source
+// topic once.
+//
+// Each redriven record carries HeaderCount, one more than the count its
+// dead letter carried: a record that fails again comes back with it, and
+// one that reached the limit is not redriven again but reported.
+package redrive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// HeaderCount counts how many times a record was redriven: decimal text,
+// 1 on the first redrive.
+const HeaderCount = "exactly.redrive.count"
+
+// DefaultMaxRedrives is how many times a record is redriven at most.
+const DefaultMaxRedrives = 3
+
+// idleLimit ends a redrive that has read nothing for this long although
+// the end it aimed for was not reached (records of aborted transactions at
+// the very end of a partition are never returned).
+const idleLimit = 10 * time.Second
+
+// Config is what a redrive needs.
+type Config struct {
+	Stage       string   // the stage whose dead letters are redriven
+	DeadLetter  string   // its dead-letter topic
+	Input       string   // its input topic: where the records go back to
+	Brokers     []string // seed brokers
+	ClientID    string
+	Where       string // CEL bool expression selecting dead letters; empty: all
+	MaxRedrives int    // a record redriven this many times is not redriven again; default 3
+	// TransactionTimeout is the producer's transaction.timeout.ms; default 30s.
+	TransactionTimeout time.Duration
+	Logger             *slog.Logger
+	KafkaOptions       []kgo.Opt      // appended to every client's options (TLS, SASL)
+	Failpoints         kit.Failpoints // crash-before-commit and crash-after-commit count redrive transactions
+}
+
+// Group is the redrive's consumer group, exactly-redrive-<stage>; its
+// committed offsets say which dead letters were handled already.
+func (c Config) Group() string { return "exactly-redrive-" + c.Stage }
+
+// TransactionalID is stable, so that a restarted redrive fences a crashed
+// one and aborts its open transaction at once.
+func (c Config) TransactionalID() string { return "exactly-redrive-" + c.Stage }
+
+// Ref names a dead letter that was not redriven, and why.
+type Ref struct {
+	Partition int32  // of the dead-letter topic
+	Offset    int64  // of the dead-letter topic
+	Why       string // text for the report
+}
+
+// Report is what a redrive did. Every dead letter read is counted in
+// exactly one of Redriven, NotSelected, OtherStage, Exhausted and
+// Unredrivable.
+type Report struct {
+	Read        int // dead letters read (data records)
+	Redriven    int // re-produced to the input topic and committed
+	NotSelected int // --where was false
+	OtherStage  int // written by another stage or sink sharing the topic
+	// Exhausted were redriven MaxRedrives times already.
+	Exhausted []Ref
+	// Unredrivable cannot be redriven: an envelope without the value (a
+	// dead letter too large for its topic), or no source headers.
+	Unredrivable []Ref
+	// Incomplete is set when the redrive stopped before the end of the
+	// dead-letter topic as it was when it started (canceled or idle).
+	Incomplete string
+}
+
+// Run redrives the dead letters that the group has not handled yet, up to
+// the end of the dead-letter topic when Run started, and returns what it
+// did. Canceling ctx stops it after the current transaction.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	var rep Report
+	if cfg.MaxRedrives <= 0 {
+		cfg.MaxRedrives = DefaultMaxRedrives
+	}
+	kit.OrDefault(&cfg.ClientID, "exactly")
+	kit.OrDefault(&cfg.TransactionTimeout, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	sel, err := Compile(cfg.Where)
+	if err != nil {
+		return rep, err
+	}
+	base := append(kit.ClientOpts(cfg.Brokers, cfg.ClientID), cfg.KafkaOptions...)
+	admCl, err := kgo.NewClient(base...)
+	if err != nil {
+		return rep, fmt.Errorf("kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	ends, parts, err := targets(ctx, adm, cfg)
+	if err != nil {
+		return rep, err
+	}
+	done := map[int32]int64{} // committed next offsets of the group
+	fetched, err := adm.FetchOffsetsForTopics(ctx, cfg.Group(), cfg.DeadLetter)
+	if err == nil {
+		for p := range ends {
+			if o, ok := fetched.Lookup(cfg.DeadLetter, p); ok && o.Err == nil && o.At >= 0 {
+				done[p] = o.At
+			}
+		}
+	}
+	if reached(done, ends) {
+		return rep, nil
+	}
+
+	sess, err := kgo.NewGroupTransactSession(append(append(kit.ClientOpts(cfg.Brokers, cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group()),
+		kgo.InstanceID(cfg.TransactionalID()), // static: a restart takes over at once
+		kgo.ConsumeTopics(cfg.DeadLetter),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), // the position passes the last marker, so the end is reached
+		kgo.RequireStableFetchOffsets(),
+		kgo.TransactionalID(cfg.TransactionalID()),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), // back to the partition it came from
+		kgo.WithLogger(kit.KafkaLogger(cfg.Logger)),
+	), cfg.KafkaOptions...)...)
+	if err != nil {
+		return rep, fmt.Errorf("kafka client: %w", err)
+	}
+	crashed := false
+	defer func() {
+		if crashed {
+			go sess.Close()
+			return
+		}
+		sess.Close()
+		kit.LeaveStaticGroup(context.WithoutCancel(ctx), cfg.Logger, cfg.Group(), cfg.TransactionalID(), base...)
+	}()
+
+	r := &run{cfg: cfg, sel: sel, parts: parts, rep: &rep}
+	idleSince := time.Now()
+	for !reached(done, ends) {
+		if ctx.Err() != nil {
+			rep.Incomplete = "canceled"
+			return rep, nil
+		}
+		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := sess.PollFetches(pollCtx)
+		cancel()
+		var fatal error
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if errors.Is(err, kgo.ErrClientClosed) || kit.IsFatal(err) {
+				fatal = err
+			}
+		})
+		if fatal != nil {
+			return rep, fmt.Errorf("read %s: %w", cfg.DeadLetter, fatal)
+		}
+		if fetches.NumRecords() == 0 {
+			if time.Since(idleSince) > idleLimit {
+				rep.Incomplete = fmt.Sprintf("nothing more to read for %s before the end of %s seen at start", idleLimit, cfg.DeadLetter)
+				return rep, nil
+			}
+			continue
+		}
+		idleSince = time.Now()
+		committed, err := r.transaction(ctx, sess, fetches)
+		if errors.Is(err, kit.ErrCrashed) {
+			crashed = true
+		}
+		if err != nil {
+			return rep, err
+		}
+		for p, next := range committed {
+			done[p] = max(done[p], next)
+		}
+	}
+	return rep, nil
+}
+
+// targets returns the end of each dead-letter partition (its last stable
+// offset now: what read_committed can reach) and the partition count of
+// the input topic.
+func targets(ctx context.Context, adm *kadm.Client, cfg Config) (map[int32]int64, int32, error) {
+	lso, err := adm.ListCommittedOffsets(ctx, cfg.DeadLetter)
+	if err == nil {
+		err = lso.Error()
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("list offsets of %s: %w", cfg.DeadLetter, err)
+	}
+	ends := map[int32]int64{}
+	lso.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	tds, err := adm.ListTopics(ctx, cfg.Input)
+	if err != nil {
+		return nil, 0, fmt.Errorf("describe topic %s: %w", cfg.Input, err)
+	}
+	td, ok := tds[cfg.Input]
+	if !ok || td.Err != nil {
+		return nil, 0, fmt.Errorf("describe topic %s: %w", cfg.Input, errors.Join(td.Err, errors.New("not found")))
+	}
+	return ends, int32(len(td.Partitions)), nil
+}
+
+func reached(done, ends map[int32]int64) bool {
+	for p, end := range ends {
+		if done[p] < end {
+			return false
+		}
+	}
+	return true
+}
+
+// run is the state of one redrive.
+type run struct {
+	cfg   Config
+	sel   *Selector
+	parts int32
+	rep   *Report
+	txns  int
+}
+
+// transaction redrives the dead letters of fetches in one transaction and
+// returns, if it committed, the next offset of each partition it read.
+// An abort (a rebalance) returns none: the session rewound, and the same
+// records come again.
+func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, fetches kgo.Fetches) (map[int32]int64, error) {
+	if err := sess.Begin(); err != nil {
+		return nil, fmt.Errorf("begin transaction: %w", err)
+	}
+	next := map[int32]int64{}
+	var pending Report
+	var produceErr error
+	fetches.EachRecord(func(rec *kgo.Record) {
+		next[rec.Partition] = rec.Offset + 1
+		if rec.Attrs.IsControl() {
+			return
+		}
+		pending.Read++
+		out, skip := r.redrive(rec, &pending)
+		if skip {
+			return
+		}
+		sess.Produce(ctx, out, func(_ *kgo.Record, err error) {
+			if err != nil && produceErr == nil {
+				produceErr = err
+			}
+		})
+	})
+	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TransactionTimeout)
+	defer cancel()
+	if err := sess.Client().Flush(endCtx); err != nil {
+		return nil, fmt.Errorf("flush: %w", err)
+	}
+	r.txns++
+	if r.cfg.Failpoints.Armed(kit.CrashBeforeCommit, r.txns) {
+		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashBeforeCommit, r.txns)
+	}
+	if produceErr != nil {
+		_, _ = sess.End(endCtx, kgo.TryAbort)
+		return nil, fmt.Errorf("produce to %s: %w", r.cfg.Input, produceErr)
+	}
+	committed, err := sess.End(endCtx, kgo.TryCommit)
+	if err != nil {
+		return nil, fmt.Errorf("end transaction: %w", err)
+	}
+	if !committed {
+		r.cfg.Logger.Warn("redrive transaction aborted by a rebalance; reading again")
+		return nil, nil
+	}
+	if r.cfg.Failpoints.Armed(kit.CrashAfterCommit, r.txns) {
+		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashAfterCommit, r.txns)
+	}
+	r.rep.add(pending)
+	return next, nil
+}
+
+func (rep *Report) add(o Report) {
+	rep.Read += o.Read
+	rep.Redriven += o.Redriven
+	rep.NotSelected += o.NotSelected
+	rep.OtherStage += o.OtherStage
+	rep.Exhausted = append(rep.Exhausted, o.Exhausted...)
+	rep.Unredrivable = append(rep.Unredrivable, o.Unredrivable...)
+}
+
+// DeadLetter is a dead letter as redrive reads it.
+type DeadLetter struct {
+	Stage           string
+	Reason, Error   string
+	Step            string
+	SourceTopic     string
+	SourcePartition int32
+	SourceOffset    int64
+	SourceTime      time.Time
+	Count           int // times redriven before
+	Envelope        bool
+	Key, Value      []byte
+	Headers         []kgo.RecordHeader // the original record's own headers, without HeaderCount
+}
+
+// Parse splits dead letter rec into the exactly.dlq.* headers and the
+// original record. ok is false when the source headers are missing or bad.
+func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
+	var partOK, topicOK bool
+	dl.SourceTime = rec.Timestamp
+	for _, h := range rec.Headers {
+		v := string(h.Value)
+		switch h.Key {
+		case kit.HeaderStage:
+			dl.Stage = v
+		case kit.HeaderReason:
+			dl.Reason = v
+		case kit.HeaderError:
+			dl.Error = v
+		case kit.HeaderStep:
+			dl.Step = v
+		case kit.HeaderSourceTopic:
+			dl.SourceTopic, topicOK = v, v != ""
+		case kit.HeaderSourcePartition:
+			p, err := strconv.ParseInt(v, 10, 32)
+			dl.SourcePartition, partOK = int32(p), err == nil && p >= 0
+		case kit.HeaderSourceOffset:
+			dl.SourceOffset, _ = strconv.ParseInt(v, 10, 64)
+		case kit.HeaderSourceTimestamp:
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				dl.SourceTime = time.UnixMilli(ms)
+			}
+		case kit.HeaderValueOmitted, kit.HeaderKeyOmitted:
+			dl.Envelope = true
+		case HeaderCount:
+			dl.Count, _ = strconv.Atoi(v)
+		default:
+			if !strings.HasPrefix(h.Key, "exactly.dlq.") {
+				dl.Headers = append(dl.Headers, h)
+			}
+		}
+	}
+	dl.Key, dl.Value = rec.Key, rec.Value
+	return dl, partOK && topicOK
+}
+
+// Record returns the record to produce: the original key, value, headers
+// and timestamp, to its source partition, with HeaderCount one higher.
+func (dl DeadLetter) Record() *kgo.Record {
+	h := append(append(make([]kgo.RecordHeader, 0, len(dl.Headers)+1), dl.Headers...),
+		kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count+1), 10)})
+	return &kgo.Record{Topic: dl.SourceTopic, Partition: dl.SourcePartition, Key: dl.Key, Value: dl.Value, Headers: h, Timestamp: dl.SourceTime}
+}
+
+// redrive classifies dead letter rec into pending and returns the record
+// to produce, or skip.
+func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip bool) {
+	dl, ok := Parse(rec)
+	ref := func(why string) Ref { return Ref{Partition: rec.Partition, Offset: rec.Offset, Why: why} }
+	switch {
+	case dl.Stage != r.cfg.Stage:
+		pending.OtherStage++
+	case !ok:
+		pending.Unredrivable = append(pending.Unredrivable, ref("no exactly.dlq.source.topic/partition headers"))
+	case dl.Envelope:
+		pending.Unredrivable = append(pending.Unredrivable, ref("envelope without the value (the dead letter was too large); read the record at its source "+
+			dl.SourceTopic+"/"+strconv.Itoa(int(dl.SourcePartition))+"@"+strconv.FormatInt(dl.SourceOffset, 10)))
+	case dl.SourceTopic != r.cfg.Input:
+		pending.Unredrivable = append(pending.Unredrivable, ref("source topic "+dl.SourceTopic+" is not the stage's input "+r.cfg.Input))
+	case dl.SourcePartition >= r.parts:
+		pending.Unredrivable = append(pending.Unredrivable, ref(fmt.Sprintf("source partition %d does not exist (%s has %d)", dl.SourcePartition, r.cfg.Input, r.parts)))
+	case dl.Count >= r.cfg.MaxRedrives:
+		pending.Exhausted = append(pending.Exhausted, ref(fmt.Sprintf("redriven %d times already (limit %d): %s", dl.Count, r.cfg.MaxRedrives, dl.Error)))
+	default:
+		selected, err := r.sel.Match(dl)
+		if err != nil {
+			pending.Unredrivable = append(pending.Unredrivable, ref("--where: "+err.Error()))
+			return nil, true
+		}
+		if !selected {
+			pending.NotSelected++
+			return nil, true
+		}
+		pending.Redriven++
+		return dl.Record(), false
+	}
+	return nil, true
+}
+
+// Selector is a compiled --where expression.
+type Selector struct{ prg cel.Program }
+
+// Compile compiles a --where expression: CEL, of type bool, seeing reason,
+// error, step (strings), source_partition, source_offset, count (ints), key
+// (string), value (the value's JSON, decoded; its text if it is not JSON)
+// and headers (map of string to string). Empty selects every dead letter.
+func Compile(src string) (*Selector, error) {
+	if strings.TrimSpace(src) == "" {
+		return &Selector{}, nil
+	}
+	env, err := cel.NewEnv(
+		cel.Variable("reason", cel.StringType),
+		cel.Variable("error", cel.StringType),
+		cel.Variable("step", cel.StringType),
+		cel.Variable("source_partition", cel.IntType),
+		cel.Variable("source_offset", cel.IntType),
+		cel.Variable("count", cel.IntType),
+		cel.Variable("key", cel.StringType),
+		cel.Variable("value", cel.DynType),
+		cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType)),
+		ext.Strings(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cel environment: %w", err)
+	}
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("%w: --where: %w", ErrUsage, iss.Err())
+	}
+	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
+		return nil, fmt.Errorf("%w: --where: want a bool expression, got %s", ErrUsage, ast.OutputType())
+	}
+	prg, err := env.Program(ast, cel.CostLimit(1_000_000))
+	if err != nil {
+		return nil, fmt.Errorf("%w: --where: %w", ErrUsage, err)
+	}
+	return &Selector{prg: prg}, nil
+}
+
+// Match evaluates the expression on dl.
+func (s *Selector) Match(dl DeadLetter) (bool, error) {
+	if s == nil || s.prg == nil {
+		return true, nil
+	}
+	var value any = string(dl.Value)
+	var decoded any
+	if json.Unmarshal(dl.Value, &decoded) == nil {
+		value = decoded
+	}
+	headers := make(map[string]string, len(dl.Headers))
+	for _, h := range dl.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	out, _, err := s.prg.Eval(map[string]any{
+		"reason": dl.Reason, "error": dl.Error, "step": dl.Step,
+		"source_partition": int64(dl.SourcePartition), "source_offset": dl.SourceOffset, "count": int64(dl.Count),
+		"key": string(dl.Key), "value": value, "headers": headers,
+	})
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("result is %s, not bool", out.Type())
+	}
+	return b, nil
+}
+
+// Print writes the report: the counts, then one line per dead letter that
+// was skipped for a reason the operator should see.
+func (rep Report) Print(w io.Writer, deadLetter, input string) {
+	fmt.Fprintf(w, "redrive %s -> %s: %d read, %d redriven, %d not selected, %d of other stages, %d at the redrive limit, %d not redrivable\n",
+		deadLetter, input, rep.Read, rep.Redriven, rep.NotSelected, rep.OtherStage, len(rep.Exhausted), len(rep.Unredrivable))
+	for _, r := range rep.Exhausted {
+		fmt.Fprintf(w, "  at limit %s/%d@%d: %s\n", deadLetter, r.Partition, r.Offset, r.Why)
+	}
+	for _, r := range rep.Unredrivable {
+		fmt.Fprintf(w, "  not redrivable %s/%d@%d: %s\n", deadLetter, r.Partition, r.Offset, r.Why)
+	}
+	if rep.Incomplete != "" {
+		fmt.Fprintf(w, "stopped early: %s; run again to continue\n", rep.Incomplete)
+	}
+}

@@ -1,0 +1,127 @@
+package redrive
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// deadLetter is the dead letter a stage writes for input in.
+func deadLetter(stage string, in *kgo.Record) *kgo.Record {
+	dl := kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonTransform, Step: "fail", Err: errors.New("boom")})
+	dl.Partition, dl.Offset = 0, 42
+	return dl
+}
+
+func input(count string) *kgo.Record {
+	r := &kgo.Record{Topic: "in", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte(`{"n":1}`),
+		Timestamp: time.UnixMilli(1700000000123),
+		Headers:   []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}}}
+	if count != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderCount, Value: []byte(count)})
+	}
+	return r
+}
+
+func TestParseAndRecord(t *testing.T) {
+	dl, ok := Parse(deadLetter("s", input("2")))
+	if !ok {
+		t.Fatal("source headers not found")
+	}
+	if dl.Stage != "s" || dl.Reason != kit.ReasonTransform || dl.Step != "fail" || dl.Error != "boom" || dl.Count != 2 {
+		t.Fatalf("parsed %+v", dl)
+	}
+	out := dl.Record()
+	if out.Topic != "in" || out.Partition != 2 || string(out.Key) != "k" || string(out.Value) != `{"n":1}` || out.Timestamp.UnixMilli() != 1700000000123 {
+		t.Fatalf("record %+v", out)
+	}
+	// The original headers, then the count: no exactly.dlq.* header.
+	want := []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: HeaderCount, Value: []byte("3")}}
+	if len(out.Headers) != len(want) {
+		t.Fatalf("headers %v, want %v", out.Headers, want)
+	}
+	for i := range want {
+		if out.Headers[i].Key != want[i].Key || string(out.Headers[i].Value) != string(want[i].Value) {
+			t.Fatalf("headers %v, want %v", out.Headers, want)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	envelope := deadLetter("s", input(""))
+	envelope.Value = nil
+	envelope.Headers = append(envelope.Headers, kgo.RecordHeader{Key: kit.HeaderValueOmitted, Value: []byte("2000000")})
+	noSource := &kgo.Record{Value: []byte("x"), Headers: []kgo.RecordHeader{{Key: kit.HeaderStage, Value: []byte("s")}}}
+	otherInput := input("")
+	otherInput.Topic = "elsewhere"
+	bigPartition := input("")
+	bigPartition.Partition = 9
+	tests := []struct {
+		name  string
+		rec   *kgo.Record
+		where string
+		check func(Report) bool
+	}{
+		{"redriven", deadLetter("s", input("")), "", func(r Report) bool { return r.Redriven == 1 }},
+		{"redriven again under the limit", deadLetter("s", input("2")), "", func(r Report) bool { return r.Redriven == 1 }},
+		{"at the limit", deadLetter("s", input("3")), "", func(r Report) bool {
+			return len(r.Exhausted) == 1 && strings.Contains(r.Exhausted[0].Why, "redriven 3 times")
+		}},
+		{"another stage", deadLetter("t", input("")), "", func(r Report) bool { return r.OtherStage == 1 }},
+		{"envelope", envelope, "", func(r Report) bool {
+			return len(r.Unredrivable) == 1 && strings.Contains(r.Unredrivable[0].Why, "in/2@7")
+		}},
+		{"no source headers", noSource, "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
+		{"another source topic", deadLetter("s", otherInput), "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
+		{"partition gone", deadLetter("s", bigPartition), "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
+		{"where selects", deadLetter("s", input("")), `reason == "transform" && value.n == 1.0 && headers.trace == "t1"`, func(r Report) bool { return r.Redriven == 1 }},
+		{"where rejects", deadLetter("s", input("")), `step != "fail"`, func(r Report) bool { return r.NotSelected == 1 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sel, err := Compile(tt.where)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := &run{cfg: Config{Stage: "s", Input: "in", MaxRedrives: 3}, sel: sel, parts: 3}
+			var rep Report
+			out, skip := r.redrive(tt.rec, &rep)
+			if !tt.check(rep) {
+				t.Fatalf("report %+v", rep)
+			}
+			if skip != (rep.Redriven == 0) || (out == nil) != skip {
+				t.Fatalf("skip %v, record %v, report %+v", skip, out, rep)
+			}
+		})
+	}
+}
+
+func TestCompileErrors(t *testing.T) {
+	for _, src := range []string{`reason ==`, `nosuchvar == 1`, `"a string"`} {
+		t.Run(src, func(t *testing.T) {
+			if _, err := Compile(src); !errors.Is(err, ErrUsage) {
+				t.Fatalf("Compile(%q) = %v, want a usage error", src, err)
+			}
+		})
+	}
+}
+
+func TestReportPrint(t *testing.T) {
+	rep := Report{Read: 4, Redriven: 1, NotSelected: 1,
+		Exhausted:    []Ref{{Partition: 0, Offset: 5, Why: "redriven 3 times already (limit 3): boom"}},
+		Unredrivable: []Ref{{Partition: 0, Offset: 6, Why: "envelope"}}}
+	var b strings.Builder
+	rep.Print(&b, "dlq", "in")
+	want := `redrive dlq -> in: 4 read, 1 redriven, 1 not selected, 0 of other stages, 1 at the redrive limit, 1 not redrivable
+  at limit dlq/0@5: redriven 3 times already (limit 3): boom
+  not redrivable dlq/0@6: envelope
+`
+	if b.String() != want {
+		t.Fatalf("report:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -1,0 +1,359 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/cmd/exactly/redrive"
+)
+
+// Operating a pipeline over its lifetime (issue 18): reset, the resume
+// guard and redrive, against the real broker and Postgres; outputs are read
+// back with kcat (read_committed) and psql-free SQL counts.
+
+// produceTimed writes events e-from..e-(from+n-1) (keyed by event ID) to
+// topic with record timestamp at, so that a reset to a time has an exact
+// boundary.
+func produceTimed(t testing.TB, topic string, from, n int, at time.Time) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "e-%d", i),
+			Value: fmt.Appendf(nil, `{"event_id":"e-%d","n":%d}`, i, i), Timestamp: at})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
+	}
+}
+
+// ops18Admin returns an admin client for the test's checks of group offsets.
+func ops18Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// ops18GroupOffsets returns the committed offsets (and their metadata) of group
+// for topic.
+func ops18GroupOffsets(t testing.TB, group, topic string) map[int32]kadm.OffsetResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ops18Admin(t).FetchOffsetsForTopics(ctx, group, topic)
+	if err != nil {
+		t.Fatalf("fetch offsets of %s: %v", group, err)
+	}
+	out := map[int32]kadm.OffsetResponse{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			out[o.Partition] = o
+		}
+	})
+	return out
+}
+
+// exactlyExit runs exactly to completion and returns its exit code and
+// combined output.
+func exactlyExit(t testing.TB, env []string, args ...string) (int, string) {
+	t.Helper()
+	p := start(t, env, args...)
+	err := p.wait(3 * time.Minute)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, p.logs.String()
+	case errors.As(err, &ee):
+		return ee.ExitCode(), p.logs.String()
+	}
+	t.Fatalf("exactly %s: %v", strings.Join(args, " "), err)
+	return 0, ""
+}
+
+// ops18KeyCounts counts the records of topic by key, read_committed with kcat.
+func ops18KeyCounts(t testing.TB, topic string) (map[string]int, int) {
+	t.Helper()
+	recs := kcatRead(t, topic)
+	out := map[string]int{}
+	for _, r := range recs {
+		out[r.Key]++
+	}
+	return out, len(recs)
+}
+
+// TestResetStageToTime: 1,000 events, half of them an hour later than the
+// others; the stage processes them all and stops; a reset to the time in
+// between (dry run first, then --execute) and a second run add exactly the
+// later half again. A reset while the stage runs refuses and changes
+// nothing.
+func TestResetStageToTime(t *testing.T) {
+	t.Parallel()
+	st := stageSpec{name: uniqueName("ops18_reset"), in: uniqueName("ops18_rin"), out: uniqueName("ops18_rout"), dlq: uniqueName("ops18_rdlq")}
+	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
+	exactlyCmd(t, "topics", "create", topo)
+	base := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	produceTimed(t, st.in, 0, 500, base)
+	produceTimed(t, st.in, 500, 500, base.Add(time.Hour))
+	mid := base.Add(30 * time.Minute).UTC().Format(time.RFC3339)
+
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 }, func() string { return "first run did not write 1000 outputs" })
+
+	// While it runs: refused, nothing changed.
+	before := ops18GroupOffsets(t, "exactly-"+st.name, st.in)
+	code, out := exactlyExit(t, nil, "reset", "--topology", topo, "--stage", st.name, "--to-earliest", "--execute")
+	if code != 1 || !strings.Contains(out, "live members") {
+		t.Fatalf("reset with a live member: exit %d, want 1 naming live members:\n%s", code, out)
+	}
+	if after := ops18GroupOffsets(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a refused reset changed the offsets: %v -> %v", before, after)
+	}
+	p.stop()
+
+	// Dry run: the plan, nothing changed.
+	code, out = exactlyExit(t, nil, "reset", "--topology", topo, "--stage", st.name, "--to-datetime", mid)
+	if code != 0 || !strings.Contains(out, "dry run: nothing changed") || !strings.Contains(out, "PARTITION  CURRENT") {
+		t.Fatalf("dry run: exit %d:\n%s", code, out)
+	}
+	if after := ops18GroupOffsets(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a dry run changed the offsets: %v -> %v", before, after)
+	}
+	code, out = exactlyExit(t, nil, "reset", "--topology", topo, "--stage", st.name, "--to-datetime", mid, "--execute")
+	if code != 0 || !strings.Contains(out, "done: reset 3 partitions") {
+		t.Fatalf("reset: exit %d:\n%s", code, out)
+	}
+	for p, o := range ops18GroupOffsets(t, "exactly-"+st.name, st.in) {
+		if !strings.HasPrefix(o.Metadata, "exactly/v1 topic_id=") || len(o.Metadata) != len("exactly/v1 topic_id=")+32 {
+			t.Errorf("partition %d: commit metadata %q, want the stage's exactly/v1 topic_id=<hex>", p, o.Metadata)
+		}
+	}
+
+	p = start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) >= 1500 }, func() string {
+		return fmt.Sprintf("second run: %d outputs, want 1500", kcatCount(t, st.out))
+	})
+	p.stop()
+	counts, n := ops18KeyCounts(t, st.out)
+	if n != 1500 {
+		t.Fatalf("%s: %d outputs, want 1500", st.out, n)
+	}
+	for i := range 1000 {
+		want := 1
+		if i >= 500 {
+			want = 2 // replayed from the reset time on
+		}
+		if got := counts["e-"+strconv.Itoa(i)]; got != want {
+			t.Fatalf("event e-%d appears %d times, want %d", i, got, want)
+		}
+	}
+}
+
+// TestResetSinkToTime: the same for a sink: its positions move back, the
+// replay reaches Postgres, and the table keeps one row per event ID.
+func TestResetSinkToTime(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("ops18_sreset")
+	topo := sinkTopology(t, s)
+	pool := pgPool(t)
+	base := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	produceTimed(t, s.in, 0, 500, base)
+	produceTimed(t, s.in, 500, 500, base.Add(time.Hour))
+	mid := base.Add(30 * time.Minute)
+
+	p := startSink(t, topo, "a")
+	waitSinkDone(t, pool, s, 1000, 2*time.Minute)
+	p.stop()
+	ends := storedPositions(t, pool, s.positions(), s.in)
+
+	code, out := exactlyExit(t, nil, "reset", "--topology", topo, "--sink", s.name, "--to-datetime", mid.UTC().Format(time.RFC3339), "--execute")
+	if code != 0 || !strings.Contains(out, "done: reset 3 partitions of sink") {
+		t.Fatalf("reset: exit %d:\n%s", code, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listed, err := ops18Admin(t).ListOffsetsAfterMilli(ctx, mid.UnixMilli(), s.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reset := storedPositions(t, pool, s.positions(), s.in)
+	replay := int64(0)
+	for part, end := range ends {
+		o, _ := listed.Lookup(s.in, part)
+		if reset[part] != o.Offset {
+			t.Errorf("partition %d: stored position %d after the reset, want %d (first record at or after %s)", part, reset[part], o.Offset, mid)
+		}
+		replay += end - reset[part]
+	}
+	if replay < 500 {
+		t.Fatalf("the reset moved positions back over %d offsets, want at least the 500 later events", replay)
+	}
+
+	p = startSink(t, topo, "a")
+	waitSinkDone(t, pool, s, 1000, 2*time.Minute)
+	p.stop()
+	if rows, distinct := rowStats(t, pool, s.table()); rows != 1000 || distinct != 1000 {
+		t.Fatalf("%s: %d rows, %d distinct event IDs; want 1000 and 1000", s.table(), rows, distinct)
+	}
+}
+
+// TestResumeGuardAfterGroupDeleted: 1,000 events processed, the group
+// deleted (as offsets.retention.minutes would); the next run refuses,
+// naming exactly reset, and processes nothing again. After the reset it
+// names (--to-latest here), the stage runs and adds nothing.
+func TestResumeGuardAfterGroupDeleted(t *testing.T) {
+	t.Parallel()
+	st := stageSpec{name: uniqueName("ops18_guard"), in: uniqueName("ops18_gin"), out: uniqueName("ops18_gout"), dlq: uniqueName("ops18_gdlq")}
+	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
+	exactlyCmd(t, "topics", "create", topo)
+	kcatProduce(t, st.in, crashInput(1000, 10))
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 && kcatCount(t, st.dlq) == 10 }, func() string { return "first run did not finish" })
+	p.stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ops18Admin(t).DeleteGroups(ctx, "exactly-"+st.name)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete group: %v", err)
+	}
+
+	code, out := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "a", "--metrics-addr=")
+	if code == 0 || !strings.Contains(out, "no committed offsets") || !strings.Contains(out, "exactly reset --stage "+st.name) {
+		t.Fatalf("run after the group was deleted: exit %d, want a refusal naming exactly reset:\n%s", code, tail(out, 20))
+	}
+	if n := kcatCountUncommitted(t, st.out); n != 1000 {
+		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1000: something was processed again", st.out, n)
+	}
+
+	exactlyCmd(t, "reset", "--topology", topo, "--stage", st.name, "--to-latest", "--execute")
+	p = start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the stage did not start after the reset" })
+	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
+	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
+		return fmt.Sprintf("%s: %d outputs, want 1001 (the old 1000 and one new)", st.out, kcatCount(t, st.out))
+	})
+	p.stop()
+	checkOutput(t, st.out, 1001)
+}
+
+// TestRedriveExactlyOnce: a transform dead-letters 10 of 100 records; the
+// transform is fixed and the fixed stage runs; redrive is killed at
+// crash-before-commit@1 and run again. The input topic gains each of the
+// 10 exactly once, and the fixed stage writes them: every event once.
+func TestRedriveExactlyOnce(t *testing.T) {
+	t.Parallel()
+	name, in, out, dlq := uniqueName("ops18_redrive"), uniqueName("ops18_din"), uniqueName("ops18_dout"), uniqueName("ops18_ddlq")
+	topology := func(expr string) string {
+		return writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
+kafka: { brokers: [%q], transaction_timeout: 10s }
+topics:
+  - { name: %s, partitions: 3 }
+  - { name: %s, partitions: 3 }
+  - { name: %s, partitions: 1 }
+stages:
+  - name: %s
+    input: { topic: %s }
+    output: { topic: %s }
+    dead_letter: { topic: %s }
+    key: event_id
+    commit: { interval: 100ms, max_records: 500 }
+    transform:
+      - name: extra
+        set: { x: %q }
+`, brokers(t), in, out, dlq, name, in, out, dlq, expr))
+	}
+	broken := topology("value.extra.x")
+	exactlyCmd(t, "topics", "create", broken)
+	var lines [][]byte
+	for i := range 100 {
+		if i%10 == 0 {
+			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d}`, i, i, i)) // no extra: fails
+		} else {
+			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d,"extra":{"x":1}}`, i, i, i))
+		}
+	}
+	kcatProduce(t, in, lines)
+	p := start(t, nil, "run", "--topology", broken, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 90 && kcatCount(t, dlq) == 10 }, func() string {
+		return fmt.Sprintf("broken stage: %d outputs, %d dead letters; want 90 and 10", kcatCount(t, out), kcatCount(t, dlq))
+	})
+	p.stop()
+
+	fixed := topology("has(value.extra) ? value.extra.x : 0")
+	p = start(t, nil, "run", "--topology", fixed, "--instance-id", "a")
+
+	crash := start(t, []string{"EXACTLY_FAILPOINT=crash-before-commit@1"}, "redrive", "--topology", fixed, "--stage", name)
+	_ = crash.wait(2 * time.Minute)
+	if !crash.killedBySIGKILL() {
+		t.Fatalf("redrive was not killed at the failpoint:\n%s", crash.logs.String())
+	}
+	code, report := exactlyExit(t, nil, "redrive", "--topology", fixed, "--stage", name)
+	if code != 0 || !strings.Contains(report, "10 read, 10 redriven") {
+		t.Fatalf("redrive after the crash: exit %d:\n%s", code, report)
+	}
+
+	recs := kcatRead(t, in)
+	if len(recs) != 110 {
+		t.Fatalf("%s: %d records, want 110 (100 and each of the 10 redriven once)", in, len(recs))
+	}
+	redriven := map[string]int{}
+	for _, r := range recs {
+		if c, ok := r.Headers[redrive.HeaderCount]; ok {
+			if c != "1" {
+				t.Errorf("%s: record %s has %s=%s, want 1", in, r.Key, redrive.HeaderCount, c)
+			}
+			redriven[r.Key]++
+		}
+	}
+	for i := 0; i < 100; i += 10 {
+		if k := "e-" + strconv.Itoa(i); redriven[k] != 1 {
+			t.Errorf("%s: %s redriven %d times, want 1", in, k, redriven[k])
+		}
+	}
+	if len(redriven) != 10 {
+		t.Fatalf("redriven records: %v, want the 10 dead letters", redriven)
+	}
+
+	// The fixed stage reads them: every event once, no new dead letter.
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 100 }, func() string {
+		return fmt.Sprintf("%s: %d outputs, want 100", out, kcatCount(t, out))
+	})
+	p.stop()
+	checkOutput(t, out, 100)
+	if n := kcatCount(t, dlq); n != 10 {
+		t.Fatalf("%s: %d dead letters after the redrive, want the 10 of before", dlq, n)
+	}
+
+	// Done once: a second redrive finds nothing new.
+	code, report = exactlyExit(t, nil, "redrive", "--topology", fixed, "--stage", name)
+	if code != 0 || !strings.Contains(report, "0 read, 0 redriven") {
+		t.Fatalf("second redrive: exit %d:\n%s", code, report)
+	}
+	if n := kcatCount(t, in); n != 110 {
+		t.Fatalf("%s: %d records after a second redrive, want 110", in, n)
+	}
+}

@@ -1,0 +1,389 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// The resume guard. A stage resumes from its group's committed offsets; a
+// partition with none starts at its earliest offset. That is right for a
+// new stage, and wrong for one whose offsets are gone while its outputs
+// are not: offsets expired (offsets.retention.minutes, 7 days by default,
+// counted from when the group became empty), the group was deleted, or the
+// group name changed with the stage's name. Reprocessing from the earliest
+// offset would then write every output again. So before its first session
+// the stage looks at the tail of its output and dead-letter topics: if any
+// record there carries this stage's lineage for an input partition that
+// has no committed offset, Run refuses with a *ResumeError, which names
+// `exactly reset` and the offsets after the highest source offsets found.
+
+// guardScanRecords is how many records at the end of each output and
+// dead-letter partition the guard reads. Outputs are written in input
+// order, so the newest output of a partition is at the tail; a shared
+// output topic whose tail holds only other stages' records hides this
+// stage's older ones (see the README, "Resume guard").
+const guardScanRecords = 1000
+
+// guardIdlePolls ends a tail scan after this many empty polls of
+// guardPollWait each: records of aborted transactions at the very end of a
+// partition are never returned, so the end may be unreachable.
+const (
+	guardIdlePolls = 3
+	guardPollWait  = time.Second
+)
+
+// checkResume runs the resume guard (see above). Errors reaching Kafka are
+// retried with backoff until ctx ends (nil is returned then); the refusal
+// is a *ResumeError. An at-least-once stage is not guarded: it writes
+// outputs before it commits their offsets, so outputs without offsets are
+// its normal state after a crash, and repeats are its contract.
+func (s *Stage) checkResume(ctx context.Context) error {
+	if s.cfg.Guarantee == AtLeastOnce {
+		return nil
+	}
+	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	for {
+		err := s.guard(ctx)
+		var re *ResumeError
+		if err == nil || errors.As(err, &re) || kit.IsFatal(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait := backoff.Next()
+		s.log.Warn("resume guard: cannot read offsets; retrying", "topic", s.cfg.Input, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (s *Stage) guard(ctx context.Context) error {
+	cl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID),
+		append([]kgo.Opt{kgo.WithLogger(kit.KafkaLogger(s.log))}, s.kopts...)...)...)
+	if err != nil {
+		return &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+
+	tds, err := adm.ListTopics(ctx, s.cfg.Input)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", s.cfg.Input, err)
+	}
+	td, ok := tds[s.cfg.Input]
+	if !ok || td.Err != nil {
+		// A missing input topic is the session's to report.
+		return nil
+	}
+	// A group with members is alive: its partitions without offsets are
+	// being read by them (another instance joining), not lost.
+	described, err := adm.DescribeGroups(ctx, s.cfg.Group())
+	if err != nil {
+		return fmt.Errorf("describe group %s: %w", s.cfg.Group(), err)
+	}
+	if g, ok := described[s.cfg.Group()]; ok && g.Err == nil && len(g.Members) > 0 {
+		return nil
+	}
+	missing, err := s.uncommitted(ctx, adm, td)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	found := map[int32]lineage{} // input partition -> the output of its highest source offset seen
+	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
+		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
+			l, ok := s.lineageOf(r)
+			if !ok || !missing[l.partition] {
+				return
+			}
+			if cur, seen := found[l.partition]; !seen || l.offset > cur.offset {
+				found[l.partition] = l
+			}
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(found) > 0 {
+		// Offsets committed while we scanned (a transaction's outputs
+		// can turn visible before its offsets do) are not lost.
+		if missing, err = s.uncommitted(ctx, adm, td); err != nil {
+			return err
+		}
+	}
+	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
+	for p, l := range found {
+		if !missing[p] {
+			continue
+		}
+		same, err := s.sameIncarnation(ctx, adm, cl, l)
+		if err != nil {
+			return err
+		}
+		if !same {
+			// The input topic was deleted and created again (Kafka deletes
+			// a deleted topic's group offsets): the new topic is read from
+			// its start, as README "Topic identity and start positions" says.
+			s.log.Info("resume guard: outputs of partition came from an earlier incarnation of the input topic; starting it at the earliest offset",
+				"topic", s.cfg.Input, "partition", p, "output", l.where)
+			continue
+		}
+		re.Found[p] = l.offset
+		if re.Where == "" {
+			re.Where = l.where
+		}
+	}
+	if len(re.Found) == 0 {
+		return nil
+	}
+	re.Missing = slices.Sorted(maps.Keys(missing))
+	return re
+}
+
+// uncommitted returns the partitions of td without a committed offset in
+// the stage's group. A transaction's offsets show here once it completed.
+func (s *Stage) uncommitted(ctx context.Context, adm *kadm.Client, td kadm.TopicDetail) (map[int32]bool, error) {
+	fetched, err := adm.FetchOffsetsForTopics(ctx, s.cfg.Group(), s.cfg.Input)
+	if err == nil {
+		err = fetched.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return nil, fmt.Errorf("fetch offsets of group %s: %w", s.cfg.Group(), err)
+	}
+	missing := map[int32]bool{}
+	for p := range td.Partitions {
+		if o, ok := fetched.Lookup(s.cfg.Input, p); !ok || o.Err != nil || o.At < 0 {
+			missing[p] = true
+		}
+	}
+	return missing, nil
+}
+
+// lineage is where an output or a dead letter of this stage came from.
+type lineage struct {
+	partition int32
+	offset    int64
+	timestamp time.Time // the input record's: outputs keep it, dead letters name it
+	where     string    // the output's topic/partition@offset
+}
+
+// lineageOf returns where r, an output or a dead letter, came from, if
+// this stage wrote it from its input.
+func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
+	var stage, topic, part, off string
+	ts := r.Timestamp
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderLineageStage, kit.HeaderStage:
+			stage = string(h.Value)
+		case HeaderLineageTopic, kit.HeaderSourceTopic:
+			topic = string(h.Value)
+		case HeaderLineagePartition, kit.HeaderSourcePartition:
+			part = string(h.Value)
+		case HeaderLineageOffset, kit.HeaderSourceOffset:
+			off = string(h.Value)
+		case kit.HeaderSourceTimestamp:
+			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
+				ts = time.UnixMilli(ms)
+			}
+		}
+	}
+	if stage != s.cfg.Stage || topic != s.cfg.Input {
+		return lineage{}, false
+	}
+	p, perr := strconv.ParseInt(part, 10, 32)
+	o, oerr := strconv.ParseInt(off, 10, 64)
+	return lineage{partition: int32(p), offset: o, timestamp: ts, where: fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)},
+		perr == nil && oerr == nil
+}
+
+// sameIncarnation reports whether l came from the input topic as it is
+// now: its source offset holds a committed record with l's timestamp
+// (outputs keep their input's timestamp). An offset the partition does
+// not reach is another incarnation's; one that retention deleted cannot
+// be checked and counts as this one's.
+func (s *Stage) sameIncarnation(ctx context.Context, adm *kadm.Client, base *kgo.Client, l lineage) (bool, error) {
+	starts, err := adm.ListStartOffsets(ctx, s.cfg.Input)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, s.cfg.Input)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+	}
+	st, _ := starts.Lookup(s.cfg.Input, l.partition)
+	end, _ := ends.Lookup(s.cfg.Input, l.partition)
+	switch {
+	case l.offset >= end.Offset:
+		return false, nil
+	case l.offset < st.Offset:
+		return true, nil
+	}
+	var rec *kgo.Record
+	err = scanRange(ctx, base, s.cfg.Input, l.partition, l.offset, l.offset, func(r *kgo.Record) {
+		if rec == nil {
+			rec = r
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	return rec != nil && rec.Offset == l.offset && !rec.Attrs.IsControl() && rec.Timestamp.UnixMilli() == l.timestamp.UnixMilli(), nil
+}
+
+// scanTail reads up to n records at the end of each partition of topic,
+// read_committed, and calls fn with each data record.
+func scanTail(ctx context.Context, adm *kadm.Client, base *kgo.Client, topic string, n int64, fn func(*kgo.Record)) error {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	from := map[int32]kgo.Offset{}
+	last := map[int32]int64{} // the last offset to read
+	ends.Each(func(e kadm.ListedOffset) {
+		st, _ := starts.Lookup(topic, e.Partition)
+		begin := max(st.Offset, e.Offset-n)
+		if e.Offset > begin {
+			from[e.Partition] = kgo.NewOffset().At(begin)
+			last[e.Partition] = e.Offset - 1
+		}
+	})
+	if len(from) == 0 {
+		return nil
+	}
+	opts := append(slices.Clip(base.Opts()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	for idle := 0; len(last) > 0 && idle < guardIdlePolls; {
+		pollCtx, cancel := context.WithTimeout(ctx, guardPollWait)
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && ferr == nil {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return fmt.Errorf("read %s: %w", topic, ferr)
+		}
+		if fs.NumRecords() == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				fn(r)
+			}
+			if l, ok := last[r.Partition]; ok && r.Offset >= l {
+				delete(last, r.Partition)
+			}
+		})
+	}
+	return nil
+}
+
+// scanRange reads partition p of topic from offset from until it has
+// seen offset last (or gives up after guardIdlePolls empty polls),
+// read_committed, and calls fn with every record, control records too.
+func scanRange(ctx context.Context, base *kgo.Client, topic string, p int32, from, last int64, fn func(*kgo.Record)) error {
+	cl, err := kgo.NewClient(append(slices.Clip(base.Opts()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+	)...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	for idle := 0; idle < guardIdlePolls; {
+		pollCtx, cancel := context.WithTimeout(ctx, guardPollWait)
+		fs := cl.PollFetches(pollCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if fs.NumRecords() == 0 {
+			idle++
+			continue
+		}
+		idle = 0
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			fn(r)
+			done = done || r.Offset >= last
+		})
+		if done {
+			return nil
+		}
+	}
+	return nil
+}
+
+// ResumeError is the resume guard's refusal: the stage's group has no
+// committed offsets for input partitions Missing, while its output or
+// dead-letter topic holds records it wrote from them.
+type ResumeError struct {
+	Stage, Group, Input string
+	Missing             []int32         // input partitions without a committed offset
+	Found               map[int32]int64 // of those, the highest source offset seen in outputs
+	Where               string          // topic/partition@offset of one such output
+}
+
+func (e *ResumeError) Error() string {
+	parts := slices.Sorted(maps.Keys(e.Found))
+	var offsets []string
+	for _, p := range parts {
+		offsets = append(offsets, fmt.Sprintf("%d=%d", p, e.Found[p]+1))
+	}
+	return fmt.Sprintf("%s: group %s has no committed offsets for %s partitions %v, but its outputs of partitions %v are already written (e.g. %s); "+
+		"starting from the earliest offset would write them again. Choose where to resume with exactly reset --stage %s "+
+		"(--to-offsets %s resumes after the last records found; --to-earliest reprocesses on purpose) --execute",
+		ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, parts, e.Where, e.Stage, strings.Join(offsets, ","))
+}
+
+func (e *ResumeError) Unwrap() error { return ErrNoCommittedOffsets }

@@ -1,0 +1,169 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// inputTime is the timestamp of every input record of these tests.
+var inputTime = time.UnixMilli(1700000000000)
+
+// lineageRecord is an output of stage from input partition p, offset o;
+// outputs keep their input's timestamp.
+func lineageRecord(topic, stage string, p int32, o int64) *kgo.Record {
+	return &kgo.Record{Topic: topic, Value: []byte(`{}`), Timestamp: inputTime, Headers: []kgo.RecordHeader{
+		{Key: HeaderLineageStage, Value: []byte(stage)},
+		{Key: HeaderLineageTopic, Value: []byte("in")},
+		{Key: HeaderLineagePartition, Value: strconv.AppendInt(nil, int64(p), 10)},
+		{Key: HeaderLineageOffset, Value: strconv.AppendInt(nil, o, 10)},
+		{Key: HeaderLineageIndex, Value: []byte("0")},
+	}}
+}
+
+// deadLetterRecord is a dead letter of stage from input partition p, offset o.
+func deadLetterRecord(stage string, p int32, o int64) *kgo.Record {
+	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x"), Timestamp: inputTime}
+	return kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad")})
+}
+
+func TestResumeGuard(t *testing.T) {
+	tests := []struct {
+		name      string
+		records   []*kgo.Record
+		committed []int32   // input partitions with a committed offset
+		inputAt   time.Time // timestamp of the input records; default inputTime
+		inputs    int       // input records per partition; default 10
+		want      map[int32]int64
+	}{
+		{name: "new stage, empty outputs"},
+		{name: "outputs of another stage", records: []*kgo.Record{lineageRecord("out", "other", 0, 5)}},
+		{name: "offsets committed", committed: []int32{0, 1, 2},
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+		{name: "group lost its offsets", want: map[int32]int64{0: 7, 1: 9},
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 0, 7), lineageRecord("out", "s", 1, 9)}},
+		{name: "only dead letters", want: map[int32]int64{2: 3},
+			records: []*kgo.Record{deadLetterRecord("s", 2, 3)}},
+		{name: "a partition added after the last commit", committed: []int32{0, 1},
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+		{name: "one partition's offset lost", committed: []int32{0, 1}, want: map[int32]int64{2: 4},
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 2, 4)}},
+		// The input topic was deleted and created again: Kafka deleted the
+		// group's offsets, and the outputs came from the old topic.
+		{name: "input recreated, other records at the offsets", inputAt: inputTime.Add(time.Hour),
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+		{name: "input recreated, shorter", inputs: 3,
+			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			ctx := context.Background()
+			at, n := tt.inputAt, tt.inputs
+			if at.IsZero() {
+				at = inputTime
+			}
+			if n == 0 {
+				n = 10
+			}
+			var inputs []*kgo.Record
+			for p := range int32(3) {
+				for range n {
+					inputs = append(inputs, &kgo.Record{Topic: "in", Partition: p, Value: []byte("{}"), Timestamp: at})
+				}
+			}
+			if err := cl.ProduceSync(ctx, append(inputs, tt.records...)...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			var os kadm.Offsets
+			for _, p := range tt.committed {
+				os.Add(kadm.Offset{Topic: "in", Partition: p, At: 0, LeaderEpoch: -1})
+			}
+			if len(os) > 0 {
+				if _, err := kadm.NewClient(cl).CommitOffsets(ctx, "exactly-s", os); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: c.ListenAddrs(), Input: "in", Output: "out", DeadLetter: "dlq"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.guard(ctx)
+			var re *ResumeError
+			switch {
+			case tt.want == nil && err != nil:
+				t.Fatalf("guard: %v, want nil", err)
+			case tt.want == nil:
+				return
+			case !errors.As(err, &re) || !errors.Is(err, ErrNoCommittedOffsets):
+				t.Fatalf("guard: %v, want a *ResumeError", err)
+			}
+			if len(re.Found) != len(tt.want) {
+				t.Fatalf("found %v, want %v", re.Found, tt.want)
+			}
+			for p, o := range tt.want {
+				if re.Found[p] != o {
+					t.Errorf("partition %d: highest source offset %d, want %d", p, re.Found[p], o)
+				}
+			}
+			if msg := err.Error(); !strings.Contains(msg, "exactly reset --stage s") || !strings.Contains(msg, "--to-offsets") {
+				t.Errorf("message does not name exactly reset: %s", msg)
+			}
+		})
+	}
+}
+
+// TestResumeGuardAtLeastOnce: an at-least-once stage's outputs without
+// offsets are its normal state after a crash; it is not refused.
+func TestResumeGuardAtLeastOnce(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var recs []*kgo.Record
+	for range 10 {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: 0, Value: []byte("{}"), Timestamp: inputTime})
+	}
+	if err := cl.ProduceSync(ctx, append(recs, lineageRecord("out", "s", 0, 5))...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		guarantee string
+		refused   bool
+	}{{ExactlyOnce, true}, {AtLeastOnce, false}} {
+		t.Run(tt.guarantee, func(t *testing.T) {
+			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: c.ListenAddrs(), Input: "in", Output: "out", DeadLetter: "dlq", Guarantee: tt.guarantee})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.checkResume(ctx); errors.Is(err, ErrNoCommittedOffsets) != tt.refused {
+				t.Fatalf("checkResume: %v, refused want %v", err, tt.refused)
+			}
+		})
+	}
+}
