@@ -413,7 +413,8 @@ func (s *Sink) logStart(p int32, row StoredPosition, at startAt, ts topicState) 
 		s.log.Warn("input topic was recreated since the position was stored; reading the new topic from its first offset", args...)
 	case ReasonTruncated:
 		s.metrics.recreated(s.cfg.Input, at.reason)
-		s.log.Error("stored position is above the partition's high watermark (the log was truncated); resuming at the high watermark", args...)
+		s.log.Error("stored position is above the partition's high watermark (the log was truncated, or the row edited); "+
+			"reading the partition from its log start so that no record appended since is skipped (event IDs absorb the re-read)", args...)
 	case reasonRetention:
 		s.log.Warn("stored position is below the log start offset: retention deleted records the sink never read; resuming at the log start", args...)
 	}
