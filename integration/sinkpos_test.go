@@ -245,7 +245,9 @@ func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 	p = c.run(t, "sinkpos-1", addr)
 	waitRows(t, pool, c.table, 8, 30*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, positions, c.in)[0] == 8 },
-		func() string { return fmt.Sprintf("stored positions %v, want p0 at 8", storedPositions(t, pool, positions, c.in)) })
+		func() string {
+			return fmt.Sprintf("stored positions %v, want p0 at 8", storedPositions(t, pool, positions, c.in))
+		})
 	if n, _ := sum(scrape(t, addr), "exactly_sink_topic_recreations_total", map[string]string{"reason": "truncated"}); n != 1 {
 		t.Errorf("exactly_sink_topic_recreations_total{reason=truncated} = %v, want 1", n)
 	}
