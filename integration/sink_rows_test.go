@@ -255,6 +255,28 @@ CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECU
 			wantAfter: map[string]string{"a": "x", "b": "y", "c": "z"},
 		},
 		{
+			// A user-defined SQLSTATE is of no known class; the
+			// bisection shows it follows single records (each fails
+			// alone, the rest is written), so they are dead-lettered
+			// with it, beside a row error of a known class.
+			name: "trigger raises a user-defined SQLSTATE for some rows",
+			ddl: `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text CHECK (v <> 'bad'));
+CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF NEW.v = 'boom' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'U0001'; END IF;
+	IF NEW.v = 'bang' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'XY123'; END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()`,
+			columns: "{ event_id: event_id, v: v }", valCol: "v",
+			recs: [][]byte{rec("a", "v", `"x"`), rec("b", "v", `"boom"`), rec("c", "v", `"y"`), rec("d", "v", `"bad"`),
+				rec("e", "v", `"bang"`), rec("f", "v", `"z"`), rec("g", "v", `"boom"`), rec("h", "v", `"w"`)},
+			want:      map[string]string{"a": "x", "c": "y", "f": "z", "h": "w"},
+			bad:       map[int64]string{1: "U0001", 3: "23514", 4: "XY123", 6: "U0001"},
+			after:     [][]byte{rec("i", "v", `"v"`)},
+			wantAfter: map[string]string{"a": "x", "c": "y", "f": "z", "h": "w", "i": "v"},
+		},
+		{
 			name: "deferred unique fails at commit",
 			ddl: `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY,
 	email text CONSTRAINT events_email_key UNIQUE DEFERRABLE INITIALLY DEFERRED);
@@ -409,37 +431,57 @@ WHERE wait_event = 'PgSleep' AND query LIKE '%'||$1||'%' LIMIT 1`, s.schema).Sca
 	p.stop()
 }
 
-// An error of no known class (here a trigger raising SQLSTATE 55000 for
-// every row) is not a record's fault and not a known outage: the sink
-// retries a bounded number of times, then stops with an error naming the
-// topic and the batch's offsets. Nothing is written or dead-lettered.
+// An error of no known class that follows no single record is not a
+// record's fault and not a known outage: the sink retries a bounded number
+// of times, then stops with an error naming the topic and the batch's
+// offsets. Nothing is written or dead-lettered. It follows no record when
+// every record fails alone (a trigger raising SQLSTATE 55000 for every
+// row), or when records fail only together (a statement trigger raising
+// for any statement of more than one row: every single record loads).
 func TestSinkRowsUnclassifiedStops(t *testing.T) {
-	pool := pgPool(t)
-	s := newRowsSink(t, pool, `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text);
+	cases := []struct{ name, ddl, why string }{
+		{"every record fails alone", `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text);
 CREATE FUNCTION %[1]s.odd() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	RAISE EXCEPTION 'not in a state to take rows' USING ERRCODE = '55000';
 END $$;
 CREATE TRIGGER odd BEFORE INSERT ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.odd()`,
-		"{ event_id: event_id, v: v }", "", "")
-	kcatProduce(t, s.in, events("ev", 0, 3))
-	p := startSink(t, s.topo, "rows-1")
-	if err := p.wait(2 * time.Minute); err == nil {
-		t.Fatalf("the sink exited with status 0")
+			"every record of the batch (3) fails alone"},
+		{"records fail only together", `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text);
+CREATE FUNCTION %[1]s.many() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF (SELECT count(*) FROM added) > 1 THEN RAISE EXCEPTION 'one row at a time' USING ERRCODE = '55000'; END IF;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER many AFTER INSERT ON %[1]s.events REFERENCING NEW TABLE AS added
+	FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.many()`,
+			"fail together and none alone"},
 	}
-	logs := p.logs.String()
-	for _, want := range []string{"topic " + s.in + " offsets p0 [0, 3)", "unclassified error", "55000"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("logs lack %q:\n%s", want, tail(logs, 20))
-		}
-	}
-	if rows, _ := rowStats(t, pool, s.table()); rows != 0 {
-		t.Errorf("%d rows, want 0", rows)
-	}
-	if pos := storedPositions(t, pool, s.positions(), s.in); len(pos) != 0 {
-		t.Errorf("positions %v, want none", pos)
-	}
-	if n := len(kcatReadJSON(t, s.dlq)); n != 0 {
-		t.Errorf("%d dead letters, want 0", n)
+	for _, c := range cases {
+		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			pool := pgPool(t)
+			s := newRowsSink(t, pool, c.ddl, "{ event_id: event_id, v: v }", "", "")
+			kcatProduce(t, s.in, events("ev", 0, 3))
+			p := startSink(t, s.topo, "rows-1")
+			if err := p.wait(2 * time.Minute); err == nil {
+				t.Fatalf("the sink exited with status 0")
+			}
+			logs := p.logs.String()
+			for _, want := range []string{"topic " + s.in + " offsets p0 [0, 3)", "6 attempts", "unclassified error", "55000", c.why} {
+				if !strings.Contains(logs, want) {
+					t.Errorf("logs lack %q:\n%s", want, tail(logs, 20))
+				}
+			}
+			if rows, _ := rowStats(t, pool, s.table()); rows != 0 {
+				t.Errorf("%d rows, want 0", rows)
+			}
+			if pos := storedPositions(t, pool, s.positions(), s.in); len(pos) != 0 {
+				t.Errorf("positions %v, want none", pos)
+			}
+			if n := len(kcatReadJSON(t, s.dlq)); n != 0 {
+				t.Errorf("%d dead letters, want 0", n)
+			}
+		})
 	}
 }

@@ -221,3 +221,59 @@ func TestSinkPosRevokedMidRetry(t *testing.T) {
 
 // countLines counts the occurrences of s in logs.
 func countLines(logs, s string) int { return strings.Count(logs, s) }
+
+// A stored position above the partition's high watermark under the
+// topic's own ID (the log was truncated, or the row edited) reads the
+// partition from its log start: the records produced while the sink was
+// stopped are loaded, the re-read ones are duplicates, the error names
+// the partition, the stored offset and the high watermark, it is counted
+// (reason truncated), and the next commit stores the lower position, so
+// the next start resumes there with no second rewind.
+func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
+	pool := pgPool(t)
+	c := newC13Sink(t, pool, "sinkposhw", 1, "{ event_id: event_id, body: $value }", "", nil)
+	positions := c.schema + ".exactly_positions"
+	kcatProduce(t, c.in, c13Events("a", 0, 5, 0))
+	p := c.run(t, "sinkpos-1", "")
+	waitRows(t, pool, c.table, 5, 45*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	p.stop()
+
+	pgExec(t, pool, "UPDATE "+positions+" SET next_offset = 1000 WHERE sink = '"+c.name+"'")
+	kcatProduce(t, c.in, c13Events("b", 0, 3, 0))
+	addr := freeAddr(t)
+	p = c.run(t, "sinkpos-1", addr)
+	waitRows(t, pool, c.table, 8, 30*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, positions, c.in)[0] == 8 },
+		func() string {
+			return fmt.Sprintf("stored positions %v, want p0 at 8", storedPositions(t, pool, positions, c.in))
+		})
+	if n, _ := sum(scrape(t, addr), "exactly_sink_topic_recreations_total", map[string]string{"reason": "truncated"}); n != 1 {
+		t.Errorf("exactly_sink_topic_recreations_total{reason=truncated} = %v, want 1", n)
+	}
+	logs := p.logs.String()
+	var line string
+	for l := range strings.Lines(logs) {
+		if strings.Contains(l, "stored position is above the partition's high watermark") {
+			line = l
+		}
+	}
+	for _, want := range []string{"level=ERROR", "topic=" + c.in, "partition=0", "stored_offset=1000", "high_watermark=8", "log start"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the truncation's log line %q lacks %q", line, want)
+		}
+	}
+	p.stop()
+
+	kcatProduce(t, c.in, c13Events("c", 0, 2, 0))
+	p = c.run(t, "sinkpos-1", "")
+	waitRows(t, pool, c.table, 10, 30*time.Second, p)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	if strings.Contains(p.logs.String(), "above the partition's high watermark") {
+		t.Errorf("the third start rewound again:\n%s", tail(p.logs.String(), 10))
+	}
+	if rows, distinct := rowStats(t, pool, c.table); rows != 10 || distinct != 10 {
+		t.Errorf("%d rows, %d distinct, want 10", rows, distinct)
+	}
+	p.stop()
+}

@@ -10,8 +10,9 @@ import (
 // each incarnation a topic ID (KIP-516): a topic deleted and created again
 // under the same name gets a new ID and starts again at offset 0. The
 // stage keeps the ID in the commit metadata of its group offsets, the sink
-// beside its stored positions; StartAt decides where a partition starts
-// from what was stored and what the broker has now.
+// beside its stored positions; StartAt decides where a stage's partition
+// starts from what was stored and what the broker has now (the sink
+// applies the same rules but one, in pgsink).
 
 // commitMetadataPrefix starts the commit metadata the stage writes. Brokers
 // limit metadata to offset.metadata.max.bytes (4096 by default); ours is
@@ -58,7 +59,8 @@ const (
 	// reached it yet.
 	RecreatedAboveEnd = "offset_above_high_watermark"
 	// LogTruncated: same ID, stored offset above the high watermark: the
-	// log lost its tail (an unclean leader election, say).
+	// log lost its tail (an unclean leader election, say). The sink counts
+	// it under its own reason label, "truncated".
 	LogTruncated = "log_truncated"
 	// RetentionPassed: the stored offset is below the log start offset:
 	// retention deleted records that were never read.
@@ -79,14 +81,17 @@ type PartitionState struct {
 	LogStart, HighWatermark int64
 }
 
-// StartAt decides where a partition resumes, by the rules of README
-// "Topic identity and start positions":
+// StartAt decides where a stage's partition resumes, by the rules of
+// README "Topic identity and start positions":
 //   - stored ID differs from the broker's: the topic was recreated; start
 //     at the new incarnation's log start (RecreatedNewID);
 //   - no stored ID and the offset is above the high watermark: treated
 //     as recreated, start at the log start (RecreatedAboveEnd);
 //   - same ID and the offset is above the high watermark: the log was
-//     truncated; resume at the high watermark (LogTruncated);
+//     truncated; resume at the high watermark (LogTruncated). The sink,
+//     whose event-ID keys absorb a re-read, reads such a partition from
+//     its log start instead (pgsink's decideStart): records appended
+//     after the truncation may lie below the high watermark it sees;
 //   - offset below the log start: retention deleted unread records;
 //     start at the log start (RetentionPassed);
 //   - otherwise resume at the stored offset (reason "").

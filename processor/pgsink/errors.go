@@ -23,7 +23,9 @@ const (
 	// trigger that raised, ...): a NUL character in text or jsonb, a value
 	// too long or out of range, a value of the wrong type, a check, not
 	// null, unique, foreign key or exclusion constraint, at statement time
-	// or (a deferred one) at commit. HeaderSQLState holds the SQLSTATE.
+	// or (a deferred one) at commit. Also an error of no known class
+	// (ClassUnknown) that the bisection finds following single records.
+	// HeaderSQLState holds the SQLSTATE.
 	ReasonPostgres = "postgres"
 )
 
@@ -72,9 +74,15 @@ const (
 	// ClassFatal: the configuration is wrong (a missing column or table,
 	// no privilege, a bad password). Retrying cannot help: Run stops.
 	ClassFatal
-	// ClassUnknown: a SQLSTATE none of the above names. The batch is
-	// retried a bounded number of times (maxUnexplained), then Run stops
-	// with an error naming the batch's offsets (*stuckError).
+	// ClassUnknown: a SQLSTATE none of the above names (a user-defined
+	// one a trigger raises, 'U0001', say). A fault that recurs forever is
+	// not transient: the load is bisected as for ClassRow. If the error
+	// follows single records (each fails alone while the rest of the
+	// batch is written), they are dead-lettered with their SQLSTATE. If
+	// it follows none (every record fails alone, or the records fail only
+	// together), the batch is retried a bounded number of times
+	// (maxUnexplained), then Run stops with an error naming the batch's
+	// offsets (*stuckError).
 	ClassUnknown
 )
 
@@ -166,7 +174,8 @@ func IsFatal(err error) bool {
 
 // IsTransient reports whether err is worth retrying for: anything that is
 // neither a row's data error nor fatal nor fenced. ClassUnknown counts as
-// transient here; writeBatch bounds its retries of one batch.
+// transient here (the load has already looked for the records it
+// follows); writeBatch bounds its retries of one batch.
 func IsTransient(err error) bool {
 	return err != nil && !IsDataError(err) && !IsFatal(err) && !errors.Is(err, ErrFenced)
 }

@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
 		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
 			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
-			"truncated (same ID, offset above the high watermark: resumed at the high watermark).", "topic", "reason"),
+			"truncated (same ID, offset above the high watermark: read from the log start).", "topic", "reason"),
 		ready: f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {

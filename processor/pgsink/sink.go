@@ -29,7 +29,9 @@
 //     cast, a value out of range, a trigger that raised, at statement time
 //     or at the deferred check), the load is split in halves under
 //     savepoints until the bad rows are isolated; they become dead letters
-//     with their SQLSTATE and the rest loads.
+//     with their SQLSTATE and the rest loads. An error of no known class
+//     (ClassUnknown) is split the same way, and its records dead-lettered
+//     only if it follows them (see Classify's classes).
 //  4. The dead letters (undecodable records, records without an event ID,
 //     rows Postgres rejected) are produced to the dead-letter topic and
 //     acknowledged by Kafka. One the broker refuses as a fault of the
@@ -62,8 +64,11 @@
 // the records and blocking the consumer group's rebalances
 // (kgo.BlockRebalanceOnPoll), and nothing is dead-lettered. A
 // configuration Postgres rejects (class 42, 28, ...) stops Run with an
-// error. An error of no known class is retried maxUnexplained times for
-// one batch, then stops Run with a *stuckError naming the batch's offsets.
+// error. An error of no known class is bisected like a row's: records
+// that fail with it alone, while the rest of the batch is written, are
+// dead-lettered. One that follows no record is retried maxUnexplained
+// times for one batch, then stops Run with a *stuckError naming the
+// batch's offsets.
 package pgsink
 
 import (
@@ -431,7 +436,8 @@ func (s *Sink) logStart(p int32, row StoredPosition, at startAt, ts topicState) 
 		s.log.Warn("input topic was recreated since the position was stored; reading the new topic from its first offset", args...)
 	case ReasonTruncated:
 		s.metrics.recreated(s.cfg.Input, at.reason)
-		s.log.Error("stored position is above the partition's high watermark (the log was truncated); resuming at the high watermark", args...)
+		s.log.Error("stored position is above the partition's high watermark (the log was truncated, or the row edited); "+
+			"reading the partition from its log start so that no record appended since is skipped (event IDs absorb the re-read)", args...)
 	case reasonRetention:
 		s.log.Warn("stored position is below the log start offset: retention deleted records the sink never read; resuming at the log start", args...)
 	}
@@ -666,8 +672,9 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []deadLetter, err error) {
 }
 
 // maxUnexplained bounds the attempts at one batch that fail with an error
-// that is neither transient nor found in a row (ClassUnknown, or a row's
-// error outside the load: at COMMIT after the deferred check, say).
+// that is neither transient nor found in a row (ClassUnknown that follows
+// no single record, or a row's error outside the load: at COMMIT after the
+// deferred check, say).
 const maxUnexplained = 6
 
 // writeBatch writes b, retrying transient errors with backoff until it commits,

@@ -20,8 +20,13 @@ const (
 	// start; the event IDs keep rows already loaded from being doubled.
 	ReasonRecreated = "recreated"
 	// ReasonTruncated: same topic ID, but the stored offset is above the
-	// high watermark: the log was truncated (an unclean leader election).
-	// The sink resumes at the high watermark, where new records go.
+	// high watermark: the log was truncated (an unclean leader election),
+	// or the row was edited. Records appended since then have offsets
+	// below the stored one, and the high watermark seen now may already
+	// be past some of them, so the sink reads the partition from its log
+	// start: the event IDs absorb the re-read, a skip could not be undone.
+	// The guard then stores the lower position at the next commit. (A
+	// stage resumes at the high watermark instead: see kit.StartAt.)
 	ReasonTruncated = "truncated"
 	// reasonRetention: the stored offset is below the log start offset:
 	// retention deleted records the sink never read. It resumes at the
@@ -48,7 +53,7 @@ func decideStart(row StoredPosition, ok bool, brokerID string, logStart, hwm int
 	case row.NextOffset > hwm && row.TopicID == "":
 		return startAt{offset: -1, reason: ReasonRecreated}
 	case row.NextOffset > hwm:
-		return startAt{offset: hwm, reason: ReasonTruncated}
+		return startAt{offset: -1, reason: ReasonTruncated}
 	case row.NextOffset < logStart:
 		return startAt{offset: logStart, reason: reasonRetention}
 	}

@@ -20,7 +20,9 @@ func TestDecideStart(t *testing.T) {
 		{"recreated: another ID, offset in range", StoredPosition{NextOffset: 3, TopicID: other}, true, 0, 4, startAt{offset: -1, reason: ReasonRecreated}},
 		{"recreated: another ID, offset above the end", StoredPosition{NextOffset: 3, TopicID: other}, true, 0, 1, startAt{offset: -1, reason: ReasonRecreated}},
 		{"no ID and above the end: treated as recreated", StoredPosition{NextOffset: 3}, true, 0, 1, startAt{offset: -1, reason: ReasonRecreated}},
-		{"same ID above the end: truncated", StoredPosition{NextOffset: 12, TopicID: id}, true, 0, 10, startAt{offset: 10, reason: ReasonTruncated}},
+		{"same ID above the end: truncated, from the log start", StoredPosition{NextOffset: 12, TopicID: id}, true, 0, 10, startAt{offset: -1, reason: ReasonTruncated}},
+		{"same ID far above the end, log start moved: from the log start", StoredPosition{NextOffset: 1000, TopicID: id}, true, 4, 8, startAt{offset: -1, reason: ReasonTruncated}},
+		{"same ID one above the end", StoredPosition{NextOffset: 11, TopicID: id}, true, 0, 10, startAt{offset: -1, reason: ReasonTruncated}},
 		{"below the log start: retention", StoredPosition{NextOffset: 2, TopicID: id}, true, 5, 10, startAt{offset: 5, reason: reasonRetention}},
 		{"broker without topic IDs", StoredPosition{NextOffset: 7, TopicID: id}, true, 0, 10, startAt{offset: 7}},
 	}

@@ -16,6 +16,11 @@ import (
 type result struct {
 	rows, deleted, duplicates int64
 	dead                      []deadLetter
+	// unclassified counts the ops dead-lettered by the load for an error
+	// of no known class (ClassUnknown) that they fail with alone; first
+	// is the first such error.
+	unclassified int
+	first        error
 }
 
 // write runs one attempt at batch b in one database transaction (see the
@@ -41,6 +46,9 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	}
 	res := &result{dead: dead}
 	if err := s.load(ctx, tx, ops, res); err != nil {
+		return err
+	}
+	if err := s.followsRecords(ops, res, len(res.dead)-len(dead)); err != nil {
 		return err
 	}
 	if len(res.dead) > 0 {
@@ -113,6 +121,13 @@ const checkDeferred = "SET CONSTRAINTS ALL IMMEDIATE"
 // statement (21000 in upsert mode, when the key's text differs but its
 // value in the column's type does not) load fine once in different
 // halves, the later one last.
+//
+// An error of no known class (ClassUnknown: a trigger raising a
+// user-defined SQLSTATE such as U0001, say) is bisected the same way, to
+// see whether it follows single records. A load that fails with one while
+// none of its ops fails with one alone (it fails only together) returns
+// it: it follows no record. Whether the ops that fail alone leave anything
+// written is followsRecords' question, once the whole load is done.
 func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
 	if len(ops) == 0 {
 		return nil
@@ -132,7 +147,8 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint)
 		return err
 	}
-	if !IsDataError(err) {
+	class := Classify(err)
+	if class != ClassRow && class != ClassUnknown {
 		return err
 	}
 	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
@@ -140,9 +156,16 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	}
 	if len(ops) == 1 {
 		o := ops[0]
-		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset, "err", err)
+		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset,
+			"class", class.String(), "err", err)
+		if class == ClassUnknown {
+			if res.unclassified++; res.first == nil {
+				res.first = err
+			}
+		}
 		res.dead = append(res.dead, s.newDeadLetter(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: newRowError(err)}))
 	} else {
+		before := res.unclassified
 		h := len(ops) / 2
 		if err := s.load(ctx, tx, ops[:h], res); err != nil {
 			return err
@@ -150,9 +173,32 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 		if err := s.load(ctx, tx, ops[h:], res); err != nil {
 			return err
 		}
+		if class == ClassUnknown && res.unclassified == before {
+			return fmt.Errorf("%d records fail together and none alone: the error follows no record: %w", len(ops), err)
+		}
 	}
 	_, err = tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint)
 	return err
+}
+
+// followsRecords decides whether the ops the load dead-lettered for an
+// error of no known class (res.unclassified of them, failed of the load's
+// len(ops) dead-lettered in all) were that error's cause: only if some op
+// of the load was written, so that the error follows single records and
+// not the database. When every op failed alone (a batch of one record
+// included: one record cannot tell its fault from the database's), it
+// returns the first such error, and writeBatch's bounded retry, then a
+// loud stop, applies as to any unclassified error.
+func (s *Sink) followsRecords(ops []op, res *result, failed int) error {
+	if res.unclassified == 0 {
+		return nil
+	}
+	if failed >= len(ops) {
+		return fmt.Errorf("every record of the batch (%d) fails alone: the error follows no record: %w", len(ops), res.first)
+	}
+	s.log.Warn("postgres rejected rows with an unclassified SQLSTATE that follows them (the rest of the batch was written); dead-lettering them",
+		"topic", s.cfg.Input, "rows", res.unclassified, "of", len(ops), "sqlstate", sqlState(res.first), "err", res.first)
+	return nil
 }
 
 // apply runs ops in order: each run of inserts as one COPY and INSERT ...

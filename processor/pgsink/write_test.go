@@ -1,7 +1,11 @@
 package pgsink
 
 import (
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The load keeps one row per key compared in the column's type: the first
@@ -47,5 +51,39 @@ func TestBatchRanges(t *testing.T) {
 	b.next[2], b.next[0] = 14, 8
 	if got, want := b.ranges(), "p2 [10, 14), p0 [5, 8)"; got != want {
 		t.Errorf("ranges %q, want %q", got, want)
+	}
+}
+
+// An error of no known class follows records only when something else of
+// the load was written.
+func TestFollowsRecords(t *testing.T) {
+	pe := &pgconn.PgError{Code: "U0001", Message: "refused"}
+	tests := []struct {
+		name                 string
+		ops, failed, unknown int
+		wantErr              bool
+	}{
+		{"no unclassified error", 5, 2, 0, false},
+		{"one of five fails alone", 5, 1, 1, false},
+		{"unclassified and row errors, one op written", 5, 4, 2, false},
+		{"every op fails alone", 5, 5, 5, true},
+		{"every op fails, some for a row error", 5, 5, 1, true},
+		{"a batch of one record", 1, 1, 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, nil)
+			res := &result{unclassified: tt.unknown}
+			if tt.unknown > 0 {
+				res.first = pe
+			}
+			err := s.followsRecords(make([]op, tt.ops), res, tt.failed)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("followsRecords = %v, want error %v", err, tt.wantErr)
+			}
+			if err != nil && (!errors.Is(err, pe) || Classify(err) != ClassUnknown || !strings.Contains(err.Error(), "follows no record")) {
+				t.Errorf("error %v: want the unclassified error, wrapped", err)
+			}
+		})
 	}
 }
