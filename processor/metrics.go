@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/exactly-io/exactly/processor/internal/promutil"
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Metrics are the stage engine's Prometheus collectors, named
@@ -88,11 +89,14 @@ type stageMetrics struct {
 // first appears at 1 hides that increase from rate() and increase(), and
 // a dashboard panel or alert shows no data instead of 0 (Prometheus's
 // instrumentation guide, "Avoid missing metrics").
-func (s stageMetrics) start(ready func() error) {
+func (s stageMetrics) start(input string, ready func() error) {
 	if s.m == nil {
 		return
 	}
 	s.m.ready.Set(s.stage, ready)
+	for _, r := range []string{kit.RecreatedNewID, kit.RecreatedAboveEnd, kit.LogTruncated} {
+		s.m.recreations.WithLabelValues(s.stage, input, r)
+	}
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
 		s.m.aborted.WithLabelValues(s.stage, r)
 	}

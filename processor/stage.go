@@ -210,7 +210,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
-	s.metrics.start(s.Ready)
+	s.metrics.start(s.cfg.Input, s.Ready)
 	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0)
 	return s, nil
 }

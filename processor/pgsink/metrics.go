@@ -81,11 +81,14 @@ var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
 // appears at 1 hides that increase from rate() and increase(), and a
 // dashboard panel or alert shows no data instead of 0 (Prometheus's
 // instrumentation guide, "Avoid missing metrics").
-func (s sinkMetrics) start(ready func() error) {
+func (s sinkMetrics) start(input string, ready func() error) {
 	if s.m == nil {
 		return
 	}
 	s.m.ready.Set(s.sink, ready)
+	for _, r := range []string{ReasonRecreated, ReasonTruncated} {
+		s.m.recreations.WithLabelValues(s.sink, input, r)
+	}
 	for _, c := range retryCauses {
 		s.m.retries.WithLabelValues(s.sink, c)
 	}

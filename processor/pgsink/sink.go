@@ -213,7 +213,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
 	s.metrics.sink = cfg.Sink
-	s.metrics.start(s.Ready)
+	s.metrics.start(s.cfg.Input, s.Ready)
 	return s, nil
 }
 
