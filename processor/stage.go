@@ -59,6 +59,10 @@ type Config struct {
 	// TransactionTimeout is the producer's transaction.timeout.ms: how long
 	// the broker keeps a transaction open before aborting it; default 30s.
 	TransactionTimeout time.Duration
+
+	// Origin locates these settings in their topology file, for the
+	// errors of the checks at start; StageConfig sets it.
+	Origin kit.Origin
 }
 
 // Group returns the consumer group of the stage: exactly-<stage>.
@@ -235,6 +239,9 @@ func (s *Stage) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
+	if err := s.checkStart(ctx, adm); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
 	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	rebuildLog := logEvery{every: 30 * time.Second}
 	for {

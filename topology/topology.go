@@ -458,6 +458,16 @@ func (f *File) Position(path string) Position {
 	return f.pos[path]
 }
 
+// Where returns path located in the file for an error message,
+// "file:line:col: path", or path alone when the node is not in the file
+// (a default, say).
+func (f *File) Where(path string) string {
+	if p := f.pos[path]; p.IsValid() {
+		return (&Error{File: f.Path, Pos: p}).Error() + path
+	}
+	return path
+}
+
 // StagesInOrder returns the stages sorted so that a stage comes after every
 // stage writing its input topic, ties in file order. Stages on a cycle
 // (which Parse rejects) come last, in file order.
