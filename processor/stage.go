@@ -182,6 +182,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 {
 		errs = append(errs, kit.NewConfigError("commit interval and max records must be positive"))
 	}
+	if cfg.TransactionTimeout > topology.MaxWireTimeout {
+		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
+	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
 		errs = append(errs, kit.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
 	}

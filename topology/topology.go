@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -418,6 +419,19 @@ const (
 	DefaultSinkCommitMaxRecords = 20000
 	DefaultSinkSessionTimeout   = 45 * time.Second
 	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
+)
+
+// Limits of the Kafka client that stages and sinks use (franz-go), which
+// validate applies so that a file it accepts also builds a client.
+const (
+	// HeartbeatInterval is the consumer group heartbeat interval the
+	// clients keep (franz-go's default); the client refuses a session
+	// timeout below it.
+	HeartbeatInterval = 3 * time.Second
+	// MaxWireTimeout is the largest timeout the Kafka protocol carries
+	// (an int32 of milliseconds); the client refuses a session or
+	// transaction timeout above it.
+	MaxWireTimeout = time.Duration(math.MaxInt32) * time.Millisecond
 )
 
 // Stage returns the stage called name.

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -52,9 +51,7 @@ func (v *validator) sinks(declared map[string]bool) {
 		}
 
 		v.commitBounds(p+".commit", s.Commit)
-		if sp := p + ".session_timeout"; s.SessionTimeout.Duration < time.Second {
-			v.report(sp, "must be at least 1s (got %s)", v.num(sp, s.SessionTimeout.String()))
-		}
+		v.sessionTimeout(p+".session_timeout", s.SessionTimeout)
 		v.postgres(p+".postgres", s)
 	}
 }
@@ -137,5 +134,19 @@ func (v *validator) qualified(path, name, example string) {
 	schema, table, ok := strings.Cut(name, ".")
 	if !ok || !identifier.MatchString(schema) || !identifier.MatchString(table) {
 		v.report(path, "invalid table %s (want schema.table, each a letter or '_' then letters, digits or '_', e.g. %s)", v.q(path, name), example)
+	}
+}
+
+// sessionTimeout checks a consumer group session timeout at path against
+// what the client accepts: at least its heartbeat interval, at most what
+// the protocol carries. The broker's own bounds
+// (group.min.session.timeout.ms, 6s, and group.max.session.timeout.ms, 30
+// min, by default) are checked at start, since only the broker knows them.
+func (v *validator) sessionTimeout(path string, d Duration) {
+	switch {
+	case d.Duration < HeartbeatInterval:
+		v.report(path, "must be at least %s, the client's heartbeat interval (got %s)", HeartbeatInterval, v.num(path, d.String()))
+	case d.Duration > MaxWireTimeout:
+		v.report(path, "must be at most %s (got %s)", MaxWireTimeout, v.num(path, d.String()))
 	}
 }
