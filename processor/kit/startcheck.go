@@ -108,11 +108,12 @@ const (
 // whether to go on without the limits (a principal without the
 // DescribeConfigs ACL, say).
 func ReadBrokerLimits(ctx context.Context, adm *kadm.Client) (BrokerLimits, error) {
-	brokers, err := adm.ListBrokers(ctx)
+	// A metadata request for no topic: brokers only.
+	m, err := adm.BrokerMetadata(ctx)
 	if err != nil {
 		return BrokerLimits{}, fmt.Errorf("list brokers: %w", err)
 	}
-	rcs, err := adm.DescribeBrokerConfigs(ctx, brokers.NodeIDs()...)
+	rcs, err := adm.DescribeBrokerConfigs(ctx, m.Brokers.NodeIDs()...)
 	if err != nil && len(rcs) == 0 {
 		return BrokerLimits{}, fmt.Errorf("describe broker configs: %w", err)
 	}
