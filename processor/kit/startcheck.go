@@ -182,9 +182,16 @@ func (l BrokerLimits) CheckSessionTimeout(d time.Duration, field string) error {
 	return nil
 }
 
-// WarnLimitsUnread logs that the broker limits could not be read, once, at
-// warn level: the process goes on, and the broker refuses a value beyond
-// them later.
+// WarnLimitsUnread logs that the broker limits could not be read, at warn
+// level: the process goes on, and the broker refuses a value beyond them
+// when it is used. A principal without DescribeConfigs on the cluster (the
+// least-privilege ACLs of the README) is told in words, without Kafka's
+// error code, which operators search logs for.
 func WarnLimitsUnread(log *slog.Logger, err error) {
-	log.Warn("cannot read the broker's timeout limits (DescribeConfigs on the brokers); transaction_timeout and session_timeout are checked only when the broker refuses them", "err", err)
+	const msg = "the broker's timeout limits are not checked at start: transaction_timeout and session_timeout fail only when the broker refuses them"
+	if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		log.Warn(msg, "why", "the principal may not describe the brokers' configs (grant DescribeConfigs on the Cluster to check them)")
+		return
+	}
+	log.Warn(msg, "err", err)
 }
