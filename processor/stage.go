@@ -67,6 +67,9 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// Origin locates these settings in their topology file, for the
+	// errors of the checks at start; StageConfig sets it.
+	Origin kit.Origin
 }
 
 // Group returns the consumer group of the stage: exactly-<stage>.
@@ -189,6 +192,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
 		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
 	}
+	if cfg.TransactionTimeout > topology.MaxWireTimeout {
+		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
+	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
 		errs = append(errs, kit.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
 	}
@@ -251,6 +257,9 @@ func (s *Stage) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
+	if err := s.checkStart(ctx, adm); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
 	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	rebuildLog := logEvery{every: 30 * time.Second}
 	for {

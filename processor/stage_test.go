@@ -251,6 +251,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}{
 		{"empty", processor.Config{}, "stage is required"},
 		{"bad format", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", InputFormat: "xml"}, `input: format "xml"`},
+		{"txn timeout beyond the protocol", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", TransactionTimeout: 1000 * time.Hour}, "transaction timeout 1000h0m0s must be at most"},
 		{"interval above txn timeout", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", CommitInterval: time.Minute}, "must be below the transaction timeout"},
 	}
 	for _, tc := range tests {

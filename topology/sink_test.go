@@ -132,10 +132,16 @@ func TestParseSinkValidation(t *testing.T) {
 		{"commit and session timeout", rep("max_records: 20000 }", "max_records: 0 }\n    session_timeout: 10ms"), withDSN,
 			[]string{
 				`t.yaml:20:45: sinks[0].commit.max_records: must be at least 1 (got 0)`,
-				`t.yaml:21:22: sinks[0].session_timeout: must be at least 1s (got 10ms)`,
+				`t.yaml:21:22: sinks[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 10ms)`,
 			}},
 		{"metadata max age", rep("max_records: 20000 }", "max_records: 20000 }\n    metadata_max_age: 500ms"), withDSN,
 			[]string{`t.yaml:21:23: sinks[0].metadata_max_age: must be between 1s and 1h (got 500ms)`}},
+		// The client refuses a session timeout below its heartbeat
+		// interval (3s) when the sink starts: validate says so first.
+		{"session timeout below the heartbeat interval", rep("max_records: 20000 }", "max_records: 20000 }\n    session_timeout: 2999ms"), withDSN,
+			[]string{`t.yaml:21:22: sinks[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 2.999s)`}},
+		{"session timeout beyond the wire's int32 milliseconds", rep("max_records: 20000 }", "max_records: 20000 }\n    session_timeout: 600h"), withDSN,
+			[]string{`t.yaml:21:22: sinks[0].session_timeout: must be at most 596h31m23.647s (got 600h0m0s)`}},
 		{"postgres missing", sinkHead + "  - { name: pg, input: { topic: out }, dead_letter: { topic: dlq } }\n", withDSN,
 			[]string{`t.yaml:9:5: sinks[0].postgres: required (e.g. postgres: { dsn: ${PG_DSN}, table: raw.events, event_id: event_id, columns: {event_id: event_id, body: $value} })`}},
 	}

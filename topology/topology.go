@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -437,6 +438,19 @@ const (
 	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
 )
 
+// Limits of the Kafka client that stages and sinks use (franz-go), which
+// validate applies so that a file it accepts also builds a client.
+const (
+	// HeartbeatInterval is the consumer group heartbeat interval the
+	// clients keep (franz-go's default); the client refuses a session
+	// timeout below it.
+	HeartbeatInterval = 3 * time.Second
+	// MaxWireTimeout is the largest timeout the Kafka protocol carries
+	// (an int32 of milliseconds); the client refuses a session or
+	// transaction timeout above it.
+	MaxWireTimeout = time.Duration(math.MaxInt32) * time.Millisecond
+)
+
 // Stage returns the stage called name.
 func (f *File) Stage(name string) (*Stage, bool) {
 	for i := range f.Stages {
@@ -473,6 +487,16 @@ func (f *File) Topic(name string) (*Topic, bool) {
 // by EXACTLY_BROKERS).
 func (f *File) Position(path string) Position {
 	return f.pos[path]
+}
+
+// Where returns path located in the file for an error message,
+// "file:line:col: path", or path alone when the node is not in the file
+// (a default, say).
+func (f *File) Where(path string) string {
+	if p := f.pos[path]; p.IsValid() {
+		return (&Error{File: f.Path, Pos: p}).Error() + path
+	}
+	return path
 }
 
 // StagesInOrder returns the stages sorted so that a stage comes after every

@@ -170,6 +170,8 @@ func TestParseValidation(t *testing.T) {
 			[]string{`t.yaml:3:13: kafka.brokers[0]: invalid broker address ":9092": missing host (want host:port, e.g. 127.0.0.1:9092)`}},
 		{"transaction timeout too short", strings.Replace(head, "kafka:\n", "kafka:\n  transaction_timeout: 500ms\n", 1),
 			[]string{`t.yaml:3:24: kafka.transaction_timeout: must be at least 1s (got 500ms)`}},
+		{"transaction timeout beyond the wire's int32 milliseconds", strings.Replace(head, "kafka:\n", "kafka:\n  transaction_timeout: 600h\n", 1),
+			[]string{`t.yaml:3:24: kafka.transaction_timeout: must be at most 596h31m23.647s (got 600h0m0s)`}},
 		{"topic name missing", head + "  - { partitions: 1 }\n",
 			[]string{`t.yaml:8:5: topics[3].name: required`}},
 		{"topic name invalid", head + "  - { name: a/b, partitions: 1 }\n",
@@ -242,7 +244,7 @@ func TestParseValidation(t *testing.T) {
 			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age)`}},
 		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
 			[]string{
-				`t.yaml:13:22: stages[0].session_timeout: must be at least 1s (got 500ms)`,
+				`t.yaml:13:22: stages[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 500ms)`,
 				`t.yaml:14:23: stages[0].metadata_max_age: must be between 1s and 1h (got 2h0m0s)`,
 			}},
 		{"metadata max age zero", stages(stage + "    metadata_max_age: 0s\n"),

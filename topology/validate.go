@@ -56,9 +56,13 @@ func (v *validator) kafka() {
 			v.report(p, "invalid broker address %s: %s (want host:port, e.g. 127.0.0.1:9092)", v.q(p, b), why)
 		}
 	}
-	if t := k.TransactionTimeout.Duration; t < time.Second {
-		p := "kafka.transaction_timeout"
+	switch p, t := "kafka.transaction_timeout", k.TransactionTimeout.Duration; {
+	case t < time.Second:
 		v.report(p, "must be at least 1s (got %s)", v.num(p, t.String()))
+	case t > MaxWireTimeout:
+		// The broker's transaction.max.timeout.ms (15 min by default)
+		// is checked at start; this is the client's own limit.
+		v.report(p, "must be at most %s (got %s)", MaxWireTimeout, v.num(p, t.String()))
 	}
 	v.kafkaTLS()
 	v.kafkaSASL()
@@ -252,9 +256,7 @@ const (
 // groupSettings checks session_timeout and metadata_max_age of the stage or
 // sink at path.
 func (v *validator) groupSettings(path string, session, metadata Duration) {
-	if sp := path + ".session_timeout"; session.Duration < time.Second {
-		v.report(sp, "must be at least 1s (got %s)", v.num(sp, session.String()))
-	}
+	v.sessionTimeout(path+".session_timeout", session)
 	if mp := path + ".metadata_max_age"; metadata.Duration < minMetadataMaxAge || metadata.Duration > maxMetadataMaxAge {
 		v.report(mp, "must be between 1s and 1h (got %s)", v.num(mp, metadata.String()))
 	}

@@ -136,3 +136,17 @@ func (v *validator) qualified(path, name, example string) {
 		v.report(path, "invalid table %s (want schema.table, each a letter or '_' then letters, digits or '_', e.g. %s)", v.q(path, name), example)
 	}
 }
+
+// sessionTimeout checks a consumer group session timeout at path against
+// what the client accepts: at least its heartbeat interval, at most what
+// the protocol carries. The broker's own bounds
+// (group.min.session.timeout.ms, 6s, and group.max.session.timeout.ms, 30
+// min, by default) are checked at start, since only the broker knows them.
+func (v *validator) sessionTimeout(path string, d Duration) {
+	switch {
+	case d.Duration < HeartbeatInterval:
+		v.report(path, "must be at least %s, the client's heartbeat interval (got %s)", HeartbeatInterval, v.num(path, d.String()))
+	case d.Duration > MaxWireTimeout:
+		v.report(path, "must be at most %s (got %s)", MaxWireTimeout, v.num(path, d.String()))
+	}
+}

@@ -53,6 +53,10 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+
+	// Origin locates these settings in their topology file, for the
+	// errors of the checks at start; SinkConfig sets it.
+	Origin kit.Origin
 }
 
 // Column is one column of the target table and what it holds: a top-level
@@ -104,7 +108,18 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		MaxRecords:     s.Commit.MaxRecords,
 		SessionTimeout: s.SessionTimeout.Duration,
 		MetadataMaxAge: s.MetadataMaxAge.Duration,
+		Origin:         kit.OriginOf(f, sinkPath(f, s)),
 	}
+}
+
+// sinkPath returns the field path of s in f, "sinks[i]".
+func sinkPath(f *topology.File, s *topology.Sink) string {
+	for i := range f.Sinks {
+		if &f.Sinks[i] == s {
+			return fmt.Sprintf("sinks[%d]", i)
+		}
+	}
+	return "sinks[?]"
 }
 
 // Option configures a Sink.
@@ -172,6 +187,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
 		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
+	}
+	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
+		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
 	}
 	if _, err := serde.New(cfg.InputFormat); err != nil {
 		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})

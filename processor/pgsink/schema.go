@@ -217,6 +217,9 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 		}
 		s.types[i] = t
 	}
+	if err := s.checkCatalog(ctx, conn); err != nil {
+		return err
+	}
 	s.buildSQL()
 	return nil
 }

@@ -295,6 +295,12 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	s.adm = kadm.NewClient(admCl)
+	if err := s.retry(ctx, "check kafka", s.checkKafka); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+	}
 
 	lctx, abort := context.WithCancel(ctx)
 	defer abort()

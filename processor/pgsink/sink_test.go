@@ -69,6 +69,7 @@ func TestNewValidation(t *testing.T) {
 		{"field needs json", func(c *Config) { c.InputFormat = "string" }, `field "event_id" needs json input`},
 		{"duplicate column", func(c *Config) { c.Columns = append(c.Columns, Column{"n", "m"}) }, `column "n" appears twice`},
 		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
+		{"session timeout below the heartbeat interval", func(c *Config) { c.SessionTimeout = 2 * time.Second }, "session timeout 2s must be between the heartbeat interval 3s"},
 		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, "postgres dsn is not a valid connection string"},
 	}
 	for _, tt := range tests {
@@ -235,6 +236,15 @@ sinks:
 	if c.DSN != secret || c.InstanceID != "i9" || c.Tombstones != "delete" || c.SessionTimeout != 7*time.Second ||
 		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" {
 		t.Fatalf("config %+v", c)
+	}
+	if got, want := c.Origin.Field("session_timeout"), "t.yaml:9:22: sinks[0].session_timeout"; got != want {
+		t.Errorf("Origin.Field = %q, want %q", got, want)
+	}
+	if got, want := c.Origin.Field("postgres.event_id"), "t.yaml:8:61: sinks[0].postgres.event_id"; got != want {
+		t.Errorf("Origin.Field of a field inside a flow mapping = %q, want %q", got, want)
+	}
+	if got, want := c.Origin.Field("commit.interval"), "sinks[0].commit.interval"; got != want {
+		t.Errorf("Origin.Field of a defaulted field = %q, want %q", got, want)
 	}
 	if _, err := New(c); err != nil {
 		t.Fatal(err)

@@ -78,6 +78,16 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
       tombstones: delete
       columns: { id: $key, body: $value, t: $topic, p: $partition, o: $offset, at: $timestamp }
 `,
+		"sink session timeout at the heartbeat interval": acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    session_timeout: 3s
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
+`,
+		"transaction timeout at the protocol's limit": strings.Replace(acceptHead, "transaction_timeout: 10s", "transaction_timeout: 2147483647ms", 1) + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+`,
 		"sink bytes input, key=value dsn": acceptHead + `sinks:
   - name: pg
     input: { topic: out, format: bytes }
@@ -147,6 +157,23 @@ func TestValidateRejectsWhatRunRejects(t *testing.T) {
     dead_letter: { topic: dlq }
     postgres: { dsn: "not a dsn", table: raw.events, event_id: id, columns: { id: $key } }
 `, "t.yaml:11:22: sinks[0].postgres.dsn: not a valid connection string (want postgres://user@host:port/db?sslmode=... or key=value pairs)"},
+		{"sink session timeout below the client's heartbeat interval", acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    session_timeout: 2s
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
+`, "t.yaml:11:22: sinks[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 2s)"},
+		{"sink session timeout beyond the protocol's int32 milliseconds", acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+    session_timeout: 9999h
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
+`, "t.yaml:11:22: sinks[0].session_timeout: must be at most 596h31m23.647s (got 9999h0m0s)"},
+		{"transaction timeout beyond the protocol's int32 milliseconds", strings.Replace(acceptHead, "transaction_timeout: 10s", "transaction_timeout: 9999h", 1) + `stages:
+  - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+`, "t.yaml:2:60: kafka.transaction_timeout: must be at most 596h31m23.647s (got 9999h0m0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := topology.Parse("t.yaml", []byte(tc.src), acceptEnv)

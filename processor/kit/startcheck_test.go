@@ -1,0 +1,121 @@
+package kit_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// fakeAdmin returns an admin client of a kfake cluster with topics "in" and
+// "dlq" and the given broker configs.
+func fakeAdmin(t *testing.T, configs map[string]string) *kadm.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "in", "dlq"), kfake.BrokerConfigs(configs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+func TestCheckTopicsExist(t *testing.T) {
+	adm := fakeAdmin(t, nil)
+	f, err := topology.Parse("t.yaml", []byte(`version: 1
+kafka: { brokers: ["k:9092"] }
+topics: [ { name: in, partitions: 1 }, { name: out, partitions: 1 }, { name: dlq, partitions: 1 } ]
+stages:
+  - name: s
+    input: { topic: in }
+    output: { topic: out }
+    dead_letter: { topic: dlq }
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := kit.OriginOf(f, "stages[0]")
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		need []kit.NeededTopic
+		want string // "" for none missing
+	}{
+		{"all there", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"dead-letter", "dlq", o.Field("dead_letter.topic")}}, ""},
+		{"output missing", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"output", "out", o.Field("output.topic")}},
+			`t.yaml:7:22: stages[0].output.topic: output topic "out" does not exist on the broker (create it: exactly topics create --topology t.yaml)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := kit.CheckTopicsExist(ctx, adm, o, tc.need...)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("CheckTopicsExist = %v, want nil", err)
+			case tc.want == "":
+			case err == nil || err.Error() != tc.want:
+				t.Fatalf("CheckTopicsExist = %v, want %s", err, tc.want)
+			case !kit.IsFatal(err):
+				t.Fatalf("a missing topic must be a fatal configuration error: %v", err)
+			}
+		})
+	}
+}
+
+func TestReadBrokerLimits(t *testing.T) {
+	adm := fakeAdmin(t, map[string]string{
+		"transaction.max.timeout.ms":   "60000",
+		"group.min.session.timeout.ms": "6000",
+		"group.max.session.timeout.ms": "1800000",
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	lim, err := kit.ReadBrokerLimits(ctx, adm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kit.BrokerLimits{TransactionMax: time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
+	if lim != want {
+		t.Fatalf("ReadBrokerLimits = %+v, want %+v", lim, want)
+	}
+}
+
+func TestBrokerLimitsCheck(t *testing.T) {
+	lim := kit.BrokerLimits{TransactionMax: 15 * time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string // "" for none
+	}{
+		{"txn at the max", lim.CheckTransactionTimeout(15*time.Minute, "f"), ""},
+		{"txn above the max", lim.CheckTransactionTimeout(20*time.Minute, "kafka.transaction_timeout"),
+			"kafka.transaction_timeout: 20m0s is above the broker's transaction.max.timeout.ms 15m0s"},
+		{"session at the bounds", lim.CheckSessionTimeout(6*time.Second, "f"), ""},
+		{"session at the upper bound", lim.CheckSessionTimeout(30*time.Minute, "f"), ""},
+		{"session below the min", lim.CheckSessionTimeout(5*time.Second, "s"), "s: 5s is below the broker's group.min.session.timeout.ms 6s"},
+		{"session above the max", lim.CheckSessionTimeout(2*time.Hour, "s"), "s: 2h0m0s is above the broker's group.max.session.timeout.ms 30m0s"},
+		{"limits unknown", kit.BrokerLimits{}.CheckSessionTimeout(2*time.Hour, "s"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch {
+			case tc.want == "" && tc.err != nil:
+				t.Fatalf("got %v, want nil", tc.err)
+			case tc.want == "":
+			case tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want):
+				t.Fatalf("got %v, want %s...", tc.err, tc.want)
+			case !kit.IsFatal(tc.err):
+				t.Fatalf("must be fatal: %v", tc.err)
+			}
+		})
+	}
+}

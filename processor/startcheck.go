@@ -1,0 +1,75 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// checkStart checks, once before the first session, what only the broker
+// can tell about the stage's configuration: that its input, output and
+// dead-letter topics exist, and that its transaction timeout and session
+// timeout are within the broker's limits. A misconfiguration is a
+// *kit.ConfigError (Run returns it: the same file fails again); a request
+// that fails (a broker not up yet) is retried with backoff, the stage not
+// ready meanwhile. Limits the broker does not let the stage read (no
+// DescribeConfigs ACL) are logged and skipped.
+func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
+	backoff := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	for {
+		err := s.checkTopics(ctx, adm)
+		if err == nil {
+			err = s.checkLimits(ctx, adm)
+		}
+		if err == nil || kit.IsFatal(err) {
+			s.sessionErr.Store(nil)
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.sessionErr.Store(&err)
+		wait := backoff.Next()
+		s.log.Warn("start check failed; retrying", "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// checkTopics is checkStart's look at the topics.
+func (s *Stage) checkTopics(ctx context.Context, adm *kadm.Client) error {
+	o := s.cfg.Origin
+	return kit.CheckTopicsExist(ctx, adm, o,
+		kit.NeededTopic{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")},
+		kit.NeededTopic{Role: "output", Name: s.cfg.Output, Field: o.Field("output.topic")},
+		kit.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")},
+	)
+}
+
+// checkLimits is checkStart's look at the broker's timeout limits. Only
+// a transport error is returned unwrapped, for a retry; unreadable
+// configs are a warning.
+func (s *Stage) checkLimits(ctx context.Context, adm *kadm.Client) error {
+	lim, err := kit.ReadBrokerLimits(ctx, adm)
+	if err != nil {
+		kit.WarnLimitsUnread(s.log, err)
+		return nil
+	}
+	var errs []error
+	if s.cfg.Guarantee == ExactlyOnce {
+		errs = append(errs, lim.CheckTransactionTimeout(s.cfg.TransactionTimeout, s.cfg.Origin.Abs("kafka.transaction_timeout")))
+	}
+	errs = append(errs, lim.CheckSessionTimeout(s.cfg.SessionTimeout, s.cfg.Origin.Field("session_timeout")))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("start check: %w", err)
+	}
+	return nil
+}
