@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
 	"github.com/exactly-io/exactly/cmd/exactly/redrive"
 	"github.com/exactly-io/exactly/processor/kit"
 )
@@ -42,6 +43,7 @@ the Nth redrive transaction, for testing recovery.`, stderr)
 	stage := fs.String("stage", "", "the stage whose dead letters to redrive (required)")
 	where := fs.String("where", "", "CEL bool expression selecting dead letters (default: all)")
 	maxRedrives := fs.Int("max-redrives", redrive.DefaultMaxRedrives, "do not redrive a record redriven this many times already")
+	noProgress := fs.Bool("no-progress", false, "never draw the progress bar (it is drawn on a terminal only)")
 	var lf logFlags
 	lf.register(fs)
 	if code, done := parse(fs, args); done {
@@ -73,12 +75,18 @@ the Nth redrive transaction, for testing recovery.`, stderr)
 		fmt.Fprintf(stderr, "exactly redrive: %s has no stage %q\n", *path, *stage)
 		return exitUsage
 	}
-	rep, err := redrive.Run(ctx, redrive.Config{
+	bar := progress.ForTerminal(stderr, *noProgress, "redriving dead letters", -1)
+	cfg := redrive.Config{
 		Stage: st.Name, DeadLetter: st.DeadLetter.Topic, Input: st.Input.Topic,
 		Brokers: f.Kafka.Brokers, ClientID: f.Kafka.ClientID,
 		Where: *where, MaxRedrives: *maxRedrives, TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
 		Logger: log, KafkaOptions: kopts, Failpoints: kit.Failpoints{List: fps},
-	})
+	}
+	if bar != nil {
+		cfg.Progress = bar
+	}
+	rep, err := redrive.Run(ctx, cfg)
+	bar.Done()
 	rep.Print(stdout, st.DeadLetter.Topic, st.Input.Topic)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly redrive:", err)

@@ -57,6 +57,17 @@ type Config struct {
 	Logger             *slog.Logger
 	KafkaOptions       []kgo.Opt      // appended to every client's options (TLS, SASL)
 	Failpoints         kit.Failpoints // crash-before-commit and crash-after-commit count redrive transactions
+	// Progress, when set, hears how far the redrive is: one SetTotal with
+	// the dead-letter offsets left to handle (from the group's committed
+	// offsets to each partition's last stable offset at start), then Add
+	// as transactions commit. Offsets, not records: markers count.
+	Progress Progress
+}
+
+// Progress is told how far a long run is; *progress.Reporter is one.
+type Progress interface {
+	SetTotal(total int64)
+	Add(n int64)
 }
 
 // Group is the redrive's consumer group, exactly-redrive-<stage>; its
@@ -132,6 +143,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if reached(done, ends) {
 		return rep, nil
 	}
+	if cfg.Progress != nil {
+		var left int64
+		for p, end := range ends {
+			left += max(end-done[p], 0)
+		}
+		cfg.Progress.SetTotal(left)
+	}
 
 	sess, err := kgo.NewGroupTransactSession(append(append(kit.ClientOpts(cfg.Brokers, cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group()),
@@ -194,6 +212,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return rep, err
 		}
 		for p, next := range committed {
+			if cfg.Progress != nil && next > done[p] {
+				cfg.Progress.Add(min(next, ends[p]) - min(done[p], ends[p]))
+			}
 			done[p] = max(done[p], next)
 		}
 	}
