@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
@@ -29,22 +30,40 @@ func logWarnings(f *topology.File, log *slog.Logger) {
 	}
 }
 
-// runSetup is what run and sink share once the file is loaded: failpoints
-// from the environment, Kafka options watched for a refused connection,
-// and the file's warnings logged. ok is false after a printed problem.
-func runSetup(ctx context.Context, f *topology.File, cmd string, log *slog.Logger, stderr io.Writer) (
-	_ context.Context, fps []kit.Failpoint, kopts []kgo.Opt, refused func() error, ok bool) {
+// processSetup is what run and sink share before they build their stages
+// or sinks.
+type processSetup struct {
+	ctx     context.Context // watched by refused
+	f       *topology.File
+	fps     []kit.Failpoint // from the environment
+	kopts   []kgo.Opt
+	refused func() error // see watchKafka
+	reg     *prometheus.Registry
+}
+
+// runSetup is what run and sink share: the file at path read by load,
+// failpoints from the environment, Kafka options watched for a refused
+// connection, the file's warnings logged, and a fresh metrics registry. ok
+// is false after a printed problem (exit 2).
+func runSetup(ctx context.Context, path string, load func(string) (*topology.File, error), cmd string, log *slog.Logger, stderr io.Writer) (
+	s processSetup, ok bool) {
+	f, err := load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return s, false
+	}
 	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
 	if err != nil {
 		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
-		return ctx, nil, nil, nil, false
+		return s, false
 	}
-	if kopts, ok = kafkaOptions(f, cmd, stderr); !ok {
-		return ctx, nil, nil, nil, false
+	kopts, ok := kafkaOptions(f, cmd, stderr)
+	if !ok {
+		return s, false
 	}
 	logWarnings(f, log)
-	ctx, kopts, refused = watchKafka(ctx, kopts)
-	return ctx, fps, kopts, refused, true
+	ctx, kopts, refused := watchKafka(ctx, kopts)
+	return processSetup{ctx: ctx, f: f, fps: fps, kopts: kopts, refused: refused, reg: newRegistry()}, true
 }
 
 // processFlags are the flags that run and sink share.

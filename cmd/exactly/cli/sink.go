@@ -30,17 +30,11 @@ at the Nth database commit, for testing recovery.`, stderr)
 		return code
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	f, err := topology.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
-	}
-	ctx, fps, kopts, kafkaRefused, ok := runSetup(ctx, f, "sink", log, stderr)
+	ps, ok := runSetup(ctx, *path, topology.Load, "sink", log, stderr)
 	if !ok {
 		return exitUsage
 	}
-
-	reg := newRegistry()
+	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
 	metrics, err := pgsink.NewMetrics(reg)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly sink:", err)
