@@ -222,16 +222,11 @@ the Nth transaction, for testing recovery.`, stderr)
 		f, pipelines, err = load(path)
 		return f, err
 	}
-	ps, ok := runSetup(ctx, *path, loadCompiled, "run", log, stderr)
+	ps, metrics, code, ok := runSetup(ctx, *path, loadCompiled, processor.NewMetrics, "run", log, stderr)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	metrics, err := processor.NewMetrics(reg)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly run:", err)
-		return exitFailure
-	}
 	var stages []*processor.Stage
 	for _, st := range f.StagesInOrder() {
 		if *stage != "" && st.Name != *stage {

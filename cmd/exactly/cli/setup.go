@@ -43,27 +43,35 @@ type processSetup struct {
 
 // runSetup is what run and sink share: the file at path read by load,
 // failpoints from the environment, Kafka options watched for a refused
-// connection, the file's warnings logged, and a fresh metrics registry. ok
-// is false after a printed problem (exit 2).
-func runSetup(ctx context.Context, path string, load func(string) (*topology.File, error), cmd string, log *slog.Logger, stderr io.Writer) (
-	s processSetup, ok bool) {
+// connection, the file's warnings logged, and a fresh metrics registry
+// with the metrics newMetrics registers on it. When ok is false a problem
+// was printed and code is the exit code: 2, or 1 when the metrics could not
+// be registered.
+func runSetup[M any](ctx context.Context, path string, load func(string) (*topology.File, error),
+	newMetrics func(prometheus.Registerer) (M, error), cmd string, log *slog.Logger, stderr io.Writer) (
+	s processSetup, metrics M, code int, ok bool) {
 	f, err := load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
-		return s, false
+		return s, metrics, exitUsage, false
 	}
 	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
 	if err != nil {
 		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
-		return s, false
+		return s, metrics, exitUsage, false
 	}
 	kopts, ok := kafkaOptions(f, cmd, stderr)
 	if !ok {
-		return s, false
+		return s, metrics, exitUsage, false
 	}
 	logWarnings(f, log)
 	ctx, kopts, refused := watchKafka(ctx, kopts)
-	return processSetup{ctx: ctx, f: f, fps: fps, kopts: kopts, refused: refused, reg: newRegistry()}, true
+	s = processSetup{ctx: ctx, f: f, fps: fps, kopts: kopts, refused: refused, reg: newRegistry()}
+	if metrics, err = newMetrics(s.reg); err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return s, metrics, exitFailure, false
+	}
+	return s, metrics, exitOK, true
 }
 
 // processFlags are the flags that run and sink share.

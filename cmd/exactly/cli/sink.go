@@ -30,16 +30,11 @@ at the Nth database commit, for testing recovery.`, stderr)
 		return code
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	ps, ok := runSetup(ctx, *path, topology.Load, "sink", log, stderr)
+	ps, metrics, code, ok := runSetup(ctx, *path, topology.Load, pgsink.NewMetrics, "sink", log, stderr)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	metrics, err := pgsink.NewMetrics(reg)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly sink:", err)
-		return exitFailure
-	}
 	var sinks []*pgsink.Sink
 	for i := range f.Sinks {
 		st := &f.Sinks[i]
