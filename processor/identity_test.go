@@ -171,15 +171,8 @@ func TestStageInputTopicRecreatedWhileRunning(t *testing.T) {
 			adm := adminFor(t, seeds)
 			logs := &countingHandler{n: map[string]int{}}
 			s := stageWith(t, seeds, g, processor.WithLogger(slog.New(logs)))
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			stop, _ := runInBackground(t, s)
+			defer stop()
 			old := map[int32][]string{0: events("old0", 3), 1: events("old1", 2)}
 			producePartitions(t, seeds, old)
 			waitFor(t, func() bool { return s.Stats().Produced == 5 })
