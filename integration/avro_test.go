@@ -35,11 +35,7 @@ import (
 // registryURL returns EXACTLY_REGISTRY_URL or fails the test.
 func registryURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("EXACTLY_REGISTRY_URL")
-	if u == "" {
-		t.Fatal("EXACTLY_REGISTRY_URL is not set: start the services with deploy/local/up.sh and source the env file it prints")
-	}
-	return u
+	return requireEnv(t, "EXACTLY_REGISTRY_URL")
 }
 
 // srCall sends one request to the registry's Confluent API and decodes the
@@ -121,10 +117,7 @@ func mustCodec(t testing.TB, schema string) *goavro.Codec {
 // kgoProduce writes records to topic, idempotently, and waits for them.
 func kgoProduce(t testing.TB, topic string, recs []*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -394,11 +387,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	id := srLatestID(t, reg, mid+"-value")
 	codec := mustCodec(t, orderSchema)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(mid),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := readCommittedClient(t, mid)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -801,11 +790,7 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 
 	id := srLatestID(t, reg, out+"-value")
 	codec := mustCodec(t, evolV2)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(out),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := readCommittedClient(t, out)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

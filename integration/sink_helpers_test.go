@@ -24,11 +24,7 @@ import (
 // pgDSN returns PG_DSN or fails the test.
 func pgDSN(t testing.TB) string {
 	t.Helper()
-	d := os.Getenv("PG_DSN")
-	if d == "" {
-		t.Fatal("PG_DSN is not set: start the services with deploy/local/up.sh and source the env file it prints")
-	}
-	return d
+	return requireEnv(t, "PG_DSN")
 }
 
 // pgPool connects to PG_DSN; it is closed when the test ends.
@@ -72,15 +68,10 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 	if cols == "" {
 		cols = "{ event_id: event_id, body: $value }"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\ntopics:\n  - { name: %s, partitions: 3 }\n  - { name: %s, partitions: 1 }\n",
-		brokers(t), s.in, s.dlq)
-	fmt.Fprintf(&b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", s.name, s.in, s.dlq)
-	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      positions_table: %s\n      event_id: event_id\n      columns: %s\n",
-		s.table(), s.positions(), cols)
-	fmt.Fprintf(&b, "    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
+	b := sinkYAMLHead(t, s, 3, cols)
+	fmt.Fprintf(b, "    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
 	if s.sessionTimeout != "" {
-		fmt.Fprintf(&b, "    session_timeout: %s\n", s.sessionTimeout)
+		fmt.Fprintf(b, "    session_timeout: %s\n", s.sessionTimeout)
 	}
 	path := writeFile(t, "topology.yaml", b.String())
 	exactlyCmd(t, "topics", "create", path)
@@ -91,6 +82,21 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 		}
 	})
 	return path
+}
+
+// sinkYAMLHead starts the text of a one-sink topology file for s: topics
+// s.in with partitions partitions and s.dlq with 1, and the sink reading
+// s.in as JSON into its table through the columns map columns, with its
+// positions table; the caller adds the sink's further lines.
+func sinkYAMLHead(t testing.TB, s sinkSpec, partitions int, columns string) *strings.Builder {
+	t.Helper()
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "version: 1\nkafka:\n  brokers: [%q]\ntopics:\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
+		brokers(t), s.in, partitions, s.dlq)
+	fmt.Fprintf(b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", s.name, s.in, s.dlq)
+	fmt.Fprintf(b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      positions_table: %s\n      event_id: event_id\n      columns: %s\n",
+		s.table(), s.positions(), columns)
+	return b
 }
 
 // startSink runs `exactly sink` for s as instance id.
@@ -148,10 +154,7 @@ func storedPositions(t testing.TB, pool *pgxpool.Pool, positions, topic string) 
 // offset) of topic.
 func committedEnds(t testing.TB, topic string) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -292,10 +295,7 @@ type producer struct {
 
 func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
 	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)

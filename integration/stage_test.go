@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -232,42 +231,9 @@ func TestTransactionalInputWithAborts(t *testing.T) {
 	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "60s", 500)
 	exactlyCmd(t, "topics", "create", topo)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.TransactionalID(uniqueName("it-producer")), kgo.DefaultProduceTopic(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.TransactionalID(uniqueName("it-producer")), kgo.DefaultProduceTopic(in))
 	defer cl.Close()
-	ctx := context.Background()
-	next, aborted := 0, 0
-	writeTxn := func(n int, commit bool) {
-		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			id := "e-" + strconv.Itoa(next)
-			if !commit {
-				id = "aborted-" + strconv.Itoa(aborted)
-				aborted++
-			} else {
-				next++
-			}
-			cl.Produce(ctx, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q}`, id)}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeTxn(300, true)
-	writeTxn(100, false)
-	for i := range 30 { // many small transactions: many markers
-		writeTxn(7, i%5 != 4)
-	}
-	writeTxn(200, false)
-	writeTxn(300, true)
+	next, aborted := writeAbortedGaps(t, cl)
 
 	addr := freeAddr(t)
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)
