@@ -115,6 +115,14 @@ func writeAbortedGaps(t testing.TB, cl *kgo.Client) (committed, aborted int) {
 	return committed, aborted
 }
 
+// waitLogged waits up to timeout until p, which must stay alive, has
+// logged text at least n times; what says what failed to happen.
+func waitLogged(t testing.TB, p *proc, text string, n int, timeout time.Duration, what string) {
+	t.Helper()
+	eventually(t, timeout, func() bool { p.alive(); return countLines(p.logs.String(), text) >= n },
+		func() string { return what })
+}
+
 // brokers returns EXACTLY_BROKERS or fails the test.
 func brokers(t testing.TB) string {
 	t.Helper()

@@ -208,8 +208,7 @@ func waitSinkDone(t testing.TB, pool *pgxpool.Pool, s sinkSpec, want int, timeou
 // positionRecorder samples the stored positions of a sink until stopped,
 // and reports any position that ever decreased.
 type positionRecorder struct {
-	stop    chan struct{}
-	done    chan struct{}
+	background
 	samples atomic.Int64
 	mu      sync.Mutex
 	history map[int32][]int64
@@ -217,7 +216,7 @@ type positionRecorder struct {
 }
 
 func recordPositions(t testing.TB, pool *pgxpool.Pool, s sinkSpec) *positionRecorder {
-	r := &positionRecorder{stop: make(chan struct{}), done: make(chan struct{}), history: map[int32][]int64{}}
+	r := &positionRecorder{background: newBackground(), history: map[int32][]int64{}}
 	go func() {
 		defer close(r.done)
 		tick := time.NewTicker(20 * time.Millisecond)
@@ -256,13 +255,26 @@ func recordPositions(t testing.TB, pool *pgxpool.Pool, s sinkSpec) *positionReco
 	return r
 }
 
-func (r *positionRecorder) finish() {
+// background is a goroutine that runs until stop is closed, then closes
+// done.
+type background struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newBackground() background {
+	return background{stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// finish stops the goroutine, once however often it is called, and waits
+// for it to end.
+func (b background) finish() {
 	select {
-	case <-r.stop:
+	case <-b.stop:
 	default:
-		close(r.stop)
+		close(b.stop)
 	}
-	<-r.done
+	<-b.done
 }
 
 // check stops the recorder and fails t if a position ever decreased.
@@ -287,16 +299,15 @@ func (r *positionRecorder) check(t testing.TB) {
 // producer writes events prefix-N to topic with a kgo client, in the
 // background, until stopped; it returns how many it wrote.
 type producer struct {
-	stop chan struct{}
-	done chan struct{}
-	n    atomic.Int64
-	err  error
+	background
+	n   atomic.Int64
+	err error
 }
 
 func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	t.Helper()
 	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
-	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
+	p := &producer{background: newBackground()}
 	go func() {
 		defer close(p.done)
 		defer cl.Close()
@@ -326,15 +337,6 @@ func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	}()
 	t.Cleanup(p.finish)
 	return p
-}
-
-func (p *producer) finish() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
 }
 
 // halt stops the producer and returns how many events it wrote.
