@@ -33,10 +33,7 @@ import (
 // read back with kcat, so that exactly's serde checks nothing about itself.
 
 // registryURL returns EXACTLY_REGISTRY_URL or fails the test.
-func registryURL(t testing.TB) string {
-	t.Helper()
-	return requireEnv(t, "EXACTLY_REGISTRY_URL")
-}
+var registryURL = envVar("EXACTLY_REGISTRY_URL")
 
 // srCall sends one request to the registry's Confluent API and decodes the
 // JSON answer into out; it returns the HTTP status.

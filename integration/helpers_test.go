@@ -124,20 +124,20 @@ func waitLogged(t testing.TB, p *proc, text string, n int, timeout time.Duration
 }
 
 // brokers returns EXACTLY_BROKERS or fails the test.
-func brokers(t testing.TB) string {
-	t.Helper()
-	return requireEnv(t, "EXACTLY_BROKERS")
-}
+var brokers = envVar("EXACTLY_BROKERS")
 
-// requireEnv returns the environment variable name, or fails the test: the
-// services and the env file that names them come from deploy/local/up.sh.
-func requireEnv(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: start the services with deploy/local/up.sh and source the env file it prints", name)
+// envVar returns a function that returns the environment variable name,
+// or fails the test: the services, and the env file that names them, come
+// from deploy/local/up.sh.
+func envVar(name string) func(testing.TB) string {
+	return func(t testing.TB) string {
+		t.Helper()
+		v := os.Getenv(name)
+		if v == "" {
+			t.Fatalf("%s is not set: start the services with deploy/local/up.sh and source the env file it prints", name)
+		}
+		return v
 	}
-	return v
 }
 
 // kcatBin returns KCAT, or kcat from PATH, or fails the test.

@@ -22,10 +22,7 @@ import (
 )
 
 // pgDSN returns PG_DSN or fails the test.
-func pgDSN(t testing.TB) string {
-	t.Helper()
-	return requireEnv(t, "PG_DSN")
-}
+var pgDSN = envVar("PG_DSN")
 
 // pgPool connects to PG_DSN; it is closed when the test ends.
 func pgPool(t testing.TB) *pgxpool.Pool {
