@@ -111,12 +111,7 @@ group.initial.rebalance.delay.ms=0
 broker.session.timeout.ms=6000
 broker.heartbeat.interval.ms=1500
 EOF
-	if [[ -n "$CLUSTER_EXTRA_PROPS" ]]; then
-		[[ -f "$CLUSTER_EXTRA_PROPS" ]] || die "CLUSTER_EXTRA_PROPS=$CLUSTER_EXTRA_PROPS is not a file"
-		printf '\n# From CLUSTER_EXTRA_PROPS=%s (later lines win)\n' "$CLUSTER_EXTRA_PROPS"
-		cat "$CLUSTER_EXTRA_PROPS"
-		printf '\n'
-	fi
+	extra_props CLUSTER_EXTRA_PROPS "$CLUSTER_EXTRA_PROPS"
 }
 
 log4j_conf() { kafka_log4j_conf cluster.sh; }

@@ -151,12 +151,7 @@ super.users=User:ANONYMOUS;User:$KAFKA_SASL_USER
 allow.everyone.if.no.acl.found=false
 EOF
 	fi
-	if [[ -n "$KAFKA_EXTRA_PROPS" ]]; then
-		[[ -f "$KAFKA_EXTRA_PROPS" ]] || die "KAFKA_EXTRA_PROPS=$KAFKA_EXTRA_PROPS is not a file"
-		printf '\n# From KAFKA_EXTRA_PROPS=%s (later lines win)\n' "$KAFKA_EXTRA_PROPS"
-		cat "$KAFKA_EXTRA_PROPS"
-		printf '\n'
-	fi
+	extra_props KAFKA_EXTRA_PROPS "$KAFKA_EXTRA_PROPS"
 }
 
 # ours PID: PID is a broker started from this run dir.

@@ -264,6 +264,17 @@ tail_log() {
 	tail -n "${2:-200}" "$1"
 }
 
+# extra_props VAR FILE: the server properties in FILE, named by the
+# environment variable VAR, to append to a generated file (later lines win);
+# nothing when FILE is empty.
+extra_props() {
+	[[ -n "$2" ]] || return 0
+	[[ -f "$2" ]] || die "$1=$2 is not a file"
+	printf '\n# From %s=%s (later lines win)\n' "$1" "$2"
+	cat "$2"
+	printf '\n'
+}
+
 # kafka_log4j_conf SCRIPT: the log4j2 configuration of a local Kafka JVM
 # (console, INFO, chatty loggers at WARN), written by SCRIPT.
 kafka_log4j_conf() {
