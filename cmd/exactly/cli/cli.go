@@ -227,21 +227,18 @@ the Nth transaction, for testing recovery.`, stderr)
 		return code
 	}
 	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	var stages []*processor.Stage
-	for _, st := range f.StagesInOrder() {
-		if *stage != "" && st.Name != *stage {
-			continue
-		}
-		cfg := processor.StageConfig(f, st, *instance)
-		cfg.Guarantee = *guarantee
-		s, err := processor.New(cfg,
-			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
-			processor.WithKafkaOptions(kopts...))
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly run:", err)
-			return exitUsage
-		}
-		stages = append(stages, s)
+	inOrder := f.StagesInOrder()
+	stages, ok := buildNamed(len(inOrder), *stage, func(i int) string { return inOrder[i].Name },
+		func(i int) (*processor.Stage, error) {
+			st := inOrder[i]
+			cfg := processor.StageConfig(f, st, *instance)
+			cfg.Guarantee = *guarantee
+			return processor.New(cfg,
+				processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
+				processor.WithKafkaOptions(kopts...))
+		}, "run", stderr)
+	if !ok {
+		return exitUsage
 	}
 	if len(stages) == 0 {
 		fmt.Fprintf(stderr, "exactly run: %s has no stage %q\n", *path, *stage)

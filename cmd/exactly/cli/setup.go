@@ -30,6 +30,25 @@ func logWarnings(f *topology.File, log *slog.Logger) {
 	}
 }
 
+// buildNamed builds, in order, each of n items whose name(i) is only (every
+// item when only is ""). The first error is printed as cmd's, and ok is
+// false.
+func buildNamed[T any](n int, only string, name func(i int) string, build func(i int) (T, error), cmd string, stderr io.Writer) (
+	built []T, ok bool) {
+	for i := range n {
+		if only != "" && name(i) != only {
+			continue
+		}
+		t, err := build(i)
+		if err != nil {
+			fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+			return nil, false
+		}
+		built = append(built, t)
+	}
+	return built, true
+}
+
 // processSetup is what run and sink share before they build their stages
 // or sinks.
 type processSetup struct {

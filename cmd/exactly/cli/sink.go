@@ -35,20 +35,14 @@ at the Nth database commit, for testing recovery.`, stderr)
 		return code
 	}
 	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	var sinks []*pgsink.Sink
-	for i := range f.Sinks {
-		st := &f.Sinks[i]
-		if *name != "" && st.Name != *name {
-			continue
-		}
-		s, err := pgsink.New(pgsink.SinkConfig(f, st, *instance),
-			pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
-			pgsink.WithKafkaOptions(kopts...))
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly sink:", err)
-			return exitUsage
-		}
-		sinks = append(sinks, s)
+	sinks, ok := buildNamed(len(f.Sinks), *name, func(i int) string { return f.Sinks[i].Name },
+		func(i int) (*pgsink.Sink, error) {
+			return pgsink.New(pgsink.SinkConfig(f, &f.Sinks[i], *instance),
+				pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
+				pgsink.WithKafkaOptions(kopts...))
+		}, "sink", stderr)
+	if !ok {
+		return exitUsage
 	}
 	if len(sinks) == 0 {
 		if *name == "" {
