@@ -213,42 +213,32 @@ type positionRecorder struct {
 }
 
 func recordPositions(t testing.TB, pool *pgxpool.Pool, s sinkSpec) *positionRecorder {
-	r := &positionRecorder{background: newBackground(), history: map[int32][]int64{}}
-	go func() {
-		defer close(r.done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-tick.C:
-			}
-			rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT partition, next_offset FROM %s WHERE topic = $1", s.positions()), s.in)
-			if err != nil {
-				continue // not created yet, or Postgres restarting
-			}
-			r.mu.Lock()
-			for rows.Next() {
-				var p int32
-				var n int64
-				if rows.Scan(&p, &n) != nil {
-					continue
-				}
-				h := r.history[p]
-				if len(h) > 0 && n < h[len(h)-1] {
-					r.backs = append(r.backs, fmt.Sprintf("partition %d: %d -> %d", p, h[len(h)-1], n))
-				}
-				if len(h) == 0 || h[len(h)-1] != n {
-					r.history[p] = append(h, n)
-				}
-			}
-			r.mu.Unlock()
-			rows.Close()
-			r.samples.Add(1)
+	r := &positionRecorder{history: map[int32][]int64{}}
+	r.background = startBackground(t, func() bool {
+		rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT partition, next_offset FROM %s WHERE topic = $1", s.positions()), s.in)
+		if err != nil {
+			return true // not created yet, or Postgres restarting
 		}
-	}()
-	t.Cleanup(r.finish)
+		r.mu.Lock()
+		for rows.Next() {
+			var p int32
+			var n int64
+			if rows.Scan(&p, &n) != nil {
+				continue
+			}
+			h := r.history[p]
+			if len(h) > 0 && n < h[len(h)-1] {
+				r.backs = append(r.backs, fmt.Sprintf("partition %d: %d -> %d", p, h[len(h)-1], n))
+			}
+			if len(h) == 0 || h[len(h)-1] != n {
+				r.history[p] = append(h, n)
+			}
+		}
+		r.mu.Unlock()
+		rows.Close()
+		r.samples.Add(1)
+		return true
+	})
 	return r
 }
 
@@ -259,8 +249,27 @@ type background struct {
 	done chan struct{}
 }
 
-func newBackground() background {
-	return background{stop: make(chan struct{}), done: make(chan struct{})}
+// startBackground calls tick every 20 ms in a goroutine until finish is
+// called (at the latest when t ends) or tick returns false.
+func startBackground(t testing.TB, tick func() bool) background {
+	b := background{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-ticker.C:
+			}
+			if !tick() {
+				return
+			}
+		}
+	}()
+	t.Cleanup(b.finish)
+	return b
 }
 
 // finish stops the goroutine, once however often it is called, and waits
@@ -304,35 +313,25 @@ type producer struct {
 func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	t.Helper()
 	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
-	p := &producer{background: newBackground()}
-	go func() {
-		defer close(p.done)
-		defer cl.Close()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-tick.C:
-			}
-			var recs []*kgo.Record
-			base := int(p.n.Load())
-			for i := base; i < base+perTick; i++ {
-				id := fmt.Sprintf("%s-%d", prefix, i)
-				recs = append(recs, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := cl.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				p.err = err
-				return
-			}
-			p.n.Add(int64(perTick))
+	t.Cleanup(cl.Close) // after the producer's goroutine ends (cleanups run last first)
+	p := &producer{}
+	p.background = startBackground(t, func() bool {
+		var recs []*kgo.Record
+		base := int(p.n.Load())
+		for i := base; i < base+perTick; i++ {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			recs = append(recs, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)})
 		}
-	}()
-	t.Cleanup(p.finish)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
+		cancel()
+		if err != nil {
+			p.err = err
+			return false
+		}
+		p.n.Add(int64(perTick))
+		return true
+	})
 	return p
 }
 
