@@ -340,25 +340,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	kcatProduce(t, in, lines)
 
-	crashing := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@3"},
-		"run", "--topology", topo, "--instance-id", "it-1")
-	_ = crashing.wait(2 * time.Minute)
-	if !crashing.killedBySIGKILL() {
-		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", kit.CrashBeforeCommit, crashing.cmd.ProcessState)
-	}
-	before := kcatCount(t, out)
-	if before >= events {
-		t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
-	}
-	t.Logf("committed before the crash: %d of %d events in %s", before, events, out)
-
-	restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
-	eventually(t, 3*time.Minute, func() bool {
-		return kcatCount(t, out) >= events && kcatCount(t, dlq1) >= bad
-	}, func() string {
-		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", out, kcatCount(t, out), events, dlq1, kcatCount(t, dlq1), bad)
-	})
-	restarted.stop()
+	crashAndRecover(t, topo, kit.CrashBeforeCommit, out, dlq1, events, bad, 3*time.Minute)
 
 	checkOutput(t, out, events)
 	checkExactValues(t, out, want)

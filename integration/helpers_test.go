@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -121,6 +122,32 @@ func waitLogged(t testing.TB, p *proc, text string, n int, timeout time.Duration
 	t.Helper()
 	eventually(t, timeout, func() bool { p.alive(); return countLines(p.logs.String(), text) >= n },
 		func() string { return what })
+}
+
+// crashAndRecover runs the stages of topo with failpoint fp at its third
+// hit, requires the SIGKILL it causes to come before all events are in out,
+// then runs them again until out holds events records and dlq bad (within
+// timeout).
+func crashAndRecover(t testing.TB, topo, fp, out, dlq string, events, bad int, timeout time.Duration) {
+	t.Helper()
+	crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+	_ = crashing.wait(2 * time.Minute)
+	if !crashing.killedBySIGKILL() {
+		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
+	}
+	before := kcatCount(t, out)
+	if before >= events {
+		t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
+	}
+	t.Logf("committed before the crash: %d of %d events in %s", before, events, out)
+
+	restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+	eventually(t, timeout, func() bool {
+		return kcatCount(t, out) >= events && kcatCount(t, dlq) >= bad
+	}, func() string {
+		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", out, kcatCount(t, out), events, dlq, kcatCount(t, dlq), bad)
+	})
+	restarted.stop()
 }
 
 // brokers returns EXACTLY_BROKERS or fails the test.

@@ -156,24 +156,7 @@ func TestCrashCheck(t *testing.T) {
 				exactlyCmd(t, "topics", "create", topo)
 				kcatProduce(t, raw, crashInput(events, bad))
 
-				crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
-				_ = crashing.wait(2 * time.Minute)
-				if !crashing.killedBySIGKILL() {
-					t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
-				}
-				before := kcatCount(t, final)
-				if before >= events {
-					t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
-				}
-				t.Logf("committed before the crash: %d of %d events in %s", before, events, final)
-
-				restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
-				eventually(t, 2*time.Minute, func() bool {
-					return kcatCount(t, final) >= events && kcatCount(t, dlq1) >= bad
-				}, func() string {
-					return fmt.Sprintf("%s has %d of %d, %s has %d of %d", final, kcatCount(t, final), events, dlq1, kcatCount(t, dlq1), bad)
-				})
-				restarted.stop()
+				crashAndRecover(t, topo, fp, final, dlq1, events, bad, 2*time.Minute)
 
 				checkOutput(t, final, events)
 				checkDeadLetters(t, dlq1, raw, bad)
