@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 )
 
 // The commit interval bounds how long a record waits; it is no fixed wait.
@@ -53,11 +54,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewRegistry()
-			metrics, err := processor.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			reg, metrics := promtest.Registered(t, processor.NewMetrics)
 			s, err := processor.New(processor.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -62,11 +63,7 @@ func TestStageStartPositions(t *testing.T) {
 			if err := adm.CommitAllOffsets(context.Background(), "exactly-clean", offs); err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewRegistry()
-			m, err := processor.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			reg, m := promtest.Registered(t, processor.NewMetrics)
 			s := stageWith(t, seeds, processor.ExactlyOnce, processor.WithMetrics(m))
 			want := append([]string{}, parts[0][min(tc.wantFrom, 5):]...)
 			want = append(want, parts[1]...)

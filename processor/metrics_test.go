@@ -3,19 +3,13 @@ package processor
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 )
 
 // A new stage's rare-event counters exist at 0 before anything happens, so
 // that their first increase shows in rate() and increase().
 func TestNewStageSeriesStartAtZero(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := promtest.Registered(t, NewMetrics)
 	if _, err := New(Config{Stage: "clean", InstanceID: "a", Brokers: []string{"127.0.0.1:1"}, Input: "in", Output: "out", DeadLetter: "dlq"},
 		WithMetrics(m)); err != nil {
 		t.Fatal(err)

@@ -3,19 +3,13 @@ package pgsink
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 )
 
 // A new sink's rare-event counters exist at 0 before anything happens, so
 // that their first increase shows in rate() and increase().
 func TestNewSinkSeriesStartAtZero(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg, m := promtest.Registered(t, NewMetrics)
 	cfg := testConfig()
 	if _, err := New(cfg, WithMetrics(m)); err != nil {
 		t.Fatal(err)

@@ -49,3 +49,16 @@ func countSeries(t *testing.T, reg *prometheus.Registry, name string) int {
 	}
 	return 0
 }
+
+// Registered returns a fresh registry with the metrics newMetrics registers
+// on it (processor.NewMetrics, pgsink.NewMetrics), failing the test on an
+// error.
+func Registered[M any](t testing.TB, newMetrics func(prometheus.Registerer) (M, error)) (*prometheus.Registry, M) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
+}
