@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // These tests check the README's least-privilege ACLs and grants against
@@ -25,10 +24,7 @@ import (
 // aclAdmin is an admin client on the plaintext listener.
 func aclAdmin(t testing.TB) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t)
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
 }

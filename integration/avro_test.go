@@ -33,14 +33,7 @@ import (
 // read back with kcat, so that exactly's serde checks nothing about itself.
 
 // registryURL returns EXACTLY_REGISTRY_URL or fails the test.
-func registryURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv("EXACTLY_REGISTRY_URL")
-	if u == "" {
-		t.Fatal("EXACTLY_REGISTRY_URL is not set: start the services with deploy/local/up.sh and source the env file it prints")
-	}
-	return u
-}
+var registryURL = envVar("EXACTLY_REGISTRY_URL")
 
 // srCall sends one request to the registry's Confluent API and decodes the
 // JSON answer into out; it returns the HTTP status.
@@ -121,10 +114,7 @@ func mustCodec(t testing.TB, schema string) *goavro.Codec {
 // kgoProduce writes records to topic, idempotently, and waits for them.
 func kgoProduce(t testing.TB, topic string, recs []*kgo.Record) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -350,25 +340,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	kcatProduce(t, in, lines)
 
-	crashing := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@3"},
-		"run", "--topology", topo, "--instance-id", "it-1")
-	_ = crashing.wait(2 * time.Minute)
-	if !crashing.killedBySIGKILL() {
-		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", kit.CrashBeforeCommit, crashing.cmd.ProcessState)
-	}
-	before := kcatCount(t, out)
-	if before >= events {
-		t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
-	}
-	t.Logf("committed before the crash: %d of %d events in %s", before, events, out)
-
-	restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
-	eventually(t, 3*time.Minute, func() bool {
-		return kcatCount(t, out) >= events && kcatCount(t, dlq1) >= bad
-	}, func() string {
-		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", out, kcatCount(t, out), events, dlq1, kcatCount(t, dlq1), bad)
-	})
-	restarted.stop()
+	crashAndRecover(t, topo, kit.CrashBeforeCommit, out, dlq1, events, bad, 3*time.Minute)
 
 	checkOutput(t, out, events)
 	checkExactValues(t, out, want)
@@ -394,11 +366,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	id := srLatestID(t, reg, mid+"-value")
 	codec := mustCodec(t, orderSchema)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(mid),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := readCommittedClient(t, mid)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -801,11 +769,7 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 
 	id := srLatestID(t, reg, out+"-value")
 	codec := mustCodec(t, evolV2)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(out),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := readCommittedClient(t, out)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -146,12 +146,9 @@ func floodInput(n, huge int, seed uint64) []*floodRecord {
 // values from a line) and records where each landed.
 func produceFlood(t *testing.T, topic string, recs []*floodRecord) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic),
+	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic),
 		// Below the topic's max.message.bytes (6 MiB), above a 5 MB record.
 		kgo.ProducerBatchMaxBytes(6_000_000), kgo.MaxBufferedBytes(256<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -183,13 +180,9 @@ func produceFlood(t *testing.T, topic string, recs []*floodRecord) {
 func readCommitted(t testing.TB, topic string) []*kgo.Record {
 	t.Helper()
 	ends := committedEnds(t, topic)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	cl := readCommittedClient(t, topic,
 		// Markers are returned, so the last offset of every partition is seen.
 		kgo.KeepControlRecords(), kgo.FetchMaxPartitionBytes(8<<20))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -39,11 +39,8 @@ func TestHangingTransaction(t *testing.T) {
 
 	txnID := uniqueName("hang_txn")
 	const timeout = 10 * time.Minute
-	p, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout),
+	p := kafkaClient(t, kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout),
 		kgo.DefaultProduceTopic(out), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer p.Close()
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)

@@ -19,11 +19,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // exactlyBin is the exactly binary, built once by TestMain.
@@ -53,14 +57,114 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// brokers returns EXACTLY_BROKERS or fails the test.
-func brokers(t testing.TB) string {
+// kafkaClient returns a franz-go client on EXACTLY_BROKERS with opts, or
+// fails the test; the caller closes it.
+func kafkaClient(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	b := os.Getenv("EXACTLY_BROKERS")
-	if b == "" {
-		t.Fatal("EXACTLY_BROKERS is not set: start the services with deploy/local/up.sh and source the env file it prints")
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers(t))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b
+	return cl
+}
+
+// readCommittedClient is kafkaClient consuming topic from its start with
+// isolation.level=read_committed, and opts.
+func readCommittedClient(t testing.TB, topic string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	return kafkaClient(t, append([]kgo.Opt{kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+}
+
+// writeAbortedGaps writes JSON events {"event_id": KEY} in transactions of
+// cl (transactional, with a default produce topic): 300 committed, 100
+// aborted, 30 transactions of 7 with every fifth aborted (many markers), 200
+// aborted and 300 committed. Committed events are keyed e-0, e-1, ...,
+// aborted ones aborted-0, .... It returns how many of each it wrote.
+func writeAbortedGaps(t testing.TB, cl *kgo.Client) (committed, aborted int) {
+	t.Helper()
+	ctx := context.Background()
+	writeTxn := func(n int, commit bool) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			id := "e-" + strconv.Itoa(committed)
+			if commit {
+				committed++
+			} else {
+				id = "aborted-" + strconv.Itoa(aborted)
+				aborted++
+			}
+			cl.Produce(ctx, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q}`, id)}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTxn(300, true)
+	writeTxn(100, false)
+	for i := range 30 {
+		writeTxn(7, i%5 != 4)
+	}
+	writeTxn(200, false)
+	writeTxn(300, true)
+	return committed, aborted
+}
+
+// waitLogged waits up to timeout until p, which must stay alive, has
+// logged text at least n times; what says what failed to happen.
+func waitLogged(t testing.TB, p *proc, text string, n int, timeout time.Duration, what string) {
+	t.Helper()
+	eventually(t, timeout, func() bool { p.alive(); return countLines(p.logs.String(), text) >= n },
+		func() string { return what })
+}
+
+// crashAndRecover runs the stages of topo with failpoint fp at its third
+// hit, requires the SIGKILL it causes to come before all events are in out,
+// then runs them again until out holds events records and dlq bad (within
+// timeout).
+func crashAndRecover(t testing.TB, topo, fp, out, dlq string, events, bad int, timeout time.Duration) {
+	t.Helper()
+	crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+	_ = crashing.wait(2 * time.Minute)
+	if !crashing.killedBySIGKILL() {
+		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
+	}
+	before := kcatCount(t, out)
+	if before >= events {
+		t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
+	}
+	t.Logf("committed before the crash: %d of %d events in %s", before, events, out)
+
+	restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+	eventually(t, timeout, func() bool {
+		return kcatCount(t, out) >= events && kcatCount(t, dlq) >= bad
+	}, func() string {
+		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", out, kcatCount(t, out), events, dlq, kcatCount(t, dlq), bad)
+	})
+	restarted.stop()
+}
+
+// brokers returns EXACTLY_BROKERS or fails the test.
+var brokers = envVar("EXACTLY_BROKERS")
+
+// envVar returns a function that returns the environment variable name,
+// or fails the test: the services, and the env file that names them, come
+// from deploy/local/up.sh.
+func envVar(name string) func(testing.TB) string {
+	return func(t testing.TB) string {
+		t.Helper()
+		v := os.Getenv(name)
+		if v == "" {
+			t.Fatalf("%s is not set: start the services with deploy/local/up.sh and source the env file it prints", name)
+		}
+		return v
+	}
 }
 
 // kcatBin returns KCAT, or kcat from PATH, or fails the test.

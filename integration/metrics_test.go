@@ -53,6 +53,22 @@ func scrape(t testing.TB, addr string) map[string]float64 {
 
 // sum adds the samples of metric name whose labels include want, and
 // returns how many series matched.
+// waitMetric scrapes addr until the sum of the series of name with labels
+// is want, and returns that scrape; it fails the test after timeout.
+func waitMetric(t testing.TB, addr, name string, labels map[string]string, want float64, timeout time.Duration) map[string]float64 {
+	t.Helper()
+	var m map[string]float64
+	eventually(t, timeout, func() bool {
+		m = scrape(t, addr)
+		v, _ := sum(m, name, labels)
+		return v == want
+	}, func() string {
+		v, _ := sum(m, name, labels)
+		return fmt.Sprintf("%s %v, want %v", name, v, want)
+	})
+	return m
+}
+
 func sum(m map[string]float64, name string, want map[string]string) (float64, int) {
 	total, n := 0.0, 0
 	for series, v := range m {
@@ -97,21 +113,10 @@ func TestMetricsMatchTheRun(t *testing.T) {
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= events && kcatCount(t, dlq) >= bad },
 		func() string { return fmt.Sprintf("%d of %d out", kcatCount(t, out), events) })
-	eventually(t, 30*time.Second, func() bool {
-		code, _ := get(t, "http://"+addr+"/readyz")
-		return code == http.StatusOK
-	}, func() string { _, body := get(t, "http://"+addr+"/readyz"); return "/readyz: " + body })
+	waitReady(t, addr, 30*time.Second)
 
 	st := map[string]string{"stage": stage}
-	var m map[string]float64
-	eventually(t, 10*time.Second, func() bool {
-		m = scrape(t, addr)
-		v, _ := sum(m, "exactly_stage_records_produced_total", st)
-		return v == events
-	}, func() string {
-		v, _ := sum(m, "exactly_stage_records_produced_total", st)
-		return fmt.Sprintf("produced_total %v", v)
-	})
+	m := waitMetric(t, addr, "exactly_stage_records_produced_total", st, events, 10*time.Second)
 	for _, c := range []struct {
 		name   string
 		labels map[string]string

@@ -187,15 +187,7 @@ func TestSinkMetricsAndStatus(t *testing.T) {
 	waitReady(t, stageAddr, time.Minute)
 
 	lbl := map[string]string{"sink": s.name}
-	var m map[string]float64
-	eventually(t, 10*time.Second, func() bool {
-		m = scrape(t, sinkAddr)
-		v, _ := sum(m, "exactly_sink_rows_written_total", lbl)
-		return v == n
-	}, func() string {
-		v, _ := sum(m, "exactly_sink_rows_written_total", lbl)
-		return fmt.Sprintf("rows_written %v", v)
-	})
+	m := waitMetric(t, sinkAddr, "exactly_sink_rows_written_total", lbl, float64(n), 10*time.Second)
 	ends := committedEnds(t, s.in)
 	var endSum float64
 	for _, e := range ends {

@@ -56,6 +56,15 @@ func (s saslService) secureKafka() string {
 		"  sasl: { mechanism: SCRAM-SHA-512, username: \"${KAFKA_USER}\", password: \"${KAFKA_PASSWORD}\" }\n", s.brokers)
 }
 
+// stageTopology writes the file of one stage, raw -> clean with dead
+// letters to dlq (unique names), for the SASL_SSL listener.
+func (s saslService) stageTopology(t testing.TB) (raw, clean, dlq, topo string) {
+	t.Helper()
+	raw, clean, dlq = uniqueName("sec_raw"), uniqueName("sec_clean"), uniqueName("sec_dlq")
+	topo = s.secureTopology(t, topologyFile(t, []stageSpec{{uniqueName("sec"), raw, clean, dlq}}, "100ms", "60s", 1000))
+	return raw, clean, dlq, topo
+}
+
 // secureTopology rewrites the topology file at path (as topologyFile
 // writes it) to reach the SASL_SSL listener.
 func (s saslService) secureTopology(t testing.TB, path string) string {
@@ -197,8 +206,7 @@ func TestSASLCrashCheck(t *testing.T) {
 	s := sasl(t)
 	const events, bad = 10000, 50
 	var out outputs
-	raw, clean, dlq := uniqueName("sec_raw"), uniqueName("sec_clean"), uniqueName("sec_dlq")
-	topo := s.secureTopology(t, topologyFile(t, []stageSpec{{uniqueName("sec"), raw, clean, dlq}}, "100ms", "60s", 1000))
+	raw, clean, dlq, topo := s.stageTopology(t)
 
 	text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", topo)
 	out.add("topics create", text)
@@ -257,8 +265,7 @@ func TestSASLCrashCheck(t *testing.T) {
 func TestSASLWrongPasswordFailsFast(t *testing.T) {
 	s := sasl(t)
 	var out outputs
-	raw, clean, dlq := uniqueName("sec_raw"), uniqueName("sec_clean"), uniqueName("sec_dlq")
-	topo := s.secureTopology(t, topologyFile(t, []stageSpec{{uniqueName("sec"), raw, clean, dlq}}, "100ms", "60s", 1000))
+	_, _, _, topo := s.stageTopology(t)
 	text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", topo)
 	if code != 0 {
 		t.Fatalf("topics create: exit %d\n%s", code, text)
@@ -301,8 +308,7 @@ func TestSASLWrongPasswordFailsFast(t *testing.T) {
 func TestSASLUntrustedBrokerCertificate(t *testing.T) {
 	s := sasl(t)
 	var out outputs
-	raw, clean, dlq := uniqueName("sec_raw"), uniqueName("sec_clean"), uniqueName("sec_dlq")
-	topo := s.secureTopology(t, topologyFile(t, []stageSpec{{uniqueName("sec"), raw, clean, dlq}}, "100ms", "60s", 1000))
+	_, _, _, topo := s.stageTopology(t)
 	env := s.env("EXACTLY_CA_FILE=" + untrustedCA(t))
 	for _, args := range [][]string{
 		{"topics", "create", topo},
@@ -372,9 +378,7 @@ func TestSinkPostgresTLS(t *testing.T) {
 func TestSecretsStayOutOfOutputs(t *testing.T) {
 	s := sasl(t)
 	var out outputs
-	raw, clean, dlq := uniqueName("sec_raw"), uniqueName("sec_clean"), uniqueName("sec_dlq")
-	stage := uniqueName("sec")
-	topo := s.secureTopology(t, topologyFile(t, []stageSpec{{stage, raw, clean, dlq}}, "100ms", "60s", 1000))
+	raw, clean, _, topo := s.stageTopology(t)
 
 	text, code, _ := exactlyRun(t, s.env(), time.Minute, "validate", topo)
 	out.add("validate", text)

@@ -22,14 +22,7 @@ import (
 )
 
 // pgDSN returns PG_DSN or fails the test.
-func pgDSN(t testing.TB) string {
-	t.Helper()
-	d := os.Getenv("PG_DSN")
-	if d == "" {
-		t.Fatal("PG_DSN is not set: start the services with deploy/local/up.sh and source the env file it prints")
-	}
-	return d
-}
+var pgDSN = envVar("PG_DSN")
 
 // pgPool connects to PG_DSN; it is closed when the test ends.
 func pgPool(t testing.TB) *pgxpool.Pool {
@@ -72,15 +65,10 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 	if cols == "" {
 		cols = "{ event_id: event_id, body: $value }"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\ntopics:\n  - { name: %s, partitions: 3 }\n  - { name: %s, partitions: 1 }\n",
-		brokers(t), s.in, s.dlq)
-	fmt.Fprintf(&b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", s.name, s.in, s.dlq)
-	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      positions_table: %s\n      event_id: event_id\n      columns: %s\n",
-		s.table(), s.positions(), cols)
-	fmt.Fprintf(&b, "    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
+	b := sinkYAMLHead(t, s, 3, cols)
+	fmt.Fprintf(b, "    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
 	if s.sessionTimeout != "" {
-		fmt.Fprintf(&b, "    session_timeout: %s\n", s.sessionTimeout)
+		fmt.Fprintf(b, "    session_timeout: %s\n", s.sessionTimeout)
 	}
 	path := writeFile(t, "topology.yaml", b.String())
 	exactlyCmd(t, "topics", "create", path)
@@ -91,6 +79,21 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 		}
 	})
 	return path
+}
+
+// sinkYAMLHead starts the text of a one-sink topology file for s: topics
+// s.in with partitions partitions and s.dlq with 1, and the sink reading
+// s.in as JSON into its table through the columns map columns, with its
+// positions table; the caller adds the sink's further lines.
+func sinkYAMLHead(t testing.TB, s sinkSpec, partitions int, columns string) *strings.Builder {
+	t.Helper()
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "version: 1\nkafka:\n  brokers: [%q]\ntopics:\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
+		brokers(t), s.in, partitions, s.dlq)
+	fmt.Fprintf(b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", s.name, s.in, s.dlq)
+	fmt.Fprintf(b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      positions_table: %s\n      event_id: event_id\n      columns: %s\n",
+		s.table(), s.positions(), columns)
+	return b
 }
 
 // startSink runs `exactly sink` for s as instance id.
@@ -148,10 +151,7 @@ func storedPositions(t testing.TB, pool *pgxpool.Pool, positions, topic string) 
 // offset) of topic.
 func committedEnds(t testing.TB, topic string) map[int32]int64 {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -205,8 +205,7 @@ func waitSinkDone(t testing.TB, pool *pgxpool.Pool, s sinkSpec, want int, timeou
 // positionRecorder samples the stored positions of a sink until stopped,
 // and reports any position that ever decreased.
 type positionRecorder struct {
-	stop    chan struct{}
-	done    chan struct{}
+	background
 	samples atomic.Int64
 	mu      sync.Mutex
 	history map[int32][]int64
@@ -214,52 +213,74 @@ type positionRecorder struct {
 }
 
 func recordPositions(t testing.TB, pool *pgxpool.Pool, s sinkSpec) *positionRecorder {
-	r := &positionRecorder{stop: make(chan struct{}), done: make(chan struct{}), history: map[int32][]int64{}}
-	go func() {
-		defer close(r.done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-tick.C:
-			}
-			rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT partition, next_offset FROM %s WHERE topic = $1", s.positions()), s.in)
-			if err != nil {
-				continue // not created yet, or Postgres restarting
-			}
-			r.mu.Lock()
-			for rows.Next() {
-				var p int32
-				var n int64
-				if rows.Scan(&p, &n) != nil {
-					continue
-				}
-				h := r.history[p]
-				if len(h) > 0 && n < h[len(h)-1] {
-					r.backs = append(r.backs, fmt.Sprintf("partition %d: %d -> %d", p, h[len(h)-1], n))
-				}
-				if len(h) == 0 || h[len(h)-1] != n {
-					r.history[p] = append(h, n)
-				}
-			}
-			r.mu.Unlock()
-			rows.Close()
-			r.samples.Add(1)
+	r := &positionRecorder{history: map[int32][]int64{}}
+	r.background = startBackground(t, func() bool {
+		rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT partition, next_offset FROM %s WHERE topic = $1", s.positions()), s.in)
+		if err != nil {
+			return true // not created yet, or Postgres restarting
 		}
-	}()
-	t.Cleanup(r.finish)
+		r.mu.Lock()
+		for rows.Next() {
+			var p int32
+			var n int64
+			if rows.Scan(&p, &n) != nil {
+				continue
+			}
+			h := r.history[p]
+			if len(h) > 0 && n < h[len(h)-1] {
+				r.backs = append(r.backs, fmt.Sprintf("partition %d: %d -> %d", p, h[len(h)-1], n))
+			}
+			if len(h) == 0 || h[len(h)-1] != n {
+				r.history[p] = append(h, n)
+			}
+		}
+		r.mu.Unlock()
+		rows.Close()
+		r.samples.Add(1)
+		return true
+	})
 	return r
 }
 
-func (r *positionRecorder) finish() {
+// background is a goroutine that runs until stop is closed, then closes
+// done.
+type background struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startBackground calls tick every 20 ms in a goroutine until finish is
+// called (at the latest when t ends) or tick returns false.
+func startBackground(t testing.TB, tick func() bool) background {
+	b := background{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-b.stop:
+				return
+			case <-ticker.C:
+			}
+			if !tick() {
+				return
+			}
+		}
+	}()
+	t.Cleanup(b.finish)
+	return b
+}
+
+// finish stops the goroutine, once however often it is called, and waits
+// for it to end.
+func (b background) finish() {
 	select {
-	case <-r.stop:
+	case <-b.stop:
 	default:
-		close(r.stop)
+		close(b.stop)
 	}
-	<-r.done
+	<-b.done
 }
 
 // check stops the recorder and fails t if a position ever decreased.
@@ -284,57 +305,34 @@ func (r *positionRecorder) check(t testing.TB) {
 // producer writes events prefix-N to topic with a kgo client, in the
 // background, until stopped; it returns how many it wrote.
 type producer struct {
-	stop chan struct{}
-	done chan struct{}
-	n    atomic.Int64
-	err  error
+	background
+	n   atomic.Int64
+	err error
 }
 
 func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		defer cl.Close()
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-p.stop:
-				return
-			case <-tick.C:
-			}
-			var recs []*kgo.Record
-			base := int(p.n.Load())
-			for i := base; i < base+perTick; i++ {
-				id := fmt.Sprintf("%s-%d", prefix, i)
-				recs = append(recs, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)})
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := cl.ProduceSync(ctx, recs...).FirstErr()
-			cancel()
-			if err != nil {
-				p.err = err
-				return
-			}
-			p.n.Add(int64(perTick))
+	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
+	t.Cleanup(cl.Close) // after the producer's goroutine ends (cleanups run last first)
+	p := &producer{}
+	p.background = startBackground(t, func() bool {
+		var recs []*kgo.Record
+		base := int(p.n.Load())
+		for i := base; i < base+perTick; i++ {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			recs = append(recs, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q,"n":%d}`, id, i)})
 		}
-	}()
-	t.Cleanup(p.finish)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := cl.ProduceSync(ctx, recs...).FirstErr()
+		cancel()
+		if err != nil {
+			p.err = err
+			return false
+		}
+		p.n.Add(int64(perTick))
+		return true
+	})
 	return p
-}
-
-func (p *producer) finish() {
-	select {
-	case <-p.stop:
-	default:
-		close(p.stop)
-	}
-	<-p.done
 }
 
 // halt stops the producer and returns how many events it wrote.

@@ -22,19 +22,17 @@ import (
 
 // rowsSink is one sink into <schema>.events, with a one-partition input.
 type rowsSink struct {
-	name, in, dlq, schema, topo string
+	sinkSpec // the names; its commit settings are not used
+	topo     string
 }
-
-func (s rowsSink) table() string     { return s.schema + ".events" }
-func (s rowsSink) positions() string { return s.schema + ".positions" }
 
 // newRowsSink creates a schema, runs ddl in it (%[1]s is the schema), and
 // writes the topology of one sink with mode and tombstones ("" for the
 // defaults) and columns.
 func newRowsSink(t *testing.T, pool *pgxpool.Pool, ddl, columns, mode, tombstones string) rowsSink {
 	t.Helper()
-	s := rowsSink{name: uniqueName("sinkrows"), in: uniqueName("sinkrows_in"), dlq: uniqueName("sinkrows_dlq"),
-		schema: strings.ToLower(uniqueName("sinkrows"))}
+	s := rowsSink{sinkSpec: sinkSpec{name: uniqueName("sinkrows"), in: uniqueName("sinkrows_in"), dlq: uniqueName("sinkrows_dlq"),
+		schema: strings.ToLower(uniqueName("sinkrows"))}}
 	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+s.schema); err != nil {
 		t.Fatal(err)
 	}
@@ -46,17 +44,12 @@ func newRowsSink(t *testing.T, pool *pgxpool.Pool, ddl, columns, mode, tombstone
 	if _, err := pool.Exec(context.Background(), fmt.Sprintf(ddl, s.schema)); err != nil {
 		t.Fatalf("ddl: %v", err)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\ntopics:\n  - { name: %s, partitions: 1 }\n  - { name: %s, partitions: 1 }\n",
-		brokers(t), s.in, s.dlq)
-	fmt.Fprintf(&b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", s.name, s.in, s.dlq)
-	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      positions_table: %s\n      event_id: event_id\n      columns: %s\n",
-		s.table(), s.positions(), columns)
+	b := sinkYAMLHead(t, s.sinkSpec, 1, columns)
 	if mode != "" {
-		fmt.Fprintf(&b, "      mode: %s\n", mode)
+		fmt.Fprintf(b, "      mode: %s\n", mode)
 	}
 	if tombstones != "" {
-		fmt.Fprintf(&b, "      tombstones: %s\n", tombstones)
+		fmt.Fprintf(b, "      tombstones: %s\n", tombstones)
 	}
 	b.WriteString("    commit: { interval: 100ms, max_records: 1000 }\n")
 	s.topo = writeFile(t, "topology.yaml", b.String())

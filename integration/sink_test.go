@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,42 +114,10 @@ func TestSinkGaps(t *testing.T) {
 	topo := sinkTopology(t, s)
 	pool := pgPool(t)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.TransactionalID(uniqueName("it-sink-producer")), kgo.DefaultProduceTopic(s.in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.TransactionalID(uniqueName("it-sink-producer")), kgo.DefaultProduceTopic(s.in))
 	defer cl.Close()
 	ctx := context.Background()
-	next, aborted := 0, 0
-	writeTxn := func(n int, commit bool) {
-		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			id := "e-" + strconv.Itoa(next)
-			if commit {
-				next++
-			} else {
-				id = "aborted-" + strconv.Itoa(aborted)
-				aborted++
-			}
-			cl.Produce(ctx, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q}`, id)}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeTxn(300, true)
-	writeTxn(100, false)
-	for i := range 30 {
-		writeTxn(7, i%5 != 4)
-	}
-	writeTxn(200, false)
-	writeTxn(300, true)
+	next, aborted := writeAbortedGaps(t, cl)
 
 	p := startSink(t, topo, "g1")
 	waitSinkDone(t, pool, s, next, time.Minute)

@@ -181,8 +181,7 @@ func TestSinkPosShutdownMidRetry(t *testing.T) {
 	c, release := retrySink(t, pool, "spstop", 2)
 	kcatProduce(t, c.in, c13Events("e", 0, 30, 0))
 	p := c.run(t, "c13-1", "")
-	eventually(t, 30*time.Second, func() bool { p.alive(); return countLines(p.logs.String(), "batch failed; retrying") >= 2 },
-		func() string { return "the batch is not being retried" })
+	waitLogged(t, p, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
 	p.stop()
 	if got := storedPositions(t, pool, c.schema+".exactly_positions", c.in); len(got) != 0 {
 		t.Errorf("positions stored by a batch that never committed: %v", got)
@@ -203,11 +202,9 @@ func TestSinkPosRevokedMidRetry(t *testing.T) {
 	c, release := retrySink(t, pool, "sprev", 4)
 	kcatProduce(t, c.in, c13Events("e", 0, 200, 0))
 	a := c.run(t, "c13-a", "")
-	eventually(t, 30*time.Second, func() bool { a.alive(); return countLines(a.logs.String(), "batch failed; retrying") >= 2 },
-		func() string { return "the batch is not being retried" })
+	waitLogged(t, a, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
 	b := c.run(t, "c13-b", "")
-	eventually(t, 30*time.Second, func() bool { b.alive(); return countLines(b.logs.String(), "sink starting") >= 1 },
-		func() string { return "instance b did not start" })
+	waitLogged(t, b, "sink starting", 1, 30*time.Second, "instance b did not start")
 	release()
 	waitRows(t, pool, c.table, 200, 60*time.Second, a, b)
 	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {

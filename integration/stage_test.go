@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -157,24 +156,7 @@ func TestCrashCheck(t *testing.T) {
 				exactlyCmd(t, "topics", "create", topo)
 				kcatProduce(t, raw, crashInput(events, bad))
 
-				crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
-				_ = crashing.wait(2 * time.Minute)
-				if !crashing.killedBySIGKILL() {
-					t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
-				}
-				before := kcatCount(t, final)
-				if before >= events {
-					t.Fatalf("the crash came after all %d events were out: nothing was tested", before)
-				}
-				t.Logf("committed before the crash: %d of %d events in %s", before, events, final)
-
-				restarted := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
-				eventually(t, 2*time.Minute, func() bool {
-					return kcatCount(t, final) >= events && kcatCount(t, dlq1) >= bad
-				}, func() string {
-					return fmt.Sprintf("%s has %d of %d, %s has %d of %d", final, kcatCount(t, final), events, dlq1, kcatCount(t, dlq1), bad)
-				})
-				restarted.stop()
+				crashAndRecover(t, topo, fp, final, dlq1, events, bad, 2*time.Minute)
 
 				checkOutput(t, final, events)
 				checkDeadLetters(t, dlq1, raw, bad)
@@ -233,42 +215,9 @@ func TestTransactionalInputWithAborts(t *testing.T) {
 	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "60s", 500)
 	exactlyCmd(t, "topics", "create", topo)
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)), kgo.TransactionalID(uniqueName("it-producer")), kgo.DefaultProduceTopic(in))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := kafkaClient(t, kgo.TransactionalID(uniqueName("it-producer")), kgo.DefaultProduceTopic(in))
 	defer cl.Close()
-	ctx := context.Background()
-	next, aborted := 0, 0
-	writeTxn := func(n int, commit bool) {
-		t.Helper()
-		if err := cl.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			id := "e-" + strconv.Itoa(next)
-			if !commit {
-				id = "aborted-" + strconv.Itoa(aborted)
-				aborted++
-			} else {
-				next++
-			}
-			cl.Produce(ctx, &kgo.Record{Key: []byte(id), Value: fmt.Appendf(nil, `{"event_id":%q}`, id)}, nil)
-		}
-		if err := cl.Flush(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeTxn(300, true)
-	writeTxn(100, false)
-	for i := range 30 { // many small transactions: many markers
-		writeTxn(7, i%5 != 4)
-	}
-	writeTxn(200, false)
-	writeTxn(300, true)
+	next, aborted := writeAbortedGaps(t, cl)
 
 	addr := freeAddr(t)
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)

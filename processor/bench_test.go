@@ -14,6 +14,7 @@ import (
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // The hot path of a stage, on the record integration/bench uses: 1 KiB of
@@ -38,19 +39,7 @@ const celSteps = `    transform:
 
 func benchPipeline(b *testing.B) *transform.Pipeline {
 	b.Helper()
-	yaml := `version: 1
-kafka: { brokers: ["127.0.0.1:9092"] }
-topics:
-  - { name: in, partitions: 3 }
-  - { name: out, partitions: 3 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: s
-    input: { topic: in, format: json }
-    output: { topic: out, format: json }
-    dead_letter: { topic: dlq }
-    key: event_id
-` + celSteps
+	yaml := topologytest.Stage("127.0.0.1:9092", "s", 3, "    key: event_id\n"+celSteps)
 	f, err := topology.Parse("bench.yaml", []byte(yaml), nil)
 	if err != nil {
 		b.Fatal(err)

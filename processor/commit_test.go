@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 )
 
 // The commit interval bounds how long a record waits; it is no fixed wait.
@@ -54,11 +54,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewRegistry()
-			metrics, err := processor.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			reg, metrics := promtest.Registered(t, processor.NewMetrics)
 			s, err := processor.New(processor.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
@@ -68,15 +64,8 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			}()
+			stop, done := runInBackground(t, s)
+			defer stop()
 			started := time.Now()
 			waitStats(t, s, done, func(st processor.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
 			if tt.backlog > 0 {
@@ -104,16 +93,8 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
 			}
 			// A read_committed reader sees every record once.
-			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer dcancel()
-			outs, err := audit.Drain(dctx, seeds, outTopic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keys := map[string]int{}
-			for _, r := range outs {
-				keys[string(r.Key)]++
-			}
+			outs := drain(t, seeds, outTopic)
+			keys := keyCounts(outs)
 			if len(outs) != tt.backlog+1 || len(keys) != tt.backlog+1 || keys["lone"] != 1 {
 				t.Errorf("output: %d records, %d keys, lone %d times; want %d records, each once", len(outs), len(keys), keys["lone"], tt.backlog+1)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -62,11 +63,7 @@ func TestStageStartPositions(t *testing.T) {
 			if err := adm.CommitAllOffsets(context.Background(), "exactly-clean", offs); err != nil {
 				t.Fatal(err)
 			}
-			reg := prometheus.NewRegistry()
-			m, err := processor.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			reg, m := promtest.Registered(t, processor.NewMetrics)
 			s := stageWith(t, seeds, processor.ExactlyOnce, processor.WithMetrics(m))
 			want := append([]string{}, parts[0][min(tc.wantFrom, 5):]...)
 			want = append(want, parts[1]...)
@@ -171,15 +168,8 @@ func TestStageInputTopicRecreatedWhileRunning(t *testing.T) {
 			adm := adminFor(t, seeds)
 			logs := &countingHandler{n: map[string]int{}}
 			s := stageWith(t, seeds, g, processor.WithLogger(slog.New(logs)))
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- s.Run(ctx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					t.Error(err)
-				}
-			}()
+			stop, _ := runInBackground(t, s)
+			defer stop()
 			old := map[int32][]string{0: events("old0", 3), 1: events("old1", 2)}
 			producePartitions(t, seeds, old)
 			waitFor(t, func() bool { return s.Stats().Produced == 5 })

@@ -183,12 +183,12 @@ func (s stageMetrics) rebuild() {
 
 func (s stageMetrics) setLag(topic string, partition int32, lag int64) {
 	if s.m != nil {
-		s.m.lag.WithLabelValues(s.stage, topic, promutil.Partition(partition)).Set(float64(max(lag, 0)))
+		promutil.SetLag(s.m.lag, s.stage, topic, partition, lag)
 	}
 }
 
 func (s stageMetrics) dropLag(topic string, partition int32) {
 	if s.m != nil {
-		s.m.lag.DeleteLabelValues(s.stage, topic, promutil.Partition(partition))
+		promutil.DropPartition(s.stage, topic, partition, s.m.lag)
 	}
 }

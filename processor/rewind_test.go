@@ -19,12 +19,7 @@ import (
 // adminFor returns a kadm client on seeds, closed with the test.
 func adminFor(t *testing.T, seeds []string) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	return kadm.NewClient(newClient(t, seeds))
 }
 
 // limitOutput makes the output topic refuse batches over 4000 bytes.
@@ -79,15 +74,7 @@ func events(prefix string, n int) []string {
 
 func stageWith(t *testing.T, seeds []string, guarantee string, opts ...processor.Option) *processor.Stage {
 	t.Helper()
-	s, err := processor.New(processor.Config{
-		Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: guarantee,
-		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
-		KeyField: "event_id", CommitInterval: 50 * time.Millisecond, MaxRecords: 10000,
-	}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return stageOf(t, seeds, guarantee, 50*time.Millisecond, 10000, opts...)
 }
 
 // checkOutputs requires each wanted key in the output once (even with
@@ -95,16 +82,8 @@ func stageWith(t *testing.T, seeds []string, guarantee string, opts ...processor
 // exactly the keys of wantDL, with reason produce.
 func checkOutputs(t *testing.T, seeds []string, want, wantDL []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	outs, err := audit.Drain(ctx, seeds, outTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for _, r := range outs {
-		got[string(r.Key)]++
-	}
+	outs := drain(t, seeds, outTopic)
+	got := keyCounts(outs)
 	for _, k := range want {
 		if got[k] != 1 {
 			t.Errorf("key %s is in the output %d times, want 1", k, got[k])
@@ -113,10 +92,7 @@ func checkOutputs(t *testing.T, seeds []string, want, wantDL []string) {
 	if len(outs) != len(want) {
 		t.Errorf("%d outputs, want %d", len(outs), len(want))
 	}
-	dls, err := audit.Drain(ctx, seeds, dlqTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dls := drain(t, seeds, dlqTopic)
 	gotDL := map[string]string{}
 	for _, r := range dls {
 		gotDL[string(r.Key)], _ = audit.Header(r, kit.HeaderReason)

@@ -47,11 +47,7 @@ type eosSession struct {
 func (s eosSession) End(ctx context.Context, commit bool) (bool, error) {
 	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		for i := range req.Topics {
-			if req.Topics[i].Topic == s.meta.topic {
-				for j := range req.Topics[i].Partitions {
-					req.Topics[i].Partitions[j].Metadata = &s.meta.text
-				}
-			}
+			s.meta.stamp(req.Topics[i].Topic, len(req.Topics[i].Partitions), func(j int) **string { return &req.Topics[i].Partitions[j].Metadata })
 		}
 		return nil
 	})
@@ -97,11 +93,7 @@ func (s alosSession) End(ctx context.Context, commit bool) (bool, error) {
 func (s alosSession) commit(ctx context.Context) error {
 	ctx = kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
 		for i := range req.Topics {
-			if req.Topics[i].Topic == s.meta.topic {
-				for j := range req.Topics[i].Partitions {
-					req.Topics[i].Partitions[j].Metadata = &s.meta.text
-				}
-			}
+			s.meta.stamp(req.Topics[i].Topic, len(req.Topics[i].Partitions), func(j int) **string { return &req.Topics[i].Partitions[j].Metadata })
 		}
 		return nil
 	})
@@ -114,3 +106,15 @@ func (s alosSession) commit(ctx context.Context) error {
 // commitMeta is the commit metadata of the input topic's partitions:
 // kit.CommitMetadata of the topic ID the session consumes.
 type commitMeta struct{ topic, text string }
+
+// stamp sets the metadata of each of a commit request's n partitions of
+// topic to m.text, when topic is m's input topic; metadata(j) points at the
+// metadata field of partition j.
+func (m *commitMeta) stamp(topic string, n int, metadata func(j int) **string) {
+	if topic != m.topic {
+		return
+	}
+	for j := range n {
+		*metadata(j) = &m.text
+	}
+}

@@ -19,7 +19,6 @@ import (
 	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
-	"github.com/exactly-io/exactly/topology"
 )
 
 const (
@@ -42,11 +41,7 @@ func newCluster(t *testing.T) []string {
 // number of bad records.
 func produceInput(t *testing.T, seeds []string, n int) int {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, seeds)
 	var recs []*kgo.Record
 	for i := range n {
 		v := fmt.Sprintf(`{"event_id":"e-%d","amount":%d}`, i, i)
@@ -71,15 +66,7 @@ func produceInput(t *testing.T, seeds []string, n int) int {
 
 func newStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
 	t.Helper()
-	s, err := processor.New(processor.Config{
-		Stage: "clean", InstanceID: "i1", Brokers: seeds,
-		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
-		KeyField: "event_id", CommitInterval: 20 * time.Millisecond, MaxRecords: 50,
-	}, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return stageOf(t, seeds, "", 20*time.Millisecond, 50, opts...)
 }
 
 // runUntil runs s until its committed outputs and dead letters reach want,
@@ -114,16 +101,8 @@ func runUntil(t *testing.T, s *processor.Stage, want int64) error {
 // letters once.
 func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	outs, err := audit.Drain(ctx, seeds, outTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, r := range outs {
-		seen[string(r.Key)]++
-	}
+	outs := drain(t, seeds, outTopic)
+	seen := keyCounts(outs)
 	for i := range events {
 		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
 			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
@@ -132,10 +111,7 @@ func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	if len(outs) != events {
 		t.Errorf("output has %d records, want %d", len(outs), events)
 	}
-	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := drain(t, seeds, dlqTopic)
 	if len(dlq) != bad {
 		t.Errorf("dead-letter topic has %d records, want %d", len(dlq), bad)
 	}
@@ -169,12 +145,7 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 	if err := runUntil(t, newStage(t, seeds), int64(bad)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := drain(t, seeds, dlqTopic)
 	wantReason := map[string]string{
 		"bad-0": "decode", "bad-1": "decode", "bad-2": "decode", "bad-3": "decode", "bad-4": "key", "bad-5": "key",
 	}
@@ -274,29 +245,13 @@ func TestStageTransientErrorRetries(t *testing.T) {
 	seeds := newCluster(t)
 	produceInput(t, seeds, 300)
 	var calls atomic.Int64
-	reg := transform.NewRegistry()
-	if err := reg.Register("flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+	p := funcPipeline(t, "flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
 		if calls.Add(1) <= 120 {
 			return nil, fmt.Errorf("lookup service: %w", serde.ErrTransient)
 		}
 		return []transform.Record{r}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: flaky } ] }
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newStage(t, seeds, processor.WithTransform(ps["clean"]))
+	})
+	s := newStage(t, seeds, processor.WithTransform(p))
 	if err := runUntil(t, s, 300+6); err != nil {
 		t.Fatal(err)
 	}
@@ -312,49 +267,22 @@ stages:
 func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 	seeds := newCluster(t)
 	bad := produceInput(t, seeds, 200)
-	reg := transform.NewRegistry()
-	if err := reg.Register("pad", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+	p := funcPipeline(t, "pad", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
 		if m, ok := r.Value.(map[string]any); ok && m["event_id"] == "e-7" {
 			m["pad"] = strings.Repeat("x", 5000)
 		}
 		return []transform.Record{r}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: pad } ] }
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := newStage(t, seeds, processor.WithTransform(ps["clean"]), processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
+	})
+	s := newStage(t, seeds, processor.WithTransform(p), processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
 	if err := runUntil(t, s, int64(200+bad)); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	outs, err := audit.Drain(ctx, seeds, outTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]int{}
-	for _, r := range outs {
-		seen[string(r.Key)]++
-	}
+	outs := drain(t, seeds, outTopic)
+	seen := keyCounts(outs)
 	if len(outs) != 199 || seen["e-7"] != 0 || seen["e-8"] != 1 {
 		t.Fatalf("%d outputs (e-7: %d), want 199 without e-7", len(outs), seen["e-7"])
 	}
-	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := drain(t, seeds, dlqTopic)
 	produce := 0
 	for _, r := range dlq {
 		if reason, _ := audit.Header(r, kit.HeaderReason); reason == kit.ReasonProduce {
@@ -370,11 +298,7 @@ stages:
 // any other; only a real marker (no key, no value) is forwarded.
 func TestStageDoesNotDropSpoofedMarkers(t *testing.T) {
 	seeds := newCluster(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, seeds)
 	hdr := []kgo.RecordHeader{{Key: audit.MarkerHeader, Value: []byte("x")}}
 	if err := cl.ProduceSync(context.Background(),
 		&kgo.Record{Topic: inTopic, Value: []byte(`{"event_id":"e-0"}`), Headers: hdr},
@@ -393,14 +317,7 @@ func TestStageDoesNotDropSpoofedMarkers(t *testing.T) {
 func TestStageAtLeastOnce(t *testing.T) {
 	seeds := newCluster(t)
 	bad := produceInput(t, seeds, 500)
-	s, err := processor.New(processor.Config{
-		Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: processor.AtLeastOnce,
-		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
-		KeyField: "event_id", CommitInterval: 20 * time.Millisecond, MaxRecords: 50,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := stageOf(t, seeds, processor.AtLeastOnce, 20*time.Millisecond, 50)
 	if err := runUntil(t, s, int64(500+bad)); err != nil {
 		t.Fatal(err)
 	}
@@ -412,11 +329,7 @@ func TestStageAtLeastOnce(t *testing.T) {
 // on.
 func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 	seeds := newCluster(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := newClient(t, seeds)
 	big := `{"event_id":"big","pad":"` + strings.Repeat("x", 6000) + `"}`
 	recs := []*kgo.Record{{Topic: inTopic, Key: []byte("big"), Value: []byte(big)}}
 	for i := range 50 {
@@ -430,12 +343,7 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, seeds, 50, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	dlq, err := audit.Drain(ctx, seeds, dlqTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dlq := drain(t, seeds, dlqTopic)
 	omitted, _ := audit.Header(dlq[0], kit.HeaderValueOmitted)
 	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))

@@ -4,7 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"iter"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -98,27 +101,9 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 		}
 		return nil, fmt.Errorf("%w: enum symbol %q is not in the reader's %s", ErrIncompatible, s, r.name)
 	case "array":
-		in := v.([]any)
-		out := make([]any, len(in))
-		for i, e := range in {
-			x, err := fromAvro(w.items, r.items, e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
-		}
-		return out, nil
+		return convertItems(v.([]any), func(e any) (any, error) { return fromAvro(w.items, r.items, e) }, false)
 	case "map":
-		in := v.(map[string]any)
-		out := make(map[string]any, len(in))
-		for k, e := range in {
-			x, err := fromAvro(w.values, r.values, e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = x
-		}
-		return out, nil
+		return convertValues(v.(map[string]any), func(e any) (any, error) { return fromAvro(w.values, r.values, e) }, false)
 	case "record":
 		in := v.(map[string]any)
 		out := make(map[string]any, len(r.fields))
@@ -149,6 +134,42 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 }
 
 var nullType = &avroType{kind: "null"}
+
+// convertItems returns conv of each element of in, or the first error;
+// with name, the error names the element's index ("[3]: ...").
+func convertItems(in []any, conv func(any) (any, error), name bool) ([]any, error) {
+	out := make([]any, len(in))
+	if err := convertAll(slices.All(in), conv, name, "[%d]: %w", func(i int, x any) { out[i] = x }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// convertValues returns conv of each value of in, or the first error; with
+// name, the error names the value's key ("key: ...").
+func convertValues(in map[string]any, conv func(any) (any, error), name bool) (map[string]any, error) {
+	out := make(map[string]any, len(in))
+	if err := convertAll(maps.All(in), conv, name, "%s: %w", func(k string, x any) { out[k] = x }); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// convertAll calls set with conv of each element that all yields, and
+// returns the first error, wrapped as format (the key, the error) with name.
+func convertAll[K any](all iter.Seq2[K, any], conv func(any) (any, error), name bool, format string, set func(K, any)) error {
+	for k, e := range all {
+		x, err := conv(e)
+		if err != nil {
+			if name {
+				err = fmt.Errorf(format, k, err)
+			}
+			return err
+		}
+		set(k, x)
+	}
+	return nil
+}
 
 func writerField(w *avroType, rf *avroField) *avroField {
 	for _, wf := range w.fields {
@@ -249,29 +270,13 @@ func defaultNative(t *avroType, d any) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("want an array")
 		}
-		out := make([]any, len(a))
-		for i, e := range a {
-			x, err := defaultNative(t.items, e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = x
-		}
-		return out, nil
+		return convertItems(a, func(e any) (any, error) { return defaultNative(t.items, e) }, false)
 	case "map":
 		m, ok := d.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("want an object")
 		}
-		out := make(map[string]any, len(m))
-		for k, e := range m {
-			x, err := defaultNative(t.values, e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = x
-		}
-		return out, nil
+		return convertValues(m, func(e any) (any, error) { return defaultNative(t.values, e) }, false)
 	}
 	// Scalars: the JSON value goes through the encoder's rules.
 	return toAvro(t, d)
@@ -393,27 +398,11 @@ func toAvro(t *avroType, v any) (any, error) {
 		}
 	case "array":
 		if a, ok := v.([]any); ok {
-			out := make([]any, len(a))
-			for i, e := range a {
-				x, err := toAvro(t.items, e)
-				if err != nil {
-					return nil, fmt.Errorf("[%d]: %w", i, err)
-				}
-				out[i] = x
-			}
-			return out, nil
+			return convertItems(a, func(e any) (any, error) { return toAvro(t.items, e) }, true)
 		}
 	case "map":
 		if m, ok := v.(map[string]any); ok {
-			out := make(map[string]any, len(m))
-			for k, e := range m {
-				x, err := toAvro(t.values, e)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", k, err)
-				}
-				out[k] = x
-			}
-			return out, nil
+			return convertValues(m, func(e any) (any, error) { return toAvro(t.values, e) }, true)
 		}
 	case "record":
 		m, ok := v.(map[string]any)

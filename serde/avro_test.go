@@ -207,15 +207,7 @@ func TestAvroRawDecodeErrors(t *testing.T) {
 		{"empty", []byte{}, ErrSyntax, "does not match its schema"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Decode(tc.in)
-			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
-				t.Fatalf("Decode error = %v, want %v mentioning %q", err, tc.wantErr, tc.wantMsg)
-			}
-			if IsTransient(err) {
-				t.Fatal("a bad record must not be transient")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkBadRecord(t, c, tc.in, tc.wantErr, tc.wantMsg) })
 	}
 }
 
@@ -346,15 +338,7 @@ func TestRegistryDecodeErrors(t *testing.T) {
 	}
 	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: v2Schema}})
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Decode(tc.in)
-			if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
-				t.Fatalf("Decode error = %v, want %v mentioning %q", err, tc.wantErr, tc.wantMsg)
-			}
-			if IsTransient(err) {
-				t.Fatal("a bad record must not be transient")
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkBadRecord(t, c, tc.in, tc.wantErr, tc.wantMsg) })
 	}
 }
 
@@ -568,3 +552,16 @@ func jsonHex(b []byte) []byte {
 }
 
 var _ = json.Number("") // keep encoding/json for table values
+
+// checkBadRecord requires c.Decode(in) to fail with an error that wraps
+// wantErr, mentions wantMsg, and is not transient.
+func checkBadRecord(t *testing.T, c Codec, in []byte, wantErr error, wantMsg string) {
+	t.Helper()
+	_, err := c.Decode(in)
+	if !errors.Is(err, wantErr) || !strings.Contains(err.Error(), wantMsg) {
+		t.Fatalf("Decode error = %v, want %v mentioning %q", err, wantErr, wantMsg)
+	}
+	if IsTransient(err) {
+		t.Fatal("a bad record must not be transient")
+	}
+}

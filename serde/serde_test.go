@@ -33,10 +33,7 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(tc.format)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := mustCodec(t, Config{Format: tc.format}) // NewCodec is New for a format without settings
 			got, err := c.Decode(tc.in)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Decode error = %v, want %v", err, tc.wantErr)
@@ -65,10 +62,7 @@ func TestEncode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(tc.format)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := mustCodec(t, Config{Format: tc.format}) // NewCodec is New for a format without settings
 			got, err := c.Encode(tc.in)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Encode error = %v, want %v", err, tc.wantErr)

@@ -100,20 +100,25 @@ tls_cert() {
 
 # stop_process NAME PID: SIGTERM, wait up to 30s, then SIGKILL.
 stop_process() {
-	local name="$1" pid="$2" i
+	local name="$1" pid="$2"
 	log "stopping $name (pid $pid)"
 	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 300; i++)); do
-		pid_alive "$pid" || return 0
-		sleep 0.1
-	done
+	wait_gone "$pid" 300 && return 0
 	log "$name (pid $pid) still alive after 30s: SIGKILL"
 	kill -KILL "$pid" 2>/dev/null || true
-	for ((i = 0; i < 50; i++)); do
-		pid_alive "$pid" || return 0
+	wait_gone "$pid" 50 && return 0
+	die "could not kill pid $pid"
+}
+
+# wait_gone PID TENTHS: true once PID is gone, polling every 0.1s for up to
+# TENTHS tenths of a second; false when it is still alive then.
+wait_gone() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		pid_alive "$1" || return 0
 		sleep 0.1
 	done
-	die "could not kill pid $pid"
+	return 1
 }
 
 # stop_all_of LISTER: stop_pid every pid that the function LISTER prints,
@@ -126,4 +131,169 @@ stop_all_of() {
 	done
 	rm -f "$PIDFILE"
 	return "$stopped"
+}
+
+# stop_all_logged LABEL: stop_all, then log "LABEL stopped in Ns" or "LABEL
+# not running".
+stop_all_logged() {
+	local start
+	start="$(now)"
+	if stop_all; then
+		log "$1 stopped in $(elapsed "$start")s"
+	else
+		log "$1 not running"
+	fi
+}
+
+# pids_with_arg ARG PRED...: the live pids, one a line, with an argument
+# exactly equal to ARG on their command line and for which PRED... PID is true.
+pids_with_arg() {
+	local arg="$1" f p
+	shift
+	# Cheap pre-filter: processes with an argument exactly equal to ARG.
+	for f in $(grep -lsxzF -- "$arg" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+		p="${f#/proc/}"
+		p="${p%/cmdline}"
+		if "$@" "$p"; then echo "$p"; fi
+	done
+	return 0
+}
+
+# is_broker PROPS PID: PID is a live Kafka broker started on the server
+# properties file PROPS.
+is_broker() { pid_alive "$2" && [[ "$(pid_cmdline "$2")" == *"kafka.Kafka $1"* ]]; }
+
+# pidfile_pid: the pid in $PIDFILE, or nothing.
+pidfile_pid() { cat "$PIDFILE" 2>/dev/null || true; }
+
+# fail_start_of WHO REASON: log that WHO did not start and why, the end of
+# $LOGFILE, SIGKILL every pid our_pids prints, remove $PIDFILE, exit 1.
+fail_start_of() {
+	log "$1 did not start: $2; last lines of $LOGFILE:"
+	tail -n 60 "$LOGFILE" >&2 || true
+	local pid
+	for pid in $(our_pids); do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -f "$PIDFILE"
+	exit 1
+}
+
+# require_java JAVA: die unless the java command JAVA is on PATH.
+require_java() {
+	command -v "$1" >/dev/null 2>&1 || die "java not found (apt-get install -y openjdk-17-jre-headless)"
+}
+
+# require_free PORT HINT: die, naming what holds it, when PORT is taken.
+require_free() {
+	if port_open "$1"; then
+		die "port $1 is held by another process ($(port_pids "$1" | while read -r p; do pid_cmdline "$p" | cut -c1-120; done)); $2"
+	fi
+}
+
+# fetch_locked DIR FETCHED FETCH: make DIR, then run FETCH under the lock
+# DIR/.lock unless FETCHED is true by then: one fetch at a time, and a second
+# caller waits, then finds the first one's result.
+fetch_locked() {
+	mkdir -p "$1"
+	exec 8>"$1/.lock"
+	flock 8
+	if ! "$2"; then "$3"; fi
+	exec 8>&-
+}
+
+# mvn_quiet LOG WHAT ARGS...: mvn ARGS... with its output in LOG; on failure
+# the end of LOG and die "WHAT failed".
+mvn_quiet() {
+	local out="$1" what="$2"
+	shift 2
+	if ! mvn -B -q -Dstyle.color=never "$@" >"$out" 2>&1; then
+		tail -n 40 "$out" >&2
+		die "$what failed (full output: $out)"
+	fi
+}
+
+# detach PIDFILE LOG DIR CMD...: run CMD... in DIR in the background, in a
+# session of its own (setsid: it outlives the shell and Ctrl-C that started
+# it), stdout and stderr appended to LOG. The inner bash writes its own pid
+# to PIDFILE, then execs CMD, so the pid is CMD's.
+detach() {
+	local pf="$1" out="$2" dir="$3"
+	shift 3
+	# shellcheck disable=SC2016 # $$, $0, $1 and $@ belong to the inner bash
+	nohup setsid bash -c 'echo $$ >"$0"; cd "$1" || exit 1; shift; exec "$@"' "$pf" "$dir" \
+		"$@" </dev/null >>"$out" 2>&1 &
+}
+
+# logged_since FILE LINES TEXT: FILE holds TEXT after its first LINES lines.
+logged_since() { tail -n "+$(($2 + 1))" "$1" 2>/dev/null | grep -q "$3"; }
+
+# await_start PIDFILE TIMEOUT INTERVAL NOPID FAIL EXITED LATE READY...: poll
+# every INTERVAL seconds until PIDFILE names a live process and READY...
+# succeeds, then set STARTED_PID to that pid. FAIL REASON must not return; it
+# is called with "no pid file after 10s" (only when NOPID is 1), with EXITED
+# when the process has died, and with LATE after TIMEOUT seconds.
+await_start() {
+	local pf="$1" timeout="$2" interval="$3" nopid="$4" fail="$5" exited="$6" late="$7" pid deadline launched=$SECONDS
+	shift 7
+	deadline=$((SECONDS + timeout))
+	while :; do
+		pid="$(cat "$pf" 2>/dev/null || true)"
+		if [[ -z "$pid" && "$nopid" == 1 ]] && ((SECONDS - launched > 10)); then
+			"$fail" "no pid file after 10s"
+		fi
+		if [[ -n "$pid" ]] && ! pid_alive "$pid"; then
+			"$fail" "$exited"
+		fi
+		if [[ -n "$pid" ]] && "$@"; then
+			break
+		fi
+		((SECONDS < deadline)) || "$fail" "$late"
+		sleep "$interval"
+	done
+	# shellcheck disable=SC2034 # read by the caller
+	STARTED_PID="$pid"
+}
+
+# tail_log FILE [-f|N]: the last N (default 200) lines of FILE, or follow it.
+tail_log() {
+	[[ -f "$1" ]] || die "no log yet at $1"
+	if [[ "${2:-}" == "-f" ]]; then
+		exec tail -n 100 -F "$1"
+	fi
+	tail -n "${2:-200}" "$1"
+}
+
+# extra_props VAR FILE: the server properties in FILE, named by the
+# environment variable VAR, to append to a generated file (later lines win);
+# nothing when FILE is empty.
+extra_props() {
+	[[ -n "$2" ]] || return 0
+	[[ -f "$2" ]] || die "$1=$2 is not a file"
+	printf '\n# From %s=%s (later lines win)\n' "$1" "$2"
+	cat "$2"
+	printf '\n'
+}
+
+# kafka_log4j_conf SCRIPT: the log4j2 configuration of a local Kafka JVM
+# (console, INFO, chatty loggers at WARN), written by SCRIPT.
+kafka_log4j_conf() {
+	cat <<EOF
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by deploy/local/$1 -->
+<Configuration status="WARN">
+  <Appenders>
+    <Console name="STDOUT" target="SYSTEM_OUT">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="INFO"><AppenderRef ref="STDOUT"/></Root>
+    <Logger name="kafka.request.logger" level="WARN"/>
+    <Logger name="org.apache.kafka.clients" level="WARN"/>
+    <Logger name="state.change.logger" level="WARN"/>
+    <Logger name="kafka.authorizer.logger" level="WARN"/>
+  </Loggers>
+</Configuration>
+EOF
 }

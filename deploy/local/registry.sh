@@ -48,25 +48,20 @@ fetched() { [[ -f "$MARKER" && "$(cat "$MARKER")" == "$ARTIFACT" && -f "$RUNNER"
 cmd_fetch() {
 	fetched && return 0
 	command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install -y maven)"
-	mkdir -p "$REG_HOME"
-	# One fetch at a time; a second caller waits, then finds the marker.
-	exec 8>"$REG_HOME/.lock"
-	flock 8
-	if fetched; then
-		exec 8>&-
-		return 0
-	fi
+	fetch_locked "$REG_HOME" fetched fetch_app
+}
+
+# fetch_app: the registry application into $REG_HOME, by Maven's dependency
+# plugin.
+fetch_app() {
 	local start tmp
 	start="$(now)"
 	log "fetching $ARTIFACT from Maven Central into $REG_HOME"
 	rm -f "$MARKER"
 	tmp="$REG_HOME/dl.tmp"
 	rm -rf "$tmp"
-	if ! mvn -B -q -Dstyle.color=never "$DEP_PLUGIN:copy" -Dartifact="$ARTIFACT" \
-		-DoutputDirectory="$tmp" -Dmdep.overWriteIfNewer=true >"$REG_HOME/fetch.log" 2>&1; then
-		tail -n 40 "$REG_HOME/fetch.log" >&2
-		die "mvn dependency:copy $ARTIFACT failed (full output: $REG_HOME/fetch.log)"
-	fi
+	mvn_quiet "$REG_HOME/fetch.log" "mvn dependency:copy $ARTIFACT" "$DEP_PLUGIN:copy" -Dartifact="$ARTIFACT" \
+		-DoutputDirectory="$tmp" -Dmdep.overWriteIfNewer=true
 	local tgz="$tmp/apicurio-registry-app-$REGISTRY_VERSION-all.tar.gz"
 	[[ -f "$tgz" ]] || die "dependency:copy finished but $tgz is missing"
 	# Keep only what runs the registry; the tarball itself stays in ~/.m2.
@@ -75,7 +70,6 @@ cmd_fetch() {
 	rm -rf "$tmp"
 	[[ -f "$RUNNER" ]] || die "unpacked $ARTIFACT but $RUNNER is missing"
 	echo "$ARTIFACT" >"$MARKER"
-	exec 8>&-
 	log "fetched Apicurio Registry $REGISTRY_VERSION in $(elapsed "$start")s"
 }
 
@@ -97,17 +91,7 @@ answering() { [[ "$(http_status "$API_PATH/subjects")" == 200 ]]; }
 ours() { pid_alive "$1" && [[ " $(pid_cmdline "$1")" == *" $TAG "* ]]; }
 
 # our_pids: every live registry started from this run dir (pid file or not).
-our_pids() {
-	local f p
-	for f in $(grep -lsxzF -- "$TAG" /proc/[0-9]*/cmdline 2>/dev/null || true); do
-		p="${f#/proc/}"
-		p="${p%/cmdline}"
-		if ours "$p"; then echo "$p"; fi
-	done
-	return 0
-}
-
-pidfile_pid() { cat "$PIDFILE" 2>/dev/null || true; }
+our_pids() { pids_with_arg "$TAG" ours; }
 
 running() {
 	local pid
@@ -120,15 +104,7 @@ stop_pid() { stop_process "the registry" "$1"; }
 # stop_all: stop every process of this run dir; false when there was none.
 stop_all() { stop_all_of our_pids; }
 
-cmd_stop() {
-	local start
-	start="$(now)"
-	if stop_all; then
-		log "registry stopped in $(elapsed "$start")s"
-	else
-		log "registry not running"
-	fi
-}
+cmd_stop() { stop_all_logged registry; }
 
 cmd_url() { echo "http://127.0.0.1:$REGISTRY_PORT$API_PATH"; }
 
@@ -141,16 +117,7 @@ cmd_status() {
 	return 1
 }
 
-fail_start() {
-	log "the registry did not start: $1; last lines of $LOGFILE:"
-	tail -n 60 "$LOGFILE" >&2 || true
-	local pid
-	for pid in $(our_pids); do
-		kill -KILL "$pid" 2>/dev/null || true
-	done
-	rm -f "$PIDFILE"
-	exit 1
-}
+fail_start() { fail_start_of "the registry" "$1"; }
 
 # java_major: the feature version of $REGISTRY_JAVA (17 for "17.0.15").
 java_major() {
@@ -159,22 +126,20 @@ java_major() {
 }
 
 cmd_start() {
-	local start pid deadline major
+	local start major
 	start="$(now)"
 	if running; then
 		log "registry already running (pid $(pidfile_pid)) at $(cmd_url)"
 		return 0
 	fi
 	cmd_fetch
-	command -v "$REGISTRY_JAVA" >/dev/null 2>&1 || die "java not found (apt-get install -y openjdk-17-jre-headless)"
+	require_java "$REGISTRY_JAVA"
 	major="$(java_major)"
 	if ! [[ "$major" =~ ^[0-9]+$ ]] || ((major < 17)); then
 		die "Apicurio Registry $REGISTRY_VERSION needs Java 17+, $REGISTRY_JAVA is '${major:-unknown}'"
 	fi
 	if stop_all; then log "stopped a stale registry from an earlier run"; fi
-	if port_open "$REGISTRY_PORT"; then
-		die "port $REGISTRY_PORT is held by another process ($(port_pids "$REGISTRY_PORT" | while read -r p; do pid_cmdline "$p" | cut -c1-120; done)); free it or set REGISTRY_PORT"
-	fi
+	require_free "$REGISTRY_PORT" "free it or set REGISTRY_PORT"
 
 	mkdir -p "$RUN"
 	rm -f "$LOGFILE"
@@ -187,44 +152,21 @@ cmd_start() {
 	# Serial GC and C1 only: a test registry serves few requests, and on two
 	# cores this starts faster and holds less memory than the defaults. The
 	# JDBC pool of the in-memory H2 database shrinks from 20 connections to 2.
-	# setsid: the registry outlives the shell (and Ctrl-C) that started it.
-	# The inner bash writes its own pid, then execs java, so the pid is java's.
-	# shellcheck disable=SC2016 # $$, $0, $1 and $@ belong to the inner bash
-	nohup setsid bash -c 'echo $$ >"$0"; cd "$1" || exit 1; shift; exec "$@"' "$PIDFILE" "$RUN/work" \
+	detach "$PIDFILE" "$LOGFILE" "$RUN/work" \
 		"$REGISTRY_JAVA" "${opts[@]}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
 		"$TAG" \
 		-Dquarkus.http.host=127.0.0.1 "-Dquarkus.http.port=$REGISTRY_PORT" \
 		-Dquarkus.datasource.jdbc.initial-size=2 -Dquarkus.datasource.jdbc.min-size=2 \
 		-Dquarkus.datasource.jdbc.max-size=20 \
 		-Dregistry.ccompat.legacy-id-mode.enabled=false \
-		-jar "$RUNNER" </dev/null >"$LOGFILE" 2>&1 &
+		-jar "$RUNNER"
 
-	local launched=$SECONDS
-	deadline=$((SECONDS + REGISTRY_START_TIMEOUT))
-	while :; do
-		pid="$(pidfile_pid)"
-		if [[ -z "$pid" ]] && ((SECONDS - launched > 10)); then
-			fail_start "no pid file after 10s"
-		fi
-		if [[ -n "$pid" ]] && ! pid_alive "$pid"; then
-			fail_start "the registry process exited"
-		fi
-		if [[ -n "$pid" ]] && answering; then
-			break
-		fi
-		((SECONDS < deadline)) || fail_start "not ready after ${REGISTRY_START_TIMEOUT}s"
-		sleep 0.1
-	done
-	log "Apicurio Registry $REGISTRY_VERSION started (pid $pid) at $(cmd_url) in $(elapsed "$start")s; log $LOGFILE"
+	await_start "$PIDFILE" "$REGISTRY_START_TIMEOUT" 0.1 1 fail_start "the registry process exited" \
+		"not ready after ${REGISTRY_START_TIMEOUT}s" answering
+	log "Apicurio Registry $REGISTRY_VERSION started (pid $STARTED_PID) at $(cmd_url) in $(elapsed "$start")s; log $LOGFILE"
 }
 
-cmd_logs() {
-	[[ -f "$LOGFILE" ]] || die "no log yet at $LOGFILE"
-	if [[ "${1:-}" == "-f" ]]; then
-		exec tail -n 100 -F "$LOGFILE"
-	fi
-	tail -n "${1:-200}" "$LOGFILE"
-}
+cmd_logs() { tail_log "$LOGFILE" "$@"; }
 
 case "${1:-}" in
 fetch) cmd_fetch ;;

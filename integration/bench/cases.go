@@ -198,21 +198,14 @@ func (r *runner) stageCase(ctx context.Context, label, name string, round int, c
 		res.Error = err.Error()
 		return
 	}
-	m, werr := watch(ctx, r.k.groupProgress(group, r.input), r.total, p, r.k.timeoutFor())
-	u, perr := p.stop()
-	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
-	if errors.Is(werr, errExited) {
-		werr = p.failure()
-	}
-	if werr != nil {
-		res.Error = werr.Error()
+	m, perr, ok := r.watchStop(ctx, &res, r.k.groupProgress(group, r.input), p)
+	if !ok {
 		return
 	}
 	if perr != nil {
 		res.Note = fmt.Sprintf("exit: %v", perr)
 	}
-	res.RecordsPerS = m.rate()
-	res.WallS = m.last.Sub(p.started).Seconds()
+	res.measure(m, p)
 }
 
 func (r *runner) alos(ctx context.Context, round int) error {

@@ -202,6 +202,30 @@ func (m measured) rate() float64 {
 
 var errExited = errors.New("process exited before it finished")
 
+// watchStop watches pr until progress p reaches r.total (see watch), then
+// stops it and records its resource use in res. ok is false, with res.Error
+// set, when the watch failed (with pr's failure when it exited early);
+// perr is pr's exit error.
+func (r *runner) watchStop(ctx context.Context, res *caseResult, p progress, pr *proc) (m measured, perr error, ok bool) {
+	m, werr := watch(ctx, p, r.total, pr, r.k.timeoutFor())
+	u, perr := pr.stop()
+	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
+	if errors.Is(werr, errExited) {
+		werr = pr.failure()
+	}
+	if werr != nil {
+		res.Error = werr.Error()
+		return m, perr, false
+	}
+	return m, perr, true
+}
+
+// measure records m, a finished watch of pr, in res: records/s and wall time.
+func (res *caseResult) measure(m measured, pr *proc) {
+	res.RecordsPerS = m.rate()
+	res.WallS = m.last.Sub(pr.started).Seconds()
+}
+
 // watch samples p every 10 ms until it reaches total, pr exits,
 // or timeout passes.
 func watch(ctx context.Context, p progress, total int64, pr *proc, timeout time.Duration) (measured, error) {

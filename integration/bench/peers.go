@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -192,18 +191,10 @@ func (r *runner) ksCase(ctx context.Context, label, mode string, round int, sett
 		res.Error = err.Error()
 		return
 	}
-	m, werr := watch(ctx, r.k.groupProgress(app, r.input), r.total, p, r.k.timeoutFor())
-	u, _ := p.stop() // the JVM exits 143 on SIGTERM
-	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
-	if errors.Is(werr, errExited) {
-		werr = p.failure()
+	// The exit error is dropped: the JVM exits 143 on SIGTERM.
+	if m, _, ok := r.watchStop(ctx, &res, r.k.groupProgress(app, r.input), p); ok {
+		res.measure(m, p)
 	}
-	if werr != nil {
-		res.Error = werr.Error()
-		return
-	}
-	res.RecordsPerS = m.rate()
-	res.WallS = m.last.Sub(p.started).Seconds()
 }
 
 // startKStreams starts the Kafka Streams peer: application app, in -> out.

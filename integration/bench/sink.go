@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,14 +89,8 @@ sinks:
 		err := pool.QueryRow(ctx, q, r.input).Scan(&n)
 		return n, err
 	}
-	m, werr := watch(ctx, progress, r.total, p, r.k.timeoutFor())
-	u, perr := p.stop()
-	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
-	if errors.Is(werr, errExited) {
-		werr = p.failure()
-	}
-	if werr != nil {
-		res.Error = werr.Error()
+	m, perr, ok := r.watchStop(ctx, &res, progress, p)
+	if !ok {
 		return
 	}
 	if perr != nil {
@@ -108,8 +101,7 @@ sinks:
 		res.Error = fmt.Sprintf("table has %d rows, want %d (%v)", rows, r.total, err)
 		return
 	}
-	res.RecordsPerS = m.rate()
-	res.WallS = m.last.Sub(p.started).Seconds()
+	res.measure(m, p)
 }
 
 func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string) {

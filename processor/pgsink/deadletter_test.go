@@ -171,12 +171,7 @@ func TestProduceDeadLettersUnauthorized(t *testing.T) {
 	}
 	defer c.Close()
 	s := newTestSink(t, nil)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.SASL(plain.Auth{User: "sink", Pass: "sink"}.AsMechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	s.cl = cl
+	s.cl = testClient(t, c, kgo.SASL(plain.Auth{User: "sink", Pass: "sink"}.AsMechanism()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
@@ -228,12 +223,7 @@ func TestProduceDeadLettersRefused(t *testing.T) {
 				return resp, nil, true
 			})
 			s := newTestSink(t, nil)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			s.cl = cl
+			s.cl = testClient(t, c)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Offset: 5, Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
@@ -246,4 +236,16 @@ func TestProduceDeadLettersRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testClient returns a client on the kfake cluster c with opts, closed with
+// the test.
+func testClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

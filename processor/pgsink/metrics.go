@@ -148,14 +148,13 @@ func (s sinkMetrics) rebalance() {
 
 func (s sinkMetrics) setLag(topic string, partition int32, lag int64) {
 	if s.m != nil {
-		s.m.lag.WithLabelValues(s.sink, topic, promutil.Partition(partition)).Set(float64(max(lag, 0)))
+		promutil.SetLag(s.m.lag, s.sink, topic, partition, lag)
 	}
 }
 
 // drop forgets the series of a partition this instance no longer owns.
 func (s sinkMetrics) drop(topic string, partition int32) {
 	if s.m != nil {
-		s.m.lag.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
-		s.m.position.DeleteLabelValues(s.sink, topic, promutil.Partition(partition))
+		promutil.DropPartition(s.sink, topic, partition, s.m.lag, s.m.position)
 	}
 }

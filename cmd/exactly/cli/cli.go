@@ -170,6 +170,14 @@ func (l *logFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
 }
 
+// registerQuiet is register with log level error by default: for commands
+// whose own output is the point.
+func (l *logFlags) registerQuiet(fs *flag.FlagSet) {
+	l.register(fs)
+	fs.Lookup("log-level").DefValue = "error"
+	_ = fs.Set("log-level", "error")
+}
+
 func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(l.level)); err != nil {
@@ -215,37 +223,28 @@ the Nth transaction, for testing recovery.`, stderr)
 		defer stop()
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	f, pipelines, err := load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
+	var pipelines map[string]*transform.Pipeline
+	loadCompiled := func(path string) (f *topology.File, err error) {
+		f, pipelines, err = load(path)
+		return f, err
 	}
-	ctx, fps, kopts, kafkaRefused, ok := runSetup(ctx, f, "run", log, stderr)
+	ps, metrics, code, ok := runSetup(ctx, *path, loadCompiled, processor.NewMetrics, "run", log, stderr)
+	if !ok {
+		return code
+	}
+	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
+	inOrder := f.StagesInOrder()
+	stages, ok := buildNamed(len(inOrder), *stage, func(i int) string { return inOrder[i].Name },
+		func(i int) (*processor.Stage, error) {
+			st := inOrder[i]
+			cfg := processor.StageConfig(f, st, *instance)
+			cfg.Guarantee = *guarantee
+			return processor.New(cfg,
+				processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
+				processor.WithKafkaOptions(kopts...))
+		}, "run", stderr)
 	if !ok {
 		return exitUsage
-	}
-
-	reg := newRegistry()
-	metrics, err := processor.NewMetrics(reg)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly run:", err)
-		return exitFailure
-	}
-	var stages []*processor.Stage
-	for _, st := range f.StagesInOrder() {
-		if *stage != "" && st.Name != *stage {
-			continue
-		}
-		cfg := processor.StageConfig(f, st, *instance)
-		cfg.Guarantee = *guarantee
-		s, err := processor.New(cfg,
-			processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
-			processor.WithKafkaOptions(kopts...))
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly run:", err)
-			return exitUsage
-		}
-		stages = append(stages, s)
 	}
 	if len(stages) == 0 {
 		fmt.Fprintf(stderr, "exactly run: %s has no stage %q\n", *path, *stage)
@@ -330,13 +329,9 @@ to run again.`, stderr)
 		fs.Usage()
 		return exitUsage
 	}
-	f, kopts, ok := loadKafka(path, "topics create", stderr)
+	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, path, *timeout, "topics create", stderr)
 	if !ok {
-		return exitUsage
-	}
-	ctx, adm, closeAdm, ok := kafkaAdmin(ctx, kopts, *timeout, "topics create", stderr)
-	if !ok {
-		return exitFailure
+		return code
 	}
 	defer closeAdm()
 	results, err := provision.CreateTopics(ctx, adm, f)
@@ -367,9 +362,7 @@ transaction, restarts it, and reads everything back read_committed. It exits
 1 if any event was lost or duplicated.`, stderr)
 	events := fs.Int("events", 5000, "valid events to produce")
 	var lf logFlags
-	lf.register(fs)
-	fs.Lookup("log-level").DefValue = "error"
-	_ = fs.Set("log-level", "error")
+	lf.registerQuiet(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}

@@ -61,6 +61,22 @@ func loadKafka(path, cmd string, stderr io.Writer) (f *topology.File, opts []kgo
 	return f, opts, ok
 }
 
+// loadAdmin is loadKafka, then kafkaAdmin on the file's brokers. When ok is
+// false a problem was printed and code is the exit code: 2 for the file, 1
+// for the client.
+func loadAdmin(ctx context.Context, path string, timeout time.Duration, cmd string, stderr io.Writer) (
+	_ context.Context, f *topology.File, adm *kadm.Client, release func(), code int, ok bool) {
+	f, kopts, ok := loadKafka(path, cmd, stderr)
+	if !ok {
+		return ctx, nil, nil, nil, exitUsage, false
+	}
+	ctx, adm, release, ok = kafkaAdmin(ctx, kopts, timeout, cmd, stderr)
+	if !ok {
+		return ctx, nil, nil, nil, exitFailure, false
+	}
+	return ctx, f, adm, release, exitOK, true
+}
+
 // kafkaAdmin returns ctx bounded by timeout and an admin client built from
 // kopts, and a function that releases both. A client that cannot be built
 // is reported as cmd's error; ok is then false (exit 1).

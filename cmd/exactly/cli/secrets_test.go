@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // secret is a password that must never appear in any output.
@@ -74,23 +75,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	t.Setenv("EXACTLY_BROKERS", "")
 	dir := t.TempDir()
 	topo := filepath.Join(dir, "t.yaml")
-	src := `version: 1
-kafka: { brokers: ["` + c.ListenAddrs()[0] + `"] }
-topics:
-  - { name: in, partitions: 3 }
-  - { name: out, partitions: 3 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: clean
-    input: { topic: in, format: json }
-    output: { topic: out, format: json }
-    dead_letter: { topic: dlq }
-sinks:
-  - name: pg
-    input: { topic: out, format: json }
-    postgres: { dsn: "${PG_DSN}", table: shop.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
-    dead_letter: { topic: dlq }
-`
+	src := topologytest.Stage(c.ListenAddrs()[0], "clean", 3, topologytest.PGSink("shop.events"))
 	if err := os.WriteFile(topo, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
@@ -29,22 +30,67 @@ func logWarnings(f *topology.File, log *slog.Logger) {
 	}
 }
 
-// runSetup is what run and sink share once the file is loaded: failpoints
-// from the environment, Kafka options watched for a refused connection,
-// and the file's warnings logged. ok is false after a printed problem.
-func runSetup(ctx context.Context, f *topology.File, cmd string, log *slog.Logger, stderr io.Writer) (
-	_ context.Context, fps []kit.Failpoint, kopts []kgo.Opt, refused func() error, ok bool) {
+// buildNamed builds, in order, each of n items whose name(i) is only (every
+// item when only is ""). The first error is printed as cmd's, and ok is
+// false.
+func buildNamed[T any](n int, only string, name func(i int) string, build func(i int) (T, error), cmd string, stderr io.Writer) (
+	built []T, ok bool) {
+	for i := range n {
+		if only != "" && name(i) != only {
+			continue
+		}
+		t, err := build(i)
+		if err != nil {
+			fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+			return nil, false
+		}
+		built = append(built, t)
+	}
+	return built, true
+}
+
+// processSetup is what run and sink share before they build their stages
+// or sinks.
+type processSetup struct {
+	ctx     context.Context // watched by refused
+	f       *topology.File
+	fps     []kit.Failpoint // from the environment
+	kopts   []kgo.Opt
+	refused func() error // see watchKafka
+	reg     *prometheus.Registry
+}
+
+// runSetup is what run and sink share: the file at path read by load,
+// failpoints from the environment, Kafka options watched for a refused
+// connection, the file's warnings logged, and a fresh metrics registry
+// with the metrics newMetrics registers on it. When ok is false a problem
+// was printed and code is the exit code: 2, or 1 when the metrics could not
+// be registered.
+func runSetup[M any](ctx context.Context, path string, load func(string) (*topology.File, error),
+	newMetrics func(prometheus.Registerer) (M, error), cmd string, log *slog.Logger, stderr io.Writer) (
+	s processSetup, metrics M, code int, ok bool) {
+	f, err := load(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return s, metrics, exitUsage, false
+	}
 	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
 	if err != nil {
 		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
-		return ctx, nil, nil, nil, false
+		return s, metrics, exitUsage, false
 	}
-	if kopts, ok = kafkaOptions(f, cmd, stderr); !ok {
-		return ctx, nil, nil, nil, false
+	kopts, ok := kafkaOptions(f, cmd, stderr)
+	if !ok {
+		return s, metrics, exitUsage, false
 	}
 	logWarnings(f, log)
-	ctx, kopts, refused = watchKafka(ctx, kopts)
-	return ctx, fps, kopts, refused, true
+	ctx, kopts, refused := watchKafka(ctx, kopts)
+	s = processSetup{ctx: ctx, f: f, fps: fps, kopts: kopts, refused: refused, reg: newRegistry()}
+	if metrics, err = newMetrics(s.reg); err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return s, metrics, exitFailure, false
+	}
+	return s, metrics, exitOK, true
 }
 
 // processFlags are the flags that run and sink share.

@@ -30,36 +30,19 @@ at the Nth database commit, for testing recovery.`, stderr)
 		return code
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	f, err := topology.Load(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitUsage
+	ps, metrics, code, ok := runSetup(ctx, *path, topology.Load, pgsink.NewMetrics, "sink", log, stderr)
+	if !ok {
+		return code
 	}
-	ctx, fps, kopts, kafkaRefused, ok := runSetup(ctx, f, "sink", log, stderr)
+	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
+	sinks, ok := buildNamed(len(f.Sinks), *name, func(i int) string { return f.Sinks[i].Name },
+		func(i int) (*pgsink.Sink, error) {
+			return pgsink.New(pgsink.SinkConfig(f, &f.Sinks[i], *instance),
+				pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
+				pgsink.WithKafkaOptions(kopts...))
+		}, "sink", stderr)
 	if !ok {
 		return exitUsage
-	}
-
-	reg := newRegistry()
-	metrics, err := pgsink.NewMetrics(reg)
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly sink:", err)
-		return exitFailure
-	}
-	var sinks []*pgsink.Sink
-	for i := range f.Sinks {
-		st := &f.Sinks[i]
-		if *name != "" && st.Name != *name {
-			continue
-		}
-		s, err := pgsink.New(pgsink.SinkConfig(f, st, *instance),
-			pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
-			pgsink.WithKafkaOptions(kopts...))
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly sink:", err)
-			return exitUsage
-		}
-		sinks = append(sinks, s)
 	}
 	if len(sinks) == 0 {
 		if *name == "" {

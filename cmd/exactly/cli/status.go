@@ -39,13 +39,9 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 	if !requireTopology(fs, *path, "status", stderr) {
 		return exitUsage
 	}
-	f, kopts, ok := loadKafka(*path, "status", stderr)
+	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, *path, *timeout, "status", stderr)
 	if !ok {
-		return exitUsage
-	}
-	ctx, adm, closeAdm, ok := kafkaAdmin(ctx, kopts, *timeout, "status", stderr)
-	if !ok {
-		return exitFailure
+		return code
 	}
 	defer closeAdm()
 	if *hangingAfter < 0 {

@@ -27,9 +27,7 @@ and SASL settings are not used. See the README for the fixture format.`, stderr)
 	path := topologyFlag(fs)
 	timeout := fs.Duration("timeout", testrun.DefaultTimeout, "give up on a fixture after this long")
 	var lf logFlags
-	lf.register(fs)
-	fs.Lookup("log-level").DefValue = "error"
-	_ = fs.Set("log-level", "error")
+	lf.registerQuiet(fs)
 	if code, done := parse(fs, args); done {
 		return code
 	}

@@ -17,25 +17,8 @@ import (
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
-
-const topo = `version: 1
-kafka: { brokers: ["%s"] }
-topics:
-  - { name: in, partitions: 2 }
-  - { name: out, partitions: 2 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: clean
-    input: { topic: in, format: json }
-    output: { topic: out, format: json }
-    dead_letter: { topic: dlq }
-sinks:
-  - name: pg
-    input: { topic: out, format: json }
-    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
-    dead_letter: { topic: dlq }
-`
 
 // TestCollect checks lag against the LSO on transactional topics: the
 // commit markers take offsets, and a consumer committed at the LSO has lag
@@ -159,7 +142,7 @@ func load(t *testing.T, addr string) *topology.File {
 	t.Helper()
 	t.Setenv("PG_DSN", "postgres://u:pw@127.0.0.1:1/db")
 	path := t.TempDir() + "/t.yaml"
-	if err := writeFile(path, strings.Replace(topo, "%s", addr, 1)); err != nil {
+	if err := writeFile(path, topologytest.Stage(addr, "clean", 2, topologytest.PGSink("raw.events"))); err != nil {
 		t.Fatal(err)
 	}
 	f, err := topology.Load(path)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 type recordedProgress struct {
@@ -72,18 +73,7 @@ func TestRunReportsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "t.yaml")
-	src := fmt.Sprintf(`version: 1
-kafka: { brokers: [%q] }
-topics:
-  - { name: in, partitions: 2 }
-  - { name: out, partitions: 2 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: s
-    input: { topic: in, format: json }
-    output: { topic: out, format: json }
-    dead_letter: { topic: dlq }
-`, addr)
+	src := topologytest.Stage(addr, "s", 2, "")
 	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}

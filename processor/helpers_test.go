@@ -1,0 +1,102 @@
+package processor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// drain reads topic read_committed to its end (audit.Drain, 30 s at most);
+// an error ends the test.
+func drain(t *testing.T, seeds []string, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	recs, err := audit.Drain(ctx, seeds, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// keyCounts counts the records of each key.
+func keyCounts(recs []*kgo.Record) map[string]int {
+	n := map[string]int{}
+	for _, r := range recs {
+		n[string(r.Key)]++
+	}
+	return n
+}
+
+// funcPipeline compiles a one-stage file whose stage "clean" (in -> out,
+// dead letters to dlq) runs fn, registered as name.
+func funcPipeline(t *testing.T, name string, fn transform.Func) *transform.Pipeline {
+	t.Helper()
+	reg := transform.NewRegistry()
+	if err := reg.Register(name, fn); err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse("t.yaml", []byte(`version: 1
+kafka: { brokers: ["127.0.0.1:1"] }
+topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
+stages:
+  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: `+name+` } ] }
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := transform.Compile(f, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ps["clean"]
+}
+
+// runInBackground runs s until the returned stop is called; stop cancels
+// the run, waits for Run's error on done and fails the test when there is
+// one. A reader of done must put what it read back.
+func runInBackground(t *testing.T, s *processor.Stage) (stop func(), done chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}, done
+}
+
+// newClient returns a Kafka client on seeds with opts, closed with the test.
+func newClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// stageOf builds stage "clean" on seeds: in -> out, dead letters to dlq,
+// keyed by event_id, with guarantee ("" for the default), the commit
+// interval and the max records of a transaction.
+func stageOf(t *testing.T, seeds []string, guarantee string, interval time.Duration, maxRecords int, opts ...processor.Option) *processor.Stage {
+	t.Helper()
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: guarantee,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
+		KeyField: "event_id", CommitInterval: interval, MaxRecords: maxRecords,
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

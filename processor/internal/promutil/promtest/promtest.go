@@ -1,0 +1,64 @@
+// Package promtest holds what the stage's and the sink's metric tests share.
+// Tests import it; nothing else does.
+package promtest
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Series is a metric name and how many series of it a registry should hold.
+type Series struct {
+	Name  string
+	Count int
+}
+
+// StartAtZero checks, in one subtest per name, that reg holds want's count
+// of series of each name, every one of them at 0 (a counter not yet
+// increased, a gauge such as ready not yet set).
+func StartAtZero(t *testing.T, reg *prometheus.Registry, want []Series) {
+	t.Helper()
+	for _, c := range want {
+		t.Run(c.Name, func(t *testing.T) {
+			if n := countSeries(t, reg, c.Name); n != c.Count {
+				t.Errorf("%d series, want %d", n, c.Count)
+			}
+		})
+	}
+}
+
+// countSeries returns how many series of name reg holds, failing the test
+// if any is not 0.
+func countSeries(t *testing.T, reg *prometheus.Registry, name string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				// Not started: not ready (0), like every counter.
+				if v := m.GetCounter().GetValue() + m.GetGauge().GetValue(); v != 0 {
+					t.Errorf("%s = %v, want 0", name, v)
+				}
+			}
+			return len(mf.GetMetric())
+		}
+	}
+	return 0
+}
+
+// Registered returns a fresh registry with the metrics newMetrics registers
+// on it (processor.NewMetrics, pgsink.NewMetrics), failing the test on an
+// error.
+func Registered[M any](t testing.TB, newMetrics func(prometheus.Registerer) (M, error)) (*prometheus.Registry, M) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := newMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
+}
