@@ -113,8 +113,8 @@ type Sink struct {
 	pgcfg            *pgxpool.Config
 	table, positions table
 	eventIDIndex     int
-	fieldSources     []string // columns' source fields of the value ($-sources excluded)
-	passJSON         bool     // json input: check it and decode only fieldSources
+	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
+	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
 	sql              struct{ staging, insert, truncate, delete, guard string }
 
