@@ -213,23 +213,31 @@ func quotedValue(x string) string {
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // fieldError is a record's rejection by Postgres that names the field
-// (and the column, when its name differs) it came from.
+// (and the column, when its name differs) it came from: the message, the
+// SQLSTATE and the detail. Postgres's "where" is left out: it names the
+// sink's own statement (a staging column, a parameter, refuseFunc).
 type fieldError struct {
 	field, column string
-	err           error
+	pe            *pgconn.PgError
 }
 
 func (e *fieldError) Error() string {
-	if e.field == e.column {
-		return fmt.Sprintf("field %q: %v", e.field, e.err)
+	var b strings.Builder
+	fmt.Fprintf(&b, "field %q", e.field)
+	if e.column != e.field {
+		fmt.Fprintf(&b, " (column %q)", e.column)
 	}
-	return fmt.Sprintf("field %q (column %q): %v", e.field, e.column, e.err)
+	fmt.Fprintf(&b, ": %s (SQLSTATE %s)", e.pe.Message, e.pe.Code)
+	if e.pe.Detail != "" {
+		b.WriteString("; detail: " + e.pe.Detail)
+	}
+	return b.String()
 }
 
-func (e *fieldError) Unwrap() error { return e.err }
+func (e *fieldError) Unwrap() error { return e.pe }
 
 // nameField returns the rejection err of the single op o (a *rowError,
-// the savepoint of its load rolled back) naming the field that Postgres
+// the savepoint of its load rolled back) as a *fieldError naming the field that Postgres
 // refused, when it can tell: the column of the error (a refusal by
 // castExpr, a not-null violation), or else the first column whose cast
 // alone fails for o's value, tried in a savepoint of its own (a cast that
@@ -243,7 +251,7 @@ func (s *Sink) nameField(ctx context.Context, tx pgx.Tx, o op, err error) error 
 	}
 	for _, c := range s.cfg.Columns {
 		if pe.ColumnName == c.Name {
-			return &fieldError{field: c.Source, column: c.Name, err: err}
+			return &fieldError{field: c.Source, column: c.Name, pe: pe}
 		}
 	}
 	const sp = "exactly_diagnose"
@@ -263,10 +271,11 @@ func (s *Sink) nameField(ctx context.Context, tx pgx.Tx, o op, err error) error 
 			return err
 		}
 		if cerr != nil {
-			if !IsDataError(cerr) {
+			var cpe *pgconn.PgError
+			if !IsDataError(cerr) || !errors.As(cerr, &cpe) {
 				return err
 			}
-			return &fieldError{field: c.Source, column: c.Name, err: newRowError(cerr)}
+			return &fieldError{field: c.Source, column: c.Name, pe: cpe}
 		}
 	}
 	return err
