@@ -145,7 +145,9 @@ func castExpr(x, col string, t colType) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN NULL", x)
 	if isTimeType(t.base) {
-		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' THEN %s", x, relativeTimeRE,
+		// The cast after the match: text that is no time at all
+		// ('yesterday-ish') fails as the type's input (22007).
+		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
 			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
 	}
 	fmt.Fprintf(&b, " WHEN %s THEN %s ELSE %s END", strings.Join(checks, " AND "), cast,

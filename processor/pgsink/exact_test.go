@@ -22,7 +22,7 @@ func TestCastExpr(t *testing.T) {
 		{"numeric scale", numeric102, []string{"CASE WHEN c0 IS NULL THEN NULL", "WHEN c0::numeric = c0::numeric(10,2) THEN c0::numeric(10,2)", "ELSE " + refuseFunc + "(NULL::numeric(10,2), 'col'"}, nil},
 		{"real", plainType("real"), []string{"c0 !~ '" + integerRE + "' OR c0::numeric = c0::real::text::numeric", "THEN c0::real"}, nil},
 		{"double", plainType("double precision"), []string{"c0::double precision::text::numeric"}, nil},
-		{"timestamp", plainType("timestamp without time zone"), []string{"WHEN lower(c0) ~ '" + relativeTimeRE + "' THEN " + refuseFunc, "c0::timestamp = (c0::timestamptz AT TIME ZONE 'UTC') AND c0 !~ '" + subMicroRE + "'"}, nil},
+		{"timestamp", plainType("timestamp without time zone"), []string{"WHEN lower(c0) ~ '" + relativeTimeRE + "' AND c0::timestamp without time zone IS NOT NULL THEN " + refuseFunc, "c0::timestamp = (c0::timestamptz AT TIME ZONE 'UTC') AND c0 !~ '" + subMicroRE + "'"}, nil},
 		{"timestamptz precision", colType{name: "timestamp(3) with time zone", base: "timestamp with time zone", full: "timestamp(3) with time zone", mod: 3}, []string{"c0::timestamptz = c0::timestamp(3) with time zone", "THEN c0::timestamp(3) with time zone"}, []string{"AT TIME ZONE"}},
 		{"date", plainType("date"), []string{"c0::date = c0::timestamp AND c0::date = (c0::timestamptz AT TIME ZONE 'UTC')"}, nil},
 		{"varchar", colType{name: "character varying(3)", base: "character varying", full: "character varying(3)", mod: 7}, []string{"WHEN char_length(c0) <= 3 THEN c0::character varying(3)"}, []string{"lower(c0)"}},
