@@ -190,26 +190,26 @@ func (s *Sink) setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("create tables: %w", err)
 	}
-	types := map[string]string{}
-	// The type without its modifier: an explicit cast to varchar(10)
-	// silently truncates, while assigning the cast value to the column
-	// applies the modifier with an error (22001), as a row error should.
-	rows, err := conn.Query(ctx, `SELECT a.attname, format_type(a.atttypid, NULL)
-FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, s.table.String())
+	types := map[string]colType{}
+	// The type with its modifier: castExpr checks that a value reads the
+	// same in it as without it (numeric(10,2) rounds, varchar(3) trims
+	// trailing spaces in a cast).
+	rows, err := conn.Query(ctx, readTypesSQL, s.table.String())
 	if err != nil {
 		return fmt.Errorf("read columns of %s: %w", s.table, err)
 	}
 	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
+		var name string
+		var t colType
+		if err := rows.Scan(&name, &t.name, &t.base, &t.full, &t.mod, &t.domain); err != nil {
 			return fmt.Errorf("read columns of %s: %w", s.table, err)
 		}
-		types[name] = typ
+		types[name] = t
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read columns of %s: %w", s.table, err)
 	}
-	s.types = make([]string, len(s.cfg.Columns))
+	s.types = make([]colType, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
 		t, ok := types[c.Name]
 		if !ok {

@@ -118,9 +118,9 @@ type Sink struct {
 	pgcfg            *pgxpool.Config
 	table, positions table
 	eventIDIndex     int
-	fieldSources     []string // columns' source fields of the value ($-sources excluded)
-	passJSON         bool     // json input: check it and decode only fieldSources
-	types            []string // target column types, in Columns order
+	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
+	passJSON         bool      // json input: check it and decode only fieldSources
+	types            []colType // target column types, in Columns order
 	sql              struct{ staging, insert, truncate, delete, guard string }
 
 	pool *pgxpool.Pool
@@ -278,8 +278,19 @@ func (s *Sink) Run(ctx context.Context) error {
 		// this long; the guard makes either outcome safe.
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(2*s.cfg.SessionTimeout, 30*time.Second).Milliseconds(), 10)
 	}
+	for k, v := range sessionParams {
+		for set := range pcfg.ConnConfig.RuntimeParams {
+			if strings.EqualFold(set, k) {
+				delete(pcfg.ConnConfig.RuntimeParams, set)
+			}
+		}
+		pcfg.ConnConfig.RuntimeParams[k] = v
+	}
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, s.sql.staging)
+		if _, err := c.Exec(ctx, s.sql.staging); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, refuseSQL)
 		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -199,7 +199,7 @@ func TestSQL(t *testing.T) {
 			t.Errorf("setup lacks %q:\n%s", want, setup)
 		}
 	}
-	s.types = []string{"text", "jsonb"}
+	s.types = []colType{plainType("text"), plainType("jsonb")}
 	s.buildSQL()
 	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)

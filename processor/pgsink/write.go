@@ -163,7 +163,7 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 				res.first = err
 			}
 		}
-		res.dead = append(res.dead, s.newDeadLetter(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: newRowError(err)}))
+		res.dead = append(res.dead, s.newDeadLetter(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: s.nameField(ctx, tx, o, newRowError(err))}))
 	} else {
 		before := res.unclassified
 		h := len(ops) / 2
@@ -281,6 +281,10 @@ func (s *Sink) stagingColumns() []string {
 // buildLoadSQL prepares the statements of the load: the staging table,
 // the INSERT, the staging TRUNCATE and the DELETE of tombstones.
 //
+// Each column's value is cast by castExpr (exact.go): a value the column
+// cannot hold exactly raises a row error rather than being rounded, cut
+// or moved to another time zone.
+//
 // The INSERT keeps one row per event ID, compared in the column's type as
 // the unique index compares it (two UUIDs that differ in case, or 1.0 and
 // 1 in numeric, are one key): the first of the run in insert mode, where
@@ -296,14 +300,14 @@ func (s *Sink) buildLoadSQL() {
 		col := pgx.Identifier{c.Name}.Sanitize()
 		staging = append(staging, sc+" text")
 		target = append(target, col)
-		casts = append(casts, fmt.Sprintf("%s::%s", sc, s.types[i]))
+		casts = append(casts, castExpr(sc, c.Name, s.types[i]))
 		if c.Name != s.cfg.EventID {
 			updates = append(updates, col+" = EXCLUDED."+col)
 		}
 	}
 	staging = append(staging, ordColumn+" integer")
 	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
-	eidType := s.types[s.eventIDIndex]
+	eidType := keyType(s.types[s.eventIDIndex])
 	key := fmt.Sprintf("c%d::%s", s.eventIDIndex, eidType)
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
 		stagingTable, strings.Join(staging, ", "))

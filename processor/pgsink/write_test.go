@@ -15,14 +15,14 @@ func TestLoadSQL(t *testing.T) {
 	tests := []struct {
 		name, mode string
 		cols       []Column
-		types      []string
+		types      []colType
 		want       string
 	}{
-		{"insert", "insert", []Column{{"event_id", "event_id"}, {"v", "v"}}, []string{"uuid", "text"},
+		{"insert", "insert", []Column{{"event_id", "event_id"}, {"v", "v"}}, []colType{plainType("uuid"), plainType("text")},
 			`INSERT INTO "raw"."events" ("event_id", "v") SELECT c0::uuid, c1::text FROM (SELECT DISTINCT ON (c0::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c0::uuid, ord ASC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
-		{"upsert", "upsert", []Column{{"v", "v"}, {"event_id", "event_id"}}, []string{"text", "uuid"},
+		{"upsert", "upsert", []Column{{"v", "v"}, {"event_id", "event_id"}}, []colType{plainType("text"), plainType("uuid")},
 			`INSERT INTO "raw"."events" ("v", "event_id") SELECT c0::text, c1::uuid FROM (SELECT DISTINCT ON (c1::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c1::uuid, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v"`},
-		{"upsert key only", "upsert", []Column{{"event_id", "event_id"}}, []string{"bigint"},
+		{"upsert key only", "upsert", []Column{{"event_id", "event_id"}}, []colType{plainType("bigint")},
 			`INSERT INTO "raw"."events" ("event_id") SELECT c0::bigint FROM (SELECT DISTINCT ON (c0::bigint) * FROM pg_temp.exactly_sink_staging ORDER BY c0::bigint, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
 	}
 	for _, tt := range tests {

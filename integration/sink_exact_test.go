@@ -1,0 +1,124 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/exactly-io/exactly/processor/kit"
+)
+
+// TestSinkExactRules loads the README's examples of the sink's value
+// rules (section "Kafka to Postgres: the sink", "Values in typed
+// columns") into typed columns: each is stored as the README says, as
+// read back with a query of its own, or dead-lettered with reason
+// postgres and an error naming the field (and the column, where the
+// field maps to a column of another name).
+func TestSinkExactRules(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("exact_rules")
+	s.columns = "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn }"
+	pool := pgPool(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
+		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision)",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	topo := sinkTopology(t, s)
+	type cell struct{ field, json, stored string }
+	good := map[string]cell{
+		"n_trailing_zero": {"n", "1.230", "1.23"},
+		"r_point":         {"r", "0.1", "0.1"},
+		"ts_z":            {"ts", `"2024-01-01T00:00:00.123Z"`, "2024-01-01 00:00:00.123"},
+		"ts_epoch":        {"ts", `"epoch"`, "1970-01-01 00:00:00"},
+		"tz_no_zone":      {"tz", `"2024-01-01T00:00:00"`, "2024-01-01 00:00:00+00"},
+		"tz_offset":       {"tz", `"2024-01-01T05:00:00+05:00"`, "2024-01-01 00:00:00+00"},
+		"dt_midnight_z":   {"dt", `"2024-01-01T00:00:00Z"`, "2024-01-01"},
+		"ch_full":         {"ch", `"hello"`, "hello"}, // not cut to character(1)
+		"b_yes":           {"b", `"yes"`, "true"},
+		"nn_nan":          {"nn", `"NaN"`, "NaN"},
+	}
+	bad := map[string]struct{ field, json, err string }{
+		"ts_now":       {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
+		"ts_precision": {"ts", `"2024-01-01T00:00:00.1234"`, `field "ts": '2024-01-01T00:00:00.1234' is not exactly a timestamp(3) without time zone: it would be stored as '2024-01-01 00:00:00.123'`},
+		"tz_micro":     {"tz", `"2024-01-01T00:00:00.1234567Z"`, `is not exactly a timestamp with time zone`},
+		"dt_today":     {"dt", `"today"`, `field "dt": 'today' is not a fixed time`},
+		"ch_long":      {"ch", `"hello!"`, `field "ch": 'hello!' is not exactly a character(5): it would be stored as 'hello'`},
+		"price_scale":  {"price", "9.999", `field "price" (column "amount"): '9.999' is not exactly a numeric(6,2): it would be stored as '10.00'`},
+		"price_cast":   {"price", `"ten"`, `field "price" (column "amount"): invalid input syntax for type numeric: "ten" (SQLSTATE 22P02)`},
+		"nn_integer":   {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
+		"b_maybe":      {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
+	}
+	var lines [][]byte
+	for k, c := range good {
+		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
+	}
+	for k, c := range bad {
+		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
+	}
+	kcatProduce(t, s.in, lines)
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool {
+		rows, _ := rowStats(t, pool, s.table())
+		return rows+kcatCount(t, s.dlq) >= len(good)+len(bad)
+	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
+	p.stop()
+
+	stored := map[string]string{}
+	rs, err := pool.Query(ctx, "SELECT event_id, coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text) FROM "+s.table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rs.Next() {
+		var id, v string
+		if err := rs.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		stored[id] = v
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	dead := map[string]kcatJSONRecord{}
+	for _, r := range kcatReadJSON(t, s.dlq) {
+		dead[r.Key] = r
+	}
+	for k, c := range good {
+		t.Run(k, func(t *testing.T) {
+			if got, ok := stored[k]; !ok || got != c.stored {
+				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.stored, dead[k].Headers)
+			}
+		})
+	}
+	for k, c := range bad {
+		t.Run(k, func(t *testing.T) {
+			if got, ok := stored[k]; ok {
+				t.Fatalf("%s=%s was stored as %q, want a dead letter", c.field, c.json, got)
+			}
+			r, ok := dead[k]
+			if !ok {
+				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
+			}
+			if got := r.Headers[kit.HeaderReason]; got != "postgres" {
+				t.Errorf("reason %q, want postgres", got)
+			}
+			e := r.Headers[kit.HeaderError]
+			if !strings.Contains(e, c.err) {
+				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, c.err)
+			}
+			if strings.Contains(e, "staging") || strings.Contains(e, "exactly_refuse") || strings.Contains(e, "$1") {
+				t.Errorf("dead-letter error %q names the sink's internals", e)
+			}
+		})
+	}
+}

@@ -1,0 +1,284 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// colType is a target column's type as the catalog gives it.
+type colType struct {
+	// name is the column's type with its modifier, as format_type
+	// writes it: "numeric(10,2)", "character varying(3)", "uuid", or a
+	// domain's name.
+	name string
+	// base is the type without a modifier, of a domain its base type:
+	// "numeric", "character varying", "timestamp without time zone".
+	base string
+	// full is base with the modifier (a domain's base type modifier for a
+	// domain): "numeric(10,2)".
+	full string
+	// mod is the modifier (pg_attribute.atttypmod, or the domain's
+	// typtypmod); -1 for none.
+	mod int32
+	// domain is whether name is a domain over base.
+	domain bool
+}
+
+// plainType is the colType of a type without modifier.
+func plainType(name string) colType { return colType{name: name, base: name, full: name, mod: -1} }
+
+// readTypesSQL reads the target's columns: name, type with modifier, base
+// type (a domain's, one level down) without and with its modifier, the
+// modifier, and whether the type is a domain.
+const readTypesSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
+	format_type(coalesce(d.typbasetype, a.atttypid), NULL),
+	format_type(coalesce(d.typbasetype, a.atttypid), coalesce(d.typtypmod, a.atttypmod)),
+	coalesce(d.typtypmod, a.atttypmod), d.oid IS NOT NULL
+FROM pg_attribute a LEFT JOIN pg_type d ON d.oid = a.atttypid AND d.typtype = 'd'
+WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
+
+// refuseFunc raises the row error of a value its column cannot hold
+// exactly (SQLSTATE refuseCode, the target column in the error's column
+// field). The sink creates it on each connection, in pg_temp, beside the
+// staging table. Volatile, so the planner never evaluates it while it
+// plans: only a row that reaches it raises.
+const (
+	refuseCode = "22000" // data_exception
+	refuseFunc = "pg_temp.exactly_refuse"
+	refuseSQL  = `CREATE OR REPLACE FUNCTION ` + refuseFunc + `(t anyelement, col text, msg text) RETURNS anyelement
+LANGUAGE plpgsql VOLATILE AS $exactly$
+BEGIN
+	RAISE EXCEPTION USING ERRCODE = '` + refuseCode + `', MESSAGE = msg, COLUMN = col;
+	RETURN t;
+END $exactly$`
+)
+
+// sessionParams are the settings of the sink's connections that the
+// checks of castExpr depend on, set whatever the DSN says: TimeZone UTC
+// (a time without a zone into timestamptz is read as UTC, and a
+// timestamp's text is compared with its UTC reading) and
+// extra_float_digits 3 (a float's text is the shortest that reads back
+// to it, PostgreSQL 12 and later).
+var sessionParams = map[string]string{"timezone": "UTC", "extra_float_digits": "3"}
+
+// SQL regular expressions of the checks (POSIX classes: no backslashes,
+// whatever standard_conforming_strings says).
+const (
+	// relativeTimeRE: a word for a time relative to now ('now',
+	// 'today', 'tomorrow', 'yesterday'), which a replay would read as
+	// another time.
+	relativeTimeRE = `(^|[^a-z])(now|today|tomorrow|yesterday)([^a-z]|$)`
+	// subMicroRE: a fraction of a second beyond microseconds, which
+	// Postgres rounds.
+	subMicroRE = `[.][0-9]{6}[0-9]*[1-9]`
+	// integerRE: integer text, which a float column must hold exactly.
+	integerRE = `^[[:space:]]*[-+]?[0-9]+[[:space:]]*$`
+)
+
+// castExpr returns the SQL expression that turns staging text x (a column
+// reference or a parameter) into a value of column col of type t, or
+// raises a row error (SQLSTATE refuseCode, through refuseFunc) for a value
+// the column cannot hold exactly (see the README's sink section):
+//
+//   - numeric(p,s), timestamp(p), time(p) and the like: the value must
+//     read the same with and without the modifier (1.234 into
+//     numeric(10,2) is refused, 1.230 is stored as 1.23);
+//   - character varying(n), character(n): at most n characters, even
+//     if the rest is spaces (which a cast to the type trims silently);
+//   - real, double precision: integer text must be exact (16777217 into
+//     real is refused), as the JSON and Avro paths read numbers; text
+//     with a point or an exponent is read as the nearest float;
+//   - timestamp, date, time: no zone or offset that changes the value
+//     (read under TimeZone UTC, so Z and +00:00 are fine), and for date
+//     no time of day;
+//   - every time type: no word for a time relative to now, and no
+//     fraction of a second beyond microseconds.
+//
+// Other types are a plain cast, which is exact or fails. bit(n) is cast
+// as bit varying, so that a string of another length fails as the column
+// is assigned (22026) rather than being padded or cut by the cast.
+func castExpr(x, col string, t colType) string {
+	var checks []string
+	target := t.full
+	switch t.base {
+	case "numeric":
+		if t.mod >= 0 {
+			checks = append(checks, fmt.Sprintf("%s::numeric = %s::%s", x, x, t.full))
+		}
+	case "real", "double precision":
+		checks = append(checks, fmt.Sprintf("(%s !~ '%s' OR %s::numeric = %s::%s::text::numeric)", x, integerRE, x, x, t.base))
+	case "character varying", "character":
+		if t.mod >= 4 {
+			checks = append(checks, fmt.Sprintf("char_length(%s) <= %d", x, t.mod-4))
+		} else if t.base == "character" {
+			target = "bpchar" // "character" alone is character(1)
+		}
+	case "bit", "bit varying":
+		// The column's assignment checks the length exactly.
+		return withDomain(fmt.Sprintf("%s::varbit", x), t)
+	case "timestamp without time zone":
+		checks = append(checks, fmt.Sprintf("%s::timestamp = (%s::timestamptz AT TIME ZONE 'UTC')", x, x))
+		checks = append(checks, timeChecks(x, "timestamp", t)...)
+	case "timestamp with time zone":
+		checks = append(checks, timeChecks(x, "timestamptz", t)...)
+	case "time without time zone":
+		checks = append(checks, fmt.Sprintf("%s::time = (%s::timetz AT TIME ZONE 'UTC')::time", x, x))
+		checks = append(checks, timeChecks(x, "time", t)...)
+	case "time with time zone":
+		checks = append(checks, timeChecks(x, "timetz", t)...)
+	case "date":
+		checks = append(checks, fmt.Sprintf("%s::date = %s::timestamp AND %s::date = (%s::timestamptz AT TIME ZONE 'UTC')", x, x, x, x))
+	default:
+		// Cast without the modifier: assigning the value to the column
+		// applies it, with an error where it does not fit.
+		return fmt.Sprintf("%s::%s", x, keyType(t))
+	}
+	cast := withDomain(fmt.Sprintf("%s::%s", x, target), t)
+	if len(checks) == 0 {
+		return cast
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN NULL", x)
+	if isTimeType(t.base) {
+		// The cast after the match: text that is no time at all
+		// ('yesterday-ish') fails as the type's input (22007).
+		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
+			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
+	}
+	fmt.Fprintf(&b, " WHEN %s THEN %s ELSE %s END", strings.Join(checks, " AND "), cast,
+		refuseCall(x, col, t, fmt.Sprintf("format('%%s is not exactly a %%s: it would be stored as %%s', %s, %s, quote_literal(%s::%s::text))",
+			quotedValue(x), quoteLiteral(t.full), x, t.full)))
+	return b.String()
+}
+
+// timeChecks are the checks of every time type of base name typ.
+func timeChecks(x, typ string, t colType) []string {
+	c := []string{fmt.Sprintf("%s !~ '%s'", x, subMicroRE)}
+	if t.mod >= 0 {
+		c = append(c, fmt.Sprintf("%s::%s = %s::%s", x, typ, x, t.full))
+	}
+	return c
+}
+
+func isTimeType(base string) bool {
+	switch base {
+	case "timestamp without time zone", "timestamp with time zone", "date", "time without time zone", "time with time zone":
+		return true
+	}
+	return false
+}
+
+// keyType is the type event IDs are compared in: the column's type
+// without its modifier ("character" alone would be character(1), and
+// "bit" bit(1)), or its domain.
+func keyType(t colType) string {
+	switch {
+	case t.domain:
+		return t.name
+	case t.base == "character":
+		return "bpchar"
+	case t.base == "bit":
+		return "varbit"
+	}
+	return t.base
+}
+
+// withDomain casts expr, a value of t's base type, to t's domain.
+func withDomain(expr string, t colType) string {
+	if !t.domain {
+		return expr
+	}
+	return fmt.Sprintf("(%s)::%s", expr, t.name)
+}
+
+// refuseCall is the call of refuseFunc for column col with message
+// expression msg, typed as the CASE's other branches.
+func refuseCall(x, col string, t colType, msg string) string {
+	typ := t.full
+	if t.domain {
+		typ = t.name
+	}
+	return fmt.Sprintf("%s(NULL::%s, %s, %s)", refuseFunc, typ, quoteLiteral(col), msg)
+}
+
+// quotedValue is the SQL expression quoting x's first 100 characters for
+// an error message.
+func quotedValue(x string) string {
+	return fmt.Sprintf("quote_literal(left(%s, 100)) || CASE WHEN char_length(%s) > 100 THEN '...' ELSE '' END", x, x)
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// fieldError is a record's rejection by Postgres that names the field
+// (and the column, when its name differs) it came from: the message, the
+// SQLSTATE and the detail. Postgres's "where" is left out: it names the
+// sink's own statement (a staging column, a parameter, refuseFunc).
+type fieldError struct {
+	field, column string
+	pe            *pgconn.PgError
+}
+
+func (e *fieldError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "field %q", e.field)
+	if e.column != e.field {
+		fmt.Fprintf(&b, " (column %q)", e.column)
+	}
+	fmt.Fprintf(&b, ": %s (SQLSTATE %s)", e.pe.Message, e.pe.Code)
+	if e.pe.Detail != "" {
+		b.WriteString("; detail: " + e.pe.Detail)
+	}
+	return b.String()
+}
+
+func (e *fieldError) Unwrap() error { return e.pe }
+
+// nameField returns the rejection err of the single op o (a *rowError,
+// the savepoint of its load rolled back) as a *fieldError naming the field that Postgres
+// refused, when it can tell: the column of the error (a refusal by
+// castExpr, a not-null violation), or else the first column whose cast
+// alone fails for o's value, tried in a savepoint of its own (a cast that
+// failed, a NUL that COPY refused in a staging column). The error is then
+// that cast's. A row whose every value casts (a constraint, a trigger) is
+// err as it is; so is any error of the diagnosis itself.
+func (s *Sink) nameField(ctx context.Context, tx pgx.Tx, o op, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || o.del {
+		return err
+	}
+	for _, c := range s.cfg.Columns {
+		if pe.ColumnName == c.Name {
+			return &fieldError{field: c.Source, column: c.Name, pe: pe}
+		}
+	}
+	const sp = "exactly_diagnose"
+	for i, c := range s.cfg.Columns {
+		if o.row[i] == nil {
+			continue
+		}
+		if _, serr := tx.Exec(ctx, "SAVEPOINT "+sp); serr != nil {
+			return err
+		}
+		_, cerr := tx.Exec(ctx, "SELECT "+castExpr("$1::text", c.Name, s.types[i]), o.row[i])
+		end := "RELEASE SAVEPOINT " + sp
+		if cerr != nil {
+			end = "ROLLBACK TO SAVEPOINT " + sp
+		}
+		if _, serr := tx.Exec(ctx, end); serr != nil {
+			return err
+		}
+		if cerr != nil {
+			var cpe *pgconn.PgError
+			if !IsDataError(cerr) || !errors.As(cerr, &cpe) {
+				return err
+			}
+			return &fieldError{field: c.Source, column: c.Name, pe: cpe}
+		}
+	}
+	return err
+}

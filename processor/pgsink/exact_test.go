@@ -1,0 +1,91 @@
+package pgsink
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Each type family gets the check that refuses what its cast would
+// round, cut or move; other types are a plain cast without the modifier.
+func TestCastExpr(t *testing.T) {
+	numeric102 := colType{name: "numeric(10,2)", base: "numeric", full: "numeric(10,2)", mod: 655366}
+	tests := []struct {
+		name string
+		t    colType
+		want []string // substrings, in order
+		not  []string
+	}{
+		{"plain", plainType("uuid"), []string{"c0::uuid"}, []string{"CASE", refuseFunc}},
+		{"numeric unconstrained", plainType("numeric"), []string{"c0::numeric"}, []string{"CASE"}},
+		{"numeric scale", numeric102, []string{"CASE WHEN c0 IS NULL THEN NULL", "WHEN c0::numeric = c0::numeric(10,2) THEN c0::numeric(10,2)", "ELSE " + refuseFunc + "(NULL::numeric(10,2), 'col'"}, nil},
+		{"real", plainType("real"), []string{"c0 !~ '" + integerRE + "' OR c0::numeric = c0::real::text::numeric", "THEN c0::real"}, nil},
+		{"double", plainType("double precision"), []string{"c0::double precision::text::numeric"}, nil},
+		{"timestamp", plainType("timestamp without time zone"), []string{"WHEN lower(c0) ~ '" + relativeTimeRE + "' AND c0::timestamp without time zone IS NOT NULL THEN " + refuseFunc, "c0::timestamp = (c0::timestamptz AT TIME ZONE 'UTC') AND c0 !~ '" + subMicroRE + "'"}, nil},
+		{"timestamptz precision", colType{name: "timestamp(3) with time zone", base: "timestamp with time zone", full: "timestamp(3) with time zone", mod: 3}, []string{"c0::timestamptz = c0::timestamp(3) with time zone", "THEN c0::timestamp(3) with time zone"}, []string{"AT TIME ZONE"}},
+		{"date", plainType("date"), []string{"c0::date = c0::timestamp AND c0::date = (c0::timestamptz AT TIME ZONE 'UTC')"}, nil},
+		{"varchar", colType{name: "character varying(3)", base: "character varying", full: "character varying(3)", mod: 7}, []string{"WHEN char_length(c0) <= 3 THEN c0::character varying(3)"}, []string{"lower(c0)"}},
+		{"char unconstrained", colType{name: "character", base: "character", full: "character", mod: -1}, []string{"c0::bpchar"}, []string{"CASE"}},
+		{"bit", colType{name: "bit(4)", base: "bit", full: "bit(4)", mod: 4}, []string{"c0::varbit"}, []string{"CASE"}},
+		{"domain", colType{name: "money2", base: "numeric", full: "numeric(10,2)", mod: 655366, domain: true}, []string{"THEN (c0::numeric(10,2))::money2", "NULL::money2"}, nil},
+		{"other modifier", colType{name: "interval day", base: "interval", full: "interval day", mod: 1}, []string{"c0::interval"}, []string{"CASE", "day"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := castExpr("c0", "col", tt.t)
+			rest := got
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("castExpr = %s\nlacks (in order) %s", got, w)
+				}
+				rest = rest[i+len(w):]
+			}
+			for _, n := range tt.not {
+				if strings.Contains(got, n) {
+					t.Errorf("castExpr = %s\nhas %s", got, n)
+				}
+			}
+		})
+	}
+}
+
+// Event IDs compare in the type without its modifier, never in
+// character(1) or bit(1).
+func TestKeyType(t *testing.T) {
+	for _, tt := range []struct {
+		t    colType
+		want string
+	}{
+		{plainType("uuid"), "uuid"},
+		{colType{name: "character(8)", base: "character", full: "character(8)", mod: 12}, "bpchar"},
+		{colType{name: "bit(8)", base: "bit", full: "bit(8)", mod: 8}, "varbit"},
+		{colType{name: "character varying(8)", base: "character varying", full: "character varying(8)", mod: 12}, "character varying"},
+		{colType{name: "ids", base: "text", full: "text", mod: -1, domain: true}, "ids"},
+	} {
+		if got := keyType(tt.t); got != tt.want {
+			t.Errorf("keyType(%s) = %s, want %s", tt.t.name, got, tt.want)
+		}
+	}
+}
+
+// A field's rejection names the field, the column only when it differs,
+// and never Postgres's "where" (a staging column or a parameter).
+func TestFieldError(t *testing.T) {
+	pe := &pgconn.PgError{Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00`, Where: "COPY exactly_sink_staging, line 1, column c8", ColumnName: "c8"}
+	for _, tt := range []struct {
+		field, column, want string
+	}{
+		{"tx", "tx", `field "tx": invalid byte sequence for encoding "UTF8": 0x00 (SQLSTATE 22021)`},
+		{"note", "tx", `field "note" (column "tx"): invalid byte sequence for encoding "UTF8": 0x00 (SQLSTATE 22021)`},
+	} {
+		e := &fieldError{field: tt.field, column: tt.column, pe: pe}
+		if got := e.Error(); got != tt.want {
+			t.Errorf("Error() = %q, want %q", got, tt.want)
+		}
+		if sqlState(e) != "22021" || !IsDataError(e) {
+			t.Errorf("SQLSTATE lost: %q", sqlState(e))
+		}
+	}
+}
