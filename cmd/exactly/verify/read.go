@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/audit"
 )
 
@@ -28,25 +29,30 @@ type Partition struct {
 	Incomplete bool `json:"incomplete,omitempty"`
 }
 
+// listOffsets calls list for topics, again while it fails with an error
+// Kafka marks retriable (a leader moving, a broker still loading the
+// topic), per partition or whole.
+func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) (kadm.ListedOffsets, error) {
+	var out kadm.ListedOffsets
+	err := kit.RetryRetriable(ctx, 10, func() (err error) {
+		if out, err = list(ctx, topics...); err == nil {
+			err = out.Error()
+		}
+		return err
+	})
+	return out, err
+}
+
 func listEnds(ctx context.Context, adm *kadm.Client, topics []string) ([]*Partition, error) {
-	hwm, err := adm.ListEndOffsets(ctx, topics...)
-	if err == nil {
-		err = hwm.Error()
-	}
+	hwm, err := listOffsets(ctx, adm.ListEndOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("verify: list end offsets: %w", err)
 	}
-	lso, err := adm.ListCommittedOffsets(ctx, topics...)
-	if err == nil {
-		err = lso.Error()
-	}
+	lso, err := listOffsets(ctx, adm.ListCommittedOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("verify: list last stable offsets: %w", err)
 	}
-	start, err := adm.ListStartOffsets(ctx, topics...)
-	if err == nil {
-		err = start.Error()
-	}
+	start, err := listOffsets(ctx, adm.ListStartOffsets, topics)
 	if err != nil {
 		return nil, fmt.Errorf("verify: list start offsets: %w", err)
 	}
@@ -201,10 +207,7 @@ func openTransactions(ctx context.Context, adm *kadm.Client, cfg Config, parts [
 		topics[p.Topic] = true
 	}
 	for {
-		lso, err := adm.ListCommittedOffsets(ctx, keys(topics)...)
-		if err == nil {
-			err = lso.Error()
-		}
+		lso, err := listOffsets(ctx, adm.ListCommittedOffsets, keys(topics))
 		if err != nil {
 			return fmt.Errorf("verify: list last stable offsets: %w", err)
 		}
