@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
-	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Partition is the state of one partition that verify read.
