@@ -87,12 +87,14 @@ the Nth redrive transaction, for testing recovery.`, stderr)
 	}
 	rep, err := redrive.Run(ctx, cfg)
 	bar.Done()
+	if errors.Is(err, redrive.ErrUsage) {
+		// A refused --where: no report, as if it had run.
+		fmt.Fprintln(stderr, "exactly redrive:", err)
+		return exitUsage
+	}
 	rep.Print(stdout, st.DeadLetter.Topic, st.Input.Topic)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly redrive:", err)
-		if errors.Is(err, redrive.ErrUsage) {
-			return exitUsage
-		}
 		return exitFailure
 	}
 	return exitOK

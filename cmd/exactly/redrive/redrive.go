@@ -14,7 +14,6 @@ package redrive
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // HeaderCount counts how many times a record was redriven: decimal text,
@@ -101,6 +101,8 @@ type Report struct {
 	// Incomplete is set when the redrive stopped before the end of the
 	// dead-letter topic as it was when it started (canceled or idle).
 	Incomplete string
+
+	whereErr error // the first --where evaluation error of a transaction
 }
 
 // Run redrives the dead letters that the group has not handled yet, up to
@@ -292,6 +294,10 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 	})
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TransactionTimeout)
 	defer cancel()
+	if pending.whereErr != nil {
+		_, _ = sess.End(endCtx, kgo.TryAbort)
+		return nil, fmt.Errorf("%w: %w", ErrUsage, pending.whereErr)
+	}
 	if err := sess.Client().Flush(endCtx); err != nil {
 		return nil, fmt.Errorf("flush: %w", err)
 	}
@@ -413,7 +419,10 @@ func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip b
 	default:
 		selected, err := r.sel.Match(dl)
 		if err != nil {
-			pending.Unredrivable = append(pending.Unredrivable, ref("--where: "+err.Error()))
+			// Not the dead letter's fault but the expression's: stop
+			// before the transaction commits, so that nothing is marked
+			// done that the operator did not select.
+			pending.whereErr = fmt.Errorf("--where on dead letter %s/%d@%d: %w", r.cfg.DeadLetter, rec.Partition, rec.Offset, err)
 			return nil, true
 		}
 		if !selected {
@@ -471,10 +480,13 @@ func (s *Selector) Match(dl DeadLetter) (bool, error) {
 	if s == nil || s.prg == nil {
 		return true, nil
 	}
+	// JSON is read by the text rule of the transforms (README, "Values"):
+	// 204 is an int, 2.0 a double; a value that is no JSON is its text.
 	var value any = string(dl.Value)
-	var decoded any
-	if json.Unmarshal(dl.Value, &decoded) == nil {
-		value = decoded
+	if serde.CheckJSON(dl.Value) == nil {
+		if decoded, err := serde.DecodeValue(dl.Value, "value", serde.Typed); err == nil {
+			value = decoded
+		}
 	}
 	headers := make(map[string]string, len(dl.Headers))
 	for _, h := range dl.Headers {
