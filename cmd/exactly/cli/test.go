@@ -73,6 +73,10 @@ and SASL settings are not used. See the README for the fixture format.`, stderr)
 			failed++
 			fmt.Fprintf(stdout, "FAIL %s: the records differ from the fixture (- expected, + got)\n", fp)
 			res.WriteDiff(stdout)
+		case errors.Is(err, testrun.ErrCannotRun):
+			// Its messages name the fixture file and line already.
+			fmt.Fprintf(stderr, "exactly test: %s\n", strings.ReplaceAll(err.Error(), "\n", "\n  "))
+			return exitUsage
 		case err != nil:
 			fmt.Fprintf(stderr, "exactly test: %s: %s\n", fp, strings.ReplaceAll(err.Error(), "\n", "\n  "))
 			return exitFailure

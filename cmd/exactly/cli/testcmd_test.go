@@ -28,7 +28,9 @@ func TestTestCommand(t *testing.T) {
 		t.Fatal("the orders fixture no longer holds the record this test changes")
 	}
 	broken := filepath.Join(dir, "broken.test.yaml")
-	for name, data := range map[string]string{changed: src, broken: "input:\n  orders.raw: [{ valu: x }]\n"} {
+	badPart := filepath.Join(dir, "badpart.test.yaml")
+	for name, data := range map[string]string{changed: src, broken: "input:\n  orders.raw: [{ valu: x }]\n",
+		badPart: "input:\n  orders.raw:\n    - { partition: 7, value: '{\"event_id\":\"p\"}' }\n"} {
 		if err := os.WriteFile(name, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +54,8 @@ func TestTestCommand(t *testing.T) {
 			[]string{"ok   ", "FAIL " + changed}, nil},
 		{"a fixture that does not parse", []string{"test", "--topology", topo, broken}, 2,
 			nil, []string{broken + ":2:18: input.orders.raw[0].valu: unknown field"}},
+		{"a partition the topic lacks is a usage error, the file named once", []string{"test", "--topology", topo, badPart}, 2,
+			nil, []string{"exactly test: " + badPart + ":3: partition 7: topic orders.raw has"}},
 		{"no topology", []string{"test"}, 2, nil, []string{"Usage: exactly test --topology FILE [FIXTURE...]"}},
 	}
 	for _, tt := range tests {

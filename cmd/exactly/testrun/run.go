@@ -81,10 +81,10 @@ func Run(ctx context.Context, f *topology.File, pipelines map[string]*transform.
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if len(f.Stages) == 0 {
-		return nil, fmt.Errorf("%s has no stage to test", f.Path)
+		return nil, cannotRun{fmt.Errorf("%s has no stage to test", f.Path)}
 	}
 	if err := check(f, fx); err != nil {
-		return nil, err
+		return nil, cannotRun{err}
 	}
 
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -229,7 +229,7 @@ func produce(ctx context.Context, cl *kgo.Client, adm *kadm.Client, f *topology.
 			p := r.Partition
 			switch {
 			case p >= parts[tr.Topic]:
-				return nil, fmt.Errorf("%s:%d: partition %d: topic %s has %d partitions", fx.Path, r.Line, p, tr.Topic, parts[tr.Topic])
+				return nil, cannotRun{fmt.Errorf("%s:%d: partition %d: topic %s has %d partitions", fx.Path, r.Line, p, tr.Topic, parts[tr.Topic])}
 			case p < 0 && r.Key != nil:
 				p = partitionFor(r.Key, parts[tr.Topic])
 			case p < 0:
