@@ -44,7 +44,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		kgo.AdjustFetchOffsetsFn(check.adjust),
 	)
 	if s.cfg.Guarantee == AtLeastOnce {
-		cl, err := kgo.NewClient(append(append(opts, kgo.DisableAutoCommit()), s.kopts...)...)
+		cl, err := kgo.NewClient(append(append(append(opts, kgo.DisableAutoCommit()), s.kopts...), s.roleClientID())...)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
-	sess, err := kgo.NewGroupTransactSession(append(opts, s.kopts...)...)
+	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), s.roleClientID())...)
 	if err != nil {
 		return nil, err
 	}
@@ -288,4 +288,12 @@ func fatalFetchError(fs kgo.Fetches) error {
 		}
 	})
 	return fatal
+}
+
+// roleClientID is the group client's client.id, <client_id>-stage
+// (kit.RoleClientID), set after the injected Kafka options, whose own
+// client ID (the file's) would otherwise hide the role from the start
+// check of another process (kit.CheckGroup).
+func (s *Stage) roleClientID() kgo.Opt {
+	return kgo.ClientID(kit.RoleClientID(s.cfg.ClientID, kit.RoleStage))
 }

@@ -246,9 +246,6 @@ const topicGoneWait = 2 * time.Second
 // remain (see guard.go).
 func (s *Stage) Run(ctx context.Context) error {
 	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
-	if err := s.checkResume(ctx); err != nil {
-		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
-	}
 	// The admin client looks up the input topic's ID and offsets (see
 	// identity.go); it lives as long as Run.
 	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)...)
@@ -258,6 +255,11 @@ func (s *Stage) Run(ctx context.Context) error {
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
 	if err := s.checkStart(ctx, adm); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
+	// After the start check: the guard reads the output and dead-letter
+	// topics, which the check has found to exist.
+	if err := s.checkResume(ctx); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}
 	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)

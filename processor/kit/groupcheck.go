@@ -104,6 +104,11 @@ func CheckMembers(self GroupSelf, members []GroupMember) error {
 		switch role := roleOf(m.ClientID); {
 		case !m.Consumer:
 			reason = "it is not a Kafka consumer"
+		case len(m.Topics) == 0 && (role == "" || role == self.Role):
+			// No subscription to judge: the group is rebalancing
+			// (DescribeGroups then answers without the members'
+			// metadata). Nothing says it is another consumer.
+			continue
 		case !slices.Equal(m.Topics, []string{self.Topic}):
 			reason = fmt.Sprintf("it consumes topics %v, this %s consumes %s", m.Topics, self.Role, self.Topic)
 		case role != "" && role != self.Role:

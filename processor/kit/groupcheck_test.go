@@ -42,6 +42,9 @@ func TestCheckMembers(t *testing.T) {
 		{"two topics", stage, []kit.GroupMember{member("h9", "exactly-stage", "in", "other")}, "consumes topics [in other]"},
 		{"a sink in a stage's group", stage, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-sink", "in")}, "it is a sink, this is a stage"},
 		{"a stage in a sink's group, same instance ID", sink, []kit.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "in")}, "it is a stage, this is a sink"},
+		{"a member mid-rebalance (no subscription known), same role", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-sink")}, ""},
+		{"a member mid-rebalance, role unknown", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly")}, ""},
+		{"a member mid-rebalance, the other role", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-stage")}, "it consumes topics []"},
 		{"not a consumer", sink, []kit.GroupMember{{MemberID: "w1", ClientID: "connect-1"}}, "not a Kafka consumer"},
 	}
 	for _, tt := range tests {

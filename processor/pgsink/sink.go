@@ -383,7 +383,10 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 		// runs between a poll and the batch's commit.
 		kgo.BlockRebalanceOnPoll(),
 	)
-	return append(opts, s.kopts...)
+	// The role's client.id goes after the injected options, whose own
+	// client ID (the file's) would otherwise hide the role from the start
+	// check of another process (kit.CheckGroup).
+	return append(append(opts, s.kopts...), kgo.ClientID(kit.RoleClientID(s.cfg.ClientID, kit.RoleSink)))
 }
 
 // adjust replaces the offsets the group would resume from with the
