@@ -329,11 +329,11 @@ func TestC13RevokedMidRetry(t *testing.T) {
 // Partitions are added to a running stage's and sink's input topic (with
 // Kafka's TopicCommand), and records written to the new partitions, a
 // refused one among them: both stages (one per guarantee) and the sink
-// process every one of them, from the new partitions' first offsets. No
-// topology setting shortens the client's metadata refresh, and franz-go
-// finds new partitions on a refresh (metadata.max.age.ms, 5 minutes by
-// default), so the bound is 6 minutes: this test checks that nothing is
-// skipped, not how fast the new partitions are found.
+// process every one of them, from the new partitions' first offsets.
+// franz-go finds new partitions on a metadata refresh
+// (metadata.max.age.ms); the file sets metadata_max_age to 2s for each, so
+// the bound is 2 minutes: this test checks that nothing is skipped, not how
+// fast the new partitions are found.
 func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 	in := uniqueName("c13grow_in")
 	eos, alos := refusedStage{name: uniqueName("c13grow_eos")}, refusedStage{name: uniqueName("c13grow_alos")}
@@ -347,9 +347,10 @@ func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 	schema := c13Schema(t, pool, "c13grow")
 	sinkName, sinkDLQ := uniqueName("c13grow_sink"), uniqueName("c13grow_sdlq")
 	topics = append(topics, c13Topic{name: sinkDLQ, parts: 1})
-	topo := c13Topology(t, topics, "stages:\n"+c13Stage(eos.name, in, eos.out, eos.dlq, "100ms", 10000)+
-		c13Stage(alos.name, in, alos.out, alos.dlq, "100ms", 10000)+
-		"sinks:\n"+c13Sink(sinkName, in, sinkDLQ, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
+	const refresh = "    metadata_max_age: 2s\n"
+	topo := c13Topology(t, topics, "stages:\n"+c13Stage(eos.name, in, eos.out, eos.dlq, "100ms", 10000)+refresh+
+		c13Stage(alos.name, in, alos.out, alos.dlq, "100ms", 10000)+refresh+
+		"sinks:\n"+c13Sink(sinkName, in, sinkDLQ, schema+".events", "", "{ event_id: event_id, body: $value }", "")+refresh)
 	eos.topo, alos.topo = topo, topo
 
 	first := c13Events("old", 0, 5, 0)
@@ -374,7 +375,7 @@ func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 
 	// One deadline for all three: each finds the new partitions on its
 	// own metadata refresh.
-	deadline := time.Now().Add(6 * time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	eos.waitCommitted(t, ends, time.Until(deadline))
 	eventually(t, time.Until(deadline)+10*time.Second, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 17 },
 		func() string {
