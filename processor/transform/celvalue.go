@@ -396,14 +396,9 @@ func native(v ref.Val, path string, jsonOut bool) (any, error) {
 		return v.snapshot(), nil
 	case listVal:
 		return rawJSON(v.raw), nil
-	case types.Null:
-		return nil, nil
-	case types.Bool:
-		return bool(v), nil
-	case types.Int:
-		return int64(v), nil
-	case types.Uint:
-		return uint64(v), nil
+	case types.Null, types.Bool, types.Int, types.Uint, types.String:
+		s, _ := scalar(v)
+		return s, nil
 	case types.Double:
 		f := float64(v)
 		if jsonOut && (math.IsNaN(f) || math.IsInf(f, 0)) {
@@ -411,8 +406,6 @@ func native(v ref.Val, path string, jsonOut bool) (any, error) {
 			return nil, err
 		}
 		return f, nil
-	case types.String:
-		return string(v), nil
 	case types.Bytes:
 		return []byte(v), nil
 	case types.Timestamp:
