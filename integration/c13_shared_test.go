@@ -201,14 +201,7 @@ func TestC13PositionsTableRunStopRun(t *testing.T) {
 func TestC13PositionsTableTodaysFormat(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "c13old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
-		pgExec(t, pool, `CREATE TABLE `+schema+`.exactly_positions (
-	topic       text        NOT NULL,
-	partition   integer     NOT NULL,
-	next_offset bigint      NOT NULL,
-	owner       text        NOT NULL DEFAULT '',
-	updated_at  timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (topic, partition)
-)`)
+		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, schema+".exactly_positions"))
 		pgExec(t, pool, `CREATE TABLE `+schema+`.events (event_id text PRIMARY KEY, body jsonb)`)
 	})
 	kcatProducePartition(t, c.in, 0, c13Events("old", 0, 100, 0))

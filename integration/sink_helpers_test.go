@@ -222,7 +222,14 @@ func committedEnds(t testing.TB, topic string) map[int32]int64 {
 // read_committed end.
 func positionsAtEnd(t testing.TB, pool *pgxpool.Pool, s sinkSpec) bool {
 	t.Helper()
-	got, want := storedPositions(t, pool, s.positions(), s.in), committedEnds(t, s.in)
+	return positionsTableAtEnd(t, pool, s.positions(), s.in)
+}
+
+// positionsTableAtEnd reports whether the positions table positions holds
+// topic's read_committed end for every partition.
+func positionsTableAtEnd(t testing.TB, pool *pgxpool.Pool, positions, topic string) bool {
+	t.Helper()
+	got, want := storedPositions(t, pool, positions, topic), committedEnds(t, topic)
 	if len(got) != len(want) {
 		return false
 	}
