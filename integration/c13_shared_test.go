@@ -172,16 +172,14 @@ func TestC13PositionsTableRunStopRun(t *testing.T) {
 	c := newC13Sink(t, pool, "c13rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
 	kcatProduce(t, c.in, c13Events("e", 0, 100, 0))
 	p := c.run(t, "c13-1", "")
-	waitRows(t, pool, c.table, 100, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 100, 45*time.Second, p)
 	p.stop()
 
 	kcatProduce(t, c.in, c13Events("e", 100, 50, 0))
 	addr := freeAddr(t)
 	p = c.run(t, "c13-1", addr)
 	kcatProduce(t, c.in, c13Events("e", 150, 50, 0))
-	waitRows(t, pool, c.table, 200, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 200, 45*time.Second, p)
 	lbl := map[string]string{"sink": c.name}
 	m := scrape(t, addr)
 	if v, _ := sum(m, "exactly_sink_rows_written_total", lbl); v != 100 {

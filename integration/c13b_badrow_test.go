@@ -119,8 +119,7 @@ func TestC13bSinkPositionAboveHighWatermarkSameTopic(t *testing.T) {
 	c := newC13Sink(t, pool, "c13bhw", 1, "{ event_id: event_id, body: $value }", "", nil)
 	kcatProduce(t, c.in, c13Events("a", 0, 5, 0))
 	p := c.run(t, "c13b-1", "")
-	waitRows(t, pool, c.table, 5, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 5, 45*time.Second, p)
 	p.stop()
 
 	pgExec(t, pool, "UPDATE "+c.schema+".exactly_positions SET next_offset = 1000 WHERE sink = '"+c.name+"'")
