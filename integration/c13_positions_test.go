@@ -439,6 +439,16 @@ func (c c13SinkCase) waitLoaded(t *testing.T, pool *pgxpool.Pool, want int64, ti
 	})
 }
 
+// loadOnce produces lines to the sink's input, runs the sink as instance
+// id until it has loaded want rows in all (as waitLoaded), and stops it.
+func (c c13SinkCase) loadOnce(t *testing.T, pool *pgxpool.Pool, id string, lines [][]byte, want int64) {
+	t.Helper()
+	kcatProduce(t, c.in, lines)
+	p := c.run(t, id, "")
+	c.waitLoaded(t, pool, want, 45*time.Second, p)
+	p.stop()
+}
+
 // positionsAtEnd reports whether the sink's stored positions (in the
 // default positions table) are at every partition's read_committed end.
 func (c c13SinkCase) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {

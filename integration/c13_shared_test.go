@@ -170,14 +170,11 @@ func TestC13SameSinkNameTwoFiles(t *testing.T) {
 func TestC13PositionsTableRunStopRun(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "c13rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
-	kcatProduce(t, c.in, c13Events("e", 0, 100, 0))
-	p := c.run(t, "c13-1", "")
-	c.waitLoaded(t, pool, 100, 45*time.Second, p)
-	p.stop()
+	c.loadOnce(t, pool, "c13-1", c13Events("e", 0, 100, 0), 100)
 
 	kcatProduce(t, c.in, c13Events("e", 100, 50, 0))
 	addr := freeAddr(t)
-	p = c.run(t, "c13-1", addr)
+	p := c.run(t, "c13-1", addr)
 	kcatProduce(t, c.in, c13Events("e", 150, 50, 0))
 	c.waitLoaded(t, pool, 200, 45*time.Second, p)
 	lbl := map[string]string{"sink": c.name}

@@ -226,15 +226,12 @@ func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "sinkposhw", 1, "{ event_id: event_id, body: $value }", "", nil)
 	positions := c.schema + ".exactly_positions"
-	kcatProduce(t, c.in, c13Events("a", 0, 5, 0))
-	p := c.run(t, "sinkpos-1", "")
-	c.waitLoaded(t, pool, 5, 45*time.Second, p)
-	p.stop()
+	c.loadOnce(t, pool, "sinkpos-1", c13Events("a", 0, 5, 0), 5)
 
 	pgExec(t, pool, "UPDATE "+positions+" SET next_offset = 1000 WHERE sink = '"+c.name+"'")
 	kcatProduce(t, c.in, c13Events("b", 0, 3, 0))
 	addr := freeAddr(t)
-	p = c.run(t, "sinkpos-1", addr)
+	p := c.run(t, "sinkpos-1", addr)
 	waitRows(t, pool, c.table, 8, 30*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, positions, c.in)[0] == 8 },
 		func() string {
