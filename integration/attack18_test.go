@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/deploy/examples"
 )
 
 // Outside attack on issue 18 (reset, replay, redrive, exactly test): focused
@@ -90,19 +92,7 @@ func TestAttack18FixtureSyntaxErrorLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	topo := filepath.Join(dir, "orders.yaml")
-	if err := os.WriteFile(topo, []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:9092"] }
-topics:
-  - { name: orders.raw, partitions: 3 }
-  - { name: orders.clean, partitions: 3 }
-  - { name: orders.dlq, partitions: 1 }
-stages:
-  - name: clean
-    input: { topic: orders.raw, format: json }
-    output: { topic: orders.clean, format: json }
-    dead_letter: { topic: orders.dlq }
-    key: event_id
-`), 0o644); err != nil {
+	if err := os.WriteFile(topo, examples.Orders, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	fixture := filepath.Join(dir, "m.test.yaml")

@@ -125,6 +125,18 @@ func (s refusedStage) checkDeadLetters(t *testing.T, g string, want []dlqSource)
 	}
 }
 
+// settle waits until the stage's group has committed ends, with p
+// running throughout; then it requires the outputs want and the dead
+// letters wantDL (as checkOutputs and checkDeadLetters) and stops p.
+func (s refusedStage) settle(t *testing.T, g string, p *proc, ends map[int32]int64, timeout time.Duration, want []string, wantDL []dlqSource) {
+	t.Helper()
+	s.waitCommitted(t, ends, timeout)
+	p.alive()
+	s.checkOutputs(t, g, want)
+	s.checkDeadLetters(t, g, wantDL)
+	p.stop()
+}
+
 func c13Head(s []string) []string {
 	if len(s) > 10 {
 		return append(s[:10:10], "...")
@@ -176,11 +188,7 @@ func TestC13RefusedRecordFreshGroup(t *testing.T) {
 
 			last := c13Events("c", 0, 1, 0)
 			kcatProduce(t, s.in, last)
-			s.waitCommitted(t, map[int32]int64{0: 52}, 30*time.Second)
-			p.alive()
-			s.checkOutputs(t, g, keysOf(append(append(append([][]byte{}, small1...), small2...), last...)))
-			s.checkDeadLetters(t, g, []dlqSource{{0, 25, "produce"}})
-			p.stop()
+			s.settle(t, g, p, map[int32]int64{0: 52}, 30*time.Second, keysOf(append(append(append([][]byte{}, small1...), small2...), last...)), []dlqSource{{0, 25, "produce"}})
 		})
 	}
 }
@@ -194,11 +202,7 @@ func TestC13RefusedRecordAtFirstOffset(t *testing.T) {
 			small := c13Events("a", 0, 10, 0)
 			kcatProduce(t, s.in, append(c13Events("big", 0, 1, c13BigPad), small...))
 			p := s.run(t, g, "c13-1")
-			s.waitCommitted(t, map[int32]int64{0: 11}, 45*time.Second)
-			p.alive()
-			s.checkOutputs(t, g, keysOf(small))
-			s.checkDeadLetters(t, g, []dlqSource{{0, 0, "produce"}})
-			p.stop()
+			s.settle(t, g, p, map[int32]int64{0: 11}, 45*time.Second, keysOf(small), []dlqSource{{0, 0, "produce"}})
 		})
 	}
 }
@@ -223,11 +227,7 @@ func TestC13RefusedRecordInEachPartition(t *testing.T) {
 				ends[int32(p)] = int64(len(pre) + 1 + len(post))
 			}
 			pr := s.run(t, g, "c13-1")
-			s.waitCommitted(t, ends, 45*time.Second)
-			pr.alive()
-			s.checkOutputs(t, g, want)
-			s.checkDeadLetters(t, g, wantDL)
-			pr.stop()
+			s.settle(t, g, pr, ends, 45*time.Second, want, wantDL)
 		})
 	}
 }
@@ -272,11 +272,7 @@ func TestC13PartlyCommittedGroup(t *testing.T) {
 			want = append(want, keysOf(p2)...)
 
 			pr := s.run(t, g, "c13-1")
-			s.waitCommitted(t, map[int32]int64{0: 5 + 9, 1: 7, 2: 7}, 45*time.Second)
-			pr.alive()
-			s.checkOutputs(t, g, want)
-			s.checkDeadLetters(t, g, []dlqSource{{0, 5 + 4, "produce"}, {1, 0, "produce"}})
-			pr.stop()
+			s.settle(t, g, pr, map[int32]int64{0: 5 + 9, 1: 7, 2: 7}, 45*time.Second, want, []dlqSource{{0, 5 + 4, "produce"}, {1, 0, "produce"}})
 		})
 	}
 }
@@ -433,20 +429,32 @@ func (c c13SinkCase) run(t *testing.T, id, addr string) *proc {
 	return start(t, nil, "sink", "--topology", c.topo, "--instance-id", id, "--log-level", "info", "--metrics-addr="+addr)
 }
 
+// waitLoaded waits until the sink's table holds want rows, each event once
+// (waitRows, with procs running), and its stored positions are at every
+// partition's read_committed end.
+func (c c13SinkCase) waitLoaded(t *testing.T, pool *pgxpool.Pool, want int64, timeout time.Duration, procs ...*proc) {
+	t.Helper()
+	waitRows(t, pool, c.table, want, timeout, procs...)
+	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
+		return fmt.Sprintf("positions %v, ends %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in))
+	})
+}
+
+// loadOnce produces lines to the sink's input, runs the sink as instance
+// id until it has loaded want rows in all (as waitLoaded), and stops it.
+func (c c13SinkCase) loadOnce(t *testing.T, pool *pgxpool.Pool, id string, lines [][]byte, want int64) {
+	t.Helper()
+	kcatProduce(t, c.in, lines)
+	p := c.run(t, id, "")
+	c.waitLoaded(t, pool, want, 45*time.Second, p)
+	p.stop()
+}
+
 // positionsAtEnd reports whether the sink's stored positions (in the
 // default positions table) are at every partition's read_committed end.
 func (c c13SinkCase) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {
 	t.Helper()
-	got, want := storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in)
-	if len(got) != len(want) {
-		return false
-	}
-	for p, n := range want {
-		if got[p] != n {
-			return false
-		}
-	}
-	return true
+	return positionsTableAtEnd(t, pool, c.schema+".exactly_positions", c.in)
 }
 
 // A sink whose positions table holds positions for only one of three

@@ -121,11 +121,19 @@ func newOutputsIn(t *testing.T, s refusedStage) bool {
 	return true
 }
 
+// runOld produces c13Old to the input of s and runs s (exactly-once, as
+// instance id) until its group has committed all of it.
+func runOld(t *testing.T, s refusedStage, id string) *proc {
+	t.Helper()
+	produceGen(t, s.in, c13Old)
+	p := s.run(t, "exactly-once", id)
+	s.waitCommitted(t, map[int32]int64{0: 3, 1: 2}, 45*time.Second)
+	return p
+}
+
 func TestC13RecreatedTopicStageRunning(t *testing.T) {
 	s := recreateStage(t, "c13rst")
-	produceGen(t, s.in, c13Old)
-	p := s.run(t, "exactly-once", "c13-1")
-	s.waitCommitted(t, map[int32]int64{0: 3, 1: 2}, 45*time.Second)
+	p := runOld(t, s, "c13-1")
 	recreateTopic(t, s.in, 2)
 	produceGen(t, s.in, c13New)
 	if awaitRecreateOutcome(t, p, s.in, func() bool { return newOutputsIn(t, s) }) {
@@ -136,9 +144,7 @@ func TestC13RecreatedTopicStageRunning(t *testing.T) {
 
 func TestC13RecreatedTopicStageStopped(t *testing.T) {
 	s := recreateStage(t, "c13sst")
-	produceGen(t, s.in, c13Old)
-	p := s.run(t, "exactly-once", "c13-1")
-	s.waitCommitted(t, map[int32]int64{0: 3, 1: 2}, 45*time.Second)
+	p := runOld(t, s, "c13-1")
 	p.stop()
 	recreateTopic(t, s.in, 2)
 	produceGen(t, s.in, c13New)
@@ -174,13 +180,20 @@ func checkSinkRows(t *testing.T, pool *pgxpool.Pool, c c13SinkCase) {
 	}
 }
 
+// loadOld produces c13Old to the input of c and runs c until its rows are
+// in and its positions at the end.
+func loadOld(t *testing.T, pool *pgxpool.Pool, c c13SinkCase) *proc {
+	t.Helper()
+	produceGen(t, c.in, c13Old)
+	p := c.run(t, "c13-1", "")
+	c.waitLoaded(t, pool, 5, 45*time.Second, p)
+	return p
+}
+
 func TestC13RecreatedTopicSinkRunning(t *testing.T) {
 	c := recreateSink(t, "c13rsk")
 	pool := pgPool(t)
-	produceGen(t, c.in, c13Old)
-	p := c.run(t, "c13-1", "")
-	waitRows(t, pool, c.table, 5, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	p := loadOld(t, pool, c)
 	recreateTopic(t, c.in, 2)
 	produceGen(t, c.in, c13New)
 	if awaitRecreateOutcome(t, p, c.in, func() bool { return sinkHasNew(t, pool, c) }) {
@@ -192,10 +205,7 @@ func TestC13RecreatedTopicSinkRunning(t *testing.T) {
 func TestC13RecreatedTopicSinkStopped(t *testing.T) {
 	c := recreateSink(t, "c13ssk")
 	pool := pgPool(t)
-	produceGen(t, c.in, c13Old)
-	p := c.run(t, "c13-1", "")
-	waitRows(t, pool, c.table, 5, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	p := loadOld(t, pool, c)
 	p.stop()
 	recreateTopic(t, c.in, 2)
 	produceGen(t, c.in, c13New)

@@ -170,18 +170,13 @@ func TestC13SameSinkNameTwoFiles(t *testing.T) {
 func TestC13PositionsTableRunStopRun(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "c13rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
-	kcatProduce(t, c.in, c13Events("e", 0, 100, 0))
-	p := c.run(t, "c13-1", "")
-	waitRows(t, pool, c.table, 100, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
-	p.stop()
+	c.loadOnce(t, pool, "c13-1", c13Events("e", 0, 100, 0), 100)
 
 	kcatProduce(t, c.in, c13Events("e", 100, 50, 0))
 	addr := freeAddr(t)
-	p = c.run(t, "c13-1", addr)
+	p := c.run(t, "c13-1", addr)
 	kcatProduce(t, c.in, c13Events("e", 150, 50, 0))
-	waitRows(t, pool, c.table, 200, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 200, 45*time.Second, p)
 	lbl := map[string]string{"sink": c.name}
 	m := scrape(t, addr)
 	if v, _ := sum(m, "exactly_sink_rows_written_total", lbl); v != 100 {
@@ -201,14 +196,7 @@ func TestC13PositionsTableRunStopRun(t *testing.T) {
 func TestC13PositionsTableTodaysFormat(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "c13old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
-		pgExec(t, pool, `CREATE TABLE `+schema+`.exactly_positions (
-	topic       text        NOT NULL,
-	partition   integer     NOT NULL,
-	next_offset bigint      NOT NULL,
-	owner       text        NOT NULL DEFAULT '',
-	updated_at  timestamptz NOT NULL DEFAULT now(),
-	PRIMARY KEY (topic, partition)
-)`)
+		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, schema+".exactly_positions"))
 		pgExec(t, pool, `CREATE TABLE `+schema+`.events (event_id text PRIMARY KEY, body jsonb)`)
 	})
 	kcatProducePartition(t, c.in, 0, c13Events("old", 0, 100, 0))

@@ -52,6 +52,28 @@ func c13bBothOrExit(t *testing.T, name string, timeout time.Duration, procs []*p
 	}
 }
 
+// c13bSameHost starts `exactly cmds[i] --topology topos[i]` for each i,
+// all with the instance ID c13b-host and each with a metrics address of
+// its own, and waits until they are ready. It then produces 20 events to
+// each of ins in each of 5 rounds, 3 s apart: the input arrives over 15 s,
+// as in production, so that the clash shows at a rejoin.
+func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs []string) {
+	t.Helper()
+	for i, topo := range topos {
+		addr := freeAddr(t)
+		procs = append(procs, start(t, nil, cmds[i], "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
+		addrs = append(addrs, addr)
+	}
+	c13bAwaitReady(t, procs, addrs)
+	for round := range 5 {
+		for i, in := range ins {
+			kcatProduce(t, in, c13Events(fmt.Sprintf("f%d-r%d", i, round), 0, 20, 0))
+		}
+		time.Sleep(3 * time.Second) // pacing the input, not awaiting a condition
+	}
+	return procs, addrs
+}
+
 // c13bAwaitReady waits up to 30 s for every process to be ready (or to
 // have exited); one that is not is reported by the checks that follow.
 func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
@@ -81,20 +103,7 @@ func TestC13bSameStageNameTwoFiles(t *testing.T) {
 			"stages:\n"+c13Stage(name, in, out, dlq, "100ms", 1000)))
 		ins, outs = append(ins, in), append(outs, out)
 	}
-	var procs []*proc
-	var addrs []string
-	for _, topo := range topos {
-		addr := freeAddr(t)
-		procs = append(procs, start(t, nil, "run", "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
-		addrs = append(addrs, addr)
-	}
-	c13bAwaitReady(t, procs, addrs)
-	for round := range 5 {
-		for i, in := range ins {
-			kcatProduce(t, in, c13Events(fmt.Sprintf("f%d-r%d", i, round), 0, 20, 0))
-		}
-		time.Sleep(3 * time.Second) // the input arrives over 15 s, as in production: the clash shows at a rejoin
-	}
+	procs, addrs := c13bSameHost(t, []string{"run", "run"}, topos, ins)
 	var done []func() (bool, string)
 	for _, out := range outs {
 		done = append(done, func() (bool, string) {
@@ -121,20 +130,7 @@ func TestC13bSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 			"sinks:\n"+c13Sink(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
 		ins, tables = append(ins, in), append(tables, table)
 	}
-	var procs []*proc
-	var addrs []string
-	for _, topo := range topos {
-		addr := freeAddr(t)
-		procs = append(procs, start(t, nil, "sink", "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
-		addrs = append(addrs, addr)
-	}
-	c13bAwaitReady(t, procs, addrs)
-	for round := range 5 {
-		for i, in := range ins {
-			kcatProduce(t, in, c13Events(fmt.Sprintf("f%d-r%d", i, round), 0, 20, 0))
-		}
-		time.Sleep(3 * time.Second) // the input arrives over 15 s, as in production: the clash shows at a rejoin
-	}
+	procs, addrs := c13bSameHost(t, []string{"sink", "sink"}, topos, ins)
 	var done []func() (bool, string)
 	for _, table := range tables {
 		done = append(done, func() (bool, string) {
@@ -157,17 +153,7 @@ func TestC13bStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	topics := []c13Topic{{name: in, parts: 4}, {name: out, parts: 2}, {name: dlq, parts: 1}}
 	stageTopo := c13Topology(t, topics, "stages:\n"+c13Stage("sink-"+x, in, out, dlq, "100ms", 1000))
 	sinkTopo := c13Topology(t, topics, "sinks:\n"+c13Sink(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
-	sa, sb := freeAddr(t), freeAddr(t)
-	procs := []*proc{
-		start(t, nil, "run", "--topology", stageTopo, "--instance-id", "c13b-host", "--metrics-addr="+sa),
-		start(t, nil, "sink", "--topology", sinkTopo, "--instance-id", "c13b-host", "--metrics-addr="+sb),
-	}
-	addrs := []string{sa, sb}
-	c13bAwaitReady(t, procs, addrs)
-	for round := range 5 {
-		kcatProduce(t, in, c13Events(fmt.Sprintf("r%d", round), 0, 20, 0))
-		time.Sleep(3 * time.Second) // the input arrives over 15 s, as in production: the clash shows at a rejoin
-	}
+	procs, addrs := c13bSameHost(t, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in})
 	done := []func() (bool, string){
 		func() (bool, string) {
 			n := len(keyCounts(t, out))

@@ -3,13 +3,8 @@
 package integration
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
@@ -24,19 +19,9 @@ func TestSinkExactRules(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("exact_rules")
 	s.columns = "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn }"
-	pool := pgPool(t)
-	ctx := context.Background()
-	for _, q := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
-		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo := sinkTopology(t, s)
-	type cell struct{ field, json, stored string }
-	good := map[string]cell{
+	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision")
+	// good wants the column's text, bad a part of the dead-letter error.
+	good := map[string]typedCell{
 		"n_trailing_zero": {"n", "1.230", "1.23"},
 		"r_point":         {"r", "0.1", "0.1"},
 		"ts_z":            {"ts", `"2024-01-01T00:00:00.123Z"`, "2024-01-01 00:00:00.123"},
@@ -48,7 +33,7 @@ func TestSinkExactRules(t *testing.T) {
 		"b_yes":           {"b", `"yes"`, "true"},
 		"nn_nan":          {"nn", `"NaN"`, "NaN"},
 	}
-	bad := map[string]struct{ field, json, err string }{
+	bad := map[string]typedCell{
 		"ts_now":       {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
 		"ts_precision": {"ts", `"2024-01-01T00:00:00.1234"`, `field "ts": '2024-01-01T00:00:00.1234' is not exactly a timestamp(3) without time zone: it would be stored as '2024-01-01 00:00:00.123'`},
 		"tz_micro":     {"tz", `"2024-01-01T00:00:00.1234567Z"`, `is not exactly a timestamp with time zone`},
@@ -59,44 +44,11 @@ func TestSinkExactRules(t *testing.T) {
 		"nn_integer":   {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
 		"b_maybe":      {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
 	}
-	var lines [][]byte
-	for k, c := range good {
-		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
-	}
-	for k, c := range bad {
-		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
-	}
-	kcatProduce(t, s.in, lines)
-	p := startSink(t, topo, "a1")
-	eventually(t, time.Minute, func() bool {
-		rows, _ := rowStats(t, pool, s.table())
-		return rows+kcatCount(t, s.dlq) >= len(good)+len(bad)
-	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
-	p.stop()
-
-	stored := map[string]string{}
-	rs, err := pool.Query(ctx, "SELECT event_id, coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text) FROM "+s.table())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rs.Next() {
-		var id, v string
-		if err := rs.Scan(&id, &v); err != nil {
-			t.Fatal(err)
-		}
-		stored[id] = v
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
-	dead := map[string]kcatJSONRecord{}
-	for _, r := range kcatReadJSON(t, s.dlq) {
-		dead[r.Key] = r
-	}
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text)", good, bad)
 	for k, c := range good {
 		t.Run(k, func(t *testing.T) {
-			if got, ok := stored[k]; !ok || got != c.stored {
-				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.stored, dead[k].Headers)
+			if got, ok := stored[k]; !ok || got != c.want {
+				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
 			}
 		})
 	}
@@ -113,8 +65,8 @@ func TestSinkExactRules(t *testing.T) {
 				t.Errorf("reason %q, want postgres", got)
 			}
 			e := r.Headers[kit.HeaderError]
-			if !strings.Contains(e, c.err) {
-				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, c.err)
+			if !strings.Contains(e, c.want) {
+				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, c.want)
 			}
 			if strings.Contains(e, "staging") || strings.Contains(e, "exactly_refuse") || strings.Contains(e, "$1") {
 				t.Errorf("dead-letter error %q names the sink's internals", e)

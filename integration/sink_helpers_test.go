@@ -81,6 +81,55 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 	return path
 }
 
+// typedSink creates s's schema and its table with the column
+// definitions cols ("event_id text PRIMARY KEY, n numeric(10,2), ..."),
+// writes s's topology and creates its topics; it returns the pool and the
+// topology file.
+func typedSink(t testing.TB, s sinkSpec, cols string) (*pgxpool.Pool, string) {
+	t.Helper()
+	pool := pgPool(t)
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
+		"CREATE TABLE " + s.table() + " (" + cols + ")",
+	} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pool, sinkTopology(t, s)
+}
+
+// typedCell is one record of a typed-column test: the field it sets, its
+// JSON value, and what the test wants of it (the column's text for a value
+// that fits, a part of the dead-letter error for one that does not).
+type typedCell struct{ field, json, want string }
+
+// loadTypedCells produces one record a cell to s.in (key k, value
+// {"event_id":k, field: json}), runs the sink of topo until each record
+// is a row or a dead letter, and returns the text of valExpr (a column or
+// a coalesce of columns) by event_id and the dead letters by key.
+func loadTypedCells(t testing.TB, pool *pgxpool.Pool, s sinkSpec, topo, valExpr string, cells ...map[string]typedCell) (stored map[string]string, dead map[string]kcatJSONRecord) {
+	t.Helper()
+	var lines [][]byte
+	for _, m := range cells {
+		for k, c := range m {
+			lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
+		}
+	}
+	kcatProduce(t, s.in, lines)
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool {
+		rows, _ := rowStats(t, pool, s.table())
+		return rows+kcatCount(t, s.dlq) >= len(lines)
+	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
+	p.stop()
+	dead = map[string]kcatJSONRecord{}
+	for _, r := range kcatReadJSON(t, s.dlq) {
+		dead[r.Key] = r
+	}
+	return tableRows(t, pool, s.table(), valExpr), dead
+}
+
 // sinkYAMLHead starts the text of a one-sink topology file for s: topics
 // s.in with partitions partitions and s.dlq with 1, and the sink reading
 // s.in as JSON into its table through the columns map columns, with its
@@ -173,7 +222,14 @@ func committedEnds(t testing.TB, topic string) map[int32]int64 {
 // read_committed end.
 func positionsAtEnd(t testing.TB, pool *pgxpool.Pool, s sinkSpec) bool {
 	t.Helper()
-	got, want := storedPositions(t, pool, s.positions(), s.in), committedEnds(t, s.in)
+	return positionsTableAtEnd(t, pool, s.positions(), s.in)
+}
+
+// positionsTableAtEnd reports whether the positions table positions holds
+// topic's read_committed end for every partition.
+func positionsTableAtEnd(t testing.TB, pool *pgxpool.Pool, positions, topic string) bool {
+	t.Helper()
+	got, want := storedPositions(t, pool, positions, topic), committedEnds(t, topic)
 	if len(got) != len(want) {
 		return false
 	}

@@ -141,18 +141,8 @@ func TestSinkPoison(t *testing.T) {
 	s := newSinkSpec("poison")
 	s.columns = "{ event_id: event_id, body: $value, note: note, n: n }"
 	s.interval, s.maxRecords = "2s", 5000 // all of the first wave in one batch
-	pool := pgPool(t)
-	ctx := context.Background()
 	// A table made beforehand, with types stricter than the sink's own.
-	for _, q := range []string{
-		"CREATE SCHEMA " + s.schema,
-		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, body jsonb NOT NULL, note varchar(10), n integer)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo := sinkTopology(t, s)
+	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, body jsonb NOT NULL, note varchar(10), n integer")
 
 	good := func(from, n int) [][]byte {
 		var lines [][]byte
@@ -201,7 +191,7 @@ func TestSinkPoison(t *testing.T) {
 		t.Fatalf("dead letters %v (%d records), want %v", got, len(dl), bad)
 	}
 	var n int
-	if err := pool.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE event_id LIKE 'p-%%'", s.table())).Scan(&n); err != nil || n != 0 {
+	if err := pool.QueryRow(t.Context(), fmt.Sprintf("SELECT count(*) FROM %s WHERE event_id LIKE 'p-%%'", s.table())).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d poison rows stored (%v)", n, err)
 	}
 }

@@ -188,8 +188,7 @@ func TestSinkPosShutdownMidRetry(t *testing.T) {
 	}
 	release()
 	p = c.run(t, "c13-1", "")
-	waitRows(t, pool, c.table, 30, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 30, 45*time.Second, p)
 	p.stop()
 }
 
@@ -206,10 +205,7 @@ func TestSinkPosRevokedMidRetry(t *testing.T) {
 	b := c.run(t, "c13-b", "")
 	waitLogged(t, b, "sink starting", 1, 30*time.Second, "instance b did not start")
 	release()
-	waitRows(t, pool, c.table, 200, 60*time.Second, a, b)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
-		return fmt.Sprintf("positions %v, ends %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in), committedEnds(t, c.in))
-	})
+	c.waitLoaded(t, pool, 200, 60*time.Second, a, b)
 	kcatProduce(t, c.in, c13Events("e", 200, 40, 0))
 	waitRows(t, pool, c.table, 240, 60*time.Second, a, b)
 	a.stop()
@@ -230,16 +226,12 @@ func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 	pool := pgPool(t)
 	c := newC13Sink(t, pool, "sinkposhw", 1, "{ event_id: event_id, body: $value }", "", nil)
 	positions := c.schema + ".exactly_positions"
-	kcatProduce(t, c.in, c13Events("a", 0, 5, 0))
-	p := c.run(t, "sinkpos-1", "")
-	waitRows(t, pool, c.table, 5, 45*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
-	p.stop()
+	c.loadOnce(t, pool, "sinkpos-1", c13Events("a", 0, 5, 0), 5)
 
 	pgExec(t, pool, "UPDATE "+positions+" SET next_offset = 1000 WHERE sink = '"+c.name+"'")
 	kcatProduce(t, c.in, c13Events("b", 0, 3, 0))
 	addr := freeAddr(t)
-	p = c.run(t, "sinkpos-1", addr)
+	p := c.run(t, "sinkpos-1", addr)
 	waitRows(t, pool, c.table, 8, 30*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, positions, c.in)[0] == 8 },
 		func() string {
@@ -264,8 +256,7 @@ func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 
 	kcatProduce(t, c.in, c13Events("c", 0, 2, 0))
 	p = c.run(t, "sinkpos-1", "")
-	waitRows(t, pool, c.table, 10, 30*time.Second, p)
-	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string { return "positions not at the end" })
+	c.waitLoaded(t, pool, 10, 30*time.Second, p)
 	if strings.Contains(p.logs.String(), "above the partition's high watermark") {
 		t.Errorf("the third start rewound again:\n%s", tail(p.logs.String(), 10))
 	}

@@ -78,9 +78,7 @@ func metaFor(t *testing.T, topic string) string {
 // offsets: the stage starts the new topic at its first offset, not at 2.
 func TestStageOldIncarnationCommitNotResumed(t *testing.T) {
 	s := recreateStage(t, "sfold")
-	produceGen(t, s.in, c13Old)
-	p := s.run(t, "exactly-once", "sf-1")
-	s.waitCommitted(t, map[int32]int64{0: 3, 1: 2}, 45*time.Second)
+	p := runOld(t, s, "sf-1")
 	p.stop()
 	oldMeta := metaFor(t, s.in)
 	for part, m := range commitMeta(t, s.group(), s.in) {
@@ -144,11 +142,7 @@ func TestStageStoppedMidRetry(t *testing.T) {
 			p.stop()
 			t.Logf("committed at the stop: %v", groupOffsets(t, s.group(), s.in))
 			p = s.run(t, g, "sf-1")
-			s.waitCommitted(t, map[int32]int64{0: int64(len(lines))}, 90*time.Second)
-			p.alive()
-			s.checkOutputs(t, g, append(keysOf(pre), keysOf(post)...))
-			s.checkDeadLetters(t, g, []dlqSource{{0, 300, "produce"}})
-			p.stop()
+			s.settle(t, g, p, map[int32]int64{0: int64(len(lines))}, 90*time.Second, append(keysOf(pre), keysOf(post)...), []dlqSource{{0, 300, "produce"}})
 		})
 	}
 }

@@ -3,13 +3,10 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
@@ -259,20 +256,9 @@ func TestAttackValuesSinkTypedColumns(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("atk_sink")
 	s.columns = "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }"
-	pool := pgPool(t)
-	ctx := context.Background()
-	for _, q := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
-		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo := sinkTopology(t, s)
+	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text")
 	// key → field, its JSON value, and for a good one the column's text.
-	type cell struct{ field, json, stored string }
-	good := map[string]cell{
+	good := map[string]typedCell{
 		"g1": {"n102", "1.23", "1.23"},
 		"g2": {"d", "2.0", "2"},
 		"g3": {"ts", `"2024-01-01T00:00:00"`, "2024-01-01 00:00:00"},
@@ -280,7 +266,7 @@ func TestAttackValuesSinkTypedColumns(t *testing.T) {
 		"g5": {"r", "16777216", "1.6777216e+07"},
 		"g6": {"dt", `"2024-02-29"`, "2024-02-29"},
 	}
-	bad := map[string]cell{
+	bad := map[string]typedCell{
 		"b1": {"n102", "1.234", ""},                                // rounded to 1.23 by the scale
 		"b2": {"n50", "0.5", ""},                                   // rounded to 1
 		"b3": {"r", "16777217", ""},                                // real holds 16777216
@@ -293,43 +279,11 @@ func TestAttackValuesSinkTypedColumns(t *testing.T) {
 		"bA": {"n102", "1.005", ""},                                // rounded to 1.01
 		"bB": {"ts", `"2024-01-01 00:00:00 America/New_York"`, ""}, // zone name dropped
 	}
-	var lines [][]byte
-	for _, m := range []map[string]cell{good, bad} {
-		for k, c := range m {
-			lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,%q:%s}`, k, k, c.field, c.json))
-		}
-	}
-	kcatProduce(t, s.in, lines)
-	p := startSink(t, topo, "a1")
-	eventually(t, time.Minute, func() bool {
-		rows, _ := rowStats(t, pool, s.table())
-		return rows+kcatCount(t, s.dlq) >= len(good)+len(bad)
-	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
-	p.stop()
-
-	stored := map[string]string{}
-	rs, err := pool.Query(ctx, "SELECT event_id, coalesce(n102::text, n50::text, r::text, d::text, ts::text, dt::text, vc::text, tx) FROM "+s.table())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rs.Next() {
-		var id, v string
-		if err := rs.Scan(&id, &v); err != nil {
-			t.Fatal(err)
-		}
-		stored[id] = v
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
-	}
-	dead := map[string]kcatJSONRecord{}
-	for _, r := range kcatReadJSON(t, s.dlq) {
-		dead[r.Key] = r
-	}
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n102::text, n50::text, r::text, d::text, ts::text, dt::text, vc::text, tx)", good, bad)
 	for k, c := range good {
 		t.Run(k+"_"+c.field+"_fits", func(t *testing.T) {
-			if got, ok := stored[k]; !ok || got != c.stored {
-				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.stored, dead[k].Headers)
+			if got, ok := stored[k]; !ok || got != c.want {
+				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
 			}
 		})
 	}

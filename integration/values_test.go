@@ -3,14 +3,11 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/pgsink"
@@ -228,17 +225,7 @@ func TestValuesSink(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("values")
 	s.columns = "{ event_id: event_id, f: f, note: note, body: $value }"
-	pool := pgPool(t)
-	ctx := context.Background()
-	for _, q := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{s.schema}.Sanitize(),
-		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, f double precision, note text, body json NOT NULL)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	topo := sinkTopology(t, s)
+	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, f double precision, note text, body json NOT NULL")
 	good := map[string]string{
 		"p1": `{"event_id":"p1","f":2.0,"note":"ok"}`,
 		"p5": `{"event_id":"p5","f":-0.0,"note":"\ud83d\ude00","huge":1e400,"x":"\udc00","n":123456789012345678901234567890}`,
@@ -272,7 +259,7 @@ func TestValuesSink(t *testing.T) {
 		body string
 	}
 	got := map[string]row{}
-	rs, err := pool.Query(ctx, "SELECT event_id, f, note, body::text FROM "+s.table())
+	rs, err := pool.Query(t.Context(), "SELECT event_id, f, note, body::text FROM "+s.table())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
@@ -213,12 +212,7 @@ func BenchmarkStageKfake(b *testing.B) {
 // 3 partitions and returns its address and the record count.
 func kfakeInput(b *testing.B, bad bool) ([]string, int) {
 	b.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	seeds := c.ListenAddrs()
+	seeds := []string{topologytest.Cluster(b, 3)}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic("in"))
 	if err != nil {
 		b.Fatal(err)

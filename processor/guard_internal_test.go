@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // inputTime is the timestamp of every input record of these tests.
@@ -34,6 +34,20 @@ func lineageRecord(topic, stage string, p int32, o int64) *kgo.Record {
 func deadLetterRecord(stage string, p int32, o int64) *kgo.Record {
 	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x"), Timestamp: inputTime}
 	return kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad")})
+}
+
+// guardCluster starts a kfake cluster with topics in and out of 3
+// partitions and dlq of 1; it returns the address and a client that
+// produces to the partition each record names, closed when t ends.
+func guardCluster(t *testing.T) (string, *kgo.Client) {
+	t.Helper()
+	addr := topologytest.Cluster(t, 3)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return addr, cl
 }
 
 func TestResumeGuard(t *testing.T) {
@@ -66,16 +80,7 @@ func TestResumeGuard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			addr, cl := guardCluster(t)
 			ctx := context.Background()
 			at, n := tt.inputAt, tt.inputs
 			if at.IsZero() {
@@ -102,7 +107,7 @@ func TestResumeGuard(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: c.ListenAddrs(), Input: "in", Output: "out", DeadLetter: "dlq"})
+			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: []string{addr}, Input: "in", Output: "out", DeadLetter: "dlq"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,16 +139,7 @@ func TestResumeGuard(t *testing.T) {
 // TestResumeGuardAtLeastOnce: an at-least-once stage's outputs without
 // offsets are its normal state after a crash; it is not refused.
 func TestResumeGuardAtLeastOnce(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	addr, cl := guardCluster(t)
 	ctx := context.Background()
 	var recs []*kgo.Record
 	for range 10 {
@@ -157,7 +153,7 @@ func TestResumeGuardAtLeastOnce(t *testing.T) {
 		refused   bool
 	}{{ExactlyOnce, true}, {AtLeastOnce, false}} {
 		t.Run(tt.guarantee, func(t *testing.T) {
-			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: c.ListenAddrs(), Input: "in", Output: "out", DeadLetter: "dlq", Guarantee: tt.guarantee})
+			s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: []string{addr}, Input: "in", Output: "out", DeadLetter: "dlq", Guarantee: tt.guarantee})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -137,10 +137,7 @@ func TestParseManagedKafkaSASLValidation(t *testing.T) {
 }
 
 func TestParseManagedKafkaSASLWarnings(t *testing.T) {
-	tests := []struct {
-		name, extra string
-		want        []string
-	}{
+	tests := []warningCase{
 		{"literal token", "  tls: {}\n  sasl: { mechanism: OAUTHBEARER, token: " + testToken + " }\n",
 			[]string{`t.yaml:5:42: kafka.sasl.token: token written literally in the file (write it as ${KAFKA_OAUTH_TOKEN}, or use token_file, so that it stays out of version control)`}},
 		{"oauthbearer without tls", "  sasl: { mechanism: OAUTHBEARER, token_file: /run/secrets/token }\n",
@@ -154,14 +151,5 @@ func TestParseManagedKafkaSASLWarnings(t *testing.T) {
 				`t.yaml:5:137: kafka.sasl.aws.session_token: session_token written literally in the file (write it as ${AWS_SESSION_TOKEN}, so that it stays out of version control)`,
 			}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := check(t, withKafka(tt.extra), cloudEnv)
-			got := warnings(f)
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			noCloudSecret(t, "the warnings", strings.Join(got, "\n"))
-		})
-	}
+	checkKafkaWarnings(t, tests, cloudEnv, func(t *testing.T, w string) { noCloudSecret(t, "the warnings", w) })
 }

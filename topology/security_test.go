@@ -28,6 +28,30 @@ func warnings(f *File) []string {
 	return out
 }
 
+// warningCase is a file whose kafka section has the lines extra (as
+// withKafka takes them), and the warnings it must give.
+type warningCase struct {
+	name, extra string
+	want        []string
+}
+
+// checkKafkaWarnings parses each case with lookup and requires its
+// warnings; noSecret checks each warning for a secret it must not show.
+func checkKafkaWarnings(t *testing.T, tests []warningCase, lookup func(string) (string, bool), noSecret func(t *testing.T, warning string)) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := warnings(check(t, withKafka(tt.extra), lookup))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			for _, w := range got {
+				noSecret(t, w)
+			}
+		})
+	}
+}
+
 func TestParseKafkaSecurity(t *testing.T) {
 	src := withKafka(`  tls: { ca_file: certs/ca.pem, server_name: kafka.internal }
   sasl:
@@ -108,10 +132,7 @@ func TestParseKafkaSecurityValidation(t *testing.T) {
 }
 
 func TestParseSecurityWarnings(t *testing.T) {
-	tests := []struct {
-		name, extra string
-		want        []string
-	}{
+	tests := []warningCase{
 		{"literal sasl password", "  tls: {}\n  sasl: { mechanism: SCRAM-SHA-512, username: u, password: " + testPassword + " }\n",
 			[]string{`t.yaml:5:60: kafka.sasl.password: password written literally in the file (write it as ${KAFKA_PASSWORD}, or use password_file, so that it stays out of version control)`}},
 		{"plain without tls", "  sasl: { mechanism: PLAIN, username: u, password: \"${KAFKA_PASSWORD}\" }\n",
@@ -123,19 +144,11 @@ func TestParseSecurityWarnings(t *testing.T) {
 		{"password file is fine", "  tls: {}\n  sasl: { mechanism: PLAIN, username: u, password_file: /run/secrets/kafka }\n", nil},
 		{"default from the environment is fine", "  tls: {}\n  sasl: { mechanism: PLAIN, username: u, password: \"${KAFKA_PASSWORD:-x}\" }\n", nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := check(t, withKafka(tt.extra), secEnv)
-			if got := warnings(f); !reflect.DeepEqual(got, tt.want) {
-				t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
-			}
-			for _, w := range warnings(f) {
-				if strings.Contains(w, testPassword) {
-					t.Fatalf("warning shows the password: %s", w)
-				}
-			}
-		})
-	}
+	checkKafkaWarnings(t, tests, secEnv, func(t *testing.T, w string) {
+		if strings.Contains(w, testPassword) {
+			t.Fatalf("warning shows the password: %s", w)
+		}
+	})
 }
 
 func TestParseLiteralDSNWarns(t *testing.T) {

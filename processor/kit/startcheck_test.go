@@ -8,10 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // fakeAdmin returns an admin client of a kfake cluster with topics "in" and
@@ -23,12 +23,7 @@ func fakeAdmin(t *testing.T, configs map[string]string) *kadm.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	return topologytest.Admin(t, c.ListenAddrs()[0])
 }
 
 func TestCheckTopicsExist(t *testing.T) {

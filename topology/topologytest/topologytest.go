@@ -1,8 +1,21 @@
 // Package topologytest writes the small topology files that tests of
-// several packages share. Tests import it; nothing else does.
+// several packages share, and starts the kfake cluster they name. Tests
+// import it; nothing else does.
 package topologytest
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/topology"
+)
 
 // Stage returns the text of a topology file on brokers (one address):
 // topics in and out with partitions partitions each and dlq with 1, and one
@@ -34,4 +47,79 @@ func PGSink(table string) string {
     postgres: { dsn: "${PG_DSN}", table: ` + table + `, event_id: event_id, columns: { event_id: event_id, body: $value } }
     dead_letter: { topic: dlq }
 `
+}
+
+// Cluster starts a one-broker kfake cluster holding Stage's topics: in and
+// out with partitions partitions each, dlq with 1. It is closed when t
+// ends; Cluster returns its address.
+func Cluster(t testing.TB, partitions int32) string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "in", "out"), kfake.SeedTopics(1, "dlq"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+// Admin returns an admin client of the broker at addr, closed when t ends.
+func Admin(t testing.TB, addr string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// CommitInput produces txns transactions to Stage's topic in on the broker
+// at addr, each holding records records (values {"event_id":"e-<partition>-<i>"})
+// on each of in's partitions partitions, and commits them. Each partition
+// then ends at offset txns*(records+1): a commit marker takes an offset.
+func CommitInput(ctx context.Context, t testing.TB, addr string, partitions int32, txns, records int) {
+	t.Helper()
+	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("topologytest"), kgo.DefaultProduceTopic("in"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for range txns {
+		if err := p.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for part := range partitions {
+			for i := range records {
+				v := fmt.Appendf(nil, `{"event_id":"e-%d-%d"}`, part, i)
+				if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: v}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Write writes text to a topology file in t's temp dir and returns its
+// path.
+func Write(t testing.TB, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Load writes text to a topology file (as Write) and loads it.
+func Load(t testing.TB, text string) *topology.File {
+	t.Helper()
+	f, err := topology.Load(Write(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -6,14 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
 	"github.com/exactly-io/exactly/topology/topologytest"
@@ -65,20 +61,11 @@ func httpGet(url string) (int, string) {
 // /readyz or /metrics body, or status report holds the password or the
 // DSN.
 func TestSecretsNeverShown(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "in", "out"), kfake.SeedTopics(1, "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	broker := topologytest.Cluster(t, 3)
 	dsn := "postgres://exactly:" + secret + "@127.0.0.1:1/shop?sslmode=disable&application_name=" + secret
 	t.Setenv("PG_DSN", dsn)
 	t.Setenv("EXACTLY_BROKERS", "")
-	dir := t.TempDir()
-	topo := filepath.Join(dir, "t.yaml")
-	src := topologytest.Stage(c.ListenAddrs()[0], "clean", 3, topologytest.PGSink("shop.events"))
-	if err := os.WriteFile(topo, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	topo := topologytest.Write(t, topologytest.Stage(broker, "clean", 3, topologytest.PGSink("shop.events")))
 	check := func(what, out string) {
 		t.Helper()
 		for _, s := range []string{secret, dsn, "127.0.0.1:1/shop"} {

@@ -5,14 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor/pgsink"
@@ -26,39 +23,12 @@ import (
 func TestCollect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"), kfake.SeedTopics(1, "dlq"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	addr := c.ListenAddrs()[0]
+	addr := topologytest.Cluster(t, 2)
 
 	// Three committed transactions of one record each per partition:
 	// partition ends at 6 (3 records + 3 markers).
-	p, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("status-test"), kgo.DefaultProduceTopic("in"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	for range 3 {
-		if err := p.BeginTransaction(); err != nil {
-			t.Fatal(err)
-		}
-		for part := range int32(2) {
-			if err := p.ProduceSync(ctx, &kgo.Record{Partition: part, Value: []byte(`{}`)}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	topologytest.CommitInput(ctx, t, addr, 2, 3, 1)
+	adm := topologytest.Admin(t, addr)
 	lso, err := adm.ListCommittedOffsets(ctx, "in")
 	if err != nil {
 		t.Fatal(err)
@@ -141,15 +111,5 @@ func TestCollect(t *testing.T) {
 func load(t *testing.T, addr string) *topology.File {
 	t.Helper()
 	t.Setenv("PG_DSN", "postgres://u:pw@127.0.0.1:1/db")
-	path := t.TempDir() + "/t.yaml"
-	if err := writeFile(path, topologytest.Stage(addr, "clean", 2, topologytest.PGSink("raw.events"))); err != nil {
-		t.Fatal(err)
-	}
-	f, err := topology.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return topologytest.Load(t, topologytest.Stage(addr, "clean", 2, topologytest.PGSink("raw.events")))
 }
-
-func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
