@@ -1,5 +1,0 @@
-//go:build !race
-
-package testrun_test
-
-const raceEnabled = false
