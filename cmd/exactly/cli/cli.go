@@ -1,5 +1,6 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
-// `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`, `test`, `demo` and `help`.
+// `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`,
+// `test`, `demo`, `version` and `help`.
 // cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
 // transforms with transform.Register, and calls Main.
 package cli
@@ -112,8 +113,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
-// newFlags returns a flag set whose --help prints the command's synopsis
-// and description before its flags.
 // topologyFlag declares --topology FILE, the one way every command names
 // its topology file.
 func topologyFlag(fs *flag.FlagSet) *string {
@@ -132,6 +131,8 @@ func topologyFile(fs *flag.FlagSet, flagPath string) (string, bool) {
 	return "", false
 }
 
+// newFlags returns a flag set whose --help prints the command's synopsis
+// and description before its flags.
 func newFlags(name, synopsis, desc string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
