@@ -38,7 +38,7 @@ func TestParseSink(t *testing.T) {
 	want := Sink{
 		Name:       "pg",
 		Input:      Endpoint{Topic: "out", Format: "json"},
-		DeadLetter: DeadLetter{Topic: "dlq"},
+		DeadLetter: SinkDeadLetter{Topic: "dlq"},
 		Postgres: Postgres{
 			DSN:            secretDSN,
 			Table:          "raw.events",
@@ -103,7 +103,19 @@ func TestParseSinkValidation(t *testing.T) {
 		{"input not declared", rep("topic: out,", "topic: nope,"), withDSN,
 			[]string{`t.yaml:10:21: sinks[0].input.topic: topic "nope" is not declared (add it under topics:)`}},
 		{"dead letter missing", rep("    dead_letter: { topic: dlq }\n", ""), withDSN,
-			[]string{`t.yaml:9:5: sinks[0].dead_letter: required (e.g. dead_letter: { topic: orders.sink-dlq })`}},
+			[]string{`t.yaml:9:5: sinks[0].dead_letter: required (e.g. dead_letter: { table: raw.dead_letters }, exactly once, or dead_letter: { topic: orders.sink-dlq }, at least once)`}},
+		{"dead letter empty", rep("dead_letter: { topic: dlq }", "dead_letter: {}"), withDSN,
+			[]string{`t.yaml:11:18: sinks[0].dead_letter: needs a topic or a table (e.g. dead_letter: { table: raw.dead_letters })`}},
+		{"dead letter topic and table", rep("dead_letter: { topic: dlq }", "dead_letter: { topic: dlq, table: raw.dead }"), withDSN,
+			[]string{`t.yaml:11:39: sinks[0].dead_letter.table: set either topic or table, not both (table: exactly once, in the sink's database; topic: at least once)`}},
+		{"dead letter table not qualified", rep("dead_letter: { topic: dlq }", "dead_letter: { table: dead }"), withDSN,
+			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: invalid table "dead" (want schema.table, each a letter or '_' then letters, digits or '_', e.g. raw.dead_letters)`}},
+		{"dead letter table empty", rep("dead_letter: { topic: dlq }", `dead_letter: { table: "" }`), withDSN,
+			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: must not be empty`}},
+		{"dead letter table is the table", rep("dead_letter: { topic: dlq }", "dead_letter: { table: raw.events }"), withDSN,
+			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: dead letter table "raw.events" is also the sink's table (postgres.table)`}},
+		{"dead letter table is the positions table", rep("dead_letter: { topic: dlq }", "dead_letter: { table: raw.exactly_positions }"), withDSN,
+			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: dead letter table "raw.exactly_positions" is also the sink's positions table`}},
 		{"dead letter is input", rep("topic: dlq", "topic: out"), withDSN,
 			[]string{`t.yaml:11:27: sinks[0].dead_letter.topic: dead letter topic "out" is also the sink's input topic`}},
 		{"dsn env unset", sinkHead + sink, env(nil),
@@ -159,5 +171,23 @@ func TestParseSinkNeverShowsDSN(t *testing.T) {
 	_, err := Parse("t.yaml", []byte(src), nil)
 	if err == nil || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestParseSinkDeadLetterTable(t *testing.T) {
+	src := sinkHead + strings.Replace(sink, "dead_letter: { topic: dlq }", "dead_letter: { table: raw.dead_letters }", 1)
+	f := check(t, src, env(map[string]string{"PG_DSN": secretDSN}))
+	if got := f.Sinks[0].DeadLetter; got != (SinkDeadLetter{Table: "raw.dead_letters"}) {
+		t.Fatalf("dead letter %+v, want the table raw.dead_letters and no topic", got)
+	}
+}
+
+// A stage's dead letters go to a topic only: table is no field of its
+// dead_letter.
+func TestParseStageDeadLetterTable(t *testing.T) {
+	src := head + "stages:\n  - name: s\n    input: { topic: in }\n    output: { topic: out }\n    dead_letter: { topic: dlq, table: raw.dead }\n"
+	_, err := Parse("t.yaml", []byte(src), nil)
+	if err == nil || !strings.Contains(err.Error(), "stages[0].dead_letter.table: unknown field (valid: topic)") {
+		t.Fatalf("error %v, want one naming the unknown field table", err)
 	}
 }

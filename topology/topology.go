@@ -334,6 +334,19 @@ type DeadLetter struct {
 	Topic string `yaml:"topic"`
 }
 
+// SinkDeadLetter is where a sink's rejected records go: exactly one of a
+// Kafka topic or a table in the sink's database.
+type SinkDeadLetter struct {
+	// Topic is a Kafka topic. Its dead letters are produced before the
+	// database commit that skips their records: at least once (a crash
+	// between the two produces them again).
+	Topic string `yaml:"topic"`
+	// Table is a table of the sink's database, schema-qualified: its
+	// rows are written in the transaction of the batch's rows and
+	// positions, so each rejected record is recorded exactly once.
+	Table string `yaml:"table"`
+}
+
 // Commit bounds one transaction: it commits when Interval has passed since
 // it began or MaxRecords input records were polled into it, whichever is
 // first.
@@ -348,11 +361,11 @@ type Commit struct {
 type Sink struct {
 	// Name follows the rules of stage names; the sink consumes in group
 	// exactly-sink-<name>.
-	Name       string     `yaml:"name"`
-	Input      Endpoint   `yaml:"input"`
-	DeadLetter DeadLetter `yaml:"dead_letter"`
-	Postgres   Postgres   `yaml:"postgres"`
-	Commit     Commit     `yaml:"commit"`
+	Name       string         `yaml:"name"`
+	Input      Endpoint       `yaml:"input"`
+	DeadLetter SinkDeadLetter `yaml:"dead_letter"`
+	Postgres   Postgres       `yaml:"postgres"`
+	Commit     Commit         `yaml:"commit"`
 	// SessionTimeout is the consumer group session timeout: how long the
 	// group waits for a silent instance before moving its partitions.
 	// Default 45s; the broker bounds it (group.min.session.timeout.ms, 6s

@@ -44,15 +44,46 @@ func (v *validator) sinks(declared map[string]bool) {
 		} else {
 			v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		}
-		dp := p + ".dead_letter"
-		v.deadLetterTopic(dp, s.DeadLetter.Topic, declared, "orders.sink-dlq")
-		if dl := s.DeadLetter.Topic; dl != "" && dl == s.Input.Topic {
-			v.report(dp+".topic", "dead letter topic %s is also the sink's input topic", v.q(dp+".topic", dl))
-		}
+		v.sinkDeadLetter(p+".dead_letter", s, declared)
 
 		v.commitBounds(p+".commit", s.Commit)
 		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		v.postgres(p+".postgres", s)
+	}
+}
+
+// sinkDeadLetter checks the dead_letter mapping of sink s at path: a
+// topic or a table, not both. A table in the sink's database records each
+// dead letter exactly once, a topic at least once (see pgsink), and two
+// places for one dead letter would say two things when they disagree.
+func (v *validator) sinkDeadLetter(path string, s Sink, declared map[string]bool) {
+	dl, tp, tb := s.DeadLetter, path+".topic", path+".table"
+	hasTopic, hasTable := v.has(tp) || dl.Topic != "", v.has(tb) || dl.Table != ""
+	switch {
+	case !v.has(path):
+		v.report(path, "required (e.g. dead_letter: { table: raw.dead_letters }, exactly once, or dead_letter: { topic: orders.sink-dlq }, at least once)")
+		return
+	case hasTopic && hasTable:
+		v.report(tb, "set either topic or table, not both (table: exactly once, in the sink's database; topic: at least once)")
+	case !hasTopic && !hasTable:
+		v.report(path, "needs a topic or a table (e.g. dead_letter: { table: raw.dead_letters })")
+		return
+	}
+	if hasTopic {
+		v.topicRef(tp, dl.Topic, declared)
+		if dl.Topic != "" && dl.Topic == s.Input.Topic {
+			v.report(tp, "dead letter topic %s is also the sink's input topic", v.q(tp, dl.Topic))
+		}
+	}
+	if hasTable {
+		v.qualified(tb, dl.Table, "raw.dead_letters")
+		switch pg := s.Postgres; {
+		case dl.Table == "":
+		case dl.Table == pg.Table:
+			v.report(tb, "dead letter table %s is also the sink's table (postgres.table)", v.q(tb, dl.Table))
+		case dl.Table == pg.PositionsTable:
+			v.report(tb, "dead letter table %s is also the sink's positions table", v.q(tb, dl.Table))
+		}
 	}
 }
 

@@ -24,9 +24,13 @@ type Config struct {
 	Brokers    []string // seed brokers, host:port
 	ClientID   string   // Kafka client.id; default "exactly"
 
-	Input       string // input topic
-	DeadLetter  string // dead-letter topic
-	InputFormat string // serde format name; default "json"
+	Input      string // input topic
+	DeadLetter string // dead-letter topic; or:
+	// DeadLetterTable is the dead-letter table, "schema.table", in the
+	// sink's database, set instead of DeadLetter: its rows commit with the
+	// batch (exactly once) where a topic's dead letters are at least once.
+	DeadLetterTable string
+	InputFormat     string // serde format name; default "json"
 
 	// DSN is the Postgres connection string. It is never logged or put in
 	// an error.
@@ -89,26 +93,27 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		}
 	}
 	return Config{
-		Peers:          peers,
-		Sink:           s.Name,
-		InstanceID:     instanceID,
-		Brokers:        f.Kafka.Brokers,
-		ClientID:       f.Kafka.ClientID,
-		Input:          s.Input.Topic,
-		DeadLetter:     s.DeadLetter.Topic,
-		InputFormat:    s.Input.Format,
-		DSN:            string(s.Postgres.DSN),
-		Table:          s.Postgres.Table,
-		EventID:        s.Postgres.EventID,
-		Columns:        cols,
-		PositionsTable: s.Postgres.PositionsTable,
-		Tombstones:     s.Postgres.Tombstones,
-		Mode:           s.Postgres.Mode,
-		CommitInterval: s.Commit.Interval.Duration,
-		MaxRecords:     s.Commit.MaxRecords,
-		SessionTimeout: s.SessionTimeout.Duration,
-		MetadataMaxAge: s.MetadataMaxAge.Duration,
-		Origin:         kit.OriginOf(f, sinkPath(f, s)),
+		Peers:           peers,
+		Sink:            s.Name,
+		InstanceID:      instanceID,
+		Brokers:         f.Kafka.Brokers,
+		ClientID:        f.Kafka.ClientID,
+		Input:           s.Input.Topic,
+		DeadLetter:      s.DeadLetter.Topic,
+		DeadLetterTable: s.DeadLetter.Table,
+		InputFormat:     s.Input.Format,
+		DSN:             string(s.Postgres.DSN),
+		Table:           s.Postgres.Table,
+		EventID:         s.Postgres.EventID,
+		Columns:         cols,
+		PositionsTable:  s.Postgres.PositionsTable,
+		Tombstones:      s.Postgres.Tombstones,
+		Mode:            s.Postgres.Mode,
+		CommitInterval:  s.Commit.Interval.Duration,
+		MaxRecords:      s.Commit.MaxRecords,
+		SessionTimeout:  s.SessionTimeout.Duration,
+		MetadataMaxAge:  s.MetadataMaxAge.Duration,
+		Origin:          kit.OriginOf(f, sinkPath(f, s)),
 	}
 }
 
@@ -151,6 +156,9 @@ type table struct{ schema, name string }
 func (t table) ident() pgx.Identifier { return pgx.Identifier{t.schema, t.name} }
 func (t table) String() string        { return t.ident().Sanitize() }
 
+// tableOf is the parsed s, or the zero table.
+func tableOf(s string) table { t, _ := parseTable(s); return t }
+
 func parseTable(s string) (table, bool) {
 	schema, name, ok := strings.Cut(s, ".")
 	if !ok || schema == "" || name == "" || strings.Contains(name, ".") {
@@ -176,7 +184,7 @@ func (cfg *Config) validate() error {
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"sink", cfg.Sink}, {"instance id", cfg.InstanceID}, {"input topic", cfg.Input},
-		{"dead-letter topic", cfg.DeadLetter}, {"postgres dsn", cfg.DSN}, {"table", cfg.Table}, {"event id column", cfg.EventID},
+		{"postgres dsn", cfg.DSN}, {"table", cfg.Table}, {"event id column", cfg.EventID},
 	} {
 		if f.v == "" {
 			errs = append(errs, kit.NewConfigError("%s is required", f.name))
@@ -203,6 +211,16 @@ func (cfg *Config) validate() error {
 	}
 	if _, ok := parseTable(cfg.PositionsTable); cfg.PositionsTable != "" && !ok {
 		errs = append(errs, kit.NewConfigError("positions table %q is not schema.table", cfg.PositionsTable))
+	}
+	switch dt, ok := parseTable(cfg.DeadLetterTable); {
+	case cfg.DeadLetter == "" && cfg.DeadLetterTable == "":
+		errs = append(errs, kit.NewConfigError("dead-letter topic or table is required"))
+	case cfg.DeadLetter != "" && cfg.DeadLetterTable != "":
+		errs = append(errs, kit.NewConfigError("dead-letter topic %q and table %q: set one, not both", cfg.DeadLetter, cfg.DeadLetterTable))
+	case cfg.DeadLetterTable != "" && !ok:
+		errs = append(errs, kit.NewConfigError("dead-letter table %q is not schema.table", cfg.DeadLetterTable))
+	case cfg.DeadLetterTable != "" && (dt == tableOf(cfg.Table) || dt == tableOf(cfg.PositionsTable)):
+		errs = append(errs, kit.NewConfigError("dead-letter table %q is also the sink's table or positions table", cfg.DeadLetterTable))
 	}
 	if len(cfg.Columns) == 0 {
 		errs = append(errs, kit.NewConfigError("at least one column is required"))

@@ -14,13 +14,16 @@ import (
 
 // deadLetter is one record of a batch that goes to the dead-letter topic.
 type deadLetter struct {
-	rec *kgo.Record      // what is produced: the full dead letter, or its envelope once that was refused
+	rec *kgo.Record      // what is produced: the full dead letter, or its envelope once that was refused; nil for a table
 	src *kgo.Record      // the input record
 	re  *kit.RecordError // why
 }
 
 // newDeadLetter returns the deadLetter of input record r, failed for re.
 func (s *Sink) newDeadLetter(r *kgo.Record, re *kit.RecordError) deadLetter {
+	if s.deadLettersToTable() {
+		return deadLetter{src: r, re: re} // a row, built by deadLetterArgs
+	}
 	return deadLetter{rec: s.deadLetterOf(r, re), src: r, re: re}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -60,11 +61,17 @@ func (s *Sink) setupSQL() []string {
 	if s.positions.schema != s.table.schema {
 		schemas = append(schemas, s.positions.schema)
 	}
+	if s.deadLettersToTable() && !slices.Contains(schemas, s.deadLetters.schema) {
+		schemas = append(schemas, s.deadLetters.schema)
+	}
 	for _, sc := range schemas {
 		// CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even
 		// when the schema exists; a sink given only its schema must not.
 		stmts = append(stmts, fmt.Sprintf(`DO $exactly$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = '%s') THEN CREATE SCHEMA %s; END IF; END $exactly$`,
 			strings.ReplaceAll(sc, "'", "''"), pgx.Identifier{sc}.Sanitize()))
+	}
+	if s.deadLettersToTable() {
+		stmts = append(stmts, createDeadLetterTableSQL(s.deadLetters))
 	}
 	return append(stmts,
 		`CREATE TABLE IF NOT EXISTS `+s.positions.String()+` (
@@ -220,6 +227,9 @@ func (s *Sink) setup(ctx context.Context) error {
 	if err := s.checkCatalog(ctx, conn); err != nil {
 		return err
 	}
+	if err := s.checkDeadLetterTable(ctx, conn); err != nil {
+		return err
+	}
 	s.buildSQL()
 	return nil
 }
@@ -230,6 +240,7 @@ func (s *Sink) setup(ctx context.Context) error {
 // format_type, which quotes what needs it.
 func (s *Sink) buildSQL() {
 	s.buildLoadSQL()
+	s.sql.deadLetters = insertDeadLettersSQL(s.deadLetters)
 	// The guard, on the sink's own row (sink, topic, partition): a
 	// position only moves from the value the batch started at, offset
 	// and topic ID ($7 NULL: the batch started with no stored row, so

@@ -33,7 +33,10 @@
 //     (ClassUnknown) is split the same way, and its records dead-lettered
 //     only if it follows them (see Classify's classes).
 //  4. The dead letters (undecodable records, records without an event ID,
-//     rows Postgres rejected) are produced to the dead-letter topic and
+//     rows Postgres rejected) are inserted into the dead-letter table,
+//     when the sink has one, in this transaction (ON CONFLICT DO NOTHING
+//     on the record's topic, topic ID, partition and offset). Or they are
+//     produced to the dead-letter topic and
 //     acknowledged by Kafka. One the broker refuses as a fault of the
 //     record (too large for the topic's max.message.bytes, say) is replaced
 //     by its size-bounded envelope (kit.Envelope) in the same attempt; an
@@ -42,8 +45,11 @@
 //
 // # Dead letters and the order of the two systems
 //
-// A dead letter is durable in Kafka before the position that skips its
-// record commits in Postgres, so a dead letter is never lost. A crash (or a
+// With a dead-letter table, a dead letter commits with the position that
+// skips its record, or neither does: each is recorded exactly once. With
+// a dead-letter topic, a dead letter is durable in Kafka before the
+// position that skips its record commits in Postgres, so it is never
+// lost. A crash (or a
 // lost connection during COMMIT, or a fenced batch) after step 4 and before
 // the commit is known replays the batch and produces its dead letters
 // again: dead letters are at least once. Each carries its source topic,
@@ -117,11 +123,12 @@ type Sink struct {
 
 	pgcfg            *pgxpool.Config
 	table, positions table
+	deadLetters      table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex     int
 	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
 	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
-	sql              struct{ staging, insert, truncate, delete, guard string }
+	sql              struct{ staging, insert, truncate, delete, guard, deadLetters string }
 
 	pool *pgxpool.Pool
 	cl   *kgo.Client
@@ -201,6 +208,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		brokers: kit.NewBrokerHealth()}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
+	s.deadLetters, _ = parseTable(cfg.DeadLetterTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
 	s.passJSON = cfg.InputFormat == serde.JSON
 	for _, c := range cfg.Columns {

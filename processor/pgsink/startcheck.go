@@ -155,10 +155,11 @@ func escapeLiteral(v string) string {
 // read (no DescribeConfigs ACL) are logged and skipped.
 func (s *Sink) checkKafka(ctx context.Context) error {
 	o := s.cfg.Origin
-	err := kit.CheckTopicsExist(ctx, s.adm, o,
-		kit.NeededTopic{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")},
-		kit.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")},
-	)
+	need := []kit.NeededTopic{{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")}}
+	if s.cfg.DeadLetter != "" {
+		need = append(need, kit.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")})
+	}
+	err := kit.CheckTopicsExist(ctx, s.adm, o, need...)
 	if err != nil {
 		return err
 	}

@@ -52,9 +52,10 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	if len(res.dead) > 0 {
-		// Durable in Kafka before the position skipping the records
-		// commits in Postgres: at least once, never lost.
-		if err := s.produceDeadLetters(ctx, res.dead); err != nil {
+		// In the dead-letter table, in this transaction: exactly once.
+		// In the topic, durable in Kafka before the position skipping
+		// the records commits in Postgres: at least once, never lost.
+		if err := s.recordDeadLetters(ctx, tx, b, res.dead); err != nil {
 			return err
 		}
 	}

@@ -300,8 +300,12 @@ exits 0.`, stderr)
 			st.Name, st.Input.Topic, st.Input.Format, strings.Join(st.OutputTopics(), ", "), st.Output.Format, plural.Count(len(st.Transform), "transform step"), st.DeadLetter.Topic)
 	}
 	for _, sk := range f.Sinks {
+		dead := sk.DeadLetter.Topic
+		if sk.DeadLetter.Table != "" {
+			dead = "table " + sk.DeadLetter.Table
+		}
 		fmt.Fprintf(stdout, "  sink %s: %s (%s) -> postgres table %s, dead letters -> %s\n",
-			sk.Name, sk.Input.Topic, sk.Input.Format, sk.Postgres.Table, sk.DeadLetter.Topic)
+			sk.Name, sk.Input.Topic, sk.Input.Format, sk.Postgres.Table, dead)
 	}
 	return exitOK
 }

@@ -55,16 +55,19 @@ func (c *StageCheck) Failures() int64 {
 
 // SinkCheck is the accounting of one Postgres sink.
 type SinkCheck struct {
-	Name         string `json:"name"`
-	Input        string `json:"input"`
-	Table        string `json:"table"`
-	DeadLetter   string `json:"dead_letter"`
-	In           int64  `json:"in"`
-	Expected     int64  `json:"expected_rows"` // distinct event IDs that must be rows
-	Rows         int64  `json:"rows"`
-	DeadLettered int64  `json:"dead_lettered"`
-	Skipped      int64  `json:"skipped_tombstones"`
-	Pending      int64  `json:"pending"`
+	Name       string `json:"name"`
+	Input      string `json:"input"`
+	Table      string `json:"table"`
+	DeadLetter string `json:"dead_letter"`
+	// DeadLetterTable is the sink's dead-letter table, read instead of
+	// a topic.
+	DeadLetterTable string `json:"dead_letter_table,omitempty"`
+	In              int64  `json:"in"`
+	Expected        int64  `json:"expected_rows"` // distinct event IDs that must be rows
+	Rows            int64  `json:"rows"`
+	DeadLettered    int64  `json:"dead_lettered"`
+	Skipped         int64  `json:"skipped_tombstones"`
+	Pending         int64  `json:"pending"`
 	// Failures.
 	Missing       int64 `json:"missing_rows"`
 	Extra         int64 `json:"extra_rows"`
@@ -72,7 +75,7 @@ type SinkCheck struct {
 	Lost          int64 `json:"lost"` // no row possible and no dead letter
 	Orphans       int64 `json:"orphans"`
 	// Information.
-	DeadLetterRepeats   int64            `json:"dead_letter_repeats"` // at least once by design
+	DeadLetterRepeats   int64            `json:"dead_letter_repeats"` // at least once by design for a topic; never for a table
 	RowsChecked         bool             `json:"rows_checked"`
 	Note                string           `json:"note,omitempty"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
@@ -82,6 +85,7 @@ type SinkCheck struct {
 	codec        serde.Codec
 	idSource     string
 	positions    map[int32]int64
+	topicIDs     map[int32]string // the topic ID of each stored position ("" unknown)
 	lineage, ids *spill
 }
 

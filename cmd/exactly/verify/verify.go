@@ -29,8 +29,10 @@
 // For a sink, every committed input record without a dead letter (and not a
 // skipped tombstone) must be a row whose event ID is the record's, and every
 // row must come from such a record. Input at or after the stored position is
-// pending: a row for it may or may not exist yet. Sinks write dead letters
-// at least once (see pgsink), so repeated sink dead letters are reported but
+// pending: a row for it may or may not exist yet. A sink's dead letters
+// are read from its dead-letter table when it has one (exactly once: one
+// row per record) and from its dead-letter topic otherwise, where they are
+// at least once (see pgsink): repeated sink dead letters are reported but
 // are not failures.
 //
 // # Memory
@@ -263,7 +265,9 @@ func (p *plan) addChecks(f *topology.File) error {
 		}
 		p.rep.Sinks = append(p.rep.Sinks, c)
 		p.roles[c.Input] = append(p.roles[c.Input], role{sink: c, kind: kIn})
-		p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{sink: c, kind: kDLQ})
+		if c.DeadLetter != "" {
+			p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{sink: c, kind: kDLQ})
+		}
 	}
 	return nil
 }
@@ -305,6 +309,11 @@ func (p *plan) readPositions(ctx context.Context, adm *kadm.Client, f *topology.
 				return err
 			}
 		}
+		if c.DeadLetterTable != "" {
+			if err := c.readDeadLetters(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -328,7 +337,8 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 
 func newSinkCheck(f *topology.File, sk topology.Sink) (*SinkCheck, error) {
 	c := &SinkCheck{Name: sk.Name, Input: sk.Input.Topic, Table: sk.Postgres.Table, DeadLetter: sk.DeadLetter.Topic,
-		DeadLettersByReason: map[string]int64{}, cfg: sk, positions: map[int32]int64{}}
+		DeadLetterTable: sk.DeadLetter.Table, DeadLettersByReason: map[string]int64{}, cfg: sk,
+		positions: map[int32]int64{}, topicIDs: map[int32]string{}}
 	c.idSource = sk.Postgres.Columns[sk.Postgres.EventID]
 	c.RowsChecked = true
 	switch {

@@ -295,3 +295,34 @@ func TestSinkAccount(t *testing.T) {
 		})
 	}
 }
+
+// TestAddChecksDeadLetterTable: a sink with a dead-letter table reads its
+// dead letters from the table, so no topic is read for them; a sink with
+// a topic reads that topic.
+func TestAddChecksDeadLetterTable(t *testing.T) {
+	tests := []struct {
+		name      string
+		dl        topology.SinkDeadLetter
+		wantTopic []string
+	}{
+		{"table", topology.SinkDeadLetter{Table: "raw.dead"}, []string{"in"}},
+		{"topic", topology.SinkDeadLetter{Topic: "dlq"}, []string{"dlq", "in"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &topology.File{Sinks: []topology.Sink{{Name: "pg", Input: topology.Endpoint{Topic: "in", Format: "json"}, DeadLetter: tt.dl,
+				Postgres: topology.Postgres{Table: "raw.events", EventID: "event_id", Columns: map[string]string{"event_id": "event_id"}}}}}
+			p := &plan{dir: t.TempDir(), rep: &Report{}, roles: map[string][]role{}}
+			defer p.close()
+			if err := p.addChecks(f); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.topics(); !slices.Equal(got, tt.wantTopic) {
+				t.Fatalf("topics read %q, want %q", got, tt.wantTopic)
+			}
+			if c := p.rep.Sinks[0]; c.DeadLetterTable != tt.dl.Table || c.DeadLetter != tt.dl.Topic {
+				t.Fatalf("check's dead letters: topic %q table %q; want %+v", c.DeadLetter, c.DeadLetterTable, tt.dl)
+			}
+		})
+	}
+}
