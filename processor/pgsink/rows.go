@@ -69,6 +69,10 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		}
 		return op{}, false, &kit.RecordError{Reason: ReasonEventID, Err: why}
 	}
+	if s.versionIndex >= 0 && row[s.versionIndex] == nil {
+		return op{}, false, &kit.RecordError{Reason: ReasonVersion,
+			Err: fmt.Errorf("%w: field %q of version column %q is missing or null", errMissingVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version)}
+	}
 	return op{rec: r, id: id, row: row}, true, nil
 }
 

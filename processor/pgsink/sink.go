@@ -118,6 +118,7 @@ type Sink struct {
 	pgcfg            *pgxpool.Config
 	table, positions table
 	eventIDIndex     int
+	versionIndex     int // the version column's index in Columns; -1 for none
 	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
 	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
@@ -202,6 +203,10 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
+	s.versionIndex = -1
+	if cfg.Version != "" {
+		s.versionIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.Version })
+	}
 	s.passJSON = cfg.InputFormat == serde.JSON
 	for _, c := range cfg.Columns {
 		if !strings.HasPrefix(c.Source, "$") && !slices.Contains(s.fieldSources, c.Source) {

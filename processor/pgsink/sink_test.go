@@ -71,6 +71,13 @@ func TestNewValidation(t *testing.T) {
 		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
 		{"session timeout below the heartbeat interval", func(c *Config) { c.SessionTimeout = 2 * time.Second }, "session timeout 2s must be between the heartbeat interval 3s"},
 		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, "postgres dsn is not a valid connection string"},
+		{"version without upsert", func(c *Config) { c.Version = "n" }, `version column "n" needs mode upsert`},
+		{"version not a column", func(c *Config) { c.Mode, c.Version = "upsert", "v" }, `version column "v" is not one of the columns`},
+		{"version is the event id", func(c *Config) { c.Mode, c.Version = "upsert", "event_id" }, `version column "event_id" is the event id column`},
+		{"unknown envelope", func(c *Config) { c.Mode, c.Envelope = "upsert", "maxwell" }, `envelope "maxwell": want none or debezium`},
+		{"debezium without upsert", func(c *Config) { c.Envelope = "debezium" }, "envelope debezium needs mode upsert"},
+		{"debezium with tombstones delete", func(c *Config) { c.Mode, c.Envelope, c.Tombstones = "upsert", "debezium", "delete" }, "envelope debezium needs tombstones skip"},
+		{"debezium event id from offset", func(c *Config) { c.Mode, c.Envelope, c.Columns[0].Source = "upsert", "debezium", "$offset" }, `event id column "event_id" must be a field or $key, not $offset`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +113,7 @@ func TestToOp(t *testing.T) {
 	tests := []struct {
 		name       string
 		tombstones string
+		version    string
 		r          *kgo.Record
 		ok         bool
 		reason     string
@@ -124,10 +132,20 @@ func TestToOp(t *testing.T) {
 		{name: "tombstone skipped", r: rec("k", "\x00nil")},
 		{name: "tombstone deletes", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: ReasonEventID},
+		{name: "version present", version: "n", r: rec("", `{"event_id":"e1","n":3}`), ok: true,
+			want: []any{"e1", `{"event_id":"e1","n":3}`, nil, "3", nil, "2", "41", "2026-01-02T03:04:05.006Z", nil}},
+		{name: "version missing", version: "n", r: rec("", `{"event_id":"e1"}`), reason: ReasonVersion},
+		{name: "version null", version: "n", r: rec("", `{"event_id":"e1","n":null}`), reason: ReasonVersion},
+		{name: "tombstone deletes without a version", version: "n", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newTestSink(t, func(c *Config) { c.Tombstones = tt.tombstones })
+			s := newTestSink(t, func(c *Config) {
+				c.Tombstones = tt.tombstones
+				if tt.version != "" {
+					c.Mode, c.Version = "upsert", tt.version
+				}
+			})
 			o, ok, err := s.toOp(tt.r)
 			if tt.reason != "" {
 				var re *kit.RecordError
