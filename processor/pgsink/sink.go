@@ -118,7 +118,7 @@ type Sink struct {
 	pgcfg            *pgxpool.Config
 	table, positions table
 	eventIDIndex     int
-	versionIndex     int // the version column's index in Columns; -1 for none
+	versionIndex     int       // the version column's index in Columns; -1 for none
 	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
 	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
