@@ -102,14 +102,18 @@ func TestSinkVersionGuard(t *testing.T) {
 	})
 	p := startSink(t, topo, "v1")
 	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
-		func() string { return fmt.Sprintf("positions %v; rows %v", storedPositions(t, pool, s.positions(), s.in), read()) })
+		func() string {
+			return fmt.Sprintf("positions %v; rows %v", storedPositions(t, pool, s.positions(), s.in), read())
+		})
 
 	kcatProducePartition(t, s.in, 0, [][]byte{[]byte(`k1|{"event_id":"k1","v":2,"note":"p0 v2"}`)})
 	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) && len(read()) == 2 },
 		func() string { return fmt.Sprintf("k1 v2 stored: rows %v", read()) })
 	kcatProducePartition(t, s.in, 1, [][]byte{[]byte(`k1|{"event_id":"k1","v":1,"note":"p1 v1"}`)})
 	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
-		func() string { return fmt.Sprintf("k1 v1 read: positions %v", storedPositions(t, pool, s.positions(), s.in)) })
+		func() string {
+			return fmt.Sprintf("k1 v1 read: positions %v", storedPositions(t, pool, s.positions(), s.in))
+		})
 	p.stop()
 
 	want := []string{"k1|2|p0 v2", "k2|3|b"}
