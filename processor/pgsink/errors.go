@@ -40,6 +40,9 @@ const (
 // errMissingVersion is the cause of a ReasonVersion dead letter.
 var errMissingVersion = errors.New("missing version")
 
+// errBadChange is the cause of a ReasonEnvelope dead letter.
+var errBadChange = errors.New("change event cannot be applied")
+
 // HeaderSQLState is the header holding the SQLSTATE of a dead letter whose
 // reason is ReasonPostgres.
 const HeaderSQLState = "exactly.dlq.sqlstate"
