@@ -56,6 +56,15 @@
 // its key is the event ID, as text, of the row to delete: the key a stage
 // with key: event_id writes. A tombstone without a key is a dead letter.
 //
+// # Versions and change streams
+//
+// With Config.Version (upsert mode), DO UPDATE applies only where the
+// stored row's version is lower, and a batch keeps per key the greatest
+// version, the first read of equal ones: an older record read later
+// changes nothing. With EnvelopeDebezium, a record is a change event: c, u
+// and r upsert the row mapped from its after, d deletes by the event ID in
+// its before (see changeOp); tombstones are skipped.
+//
 // # Failures
 //
 // Classify sorts a write error by its SQLSTATE class. Postgres down,
