@@ -79,7 +79,9 @@ func positionsAt(t testing.TB, pool *pgxpool.Pool, positions, topic string) bool
 // The version guard: k1 at version 2 on partition 0, then k1 at version 1
 // on partition 1, read later: the row keeps version 2. In one batch, the
 // greatest version of a key wins, the first of equal ones. A record
-// without a version is a dead letter (reason version). Replaying both
+// without a version is a dead letter (reason version), one whose version
+// is not a bigint is found by the bisection (reason postgres, naming the
+// field) while the rest of its batch loads. Replaying both
 // partitions from the start, as a new sink, changes nothing.
 func TestSinkVersionGuard(t *testing.T) {
 	s := newSinkSpec("s17a_ver")
@@ -99,6 +101,7 @@ func TestSinkVersionGuard(t *testing.T) {
 		[]byte(`k2|{"event_id":"k2","v":2,"note":"d"}`),
 		[]byte(`k3|{"event_id":"k3","note":"no version"}`),
 		[]byte(`k3|{"event_id":"k3","v":null,"note":"null version"}`),
+		[]byte(`k4|{"event_id":"k4","v":"abc","note":"not a bigint"}`),
 	})
 	p := startSink(t, topo, "v1")
 	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
@@ -125,13 +128,16 @@ func TestSinkVersionGuard(t *testing.T) {
 		t.Fatalf("version column type %q (%v), want bigint", typ, err)
 	}
 	dl := kcatReadJSON(t, s.dlq)
-	if len(dl) != 2 {
-		t.Fatalf("%d dead letters, want the 2 records without a version: %+v", len(dl), dl)
+	if len(dl) != 3 {
+		t.Fatalf("%d dead letters, want the 2 records without a version and the one not a bigint: %+v", len(dl), dl)
 	}
-	for _, d := range dl {
+	for _, d := range dl[:2] {
 		if d.Headers[kit.HeaderReason] != pgsink.ReasonVersion || !strings.Contains(d.Headers[kit.HeaderError], `version column "v"`) {
 			t.Errorf("dead letter %+v: want reason version naming the column", d)
 		}
+	}
+	if d := dl[2]; d.Headers[kit.HeaderReason] != pgsink.ReasonPostgres || d.Headers[pgsink.HeaderSQLState] != "22P02" || !strings.Contains(d.Headers[kit.HeaderError], `field "v"`) {
+		t.Errorf("dead letter %+v: want reason postgres, 22P02, naming field v", d)
 	}
 
 	// Replay both partitions from the start, as a new sink with its own
@@ -147,7 +153,7 @@ func TestSinkVersionGuard(t *testing.T) {
 	if got := read(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("after the replay rows %q, want %q", got, want)
 	}
-	if n := len(kcatReadJSON(t, s.dlq)); n != 4 {
-		t.Fatalf("%d dead letters after the replay, want 4 (the replay's own 2)", n)
+	if n := len(kcatReadJSON(t, s.dlq)); n != 6 {
+		t.Fatalf("%d dead letters after the replay, want 6 (the replay's own 3)", n)
 	}
 }
