@@ -57,6 +57,8 @@
 //	      positions_table: raw.stream_positions  # default <schema of table>.exactly_positions
 //	      tombstones: skip              # skip (default) or delete (the row whose event_id is the key)
 //	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert
+//	      version: v                    # optional, mode upsert only: a column; a row is replaced only by a greater version
+//	      envelope: none                # none (default) or debezium (change events; needs mode upsert)
 //	    commit: { interval: 200ms, max_records: 20000 } # the defaults
 //	    session_timeout: 45s            # consumer group session timeout; default 45s
 //	    metadata_max_age: 30s           # as a stage's; default 30s

@@ -401,6 +401,18 @@ type Postgres struct {
 	// Mode is "insert" (the default: a row whose event ID exists is left
 	// alone) or "upsert" (it is overwritten).
 	Mode string `yaml:"mode"`
+	// Version names a column, one of Columns, other than EventID, that
+	// guards upserts (mode upsert only): a record replaces the stored row
+	// only if its version is greater, compared in the column's type. A
+	// record without a version is a dead letter. Default: none (the last
+	// record read wins).
+	Version string `yaml:"version"`
+	// Envelope is how a value carries its row: "" or "none" (the value is
+	// the row), or "debezium" (a change event {"op", "before", "after"},
+	// optionally inside {"schema", "payload"}: c, u and r upsert the row
+	// mapped from after, d deletes the row whose event ID is in before;
+	// needs mode upsert).
+	Envelope string `yaml:"envelope"`
 }
 
 // Secret is a string that must not appear in messages or logs: fmt and slog
@@ -428,6 +440,8 @@ const (
 	TombstonesDelete = "delete"
 	ModeInsert       = "insert"
 	ModeUpsert       = "upsert"
+	EnvelopeNone     = "none"
+	EnvelopeDebezium = "debezium"
 )
 
 // Defaults applied by Parse.

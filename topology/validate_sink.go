@@ -19,6 +19,7 @@ var (
 	sources     = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
 	tombstones  = []string{TombstonesSkip, TombstonesDelete}
 	sinkModes   = []string{ModeInsert, ModeUpsert}
+	envelopes   = []string{EnvelopeNone, EnvelopeDebezium}
 )
 
 func (v *validator) sinks(declared map[string]bool) {
@@ -149,6 +150,57 @@ func (v *validator) postgres(p string, s Sink) {
 	}
 	if mp := p + ".mode"; !slices.Contains(sinkModes, pg.Mode) {
 		v.report(mp, "unknown mode %s (valid: %s)", v.q(mp, pg.Mode), strings.Join(sinkModes, ", "))
+	}
+	v.version(p, pg)
+	v.envelope(p, s)
+}
+
+// version checks the version column of a sink's postgres block at p.
+func (v *validator) version(p string, pg Postgres) {
+	vp := p + ".version"
+	_, isColumn := pg.Columns[pg.Version]
+	switch {
+	case pg.Version == "" && v.has(vp):
+		v.report(vp, "must not be empty")
+	case pg.Version == "":
+	case pg.Mode != ModeUpsert:
+		v.report(vp, "needs mode upsert (mode is %s; a version only decides which record overwrites a row)", v.q(p+".mode", pg.Mode))
+	case pg.Version == pg.EventID:
+		v.report(vp, "must differ from event_id %s", v.q(vp, pg.Version))
+	case len(pg.Columns) > 0 && !isColumn:
+		v.report(vp, "column %s is not in columns (add it, e.g. %s: %s)", v.q(vp, pg.Version), pg.Version, pg.Version)
+	}
+}
+
+// envelope checks the envelope of a sink s's postgres block at p.
+func (v *validator) envelope(p string, s Sink) {
+	pg, ep := s.Postgres, p+".envelope"
+	if pg.Envelope == "" {
+		if v.has(ep) {
+			v.report(ep, "must not be empty (valid: %s)", strings.Join(envelopes, ", "))
+		}
+		return
+	}
+	if !slices.Contains(envelopes, pg.Envelope) {
+		v.report(ep, "unknown envelope %s (valid: %s)", v.q(ep, pg.Envelope), strings.Join(envelopes, ", "))
+		return
+	}
+	if pg.Envelope != EnvelopeDebezium {
+		return
+	}
+	if pg.Mode != ModeUpsert {
+		v.report(ep, "debezium needs mode upsert (mode is %s; an update event overwrites its row)", v.q(p+".mode", pg.Mode))
+	}
+	if pg.Tombstones == TombstonesDelete {
+		v.report(p+".tombstones", "must be skip with envelope debezium (a delete event deletes the row; the tombstone after it is a no-op)")
+	}
+	if s.Input.Format != "json" {
+		v.report(ep, "debezium needs input format json (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+	}
+	for _, c := range pg.ColumnOrder {
+		if src := pg.Columns[c]; strings.HasPrefix(src, "$") && src != SourceKey && c == pg.EventID {
+			v.report(p+".event_id", "with envelope debezium the event id must be a field of before/after or $key (column %s is %s)", c, src)
+		}
 	}
 }
 

@@ -45,6 +45,11 @@ type Config struct {
 	Peers      []string
 	Tombstones string // topology.TombstonesSkip (default) or TombstonesDelete
 	Mode       string // topology.ModeInsert (default) or ModeUpsert
+	// Version is the column, one of Columns, whose greater value lets a
+	// record replace a stored row (upsert mode only); "" for none.
+	Version string
+	// Envelope is topology.EnvelopeNone (default) or EnvelopeDebezium.
+	Envelope string
 
 	// CommitInterval bounds how long records are gathered into one
 	// database transaction; default 200ms.
@@ -109,6 +114,8 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		PositionsTable:  s.Postgres.PositionsTable,
 		Tombstones:      s.Postgres.Tombstones,
 		Mode:            s.Postgres.Mode,
+		Version:         s.Postgres.Version,
+		Envelope:        s.Postgres.Envelope,
 		CommitInterval:  s.Commit.Interval.Duration,
 		MaxRecords:      s.Commit.MaxRecords,
 		SessionTimeout:  s.SessionTimeout.Duration,
@@ -181,6 +188,7 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
+	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"sink", cfg.Sink}, {"instance id", cfg.InstanceID}, {"input topic", cfg.Input},
@@ -226,7 +234,7 @@ func (cfg *Config) validate() error {
 		errs = append(errs, kit.NewConfigError("at least one column is required"))
 	}
 	seen := map[string]bool{}
-	hasEventID := false
+	hasEventID, hasVersion := false, false
 	for _, c := range cfg.Columns {
 		switch {
 		case c.Name == "" || c.Source == "":
@@ -240,6 +248,37 @@ func (cfg *Config) validate() error {
 		}
 		seen[c.Name] = true
 		hasEventID = hasEventID || c.Name == cfg.EventID
+		hasVersion = hasVersion || c.Name == cfg.Version
+	}
+	if cfg.Version != "" {
+		switch {
+		case cfg.Mode != topology.ModeUpsert:
+			errs = append(errs, kit.NewConfigError("version column %q needs mode upsert", cfg.Version))
+		case cfg.Version == cfg.EventID:
+			errs = append(errs, kit.NewConfigError("version column %q is the event id column", cfg.Version))
+		case !hasVersion:
+			errs = append(errs, kit.NewConfigError("version column %q is not one of the columns", cfg.Version))
+		}
+	}
+	switch cfg.Envelope {
+	case topology.EnvelopeNone:
+	case topology.EnvelopeDebezium:
+		if cfg.Mode != topology.ModeUpsert {
+			errs = append(errs, kit.NewConfigError("envelope debezium needs mode upsert"))
+		}
+		if cfg.Tombstones != topology.TombstonesSkip {
+			errs = append(errs, kit.NewConfigError("envelope debezium needs tombstones skip"))
+		}
+		if cfg.InputFormat != serde.JSON {
+			errs = append(errs, kit.NewConfigError("envelope debezium needs json input, not %s", cfg.InputFormat))
+		}
+		for _, c := range cfg.Columns {
+			if c.Name == cfg.EventID && strings.HasPrefix(c.Source, "$") && c.Source != topology.SourceKey {
+				errs = append(errs, kit.NewConfigError("envelope debezium: event id column %q must be a field or $key, not %s", c.Name, c.Source))
+			}
+		}
+	default:
+		errs = append(errs, kit.NewConfigError("envelope %q: want none or debezium", cfg.Envelope))
 	}
 	if cfg.EventID != "" && !hasEventID {
 		errs = append(errs, kit.NewConfigError("event id column %q is not one of the columns", cfg.EventID))

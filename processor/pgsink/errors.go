@@ -27,7 +27,21 @@ const (
 	// (ClassUnknown) that the bisection finds following single records.
 	// HeaderSQLState holds the SQLSTATE.
 	ReasonPostgres = "postgres"
+	// ReasonVersion: in a version-guarded upsert, the record's version
+	// (the version column's field) is missing or null, so it cannot be
+	// ordered against the stored row.
+	ReasonVersion = "version"
+	// ReasonEnvelope: a change event (envelope debezium) that cannot be
+	// applied: not an object, an unknown op, no after on c, u or r, no
+	// before on d.
+	ReasonEnvelope = "envelope"
 )
+
+// errMissingVersion is the cause of a ReasonVersion dead letter.
+var errMissingVersion = errors.New("missing version")
+
+// errBadChange is the cause of a ReasonEnvelope dead letter.
+var errBadChange = errors.New("change event cannot be applied")
 
 // HeaderSQLState is the header holding the SQLSTATE of a dead letter whose
 // reason is ReasonPostgres.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,6 +41,9 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		}
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
 	}
+	if s.cfg.Envelope == topology.EnvelopeDebezium {
+		return s.changeOp(r)
+	}
 	var obj map[string]any
 	if s.passJSON {
 		// Only the mapped fields are decoded; $value is the bytes as
@@ -53,6 +57,12 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if err != nil {
 		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
+	return s.rowOp(r, obj)
+}
+
+// rowOp turns obj, the fields of record r's row, into an insert (or
+// upsert) op.
+func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err error) {
 	row := make([]any, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
 		row[i], err = s.columnValue(r, obj, c.Source)
@@ -68,6 +78,10 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 			why = fmt.Errorf("%w: value is not a json object", errMissingEventID)
 		}
 		return op{}, false, &kit.RecordError{Reason: ReasonEventID, Err: why}
+	}
+	if s.versionIndex >= 0 && row[s.versionIndex] == nil {
+		return op{}, false, &kit.RecordError{Reason: ReasonVersion,
+			Err: fmt.Errorf("%w: field %q of version column %q is missing or null", errMissingVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version)}
 	}
 	return op{rec: r, id: id, row: row}, true, nil
 }
@@ -113,4 +127,96 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 		return nil, err
 	}
 	return string(b), nil
+}
+
+// Debezium change-event ops (the envelope's "op" field).
+const (
+	opCreate   = "c"
+	opUpdate   = "u"
+	opRead     = "r" // a snapshot's row
+	opDelete   = "d"
+	envPayload = "payload" // the envelope's wrapper when the converter adds schemas
+)
+
+// changeOp turns a Debezium change event into an op: c, u and r upsert the
+// row mapped from the event's after; d deletes the row whose event ID is
+// in before (or is the record's key, when the event id column is $key).
+// A value of the form {"schema": ..., "payload": {...}} is read from its
+// payload. An event that cannot be applied is a *kit.RecordError, reason
+// ReasonEnvelope (or ReasonEventID for a missing event ID).
+func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
+	if err := serde.CheckJSON(r.Value); err != nil {
+		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+	}
+	body := r.Value
+	raw, isObject, found := serde.TopLevelField(body, "op")
+	if !isObject {
+		return op{}, false, envelopeError("the value is not a json object")
+	}
+	if !found {
+		if p, _, ok := serde.TopLevelField(body, envPayload); ok && len(p) > 0 && p[0] == '{' {
+			body = p
+			raw, _, found = serde.TopLevelField(body, "op")
+		}
+	}
+	if !found {
+		return op{}, false, envelopeError(`no "op" field (nor a "payload" object holding one)`)
+	}
+	v, err := serde.FieldValue(raw)
+	if err != nil {
+		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("field \"op\": %w", err)}
+	}
+	kind, _ := v.(string)
+	switch kind {
+	case opCreate, opUpdate, opRead:
+		after, _, _ := serde.TopLevelField(body, "after")
+		if len(after) == 0 || after[0] != '{' {
+			return op{}, false, envelopeError("op %q needs an \"after\" object (got %s)", kind, shownJSON(after))
+		}
+		obj, err := serde.JSONFields(after, s.fieldSources)
+		if err != nil {
+			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
+		}
+		return s.rowOp(r, obj)
+	case opDelete:
+		src := s.cfg.Columns[s.eventIDIndex].Source
+		var id any
+		if src == topology.SourceKey {
+			id, _ = s.columnValue(r, nil, src)
+		} else {
+			before, _, _ := serde.TopLevelField(body, "before")
+			if len(before) == 0 || before[0] != '{' {
+				return op{}, false, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
+			}
+			obj, err := serde.JSONFields(before, []string{src})
+			if err != nil {
+				return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
+			}
+			if id, err = s.columnValue(r, obj, src); err != nil {
+				return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
+			}
+		}
+		if id, _ := id.(string); id != "" {
+			return op{rec: r, del: true, id: id}, true, nil
+		}
+		return op{}, false, &kit.RecordError{Reason: ReasonEventID,
+			Err: fmt.Errorf("%w: op \"d\": event id %q is missing, null or empty", errMissingEventID, src)}
+	}
+	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownJSON(raw))
+}
+
+func envelopeError(format string, args ...any) error {
+	return &kit.RecordError{Reason: ReasonEnvelope, Err: fmt.Errorf("%w: "+format, append([]any{errBadChange}, args...)...)}
+}
+
+// shownJSON is raw JSON for a message, cut to 40 bytes; "nothing" when
+// absent.
+func shownJSON(raw []byte) string {
+	switch {
+	case len(raw) == 0:
+		return "nothing"
+	case len(raw) > 40:
+		return strings.ToValidUTF8(string(raw[:40]), "") + "..."
+	}
+	return string(raw)
 }

@@ -50,7 +50,13 @@ func (s *Sink) columnType(src string) string {
 func (s *Sink) setupSQL() []string {
 	var cols []string
 	for _, c := range s.cfg.Columns {
-		def := pgx.Identifier{c.Name}.Sanitize() + " " + s.columnType(c.Source)
+		typ := s.columnType(c.Source)
+		if c.Name == s.cfg.Version && typ == "text" {
+			// A version read from a field is a number (a counter, an
+			// LSN, epoch milliseconds): compared as text, 10 < 9.
+			typ = "bigint"
+		}
+		def := pgx.Identifier{c.Name}.Sanitize() + " " + typ
 		if c.Name == s.cfg.EventID {
 			def += " PRIMARY KEY"
 		}

@@ -62,6 +62,15 @@
 // its key is the event ID, as text, of the row to delete: the key a stage
 // with key: event_id writes. A tombstone without a key is a dead letter.
 //
+// # Versions and change streams
+//
+// With Config.Version (upsert mode), DO UPDATE applies only where the
+// stored row's version is lower, and a batch keeps per key the greatest
+// version, the first read of equal ones: an older record read later
+// changes nothing. With EnvelopeDebezium, a record is a change event: c, u
+// and r upsert the row mapped from its after, d deletes by the event ID in
+// its before (see changeOp); tombstones are skipped.
+//
 // # Failures
 //
 // Classify sorts a write error by its SQLSTATE class. Postgres down,
@@ -125,6 +134,7 @@ type Sink struct {
 	table, positions table
 	deadLetters      table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex     int
+	versionIndex     int       // the version column's index in Columns; -1 for none
 	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
 	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
@@ -210,6 +220,10 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.deadLetters, _ = parseTable(cfg.DeadLetterTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
+	s.versionIndex = -1
+	if cfg.Version != "" {
+		s.versionIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.Version })
+	}
 	s.passJSON = cfg.InputFormat == serde.JSON
 	for _, c := range cfg.Columns {
 		if !strings.HasPrefix(c.Source, "$") && !slices.Contains(s.fieldSources, c.Source) {

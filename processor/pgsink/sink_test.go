@@ -71,6 +71,13 @@ func TestNewValidation(t *testing.T) {
 		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
 		{"session timeout below the heartbeat interval", func(c *Config) { c.SessionTimeout = 2 * time.Second }, "session timeout 2s must be between the heartbeat interval 3s"},
 		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, "postgres dsn is not a valid connection string"},
+		{"version without upsert", func(c *Config) { c.Version = "n" }, `version column "n" needs mode upsert`},
+		{"version not a column", func(c *Config) { c.Mode, c.Version = "upsert", "v" }, `version column "v" is not one of the columns`},
+		{"version is the event id", func(c *Config) { c.Mode, c.Version = "upsert", "event_id" }, `version column "event_id" is the event id column`},
+		{"unknown envelope", func(c *Config) { c.Mode, c.Envelope = "upsert", "maxwell" }, `envelope "maxwell": want none or debezium`},
+		{"debezium without upsert", func(c *Config) { c.Envelope = "debezium" }, "envelope debezium needs mode upsert"},
+		{"debezium with tombstones delete", func(c *Config) { c.Mode, c.Envelope, c.Tombstones = "upsert", "debezium", "delete" }, "envelope debezium needs tombstones skip"},
+		{"debezium event id from offset", func(c *Config) { c.Mode, c.Envelope, c.Columns[0].Source = "upsert", "debezium", "$offset" }, `event id column "event_id" must be a field or $key, not $offset`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +113,7 @@ func TestToOp(t *testing.T) {
 	tests := []struct {
 		name       string
 		tombstones string
+		version    string
 		r          *kgo.Record
 		ok         bool
 		reason     string
@@ -124,10 +132,20 @@ func TestToOp(t *testing.T) {
 		{name: "tombstone skipped", r: rec("k", "\x00nil")},
 		{name: "tombstone deletes", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: ReasonEventID},
+		{name: "version present", version: "n", r: rec("", `{"event_id":"e1","n":3}`), ok: true,
+			want: []any{"e1", `{"event_id":"e1","n":3}`, nil, "3", nil, "2", "41", "2026-01-02T03:04:05.006Z", nil}},
+		{name: "version missing", version: "n", r: rec("", `{"event_id":"e1"}`), reason: ReasonVersion},
+		{name: "version null", version: "n", r: rec("", `{"event_id":"e1","n":null}`), reason: ReasonVersion},
+		{name: "tombstone deletes without a version", version: "n", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newTestSink(t, func(c *Config) { c.Tombstones = tt.tombstones })
+			s := newTestSink(t, func(c *Config) {
+				c.Tombstones = tt.tombstones
+				if tt.version != "" {
+					c.Mode, c.Version = "upsert", tt.version
+				}
+			})
 			o, ok, err := s.toOp(tt.r)
 			if tt.reason != "" {
 				var re *kit.RecordError
@@ -294,5 +312,77 @@ func TestPrepareTransient(t *testing.T) {
 	ops, dead, err = s.prepare(b)
 	if !serde.IsTransient(err) || !IsTransient(err) || len(ops)+len(dead) != 0 {
 		t.Fatalf("ops %d dead %d err %v", len(ops), len(dead), err)
+	}
+}
+
+// A Debezium change event: c, u and r upsert the row mapped from after, d
+// deletes by the event ID in before (or the key, when the event id column
+// is $key); an event that cannot be applied is a dead letter with its
+// reason.
+func TestChangeOp(t *testing.T) {
+	tests := []struct {
+		name   string
+		keyCol bool // the event id column is $key
+		key    string
+		value  string
+		skip   bool
+		reason string
+		want   []any
+		del    string
+	}{
+		{name: "create", value: `{"op":"c","before":null,"after":{"id":1,"a":"x"}}`, want: []any{"1", "x"}},
+		{name: "update", value: `{"op":"u","before":{"id":1,"a":"x"},"after":{"id":1,"a":"y"}}`, want: []any{"1", "y"}},
+		{name: "snapshot read", value: `{"op":"r","after":{"id":"7","a":null}}`, want: []any{"7", nil}},
+		{name: "schema and payload", value: `{"schema":{"type":"struct"},"payload":{"op":"c","after":{"id":2,"a":"z"}}}`, want: []any{"2", "z"}},
+		{name: "delete", value: `{"op":"d","before":{"id":3,"a":"x"},"after":null}`, del: "3"},
+		{name: "delete by key", keyCol: true, key: "k3", value: `{"op":"d","before":null}`, del: "k3"},
+		{name: "tombstone after a delete", key: "k3", value: "\x00nil", skip: true},
+		{name: "unknown op", value: `{"op":"t","after":{"id":1}}`, reason: ReasonEnvelope},
+		{name: "op not a string", value: `{"op":1,"after":{"id":1}}`, reason: ReasonEnvelope},
+		{name: "no op", value: `{"after":{"id":1}}`, reason: ReasonEnvelope},
+		{name: "payload without op", value: `{"payload":{"after":{"id":1}}}`, reason: ReasonEnvelope},
+		{name: "create without after", value: `{"op":"c","before":null}`, reason: ReasonEnvelope},
+		{name: "update with null after", value: `{"op":"u","after":null}`, reason: ReasonEnvelope},
+		{name: "create without the key", value: `{"op":"c","after":{"a":"x"}}`, reason: ReasonEventID},
+		{name: "delete without before", value: `{"op":"d","after":null}`, reason: ReasonEnvelope},
+		{name: "delete without the key", value: `{"op":"d","before":{"a":"x"}}`, reason: ReasonEventID},
+		{name: "delete by an absent key", keyCol: true, value: `{"op":"d","before":{"id":1}}`, reason: ReasonEventID},
+		{name: "not an object", value: `[1]`, reason: ReasonEnvelope},
+		{name: "invalid json", value: `{"op":`, reason: kit.ReasonDecode},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) {
+				c.Mode, c.Envelope, c.EventID = "upsert", "debezium", "id"
+				c.Columns = []Column{{"id", "id"}, {"a", "a"}}
+				if tt.keyCol {
+					c.Columns[0].Source = "$key"
+				}
+			})
+			r := &kgo.Record{Topic: "in"}
+			if tt.key != "" {
+				r.Key = []byte(tt.key)
+			}
+			if tt.value != "\x00nil" {
+				r.Value = []byte(tt.value)
+			}
+			o, ok, err := s.toOp(r)
+			if tt.reason != "" {
+				var re *kit.RecordError
+				if !errors.As(err, &re) || re.Reason != tt.reason {
+					t.Fatalf("err = %v, want reason %s", err, tt.reason)
+				}
+				return
+			}
+			if err != nil || ok == tt.skip {
+				t.Fatalf("ok %v err %v, want skipped %v", ok, err, tt.skip)
+			}
+			if o.del != (tt.del != "") || (o.del && o.id != tt.del) {
+				t.Fatalf("op %+v, want delete of %q", o, tt.del)
+			}
+			if tt.want != nil && fmt.Sprintf("%#v", o.row) != fmt.Sprintf("%#v", tt.want) {
+				t.Fatalf("row\n%#v\nwant\n%#v", o.row, tt.want)
+			}
+		})
 	}
 }

@@ -266,6 +266,9 @@ func (s *Sink) deleteRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	return nil
 }
 
+// versionTarget is the target table's alias in a version-guarded upsert.
+const versionTarget = "stored"
+
 // ordColumn is the staging column holding an op's place in its run.
 const ordColumn = "ord"
 
@@ -294,6 +297,11 @@ func (s *Sink) stagingColumns() []string {
 // twice in one statement (SQLSTATE 21000). A key that still collides (a
 // column collation or type modifier that merges more than the type does)
 // is split apart by load's bisection.
+//
+// With a version column (upsert mode), the run keeps per key the record
+// of the greatest version, the first read of equal ones, and DO UPDATE
+// applies only WHERE the stored version is lower (or NULL): an older
+// record read later, from another partition or a replay, changes nothing.
 func (s *Sink) buildLoadSQL() {
 	var staging, target, casts, updates []string
 	for i, c := range s.cfg.Columns {
@@ -312,16 +320,25 @@ func (s *Sink) buildLoadSQL() {
 	key := fmt.Sprintf("c%d::%s", s.eventIDIndex, eidType)
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
 		stagingTable, strings.Join(staging, ", "))
-	conflict, keep := "DO NOTHING", "ASC"
+	conflict, keep, into := "DO NOTHING", ordColumn+" ASC", s.table.String()
 	if s.cfg.Mode == topology.ModeUpsert {
-		keep = "DESC"
+		keep = ordColumn + " DESC"
 		if len(updates) > 0 {
 			conflict = "DO UPDATE SET " + strings.Join(updates, ", ")
 		}
+		if s.versionIndex >= 0 {
+			// The greatest version of the run wins, the first read of
+			// equal ones; a stored row is replaced only by a greater
+			// version (or if it has none).
+			vc := pgx.Identifier{s.cfg.Version}.Sanitize()
+			keep = castExpr(fmt.Sprintf("c%d", s.versionIndex), s.cfg.Version, s.types[s.versionIndex]) + " DESC, " + ordColumn + " ASC"
+			into += " AS " + versionTarget
+			conflict += fmt.Sprintf(" WHERE %s.%s < EXCLUDED.%s OR %s.%s IS NULL", versionTarget, vc, vc, versionTarget, vc)
+		}
 	}
-	s.sql.insert = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (SELECT DISTINCT ON (%s) * FROM pg_temp.%s ORDER BY %s, %s %s) AS staged ORDER BY %s ON CONFLICT (%s) %s",
-		s.table, strings.Join(target, ", "), strings.Join(casts, ", "),
-		key, stagingTable, key, ordColumn, keep, ordColumn, eid, conflict)
+	s.sql.insert = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (SELECT DISTINCT ON (%s) * FROM pg_temp.%s ORDER BY %s, %s) AS staged ORDER BY %s ON CONFLICT (%s) %s",
+		into, strings.Join(target, ", "), strings.Join(casts, ", "),
+		key, stagingTable, key, keep, ordColumn, eid, conflict)
 	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
 	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::text[]::%s[])", s.table, eid, eidType)
 }

@@ -14,22 +14,36 @@ import (
 func TestLoadSQL(t *testing.T) {
 	tests := []struct {
 		name, mode string
+		version    string
 		cols       []Column
 		types      []colType
 		want       string
 	}{
-		{"insert", "insert", []Column{{"event_id", "event_id"}, {"v", "v"}}, []colType{plainType("uuid"), plainType("text")},
+		// The greatest version of a run wins, the first of equal ones;
+		// a stored row gives way only to a greater version.
+		{"upsert with version", "upsert", "v", []Column{{"event_id", "event_id"}, {"body", "$value"}, {"v", "v"}}, []colType{plainType("text"), plainType("jsonb"), plainType("bigint")},
+			`INSERT INTO "raw"."events" AS stored ("event_id", "body", "v") SELECT c0::text, c1::jsonb, c2::bigint FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, c2::bigint DESC, ord ASC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "body" = EXCLUDED."body", "v" = EXCLUDED."v" WHERE stored."v" < EXCLUDED."v" OR stored."v" IS NULL`},
+		{"upsert with a key-only version", "upsert", "v", []Column{{"event_id", "event_id"}, {"v", "v"}}, []colType{plainType("text"), plainType("timestamp with time zone")},
+			`INSERT INTO "raw"."events" AS stored ("event_id", "v") SELECT c0::text, CASE WHEN c1 IS NULL THEN NULL`},
+		{"insert", "insert", "", []Column{{"event_id", "event_id"}, {"v", "v"}}, []colType{plainType("uuid"), plainType("text")},
 			`INSERT INTO "raw"."events" ("event_id", "v") SELECT c0::uuid, c1::text FROM (SELECT DISTINCT ON (c0::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c0::uuid, ord ASC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
-		{"upsert", "upsert", []Column{{"v", "v"}, {"event_id", "event_id"}}, []colType{plainType("text"), plainType("uuid")},
+		{"upsert", "upsert", "", []Column{{"v", "v"}, {"event_id", "event_id"}}, []colType{plainType("text"), plainType("uuid")},
 			`INSERT INTO "raw"."events" ("v", "event_id") SELECT c0::text, c1::uuid FROM (SELECT DISTINCT ON (c1::uuid) * FROM pg_temp.exactly_sink_staging ORDER BY c1::uuid, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v"`},
-		{"upsert key only", "upsert", []Column{{"event_id", "event_id"}}, []colType{plainType("bigint")},
+		{"upsert key only", "upsert", "", []Column{{"event_id", "event_id"}}, []colType{plainType("bigint")},
 			`INSERT INTO "raw"."events" ("event_id") SELECT c0::bigint FROM (SELECT DISTINCT ON (c0::bigint) * FROM pg_temp.exactly_sink_staging ORDER BY c0::bigint, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO NOTHING`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newTestSink(t, func(c *Config) { c.Mode, c.Columns = tt.mode, tt.cols })
+			s := newTestSink(t, func(c *Config) { c.Mode, c.Columns, c.Version = tt.mode, tt.cols, tt.version })
 			s.types = tt.types
 			s.buildSQL()
+			if tt.version != "" && tt.types[len(tt.types)-1].base != "bigint" {
+				// A checked cast: its whole text is castExpr's.
+				if !strings.HasPrefix(s.sql.insert, tt.want) || !strings.Contains(s.sql.insert, `DESC, ord ASC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v" WHERE stored."v" < EXCLUDED."v" OR stored."v" IS NULL`) {
+					t.Errorf("insert:\n%s", s.sql.insert)
+				}
+				return
+			}
 			if s.sql.insert != tt.want {
 				t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, tt.want)
 			}
@@ -83,6 +97,27 @@ func TestFollowsRecords(t *testing.T) {
 			}
 			if err != nil && (!errors.Is(err, pe) || Classify(err) != ClassUnknown || !strings.Contains(err.Error(), "follows no record")) {
 				t.Errorf("error %v: want the unclassified error, wrapped", err)
+			}
+		})
+	}
+}
+
+// A created table's version column read from a field is bigint, so that
+// versions compare as numbers; other sources keep their types.
+func TestVersionColumnType(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"field", "v", `"v" bigint`},
+		{"offset", "$offset", `"v" bigint`},
+		{"timestamp", "$timestamp", `"v" timestamptz`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) {
+				c.Mode, c.Version = "upsert", "v"
+				c.Columns = []Column{{"event_id", "event_id"}, {"v", tt.src}}
+			})
+			if setup := strings.Join(s.setupSQL(), "\n"); !strings.Contains(setup, tt.want) {
+				t.Errorf("setup lacks %q:\n%s", tt.want, setup)
 			}
 		})
 	}
