@@ -1,8 +1,6 @@
 package processor
 
 import (
-	"fmt"
-
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -29,18 +27,8 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
 		SessionTimeout:     st.SessionTimeout.Duration,
 		MetadataMaxAge:     st.MetadataMaxAge.Duration,
-		Origin:             kit.OriginOf(f, stagePath(f, st)),
+		Origin:             kit.OriginOf(f, topology.ItemPath("stages", f.Stages, st)),
 	}
-}
-
-// stagePath returns the field path of st in f, "stages[i]".
-func stagePath(f *topology.File, st *topology.Stage) string {
-	for i := range f.Stages {
-		if &f.Stages[i] == st {
-			return fmt.Sprintf("stages[%d]", i)
-		}
-	}
-	return "stages[?]"
 }
 
 // CodecConfig returns the serde settings of endpoint e of topology f, with

@@ -516,6 +516,18 @@ func (f *File) Position(path string) Position {
 	return f.pos[path]
 }
 
+// ItemPath returns the field path of item, an element of items that the
+// file's list list holds ("stages", "sinks"): "stages[2]", or "stages[?]"
+// when item is not one of them (a copy, say).
+func ItemPath[T any](list string, items []T, item *T) string {
+	for i := range items {
+		if &items[i] == item {
+			return fmt.Sprintf("%s[%d]", list, i)
+		}
+	}
+	return list + "[?]"
+}
+
 // Where returns path located in the file for an error message,
 // "file:line:col: path", or path alone when the node is not in the file
 // (a default, say).

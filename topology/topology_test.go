@@ -637,3 +637,22 @@ func TestDurationYAML(t *testing.T) {
 		t.Fatalf("MarshalYAML = %v, %v", v, err)
 	}
 }
+
+// ItemPath names an element by its index in its list, and a value that is
+// not an element of the list (a copy) by "[?]", never by a wrong index.
+func TestItemPath(t *testing.T) {
+	stages := []Stage{{Name: "a"}, {Name: "b"}}
+	copyOfB := stages[1]
+	for _, tt := range []struct {
+		item *Stage
+		want string
+	}{
+		{&stages[0], "stages[0]"},
+		{&stages[1], "stages[1]"},
+		{&copyOfB, "stages[?]"},
+	} {
+		if got := ItemPath("stages", stages, tt.item); got != tt.want {
+			t.Errorf("ItemPath(%s) = %q, want %q", tt.item.Name, got, tt.want)
+		}
+	}
+}

@@ -120,18 +120,8 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		MaxRecords:      s.Commit.MaxRecords,
 		SessionTimeout:  s.SessionTimeout.Duration,
 		MetadataMaxAge:  s.MetadataMaxAge.Duration,
-		Origin:          kit.OriginOf(f, sinkPath(f, s)),
+		Origin:          kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
 	}
-}
-
-// sinkPath returns the field path of s in f, "sinks[i]".
-func sinkPath(f *topology.File, s *topology.Sink) string {
-	for i := range f.Sinks {
-		if &f.Sinks[i] == s {
-			return fmt.Sprintf("sinks[%d]", i)
-		}
-	}
-	return "sinks[?]"
 }
 
 // Option configures a Sink.
