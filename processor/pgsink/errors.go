@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -221,17 +222,37 @@ type rowError struct{ pe *pgconn.PgError }
 
 func (e *rowError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.pe.Message)
+	b.WriteString(clip(e.pe.Message))
 	b.WriteString(" (SQLSTATE " + e.pe.Code + ")")
 	for _, kv := range [][2]string{{"detail", e.pe.Detail}, {"constraint", e.pe.ConstraintName}, {"column", e.pe.ColumnName}, {"table", e.pe.TableName}, {"where", e.pe.Where}} {
 		if kv[1] != "" {
-			b.WriteString("; " + kv[0] + ": " + kv[1])
+			b.WriteString("; " + kv[0] + ": " + clip(kv[1]))
 		}
 	}
 	return b.String()
 }
 
 func (e *rowError) Unwrap() error { return e.pe }
+
+// maxQuoted is how many bytes of a Postgres message or detail a dead
+// letter's error keeps. Postgres quotes the whole input value in a cast
+// error ("invalid input syntax for type integer: \"...\""), which for a
+// large value would make the error header or column as large as the
+// record; the record's own bytes are in the dead letter already.
+const maxQuoted = 512
+
+// clip returns s cut to maxQuoted bytes at a UTF-8 boundary, with the count
+// of bytes cut: "... (300000 more bytes)". A shorter s is returned as it is.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", s[:n], len(s)-n)
+}
 
 // newRowError returns the *rowError of err, or err when it has no
 // *pgconn.PgError.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -123,5 +124,40 @@ func TestRowError(t *testing.T) {
 	}
 	if !strings.Contains((&stuckError{topic: "t", ranges: "p0 [1, 5)", attempts: 6, err: pe}).Error(), "topic t offsets p0 [1, 5): 6 attempts") {
 		t.Error("stuckError does not name the batch")
+	}
+}
+
+// A Postgres error that quotes a large value is cut in the dead letter's
+// error, at a UTF-8 boundary and with the count of bytes cut; a short one is
+// kept whole.
+func TestRowErrorClipsQuotedValues(t *testing.T) {
+	big := strings.Repeat("é", 150000) // 300,000 bytes, 2 per rune
+	for _, tt := range []struct {
+		name string
+		err  error
+		max  int
+		want string
+	}{
+		{"short kept", &rowError{pe: &pgconn.PgError{Code: "22P02", Message: `invalid input syntax for type integer: "abc"`}}, 200,
+			`invalid input syntax for type integer: "abc" (SQLSTATE 22P02)`},
+		{"long message", &rowError{pe: &pgconn.PgError{Code: "22P02", Message: `invalid input syntax for type integer: "` + big + `"`}}, maxQuoted + 100,
+			"more bytes) (SQLSTATE 22P02)"},
+		{"long detail", &rowError{pe: &pgconn.PgError{Code: "23514", Message: "check", Detail: "Failing row contains (" + big + ")."}}, maxQuoted + 100,
+			"more bytes)"},
+		{"field error", &fieldError{field: "n", column: "n", pe: &pgconn.PgError{Code: "22P02", Message: big}}, maxQuoted + 100,
+			"more bytes) (SQLSTATE 22P02)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.err.Error()
+			if len(got) > tt.max {
+				t.Errorf("error is %d bytes, want at most %d", len(got), tt.max)
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("error %.80q... does not contain %q", got, tt.want)
+			}
+			if !utf8.ValidString(got) {
+				t.Errorf("error is not valid UTF-8: cut inside a rune")
+			}
+		})
 	}
 }

@@ -229,9 +229,9 @@ func (e *fieldError) Error() string {
 	if e.column != e.field {
 		fmt.Fprintf(&b, " (column %q)", e.column)
 	}
-	fmt.Fprintf(&b, ": %s (SQLSTATE %s)", e.pe.Message, e.pe.Code)
+	fmt.Fprintf(&b, ": %s (SQLSTATE %s)", clip(e.pe.Message), e.pe.Code)
 	if e.pe.Detail != "" {
-		b.WriteString("; detail: " + e.pe.Detail)
+		b.WriteString("; detail: " + clip(e.pe.Detail))
 	}
 	return b.String()
 }
