@@ -25,6 +25,9 @@
 //     a DELETE by event ID. Runs of the same kind are applied in record
 //     order. SET CONSTRAINTS ALL IMMEDIATE then checks what was deferred
 //     to COMMIT.
+//     In insert mode, a batch of inserts is first tried as one COPY
+//     straight into the table under a savepoint (the direct path,
+//     direct.go); on any error it is rolled back and takes this load.
 //  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
 //     cast, a value out of range, a trigger that raised, at statement time
 //     or at the deferred check), the load is split in halves under
