@@ -20,7 +20,8 @@ import (
 // "sink" loads b.N events (~256-byte JSON, 3 partitions, default commit
 // settings) from Kafka into a table (event_id text primary key, body
 // jsonb), exactly once; "copy" loads the same rows into a table of the
-// same shape with one plain pgx CopyFrom, and nothing else. Both report
+// same shape with one plain pgx CopyFrom, and nothing else; "sink-upsert"
+// is "sink" in upsert mode. All report
 // rows/s. The sink's time runs from Run until the last row committed, so
 // it includes joining the group and creating the tables. Run with a fixed
 // count:
@@ -34,61 +35,66 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 	pool := pgPool(b)
 	ctx := context.Background()
 
-	b.Run("sink", func(b *testing.B) {
-		s := newSinkSpec("bench")
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(b)), kgo.DefaultProduceTopic(s.in), kgo.ProducerLinger(5*time.Millisecond))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cl.Close()
-		adm := kadm.NewClient(cl)
-		for topic, parts := range map[string]int32{s.in: 3, s.dlq: 1} {
-			if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+	sinkBench := func(mode string) func(b *testing.B) {
+		return func(b *testing.B) {
+			s := newSinkSpec("sp_bench_" + mode)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(b)), kgo.DefaultProduceTopic(s.in), kgo.ProducerLinger(5*time.Millisecond))
+			if err != nil {
 				b.Fatal(err)
 			}
-		}
-		for i := range b.N {
-			cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "e-%d", i), Value: value(i)}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					b.Error(err)
+			defer cl.Close()
+			adm := kadm.NewClient(cl)
+			for topic, parts := range map[string]int32{s.in: 3, s.dlq: 1} {
+				if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+					b.Fatal(err)
 				}
-			})
-		}
-		if err := cl.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-		sink, err := pgsink.New(pgsink.Config{
-			Sink: s.name, InstanceID: "bench", Brokers: []string{brokers(b)},
-			Input: s.in, DeadLetter: s.dlq, DSN: pgDSN(b),
-			Table: s.table(), PositionsTable: s.positions(), EventID: "event_id",
-			Columns: []pgsink.Column{{Name: "event_id", Source: "event_id"}, {Name: "body", Source: "$value"}},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE") })
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		b.ResetTimer()
-		started := time.Now()
-		go func() { done <- sink.Run(runCtx) }()
-		for sink.Stats().Rows < int64(b.N) {
-			select {
-			case err := <-done:
-				b.Fatalf("sink stopped: %v", err)
-			case <-time.After(2 * time.Millisecond):
 			}
+			for i := range b.N {
+				cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "e-%d", i), Value: value(i)}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				b.Fatal(err)
+			}
+			sink, err := pgsink.New(pgsink.Config{
+				Sink: s.name, InstanceID: "bench", Brokers: []string{brokers(b)},
+				Input: s.in, DeadLetter: s.dlq, DSN: pgDSN(b),
+				Table: s.table(), PositionsTable: s.positions(), EventID: "event_id",
+				Columns: []pgsink.Column{{Name: "event_id", Source: "event_id"}, {Name: "body", Source: "$value"}},
+				Mode:    mode,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE") })
+			runCtx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			b.ResetTimer()
+			started := time.Now()
+			go func() { done <- sink.Run(runCtx) }()
+			for sink.Stats().Rows < int64(b.N) {
+				select {
+				case err := <-done:
+					b.Fatalf("sink stopped: %v", err)
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+			elapsed := time.Since(started)
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			st := sink.Stats()
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
+			b.ReportMetric(float64(st.Committed), "txns")
 		}
-		elapsed := time.Since(started)
-		b.StopTimer()
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
-		st := sink.Stats()
-		b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
-		b.ReportMetric(float64(st.Committed), "txns")
-	})
+	}
+	b.Run("sink", sinkBench("insert"))
+	b.Run("sink-upsert", sinkBench("upsert"))
 
 	b.Run("copy", func(b *testing.B) {
 		schema := uniqueName("it_bench_copy")

@@ -27,6 +27,7 @@ const (
 	caseKSPassM    = "Kafka Streams EOSv2 pass-through, matched"
 	caseKSCELM     = "Kafka Streams EOSv2 3-step JSON, matched"
 	caseSink       = "exactly sink -> Postgres"
+	caseSinkUpsert = "exactly sink -> Postgres, upsert mode"
 	caseCopy       = "plain COPY -> Postgres"
 	commitInterval = 100 * time.Millisecond
 	// commitMaxRecords is the stage's commit.max_records (its default).

@@ -175,7 +175,7 @@ func (r *report) finish() {
 	ksPass, ksCEL := r.rate(caseKSPass), r.rate(caseKSCEL)
 	ksPassM, ksCELM := r.rate(caseKSPassM), r.rate(caseKSCELM)
 	prod, cons := r.rate(caseProduce), r.rate(caseConsume)
-	sink, cp := r.rate(caseSink), r.rate(caseCopy)
+	sink, sinkUpsert, cp := r.rate(caseSink), r.rate(caseSinkUpsert), r.rate(caseCopy)
 	for _, x := range []ratio{
 		{"EOS 3-step CEL/EOS pass-through", div(eosCEL, eosPass)},
 		{"EOS/ALOS pass-through", div(eosPass, alosPass)},
@@ -188,6 +188,7 @@ func (r *report) finish() {
 		{"exactly EOS pass-through/consume limit", div(eosPass, cons)},
 		{"exactly EOS 3-step CEL/produce limit", div(eosCEL, prod)},
 		{"sink/COPY", div(sink, cp)},
+		{"sink upsert/COPY", div(sinkUpsert, cp)},
 	} {
 		if x.Value != 0 {
 			r.Ratios = append(r.Ratios, x)

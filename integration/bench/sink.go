@@ -23,10 +23,10 @@ func (r *runner) sink(ctx context.Context) error {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	defer pool.Close()
-	sinkSchema, copySchema := r.k.name("sink"), r.k.name("copy")
+	sinkSchema, upsertSchema, copySchema := r.k.name("sink"), r.k.name("upsert"), r.k.name("copy")
 	if !r.cfg.keep {
 		defer func() {
-			for _, s := range []string{sinkSchema, copySchema} {
+			for _, s := range []string{sinkSchema, upsertSchema, copySchema} {
 				if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
 					logf("drop schema %s: %v", s, err)
 				}
@@ -38,22 +38,28 @@ func (r *runner) sink(ctx context.Context) error {
 		r.rep.Machine.Postgres = version
 	}
 
-	r.sinkCase(ctx, pool, sinkSchema)
+	r.sinkCase(ctx, pool, sinkSchema, "insert")
+	r.sinkCase(ctx, pool, upsertSchema, "upsert")
 	r.copyCase(ctx, pool, copySchema)
 	return nil
 }
 
-func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
-	res := caseResult{Name: caseSink, Group: "sink", Records: r.total, Note: "1 instance, commit 100ms, default max_records"}
+// sinkCase runs the sink case in mode ("insert" or "upsert") into schema.
+func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema, mode string) {
+	name := caseSink
+	if mode == "upsert" {
+		name = caseSinkUpsert
+	}
+	res := caseResult{Name: name, Group: "sink", Records: r.total, Note: "1 instance, commit 100ms, default max_records, mode " + mode}
 	defer func() { r.rep.add(res) }()
-	logf("%s", caseSink)
-	dlq, err := r.k.topic(ctx, "sink_dlq", 1)
+	logf("%s", name)
+	dlq, err := r.k.topic(ctx, "sink_dlq_"+mode, 1)
 	if err != nil {
 		res.Error = err.Error()
 		return
 	}
-	name := r.k.name("sink")
-	r.k.group("exactly-sink-" + name)
+	sinkName := r.k.name("sink_" + mode)
+	r.k.group("exactly-sink-" + sinkName)
 	table, positions := schema+".events", schema+".positions"
 	yaml := fmt.Sprintf(`version: 1
 kafka:
@@ -71,14 +77,15 @@ sinks:
       positions_table: %s
       event_id: event_id
       columns: { event_id: event_id, body: $value }
+      mode: %s
     commit: { interval: %s }
-`, r.brokersYAML(), r.input, r.cfg.partitions, dlq, name, r.input, dlq, table, positions, commitInterval)
-	path := filepath.Join(r.dir, "sink.yaml")
+`, r.brokersYAML(), r.input, r.cfg.partitions, dlq, sinkName, r.input, dlq, table, positions, mode, commitInterval)
+	path := filepath.Join(r.dir, "sink_"+mode+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		res.Error = err.Error()
 		return
 	}
-	p, err := startProc(r.dir, "sink", nil, r.bin, "sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn")
+	p, err := startProc(r.dir, "sink_"+mode, nil, r.bin, "sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn")
 	if err != nil {
 		res.Error = err.Error()
 		return

@@ -143,6 +143,12 @@ func WithFailpoints(fps ...kit.Failpoint) Option {
 	return func(s *Sink) { s.fp.List = append(s.fp.List, fps...) }
 }
 
+// DirectCopy turns the direct path (a batch COPYed straight into the
+// table when it can be, see direct.go) on, the default, or off, for
+// every batch to take the staged load: to compare the two, or to rule the
+// direct path out.
+func DirectCopy(on bool) Option { return func(s *Sink) { s.noDirect = !on } }
+
 // WithCrashAction replaces what a failpoint does; the default is
 // kit.KillSelf. If the action returns, Run returns kit.ErrCrashed.
 func WithCrashAction(f func()) Option { return func(s *Sink) { s.fp.Crash = f } }

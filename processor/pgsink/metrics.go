@@ -28,6 +28,7 @@ type Metrics struct {
 	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
 	recreations   *prometheus.CounterVec
+	directCopies  *prometheus.CounterVec
 	ready         *promutil.Ready
 }
 
@@ -57,6 +58,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
 			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
 			"truncated (same ID, offset above the high watermark: read from the log start).", "topic", "reason"),
+		directCopies: f.Counter("direct_copies_total", "Batch loads tried as a COPY straight into the table, by outcome: "+
+			"written (the load is done; its transaction may still fail), fell_back (rolled back: a duplicate event ID, a bad row; the batch took the staged load).", "outcome"),
 		ready: f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
@@ -92,6 +95,9 @@ func (s sinkMetrics) start(input string, ready func() error) {
 	for _, c := range retryCauses {
 		s.m.retries.WithLabelValues(s.sink, c)
 	}
+	for _, o := range []string{directWritten, directFellBack} {
+		s.m.directCopies.WithLabelValues(s.sink, o)
+	}
 	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced, s.m.rebalances} {
 		c.WithLabelValues(s.sink)
 	}
@@ -120,6 +126,12 @@ func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
 		s.m.position.WithLabelValues(s.sink, topic, promutil.Partition(p)).Set(float64(n))
 	}
 	s.m.lastCommit.WithLabelValues(s.sink).Set(float64(at.UnixNano()) / 1e9)
+}
+
+func (s sinkMetrics) directCopy(outcome string) {
+	if s.m != nil {
+		s.m.directCopies.WithLabelValues(s.sink, outcome).Inc()
+	}
 }
 
 func (s sinkMetrics) fence() {

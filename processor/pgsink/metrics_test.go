@@ -23,5 +23,6 @@ func TestNewSinkSeriesStartAtZero(t *testing.T) {
 		{Name: "exactly_sink_rows_deleted_total", Count: 1},
 		{Name: "exactly_sink_rows_duplicate_total", Count: 1},
 		{Name: "exactly_sink_rebalances_total", Count: 1},
+		{Name: "exactly_sink_direct_copies_total", Count: 2},
 	})
 }

@@ -237,6 +237,12 @@ func (s *Sink) setup(ctx context.Context) error {
 		return err
 	}
 	s.buildSQL()
+	on, why := directEligible(s.cfg, s.types)
+	if s.noDirect {
+		on, why = false, "turned off"
+	}
+	s.direct.on = on
+	s.log.Info("direct copy path", "on", on, "why_not", why)
 	return nil
 }
 
@@ -246,6 +252,7 @@ func (s *Sink) setup(ctx context.Context) error {
 // format_type, which quotes what needs it.
 func (s *Sink) buildSQL() {
 	s.buildLoadSQL()
+	s.buildDirectSQL()
 	s.sql.deadLetters = insertDeadLettersSQL(s.deadLetters)
 	// The guard, on the sink's own row (sink, topic, partition): a
 	// position only moves from the value the batch started at, offset

@@ -25,6 +25,9 @@
 //     a DELETE by event ID. Runs of the same kind are applied in record
 //     order. SET CONSTRAINTS ALL IMMEDIATE then checks what was deferred
 //     to COMMIT.
+//     In insert mode, a batch of inserts is first tried as one COPY
+//     straight into the table under a savepoint (the direct path,
+//     direct.go); on any error it is rolled back and takes this load.
 //  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
 //     cast, a value out of range, a trigger that raised, at statement time
 //     or at the deferred check), the load is split in halves under
@@ -119,6 +122,11 @@ type Stats struct {
 	Committed    int64 // database transactions committed
 	Fenced       int64 // batches rolled back by the position guard
 	Retries      int64 // batches retried after a transient error
+	// DirectCopies are batch loads done by a COPY straight into the
+	// table; DirectFallbacks, such COPYs rolled back to their savepoint,
+	// the batch then taking the staged load (direct.go). Both count
+	// attempts, whether or not their transaction then commits.
+	DirectCopies, DirectFallbacks int64
 }
 
 // Sink is one instance of a Postgres sink.
@@ -138,7 +146,11 @@ type Sink struct {
 	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
 	passJSON         bool      // json input: check it and decode only fieldSources
 	types            []colType // target column types, in Columns order
-	sql              struct{ staging, insert, truncate, delete, guard, deadLetters string }
+	sql              struct{ staging, insert, truncate, delete, guard, deadLetters, direct, directCheck string }
+	// direct is the choice of the direct path (direct.go); noDirect
+	// turns it off (DirectCopy(false)).
+	direct   directPath
+	noDirect bool
 
 	pool *pgxpool.Pool
 	cl   *kgo.Client
@@ -172,6 +184,7 @@ type Sink struct {
 
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
 	committed, fenced, retries                        atomic.Int64
+	directCopies, directFallbacks                     atomic.Int64
 }
 
 // position is what the sink believes is stored for a partition (the
@@ -275,6 +288,7 @@ func (s *Sink) Stats() Stats {
 		Consumed: s.consumed.Load(), Rows: s.rows.Load(), Deleted: s.deleted.Load(),
 		Duplicates: s.duplicates.Load(), DeadLettered: s.deadLettered.Load(),
 		Committed: s.committed.Load(), Fenced: s.fenced.Load(), Retries: s.retries.Load(),
+		DirectCopies: s.directCopies.Load(), DirectFallbacks: s.directFallbacks.Load(),
 	}
 }
 

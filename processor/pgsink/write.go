@@ -45,7 +45,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	res := &result{dead: dead}
-	if err := s.load(ctx, tx, ops, res); err != nil {
+	if err := s.loadBatch(ctx, tx, ops, res); err != nil {
 		return err
 	}
 	if err := s.followsRecords(ops, res, len(res.dead)-len(dead)); err != nil {

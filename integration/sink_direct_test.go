@@ -1,0 +1,262 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/pgsink"
+)
+
+// directSink is one in-process sink of a direct-path test, into its own
+// schema: table events (event_id text primary key, n bigint, body jsonb,
+// seeded with the event "seed-1"), positions, and the dead-letter table
+// dead.
+type directSink struct {
+	name, schema string
+	sink         *pgsink.Sink
+}
+
+func newDirectSink(t *testing.T, prefix, input string, opts ...pgsink.Option) *directSink {
+	t.Helper()
+	pool := pgPool(t)
+	ctx := context.Background()
+	d := &directSink{name: uniqueName(prefix), schema: uniqueName("it_" + prefix)}
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{d.schema}.Sanitize(),
+		"CREATE TABLE " + d.schema + ".events (event_id text PRIMARY KEY, n bigint, body jsonb)",
+		"INSERT INTO " + d.schema + `.events VALUES ('seed-1', -1, '{"seed":true}')`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{d.schema}.Sanitize()+" CASCADE")
+		}
+	})
+	d.sink = d.open(t, input, opts...)
+	return d
+}
+
+// open returns a new instance of d's sink.
+func (d *directSink) open(t *testing.T, input string, opts ...pgsink.Option) *pgsink.Sink {
+	t.Helper()
+	s, err := pgsink.New(pgsink.Config{
+		Sink: d.name, InstanceID: "d1", Brokers: []string{brokers(t)},
+		Input: input, DeadLetterTable: d.schema + ".dead", DSN: pgDSN(t),
+		Table: d.schema + ".events", PositionsTable: d.schema + ".positions", EventID: "event_id",
+		Columns:        []pgsink.Column{{Name: "event_id", Source: "event_id"}, {Name: "n", Source: "n"}, {Name: "body", Source: "$value"}},
+		CommitInterval: 50 * time.Millisecond, MaxRecords: 10,
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run runs s until it has accounted for n records (rows, duplicates and
+// dead letters), then stops it; or returns the error it stopped with.
+func runUntil(t *testing.T, s *pgsink.Sink, n int64) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	deadline := time.After(2 * time.Minute)
+	for {
+		st := s.Stats()
+		if st.Rows+st.Duplicates+st.DeadLettered >= n {
+			cancel()
+			return <-done
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-deadline:
+			t.Fatalf("sink accounted for %+v of %d records in 2 minutes", st, n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// psqlLines runs query with psql (a client the sink does not use) and
+// returns its unaligned output lines.
+func psqlLines(t *testing.T, query string) []string {
+	t.Helper()
+	out, err := exec.Command("psql", pgDSN(t), "-X", "-At", "-c", query).CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql %q: %v\n%s", query, err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// directInput produces to a new 1-partition topic, with kcat, batches of
+// 10 records (the sinks' max_records): clean ones, and ones with an event
+// ID already in the table, one twice in the batch, a bad bigint (22P02),
+// a NUL in a string (22P05 in jsonb) and a number out of bigint's range
+// (22003). It returns the topic and the record count.
+func directInput(t *testing.T) (string, int) {
+	t.Helper()
+	topic := uniqueName("sp17_direct_in")
+	adm := kadm.NewClient(kafkaClient(t))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	rec := func(id, n string) []byte {
+		return fmt.Appendf(nil, `%s|{"event_id":%q,"n":%s,"pad":"tab\there, back\\slash"}`, id, id, n)
+	}
+	var lines [][]byte
+	clean := func(batch int) {
+		for i := range 10 {
+			lines = append(lines, rec(fmt.Sprintf("b%d-%d", batch, i), fmt.Sprint(batch*10+i)))
+		}
+	}
+	special := func(batch int, pos int, line []byte) {
+		clean(batch)
+		lines[len(lines)-10+pos] = line
+	}
+	clean(0)
+	clean(1)
+	special(2, 3, rec("seed-1", "2")) // already in the table
+	clean(3)
+	special(4, 5, rec("b4-4", "99")) // twice in the batch: the first wins
+	clean(5)
+	special(6, 7, rec("b6-7", `"abc"`)) // 22P02
+	clean(7)
+	special(8, 2, rec("b8-2", "1e30")) // 22003 (or 22P02): not a bigint
+	clean(9)
+	special(10, 0, rec("b1-1", "3")) // stored by batch 1
+	clean(11)
+	clean(12)
+	kcatProduce(t, topic, lines)
+	return topic, len(lines)
+}
+
+// The direct path and the staged load give the same table, the same
+// counts and the same dead letters (reasons, SQLSTATEs, messages) for
+// batches with duplicates in the table, duplicates in the batch and bad
+// rows; the direct path wrote the clean batches and fell back for the
+// others.
+func TestSinkDirectPathSameAsStaged(t *testing.T) {
+	topic, n := directInput(t)
+	direct := newDirectSink(t, "sp17_direct", topic)
+	staged := newDirectSink(t, "sp17_staged", topic, pgsink.DirectCopy(false))
+	for _, d := range []*directSink{direct, staged} {
+		if err := runUntil(t, d.sink, int64(n)); err != nil {
+			t.Fatalf("sink %s: %v", d.name, err)
+		}
+	}
+	ds, ss := direct.sink.Stats(), staged.sink.Stats()
+	t.Logf("direct %+v", ds)
+	t.Logf("staged %+v", ss)
+	if ds.DirectCopies == 0 || ds.DirectFallbacks == 0 {
+		t.Errorf("direct sink: %d direct copies, %d fallbacks; want both", ds.DirectCopies, ds.DirectFallbacks)
+	}
+	if ss.DirectCopies != 0 || ss.DirectFallbacks != 0 {
+		t.Errorf("staged sink tried the direct path: %+v", ss)
+	}
+	if ds.Rows != ss.Rows || ds.Duplicates != ss.Duplicates || ds.DeadLettered != ss.DeadLettered {
+		t.Errorf("counts differ: direct %+v, staged %+v", ds, ss)
+	}
+	if ds.Duplicates != 3 || ds.DeadLettered != 2 || ds.Rows != int64(n)-5 {
+		t.Errorf("direct: %d rows, %d duplicates, %d dead letters; want %d, 3, 2", ds.Rows, ds.Duplicates, ds.DeadLettered, n-5)
+	}
+	rows := func(d *directSink) []string {
+		return psqlLines(t, "SELECT event_id, n, body::text FROM "+d.schema+".events ORDER BY event_id")
+	}
+	dead := func(d *directSink) []string {
+		return psqlLines(t, `SELECT partition, "offset", key, reason, sqlstate, message FROM `+d.schema+`.dead ORDER BY partition, "offset"`)
+	}
+	for what, f := range map[string]func(*directSink) []string{"rows": rows, "dead letters": dead} {
+		a, b := f(direct), f(staged)
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+	got := rows(direct)
+	if len(got) != n-5+1 { // the seed row
+		t.Errorf("%d rows, want %d", len(got), n-5+1)
+	}
+	for _, want := range []string{`seed-1|-1|{"seed": true}`, `b4-4|44|`, `b1-1|11|`} {
+		found := false
+		for _, l := range got {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("no row %s...", want)
+		}
+	}
+	for _, l := range dead(direct) {
+		if !strings.Contains(l, "|22") {
+			t.Errorf("dead letter without a data exception SQLSTATE: %s", l)
+		}
+	}
+}
+
+// A crash before or after the database commit of a batch written by the
+// direct path loses and doubles nothing: a restarted sink ends with every
+// event once and positions at the end.
+func TestSinkDirectPathCrash(t *testing.T) {
+	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+		t.Run(fp, func(t *testing.T) {
+			topic := uniqueName("sp17_crash_in")
+			adm := kadm.NewClient(kafkaClient(t))
+			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			const n = 50
+			var lines [][]byte
+			for i := range n {
+				lines = append(lines, fmt.Appendf(nil, `c-%d|{"event_id":"c-%d","n":%d}`, i, i, i))
+			}
+			kcatProduce(t, topic, lines)
+			crashed := false
+			d := newDirectSink(t, "sp17_crash", topic,
+				pgsink.WithFailpoints(kit.Failpoint{Name: fp, N: 2}), pgsink.WithCrashAction(func() { crashed = true }))
+			err := runUntil(t, d.sink, n)
+			if !errors.Is(err, kit.ErrCrashed) || !crashed {
+				t.Fatalf("sink did not crash at %s@2: %v", fp, err)
+			}
+			// Batch 2 was loaded by the direct path when the failpoint fired.
+			if st := d.sink.Stats(); st.DirectCopies < 2 || st.DirectFallbacks != 0 {
+				t.Fatalf("before the crash: %+v; want 2 direct copies, no fallback", st)
+			}
+			var committed int
+			if fp == kit.CrashAfterDBCommit {
+				committed = 20
+			} else {
+				committed = 10
+			}
+			if got := psqlLines(t, "SELECT count(*) - 1 FROM "+d.schema+".events")[0]; got != fmt.Sprint(committed) {
+				t.Fatalf("after the crash: %s rows, want %d", got, committed)
+			}
+			again := d.open(t, topic)
+			if err := runUntil(t, again, n-int64(committed)); err != nil {
+				t.Fatal(err)
+			}
+			st := again.Stats()
+			if st.Duplicates != 0 || st.DirectCopies == 0 {
+				t.Errorf("after restart: %+v; want no duplicate, direct copies", st)
+			}
+			got := psqlLines(t, "SELECT count(*), count(DISTINCT event_id) FROM "+d.schema+".events WHERE event_id LIKE 'c-%'")[0]
+			if got != fmt.Sprintf("%d|%d", n, n) {
+				t.Errorf("rows, distinct: %s; want %d|%d", got, n, n)
+			}
+			if pos := psqlLines(t, "SELECT next_offset FROM "+d.schema+".positions")[0]; pos != fmt.Sprint(n) {
+				t.Errorf("stored position %s, want %d", pos, n)
+			}
+		})
+	}
+}

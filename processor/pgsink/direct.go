@@ -1,0 +1,312 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/exactly-io/exactly/topology"
+)
+
+// The direct path writes a batch once: in insert mode, a batch of inserts
+// only is COPYed straight into the target table, under a savepoint. Most
+// batches have no event ID already stored, none twice and no bad row, and
+// the COPY then does what the staged load (COPY into the staging table,
+// INSERT ... SELECT ... ON CONFLICT DO NOTHING) would do, at about half
+// the cost. When anything fails (23505 on the event ID: a duplicate in
+// the table or in the batch; a bad value; a constraint; a trigger) the
+// savepoint is rolled back and the batch takes the staged load, whose
+// outcome (rows, duplicates, dead letters and their reasons) is then
+// exactly today's. The direct path never decides a record's fate; it only
+// writes batches that the staged load would write whole.
+//
+// It is the same write only where COPY reads a value as the cast of the
+// staged load does, and stores the rows INSERT would:
+//   - every mapped column is of a directType: castExpr is a plain cast
+//     (text::T, an I/O conversion that calls T's input function with no
+//     type modifier), and COPY calls the same input function, with the
+//     column's modifier, which these columns have none of. Types with a
+//     check in castExpr (numeric(p,s), floats, times, varchar(n), ...) or
+//     a domain keep the staged load;
+//   - the values go as COPY text (copyText), so the server parses them, as
+//     the cast does; pgx's binary COPY would encode them in Go;
+//   - a unique index on exactly the event ID (the one checkCatalog
+//     requires) must exist when the COPY has ended, and the table must
+//     have no rule: COPY ignores rules, where INSERT applies them. The
+//     check runs after the COPY, in its transaction, which then holds a
+//     ROW EXCLUSIVE lock on the table: dropping the index or creating a
+//     rule needs a lock that conflicts with it, so neither can change
+//     before the commit. DROP INDEX CONCURRENTLY first marks the index
+//     invalid, which the check sees, and waits for this transaction
+//     before the index stops taking inserts;
+//   - row triggers (BEFORE and AFTER INSERT), statement triggers on
+//     INSERT, transition tables, check and foreign key constraints,
+//     defaults and identity columns act on COPY as on INSERT (PostgreSQL
+//     docs, COPY: "COPY FROM will invoke any triggers and check
+//     constraints on the destination table"). A row a BEFORE trigger
+//     skips is not counted as written, as INSERT does not count it.
+//
+// What a rolled-back direct attempt leaves: sequence values it drew (a
+// serial column's default) stay drawn, as those of a duplicate's INSERT
+// ... ON CONFLICT do, and a trigger's effects outside the database (none
+// in the database survive the rollback) happen twice.
+//
+// After a fallback, the direct path rests for 1, 2, 4, ... up to
+// maxDirectRest batches, so that a stream full of duplicates (a replay)
+// pays for a failed COPY on one batch in maxDirectRest at most.
+
+// directSavepoint is the savepoint of a direct attempt.
+const directSavepoint = "exactly_direct"
+
+// maxDirectRest is the longest run of batches that skip the direct path
+// after it fell back.
+const maxDirectRest = 64
+
+// errDirectUnsafe is the reason a COPY that succeeded is rolled back: the
+// event ID's unique index is gone, or the table has a rule.
+var errDirectUnsafe = errors.New("the table lost its unique index on the event id or has a rule")
+
+// Outcomes of a direct attempt, the outcome label of
+// exactly_sink_direct_copies_total.
+const (
+	directWritten  = "written"
+	directFellBack = "fell_back"
+)
+
+// directType reports whether COPY reads a value of a column of type t as
+// the staged load's cast does: castExpr is a plain cast for it, and the
+// type has no modifier and is no domain.
+func directType(t colType) bool {
+	if t.domain || t.mod >= 0 {
+		return false
+	}
+	switch t.base {
+	case "text", "character varying", "json", "jsonb", "bytea", "boolean",
+		"smallint", "integer", "bigint", "numeric", "uuid":
+		return true
+	}
+	return false
+}
+
+// directEligible reports whether the sink may try the direct path at all,
+// and if not, why.
+func directEligible(cfg Config, types []colType) (bool, string) {
+	if cfg.Mode == topology.ModeUpsert {
+		// ON CONFLICT DO UPDATE fires UPDATE statement triggers too, which
+		// COPY does not; and an upsert stream mostly meets stored keys.
+		return false, "upsert mode"
+	}
+	for i, t := range types {
+		if !directType(t) {
+			return false, fmt.Sprintf("column %q is of type %s, which the load checks beyond its input function", cfg.Columns[i].Name, t.name)
+		}
+	}
+	return true, ""
+}
+
+// directPath is the sink's choice, batch by batch, of the direct path.
+// Only the write loop uses it.
+type directPath struct {
+	on   bool // the sink may take it (directEligible, DirectCopy)
+	rest int  // batches still to skip it
+	next int  // the rest after the next fallback
+}
+
+// try reports whether to try the direct path for ops: the sink may take
+// it, ops are all inserts, and it is not resting.
+func (d *directPath) try(ops []op) bool {
+	if !d.on || len(ops) == 0 {
+		return false
+	}
+	for _, o := range ops {
+		if o.del {
+			return false
+		}
+	}
+	if d.rest > 0 {
+		d.rest--
+		return false
+	}
+	return true
+}
+
+// done records the outcome of an attempt: a fallback doubles the rest,
+// up to maxDirectRest; a success ends it.
+func (d *directPath) done(ok bool) {
+	if ok {
+		d.next = 0
+		return
+	}
+	d.next = min(max(1, 2*d.next), maxDirectRest)
+	d.rest = d.next
+}
+
+// buildDirectSQL prepares the statements of the direct path.
+func (s *Sink) buildDirectSQL() {
+	cols := make([]string, len(s.cfg.Columns))
+	for i, c := range s.cfg.Columns {
+		cols[i] = pgx.Identifier{c.Name}.Sanitize()
+	}
+	s.sql.direct = fmt.Sprintf("COPY %s (%s) FROM STDIN", s.table, strings.Join(cols, ", "))
+	// The index as checkCatalog requires it, and taking inserts.
+	s.sql.directCheck = `SELECT NOT c.relhasrules AND EXISTS (SELECT 1 FROM pg_index i
+	JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = $2 AND NOT a.attisdropped
+	WHERE i.indrelid = c.oid AND i.indisunique AND i.indimmediate AND i.indisvalid AND i.indisready AND i.indislive
+		AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)
+FROM pg_class c WHERE c.oid = $1::regclass`
+}
+
+// loadBatch loads ops: by the direct path when it may and it succeeds,
+// else by load.
+func (s *Sink) loadBatch(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
+	if s.direct.try(ops) {
+		n, err := s.copyDirect(ctx, tx, ops)
+		var fb *directFallback
+		switch {
+		case err == nil:
+			s.direct.done(true)
+			s.directCopies.Add(1)
+			s.metrics.directCopy(directWritten)
+			res.rows += n
+			res.duplicates += int64(len(ops)) - n
+			return nil
+		case errors.As(err, &fb):
+			s.direct.done(false)
+			s.directFallbacks.Add(1)
+			s.metrics.directCopy(directFellBack)
+			s.log.Debug("direct copy rolled back; the batch takes the staged load", "rows", len(ops), "sqlstate", sqlState(fb.err), "err", fb.err)
+		default:
+			return err
+		}
+	}
+	return s.load(ctx, tx, ops, res)
+}
+
+// directFallback is a direct attempt rolled back to its savepoint, for
+// err: the transaction goes on.
+type directFallback struct{ err error }
+
+func (e *directFallback) Error() string { return "direct copy rolled back: " + e.err.Error() }
+func (e *directFallback) Unwrap() error { return e.err }
+
+// copyDirect COPYs ops' rows into the target table under a savepoint,
+// checks that the table still has its event ID's unique index and no
+// rule, and checks the deferred constraints. It returns the rows written,
+// or a *directFallback when it rolled back to its savepoint, or the error
+// that left the transaction unusable (the savepoint's rollback failed: a
+// lost connection, a canceled context).
+func (s *Sink) copyDirect(ctx context.Context, tx pgx.Tx, ops []op) (int64, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT "+directSavepoint); err != nil {
+		return 0, err
+	}
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &copyText{ops: ops}, s.sql.direct)
+	if err == nil {
+		err = s.directChecks(ctx, tx)
+	}
+	if err == nil {
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT "+directSavepoint); err != nil {
+			return 0, err
+		}
+		return tag.RowsAffected(), nil
+	}
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+directSavepoint); rerr != nil {
+		return 0, fmt.Errorf("direct copy: %w (roll back to its savepoint: %w)", err, rerr)
+	}
+	return 0, &directFallback{err: err}
+}
+
+// directChecks runs the after-COPY check of the index and rules, and
+// checkDeferred, in one round trip.
+func (s *Sink) directChecks(ctx context.Context, tx pgx.Tx) error {
+	var pb pgx.Batch
+	pb.Queue(s.sql.directCheck, s.table.String(), s.cfg.EventID)
+	pb.Queue(checkDeferred)
+	br := tx.SendBatch(ctx, &pb)
+	var safe bool
+	err := br.QueryRow().Scan(&safe)
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && !safe {
+		err = errDirectUnsafe
+	}
+	return err
+}
+
+// copyText streams ops' rows in COPY's text format (PostgreSQL docs,
+// COPY, "Text Format"): columns separated by tabs, rows ended by a
+// newline, NULL as \N, and backslash, newline, carriage return and tab
+// escaped with a backslash, so that the server reads each value's text
+// unchanged. It encodes one row at a time: a batch costs no more memory
+// than its ops.
+type copyText struct {
+	ops []op
+	buf []byte // the encoded row being read
+	off int    // read up to here
+}
+
+func (c *copyText) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if c.off == len(c.buf) {
+			if len(c.ops) == 0 {
+				if n == 0 {
+					return 0, io.EOF
+				}
+				return n, nil
+			}
+			var err error
+			if c.buf, err = appendCopyRow(c.buf[:0], c.ops[0].row); err != nil {
+				return n, err
+			}
+			c.ops, c.off = c.ops[1:], 0
+		}
+		m := copy(p[n:], c.buf[c.off:])
+		c.off += m
+		n += m
+	}
+	return n, nil
+}
+
+// appendCopyRow appends row, one string or nil per column, as a line of
+// COPY text.
+func appendCopyRow(dst []byte, row []any) ([]byte, error) {
+	for i, v := range row {
+		if i > 0 {
+			dst = append(dst, '\t')
+		}
+		switch v := v.(type) {
+		case nil:
+			dst = append(dst, `\N`...)
+		case string:
+			if !strings.ContainsAny(v, "\\\n\r\t") {
+				dst = append(dst, v...)
+				continue
+			}
+			for j := 0; j < len(v); j++ {
+				switch c := v[j]; c {
+				case '\\':
+					dst = append(dst, `\\`...)
+				case '\n':
+					dst = append(dst, `\n`...)
+				case '\r':
+					dst = append(dst, `\r`...)
+				case '\t':
+					dst = append(dst, `\t`...)
+				default:
+					dst = append(dst, c)
+				}
+			}
+		default:
+			return dst, fmt.Errorf("direct copy: column %d holds a %T, not text", i, v)
+		}
+	}
+	return append(dst, '\n'), nil
+}
