@@ -157,3 +157,59 @@ func TestSinkVersionGuard(t *testing.T) {
 		t.Fatalf("%d dead letters after the replay, want 6 (the replay's own 3)", n)
 	}
 }
+
+// A version column whose type does not order versions as numbers or times
+// (here text, as a sink creates for a plain field before `version` is set)
+// is refused at start, naming the column: as text, "10" < "9", and newer
+// versions would be dropped silently. On a bigint column, versions that
+// Postgres reads as NaN or an infinity are dead letters (reason version):
+// a row stored with one could never be replaced.
+func TestSinkVersionColumnMustOrder(t *testing.T) {
+	s := newSinkSpec("vorder")
+	const cols = "{ event_id: event_id, v: v, note: note }"
+	pool := pgPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+s.schema); err != nil {
+		t.Fatal(err)
+	}
+	table := s.table()
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (event_id text PRIMARY KEY, v text, note text)"); err != nil {
+		t.Fatal(err)
+	}
+	topo := changeSinkTopology(t, s, s.name, "positions", 1, cols, "      mode: upsert\n      version: v\n")
+	p := startSink(t, topo, "v1")
+	err := p.wait(time.Minute)
+	if err == nil {
+		t.Fatalf("sink with a text version column exited 0; want a refusal")
+	}
+	if logs := p.logs.String(); !strings.Contains(logs, `version column \"v\"`) && !strings.Contains(logs, `version column "v"`) || !strings.Contains(logs, "text") {
+		t.Fatalf("refusal does not name the version column and its type; logs:\n%s", tail(logs, 20))
+	}
+
+	if _, err := pool.Exec(ctx, "ALTER TABLE "+table+" ALTER COLUMN v TYPE bigint USING v::bigint"); err != nil {
+		t.Fatal(err)
+	}
+	kcatProducePartition(t, s.in, 0, [][]byte{
+		[]byte(`a|{"event_id":"a","v":9,"note":"nine"}`),
+		[]byte(`a|{"event_id":"a","v":10,"note":"ten"}`),
+		[]byte(`b|{"event_id":"b","v":"NaN","note":"nan"}`),
+		[]byte(`c|{"event_id":"c","v":"-Infinity","note":"minus infinity"}`),
+		[]byte(`d|{"event_id":"d","v":"inf","note":"inf"}`),
+	})
+	p = startSink(t, topo, "v1")
+	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
+		func() string { return fmt.Sprintf("positions %v", storedPositions(t, pool, s.positions(), s.in)) })
+	p.stop()
+	if got, want := strings.Join(versionRows(t, pool, table, "event_id, v, note"), ","), "a|10|ten"; got != want {
+		t.Errorf("rows %q, want %q", got, want)
+	}
+	dl := kcatReadJSON(t, s.dlq)
+	if len(dl) != 3 {
+		t.Fatalf("%d dead letters, want the 3 records whose version is NaN or an infinity: %+v", len(dl), dl)
+	}
+	for _, d := range dl {
+		if d.Headers[kit.HeaderReason] != pgsink.ReasonVersion || !strings.Contains(d.Headers[kit.HeaderError], "no later version") {
+			t.Errorf("dead letter %+v: want reason version saying it could never be replaced", d)
+		}
+	}
+}

@@ -41,6 +41,10 @@ const (
 // errMissingVersion is the cause of a ReasonVersion dead letter.
 var errMissingVersion = errors.New("missing version")
 
+// errUnorderedVersion is the cause of a ReasonVersion dead letter whose
+// version is NaN or an infinity.
+var errUnorderedVersion = errors.New("version not comparable")
+
 // errBadChange is the cause of a ReasonEnvelope dead letter.
 var errBadChange = errors.New("change event cannot be applied")
 

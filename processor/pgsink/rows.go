@@ -83,7 +83,27 @@ func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err erro
 		return op{}, false, &kit.RecordError{Reason: ReasonVersion,
 			Err: fmt.Errorf("%w: field %q of version column %q is missing or null", errMissingVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version)}
 	}
+	if s.versionIndex >= 0 {
+		if v, _ := row[s.versionIndex].(string); unbeatable(v) {
+			return op{}, false, &kit.RecordError{Reason: ReasonVersion,
+				Err: fmt.Errorf("%w: field %q of version column %q is %q, which no later version could ever replace", errUnorderedVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version, v)}
+		}
+	}
 	return op{rec: r, id: id, row: row}, true, nil
+}
+
+// unbeatable reports whether v, a version's text, is one that Postgres
+// reads as NaN or an infinity in some ordered type (numeric, double
+// precision, timestamptz: "NaN", "Infinity", "-inf", "infinity"): NaN and
+// +Infinity sort above every number and +infinity after every time, so a
+// row stored with one could never be replaced, and -Infinity is below
+// every version, including a stored row's first.
+func unbeatable(v string) bool {
+	switch strings.ToLower(strings.TrimLeft(strings.TrimSpace(v), "+-")) {
+	case "nan", "inf", "infinity":
+		return true
+	}
+	return false
 }
 
 // columnValue returns the staging text of one column, or nil for NULL.

@@ -230,6 +230,9 @@ func (s *Sink) setup(ctx context.Context) error {
 		}
 		s.types[i] = t
 	}
+	if err := s.checkVersionType(); err != nil {
+		return err
+	}
 	if err := s.checkCatalog(ctx, conn); err != nil {
 		return err
 	}
@@ -243,6 +246,34 @@ func (s *Sink) setup(ctx context.Context) error {
 	}
 	s.direct.on = on
 	s.log.Info("direct copy path", "on", on, "why_not", why)
+	return nil
+}
+
+// orderedTypes are the base types whose order is the order of the values
+// they hold, so that a version guard's "stored.v < excluded.v" means
+// "older": numbers and times. Text compares as text ("10" < "9"), so a text
+// version column would drop newer versions silently.
+var orderedTypes = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "numeric": true,
+	"real": true, "double precision": true, "date": true,
+	"timestamp without time zone": true, "timestamp with time zone": true,
+}
+
+// checkVersionType refuses a version column (Config.Version) whose type
+// does not order versions as numbers or times, naming the column and how
+// to change it.
+func (s *Sink) checkVersionType() error {
+	if s.cfg.Version == "" {
+		return nil
+	}
+	for i, c := range s.cfg.Columns {
+		if c.Name != s.cfg.Version || orderedTypes[s.types[i].base] {
+			continue
+		}
+		return kit.NewConfigError("version column %q of table %s is %s, whose order is not the versions' (as text, \"10\" < \"9\"): "+
+			"make it a number or a time, e.g. ALTER TABLE %s ALTER COLUMN %s TYPE bigint USING %s::bigint",
+			c.Name, s.table, s.types[i].name, s.table, pgx.Identifier{c.Name}.Sanitize(), pgx.Identifier{c.Name}.Sanitize())
+	}
 	return nil
 }
 
