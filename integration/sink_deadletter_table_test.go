@@ -235,4 +235,22 @@ func TestSinkDeadLetterTableMissingColumn(t *testing.T) {
 	if !strings.Contains(strings.ReplaceAll(p.logs.String(), `\"`, `"`), want) {
 		t.Fatalf("the sink's error does not say %q:\n%s", want, tail(p.logs.String(), 20))
 	}
+
+	// Every column there, but key and value as text (bytea's hex text
+	// would be stored instead of the bytes) and the offset as integer
+	// (offsets beyond 2^31 would fail): refused, each column named.
+	pgExec(t, pool, "DROP TABLE "+dead)
+	pgExec(t, pool, "CREATE TABLE "+dead+` (sink text, topic text, topic_id text, partition integer, "offset" integer, key text, value text,
+		headers jsonb, record_timestamp timestamptz, reason text, sqlstate text, message text, dead_lettered_at timestamptz,
+		PRIMARY KEY (sink, topic, topic_id, partition, "offset"))`)
+	p = start(t, nil, "sink", "--topology", topo, "--instance-id", "c1")
+	if err := p.wait(time.Minute); err == nil {
+		t.Fatalf("sink started with a dead-letter table of wrong column types:\n%s", tail(p.logs.String(), 20))
+	}
+	logs := strings.ReplaceAll(p.logs.String(), `\"`, `"`)
+	for _, want := range []string{`column "key" is text, want bytea`, `column "value" is text, want bytea`, `column "offset" is integer, want bigint`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the sink's error does not say %q:\n%s", want, tail(logs, 20))
+		}
+	}
 }

@@ -36,28 +36,40 @@ import (
 //   - key, value: the record's bytes as they came (NULL for none);
 //   - headers: the record's own headers, a JSON array of {"key", "value"}
 //     in record order; a value that is no text jsonb can hold (not UTF-8,
-//     or holding NUL) is "value": null with "value_base64", and a null
-//     value "value": null alone;
+//     or holding NUL) is "value": null with "value_base64", a key the
+//     same "key": null with "key_base64", and a null value "value": null
+//     alone;
 //   - record_timestamp: the record's timestamp;
 //   - reason: why, as the dead-letter topic's exactly.dlq.reason header;
 //   - sqlstate: the SQLSTATE of a row Postgres rejected, else NULL;
 //   - message: the error, as the exactly.dlq.error header;
 //   - dead_lettered_at: the time of the batch's transaction (now()).
-var deadLetterColumns = []struct{ name, def string }{
-	{"sink", "text NOT NULL"},
-	{"topic", "text NOT NULL"},
-	{"topic_id", "text NOT NULL DEFAULT ''"},
-	{"partition", "integer NOT NULL"},
-	{"offset", "bigint NOT NULL"},
-	{"key", "bytea"},
-	{"value", "bytea"},
-	{"headers", "jsonb NOT NULL DEFAULT '[]'"},
-	{"record_timestamp", "timestamptz"},
-	{"reason", "text NOT NULL"},
-	{"sqlstate", "text"},
-	{"message", "text NOT NULL"},
-	{"dead_lettered_at", "timestamptz NOT NULL DEFAULT now()"},
+//
+// types are the base types (format_type, a domain's base) an existing
+// table's column may have: the first is the one the sink creates; any
+// other would change a value (bytes as hex text) or fail on some (an
+// offset beyond 2^31 in integer).
+var deadLetterColumns = []struct {
+	name, def string
+	types     []string
+}{
+	{"sink", "text NOT NULL", textTypes},
+	{"topic", "text NOT NULL", textTypes},
+	{"topic_id", "text NOT NULL DEFAULT ''", textTypes},
+	{"partition", "integer NOT NULL", []string{"integer", "bigint"}},
+	{"offset", "bigint NOT NULL", []string{"bigint"}},
+	{"key", "bytea", []string{"bytea"}},
+	{"value", "bytea", []string{"bytea"}},
+	{"headers", "jsonb NOT NULL DEFAULT '[]'", []string{"jsonb"}},
+	{"record_timestamp", "timestamptz", []string{"timestamp with time zone"}},
+	{"reason", "text NOT NULL", textTypes},
+	{"sqlstate", "text", textTypes},
+	{"message", "text NOT NULL", textTypes},
+	{"dead_lettered_at", "timestamptz NOT NULL DEFAULT now()", []string{"timestamp with time zone"}},
 }
+
+// textTypes are the types a text column of the dead-letter table may have.
+var textTypes = []string{"text", "character varying"}
 
 // deadLetterKey is the dead-letter table's primary key: one row per input
 // record, so that a replay (after `exactly reset`, say) never doubles one.
@@ -146,9 +158,20 @@ func cleanText(v string) string {
 // headerJSON is one header in the headers column: Value is null for a
 // null value and for one kept as ValueBase64.
 type headerJSON struct {
-	Key         string  `json:"key"`
+	Key         *string `json:"key"`
+	KeyBase64   *string `json:"key_base64,omitempty"`
 	Value       *string `json:"value"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
+}
+
+// jsonbText returns b as text when jsonb can hold it (UTF-8 without NUL),
+// else as base64, so that no byte is lost or replaced.
+func jsonbText(b []byte) (text, b64 *string) {
+	if v := string(b); utf8.ValidString(v) && !strings.ContainsRune(v, 0) {
+		return &v, nil
+	}
+	enc := base64.StdEncoding.EncodeToString(b)
+	return nil, &enc
 }
 
 // headersJSON returns the headers column of a record with headers hs (see
@@ -157,14 +180,9 @@ type headerJSON struct {
 func headersJSON(hs []kgo.RecordHeader) string {
 	out := make([]headerJSON, len(hs))
 	for i, h := range hs {
-		out[i].Key = cleanText(h.Key)
-		switch v := string(h.Value); {
-		case h.Value == nil:
-		case utf8.ValidString(v) && !strings.ContainsRune(v, 0):
-			out[i].Value = &v
-		default:
-			enc := base64.StdEncoding.EncodeToString(h.Value)
-			out[i].ValueBase64 = &enc
+		out[i].Key, out[i].KeyBase64 = jsonbText([]byte(h.Key))
+		if h.Value != nil {
+			out[i].Value, out[i].ValueBase64 = jsonbText(h.Value)
 		}
 	}
 	j, err := json.Marshal(out)
@@ -184,19 +202,33 @@ func (s *Sink) checkDeadLetterTable(ctx context.Context, conn *pgx.Conn) error {
 		return nil
 	}
 	field := s.cfg.Origin.Field("dead_letter.table")
-	rows, err := conn.Query(ctx, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, s.deadLetters.String())
+	rows, err := conn.Query(ctx, `SELECT a.attname, format_type(coalesce(d.typbasetype, a.atttypid), NULL)
+FROM pg_attribute a LEFT JOIN pg_type d ON d.oid = a.atttypid AND d.typtype = 'd'
+WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, s.deadLetters.String())
 	if err != nil {
 		return fmt.Errorf("read columns of %s: %w", s.deadLetters, err)
 	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	have := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return fmt.Errorf("read columns of %s: %w", s.deadLetters, err)
+		}
+		have[name] = typ
+	}
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read columns of %s: %w", s.deadLetters, err)
 	}
 	var errs []error
 	for _, c := range deadLetterColumns {
-		if !slices.Contains(have, c.name) {
+		typ, ok := have[c.name]
+		switch {
+		case !ok:
 			errs = append(errs, fmt.Errorf("%s: dead-letter table %s has no column %s (want %s %s; or drop the table and the sink creates it)",
 				field, s.deadLetters, strconv.Quote(c.name), pgx.Identifier{c.name}.Sanitize(), c.def))
+		case !slices.Contains(c.types, typ):
+			errs = append(errs, fmt.Errorf("%s: dead-letter table %s column %s is %s, want %s (ALTER TABLE %s ALTER COLUMN %s TYPE %s; or drop the table and the sink creates it)",
+				field, s.deadLetters, strconv.Quote(c.name), typ, strings.Join(c.types, " or "), s.deadLetters, pgx.Identifier{c.name}.Sanitize(), c.types[0]))
 		}
 	}
 	if len(errs) == 0 {
