@@ -116,6 +116,12 @@ func TestParseSinkValidation(t *testing.T) {
 			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: dead letter table "raw.events" is also the sink's table (postgres.table)`}},
 		{"dead letter table is the positions table", rep("dead_letter: { topic: dlq }", "dead_letter: { table: raw.exactly_positions }"), withDSN,
 			[]string{`t.yaml:11:27: sinks[0].dead_letter.table: dead letter table "raw.exactly_positions" is also the sink's positions table`}},
+		{"dead letter table is another sink's table", sinkHead + sink + `  - name: pg2
+    input: { topic: out, format: json }
+    dead_letter: { table: raw.events }
+    postgres: { dsn: "${PG_DSN}", table: raw.other, event_id: event_id, columns: { event_id: event_id } }
+`, withDSN,
+			[]string{`t.yaml:23:27: sinks[1].dead_letter.table: dead letter table "raw.events" is also the table of sink pg (line 9)`}},
 		{"dead letter is input", rep("topic: dlq", "topic: out"), withDSN,
 			[]string{`t.yaml:11:27: sinks[0].dead_letter.topic: dead letter topic "out" is also the sink's input topic`}},
 		{"dsn env unset", sinkHead + sink, env(nil),

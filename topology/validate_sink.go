@@ -45,7 +45,7 @@ func (v *validator) sinks(declared map[string]bool) {
 		} else {
 			v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		}
-		v.sinkDeadLetter(p+".dead_letter", s, declared)
+		v.sinkDeadLetter(p+".dead_letter", i, declared)
 
 		v.commitBounds(p+".commit", s.Commit)
 		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
@@ -57,7 +57,8 @@ func (v *validator) sinks(declared map[string]bool) {
 // topic or a table, not both. A table in the sink's database records each
 // dead letter exactly once, a topic at least once (see pgsink), and two
 // places for one dead letter would say two things when they disagree.
-func (v *validator) sinkDeadLetter(path string, s Sink, declared map[string]bool) {
+func (v *validator) sinkDeadLetter(path string, i int, declared map[string]bool) {
+	s := v.f.Sinks[i]
 	dl, tp, tb := s.DeadLetter, path+".topic", path+".table"
 	hasTopic, hasTable := v.has(tp) || dl.Topic != "", v.has(tb) || dl.Table != ""
 	switch {
@@ -84,6 +85,24 @@ func (v *validator) sinkDeadLetter(path string, s Sink, declared map[string]bool
 			v.report(tb, "dead letter table %s is also the sink's table (postgres.table)", v.q(tb, dl.Table))
 		case dl.Table == pg.PositionsTable:
 			v.report(tb, "dead letter table %s is also the sink's positions table", v.q(tb, dl.Table))
+		}
+		// Another sink's table in the same database (same DSN text): its
+		// rows and these dead letters would mix, and one of the two sinks
+		// would stop at start on the other's columns.
+		for j, o := range v.f.Sinks {
+			if j == i || dl.Table == "" || o.Postgres.DSN != s.Postgres.DSN {
+				continue
+			}
+			which := ""
+			switch dl.Table {
+			case o.Postgres.Table:
+				which = "table"
+			case o.Postgres.PositionsTable:
+				which = "positions table"
+			}
+			if which != "" {
+				v.report(tb, "dead letter table %s is also the %s of sink %s (line %d)", v.q(tb, dl.Table), which, o.Name, v.at(fmt.Sprintf("sinks[%d].name", j)).Line)
+			}
 		}
 	}
 }
