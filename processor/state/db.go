@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -31,6 +32,20 @@ import (
 type DB struct {
 	db  *pebble.DB
 	dir string
+	// mu guards closed: Pebble panics on a closed database, and Kafka
+	// callbacks (a revocation) may run while Run closes it.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// use runs fn unless d is closed (ErrClosed).
+func (d *DB) use(fn func() error) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.closed {
+		return ErrClosed
+	}
+	return fn()
 }
 
 // Open empties dir (the local state of an earlier run is not trusted: it
@@ -56,6 +71,12 @@ func Open(dir string, log *slog.Logger) (*DB, error) {
 
 // Close closes the database and removes its directory.
 func (d *DB) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
 	err := d.db.Close()
 	if rerr := os.RemoveAll(d.dir); err == nil && rerr != nil {
 		err = rerr
@@ -96,24 +117,34 @@ func (s *Store) bounds(p int32) (lo, hi []byte) {
 
 // Get returns a copy of the value of k in partition p.
 func (s *Store) Get(p int32, k []byte) (v []byte, ok bool, err error) {
-	val, closer, err := s.db.db.Get(s.key(p, k))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
+	err = s.db.use(func() error {
+		val, closer, err := s.db.db.Get(s.key(p, k))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		v, ok = bytes.Clone(val), true
+		if v == nil {
+			v = []byte{}
+		}
+		return closer.Close()
+	})
 	if err != nil {
 		return nil, false, fmt.Errorf("state %s: get: %w", s.name, err)
 	}
-	v = bytes.Clone(val)
-	if v == nil {
-		v = []byte{}
-	}
-	return v, true, closer.Close()
+	return v, ok, nil
 }
 
 // Scan calls fn for each key of partition p in [from, to) in order (a nil
 // to: to the end), until fn returns false or an error. The slices are valid
 // during the call only.
 func (s *Store) Scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	return s.db.use(func() error { return s.scan(p, from, to, fn) })
+}
+
+func (s *Store) scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error)) error {
 	_, hi := s.bounds(p)
 	opts := &pebble.IterOptions{LowerBound: s.key(p, from), UpperBound: hi}
 	if to != nil {
@@ -140,17 +171,20 @@ func (s *Store) Scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error
 // Clear deletes every key of partition p.
 func (s *Store) Clear(p int32) error {
 	lo, hi := s.bounds(p)
-	if err := s.db.db.DeleteRange(lo, hi, pebble.NoSync); err != nil {
+	if err := s.db.use(func() error { return s.db.db.DeleteRange(lo, hi, pebble.NoSync) }); err != nil {
 		return fmt.Errorf("state %s: clear partition %d: %w", s.name, p, err)
 	}
 	return nil
 }
 
 // Batch is writes to the stores of a DB, applied at once by Commit.
-type Batch struct{ b *pebble.Batch }
+type Batch struct {
+	db *DB
+	b  *pebble.Batch
+}
 
 // NewBatch returns an empty Batch.
-func (d *DB) NewBatch() *Batch { return &Batch{b: d.db.NewBatch()} }
+func (d *DB) NewBatch() *Batch { return &Batch{db: d, b: d.db.NewBatch()} }
 
 // Set sets k to v in partition p of s.
 func (b *Batch) Set(s *Store, p int32, k, v []byte) { _ = b.b.Set(s.key(p, k), v, nil) }
@@ -164,7 +198,7 @@ func (b *Batch) Len() int { return int(b.b.Count()) }
 // Commit applies b and releases it.
 func (b *Batch) Commit() error {
 	defer b.b.Close()
-	if err := b.b.Commit(pebble.NoSync); err != nil {
+	if err := b.db.use(func() error { return b.b.Commit(pebble.NoSync) }); err != nil {
 		return fmt.Errorf("state: commit batch: %w", err)
 	}
 	return nil

@@ -61,6 +61,8 @@ type DedupeTxn struct {
 	txn   *Txn
 	emit  Emit
 	parts map[int32]*txnPart // partitions touched
+	// pending is the ID of the last Check that found no duplicate.
+	pending *pendingID
 }
 
 type txnPart struct {
@@ -91,10 +93,12 @@ func (t *DedupeTxn) part(p int32) (*txnPart, error) {
 }
 
 // Check advances partition p's stream time to ts and reports whether id
-// was seen within the retention. If not, it records id as seen now (in
-// stream time) and writes it to the changelog. A duplicate changes
-// nothing but the stream time: retention counts from the first sighting.
+// was seen within the retention. A record that is no duplicate is
+// processed, and then Remember records its ID, unless it became a dead
+// letter: a dead letter sent back to the input (exactly redrive) must not
+// be dropped as its own duplicate.
 func (t *DedupeTxn) Check(p int32, id []byte, ts time.Time) (dup bool, err error) {
+	t.pending = nil
 	tp, err := t.part(p)
 	if err != nil {
 		return false, err
@@ -115,14 +119,35 @@ func (t *DedupeTxn) Check(p int32, id []byte, ts time.Time) (dup bool, err error
 			return true, nil
 		}
 	}
-	val := strconv.AppendInt(nil, tp.streamTime, 10)
-	t.txn.Set(t.d.ids, p, id, val)
-	t.txn.Set(t.d.index, p, indexKey(tp.streamTime, id), nil)
-	t.emit(p, id, val)
-	if !ok {
-		tp.added++
-	}
+	t.pending = &pendingID{p: p, id: id, part: tp, existed: ok}
 	return false, nil
+}
+
+// pendingID is the ID of the last Check that found no duplicate.
+type pendingID struct {
+	p       int32
+	id      []byte
+	part    *txnPart
+	existed bool
+}
+
+// Remember records the ID of the last Check that found no duplicate as
+// seen now, in stream time, and writes it to the changelog. Retention
+// counts from this first sighting: a duplicate changes nothing but the
+// stream time.
+func (t *DedupeTxn) Remember() {
+	pd := t.pending
+	if pd == nil {
+		return
+	}
+	t.pending = nil
+	val := strconv.AppendInt(nil, pd.part.streamTime, 10)
+	t.txn.Set(t.d.ids, pd.p, pd.id, val)
+	t.txn.Set(t.d.index, pd.p, indexKey(pd.part.streamTime, pd.id), nil)
+	t.emit(pd.p, pd.id, val)
+	if !pd.existed {
+		pd.part.added++
+	}
 }
 
 // expired reports whether an ID seen at seen is forgotten at stream time
@@ -193,6 +218,7 @@ func (t *DedupeTxn) Commit() error {
 		}
 	}
 	clear(t.parts)
+	t.pending = nil
 	return nil
 }
 
@@ -200,6 +226,7 @@ func (t *DedupeTxn) Commit() error {
 func (t *DedupeTxn) Discard() {
 	t.txn.Discard()
 	clear(t.parts)
+	t.pending = nil
 }
 
 // Drop forgets partitions ps (revoked or lost): their keys are deleted and

@@ -95,6 +95,7 @@ func TestDedupeRetention(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				tx.Remember()
 				if dup != e.dup {
 					t.Fatalf("event %d %+v: duplicate = %v", i, e, dup)
 				}
@@ -106,6 +107,25 @@ func TestDedupeRetention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDedupeNotRemembered: a record that was checked but not remembered (a
+// dead letter) leaves no trace.
+func TestDedupeNotRemembered(t *testing.T) {
+	d := restored(t, openDB(t), time.Hour, 0)
+	var cl changelog
+	tx := d.Begin(cl.emit)
+	for i := range 2 {
+		if dup, err := tx.Check(0, []byte("dl"), t0); err != nil || dup {
+			t.Fatalf("Check %d = %v, %v; want no duplicate", i, dup, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.recs) != 0 || d.Size()[0] != 0 {
+		t.Fatalf("changelog %v, size %d; want nothing", cl.recs, d.Size()[0])
 	}
 }
 
@@ -128,6 +148,7 @@ func TestDedupeAbortRollsBack(t *testing.T) {
 		if dup, err := tx.Check(0, []byte(id), t0); err != nil || dup {
 			t.Fatalf("Check(%s) = %v, %v", id, dup, err)
 		}
+		tx.Remember()
 	}
 	// Seen again in the same transaction: read through the buffer.
 	if dup, err := tx.Check(0, []byte("a"), t0); err != nil || !dup {
@@ -145,6 +166,7 @@ func TestDedupeAbortRollsBack(t *testing.T) {
 		if dup, err := tx.Check(0, []byte(id), t0); err != nil || dup {
 			t.Fatalf("after the abort, Check(%s) = %v, %v; want not a duplicate", id, dup, err)
 		}
+		tx.Remember()
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -164,6 +186,7 @@ func TestDedupeRevokedNotApplied(t *testing.T) {
 	if _, err := tx.Check(0, []byte("a"), t0); err != nil {
 		t.Fatal(err)
 	}
+	tx.Remember()
 	if err := d.Drop(0); err != nil {
 		t.Fatal(err)
 	}
@@ -193,6 +216,7 @@ func TestDedupeExpiryAndRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		tx.Remember()
 		if _, err := tx.Finish(1000); err != nil {
 			t.Fatal(err)
 		}
