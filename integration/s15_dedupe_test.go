@@ -4,7 +4,9 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,6 +115,24 @@ stages:
 			t.Errorf("changelog %s holds ID %s %d times (committed), want once", changelog, id, n)
 			break
 		}
+	}
+
+	// exactly verify counts the resent events as deduplicated, not lost.
+	text, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m").Output()
+	if err != nil {
+		t.Fatalf("exactly verify: %v\n%s", err, text)
+	}
+	var rep struct {
+		OK     bool `json:"ok"`
+		Stages []struct {
+			In, Processed, Deduplicated, Lost, Duplicates int64
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
+		t.Fatalf("verify output: %v\n%s", err, text)
+	}
+	if st := rep.Stages[0]; !rep.OK || st.In != 24000 || st.Processed != 20000 || st.Deduplicated != 4000 || st.Lost != 0 || st.Duplicates != 0 {
+		t.Fatalf("verify: ok %v, %+v; want 24000 in, 20000 processed, 4000 deduplicated, 0 lost\n%s", rep.OK, st, text)
 	}
 }
 
