@@ -24,36 +24,14 @@ import (
 // read_committed with kcat, the output holds each event once, none missing,
 // no dead letter; the changelog topic holds each ID once.
 func TestDedupeCrashRestart(t *testing.T) {
-	in, out, dlq, stage := uniqueName("s15_dd_in"), uniqueName("s15_dd_out"), uniqueName("s15_dd_dlq"), uniqueName("s15dd")
+	in, out, dlq, stage, topo := dedupeTopology(t, 1000)
 	changelog := "exactly-" + stage + "-dedupe-changelog"
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 1000 }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`, brokers(t), in, out, dlq, stage, in, out, dlq))
 	created := exactlyCmd(t, "topics", "create", "--topology", topo)
 	if !strings.Contains(created, changelog) {
 		t.Fatalf("topics create did not create %s:\n%s", changelog, created)
 	}
 	checkChangelogTopic(t, changelog)
 
-	line := func(i int) []byte {
-		id := "e-" + strconv.Itoa(i)
-		return fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, i)
-	}
 	// Phase A: e-0..e-11999, then every fifth of them again.
 	var lines [][]byte
 	for i := range 12000 {
@@ -117,7 +95,46 @@ stages:
 		}
 	}
 
-	// exactly verify counts the resent events as deduplicated, not lost.
+	checkVerifyDeduplicated(t, topo, 24000, 20000, 4000)
+}
+
+// dedupeTopology writes a topology whose stage dedupes on event_id (1h),
+// with a 3-partition input and output, keyed by event_id, and returns its
+// names.
+func dedupeTopology(t *testing.T, maxRecords int) (in, out, dlq, stage, topo string) {
+	t.Helper()
+	in, out, dlq, stage = uniqueName("s15_dd_in"), uniqueName("s15_dd_out"), uniqueName("s15_dd_dlq"), uniqueName("s15dd")
+	topo = writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
+kafka:
+  brokers: [%q]
+  transaction_timeout: 20s
+topics:
+  - { name: %s, partitions: 3 }
+  - { name: %s, partitions: 3 }
+  - { name: %s, partitions: 1 }
+stages:
+  - name: %s
+    input: { topic: %s }
+    output: { topic: %s }
+    dead_letter: { topic: %s }
+    key: event_id
+    commit: { interval: 100ms, max_records: %d }
+    transform:
+      - dedupe: { id: value.event_id, retention: 1h }
+`, brokers(t), in, out, dlq, stage, in, out, dlq, maxRecords))
+	return in, out, dlq, stage, topo
+}
+
+// line is event e-i as a kcat "key|value" line, keyed by its event ID.
+func line(i int) []byte {
+	id := "e-" + strconv.Itoa(i)
+	return fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, i)
+}
+
+// checkVerifyDeduplicated runs exactly verify on topo: ok, with in inputs,
+// processed of them written and deduplicated dropped, none lost.
+func checkVerifyDeduplicated(t *testing.T, topo string, in, processed, deduplicated int64) {
+	t.Helper()
 	text, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m").Output()
 	if err != nil {
 		t.Fatalf("exactly verify: %v\n%s", err, text)
@@ -131,9 +148,53 @@ stages:
 	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
 		t.Fatalf("verify output: %v\n%s", err, text)
 	}
-	if st := rep.Stages[0]; !rep.OK || st.In != 24000 || st.Processed != 20000 || st.Deduplicated != 4000 || st.Lost != 0 || st.Duplicates != 0 {
-		t.Fatalf("verify: ok %v, %+v; want 24000 in, 20000 processed, 4000 deduplicated, 0 lost\n%s", rep.OK, st, text)
+	if st := rep.Stages[0]; !rep.OK || st.In != in || st.Processed != processed || st.Deduplicated != deduplicated || st.Lost != 0 || st.Duplicates != 0 {
+		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d deduplicated, 0 lost\n%s", rep.OK, st, in, processed, deduplicated, text)
 	}
+}
+
+// TestDedupeRebalance: two instances, scaled 1 -> 2 -> 1 while events and
+// resent duplicates arrive: the stores move with their partitions through
+// the changelog, and no duplicate passes.
+func TestDedupeRebalance(t *testing.T) {
+	in, out, dlq, stage, topo := dedupeTopology(t, 500)
+	exactlyCmd(t, "topics", "create", "--topology", topo)
+	run := func(instance string) *proc {
+		return start(t, nil, "run", "--topology", topo, "--instance-id", instance, "--state-dir", t.TempDir())
+	}
+	var lines [][]byte
+	batch := func(from, to, dupsOf int) int {
+		lines = lines[:0]
+		for i := from; i < to; i++ {
+			lines = append(lines, line(i))
+		}
+		dups := 0
+		for i := from; i < to; i += 5 {
+			lines = append(lines, line(i%dupsOf+1)) // an earlier event, resent
+			dups++
+		}
+		kcatProduce(t, in, lines)
+		return dups
+	}
+	one := run("it-1")
+	dups := batch(0, 6000, 6000)
+	two := run("it-2")
+	dups += batch(6000, 12000, 6000)
+	waitLogged(t, two, "state restored", 1, 2*time.Minute, "it-2 restored no partition")
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	one.stop()
+	dups += batch(12000, 15000, 12000)
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	two.stop()
+	if n := countLines(two.logs.String(), "state restored"); n < 2 {
+		t.Errorf("it-2 restored %d times, want at least 2 (on joining, and on taking it-1's partitions)", n)
+	}
+
+	checkOutput(t, out, 15000)
+	if n := kcatCount(t, dlq); n != 0 {
+		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
+	}
+	checkVerifyDeduplicated(t, topo, int64(15000+dups), 15000, int64(dups))
 }
 
 // checkChangelogTopic requires topic to be compacted with 3 partitions.
