@@ -56,10 +56,13 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
+	last := []kgo.Opt{s.roleClientID()}
 	if s.changelog != "" {
-		opts = append(opts, kgo.RecordPartitioner(changelogPartitioner{changelog: s.changelog, def: defaultPartitioner()}))
+		// After the injected options: changelog records must go to the
+		// partition of their input partition.
+		last = append(last, kgo.RecordPartitioner(changelogPartitioner{changelog: s.changelog, def: defaultPartitioner()}))
 	}
-	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), s.roleClientID())...)
+	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), last...)...)
 	if err != nil {
 		return nil, err
 	}
