@@ -202,18 +202,18 @@ func (s *Stage) dropState(parts []int32) {
 	if err := s.dedupe.Drop(parts...); err != nil {
 		s.log.Warn("dropping partition state failed", "partitions", parts, "err", err)
 	}
-	for _, p := range parts {
-		s.metrics.dropStateSize(p)
-	}
+	s.setStateSize()
 }
 
 func (s *Stage) setStateSize() {
 	if s.dedupe == nil {
 		return
 	}
-	for p, n := range s.dedupe.Size() {
-		s.metrics.stateSize(p, n)
+	var total int64
+	for _, n := range s.dedupe.Size() {
+		total += n
 	}
+	s.metrics.stateSize(total)
 }
 
 // dedupeVerdict is what the dedupe step decided for a record.

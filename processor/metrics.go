@@ -78,7 +78,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		deduplicated: counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
 		restored:     counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
 		restoreTime:  hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
-		stateEntries: gauge("state_entries", "Entries in the dedupe store of each assigned input partition, as of its restore and last commit.", "partition"),
+		stateEntries: gauge("state_entries", "Entries in the dedupe stores of the stage's assigned input partitions, as of their restore and the last commit; 0 without a dedupe step."),
 		ready:        f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
@@ -114,6 +114,8 @@ func (s stageMetrics) start(input string, ready func() error) {
 	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
 		c.WithLabelValues(s.stage)
 	}
+	s.m.restoreTime.WithLabelValues(s.stage)
+	s.m.stateEntries.WithLabelValues(s.stage)
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -214,14 +216,8 @@ func (s stageMetrics) restoreTime(d time.Duration) {
 	}
 }
 
-func (s stageMetrics) stateSize(p int32, n int64) {
+func (s stageMetrics) stateSize(n int64) {
 	if s.m != nil {
-		s.m.stateEntries.WithLabelValues(s.stage, promutil.Partition(p)).Set(float64(n))
-	}
-}
-
-func (s stageMetrics) dropStateSize(p int32) {
-	if s.m != nil {
-		s.m.stateEntries.DeleteLabelValues(s.stage, promutil.Partition(p))
+		s.m.stateEntries.WithLabelValues(s.stage).Set(float64(n))
 	}
 }
