@@ -30,7 +30,11 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+			// Before the partitions' offsets are fetched, so before any
+			// of their records is polled (franz-go runs this callback
+			// first, heartbeating meanwhile).
+			s.restoreState(ctx, assigned[s.cfg.Input])
 			s.joined.Store(true)
 			s.sessionErr.Store(nil)
 			s.metrics.rebalance()
@@ -52,7 +56,13 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
-	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), s.roleClientID())...)
+	last := []kgo.Opt{s.roleClientID()}
+	if s.changelog != "" {
+		// After the injected options: changelog records must go to the
+		// partition of their input partition.
+		last = append(last, kgo.RecordPartitioner(changelogPartitioner{changelog: s.changelog, def: defaultPartitioner()}))
+	}
+	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), last...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -76,15 +86,34 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	if err := s.checkGroup(ctx, adm); err != nil {
 		return false, err
 	}
+	if s.dedupe != nil {
+		// A new session: what the last one applied may not match what
+		// committed (a failed EndTxn). Every partition is restored.
+		if err := s.dedupe.DropAll(); err != nil {
+			return false, err
+		}
+		s.stateErr.Store(nil)
+	}
 	sess, err := s.newSession(adm, topicID)
 	if err != nil {
 		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
 	defer func() { s.closeSession(ctx, sess, errors.Is(err, kit.ErrCrashed)) }()
+	if s.dedupe != nil && s.cfg.Guarantee == ExactlyOnce {
+		// InitProducerId now, not at the first Begin: it aborts the open
+		// transaction of this instance's predecessor (KIP-98), which
+		// the restore of its partitions waits for.
+		if _, _, err := sess.Client().ProducerID(ctx); err != nil && ctx.Err() == nil {
+			return false, fmt.Errorf("init producer id: %w", err)
+		}
+	}
 
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: map[partition]*deliveredRange{}}
+	if s.dedupe != nil {
+		t.dd = s.dedupe.Begin(t.emitChangelog)
+	}
 	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
 	// without a leader) are waited out, not polled in a busy loop.
@@ -93,6 +122,12 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		fetches, err := s.poll(ctx, t, adm, topicID)
 		if err != nil {
 			return progressed, err
+		}
+		if errp := s.stateErr.Load(); errp != nil {
+			// A restore failed: its partitions have no state. A new
+			// session restores them again.
+			_ = t.abort(ctx)
+			return progressed, *errp
 		}
 		if err := s.fencedErr(); err != nil {
 			// Another process holds our group.instance.id: nothing
@@ -270,6 +305,7 @@ func hasFetchError(fs kgo.Fetches) bool {
 
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 	s.metrics.rebalance()
+	s.dropState(gone[s.cfg.Input])
 	for topic, parts := range gone {
 		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
 		for _, p := range parts {

@@ -29,6 +29,10 @@ type Metrics struct {
 	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
 	recreations  *prometheus.CounterVec
+	deduplicated *prometheus.CounterVec
+	restored     *prometheus.CounterVec
+	restoreTime  *prometheus.HistogramVec
+	stateEntries *prometheus.GaugeVec
 	ready        *promutil.Ready
 }
 
@@ -71,7 +75,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
 			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
-		ready: f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
+		deduplicated: counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
+		restored:     counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
+		restoreTime:  hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
+		stateEntries: gauge("state_entries", "Entries in the dedupe stores of the stage's assigned input partitions, as of their restore and the last commit; 0 without a dedupe step."),
+		ready:        f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -103,9 +111,11 @@ func (s stageMetrics) start(input string, ready func() error) {
 	for _, c := range []string{RetryProduce, RetryTransientRecord} {
 		s.m.retries.WithLabelValues(s.stage, c)
 	}
-	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds} {
+	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
 		c.WithLabelValues(s.stage)
 	}
+	s.m.restoreTime.WithLabelValues(s.stage)
+	s.m.stateEntries.WithLabelValues(s.stage)
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -127,6 +137,7 @@ func (s stageMetrics) commit(t *txn, records int, at time.Time) {
 		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
 	}
 	s.m.filtered.WithLabelValues(s.stage).Add(float64(t.filtered))
+	s.m.deduplicated.WithLabelValues(s.stage).Add(float64(t.deduplicated))
 	s.m.committed.WithLabelValues(s.stage).Inc()
 	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
 	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(records))
@@ -190,5 +201,23 @@ func (s stageMetrics) setLag(topic string, partition int32, lag int64) {
 func (s stageMetrics) dropLag(topic string, partition int32) {
 	if s.m != nil {
 		promutil.DropPartition(s.stage, topic, partition, s.m.lag)
+	}
+}
+
+func (s stageMetrics) restored(n int) {
+	if s.m != nil {
+		s.m.restored.WithLabelValues(s.stage).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) restoreTime(d time.Duration) {
+	if s.m != nil {
+		s.m.restoreTime.WithLabelValues(s.stage).Observe(d.Seconds())
+	}
+}
+
+func (s stageMetrics) stateSize(n int64) {
+	if s.m != nil {
+		s.m.stateEntries.WithLabelValues(s.stage).Set(float64(n))
 	}
 }

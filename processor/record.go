@@ -58,7 +58,17 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 	if s.passJSON {
 		return s.passThroughJSON(r)
 	}
-	steps := s.pipeline != nil && s.pipeline.Len() > 0
+	in, err := s.decodeInput(r)
+	if err != nil {
+		return nil, err
+	}
+	return s.transformOutputs(ctx, r, in)
+}
+
+// decodeInput decodes input record r for the transform steps (a
+// *kit.RecordError if it does not decode).
+func (s *Stage) decodeInput(r *kgo.Record) (transform.Record, error) {
+	steps := s.pipeline != nil && (s.pipeline.Len() > 0 || s.dedupeStep != nil)
 	var v any
 	var err error
 	if steps && s.cfg.InputFormat == serde.JSON {
@@ -67,18 +77,28 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 		v, err = s.in.Decode(r.Value)
 	}
 	if err != nil {
-		return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return transform.Record{}, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	in := transform.Record{
 		Key: r.Key, Value: v, Raw: r.Value,
 		SourceTopic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 	}
-	recs := []transform.Record{in}
 	if steps {
 		in.Headers = make([]transform.Header, len(r.Headers))
 		for i, h := range r.Headers {
 			in.Headers[i] = transform.Header{Key: h.Key, Value: h.Value}
 		}
+	}
+	return in, nil
+}
+
+// transformOutputs runs the transform steps on in, decoded from input
+// record r, and builds the output records (see recordOutputs).
+func (s *Stage) transformOutputs(ctx context.Context, r *kgo.Record, in transform.Record) ([]*kgo.Record, error) {
+	steps := s.pipeline != nil && s.pipeline.Len() > 0
+	recs := []transform.Record{in}
+	var err error
+	if steps {
 		if s.pipeline.HasFuncs() {
 			// A Go transform must return well within the transaction
 			// timeout, or the transaction would abort and the record be

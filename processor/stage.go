@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/state"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -67,6 +68,10 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// StateDir holds the local state of a stateful step (dedupe), in
+	// <StateDir>/<stage>-<instance>, emptied at start: it is rebuilt from
+	// the changelog topics. Default DefaultStateDir().
+	StateDir string
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; StageConfig sets it.
 	Origin kit.Origin
@@ -116,6 +121,7 @@ type Stats struct {
 	Consumed     int64 // input records polled
 	Produced     int64 // output records in committed transactions
 	Filtered     int64 // input records with no output and no dead letter, committed
+	Deduplicated int64 // input records dropped by the dedupe step as duplicates, committed
 	DeadLettered int64 // dead letters in committed transactions
 	Committed    int64 // transactions committed
 	Aborted      int64 // transactions aborted (rebalance, produce error)
@@ -131,6 +137,14 @@ type Stage struct {
 	fp       kit.Failpoints
 	pipeline *transform.Pipeline
 	metrics  stageMetrics
+
+	// The dedupe step (see dedupe.go): its compiled ID expression, its
+	// changelog topic, and, while Run runs, its local state.
+	dedupeStep *transform.Dedupe
+	changelog  string
+	db         *state.DB
+	dedupe     *state.Dedupe
+	stateErr   atomic.Pointer[error] // a failed restore, for the run loop
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record
@@ -158,6 +172,7 @@ type Stage struct {
 	brokers    *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
+	deduplicated                               atomic.Int64
 	committed, aborted, rebuilds               atomic.Int64
 }
 
@@ -174,6 +189,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSessionTimeout)
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
+	if cfg.StateDir == "" {
+		cfg.StateDir = DefaultStateDir()
+	}
 	var errs []error
 	for _, f := range []struct{ name, v string }{
 		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},
@@ -217,7 +235,13 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
 	s.metrics.start(s.cfg.Input, s.Ready)
-	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0)
+	if s.dedupeStep = s.pipeline.Dedupe(); s.dedupeStep != nil {
+		s.changelog = topology.ChangelogTopic(cfg.Stage, topology.DedupeStore)
+		if cfg.Guarantee != ExactlyOnce {
+			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, kit.NewConfigError("the dedupe step needs guarantee %s: its state changes commit in the stage's transactions", ExactlyOnce))
+		}
+	}
+	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.dedupeStep == nil
 	return s, nil
 }
 
@@ -228,7 +252,8 @@ func (s *Stage) Config() Config { return s.cfg }
 func (s *Stage) Stats() Stats {
 	return Stats{
 		Consumed: s.consumed.Load(), Produced: s.produced.Load(), DeadLettered: s.deadLettered.Load(), Filtered: s.filtered.Load(),
-		Committed: s.committed.Load(), Aborted: s.aborted.Load(), Rebuilds: s.rebuilds.Load(),
+		Deduplicated: s.deduplicated.Load(),
+		Committed:    s.committed.Load(), Aborted: s.aborted.Load(), Rebuilds: s.rebuilds.Load(),
 	}
 }
 
@@ -257,6 +282,10 @@ func (s *Stage) Run(ctx context.Context) error {
 	if err := s.checkStart(ctx, adm); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}
+	if err := s.openState(); err != nil {
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
+	}
+	defer s.closeState()
 	// After the start check: the guard reads the output and dead-letter
 	// topics, which the check has found to exist.
 	if err := s.checkResume(ctx); err != nil {

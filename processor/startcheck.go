@@ -24,6 +24,9 @@ func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
 	for {
 		err := s.checkTopics(ctx, adm)
 		if err == nil {
+			err = s.checkChangelog(ctx, adm)
+		}
+		if err == nil {
 			err = s.checkLimits(ctx, adm)
 		}
 		if err == nil || kit.IsFatal(err) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/state"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -31,10 +32,19 @@ type txn struct {
 	lastEnd  time.Duration // how long the last End took
 
 	last                           source // the last input record processed
+	cur                            source // the input record being processed
 	outputs, deadLetters, filtered int64
-	perTopic                       map[string]int64 // outputs by topic, for metrics
-	perReason                      map[string]int64 // dead letters by reason, for metrics
-	timestamps                     []time.Time      // input timestamps, for the latency histogram
+	deduplicated                   int64 // records the dedupe step dropped
+
+	// dd is the open transaction's changes to the dedupe state (nil
+	// without a dedupe step); stateLost is set when a record of a
+	// partition without state was polled (revoked meanwhile): the
+	// transaction then aborts.
+	dd         *state.DedupeTxn
+	stateLost  bool
+	perTopic   map[string]int64 // outputs by topic, for metrics
+	perReason  map[string]int64 // dead letters by reason, for metrics
+	timestamps []time.Time      // input timestamps, for the latency histogram
 
 	// Rewinds: first is the first offset polled in this transaction, by
 	// partition; failed the input records whose outputs or dead letters
@@ -110,7 +120,7 @@ func (t *txn) begin() error {
 	}
 	t.open, t.started = true, time.Now()
 	t.stage.txnOpened.Store(t.started.UnixNano())
-	t.outputs, t.deadLetters, t.filtered, t.produceErr = 0, 0, 0, nil
+	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
 	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
 	t.acked = map[acked]int64{}
 	if t.stage.metrics.m != nil {
@@ -140,7 +150,7 @@ func (t *txn) process(r *kgo.Record) {
 		t.produce(src, &kgo.Record{Topic: s.cfg.Output, Headers: r.Headers, Timestamp: r.Timestamp})
 		return
 	}
-	t.last = src
+	t.last, t.cur = src, src
 	if p, ok := s.poisoned[t.last]; ok {
 		// Its output was refused by the broker (too large, say): the
 		// record becomes a dead letter instead of stalling the stage.
@@ -158,7 +168,20 @@ func (t *txn) process(r *kgo.Record) {
 		t.produceDeadLetter(r, re)
 		return
 	}
-	outs, err := s.recordOutputs(t.ctx, r)
+	var outs []*kgo.Record
+	var err error
+	if t.dd != nil {
+		var v dedupeVerdict
+		switch outs, v, err = t.dedupeOutputs(r, src); v {
+		case dedupeDuplicate:
+			t.deduplicated++
+			return
+		case dedupeSkip:
+			return
+		}
+	} else {
+		outs, err = s.recordOutputs(t.ctx, r)
+	}
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.
@@ -252,6 +275,12 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	defer cancel()
 	s := t.stage
 	s.txns++
+	if t.dd != nil && !t.stateLost {
+		// Stream time and expired IDs go in this transaction too.
+		if _, err := t.dd.Finish(expirePerTxn); err != nil {
+			t.fail(t.last, fmt.Errorf("dedupe state: %w", err))
+		}
+	}
 	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
@@ -270,6 +299,10 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		s.log.Warn("aborting transaction", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", produceErr)
 		try = kgo.TryAbort
 	}
+	if t.stateLost {
+		s.log.Info("aborting transaction: it polled a partition whose state was dropped (revoked)", "topic", s.cfg.Input)
+		try = kgo.TryAbort
+	}
 	n := t.records
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
@@ -277,11 +310,15 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	committed, err = t.sess.End(ctx, bool(try))
 	t.lastEnd = time.Since(endStart)
 	if err != nil {
+		// The outcome is unknown: the session is rebuilt, and the state
+		// with it (restored from the changelogs).
+		t.discardState()
 		s.aborted.Add(1)
 		s.metrics.abort(AbortError)
 		return false, fmt.Errorf("end transaction: %w", err)
 	}
 	if !committed {
+		t.discardState()
 		s.aborted.Add(1)
 		if a, ok := t.sess.(alosSession); ok {
 			if err := t.rewind(ctx, a.cl, a.commit); err != nil {
@@ -289,6 +326,14 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 			}
 		}
 		return false, s.afterAbort(t, produceErr, n)
+	}
+	if t.dd != nil {
+		if err := t.dd.Commit(); err != nil {
+			// Kafka has the changes; the local store does not: it is
+			// rebuilt with the session.
+			return true, fmt.Errorf("apply committed state: %w", err)
+		}
+		s.setStateSize()
 	}
 	s.committed.Add(1)
 	s.metrics.commit(t, n, time.Now())
@@ -299,6 +344,7 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 	s.produced.Add(t.outputs)
 	s.deadLettered.Add(t.deadLetters)
 	s.filtered.Add(t.filtered)
+	s.deduplicated.Add(t.deduplicated)
 	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
 	if s.fp.Armed(kit.CrashAfterCommit, s.txns) {
 		return true, s.fp.Fire(s.log, kit.CrashAfterCommit, s.txns)
@@ -314,9 +360,18 @@ func (t *txn) abort(ctx context.Context) error {
 		return nil
 	}
 	t.open, t.records = false, 0
+	t.discardState()
 	t.stage.aborted.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
 	defer cancel()
 	_, err := t.sess.End(ctx, false)
 	return err
+}
+
+// discardState forgets the open transaction's state changes: it aborted,
+// or its outcome is unknown.
+func (t *txn) discardState() {
+	if t.dd != nil {
+		t.dd.Discard()
+	}
 }

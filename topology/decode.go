@@ -155,7 +155,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if !ok {
 			return
 		}
-		if err := sd.parseScalar(s); err != nil {
+		switch err := sd.parseScalar(s); {
+		case errors.Is(err, errBadRetention):
+			d.fail(n, path, "invalid retention %s (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)", shown(n.Value, refs))
+		case err != nil:
 			d.fail(n, path, "invalid duration %s (want a number and a unit such as 100ms, 5s or 1m)", shown(n.Value, refs))
 		}
 		return

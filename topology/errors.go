@@ -11,6 +11,9 @@ import (
 // into a positioned *Error.
 var errBadDuration = errors.New("invalid duration")
 
+// errBadRetention is returned by ParseRetention.
+var errBadRetention = errors.New("invalid retention")
+
 // Error is one problem in a topology file, located by file, position and
 // field path (for example "stages[0].input.topic").
 type Error struct {

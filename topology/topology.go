@@ -60,6 +60,66 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes d as a duration string, so that it round-trips.
 func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
+// Retention is a long duration written as numbers with the units d (24h),
+// h, m and s, such as "7d", "36h" or "1d12h".
+type Retention struct{ time.Duration }
+
+// parseScalar implements scalarDecoder.
+func (r *Retention) parseScalar(s string) error {
+	v, err := ParseRetention(s)
+	if err != nil {
+		return err
+	}
+	r.Duration = v
+	return nil
+}
+
+// MarshalYAML writes r in hours, minutes and seconds, so that it
+// round-trips.
+func (r Retention) MarshalYAML() (any, error) { return r.String(), nil }
+
+// ParseRetention parses s, one or more non-negative integers each followed
+// by a unit d, h, m or s ("7d", "1d12h"). It returns errBadRetention,
+// which does not repeat s.
+func ParseRetention(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, errBadRetention
+	}
+	var total time.Duration
+	for s != "" {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		if i == 0 || i == len(s) || i > 9 {
+			return 0, errBadRetention
+		}
+		n, _ := strconv.Atoi(s[:i])
+		var unit time.Duration
+		switch s[i] {
+		case 'd':
+			unit = 24 * time.Hour
+		case 'h':
+			unit = time.Hour
+		case 'm':
+			unit = time.Minute
+		case 's':
+			unit = time.Second
+		default:
+			return 0, errBadRetention
+		}
+		total += time.Duration(n) * unit
+		if total < 0 || total > maxRetention {
+			return 0, errBadRetention
+		}
+		s = s[i+1:]
+	}
+	return total, nil
+}
+
+// maxRetention bounds a retention: 100 years, far inside int64 ns.
+const maxRetention = 100 * 365 * 24 * time.Hour
+
 // File is a parsed and validated topology file. Defaults are applied: a File
 // returned by Parse or Load needs no further checks.
 type File struct {
@@ -258,6 +318,68 @@ type Step struct {
 	Headers map[string]string `yaml:"headers"`
 	// Func names a Go transform registered with transform.Register.
 	Func string `yaml:"func"`
+	// Dedupe drops a record whose ID was seen within a retention: a
+	// stateful step, at most one per stage and only as its first step
+	// (see Dedupe).
+	Dedupe Dedupe `yaml:"dedupe"`
+}
+
+// Dedupe is the dedupe step: `- dedupe: { id: value.event_id, retention: 7d }`.
+//
+// State is kept per input partition, so duplicates must share their
+// input partition: produce them with the same record key, or re-key in an
+// earlier stage. The step must be the first of its stage: it decides
+// whether an input record is processed at all, on the record as it was
+// read.
+type Dedupe struct {
+	// ID is a CEL expression giving the record's event ID: a non-empty
+	// string, or any value but null, used as its JSON text.
+	ID string `yaml:"id"`
+	// Retention is how long, in stream time (the largest record timestamp
+	// seen in the partition), an ID is remembered after it was first seen.
+	Retention Retention `yaml:"retention"`
+}
+
+// DedupeStore is the name of the dedupe step's store, part of its
+// changelog topic's name (see ChangelogTopic).
+const DedupeStore = "dedupe"
+
+// ChangelogTopic returns the compacted topic that holds every change to
+// store of stage: exactly-<stage>-<store>-changelog.
+func ChangelogTopic(stage, store string) string {
+	return "exactly-" + stage + "-" + store + "-changelog"
+}
+
+// DedupeStep returns the stage's dedupe step, nil if it has none.
+func (s *Stage) DedupeStep() *Dedupe {
+	for i := range s.Transform {
+		if s.Transform[i].Op() == "dedupe" {
+			return &s.Transform[i].Dedupe
+		}
+	}
+	return nil
+}
+
+// StateTopics returns the changelog topics of the stateful steps of f's
+// stages, to be created with the declared topics: compacted, with as many
+// partitions as the stage's input topic and its replication factor.
+func (f *File) StateTopics() []Topic {
+	var out []Topic
+	for i := range f.Stages {
+		st := &f.Stages[i]
+		if st.DedupeStep() == nil {
+			continue
+		}
+		t := Topic{Name: ChangelogTopic(st.Name, DedupeStore), Partitions: 1, ReplicationFactor: -1,
+			Config: map[string]string{"cleanup.policy": "compact"}}
+		for _, in := range f.Topics {
+			if in.Name == st.Input.Topic {
+				t.Partitions, t.ReplicationFactor = in.Partitions, in.ReplicationFactor
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // Route is one rule of a route step.

@@ -2,11 +2,12 @@ package topology
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
 // StepOps are the operation fields of a Step, in the order documented.
-var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func"}
+var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe"}
 
 // Op returns the name of the step's operation, or "" if none or several
 // are set.
@@ -48,6 +49,8 @@ func (st *Step) has(op string) bool {
 		return len(st.Headers) > 0
 	case "func":
 		return st.Func != ""
+	case "dedupe":
+		return st.Dedupe != (Dedupe{})
 	}
 	return false
 }
@@ -55,9 +58,13 @@ func (st *Step) has(op string) bool {
 // transform checks the shape of a stage's transform steps; the expressions
 // themselves are compiled by processor/transform.
 func (v *validator) transform(p string, s Stage, declared map[string]bool) {
+	dedupes := 0
 	for i, st := range s.Transform {
 		sp := fmt.Sprintf("%s.transform[%d]", p, i)
 		ops := st.ops()
+		if v.has(sp+".dedupe") && !st.has("dedupe") {
+			ops = append(ops, "dedupe") // written as dedupe: {}
+		}
 		switch len(ops) {
 		case 0:
 			v.report(sp, "a step needs one operation (one of: %s)", strings.Join(StepOps, ", "))
@@ -66,6 +73,10 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		default:
 			v.report(sp, "a step has one operation, this one has %s (split it into steps)", strings.Join(ops, " and "))
 			continue
+		}
+		if ops[0] == "dedupe" {
+			v.dedupe(p, sp, i, dedupes, st.Dedupe)
+			dedupes++
 		}
 		for j, f := range st.Drop {
 			if fp := fmt.Sprintf("%s.drop[%d]", sp, j); !validPath(f) {
@@ -120,4 +131,45 @@ func validPath(p string) bool {
 		}
 	}
 	return true
+}
+
+// dedupe checks the dedupe step at sp, the i-th step of the stage at p;
+// earlier is the number of dedupe steps before it.
+func (v *validator) dedupe(p, sp string, i, earlier int, d Dedupe) {
+	dp := sp + ".dedupe"
+	switch {
+	case earlier > 0:
+		v.report(dp, "a stage has at most one dedupe step (this is its second)")
+	case i > 0:
+		v.report(dp, "dedupe must be the stage's first step: it decides whether an input record is processed at all (move it to transform[0])")
+	}
+	if strings.TrimSpace(d.ID) == "" {
+		v.report(dp+".id", "required: an expression for the record's event ID (e.g. id: value.event_id)")
+	}
+	if rp := dp + ".retention"; !v.has(rp) {
+		v.report(rp, "required: how long an ID is remembered, in stream time (e.g. retention: 7d)")
+	} else if d.Retention.Duration <= 0 {
+		v.report(rp, "must be positive (got %s)", v.num(rp, d.Retention.String()))
+	}
+	if name := ChangelogTopic(v.f.Stages[stageIndex(p)].Name, DedupeStore); v.declaredIndex(name) >= 0 {
+		tp := fmt.Sprintf("topics[%d].name", v.declaredIndex(name))
+		v.report(tp, "topic %s is the changelog of stage %s's dedupe step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics",
+			v.q(tp, name), v.f.Stages[stageIndex(p)].Name)
+	}
+}
+
+// stageIndex returns i of the stage path "stages[i]".
+func stageIndex(p string) int {
+	i, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, "stages["), "]"))
+	return i
+}
+
+// declaredIndex returns the index of topic name in f.Topics, or -1.
+func (v *validator) declaredIndex(name string) int {
+	for i, t := range v.f.Topics {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
 }

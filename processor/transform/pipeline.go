@@ -21,13 +21,55 @@ import (
 type Pipeline struct {
 	steps    []step
 	hasFuncs bool
+	dedupe   *Dedupe
+}
+
+// Dedupe is the compiled dedupe step of a stage (topology.Dedupe). It is
+// not one of the Pipeline's steps: it needs the stage's state store, so
+// the engine runs it before them (see processor's dedupe).
+type Dedupe struct {
+	// Step names the step in dead letters, e.g. "transform[0] dedupe".
+	Step string
+	// Retention is how long an ID is remembered, in stream time.
+	Retention time.Duration
+	id        *program
+}
+
+// ErrNoID is the error of a dedupe ID expression that gives null or an
+// empty string: the record has no ID to dedupe on.
+var ErrNoID = errors.New("dedupe id is null or empty")
+
+// ID evaluates the ID expression on r: a string as its text, any other
+// value but null as its JSON text. A failed evaluation, null or "" is an
+// error (ErrNoID for the last two), and the record a dead letter.
+func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
+	v, err := d.id.eval(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("id: %w", err)
+	}
+	b, err := bytesOf(v, "id")
+	if err != nil {
+		return nil, fmt.Errorf("id: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, ErrNoID
+	}
+	return b, nil
+}
+
+// Dedupe returns the stage's dedupe step, nil if it has none.
+func (p *Pipeline) Dedupe() *Dedupe {
+	if p == nil {
+		return nil
+	}
+	return p.dedupe
 }
 
 // HasFuncs reports whether a step calls a Go transform, which may block:
 // the engine then gives each record a deadline (see the func step).
 func (p *Pipeline) HasFuncs() bool { return p.hasFuncs }
 
-// Len returns the number of steps.
+// Len returns the number of steps, the dedupe step not counted.
 func (p *Pipeline) Len() int { return len(p.steps) }
 
 type step struct {
@@ -57,6 +99,12 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		p := &Pipeline{}
 		for j := range st.Transform {
 			jsonOut := st.Output.Format != serde.Avro
+			if st.Transform[j].Op() == "dedupe" {
+				if d, ok := c.dedupe(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {
+					p.dedupe = d
+				}
+				continue
+			}
 			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg, jsonOut); ok {
 				p.steps = append(p.steps, s)
 				p.hasFuncs = p.hasFuncs || st.Transform[j].Func != ""
@@ -72,6 +120,16 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		return nil, c.errs
 	}
 	return out, nil
+}
+
+func (c *compiler) dedupe(path string, idx int, st *topology.Step) (*Dedupe, bool) {
+	d := &Dedupe{Step: st.Name, Retention: st.Dedupe.Retention.Duration}
+	if d.Step == "" {
+		d.Step = fmt.Sprintf("transform[%d] dedupe", idx)
+	}
+	var ok bool
+	d.id, ok = c.compile(path+".dedupe.id", st.Dedupe.ID)
+	return d, ok
 }
 
 // Apply runs the steps on in and returns the records to write: none if a

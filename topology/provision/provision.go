@@ -24,13 +24,15 @@ type Result struct {
 }
 
 // CreateTopics creates every topic of f that does not exist yet, with its
-// declared partitions, replication factor and configs. It is idempotent:
+// declared partitions, replication factor and configs, and the changelog
+// topics of its stateful steps (topology.File.StateTopics: compacted, with
+// their input topic's partitions). It is idempotent:
 // existing topics are left as they are and reported with Created false.
 // Errors other than "already exists" are returned joined, one per topic.
 func CreateTopics(ctx context.Context, adm *kadm.Client, f *topology.File) ([]Result, error) {
 	var results []Result
 	var errs []error
-	for _, t := range f.Topics {
+	for _, t := range append(append([]topology.Topic(nil), f.Topics...), f.StateTopics()...) {
 		cfg := map[string]*string{}
 		for k, v := range t.Config {
 			cfg[k] = &v

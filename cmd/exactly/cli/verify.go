@@ -22,7 +22,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 dead-letter topic with isolation.level=read_committed, and every sink table,
 and accounts for each committed input record of each stage: processed (its
 outputs, found by their exactly.source.* lineage headers), dead-lettered,
-filtered (only in stages with a filter, explode or func step), pending (at or
+filtered (only in stages with a filter, explode or func step), deduplicated
+(in a stage with a dedupe step: no output, and its event ID is in the output
+from another input record), pending (at or
 after the stage's committed group offset, or the sink's stored position), or
 lost. It reports duplicates (an output or dead letter of one source written
 twice, or an event ID more often in a stage's outputs than in its input),
@@ -93,10 +95,10 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 
 func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tpending\tlost\tduplicates\torphans\t")
+	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tdeduplicated\tpending\tlost\tduplicates\torphans\t")
 	for _, c := range rep.Stages {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.Processed, c.Out, c.DeadLettered,
-			c.Filtered, c.Pending, c.Lost, c.Duplicates+c.EventIDDuplicates+c.OutputAndDeadLetter, c.Orphans)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.Processed, c.Out, c.DeadLettered,
+			c.Filtered, c.Deduplicated, c.Pending, c.Lost, c.Duplicates+c.EventIDDuplicates+c.OutputAndDeadLetter, c.Orphans)
 	}
 	_ = tw.Flush()
 	if len(rep.Sinks) > 0 {

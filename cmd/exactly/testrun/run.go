@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -335,25 +336,35 @@ func (rd *reader) close() {
 }
 
 type runningStages struct {
-	cancel context.CancelFunc
-	errs   chan error
-	names  []string
+	cancel   context.CancelFunc
+	errs     chan error
+	names    []string
+	stateDir string // the stages' local state, removed by stop
 }
 
 func startStages(ctx context.Context, f *topology.File, pipelines map[string]*transform.Pipeline, log *slog.Logger) (*runningStages, error) {
 	var stages []*processor.Stage
 	var names []string
+	// Each run has its own state dir: runs in parallel must not share
+	// (and empty) each other's.
+	stateDir, err := os.MkdirTemp("", "exactly-test-state-")
+	if err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
 	for _, st := range f.StagesInOrder() {
-		s, err := processor.New(processor.StageConfig(f, st, "test"),
+		cfg := processor.StageConfig(f, st, "test")
+		cfg.StateDir = stateDir
+		s, err := processor.New(cfg,
 			processor.WithLogger(log.With("stage", st.Name)), processor.WithTransform(pipelines[st.Name]))
 		if err != nil {
+			_ = os.RemoveAll(stateDir)
 			return nil, fmt.Errorf("stage %s: %w", st.Name, err)
 		}
 		stages = append(stages, s)
 		names = append(names, st.Name)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	rs := &runningStages{cancel: cancel, errs: make(chan error, len(stages)), names: names}
+	rs := &runningStages{cancel: cancel, errs: make(chan error, len(stages)), names: names, stateDir: stateDir}
 	for i, s := range stages {
 		go func() {
 			err := s.Run(ctx)
@@ -388,6 +399,7 @@ func (rs *runningStages) stop() error {
 	for range rs.names {
 		errs = append(errs, <-rs.errs)
 	}
+	_ = os.RemoveAll(rs.stateDir)
 	return errors.Join(errs...)
 }
 

@@ -29,7 +29,11 @@ type StageCheck struct {
 	Out          int64    `json:"out"`           // output records
 	DeadLettered int64    `json:"dead_lettered"` // inputs with a dead letter
 	Filtered     int64    `json:"filtered"`
-	Pending      int64    `json:"pending"`
+	// Deduplicated counts inputs without output or dead letter, in a
+	// stage with a dedupe step, whose event ID has an output from another
+	// input: a resent duplicate the step dropped.
+	Deduplicated int64 `json:"deduplicated"`
+	Pending      int64 `json:"pending"`
 	// Failures.
 	Lost                int64 `json:"lost"`
 	Duplicates          int64 `json:"duplicates"`          // repeated (source, index) or dead letters
@@ -42,10 +46,10 @@ type StageCheck struct {
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
 
-	mayFilter, explodes bool
-	in, out             serde.Codec
-	group               map[int32]int64 // committed group offsets of the input
-	lineage, ids        *spill
+	mayFilter, explodes, dedupes bool
+	in, out                      serde.Codec
+	group                        map[int32]int64 // committed group offsets of the input
+	lineage, ids                 *spill
 }
 
 // Failures returns the number of records that break exactly-once.
@@ -145,6 +149,9 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 			flags |= fPending
 		}
 		digest, ok := eventID(c.in, r, field)
+		if ok {
+			flags |= fDigest
+		}
 		switch {
 		case ok && !c.explodes:
 			if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idIn)); err != nil {
@@ -282,6 +289,12 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 			c.DeadLettered++
 		case g.flags&fPending != 0:
 			c.Pending++
+		case c.dedupes && g.flags&fDigest != 0 && !c.explodes:
+			// Deduplicated if its event ID has an output (judged
+			// below, by event ID).
+			var rec [idSize]byte
+			c.Deduplicated++
+			return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, idDropped))
 		case c.mayFilter:
 			c.Filtered++
 		default:
@@ -294,13 +307,26 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 		return err
 	}
 	return c.ids.groups(func(recs [][]byte) error {
-		var in, out int64
+		var in, out, dropped int64
 		for _, r := range recs {
 			switch r[16] {
 			case idIn:
 				in++
 			case idOut:
 				out++
+			case idDropped:
+				dropped++
+			}
+		}
+		if dropped > 0 && out == 0 {
+			// Dropped, but no copy of the event came out: not a
+			// duplicate the dedupe step removed.
+			c.Deduplicated -= dropped
+			if c.mayFilter {
+				c.Filtered += dropped
+			} else {
+				c.Lost += dropped
+				c.example("lost: %s of an event ID (sha256 %x) have no output and no dead letter, and no other input of that ID has an output", plural.Count(dropped, "input"), recs[0][:8])
 			}
 		}
 		if out > max(in, 1) {

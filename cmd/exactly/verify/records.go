@@ -38,6 +38,7 @@ const (
 	idExpected
 	idMaybe
 	idRow
+	idDropped // an input of a dedupe stage with no output and no dead letter
 )
 
 // eventID returns the digest of the event ID field of r's value.

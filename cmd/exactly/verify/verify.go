@@ -16,6 +16,11 @@
 //   - dead-lettered: it has one dead letter and no output;
 //   - filtered: no output and no dead letter, in a stage with a filter,
 //     explode or func step (the steps that may yield nothing);
+//   - deduplicated: no output and no dead letter, in a stage with a dedupe
+//     step, and its event ID (the --event-id field) has an output from
+//     another input record: a resent duplicate that the step dropped. In a
+//     stage that also has an explode or func step, event IDs are not
+//     compared, and every such record counts as deduplicated;
 //   - pending: no output and no dead letter, at or after the offset the
 //     stage's consumer group has committed (not processed yet);
 //   - lost: none of the above.
@@ -325,6 +330,7 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || s.Func != ""
 		c.explodes = c.explodes || s.Explode != "" || s.Func != ""
 	}
+	c.dedupes = st.DedupeStep() != nil
 	var err error
 	if c.in, err = serde.NewCodec(processor.CodecConfig(f, st.Input)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)

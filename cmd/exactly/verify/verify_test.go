@@ -326,3 +326,53 @@ func TestAddChecksDeadLetterTable(t *testing.T) {
 		})
 	}
 }
+
+// TestStageAccountDedupe: in a stage with a dedupe step, an input without
+// output is deduplicated only if its event ID came out of another input.
+func TestStageAccountDedupe(t *testing.T) {
+	json, _ := serde.New(serde.JSON)
+	for _, tc := range []struct {
+		name      string
+		committed int64
+		mayFilter bool
+		recs      []handled
+		want      StageCheck
+	}{
+		{"resent duplicate", 2, false, []handled{{kIn, input(0, "a")}, {kIn, input(1, "a")}, {kOut, output(0, 0, "a")}},
+			StageCheck{In: 2, Processed: 1, Out: 1, Deduplicated: 1}},
+		{"resent twice", 3, false, []handled{{kIn, input(0, "a")}, {kIn, input(1, "a")}, {kIn, input(2, "a")}, {kOut, output(1, 0, "a")}},
+			StageCheck{In: 3, Processed: 1, Out: 1, Deduplicated: 2}},
+		{"no copy came out", 1, false, []handled{{kIn, input(0, "a")}},
+			StageCheck{In: 1, Lost: 1}},
+		{"no copy came out, filter step", 1, true, []handled{{kIn, input(0, "a")}},
+			StageCheck{In: 1, Filtered: 1}},
+		{"another ID came out", 2, false, []handled{{kIn, input(0, "a")}, {kIn, input(1, "b")}, {kOut, output(0, 0, "a")}},
+			StageCheck{In: 2, Processed: 1, Out: 1, Lost: 1}},
+		{"pending is not deduplicated", 1, false, []handled{{kIn, input(0, "a")}, {kIn, input(1, "a")}, {kOut, output(0, 0, "a")}},
+			StageCheck{In: 2, Processed: 1, Out: 1, Pending: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &StageCheck{Name: "st", Input: "in", in: json, out: json, mayFilter: tc.mayFilter, dedupes: true,
+				group: map[int32]int64{0: tc.committed}, DeadLettersByReason: map[string]int64{}}
+			c.lineage, c.ids = newTestSpills(t)
+			var rec [linSize]byte
+			var idRec [idSize]byte
+			for _, h := range tc.recs {
+				if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.account(map[int32]int64{0: 0}); err != nil {
+				t.Fatal(err)
+			}
+			got := StageCheck{In: c.In, Processed: c.Processed, Out: c.Out, Filtered: c.Filtered, Deduplicated: c.Deduplicated,
+				Pending: c.Pending, Lost: c.Lost, EventIDDuplicates: c.EventIDDuplicates}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("counters:\n got %+v\nwant %+v", got, tc.want)
+			}
+			if (c.Failures() > 0) != (tc.want.Lost > 0) {
+				t.Errorf("Failures = %d, want failing %v", c.Failures(), tc.want.Lost > 0)
+			}
+		})
+	}
+}

@@ -1,0 +1,265 @@
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/state"
+)
+
+// The dedupe step (topology.Dedupe) in the engine.
+//
+// Its state, the IDs seen per input partition (state.Dedupe), lives in a
+// Pebble database under Config.StateDir, and every change to it is
+// produced to the compacted changelog topic exactly-<stage>-dedupe-changelog
+// (partition = input partition) in the transaction that commits the
+// outputs and input offsets of the records that caused it. The changes of
+// the open transaction are buffered (state.DedupeTxn), read through, and
+// applied to the database only once End has committed: an aborted
+// transaction leaves the store as the changelog has it, and its records,
+// polled again, are judged against the same state.
+//
+// A partition's store is rebuilt from its changelog partition in
+// OnPartitionsAssigned, which franz-go runs before it fetches the
+// partition's offsets and so before any of its records is polled; a
+// revoked or lost partition's store is dropped, and so is every store when
+// a session is rebuilt (a failed EndTxn leaves the outcome unknown).
+
+// DefaultStateDir is where the local state of stateful steps goes when
+// Config.StateDir is empty: exactly-state under the OS temporary
+// directory.
+func DefaultStateDir() string { return filepath.Join(os.TempDir(), "exactly-state") }
+
+// expirePerTxn bounds the expired IDs purged per transaction, so that a
+// jump in stream time does not make one transaction huge; the rest go in
+// the next ones (lookups judge expiry themselves meanwhile).
+const expirePerTxn = 1000
+
+// restoreReadTimeout bounds a restore's read beyond the wait for an open
+// transaction (at most the transaction timeout).
+const restoreReadTimeout = 10 * time.Minute
+
+// changelogPartitioner sends records to the changelog topic to the
+// partition set on them (the input partition), and every other record
+// where franz-go's default partitioner does.
+type changelogPartitioner struct {
+	changelog string
+	def       kgo.Partitioner
+}
+
+func (c changelogPartitioner) ForTopic(t string) kgo.TopicPartitioner {
+	if t == c.changelog {
+		return kgo.ManualPartitioner().ForTopic(t)
+	}
+	return c.def.ForTopic(t)
+}
+
+// defaultPartitioner is franz-go's default (kgo.RecordPartitioner).
+func defaultPartitioner() kgo.Partitioner {
+	return kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+}
+
+// openState opens the local database of the stage's stateful step, if it
+// has one: <StateDir>/<stage>-<instance>, emptied first.
+func (s *Stage) openState() error {
+	if s.dedupeStep == nil {
+		return nil
+	}
+	dir := filepath.Join(s.cfg.StateDir, s.cfg.Stage+"-"+s.cfg.InstanceID)
+	db, err := state.Open(dir, s.log)
+	if err != nil {
+		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
+	}
+	s.db = db
+	s.dedupe = state.NewDedupe(db, s.dedupeStep.Retention)
+	return nil
+}
+
+func (s *Stage) closeState() {
+	if s.db == nil {
+		return
+	}
+	// s.db and s.dedupe stay set: the callbacks of a session closed in
+	// the background may still run, and get state.ErrClosed.
+	if err := s.db.Close(); err != nil {
+		s.log.Warn("closing the state store failed", "err", err)
+	}
+}
+
+// checkChangelog is checkStart's look at the dedupe changelog topic: it
+// exists, has the input topic's partition count, and is compacted. A
+// deleted segment of a changelog would lose state, and a partition count
+// that differs would leave input partitions without their store.
+func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
+	if s.dedupeStep == nil {
+		return nil
+	}
+	field := s.cfg.Origin.Field("transform[0].dedupe")
+	td, err := adm.ListTopics(ctx, s.cfg.Input, s.changelog)
+	if err != nil {
+		return fmt.Errorf("describe topics: %w", err)
+	}
+	cl, ok := td[s.changelog]
+	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
+		return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q does not exist (%s)", field, s.changelog, s.cfg.Origin.CreateHint())}
+	}
+	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
+		return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
+			field, s.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, s.changelog)
+	if err == nil {
+		var rc kadm.ResourceConfig
+		if rc, err = rcs.On(s.changelog, nil); err == nil {
+			err = rc.Err
+		}
+		if err == nil {
+			policy := ""
+			for _, c := range rc.Configs {
+				if c.Key == "cleanup.policy" && c.Value != nil {
+					policy = *c.Value
+				}
+			}
+			if !slices.Contains(strings.Split(policy, ","), "compact") {
+				return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q has cleanup.policy=%s, want compact (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+					field, s.changelog, policy)}
+			}
+			return nil
+		}
+	}
+	if kit.IsFatal(err) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		s.log.Warn("cannot read the changelog topic's cleanup.policy; not checked", "topic", s.changelog, "err", err)
+		return nil
+	}
+	return fmt.Errorf("describe changelog config: %w", err)
+}
+
+// restoreState rebuilds the stores of newly assigned input partitions
+// from their changelog partitions. It runs in OnPartitionsAssigned, before
+// the partitions' offsets are fetched. A failure is kept for the run loop,
+// which rebuilds the session.
+func (s *Stage) restoreState(ctx context.Context, parts []int32) {
+	if s.dedupe == nil || len(parts) == 0 {
+		return
+	}
+	start := time.Now()
+	rs := make(map[int32]*state.Restorer, len(parts))
+	err := func() error {
+		for _, p := range parts {
+			r, err := s.dedupe.Restore(p)
+			if err != nil {
+				return err
+			}
+			rs[p] = r
+		}
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout+restoreReadTimeout)
+		defer cancel()
+		opts := append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)
+		n, err := state.ReadChangelog(ctx, opts, s.changelog, parts, func(r *kgo.Record) error {
+			s.metrics.restored(1)
+			return rs[r.Partition].Apply(r.Key, r.Value)
+		})
+		if errors.Is(err, state.ErrNoChangelogPartition) {
+			return &kit.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, s.changelog)}
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if _, err := r.Done(); err != nil {
+				return err
+			}
+		}
+		s.log.Info("state restored", "topic", s.changelog, "partitions", parts, "records", n, "elapsed", time.Since(start))
+		return nil
+	}()
+	s.metrics.restoreTime(time.Since(start))
+	if err != nil {
+		_ = s.dedupe.Drop(parts...)
+		err = fmt.Errorf("restore state of partitions %v from %s: %w", parts, s.changelog, err)
+		s.stateErr.Store(&err)
+		return
+	}
+	s.setStateSize()
+}
+
+// dropState forgets the stores of revoked or lost input partitions.
+func (s *Stage) dropState(parts []int32) {
+	if s.dedupe == nil || len(parts) == 0 {
+		return
+	}
+	if err := s.dedupe.Drop(parts...); err != nil {
+		s.log.Warn("dropping partition state failed", "partitions", parts, "err", err)
+	}
+	s.setStateSize()
+}
+
+func (s *Stage) setStateSize() {
+	if s.dedupe == nil {
+		return
+	}
+	var total int64
+	for _, n := range s.dedupe.Size() {
+		total += n
+	}
+	s.metrics.stateSize(total)
+}
+
+// dedupeVerdict is what the dedupe step decided for a record.
+type dedupeVerdict int
+
+const (
+	dedupeProcess   dedupeVerdict = iota // not a duplicate: process it
+	dedupeDuplicate                      // drop it, count it as deduplicated
+	dedupeSkip                           // neither: the transaction aborts
+)
+
+// dedupeOutputs is recordOutputs for a stage with a dedupe step: the ID
+// of r is checked against its partition's store before the other steps
+// run, and remembered once they produced outputs or filtered r (not when
+// r became a dead letter, which exactly redrive may send back).
+func (t *txn) dedupeOutputs(r *kgo.Record, src source) ([]*kgo.Record, dedupeVerdict, error) {
+	s := t.stage
+	in, err := s.decodeInput(r)
+	if err != nil {
+		return nil, dedupeProcess, err
+	}
+	id, err := s.dedupeStep.ID(t.ctx, &in)
+	if err != nil {
+		return nil, dedupeProcess, &kit.RecordError{Reason: kit.ReasonTransform, Step: s.dedupeStep.Step, Err: err}
+	}
+	dup, err := t.dd.Check(r.Partition, id, r.Timestamp)
+	switch {
+	case errors.Is(err, state.ErrNotRestored):
+		// Revoked while polled (or its restore failed): the
+		// transaction must not commit this record's offset.
+		t.stateLost = true
+		return nil, dedupeSkip, nil
+	case err != nil:
+		t.fail(src, fmt.Errorf("dedupe state: %w", err))
+		return nil, dedupeSkip, nil
+	case dup:
+		return nil, dedupeDuplicate, nil
+	}
+	outs, err := s.transformOutputs(t.ctx, r, in)
+	if err == nil {
+		t.dd.Remember()
+	}
+	return outs, dedupeProcess, err
+}
+
+// emitChangelog produces one changelog record into the open transaction.
+func (t *txn) emitChangelog(p int32, key, value []byte) {
+	t.produce(t.cur, &kgo.Record{Topic: t.stage.changelog, Partition: p, Key: key, Value: value})
+}

@@ -1,0 +1,72 @@
+package state
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestReadChangelog: committed records are read in order to the end;
+// aborted ones are not; a partition without records ends at once.
+func TestReadChangelog(t *testing.T) {
+	const topic = "exactly-s-dedupe-changelog"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("t1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	txn := func(commit bool, p int32, keys ...string) {
+		t.Helper()
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			r := &kgo.Record{Topic: topic, Partition: p, Key: []byte(k), Value: []byte(strconv.Itoa(len(k)))}
+			if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(true, 0, "a", "bb")
+	txn(false, 0, "aborted")
+	txn(true, 0, "ccc")
+	txn(true, 1, "d")
+	txn(false, 1, "aborted-last") // the partition ends on an abort marker
+
+	got := map[int32][]string{}
+	n, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{0, 1, 2}, func(r *kgo.Record) error {
+		got[r.Partition] = append(got[r.Partition], string(r.Key))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32][]string{0: {"a", "bb", "ccc"}, 1: {"d"}}
+	if n != 4 || len(got) != 2 || !slices.Equal(got[0], want[0]) || !slices.Equal(got[1], want[1]) {
+		t.Fatalf("read %d: %v, want %v", n, got, want)
+	}
+
+	t.Run("missing partition", func(t *testing.T) {
+		_, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{7}, func(*kgo.Record) error { return nil })
+		if err == nil {
+			t.Fatal("read of a partition the topic lacks: no error")
+		}
+	})
+}
