@@ -32,6 +32,10 @@ type scalarDecoder interface {
 	parseScalar(s string) error
 }
 
+// mappingToo is implemented by scalarDecoders that may be written as a
+// mapping too, decoded as their struct.
+type mappingToo interface{ alsoMapping() }
+
 const (
 	// maxMergeDepth bounds nested YAML merge keys ("<<").
 	maxMergeDepth = 32
@@ -150,12 +154,19 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.null[path] = true
 		return
 	}
-	if sd, ok := v.Addr().Interface().(scalarDecoder); ok {
-		s, refs, ok := d.scalar(n, path, "a duration")
+	_, mapping := v.Addr().Interface().(mappingToo)
+	if sd, ok := v.Addr().Interface().(scalarDecoder); ok && !(mapping && n.Kind == yaml.MappingNode) {
+		want := "a duration"
+		if mapping {
+			want = "count or a mapping"
+		}
+		s, refs, ok := d.scalar(n, path, want)
 		if !ok {
 			return
 		}
 		switch err := sd.parseScalar(s); {
+		case errors.Is(err, errBadAggregation):
+			d.fail(n, path, "invalid aggregation %s (want count, or a mapping of one of sum, min, max, avg, first, last to an expression)", shown(n.Value, refs))
 		case errors.Is(err, errBadRetention):
 			d.fail(n, path, "invalid retention %s (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)", shown(n.Value, refs))
 		case err != nil:

@@ -11,6 +11,9 @@ import (
 // into a positioned *Error.
 var errBadDuration = errors.New("invalid duration")
 
+// errBadAggregation is returned by Aggregation.parseScalar.
+var errBadAggregation = errors.New("invalid aggregation")
+
 // errBadRetention is returned by ParseRetention.
 var errBadRetention = errors.New("invalid retention")
 

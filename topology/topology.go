@@ -322,6 +322,9 @@ type Step struct {
 	// stateful step, at most one per stage and only as its first step
 	// (see Dedupe).
 	Dedupe Dedupe `yaml:"dedupe"`
+	// Aggregate computes windowed results per record key: a stateful
+	// step, the last of its stage (see Aggregate).
+	Aggregate Aggregate `yaml:"aggregate"`
 }
 
 // Dedupe is the dedupe step: `- dedupe: { id: value.event_id, retention: 7d }`.
@@ -367,10 +370,11 @@ func (f *File) StateTopics() []Topic {
 	var out []Topic
 	for i := range f.Stages {
 		st := &f.Stages[i]
-		if st.DedupeStep() == nil {
+		store := st.StateStore()
+		if store == "" {
 			continue
 		}
-		t := Topic{Name: ChangelogTopic(st.Name, DedupeStore), Partitions: 1, ReplicationFactor: -1,
+		t := Topic{Name: ChangelogTopic(st.Name, store), Partitions: 1, ReplicationFactor: -1,
 			Config: map[string]string{"cleanup.policy": "compact"}}
 		for _, in := range f.Topics {
 			if in.Name == st.Input.Topic {

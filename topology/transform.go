@@ -7,7 +7,7 @@ import (
 )
 
 // StepOps are the operation fields of a Step, in the order documented.
-var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe"}
+var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe", "aggregate"}
 
 // Op returns the name of the step's operation, or "" if none or several
 // are set.
@@ -51,6 +51,8 @@ func (st *Step) has(op string) bool {
 		return st.Func != ""
 	case "dedupe":
 		return st.Dedupe != (Dedupe{})
+	case "aggregate":
+		return !st.Aggregate.IsZero()
 	}
 	return false
 }
@@ -65,6 +67,9 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		if v.has(sp+".dedupe") && !st.has("dedupe") {
 			ops = append(ops, "dedupe") // written as dedupe: {}
 		}
+		if v.has(sp+".aggregate") && !st.has("aggregate") {
+			ops = append(ops, "aggregate")
+		}
 		switch len(ops) {
 		case 0:
 			v.report(sp, "a step needs one operation (one of: %s)", strings.Join(StepOps, ", "))
@@ -77,6 +82,9 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		if ops[0] == "dedupe" {
 			v.dedupe(p, sp, i, dedupes, st.Dedupe)
 			dedupes++
+		}
+		if ops[0] == "aggregate" {
+			v.aggregate(p, sp, i, s, st.Aggregate)
 		}
 		for j, f := range st.Drop {
 			if fp := fmt.Sprintf("%s.drop[%d]", sp, j); !validPath(f) {
