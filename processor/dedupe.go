@@ -154,7 +154,7 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 		return
 	}
 	start := time.Now()
-	rs := make(map[int32]*state.Restorer, len(parts))
+	rs := make(map[int32]state.Restorer, len(parts))
 	err := func() error {
 		for _, p := range parts {
 			r, err := s.dedupe.Restore(p)

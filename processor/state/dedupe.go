@@ -2,11 +2,9 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -36,19 +34,16 @@ type Dedupe struct {
 	index     *Store // seen (8 bytes, order-preserving) ++ ID -> empty; local only
 	retention int64  // ms
 
-	mu    sync.Mutex
-	parts map[int32]*dedupePart // restored partitions
-}
-
-type dedupePart struct {
-	streamTime int64 // committed, ms
-	ids        int64 // committed IDs (approximate after lazy expiry)
+	// partSet: the restored partitions; entries are the IDs stored
+	// (approximate after lazy expiry).
+	*partSet
 }
 
 // NewDedupe returns the dedupe state of a step with this retention, in the
 // stores "dedupe" and "dedupe.index" of db.
 func NewDedupe(db *DB, retention time.Duration) *Dedupe {
-	return &Dedupe{db: db, ids: db.Store("dedupe"), index: db.Store("dedupe.idx"), retention: retention.Milliseconds(), parts: map[int32]*dedupePart{}}
+	ids, index := db.Store("dedupe"), db.Store("dedupe.idx")
+	return &Dedupe{db: db, ids: ids, index: index, retention: retention.Milliseconds(), partSet: newPartSet(ids, index)}
 }
 
 // Emit writes one record to partition p of the changelog, in the open
@@ -57,39 +52,18 @@ type Emit func(p int32, key, value []byte)
 
 // DedupeTxn is the changes of one Kafka transaction to a Dedupe.
 type DedupeTxn struct {
-	d     *Dedupe
-	txn   *Txn
-	emit  Emit
-	parts map[int32]*txnPart // partitions touched
+	d    *Dedupe
+	txn  *Txn
+	emit Emit
+	txnParts
 	// pending is the ID of the last Check that found no duplicate.
 	pending *pendingID
 }
 
-type txnPart struct {
-	part       *dedupePart // the restored partition it read
-	streamTime int64
-	advanced   bool
-	added      int64
-}
-
 // Begin returns a DedupeTxn whose changelog records go to emit.
 func (d *Dedupe) Begin(emit Emit) *DedupeTxn {
-	return &DedupeTxn{d: d, txn: d.db.Begin(), emit: emit, parts: map[int32]*txnPart{}}
-}
-
-func (t *DedupeTxn) part(p int32) (*txnPart, error) {
-	if tp, ok := t.parts[p]; ok {
-		return tp, nil
-	}
-	t.d.mu.Lock()
-	dp := t.d.parts[p]
-	t.d.mu.Unlock()
-	if dp == nil {
-		return nil, fmt.Errorf("partition %d: %w", p, ErrNotRestored)
-	}
-	tp := &txnPart{part: dp, streamTime: dp.streamTime}
-	t.parts[p] = tp
-	return tp, nil
+	txn := d.db.Begin()
+	return &DedupeTxn{d: d, txn: txn, emit: emit, txnParts: newTxnParts(d.partSet, txn)}
 }
 
 // Check advances partition p's stream time to ts and reports whether id
@@ -99,13 +73,11 @@ func (t *DedupeTxn) part(p int32) (*txnPart, error) {
 // be dropped as its own duplicate.
 func (t *DedupeTxn) Check(p int32, id []byte, ts time.Time) (dup bool, err error) {
 	t.pending = nil
-	tp, err := t.part(p)
+	tp, err := t.get(p)
 	if err != nil {
 		return false, err
 	}
-	if ms := ts.UnixMilli(); ms > tp.streamTime {
-		tp.streamTime, tp.advanced = ms, true
-	}
+	tp.advance(ts.UnixMilli())
 	v, ok, err := t.txn.Get(t.d.ids, p, id)
 	if err != nil {
 		return false, err
@@ -162,10 +134,8 @@ func (d *Dedupe) expired(seen, now int64) bool {
 // the changelog). It returns the number purged.
 func (t *DedupeTxn) Finish(limit int) (int, error) {
 	purged := 0
-	for p, tp := range t.parts {
-		if tp.advanced {
-			t.emit(p, []byte{}, strconv.AppendInt(nil, tp.streamTime, 10))
-		}
+	t.emitStreamTime(t.emit)
+	for p, tp := range t.m {
 		if tp.streamTime == noTime || purged >= limit {
 			continue
 		}
@@ -202,116 +172,43 @@ func (t *DedupeTxn) Finish(limit int) (int, error) {
 }
 
 // Commit applies the transaction's changes to the partitions still
-// restored as they were when it read them: a partition revoked (and maybe
-// restored again) meanwhile has its state from the changelog instead.
+// restored as they were when it read them (see txnParts.commit).
 func (t *DedupeTxn) Commit() error {
-	t.d.mu.Lock()
-	defer t.d.mu.Unlock()
-	keep := func(p int32) bool { tp := t.parts[p]; return tp != nil && t.d.parts[p] == tp.part }
-	if err := t.txn.Commit(keep); err != nil {
-		return err
-	}
-	for p, tp := range t.parts {
-		if keep(p) {
-			tp.part.streamTime = tp.streamTime
-			tp.part.ids += tp.added
-		}
-	}
-	clear(t.parts)
 	t.pending = nil
-	return nil
+	return t.commit()
 }
 
 // Discard forgets the transaction's changes: it was aborted.
 func (t *DedupeTxn) Discard() {
-	t.txn.Discard()
-	clear(t.parts)
+	t.discard()
 	t.pending = nil
 }
 
-// Drop forgets partitions ps (revoked or lost): their keys are deleted and
-// lookups in them fail with ErrNotRestored until they are restored again.
-func (d *Dedupe) Drop(ps ...int32) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var errs []error
-	for _, p := range ps {
-		delete(d.parts, p)
-		errs = append(errs, d.ids.Clear(p), d.index.Clear(p))
-	}
-	return errors.Join(errs...)
+// dedupeRestorer rebuilds one partition of a Dedupe from its changelog.
+type dedupeRestorer struct {
+	*restorer
+	d *Dedupe
 }
-
-// DropAll drops every restored partition (a new Kafka session).
-func (d *Dedupe) DropAll() error {
-	d.mu.Lock()
-	ps := make([]int32, 0, len(d.parts))
-	for p := range d.parts {
-		ps = append(ps, p)
-	}
-	d.mu.Unlock()
-	return d.Drop(ps...)
-}
-
-// Size returns the number of IDs stored per restored partition (IDs purged
-// lazily may be counted until they are).
-func (d *Dedupe) Size() map[int32]int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	out := make(map[int32]int64, len(d.parts))
-	for p, dp := range d.parts {
-		out[p] = dp.ids
-	}
-	return out
-}
-
-// StreamTime returns the committed stream time of partition p, and whether
-// p is restored and has seen a record.
-func (d *Dedupe) StreamTime(p int32) (time.Time, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	dp := d.parts[p]
-	if dp == nil || dp.streamTime == noTime {
-		return time.Time{}, false
-	}
-	return time.UnixMilli(dp.streamTime), true
-}
-
-// Restorer rebuilds one partition of a Dedupe from its changelog.
-type Restorer struct {
-	d     *Dedupe
-	p     int32
-	b     *Batch
-	part  *dedupePart
-	count int64
-}
-
-// restoreBatch is how many changelog records a restore writes per batch.
-const restoreBatch = 10_000
 
 // Restore starts the restore of partition p: p is dropped, then filled by
 // Apply, in changelog order, and usable once Done returns.
-func (d *Dedupe) Restore(p int32) (*Restorer, error) {
-	if err := d.Drop(p); err != nil {
+func (d *Dedupe) Restore(p int32) (Restorer, error) {
+	r, err := newRestorer(d.db, d.partSet, p)
+	if err != nil {
 		return nil, err
 	}
-	return &Restorer{d: d, p: p, b: d.db.NewBatch(), part: &dedupePart{streamTime: noTime}}, nil
+	return &dedupeRestorer{restorer: r, d: d}, nil
 }
 
 // Apply applies one changelog record. Stale index entries that overwritten
 // or tombstoned IDs leave are purged later (see Finish).
-func (r *Restorer) Apply(key, value []byte) error {
-	r.count++
+func (r *dedupeRestorer) Apply(key, value []byte) error {
 	switch {
 	case len(key) == 0:
-		st, err := parseMillis(value)
-		if err != nil {
-			return fmt.Errorf("dedupe changelog partition %d: stream time: %w", r.p, err)
-		}
-		r.part.streamTime = max(r.part.streamTime, st)
+		return r.streamTime(value)
 	case value == nil:
 		r.b.Delete(r.d.ids, r.p, key)
-		r.part.ids--
+		r.part.entries--
 	default:
 		seen, err := parseMillis(value)
 		if err != nil {
@@ -319,29 +216,14 @@ func (r *Restorer) Apply(key, value []byte) error {
 		}
 		r.b.Set(r.d.ids, r.p, key, value)
 		r.b.Set(r.d.index, r.p, indexKey(seen, key), nil)
-		r.part.ids++
+		r.part.entries++
 	}
-	if r.b.Len() >= restoreBatch {
-		if err := r.b.Commit(); err != nil {
-			return err
-		}
-		r.b = r.d.db.NewBatch()
-	}
-	return nil
+	return r.flush()
 }
 
 // Done commits the restore and makes the partition usable. It returns the
 // number of changelog records applied.
-func (r *Restorer) Done() (int64, error) {
-	if err := r.b.Commit(); err != nil {
-		return 0, err
-	}
-	r.part.ids = max(r.part.ids, 0)
-	r.d.mu.Lock()
-	r.d.parts[r.p] = r.part
-	r.d.mu.Unlock()
-	return r.count, nil
-}
+func (r *dedupeRestorer) Done() (int64, error) { return r.done() }
 
 // indexKey orders by seen (sign bit flipped, big-endian), then ID.
 func indexKey(seen int64, id []byte) []byte {
