@@ -13,3 +13,11 @@ var ErrClosed = errors.New("state store is closed")
 // ErrNoChangelogPartition is the error of a changelog topic without a
 // partition that the input topic has.
 var ErrNoChangelogPartition = errors.New("changelog topic has no such partition")
+
+// ErrOverflow is the error of a sum of integers beyond int64: the record
+// that would overflow it is a dead letter, never wrapped.
+var ErrOverflow = errors.New("sum overflows a 64-bit integer (int64)")
+
+// ErrNotNumber is the error of a sum, min, max or avg of a value that is
+// not a number.
+var ErrNotNumber = errors.New("not a number")

@@ -1,0 +1,424 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/exactly-io/exactly/serde"
+)
+
+// Aggregate is the state of an aggregate step: per input partition, the
+// open windows of each record key, and the partition's stream time.
+//
+// A window is [start, end) in Unix milliseconds, end = start + size, with
+// starts at the multiples of advance (tumbling windows: advance = size).
+// It closes when the partition's stream time reaches end + grace, as in
+// Kafka Streams: a record whose every window is closed is late.
+//
+// The store key of a window is its start (8 bytes, big-endian with the
+// sign bit flipped, so keys sort by start) followed by the record key; the
+// value is its accumulator, JSON. The changelog of partition p holds the
+// same keys and values, a tombstone once a window closed, and, under the
+// empty key, the stream time in Unix milliseconds as decimal text.
+type Aggregate struct {
+	db      *DB
+	windows *Store
+	cfg     AggregateConfig
+	size    int64 // ms
+	advance int64
+	grace   int64
+	*partSet
+}
+
+// AggregateConfig describes an aggregate step.
+type AggregateConfig struct {
+	Size, Advance, Grace time.Duration
+	// Kinds are the aggregations, in output order: count, sum, min, max,
+	// avg, first or last.
+	Kinds []string
+	// Update emits a result on every change; otherwise one result per
+	// window when it closes.
+	Update bool
+}
+
+// NewAggregate returns the state of an aggregate step in store
+// "aggregate" of db.
+func NewAggregate(db *DB, cfg AggregateConfig) *Aggregate {
+	w := db.Store("aggregate")
+	return &Aggregate{db: db, windows: w, cfg: cfg, size: cfg.Size.Milliseconds(), advance: cfg.Advance.Milliseconds(),
+		grace: cfg.Grace.Milliseconds(), partSet: newPartSet(w)}
+}
+
+// Window is a window's bounds, Unix milliseconds, end exclusive.
+type Window struct{ Start, End int64 }
+
+// Windows returns the windows that contain event time ts, earliest first.
+func (a *Aggregate) Windows(ts int64) []Window {
+	last := floorDiv(ts, a.advance) * a.advance
+	var out []Window
+	for start := last; start > ts-a.size; start -= a.advance {
+		out = append(out, Window{start, start + a.size})
+	}
+	slices.Reverse(out)
+	return out
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// closed reports whether w is closed at stream time st.
+func (a *Aggregate) closed(w Window, st int64) bool { return st != noTime && st >= w.End+a.grace }
+
+// Result is one window's results.
+type Result struct {
+	Partition int32
+	Key       []byte
+	Window    Window
+	// Count is the window's records; MaxTime the largest event time among
+	// them (Unix ms).
+	Count, MaxTime int64
+	// Values are the JSON texts of the aggregations, in config order.
+	Values []json.RawMessage
+}
+
+// acc is a window's accumulator, as stored.
+type acc struct {
+	C int64    `json:"c"` // records
+	T int64    `json:"t"` // largest event time
+	A []aggAcc `json:"a"`
+}
+
+type aggAcc struct {
+	N int64           `json:"n,omitempty"` // non-null values (sum, min, max, avg)
+	S string          `json:"s,omitempty"` // sum, min or max: number text
+	T int64           `json:"t,omitempty"` // first, last: event time of V
+	V json.RawMessage `json:"v,omitempty"` // first, last: the value's JSON
+}
+
+// AggregateTxn is the changes of one Kafka transaction to an Aggregate.
+type AggregateTxn struct {
+	a    *Aggregate
+	txn  *Txn
+	emit Emit
+	txnParts
+	touched map[int32]map[string]bool // window keys changed, by partition
+}
+
+// Begin returns an AggregateTxn whose changelog records go to emit.
+func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
+	txn := a.db.Begin()
+	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: map[int32]map[string]bool{}}
+}
+
+// Add adds a record of partition p with this key, event time ts (Unix
+// ms) and one native value per aggregation (ignored for count) to its
+// open windows, after advancing the stream time to ts. It returns the
+// results of the windows it changed (emit update), or late when every
+// window of ts is closed. An error is the record's (ErrOverflow,
+// ErrNotNumber, naming the aggregation by index), and it changes nothing,
+// or ErrNotRestored.
+func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated []Result, late bool, err error) {
+	tp, err := t.get(p)
+	if err != nil {
+		return nil, false, err
+	}
+	st := max(tp.streamTime, ts)
+	type change struct {
+		w   Window
+		k   []byte
+		acc *acc
+		new bool
+	}
+	var changes []change
+	for _, w := range t.a.Windows(ts) {
+		if t.a.closed(w, st) {
+			continue
+		}
+		k := windowKey(w.Start, key)
+		v, ok, err := t.txn.Get(t.a.windows, p, k)
+		if err != nil {
+			return nil, false, err
+		}
+		ac := &acc{A: make([]aggAcc, len(t.a.cfg.Kinds))}
+		if ok {
+			if err := json.Unmarshal(v, ac); err != nil || len(ac.A) != len(t.a.cfg.Kinds) {
+				return nil, false, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
+			}
+		}
+		if err := t.a.update(ac, ts, values); err != nil {
+			return nil, false, err
+		}
+		changes = append(changes, change{w, k, ac, !ok})
+	}
+	if len(changes) == 0 {
+		return nil, true, nil
+	}
+	tp.advance(st)
+	for _, c := range changes {
+		b, _ := json.Marshal(c.acc)
+		t.txn.Set(t.a.windows, p, c.k, b)
+		t.touch(p, c.k)
+		if c.new {
+			tp.added++
+		}
+		if t.a.cfg.Update {
+			updated = append(updated, t.a.result(p, key, c.w, c.acc))
+		}
+	}
+	return updated, false, nil
+}
+
+func (t *AggregateTxn) touch(p int32, k []byte) {
+	m := t.touched[p]
+	if m == nil {
+		m = map[string]bool{}
+		t.touched[p] = m
+	}
+	m[string(k)] = true
+}
+
+// update folds one record into ac.
+func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
+	if ac.C == 0 {
+		ac.T = ts
+	}
+	ac.C++
+	ac.T = max(ac.T, ts)
+	for i, kind := range a.cfg.Kinds {
+		g := &ac.A[i]
+		var v any
+		if i < len(values) {
+			v = values[i]
+		}
+		switch kind {
+		case "count":
+		case "first", "last":
+			if (kind == "first" && g.V != nil && ts >= g.T) || (kind == "last" && g.V != nil && ts < g.T) {
+				continue
+			}
+			b, err := serde.AppendJSON(nil, v, kind)
+			if err != nil {
+				return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
+			}
+			g.T, g.V = ts, b
+		default:
+			n, ok, err := toNum(v)
+			if err != nil {
+				return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
+			}
+			if !ok {
+				continue
+			}
+			if g.N == 0 {
+				g.N, g.S = 1, n.text()
+				continue
+			}
+			cur, _, err := parseNum(g.S)
+			if err != nil {
+				return fmt.Errorf("aggregation %d (%s): stored %w", i, kind, err)
+			}
+			switch kind {
+			case "sum", "avg":
+				if cur, err = add(cur, n); err != nil {
+					return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
+				}
+			case "min":
+				if cmp(n, cur) < 0 {
+					cur = n
+				}
+			case "max":
+				if cmp(n, cur) > 0 {
+					cur = n
+				}
+			}
+			g.N++
+			g.S = cur.text()
+		}
+	}
+	return nil
+}
+
+// result renders ac.
+func (a *Aggregate) result(p int32, key []byte, w Window, ac *acc) Result {
+	r := Result{Partition: p, Key: key, Window: w, Count: ac.C, MaxTime: ac.T, Values: make([]json.RawMessage, len(a.cfg.Kinds))}
+	null := json.RawMessage("null")
+	for i, kind := range a.cfg.Kinds {
+		g := ac.A[i]
+		switch {
+		case kind == "count":
+			r.Values[i] = json.RawMessage(fmt.Sprint(ac.C))
+		case kind == "first" || kind == "last":
+			r.Values[i] = g.V
+		case g.N == 0:
+			r.Values[i] = null
+		case kind == "avg":
+			sum, _, _ := parseNum(g.S)
+			s, _ := decimalText(new(big.Rat).Quo(sum.rat(), new(big.Rat).SetInt64(g.N)), AvgPlaces)
+			r.Values[i] = json.RawMessage(s)
+		default:
+			r.Values[i] = json.RawMessage(g.S)
+		}
+		if r.Values[i] == nil {
+			r.Values[i] = null
+		}
+	}
+	return r
+}
+
+// Finish ends the transaction's changes before its commit: for each
+// partition it touched, windows closed at its stream time are deleted
+// (their results returned, in window and key order, with emit final), and
+// every window changed is written to the changelog (its accumulator, or
+// a tombstone), and the stream time if it advanced.
+func (t *AggregateTxn) Finish() ([]Result, error) {
+	var out []Result
+	for _, p := range t.sorted() {
+		tp := t.m[p]
+		if tp.streamTime == noTime {
+			continue
+		}
+		// Windows with start <= cutoff are closed.
+		cutoff := tp.streamTime - t.a.grace - t.a.size
+		cand := map[string]bool{}
+		err := t.a.windows.Scan(p, nil, windowKey(cutoff+1, nil), func(k, _ []byte) (bool, error) {
+			cand[string(k)] = true
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for k := range t.touched[p] {
+			if start, _ := parseWindowKey([]byte(k)); start <= cutoff {
+				cand[k] = true
+			}
+		}
+		keys := make([]string, 0, len(cand))
+		for k := range cand {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, ok, err := t.txn.Get(t.a.windows, p, []byte(k))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			start, key := parseWindowKey([]byte(k))
+			if !t.a.cfg.Update {
+				ac := &acc{}
+				if err := json.Unmarshal(v, ac); err != nil || len(ac.A) != len(t.a.cfg.Kinds) {
+					return nil, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
+				}
+				out = append(out, t.a.result(p, bytes.Clone(key), Window{start, start + t.a.size}, ac))
+			}
+			t.txn.Delete(t.a.windows, p, []byte(k))
+			t.touch(p, []byte(k))
+			tp.added--
+		}
+	}
+	t.emitStreamTime(t.emit)
+	for _, p := range t.sorted() {
+		keys := make([]string, 0, len(t.touched[p]))
+		for k := range t.touched[p] {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, ok, err := t.txn.Get(t.a.windows, p, []byte(k))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				v = nil
+			}
+			t.emit(p, []byte(k), v)
+		}
+	}
+	clear(t.touched)
+	return out, nil
+}
+
+// Commit applies the transaction's changes (see txnParts.commit).
+func (t *AggregateTxn) Commit() error {
+	clear(t.touched)
+	return t.commit()
+}
+
+// Discard forgets the transaction's changes: it was aborted.
+func (t *AggregateTxn) Discard() {
+	clear(t.touched)
+	t.discard()
+}
+
+// aggregateRestorer rebuilds one partition of an Aggregate.
+type aggregateRestorer struct {
+	*restorer
+	a *Aggregate
+}
+
+// Restore starts the restore of partition p: p is dropped, then filled by
+// Apply, in changelog order, and usable once Done returns.
+func (a *Aggregate) Restore(p int32) (Restorer, error) {
+	r, err := newRestorer(a.db, a.partSet, p)
+	if err != nil {
+		return nil, err
+	}
+	return &aggregateRestorer{restorer: r, a: a}, nil
+}
+
+// Apply applies one changelog record.
+func (r *aggregateRestorer) Apply(key, value []byte) error {
+	switch {
+	case len(key) == 0:
+		return r.streamTime(value)
+	case len(key) < 8:
+		return fmt.Errorf("aggregate changelog partition %d: key %x is no window key", r.p, key)
+	case value == nil:
+		r.b.Delete(r.a.windows, r.p, key)
+	default:
+		r.b.Set(r.a.windows, r.p, key, value)
+	}
+	return r.flush()
+}
+
+// Done commits the restore, counts the partition's windows and makes it
+// usable.
+func (r *aggregateRestorer) Done() (int64, error) {
+	if err := r.b.Commit(); err != nil {
+		return 0, err
+	}
+	r.b = r.db.NewBatch()
+	err := r.a.windows.Scan(r.p, nil, nil, func(_, _ []byte) (bool, error) {
+		r.part.entries++
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return r.done()
+}
+
+// windowKey is start (sign bit flipped, big-endian) followed by key.
+func windowKey(start int64, key []byte) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(key)), uint64(start)^(1<<63))
+	return append(k, key...)
+}
+
+func parseWindowKey(k []byte) (int64, []byte) {
+	if len(k) < 8 {
+		return 0, nil
+	}
+	return int64(binary.BigEndian.Uint64(k[:8]) ^ (1 << 63)), k[8:]
+}
