@@ -73,7 +73,7 @@ func defaultPartitioner() kgo.Partitioner {
 // openState opens the local database of the stage's stateful step, if it
 // has one: <StateDir>/<stage>-<instance>, emptied first.
 func (s *Stage) openState() error {
-	if s.dedupeStep == nil {
+	if s.changelog == "" {
 		return nil
 	}
 	dir := filepath.Join(s.cfg.StateDir, s.cfg.Stage+"-"+s.cfg.InstanceID)
@@ -82,7 +82,14 @@ func (s *Stage) openState() error {
 		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
 	}
 	s.db = db
-	s.dedupe = state.NewDedupe(db, s.dedupeStep.Retention)
+	if s.dedupeStep != nil {
+		s.dedupe = state.NewDedupe(db, s.dedupeStep.Retention)
+		s.store = s.dedupe
+	} else {
+		a := s.aggregateStep
+		s.aggregate = state.NewAggregate(db, state.AggregateConfig{Size: a.Size, Advance: a.Advance, Grace: a.Grace, Kinds: a.Kinds, Update: a.Update})
+		s.store = s.aggregate
+	}
 	return nil
 }
 
@@ -102,21 +109,21 @@ func (s *Stage) closeState() {
 // deleted segment of a changelog would lose state, and a partition count
 // that differs would leave input partitions without their store.
 func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
-	if s.dedupeStep == nil {
+	if s.changelog == "" {
 		return nil
 	}
-	field := s.cfg.Origin.Field("transform[0].dedupe")
+	field := s.cfg.Origin.Field(s.stateField())
 	td, err := adm.ListTopics(ctx, s.cfg.Input, s.changelog)
 	if err != nil {
 		return fmt.Errorf("describe topics: %w", err)
 	}
 	cl, ok := td[s.changelog]
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
-		return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q does not exist (%s)", field, s.changelog, s.cfg.Origin.CreateHint())}
+		return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q does not exist (%s)", field, s.stateStep, s.changelog, s.cfg.Origin.CreateHint())}
 	}
 	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
-		return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
-			field, s.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
+		return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
+			field, s.stateStep, s.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, s.changelog)
 	if err == nil {
@@ -132,8 +139,8 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 				}
 			}
 			if !slices.Contains(strings.Split(policy, ","), "compact") {
-				return &kit.ConfigError{Err: fmt.Errorf("%s: the dedupe changelog topic %q has cleanup.policy=%s, want compact (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
-					field, s.changelog, policy)}
+				return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+					field, s.stateStep, s.changelog, policy)}
 			}
 			return nil
 		}
@@ -145,19 +152,36 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	return fmt.Errorf("describe changelog config: %w", err)
 }
 
+// stateStore is what the engine does with the store of either stateful
+// step: restore, drop and measure its partitions.
+type stateStore interface {
+	Restore(p int32) (state.Restorer, error)
+	Drop(ps ...int32) error
+	DropAll() error
+	Size() map[int32]int64
+}
+
+// stateField is the stateful step's field in the topology file.
+func (s *Stage) stateField() string {
+	if s.aggregateStep != nil {
+		return fmt.Sprintf("transform[%d].aggregate", s.aggregateStep.Index)
+	}
+	return "transform[0].dedupe"
+}
+
 // restoreState rebuilds the stores of newly assigned input partitions
 // from their changelog partitions. It runs in OnPartitionsAssigned, before
 // the partitions' offsets are fetched. A failure is kept for the run loop,
 // which rebuilds the session.
 func (s *Stage) restoreState(ctx context.Context, parts []int32) {
-	if s.dedupe == nil || len(parts) == 0 {
+	if s.store == nil || len(parts) == 0 {
 		return
 	}
 	start := time.Now()
 	rs := make(map[int32]state.Restorer, len(parts))
 	err := func() error {
 		for _, p := range parts {
-			r, err := s.dedupe.Restore(p)
+			r, err := s.store.Restore(p)
 			if err != nil {
 				return err
 			}
@@ -186,7 +210,7 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	}()
 	s.metrics.restoreTime(time.Since(start))
 	if err != nil {
-		_ = s.dedupe.Drop(parts...)
+		_ = s.store.Drop(parts...)
 		err = fmt.Errorf("restore state of partitions %v from %s: %w", parts, s.changelog, err)
 		s.stateErr.Store(&err)
 		return
@@ -196,21 +220,21 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 
 // dropState forgets the stores of revoked or lost input partitions.
 func (s *Stage) dropState(parts []int32) {
-	if s.dedupe == nil || len(parts) == 0 {
+	if s.store == nil || len(parts) == 0 {
 		return
 	}
-	if err := s.dedupe.Drop(parts...); err != nil {
+	if err := s.store.Drop(parts...); err != nil {
 		s.log.Warn("dropping partition state failed", "partitions", parts, "err", err)
 	}
 	s.setStateSize()
 }
 
 func (s *Stage) setStateSize() {
-	if s.dedupe == nil {
+	if s.store == nil {
 		return
 	}
 	var total int64
-	for _, n := range s.dedupe.Size() {
+	for _, n := range s.store.Size() {
 		total += n
 	}
 	s.metrics.stateSize(total)

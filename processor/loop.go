@@ -86,10 +86,10 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	if err := s.checkGroup(ctx, adm); err != nil {
 		return false, err
 	}
-	if s.dedupe != nil {
+	if s.store != nil {
 		// A new session: what the last one applied may not match what
 		// committed (a failed EndTxn). Every partition is restored.
-		if err := s.dedupe.DropAll(); err != nil {
+		if err := s.store.DropAll(); err != nil {
 			return false, err
 		}
 		s.stateErr.Store(nil)
@@ -99,7 +99,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
 	defer func() { s.closeSession(ctx, sess, errors.Is(err, kit.ErrCrashed)) }()
-	if s.dedupe != nil && s.cfg.Guarantee == ExactlyOnce {
+	if s.store != nil && s.cfg.Guarantee == ExactlyOnce {
 		// InitProducerId now, not at the first Begin: it aborts the open
 		// transaction of this instance's predecessor (KIP-98), which
 		// the restore of its partitions waits for.
@@ -113,6 +113,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: map[partition]*deliveredRange{}}
 	if s.dedupe != nil {
 		t.dd = s.dedupe.Begin(t.emitChangelog)
+	}
+	if s.aggregate != nil {
+		t.agg = s.aggregate.Begin(t.emitChangelog)
 	}
 	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition

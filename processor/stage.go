@@ -138,13 +138,18 @@ type Stage struct {
 	pipeline *transform.Pipeline
 	metrics  stageMetrics
 
-	// The dedupe step (see dedupe.go): its compiled ID expression, its
-	// changelog topic, and, while Run runs, its local state.
-	dedupeStep *transform.Dedupe
-	changelog  string
-	db         *state.DB
-	dedupe     *state.Dedupe
-	stateErr   atomic.Pointer[error] // a failed restore, for the run loop
+	// The stateful step, dedupe (see dedupe.go) or aggregate (see
+	// aggregate.go): its compiled step, its changelog topic, and, while
+	// Run runs, its local state (store is dedupe or aggregate).
+	dedupeStep    *transform.Dedupe
+	aggregateStep *transform.Aggregate
+	changelog     string
+	stateStep     string // the step in messages, e.g. "transform[0].dedupe"
+	db            *state.DB
+	dedupe        *state.Dedupe
+	aggregate     *state.Aggregate
+	store         stateStore
+	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record
@@ -235,13 +240,20 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
 	s.metrics.start(s.cfg.Input, s.Ready)
-	if s.dedupeStep = s.pipeline.Dedupe(); s.dedupeStep != nil {
-		s.changelog = topology.ChangelogTopic(cfg.Stage, topology.DedupeStore)
+	s.dedupeStep, s.aggregateStep = s.pipeline.Dedupe(), s.pipeline.Aggregate()
+	for _, st := range []struct {
+		on          bool
+		store, step string
+	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"}} {
+		if !st.on {
+			continue
+		}
+		s.changelog, s.stateStep = topology.ChangelogTopic(cfg.Stage, st.store), st.step
 		if cfg.Guarantee != ExactlyOnce {
-			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, kit.NewConfigError("the dedupe step needs guarantee %s: its state changes commit in the stage's transactions", ExactlyOnce))
+			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &kit.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", st.step, ExactlyOnce)})
 		}
 	}
-	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.dedupeStep == nil
+	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.changelog == ""
 	return s, nil
 }
 

@@ -41,6 +41,7 @@ type txn struct {
 	// partition without state was polled (revoked meanwhile): the
 	// transaction then aborts.
 	dd         *state.DedupeTxn
+	agg        *state.AggregateTxn // the aggregate state's, likewise
 	stateLost  bool
 	perTopic   map[string]int64 // outputs by topic, for metrics
 	perReason  map[string]int64 // dead letters by reason, for metrics
@@ -170,7 +171,12 @@ func (t *txn) process(r *kgo.Record) {
 	}
 	var outs []*kgo.Record
 	var err error
-	if t.dd != nil {
+	if t.agg != nil {
+		outs, err = t.aggregateOutputs(r, src)
+		if t.stateLost {
+			return
+		}
+	} else if t.dd != nil {
 		var v dedupeVerdict
 		switch outs, v, err = t.dedupeOutputs(r, src); v {
 		case dedupeDuplicate:
@@ -281,6 +287,11 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 			t.fail(t.last, fmt.Errorf("dedupe state: %w", err))
 		}
 	}
+	if t.agg != nil && !t.stateLost {
+		// Windows closed by this transaction's stream time, and the
+		// changelog of every window it changed, go in it too.
+		t.finishAggregate()
+	}
 	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
@@ -327,8 +338,8 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		}
 		return false, s.afterAbort(t, produceErr, n)
 	}
-	if t.dd != nil {
-		if err := t.dd.Commit(); err != nil {
+	if st := t.stateTxn(); st != nil {
+		if err := st.Commit(); err != nil {
 			// Kafka has the changes; the local store does not: it is
 			// rebuilt with the session.
 			return true, fmt.Errorf("apply committed state: %w", err)
@@ -371,7 +382,22 @@ func (t *txn) abort(ctx context.Context) error {
 // discardState forgets the open transaction's state changes: it aborted,
 // or its outcome is unknown.
 func (t *txn) discardState() {
-	if t.dd != nil {
-		t.dd.Discard()
+	if st := t.stateTxn(); st != nil {
+		st.Discard()
 	}
+}
+
+// stateTxn returns the open transaction's changes to the stage's state,
+// nil without a stateful step.
+func (t *txn) stateTxn() interface {
+	Commit() error
+	Discard()
+} {
+	switch {
+	case t.dd != nil:
+		return t.dd
+	case t.agg != nil:
+		return t.agg
+	}
+	return nil
 }

@@ -35,6 +35,7 @@ const (
 	ReasonKey       = "key"       // the key field is missing
 	ReasonEncode    = "encode"    // the output value does not fit the output format
 	ReasonProduce   = "produce"   // the broker refused the output, e.g. too large
+	ReasonLate      = "late"      // an aggregate step: every window of the record's event time has closed
 )
 
 // RecordError is a permanent fault of one input record. The stage or sink

@@ -22,6 +22,8 @@ type Pipeline struct {
 	steps    []step
 	hasFuncs bool
 	dedupe   *Dedupe
+	// aggregate is the aggregate step, run by the engine after steps.
+	aggregate *Aggregate
 }
 
 // Dedupe is the compiled dedupe step of a stage (topology.Dedupe). It is
@@ -69,7 +71,8 @@ func (p *Pipeline) Dedupe() *Dedupe {
 // the engine then gives each record a deadline (see the func step).
 func (p *Pipeline) HasFuncs() bool { return p.hasFuncs }
 
-// Len returns the number of steps, the dedupe step not counted.
+// Len returns the number of steps, the dedupe and aggregate steps not
+// counted.
 func (p *Pipeline) Len() int { return len(p.steps) }
 
 type step struct {
@@ -102,6 +105,12 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 			if st.Transform[j].Op() == "dedupe" {
 				if d, ok := c.dedupe(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {
 					p.dedupe = d
+				}
+				continue
+			}
+			if st.Transform[j].Op() == "aggregate" {
+				if a, ok := c.aggregate(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {
+					p.aggregate = a
 				}
 				continue
 			}

@@ -1,0 +1,167 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/serde"
+)
+
+// The aggregate step (topology.Aggregate) in the engine. Its state
+// (state.Aggregate) lives and commits as the dedupe step's does (see
+// dedupe.go): the same database, changelog rules, restore and drop.
+//
+// A record runs the stage's other steps, then is added to its windows
+// (the step is the stage's last). With emit update each changed window is
+// an output at once; with emit final, the windows that the transaction's
+// stream time closed are outputs at its end (finishAggregate), in the
+// same transaction as their tombstones and the input offsets.
+
+// aggregateOutputs is recordOutputs for a stage with an aggregate step.
+// Records it consumes without an output are counted as filtered.
+func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error) {
+	s := t.stage
+	a := s.aggregateStep
+	in, err := s.decodeInput(r)
+	if err != nil {
+		return nil, err
+	}
+	recs := []transform.Record{in}
+	if s.pipeline.Len() > 0 {
+		if recs, err = s.pipeline.Apply(t.ctx, in); err != nil {
+			var se *transform.StepError
+			if errors.As(err, &se) {
+				return nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
+			}
+			return nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
+		}
+	}
+	if len(recs) == 0 {
+		return nil, nil // filtered
+	}
+	rec := &recs[0] // explode is refused before aggregate: one record
+	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
+	key, err := a.Group(t.ctx, rec)
+	if err != nil {
+		return nil, stepErr(kit.ReasonKey, err)
+	}
+	if key == nil {
+		return nil, stepErr(kit.ReasonKey, errors.New("null record key: an aggregate step groups by the record key"))
+	}
+	ts, err := a.Time(t.ctx, rec)
+	if err != nil {
+		return nil, stepErr(kit.ReasonTransform, err)
+	}
+	values, err := a.Values(t.ctx, rec)
+	if err != nil {
+		return nil, stepErr(kit.ReasonTransform, err)
+	}
+	updated, late, err := t.agg.Add(r.Partition, key, ts, values)
+	switch {
+	case errors.Is(err, state.ErrNotRestored):
+		t.stateLost = true
+		return nil, nil
+	case errors.Is(err, state.ErrOverflow) || errors.Is(err, state.ErrNotNumber):
+		return nil, stepErr(kit.ReasonTransform, fmt.Errorf("%w", namedAggErr(a, err)))
+	case err != nil:
+		t.fail(src, fmt.Errorf("aggregate state: %w", err))
+		return nil, nil
+	case late:
+		return nil, stepErr(kit.ReasonLate, fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
+			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.Partition))
+	}
+	outs := make([]*kgo.Record, 0, len(updated))
+	for _, res := range updated {
+		out, err := s.windowOutput(res)
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, out)
+	}
+	return outs, nil
+}
+
+// namedAggErr replaces the aggregation index in a state error by its name.
+func namedAggErr(a *transform.Aggregate, err error) error {
+	for i, name := range a.Names {
+		prefix := fmt.Sprintf("aggregation %d (%s): ", i, a.Kinds[i])
+		if msg := err.Error(); len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
+			return fmt.Errorf("aggregation %s (%s): %s", name, a.Kinds[i], msg[len(prefix):])
+		}
+	}
+	return err
+}
+
+// finishAggregate ends the aggregate state's changes of the open
+// transaction and produces the results of the windows it closed.
+func (t *txn) finishAggregate() {
+	closed, err := t.agg.Finish()
+	if err != nil {
+		t.fail(t.last, fmt.Errorf("aggregate state: %w", err))
+		return
+	}
+	for _, res := range closed {
+		out, err := t.stage.windowOutput(res)
+		if err != nil {
+			t.fail(t.last, err)
+			return
+		}
+		t.outputs++
+		if t.perTopic != nil {
+			t.perTopic[out.Topic]++
+		}
+		t.produce(t.last, out)
+	}
+}
+
+// windowOutput is the output record of one window's results: key = the
+// record key, value = {"key": ..., "window": {"start", "end", "start_ms",
+// "end_ms"}, "results": {name: value, ...}}, timestamp = the largest event
+// time in the window.
+func (s *Stage) windowOutput(res state.Result) (*kgo.Record, error) {
+	a := s.aggregateStep
+	b := []byte(`{`)
+	if utf8.Valid(res.Key) {
+		b = append(b, `"key":`...)
+		var err error
+		if b, err = serde.AppendJSON(b, string(res.Key), "key"); err != nil {
+			return nil, &kit.RecordError{Reason: kit.ReasonEncode, Step: a.Step, Err: err}
+		}
+	} else {
+		b = append(b, `"key_base64":`...)
+		b, _ = serde.AppendJSON(b, res.Key, "key") // []byte: base64
+	}
+	b = append(b, `,"window":{"start":"`...)
+	b = time.UnixMilli(res.Window.Start).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","end":"`...)
+	b = time.UnixMilli(res.Window.End).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","start_ms":`...)
+	b = strconv.AppendInt(b, res.Window.Start, 10)
+	b = append(b, `,"end_ms":`...)
+	b = strconv.AppendInt(b, res.Window.End, 10)
+	b = append(b, `},"results":{`...)
+	for i, name := range a.Names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, _ = serde.AppendJSON(b, name, "results")
+		b = append(b, ':')
+		b = append(b, res.Values[i]...)
+	}
+	b = append(b, `}}`...)
+	return &kgo.Record{
+		Topic:     s.cfg.Output,
+		Key:       res.Key,
+		Value:     b,
+		Headers:   []kgo.RecordHeader{{Key: HeaderLineageStage, Value: []byte(s.cfg.Stage)}},
+		Timestamp: time.UnixMilli(res.MaxTime),
+	}, nil
+}

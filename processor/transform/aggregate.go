@@ -1,0 +1,153 @@
+package transform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+
+	"github.com/exactly-io/exactly/topology"
+)
+
+// Aggregate is the compiled aggregate step of a stage (topology.Aggregate).
+// Like Dedupe it is not one of the Pipeline's steps: it needs the stage's
+// state store, so the engine runs it after them (see processor's
+// aggregate).
+type Aggregate struct {
+	// Step names the step in dead letters, e.g. "transform[1] aggregate".
+	Step string
+	// Index is the step's index in the stage's transform list.
+	Index                int
+	Size, Advance, Grace time.Duration
+	// Names and Kinds are the aggregations, sorted by name.
+	Names, Kinds []string
+	// Update is emit: update.
+	Update bool
+	time   *program   // nil: the record timestamp
+	group  *program   // nil: the record key
+	exprs  []*program // by aggregation; nil for count
+}
+
+// ErrNoTime is the error of a time expression that gives null.
+var ErrNoTime = errors.New("event time is null")
+
+// ErrKeyNotGroup is the error of a record whose key is not its group_by
+// value: its input is not keyed by the group (see the keying rule).
+var ErrKeyNotGroup = errors.New("record key is not the group_by value (re-key in an earlier stage with a key step)")
+
+// Time returns the event time of r in Unix milliseconds: the record
+// timestamp, or the time expression's value, an int of Unix milliseconds
+// or an RFC 3339 string (or a CEL timestamp).
+func (a *Aggregate) Time(ctx context.Context, r *Record) (int64, error) {
+	if a.time == nil {
+		return r.Timestamp.UnixMilli(), nil
+	}
+	v, err := a.time.eval(ctx, r)
+	if err != nil {
+		return 0, fmt.Errorf("time: %w", err)
+	}
+	switch v := v.(type) {
+	case types.Int:
+		return int64(v), nil
+	case types.Timestamp:
+		return v.Time.UnixMilli(), nil
+	case types.String:
+		t, err := time.Parse(time.RFC3339Nano, string(v))
+		if err != nil {
+			return 0, fmt.Errorf("time: %q is not an RFC 3339 time", string(v))
+		}
+		return t.UnixMilli(), nil
+	case types.Null:
+		return 0, fmt.Errorf("time: %w", ErrNoTime)
+	}
+	return 0, fmt.Errorf("time: want Unix milliseconds (int) or an RFC 3339 string, got %s", v.Type().TypeName())
+}
+
+// Group returns the record's group, its key. With a group_by expression,
+// a key that is not the expression's value (as text, as a key step
+// writes it) is ErrKeyNotGroup.
+func (a *Aggregate) Group(ctx context.Context, r *Record) ([]byte, error) {
+	if a.group == nil {
+		return r.Key, nil
+	}
+	v, err := a.group.eval(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("group_by: %w", err)
+	}
+	b, err := bytesOf(v, "group_by")
+	if err != nil {
+		return nil, fmt.Errorf("group_by: %w", err)
+	}
+	if string(b) != string(r.Key) {
+		return nil, fmt.Errorf("group_by %q, key %q: %w", b, r.Key, ErrKeyNotGroup)
+	}
+	return r.Key, nil
+}
+
+// Values evaluates the aggregations' expressions on r: one native value
+// (nil, int64, uint64, float64, string, ...) per aggregation, nil for
+// count.
+func (a *Aggregate) Values(ctx context.Context, r *Record) ([]any, error) {
+	out := make([]any, len(a.exprs))
+	for i, prg := range a.exprs {
+		if prg == nil {
+			continue
+		}
+		v, err := prg.eval(ctx, r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Names[i], err)
+		}
+		if out[i], err = native(v, a.Names[i], true); err != nil {
+			return nil, fmt.Errorf("%s: %w", a.Names[i], err)
+		}
+	}
+	return out, nil
+}
+
+func (c *compiler) aggregate(path string, idx int, st *topology.Step) (*Aggregate, bool) {
+	ta := &st.Aggregate
+	a := &Aggregate{Step: st.Name, Index: idx, Grace: ta.Grace.Duration, Update: ta.Emit == topology.EmitUpdate}
+	if a.Step == "" {
+		a.Step = fmt.Sprintf("transform[%d] aggregate", idx)
+	}
+	a.Size, a.Advance = ta.Window.Size()
+	ok := true
+	p := path + ".aggregate"
+	if t := ta.Time; t != "" && t != topology.TimestampTime {
+		var good bool
+		a.time, good = c.compile(p+".time", t)
+		ok = ok && good
+	}
+	if g := ta.GroupBy; g != "" && g != "key" {
+		var good bool
+		a.group, good = c.compile(p+".group_by", g)
+		ok = ok && good
+	}
+	for name := range ta.Aggregations {
+		a.Names = append(a.Names, name)
+	}
+	slices.Sort(a.Names)
+	for _, name := range a.Names {
+		kind, expr := ta.Aggregations[name].Kind()
+		a.Kinds = append(a.Kinds, kind)
+		var prg *program
+		if kind != "count" {
+			var good bool
+			prg, good = c.compile(p+".aggregations."+name+"."+kind, expr)
+			ok = ok && good
+		}
+		a.exprs = append(a.exprs, prg)
+	}
+	return a, ok
+}
+
+// Aggregate returns the stage's aggregate step, nil if it has none.
+func (p *Pipeline) Aggregate() *Aggregate {
+	if p == nil {
+		return nil
+	}
+	return p.aggregate
+}
