@@ -143,4 +143,10 @@ stages:
 	if n := kcatCount(t, dlq); n != 0 {
 		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
 	}
+	// exactly verify: every input is accounted for as aggregated, none
+	// lost, and the window results are not taken for orphans.
+	rep, code := runVerify(t, topo)
+	if code != 0 || !rep.OK || len(rep.Stages) != 1 || rep.Stages[0].In == 0 || rep.Stages[0].Aggregated != rep.Stages[0].In || rep.Stages[0].Lost != 0 || rep.Stages[0].Orphans != 0 {
+		t.Errorf("exactly verify: exit %d, %+v; want ok, every input aggregated", code, rep.Stages)
+	}
 }

@@ -95,10 +95,10 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 
 func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tdeduplicated\tpending\tlost\tduplicates\torphans\t")
+	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tdeduplicated\taggregated\tpending\tlost\tduplicates\torphans\t")
 	for _, c := range rep.Stages {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.Processed, c.Out, c.DeadLettered,
-			c.Filtered, c.Deduplicated, c.Pending, c.Lost, c.Duplicates+c.EventIDDuplicates+c.OutputAndDeadLetter, c.Orphans)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Name, c.In, c.Processed, c.Out, c.DeadLettered,
+			c.Filtered, c.Deduplicated, c.Aggregated, c.Pending, c.Lost, c.Duplicates+c.EventIDDuplicates+c.OutputAndDeadLetter, c.Orphans)
 	}
 	_ = tw.Flush()
 	if len(rep.Sinks) > 0 {

@@ -33,7 +33,12 @@ type StageCheck struct {
 	// stage with a dedupe step, whose event ID has an output from another
 	// input: a resent duplicate the step dropped.
 	Deduplicated int64 `json:"deduplicated"`
-	Pending      int64 `json:"pending"`
+	// Aggregated counts inputs without output or dead letter in a stage
+	// with an aggregate step: each went into its windows' results, which
+	// are records of their own (counted in NoLineage), not one input's
+	// output. Verify does not recompute the results.
+	Aggregated int64 `json:"aggregated,omitempty"`
+	Pending    int64 `json:"pending"`
 	// Failures.
 	Lost                int64 `json:"lost"`
 	Duplicates          int64 `json:"duplicates"`          // repeated (source, index) or dead letters
@@ -46,7 +51,7 @@ type StageCheck struct {
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
 
-	mayFilter, explodes, dedupes bool
+	mayFilter, explodes, dedupes, aggregates bool
 	in, out                      serde.Codec
 	group                        map[int32]int64 // committed group offsets of the input
 	lineage, ids                 *spill
@@ -295,6 +300,8 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 			var rec [idSize]byte
 			c.Deduplicated++
 			return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, idDropped))
+		case c.aggregates:
+			c.Aggregated++
 		case c.mayFilter:
 			c.Filtered++
 		default:

@@ -331,6 +331,7 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 		c.explodes = c.explodes || s.Explode != "" || s.Func != ""
 	}
 	c.dedupes = st.DedupeStep() != nil
+	c.aggregates = st.AggregateStep() != nil
 	var err error
 	if c.in, err = serde.NewCodec(processor.CodecConfig(f, st.Input)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)
