@@ -118,6 +118,40 @@ func (k *kafka) adoptTopics(prefix string) {
 
 func kptr(s string) *string { return &s }
 
+// awaitTopics waits until the broker's metadata has every topic of names
+// with its leaders: a topic just created can be missing from it for a
+// moment, and a stage that starts then stops at once.
+func (k *kafka) awaitTopics(ctx context.Context, names ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		ts, err := k.adm.ListTopics(ctx, names...)
+		if err == nil {
+			ready := true
+			for _, n := range names {
+				d, ok := ts[n]
+				if !ok || d.Err != nil || len(d.Partitions) == 0 {
+					ready = false
+					break
+				}
+				for _, p := range d.Partitions {
+					if p.Err != nil || p.Leader < 0 {
+						ready = false
+					}
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics %s not in the metadata: %w", strings.Join(names, ", "), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (k *kafka) group(g string) string {
 	k.mu.Lock()
 	k.groups = append(k.groups, g)

@@ -214,6 +214,9 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 	if err == nil {
 		dlq, err = r.k.topic(ctx, name+"_dlq", 1)
 	}
+	if err == nil {
+		err = r.k.awaitTopics(ctx, out, dlq, topology.ChangelogTopic(stage, topology.AggregateStore))
+	}
 	var path string
 	if err == nil {
 		path, err = r.windowedTopology(name, stage, r.win.topic, out, dlq)
@@ -266,6 +269,10 @@ func (r *runner) ksWindowed(ctx context.Context, label string, round int, settin
 	}
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	if err := r.k.awaitTopics(ctx, out); err != nil {
 		res.Error = err.Error()
 		return
 	}
