@@ -51,6 +51,7 @@ type runner struct {
 	input   string
 	total   int64 // input end offsets
 	hasALOS bool
+	win     *winInput // the windowed case's input, made in its first round
 }
 
 func run(ctx context.Context, cfg config) (*report, error) {
@@ -68,24 +69,27 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	}
 	logf("run %s: %d records x %d B, %d partitions; logs in %s", k.run, cfg.records, recordSize, cfg.partitions, r.dir)
 
-	if cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["latency"] || cfg.cases["sink"] {
+	if cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["windowed"] || cfg.cases["latency"] || cfg.cases["sink"] {
 		if err := r.buildExactly(ctx); err != nil {
 			return rep, err
 		}
 	}
-	if r.input, err = k.topic(ctx, "in", 0); err != nil {
-		return rep, err
+	// Every case but the windowed one reads the common input.
+	if len(cfg.cases) > 1 || !cfg.cases["windowed"] {
+		if r.input, err = k.topic(ctx, "in", 0); err != nil {
+			return rep, err
+		}
+		logf("filling %s", r.input)
+		fill, err := k.fill(ctx, r.input, cfg.records)
+		if err != nil {
+			return rep, err
+		}
+		if r.total, err = k.endSum(ctx, r.input); err != nil {
+			return rep, err
+		}
+		rep.add(caseResult{Name: caseFill, Group: "limit", Records: int64(cfg.records), RecordsPerS: fill,
+			Note: "the harness's own producer writing the input (includes client start)"})
 	}
-	logf("filling %s", r.input)
-	fill, err := k.fill(ctx, r.input, cfg.records)
-	if err != nil {
-		return rep, err
-	}
-	if r.total, err = k.endSum(ctx, r.input); err != nil {
-		return rep, err
-	}
-	rep.add(caseResult{Name: caseFill, Group: "limit", Records: int64(cfg.records), RecordsPerS: fill,
-		Note: "the harness's own producer writing the input (includes client start)"})
 
 	type step struct {
 		group string
@@ -98,7 +102,8 @@ func run(ctx context.Context, cfg config) (*report, error) {
 		steps = append(steps,
 			step{"alos", func(ctx context.Context) error { return r.alos(ctx, round) }},
 			step{"eos", func(ctx context.Context) error { return r.eos(ctx, round) }},
-			step{"kstreams", func(ctx context.Context) error { return r.kstreams(ctx, round) }})
+			step{"kstreams", func(ctx context.Context) error { return r.kstreams(ctx, round) }},
+			step{"windowed", func(ctx context.Context) error { return r.windowed(ctx, round) }})
 	}
 	steps = append(steps, step{"latency", r.latency}, step{"sink", r.sink})
 	for _, s := range steps {

@@ -82,6 +82,76 @@ func (k *kafka) topic(ctx context.Context, prefix string, parts int) (string, er
 	return t, nil
 }
 
+// topicWith creates topic name with parts partitions and configs.
+func (k *kafka) topicWith(ctx context.Context, name string, parts int, configs map[string]*string) (string, error) {
+	resp, err := k.adm.CreateTopic(ctx, int32(parts), 1, configs, name)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("create topic %s: %w", name, err)
+	}
+	k.mu.Lock()
+	k.topics = append(k.topics, name)
+	k.mu.Unlock()
+	return name, nil
+}
+
+// adoptTopics adds the topics whose names start with prefix (those a Kafka
+// Streams application made) to the run's topics, for cleanup.
+func (k *kafka) adoptTopics(prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ts, err := k.adm.ListTopics(ctx)
+	if err != nil {
+		logf("list topics: %v", err)
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, t := range ts.Names() {
+		if strings.HasPrefix(t, prefix) {
+			k.topics = append(k.topics, t)
+		}
+	}
+}
+
+func kptr(s string) *string { return &s }
+
+// awaitTopics waits until the broker's metadata has every topic of names
+// with its leaders: a topic just created can be missing from it for a
+// moment, and a stage that starts then stops at once.
+func (k *kafka) awaitTopics(ctx context.Context, names ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		ts, err := k.adm.ListTopics(ctx, names...)
+		if err == nil {
+			ready := true
+			for _, n := range names {
+				d, ok := ts[n]
+				if !ok || d.Err != nil || len(d.Partitions) == 0 {
+					ready = false
+					break
+				}
+				for _, p := range d.Partitions {
+					if p.Err != nil || p.Leader < 0 {
+						ready = false
+					}
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics %s not in the metadata: %w", strings.Join(names, ", "), ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func (k *kafka) group(g string) string {
 	k.mu.Lock()
 	k.groups = append(k.groups, g)
@@ -207,7 +277,12 @@ var errExited = errors.New("process exited before it finished")
 // set, when the watch failed (with pr's failure when it exited early);
 // perr is pr's exit error.
 func (r *runner) watchStop(ctx context.Context, res *caseResult, p progress, pr *proc) (m measured, perr error, ok bool) {
-	m, werr := watch(ctx, p, r.total, pr, r.k.timeoutFor())
+	return r.watchStopN(ctx, res, p, pr, r.total)
+}
+
+// watchStopN is watchStop until progress p reaches total.
+func (r *runner) watchStopN(ctx context.Context, res *caseResult, p progress, pr *proc, total int64) (m measured, perr error, ok bool) {
+	m, werr := watch(ctx, p, total, pr, r.k.timeoutFor())
 	u, perr := pr.stop()
 	res.PeakRSSMiB, res.CPUS = u.PeakRSSMiB, u.CPUSeconds
 	if errors.Is(werr, errExited) {

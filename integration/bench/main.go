@@ -4,10 +4,14 @@
 // at-least-once mode, Kafka Streams' exactly_once_v2 and a plain Postgres
 // COPY, side by side in one run on the same real broker (issue 8). Every
 // stage case reads the same input topic (1 KiB JSON records) into its own
-// output topic of the same shape, with a 100 ms commit interval.
+// output topic of the same shape, with a 100 ms commit interval. The
+// windowed case reads its own input (1 KiB JSON events keyed by one of
+// -windowed-keys keys, event times over -windowed-minutes minutes) into
+// per-key, per-minute counts and sums, in exactly and in Kafka Streams,
+// and checks both outputs against the counts it computed.
 //
 //	source /tmp/exactly-local/env   # deploy/local/up.sh
-//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3] [-profile FILE]
+//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3] [-profile FILE] [-cases windowed]
 //
 // It prints a table and writes results/<time>.json and .png (and
 // latest.json, latest.png) under -out. exactly runs as a subprocess built
@@ -42,11 +46,12 @@ type config struct {
 	keep                      bool
 	cases                     map[string]bool
 	exactlyBin                string
+	winKeys, winMinutes       int    // the windowed case's keys and event-time minutes
 	root                      string // module root
 }
 
 // allCases are the case groups of -cases, in run order.
-var allCases = []string{"limit", "alos", "eos", "kstreams", "latency", "sink"}
+var allCases = []string{"limit", "alos", "eos", "kstreams", "windowed", "latency", "sink"}
 
 func main() {
 	var cfg config
@@ -62,6 +67,8 @@ func main() {
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the topics, groups and tables the run created")
 	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "case groups to run: "+strings.Join(allCases, ","))
 	flag.StringVar(&cfg.exactlyBin, "exactly", "", "exactly binary to measure (default: go build ./cmd/exactly)")
+	flag.IntVar(&cfg.winKeys, "windowed-keys", 100, "keys of the windowed count case's input (-records events over them)")
+	flag.IntVar(&cfg.winMinutes, "windowed-minutes", 60, "event-time minutes the windowed count case's input spans")
 	flag.Parse()
 
 	cfg.brokers = os.Getenv("EXACTLY_BROKERS")
@@ -86,6 +93,9 @@ func main() {
 	}
 	if cfg.records < 1000 || cfg.partitions < 1 || cfg.repeat < 1 {
 		fatalf("-records must be at least 1000, -partitions and -repeat at least 1")
+	}
+	if cfg.winKeys < 1 || cfg.winKeys > 1000 || cfg.winMinutes < 1 || cfg.winMinutes > 24*60 {
+		fatalf("-windowed-keys must be 1 to 1000, -windowed-minutes 1 to 1440")
 	}
 	root, err := moduleRoot()
 	if err != nil {

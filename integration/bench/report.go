@@ -19,7 +19,7 @@ import (
 
 type caseResult struct {
 	Name        string  `json:"name"`
-	Group       string  `json:"group"` // limit, alos, eos, kstreams, sink
+	Group       string  `json:"group"` // limit, alos, eos, kstreams, windowed, sink
 	Records     int64   `json:"records"`
 	RecordsPerS float64 `json:"records_per_s"`          // steady state
 	WallS       float64 `json:"wall_s,omitempty"`       // process start to the last record committed
@@ -79,6 +79,8 @@ func newReport(cfg config) *report {
 			"records": cfg.records, "record_bytes": recordSize, "partitions": cfg.partitions,
 			"commit_interval": commitInterval.String(), "latency_for": cfg.latencyFor.String(),
 			"kstreams_heap": cfg.ksHeap, "instances": 1, "repeat": cfg.repeat,
+			"windowed_keys": cfg.winKeys, "windowed_minutes": cfg.winMinutes,
+			"windowed_window": windowSize.String(), "windowed_grace": windowGrace.String(),
 		},
 	}
 }
@@ -176,6 +178,7 @@ func (r *report) finish() {
 	ksPassM, ksCELM := r.rate(caseKSPassM), r.rate(caseKSCELM)
 	prod, cons := r.rate(caseProduce), r.rate(caseConsume)
 	sink, sinkUpsert, cp := r.rate(caseSink), r.rate(caseSinkUpsert), r.rate(caseCopy)
+	eosWin, ksWin, ksWinM := r.rate(caseEOSWin), r.rate(caseKSWin), r.rate(caseKSWinM)
 	for _, x := range []ratio{
 		{"EOS 3-step CEL/EOS pass-through", div(eosCEL, eosPass)},
 		{"EOS/ALOS pass-through", div(eosPass, alosPass)},
@@ -187,6 +190,8 @@ func (r *report) finish() {
 		{"exactly EOS pass-through/produce limit", div(eosPass, prod)},
 		{"exactly EOS pass-through/consume limit", div(eosPass, cons)},
 		{"exactly EOS 3-step CEL/produce limit", div(eosCEL, prod)},
+		{"exactly/Kafka Streams matched windowed count", div(eosWin, ksWinM)},
+		{"exactly/Kafka Streams defaults windowed count", div(eosWin, ksWin)},
 		{"sink/COPY", div(sink, cp)},
 		{"sink upsert/COPY", div(sinkUpsert, cp)},
 	} {
@@ -205,6 +210,8 @@ func (r *report) finish() {
 	atLeast("EOS 3-step CEL >= 0.8 x EOS pass-through", 0.8, div(eosCEL, eosPass))
 	atLeast("exactly >= 2.0 x Kafka Streams matched, pass-through", 2.0, div(eosPass, ksPassM))
 	atLeast("exactly >= 2.0 x Kafka Streams matched, 3-step", 2.0, div(eosCEL, ksCELM))
+	atLeast("windowed count >= 1.5 x Kafka Streams matched", 1.5, div(eosWin, ksWinM))
+	atLeast("windowed count >= 1.5 x Kafka Streams defaults", 1.5, div(eosWin, ksWin))
 	atLeast("EOS >= 0.95 x ALOS, pass-through", 0.95, div(eosPass, alosPass))
 	atLeast("EOS >= 0.95 x ALOS, 3-step", 0.95, div(eosCEL, alosCEL))
 

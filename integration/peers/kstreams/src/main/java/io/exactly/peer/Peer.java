@@ -1,27 +1,41 @@
 package io.exactly.peer;
 
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.processor.TimestampExtractor;
 
 /**
- * The Kafka Streams peer of exactly's benchmark: one stateless stage, one
- * instance, one stream thread, exactly_once_v2, commit.interval.ms=100.
+ * The Kafka Streams peer of exactly's benchmark: one stage, one instance,
+ * one stream thread, exactly_once_v2, commit.interval.ms=100.
  *
  * <p>Modes, each the same work as the exactly stage it is compared with:
  * <ul>
@@ -31,6 +45,15 @@ import org.apache.kafka.streams.kstream.Produced;
  *   <li>{@code cel}: parse, keep records with amount &gt;= 0, set tier and
  *       total_cents, drop internal, key by event_id, write the new JSON
  *       (exactly's 3-step CEL transform).</li>
+ *   <li>{@code window:GRACE_MS}: per record key, 1-minute tumbling windows
+ *       over the event time in the value's {@code ts} (Unix ms, read by a
+ *       timestamp extractor), the count and the sum of {@code amount},
+ *       final results only: groupByKey (the input is keyed by the group, so
+ *       no repartition), windowedBy(TimeWindows.ofSizeAndGrace(1m, GRACE)),
+ *       aggregate into the default store (RocksDB, with its changelog
+ *       topic), suppress(untilWindowCloses). Each result is written as
+ *       {@code {"key","start_ms","end_ms","n","total"}} keyed by the key
+ *       (exactly's aggregate step with emit: final).</li>
  * </ul>
  * A record that is not a JSON object is dropped (the benchmark has none).
  *
@@ -47,12 +70,17 @@ public final class Peer {
 
   public static void main(String[] args) throws Exception {
     if (args.length < 6) {
-      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel STATE_DIR [KEY=VALUE ...]");
+      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel|window:GRACE_MS STATE_DIR [KEY=VALUE ...]");
       System.exit(2);
     }
     String mode = args[4];
-    if (!mode.equals("pass") && !mode.equals("cel")) {
-      System.err.println("mode must be pass or cel");
+    long graceMs = -1;
+    if (mode.startsWith("window:")) {
+      graceMs = Long.parseLong(mode.substring("window:".length()));
+      mode = "window";
+    }
+    if (!mode.equals("pass") && !mode.equals("cel") && !mode.equals("window")) {
+      System.err.println("mode must be pass, cel or window:GRACE_MS");
       System.exit(2);
     }
     Properties p = new Properties();
@@ -74,11 +102,15 @@ public final class Peer {
     printEffective(new StreamsConfig(p));
 
     StreamsBuilder b = new StreamsBuilder();
-    KStream<byte[], byte[]> in = b.stream(args[2], Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
-    KStream<byte[], byte[]> out = mode.equals("pass")
-        ? in.flatMap((k, v) -> pass(v))
-        : in.flatMap((k, v) -> transform(v));
-    out.to(args[3], Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+    if (mode.equals("window")) {
+      windowed(b, args[2], args[3], graceMs);
+    } else {
+      KStream<byte[], byte[]> in = b.stream(args[2], Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
+      KStream<byte[], byte[]> out = mode.equals("pass")
+          ? in.flatMap((k, v) -> pass(v))
+          : in.flatMap((k, v) -> transform(v));
+      out.to(args[3], Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+    }
 
     KafkaStreams streams = new KafkaStreams(b.build(), p);
     CountDownLatch done = new CountDownLatch(1);
@@ -141,6 +173,84 @@ public final class Peer {
       return java.util.List.of(KeyValue.pair(key, JSON.writeValueAsBytes(o)));
     } catch (Exception e) {
       return java.util.List.of();
+    }
+  }
+
+  private static final JsonFactory FACTORY = new JsonFactory();
+
+  /** The windowed count topology of mode window (see the class comment). */
+  private static void windowed(StreamsBuilder b, String input, String output, long graceMs) {
+    b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()).withTimestampExtractor(new EventTime()))
+        .mapValues(v -> topLong(v, "amount"))
+        .filter((k, v) -> k != null && v != null)
+        .groupByKey(Grouped.with(Serdes.ByteArray(), Serdes.Long()))
+        .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMinutes(1), Duration.ofMillis(graceMs)))
+        .aggregate(() -> new long[2], (k, amount, agg) -> new long[] {agg[0] + 1, agg[1] + amount},
+            Materialized.with(Serdes.ByteArray(), COUNT_SUM))
+        .suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+        .toStream()
+        .map((Windowed<byte[]> w, long[] agg) -> KeyValue.pair(w.key(), windowJson(w, agg)))
+        .to(output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+  }
+
+  /** The count and sum of a window, 16 bytes: count, then sum, big-endian. */
+  private static final Serde<long[]> COUNT_SUM = Serdes.serdeFrom(
+      (topic, agg) -> agg == null ? null : ByteBuffer.allocate(16).putLong(agg[0]).putLong(agg[1]).array(),
+      (topic, bytes) -> {
+        if (bytes == null) {
+          return null;
+        }
+        ByteBuffer bb = ByteBuffer.wrap(bytes);
+        return new long[] {bb.getLong(), bb.getLong()};
+      });
+
+  private static byte[] windowJson(Windowed<byte[]> w, long[] agg) {
+    ObjectNode o = JSON.createObjectNode();
+    o.put("key", new String(w.key(), StandardCharsets.UTF_8));
+    o.put("start_ms", w.window().start());
+    o.put("end_ms", w.window().end());
+    o.put("n", agg[0]);
+    o.put("total", agg[1]);
+    try {
+      return JSON.writeValueAsBytes(o);
+    } catch (Exception e) {
+      throw new RuntimeException(e);
+    }
+  }
+
+  /**
+   * The event time: the value's top-level {@code ts} (Unix ms), or -1
+   * (Kafka Streams then skips the record) when there is none.
+   */
+  public static final class EventTime implements TimestampExtractor {
+    @Override
+    public long extract(ConsumerRecord<Object, Object> record, long partitionTime) {
+      Long ts = record.value() instanceof byte[] v ? topLong(v, "ts") : null;
+      return ts == null ? -1 : ts;
+    }
+  }
+
+  /**
+   * The integer field name of a JSON object, read with Jackson's streaming
+   * parser up to that field only; null if the value is not an object or
+   * has no such integer field.
+   */
+  private static Long topLong(byte[] v, String name) {
+    try (JsonParser p = FACTORY.createParser(v)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        return null;
+      }
+      for (JsonToken t = p.nextToken(); t == JsonToken.FIELD_NAME; t = p.nextToken()) {
+        String f = p.currentName();
+        JsonToken vt = p.nextToken();
+        if (f.equals(name)) {
+          return vt == JsonToken.VALUE_NUMBER_INT ? p.getLongValue() : null;
+        }
+        p.skipChildren();
+      }
+      return null;
+    } catch (Exception e) {
+      return null;
     }
   }
 }
