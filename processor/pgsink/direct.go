@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
 )
@@ -186,6 +188,140 @@ func (s *Sink) loadBatch(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	return s.load(ctx, tx, ops, res)
 }
 
+// streamable reports whether batch b is loaded by loadStream: the direct
+// path would be tried now, and no record of the input can become a delete
+// (tombstones are skipped, and values are rows, not change events), so
+// that every op the batch decodes to is an insert.
+func (s *Sink) streamable(b *batch) bool {
+	return s.direct.on && s.direct.rest == 0 && len(b.recs) > 0 &&
+		s.cfg.Tombstones != topology.TombstonesDelete && s.cfg.Envelope != topology.EnvelopeDebezium
+}
+
+// loadStream is prepare and loadBatch of b in one pass: the records are
+// decoded inside the direct COPY's reader (copyStream), so that Go decodes
+// a row while Postgres parses the ones before it, instead of the whole
+// batch being decoded before the COPY starts. The outcome is prepare's and
+// loadBatch's: the decode dead letters, in record order, are appended to
+// res.dead first; the rows are written by the COPY or, when it falls back,
+// by the staged load of the same ops, after the records the COPY had not
+// read yet are decoded. A codec's transient failure ends the attempt with
+// prepare's error. It returns the ops and the number of decode dead
+// letters, for followsRecords.
+func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result) ([]op, int, error) {
+	st := &copyStream{s: s, recs: b.recs, ops: make([]op, 0, len(b.recs))}
+	n, err := s.copyDirectFrom(ctx, tx, st, st.stop)
+	if st.failed != nil {
+		return nil, 0, st.failed // transient: the attempt fails, as prepare's would
+	}
+	var fb *directFallback
+	switch {
+	case err == nil:
+		s.direct.done(true)
+		if len(st.ops) > 0 {
+			s.directCopies.Add(1)
+			s.metrics.directCopy(directWritten)
+		}
+		res.dead = append(res.dead, st.dead...)
+		res.rows += n
+		res.duplicates += int64(len(st.ops)) - n
+		return st.ops, len(st.dead), nil
+	case !errors.As(err, &fb):
+		return nil, 0, err
+	}
+	s.direct.done(false)
+	s.directFallbacks.Add(1)
+	s.metrics.directCopy(directFellBack)
+	s.log.Debug("direct copy rolled back; the batch takes the staged load", "rows", len(st.ops), "sqlstate", sqlState(fb.err), "err", fb.err)
+	for _, r := range st.recs[st.next:] {
+		if st.ops, st.dead, err = s.prepareRecord(r, st.ops, st.dead); err != nil {
+			return nil, 0, err
+		}
+	}
+	res.dead = append(res.dead, st.dead...)
+	return st.ops, len(st.dead), s.load(ctx, tx, st.ops, res)
+}
+
+// errStreamDelete stops a copyStream at a delete op, which streamable
+// should have ruled out: the batch then takes the staged load.
+var errStreamDelete = errors.New("direct copy: a record decodes to a delete")
+
+// errStreamStopped is a copyStream's Read after stop.
+var errStreamStopped = errors.New("direct copy: read after the copy ended")
+
+// copyStream decodes recs one at a time, as prepare does, and reads the
+// ops' rows as COPY text. Its Read runs in pgconn's copy goroutine, which
+// may outlive CopyFrom when the connection breaks; stop, called once
+// CopyFrom has returned, waits for a Read in progress and ends the stream,
+// so that the caller alone owns ops, dead and next from then on.
+type copyStream struct {
+	s    *Sink
+	recs []*kgo.Record
+
+	mu      sync.Mutex
+	stopped bool
+	next    int          // recs[next:] are not decoded yet
+	ops     []op         // the ops of recs[:next], as prepare makes them
+	dead    []deadLetter // the decode dead letters of recs[:next]
+	failed  error        // prepare's error (transient), which ended the stream
+	err     error        // what ended the stream early: failed, errStreamDelete, or appendCopyRow's error
+	buf     []byte       // the encoded row being read
+	off     int          // read up to here
+}
+
+func (c *copyStream) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return 0, errStreamStopped
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	n := 0
+	for n < len(p) {
+		if c.off == len(c.buf) {
+			if c.next == len(c.recs) {
+				if n == 0 {
+					return 0, io.EOF
+				}
+				return n, nil
+			}
+			had := len(c.ops)
+			r := c.recs[c.next]
+			c.ops, c.dead, c.failed = c.s.prepareRecord(r, c.ops, c.dead)
+			if c.failed != nil {
+				c.err = c.failed
+				return n, c.err
+			}
+			c.next++
+			c.buf, c.off = c.buf[:0], 0
+			if len(c.ops) == had {
+				continue // a dead letter, or a skipped tombstone
+			}
+			o := &c.ops[had]
+			if o.del {
+				c.err = errStreamDelete
+				return n, c.err
+			}
+			if c.buf, c.err = appendCopyRow(c.buf, o.row); c.err != nil {
+				return n, c.err
+			}
+		}
+		m := copy(p[n:], c.buf[c.off:])
+		c.off += m
+		n += m
+	}
+	return n, nil
+}
+
+// stop ends the stream and returns what ended it early, if anything.
+func (c *copyStream) stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	return c.err
+}
+
 // directFallback is a direct attempt rolled back to its savepoint, for
 // err: the transaction goes on.
 type directFallback struct{ err error }
@@ -200,10 +336,23 @@ func (e *directFallback) Unwrap() error { return e.err }
 // that left the transaction unusable (the savepoint's rollback failed: a
 // lost connection, a canceled context).
 func (s *Sink) copyDirect(ctx context.Context, tx pgx.Tx, ops []op) (int64, error) {
+	return s.copyDirectFrom(ctx, tx, &copyText{ops: ops}, nil)
+}
+
+// copyDirectFrom is copyDirect of the COPY text that src reads. stop, when
+// not nil, is called as soon as the COPY has ended; an error from it
+// replaces the COPY's (the server's answer to the CopyFail that src's
+// error made pgconn send).
+func (s *Sink) copyDirectFrom(ctx context.Context, tx pgx.Tx, src io.Reader, stop func() error) (int64, error) {
 	if _, err := tx.Exec(ctx, "SAVEPOINT "+directSavepoint); err != nil {
 		return 0, err
 	}
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &copyText{ops: ops}, s.sql.direct)
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, src, s.sql.direct)
+	if stop != nil {
+		if serr := stop(); serr != nil {
+			err = serr
+		}
+	}
 	if err == nil {
 		err = s.directChecks(ctx, tx)
 	}

@@ -26,9 +26,16 @@ type result struct {
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
 func (s *Sink) write(ctx context.Context, b *batch) error {
-	ops, dead, err := s.prepare(b)
-	if err != nil {
-		return err
+	// A streamable batch is decoded inside its COPY (loadStream); any
+	// other before the transaction starts.
+	stream := s.streamable(b)
+	var ops []op
+	var dead []deadLetter
+	if !stream {
+		var err error
+		if ops, dead, err = s.prepare(b); err != nil {
+			return err
+		}
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -45,10 +52,15 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	res := &result{dead: dead}
-	if err := s.loadBatch(ctx, tx, ops, res); err != nil {
+	decoded := len(dead)
+	if stream {
+		if ops, decoded, err = s.loadStream(ctx, tx, b, res); err != nil {
+			return err
+		}
+	} else if err := s.loadBatch(ctx, tx, ops, res); err != nil {
 		return err
 	}
-	if err := s.followsRecords(ops, res, len(res.dead)-len(dead)); err != nil {
+	if err := s.followsRecords(ops, res, len(res.dead)-decoded); err != nil {
 		return err
 	}
 	if len(res.dead) > 0 {
