@@ -260,3 +260,78 @@ func TestSinkDirectPathCrash(t *testing.T) {
 		})
 	}
 }
+
+// Records that fail to decode, in a batch the direct path writes, are
+// dead-lettered as the staged load does (same reasons and messages) and
+// cost the batch no fallback: they are left out of the COPY as they are
+// left out of the load. A batch with a bad JSON and a row Postgres
+// rejects falls back once, and ends as the staged load's.
+func TestSinkDirectPathDecodeDeadLetters(t *testing.T) {
+	topic := uniqueName("sp17b_decode_in")
+	adm := kadm.NewClient(kafkaClient(t))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	for batch := range 5 {
+		for i := range 10 {
+			id := fmt.Sprintf("d%d-%d", batch, i)
+			line := fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, batch*10+i)
+			switch {
+			case batch == 1 && i == 4, batch == 2 && i == 0, batch == 3 && i == 9:
+				line = fmt.Appendf(nil, `%s|{"event_id":%q,"n":`, id, id) // invalid JSON
+			case batch == 1 && i == 7:
+				line = fmt.Appendf(nil, `%s|{"n":%d}`, id, i) // no event ID
+			case batch == 2 && i == 9:
+				line = fmt.Appendf(nil, `%s|[%d]`, id, i) // not an object
+			case batch == 3 && i == 2:
+				line = fmt.Appendf(nil, `%s|{"event_id":%q,"n":"x"}`, id, id) // 22P02 in bigint
+			}
+			lines = append(lines, line)
+		}
+	}
+	kcatProduce(t, topic, lines)
+	const n, bad = 50, 6
+	direct := newDirectSink(t, "sp17b_decode", topic)
+	staged := newDirectSink(t, "sp17b_decode_staged", topic, pgsink.DirectCopy(false))
+	for _, d := range []*directSink{direct, staged} {
+		if err := runUntil(t, d.sink, n); err != nil {
+			t.Fatalf("sink %s: %v", d.name, err)
+		}
+	}
+	ds, ss := direct.sink.Stats(), staged.sink.Stats()
+	t.Logf("direct %+v", ds)
+	t.Logf("staged %+v", ss)
+	if ds.DirectFallbacks != 1 || ds.DirectCopies < 2 {
+		t.Errorf("direct sink: %d direct copies, %d fallbacks; want >= 2 and exactly 1 (the batch with a row Postgres rejects)", ds.DirectCopies, ds.DirectFallbacks)
+	}
+	if ds.Rows != n-bad || ds.DeadLettered != bad || ds.Duplicates != 0 || ss.Rows != ds.Rows || ss.DeadLettered != ds.DeadLettered {
+		t.Errorf("direct %d rows, %d dead letters; staged %d, %d; want %d, %d", ds.Rows, ds.DeadLettered, ss.Rows, ss.DeadLettered, n-bad, bad)
+	}
+	rows := func(d *directSink) []string {
+		return psqlLines(t, "SELECT event_id, n, body::text FROM "+d.schema+".events ORDER BY event_id")
+	}
+	dead := func(d *directSink) []string {
+		return psqlLines(t, `SELECT partition, "offset", convert_from(key, 'UTF8'), reason, coalesce(sqlstate, '-'), message FROM `+d.schema+`.dead ORDER BY partition, "offset"`)
+	}
+	for what, f := range map[string]func(*directSink) []string{"rows": rows, "dead letters": dead} {
+		a, b := f(direct), f(staged)
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+	if got := rows(direct); len(got) != n-bad+1 { // the seed row
+		t.Errorf("%d rows, want %d", len(got), n-bad+1)
+	}
+	got := dead(direct)
+	if len(got) != bad {
+		t.Fatalf("dead letters:\n%s\nwant %d", strings.Join(got, "\n"), bad)
+	}
+	// Offsets, keys and reasons, in offset order.
+	want := []string{"0|14|d1-4|decode|-", "0|17|d1-7|event_id|-", "0|20|d2-0|decode|-", "0|29|d2-9|event_id|-", "0|32|d3-2|postgres|22P02", "0|39|d3-9|decode|-"}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w+"|") {
+			t.Errorf("dead letter %d: %s, want %s|...", i, got[i], w)
+		}
+	}
+}
