@@ -200,45 +200,45 @@ func (s *Sink) streamable(b *batch) bool {
 // loadStream is prepare and loadBatch of b in one pass: the records are
 // decoded inside the direct COPY's reader (copyStream), so that Go decodes
 // a row while Postgres parses the ones before it, instead of the whole
-// batch being decoded before the COPY starts. The outcome is prepare's and
-// loadBatch's: the decode dead letters, in record order, are appended to
-// res.dead first; the rows are written by the COPY or, when it falls back,
-// by the staged load of the same ops, after the records the COPY had not
-// read yet are decoded. A codec's transient failure ends the attempt with
-// prepare's error. It returns the ops and the number of decode dead
-// letters, for followsRecords.
-func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result) ([]op, int, error) {
-	st := &copyStream{s: s, recs: b.recs, ops: make([]op, 0, len(b.recs))}
+// batch being decoded before the COPY starts, and a row's values are
+// garbage once encoded, instead of the batch's all being held. The
+// outcome is prepare's and loadBatch's: the decode dead letters, in
+// record order, are appended to res.dead first; the rows are written by
+// the COPY or, when it falls back, by the staged load of prepare's ops
+// (the batch is decoded again). A codec's transient failure ends the
+// attempt with prepare's error. It returns the number of ops and of
+// decode dead letters, for followsRecords.
+func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1)}
 	n, err := s.copyDirectFrom(ctx, tx, st, st.stop)
 	if st.failed != nil {
-		return nil, 0, st.failed // transient: the attempt fails, as prepare's would
+		return 0, 0, st.failed // transient: the attempt fails, as prepare's would
 	}
 	var fb *directFallback
 	switch {
 	case err == nil:
 		s.direct.done(true)
-		if len(st.ops) > 0 {
+		if st.ops > 0 {
 			s.directCopies.Add(1)
 			s.metrics.directCopy(directWritten)
 		}
 		res.dead = append(res.dead, st.dead...)
 		res.rows += n
-		res.duplicates += int64(len(st.ops)) - n
+		res.duplicates += int64(st.ops) - n
 		return st.ops, len(st.dead), nil
 	case !errors.As(err, &fb):
-		return nil, 0, err
+		return 0, 0, err
 	}
 	s.direct.done(false)
 	s.directFallbacks.Add(1)
 	s.metrics.directCopy(directFellBack)
-	s.log.Debug("direct copy rolled back; the batch takes the staged load", "rows", len(st.ops), "sqlstate", sqlState(fb.err), "err", fb.err)
-	for _, r := range st.recs[st.next:] {
-		if st.ops, st.dead, err = s.prepareRecord(r, st.ops, st.dead); err != nil {
-			return nil, 0, err
-		}
+	s.log.Debug("direct copy rolled back; the batch takes the staged load", "rows", st.ops, "sqlstate", sqlState(fb.err), "err", fb.err)
+	ops, dead, err := s.prepare(b)
+	if err != nil {
+		return 0, 0, err
 	}
-	res.dead = append(res.dead, st.dead...)
-	return st.ops, len(st.dead), s.load(ctx, tx, st.ops, res)
+	res.dead = append(res.dead, dead...)
+	return len(ops), len(dead), s.load(ctx, tx, ops, res)
 }
 
 // errStreamDelete stops a copyStream at a delete op, which streamable
@@ -249,10 +249,10 @@ var errStreamDelete = errors.New("direct copy: a record decodes to a delete")
 var errStreamStopped = errors.New("direct copy: read after the copy ended")
 
 // copyStream decodes recs one at a time, as prepare does, and reads the
-// ops' rows as COPY text. Its Read runs in pgconn's copy goroutine, which
+// ops' rows as COPY text, keeping only the decode dead letters. Its Read runs in pgconn's copy goroutine, which
 // may outlive CopyFrom when the connection breaks; stop, called once
 // CopyFrom has returned, waits for a Read in progress and ends the stream,
-// so that the caller alone owns ops, dead and next from then on.
+// so that the caller alone owns its fields from then on.
 type copyStream struct {
 	s    *Sink
 	recs []*kgo.Record
@@ -260,10 +260,11 @@ type copyStream struct {
 	mu      sync.Mutex
 	stopped bool
 	next    int          // recs[next:] are not decoded yet
-	ops     []op         // the ops of recs[:next], as prepare makes them
-	dead    []deadLetter // the decode dead letters of recs[:next]
+	ops     int          // the ops of recs[:next], all inserts, read or being read
+	dead    []deadLetter // the decode dead letters of recs[:next], as prepare makes them
 	failed  error        // prepare's error (transient), which ended the stream
 	err     error        // what ended the stream early: failed, errStreamDelete, or appendCopyRow's error
+	one     []op         // prepareRecord's ops, one at most
 	buf     []byte       // the encoded row being read
 	off     int          // read up to here
 }
@@ -286,24 +287,25 @@ func (c *copyStream) Read(p []byte) (int, error) {
 				}
 				return n, nil
 			}
-			had := len(c.ops)
-			r := c.recs[c.next]
-			c.ops, c.dead, c.failed = c.s.prepareRecord(r, c.ops, c.dead)
+			var ops []op
+			ops, c.dead, c.failed = c.s.prepareRecord(c.recs[c.next], c.one[:0], c.dead)
 			if c.failed != nil {
 				c.err = c.failed
 				return n, c.err
 			}
 			c.next++
 			c.buf, c.off = c.buf[:0], 0
-			if len(c.ops) == had {
+			if len(ops) == 0 {
 				continue // a dead letter, or a skipped tombstone
 			}
-			o := &c.ops[had]
-			if o.del {
+			if ops[0].del {
 				c.err = errStreamDelete
 				return n, c.err
 			}
-			if c.buf, c.err = appendCopyRow(c.buf, o.row); c.err != nil {
+			c.ops++
+			c.buf, c.err = appendCopyRow(c.buf, ops[0].row)
+			ops[0] = op{} // the row is garbage now
+			if c.err != nil {
 				return n, c.err
 			}
 		}

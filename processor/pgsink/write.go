@@ -52,15 +52,15 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	res := &result{dead: dead}
-	decoded := len(dead)
+	loaded, decoded := len(ops), len(dead)
 	if stream {
-		if ops, decoded, err = s.loadStream(ctx, tx, b, res); err != nil {
+		if loaded, decoded, err = s.loadStream(ctx, tx, b, res); err != nil {
 			return err
 		}
 	} else if err := s.loadBatch(ctx, tx, ops, res); err != nil {
 		return err
 	}
-	if err := s.followsRecords(ops, res, len(res.dead)-decoded); err != nil {
+	if err := s.followsRecords(loaded, res, len(res.dead)-decoded); err != nil {
 		return err
 	}
 	if len(res.dead) > 0 {
@@ -196,21 +196,21 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 
 // followsRecords decides whether the ops the load dead-lettered for an
 // error of no known class (res.unclassified of them, failed of the load's
-// len(ops) dead-lettered in all) were that error's cause: only if some op
+// n ops dead-lettered in all) were that error's cause: only if some op
 // of the load was written, so that the error follows single records and
 // not the database. When every op failed alone (a batch of one record
 // included: one record cannot tell its fault from the database's), it
 // returns the first such error, and writeBatch's bounded retry, then a
 // loud stop, applies as to any unclassified error.
-func (s *Sink) followsRecords(ops []op, res *result, failed int) error {
+func (s *Sink) followsRecords(n int, res *result, failed int) error {
 	if res.unclassified == 0 {
 		return nil
 	}
-	if failed >= len(ops) {
-		return fmt.Errorf("every record of the batch (%d) fails alone: the error follows no record: %w", len(ops), res.first)
+	if failed >= n {
+		return fmt.Errorf("every record of the batch (%d) fails alone: the error follows no record: %w", n, res.first)
 	}
 	s.log.Warn("postgres rejected rows with an unclassified SQLSTATE that follows them (the rest of the batch was written); dead-lettering them",
-		"topic", s.cfg.Input, "rows", res.unclassified, "of", len(ops), "sqlstate", sqlState(res.first), "err", res.first)
+		"topic", s.cfg.Input, "rows", res.unclassified, "of", n, "sqlstate", sqlState(res.first), "err", res.first)
 	return nil
 }
 
