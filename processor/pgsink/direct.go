@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
@@ -188,13 +190,33 @@ func (s *Sink) loadBatch(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	return s.load(ctx, tx, ops, res)
 }
 
-// streamable reports whether batch b is loaded by loadStream: the direct
-// path would be tried now, and no record of the input can become a delete
-// (tombstones are skipped, and values are rows, not change events), so
-// that every op the batch decodes to is an insert.
-func (s *Sink) streamable(b *batch) bool {
-	return s.direct.on && s.direct.rest == 0 && len(b.recs) > 0 &&
-		s.cfg.Tombstones != topology.TombstonesDelete && s.cfg.Envelope != topology.EnvelopeDebezium
+// How write loads a batch: prepare, then loadBatch (streamNone); or
+// decoding its records inside a COPY, straight into the table
+// (streamDirect, loadStream) or into the staging table (streamStaged,
+// loadStreamStaged).
+const (
+	streamNone = iota
+	streamDirect
+	streamStaged
+)
+
+// streamable says how batch b is loaded. It streams only when no record
+// of the input can become a delete (tombstones are skipped, and values
+// are rows, not change events), so that every op the batch decodes to is
+// an insert (or upsert); directly when the direct path would be tried
+// now; into the staging table in upsert mode, which never takes the
+// direct path. An insert-mode batch that the direct path skips takes
+// prepare and the staged load, as before either path existed.
+func (s *Sink) streamable(b *batch) int {
+	switch {
+	case len(b.recs) == 0 || s.cfg.Tombstones == topology.TombstonesDelete || s.cfg.Envelope == topology.EnvelopeDebezium:
+		return streamNone
+	case s.direct.on && s.direct.rest == 0:
+		return streamDirect
+	case s.cfg.Mode == topology.ModeUpsert:
+		return streamStaged
+	}
+	return streamNone
 }
 
 // loadStream is prepare and loadBatch of b in one pass: the records are
@@ -241,6 +263,68 @@ func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result)
 	return len(ops), len(dead), s.load(ctx, tx, ops, res)
 }
 
+// loadStreamStaged is prepare and load of b, in upsert mode, with the
+// records decoded inside the COPY into the staging table (copyStream,
+// with each row's ordinal), for the reasons of loadStream. It is load's
+// first step, under load's savepoint: the staging COPY, the INSERT ...
+// SELECT and the deferred check. When Postgres rejects the data of a row
+// (ClassRow or ClassUnknown, as load splits them), it rolls back to the
+// savepoint and the batch takes load with prepare's ops, whose outcome is
+// then exactly load's. A codec's transient failure ends the attempt with
+// prepare's error. It returns the number of ops and of decode dead
+// letters, for followsRecords.
+func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+		return 0, 0, err
+	}
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, st, s.stagingCopySQL())
+	if serr := st.stop(); serr != nil {
+		err = serr
+	}
+	if st.failed != nil {
+		return 0, 0, st.failed // transient: the attempt fails, as prepare's would
+	}
+	var affected int64
+	if err == nil {
+		var pb pgx.Batch
+		pb.Queue(s.sql.insert)
+		pb.Queue(s.sql.truncate)
+		pb.Queue(checkDeferred)
+		pb.Queue("RELEASE SAVEPOINT " + savepoint)
+		br := tx.SendBatch(ctx, &pb)
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil {
+			affected = tag.RowsAffected()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		res.dead = append(res.dead, st.dead...)
+		res.rows += affected
+		res.duplicates += int64(st.ops) - affected
+		return st.ops, len(st.dead), nil
+	}
+	if class := Classify(err); class != ClassRow && class != ClassUnknown && st.err == nil {
+		return 0, 0, err
+	}
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+		return 0, 0, fmt.Errorf("staged copy: %w (roll back to its savepoint: %w)", err, rerr)
+	}
+	if _, rerr := tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
+		return 0, 0, rerr
+	}
+	s.log.Debug("staged copy rolled back; the batch takes the load", "rows", st.ops, "sqlstate", sqlState(err), "err", err)
+	ops, dead, err := s.prepare(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	res.dead = append(res.dead, dead...)
+	return len(ops), len(dead), s.load(ctx, tx, ops, res)
+}
+
 // errStreamDelete stops a copyStream at a delete op, which streamable
 // should have ruled out: the batch then takes the staged load.
 var errStreamDelete = errors.New("direct copy: a record decodes to a delete")
@@ -264,6 +348,7 @@ type copyStream struct {
 	dead    []deadLetter // the decode dead letters of recs[:next], as prepare makes them
 	failed  error        // prepare's error (transient), which ended the stream
 	err     error        // what ended the stream early: failed, errStreamDelete, or appendCopyRow's error
+	ord     bool         // each row ends with its op's ordinal (the staging table's ordColumn)
 	one     []op         // prepareRecord's ops, one at most
 	buf     []byte       // the encoded row being read
 	off     int          // read up to here
@@ -302,12 +387,16 @@ func (c *copyStream) Read(p []byte) (int, error) {
 				c.err = errStreamDelete
 				return n, c.err
 			}
-			c.ops++
 			c.buf, c.err = appendCopyRow(c.buf, ops[0].row)
 			ops[0] = op{} // the row is garbage now
 			if c.err != nil {
 				return n, c.err
 			}
+			if c.ord {
+				c.buf[len(c.buf)-1] = '\t'
+				c.buf = append(strconv.AppendInt(c.buf, int64(c.ops), 10), '\n')
+			}
+			c.ops++
 		}
 		m := copy(p[n:], c.buf[c.off:])
 		c.off += m

@@ -249,6 +249,23 @@ func TestCopyStream(t *testing.T) {
 			}
 		})
 	}
+	t.Run("with ordinals", func(t *testing.T) {
+		st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
+		got, err := io.ReadAll(iotest.HalfReader(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// prepare's ops with their index, as insertRun stages them.
+		var w []byte
+		for i, o := range ops {
+			if w, err = appendCopyRow(w, append(o.row[:len(o.row):len(o.row)], fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(got) != string(w) {
+			t.Fatalf("copy text\n%q\nwant\n%q", got, w)
+		}
+	})
 	t.Run("transient decode failure", func(t *testing.T) {
 		ts := newTestSink(t, func(c *Config) {
 			c.Columns = []Column{{"event_id", "event_id"}, {"body", "$value"}, {"n", "n"}}
@@ -274,7 +291,7 @@ func TestCopyStream(t *testing.T) {
 		})
 		d := newBatch()
 		d.recs = []*kgo.Record{rec(0, `{"event_id":"e-0"}`), {Topic: "in", Offset: 1, Key: []byte("e-0")}}
-		if ds.streamable(d) {
+		if ds.streamable(d) != streamNone {
 			t.Fatal("a sink that deletes on tombstones streams")
 		}
 		st := &copyStream{s: ds, recs: d.recs, one: make([]op, 0, 1)}
@@ -284,24 +301,29 @@ func TestCopyStream(t *testing.T) {
 	})
 }
 
-// A batch streams only when the direct path would be tried and no record
-// can become a delete.
+// A batch streams only when no record can become a delete: straight into
+// the table when the direct path would be tried, into the staging table
+// in upsert mode; an insert-mode batch the direct path skips does not.
 func TestStreamable(t *testing.T) {
 	b := newBatch()
 	b.recs = []*kgo.Record{{Value: []byte(`{}`)}}
+	upsert := func(c *Config) { c.Mode = topology.ModeUpsert }
 	tests := []struct {
 		name string
 		mod  func(*Config)
 		path directPath
 		recs bool
-		want bool
+		want int
 	}{
-		{"on", nil, directPath{on: true}, true, true},
-		{"off", nil, directPath{}, true, false},
-		{"resting", nil, directPath{on: true, rest: 1}, true, false},
-		{"no records", nil, directPath{on: true}, false, false},
-		{"tombstones delete", func(c *Config) { c.Tombstones = topology.TombstonesDelete }, directPath{on: true}, true, false},
-		{"change events", func(c *Config) { c.Envelope = topology.EnvelopeDebezium; c.Mode = topology.ModeUpsert }, directPath{on: true}, true, false},
+		{"on", nil, directPath{on: true}, true, streamDirect},
+		{"off", nil, directPath{}, true, streamNone},
+		{"resting", nil, directPath{on: true, rest: 1}, true, streamNone},
+		{"no records", nil, directPath{on: true}, false, streamNone},
+		{"tombstones delete", func(c *Config) { c.Tombstones = topology.TombstonesDelete }, directPath{on: true}, true, streamNone},
+		{"upsert", upsert, directPath{}, true, streamStaged},
+		{"upsert, no records", upsert, directPath{}, false, streamNone},
+		{"upsert, tombstones delete", func(c *Config) { upsert(c); c.Tombstones = topology.TombstonesDelete }, directPath{}, true, streamNone},
+		{"change events", func(c *Config) { c.Envelope = topology.EnvelopeDebezium; c.Mode = topology.ModeUpsert }, directPath{}, true, streamNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,12 +26,12 @@ type result struct {
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
 func (s *Sink) write(ctx context.Context, b *batch) error {
-	// A streamable batch is decoded inside its COPY (loadStream); any
-	// other before the transaction starts.
+	// A streamable batch is decoded inside its COPY (loadStream,
+	// loadStreamStaged); any other before the transaction starts.
 	stream := s.streamable(b)
 	var ops []op
 	var dead []deadLetter
-	if !stream {
+	if stream == streamNone {
 		var err error
 		if ops, dead, err = s.prepare(b); err != nil {
 			return err
@@ -53,11 +53,15 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	}
 	res := &result{dead: dead}
 	loaded, decoded := len(ops), len(dead)
-	if stream {
-		if loaded, decoded, err = s.loadStream(ctx, tx, b, res); err != nil {
-			return err
-		}
-	} else if err := s.loadBatch(ctx, tx, ops, res); err != nil {
+	switch stream {
+	case streamDirect:
+		loaded, decoded, err = s.loadStream(ctx, tx, b, res)
+	case streamStaged:
+		loaded, decoded, err = s.loadStreamStaged(ctx, tx, b, res)
+	default:
+		err = s.loadBatch(ctx, tx, ops, res)
+	}
+	if err != nil {
 		return err
 	}
 	if err := s.followsRecords(loaded, res, len(res.dead)-decoded); err != nil {
@@ -292,6 +296,12 @@ func (s *Sink) stagingColumns() []string {
 		cols = append(cols, fmt.Sprintf("c%d", i))
 	}
 	return append(cols, ordColumn)
+}
+
+// stagingCopySQL is the COPY of loadStreamStaged: the staging table's
+// columns, in text format.
+func (s *Sink) stagingCopySQL() string {
+	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN", stagingTable, strings.Join(s.stagingColumns(), ", "))
 }
 
 // buildLoadSQL prepares the statements of the load: the staging table,
