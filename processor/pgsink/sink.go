@@ -28,6 +28,9 @@
 //     In insert mode, a batch of inserts is first tried as one COPY
 //     straight into the table under a savepoint (the direct path,
 //     direct.go); on any error it is rolled back and takes this load.
+//     Where no record can be a delete, the records are decoded inside
+//     the direct COPY's reader, or in upsert mode the staging COPY's
+//     (loadStream, loadStreamStaged), rather than all before the load.
 //  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
 //     cast, a value out of range, a trigger that raised, at statement time
 //     or at the deferred check), the load is split in halves under
