@@ -24,14 +24,21 @@ import (
 // dead.
 type directSink struct {
 	name, schema string
+	mode         string // the sink's mode; "" for insert
 	sink         *pgsink.Sink
 }
 
 func newDirectSink(t *testing.T, prefix, input string, opts ...pgsink.Option) *directSink {
 	t.Helper()
+	return newModeSink(t, prefix, input, "", opts...)
+}
+
+// newModeSink is newDirectSink in mode.
+func newModeSink(t *testing.T, prefix, input, mode string, opts ...pgsink.Option) *directSink {
+	t.Helper()
 	pool := pgPool(t)
 	ctx := context.Background()
-	d := &directSink{name: uniqueName(prefix), schema: uniqueName("it_" + prefix)}
+	d := &directSink{name: uniqueName(prefix), schema: uniqueName("it_" + prefix), mode: mode}
 	for _, q := range []string{
 		"CREATE SCHEMA " + pgx.Identifier{d.schema}.Sanitize(),
 		"CREATE TABLE " + d.schema + ".events (event_id text PRIMARY KEY, n bigint, body jsonb)",
@@ -58,7 +65,7 @@ func (d *directSink) open(t *testing.T, input string, opts ...pgsink.Option) *pg
 		Input: input, DeadLetterTable: d.schema + ".dead", DSN: pgDSN(t),
 		Table: d.schema + ".events", PositionsTable: d.schema + ".positions", EventID: "event_id",
 		Columns:        []pgsink.Column{{Name: "event_id", Source: "event_id"}, {Name: "n", Source: "n"}, {Name: "body", Source: "$value"}},
-		CommitInterval: 50 * time.Millisecond, MaxRecords: 10,
+		CommitInterval: 50 * time.Millisecond, MaxRecords: 10, Mode: d.mode,
 	}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -259,4 +266,132 @@ func TestSinkDirectPathCrash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Records that fail to decode, in a batch the direct path writes, are
+// dead-lettered as the staged load does (same reasons and messages) and
+// cost the batch no fallback: they are left out of the COPY as they are
+// left out of the load. A batch with a bad JSON and a row Postgres
+// rejects falls back once, and ends as the staged load's.
+func TestSinkDirectPathDecodeDeadLetters(t *testing.T) {
+	topic, n, bad := decodeInput(t)
+	direct := newDirectSink(t, "sp17b_decode", topic)
+	staged := newDirectSink(t, "sp17b_decode_staged", topic, pgsink.DirectCopy(false))
+	for _, d := range []*directSink{direct, staged} {
+		if err := runUntil(t, d.sink, int64(n)); err != nil {
+			t.Fatalf("sink %s: %v", d.name, err)
+		}
+	}
+	ds, ss := direct.sink.Stats(), staged.sink.Stats()
+	t.Logf("direct %+v", ds)
+	t.Logf("staged %+v", ss)
+	if ds.DirectFallbacks != 1 || ds.DirectCopies < 2 {
+		t.Errorf("direct sink: %d direct copies, %d fallbacks; want >= 2 and exactly 1 (the batch with a row Postgres rejects)", ds.DirectCopies, ds.DirectFallbacks)
+	}
+	if ss.Rows != ds.Rows || ss.DeadLettered != ds.DeadLettered {
+		t.Errorf("direct %d rows, %d dead letters; staged %d, %d", ds.Rows, ds.DeadLettered, ss.Rows, ss.DeadLettered)
+	}
+	for what, f := range map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": sinkDeadLetters(t)} {
+		a, b := f(direct), f(staged)
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+	checkDecodeOutcome(t, direct, n, bad)
+}
+
+// In upsert mode, where records are decoded inside the COPY into the
+// staging table, the same input ends the same: rows, and dead letters
+// with prepare's reasons and load's SQLSTATE, in offset order.
+func TestSinkUpsertStreamDecodeDeadLetters(t *testing.T) {
+	topic, n, bad := decodeInput(t)
+	d := newModeSink(t, "sp17b_decode_upsert", topic, "upsert")
+	if err := runUntil(t, d.sink, int64(n)); err != nil {
+		t.Fatal(err)
+	}
+	st := d.sink.Stats()
+	t.Logf("%+v", st)
+	if st.DirectCopies+st.DirectFallbacks != 0 {
+		t.Errorf("upsert sink tried the direct path: %+v", st)
+	}
+	checkDecodeOutcome(t, d, n, bad)
+}
+
+func sinkRows(t *testing.T) func(d *directSink) []string {
+	return func(d *directSink) []string {
+		return psqlLines(t, "SELECT event_id, n, body::text FROM "+d.schema+".events ORDER BY event_id")
+	}
+}
+
+func sinkDeadLetters(t *testing.T) func(d *directSink) []string {
+	return func(d *directSink) []string {
+		return psqlLines(t, `SELECT partition, "offset", convert_from(key, 'UTF8'), reason, coalesce(sqlstate, '-'), message FROM `+d.schema+`.dead ORDER BY partition, "offset"`)
+	}
+}
+
+// checkDecodeOutcome checks what d made of decodeInput's n records, bad of
+// them dead letters.
+func checkDecodeOutcome(t *testing.T, d *directSink, n, bad int) {
+	t.Helper()
+	if st := d.sink.Stats(); st.Rows != int64(n-bad) || st.DeadLettered != int64(bad) || st.Duplicates != 0 {
+		t.Errorf("%d rows, %d dead letters, %d duplicates; want %d, %d, 0", st.Rows, st.DeadLettered, st.Duplicates, n-bad, bad)
+	}
+	rows := sinkRows(t)(d)
+	if len(rows) != n-bad+1 { // the seed row
+		t.Errorf("%d rows, want %d", len(rows), n-bad+1)
+	}
+	for _, want := range []string{"d0-0|0|", "d1-5|15|", "d3-8|38|", "d4-9|49|"} {
+		found := false
+		for _, l := range rows {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("no row %s...", want)
+		}
+	}
+	got := sinkDeadLetters(t)(d)
+	if len(got) != bad {
+		t.Fatalf("dead letters:\n%s\nwant %d", strings.Join(got, "\n"), bad)
+	}
+	// Offsets, keys and reasons, in offset order.
+	want := []string{"0|14|d1-4|decode|-", "0|17|d1-7|event_id|-", "0|20|d2-0|decode|-", "0|29|d2-9|event_id|-", "0|32|d3-2|postgres|22P02", "0|39|d3-9|decode|-"}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w+"|") {
+			t.Errorf("dead letter %d: %s, want %s|...", i, got[i], w)
+		}
+	}
+}
+
+// decodeInput produces to a new 1-partition topic 5 batches of 10 records
+// (the sinks' max_records): batches 1 and 2 with records that fail to
+// decode or have no event ID, batch 3 with such a record and a row
+// Postgres rejects (22P02 in bigint). It returns the topic, the record
+// count and the count of dead letters due.
+func decodeInput(t *testing.T) (string, int, int) {
+	t.Helper()
+	topic := uniqueName("sp17b_decode_in")
+	adm := kadm.NewClient(kafkaClient(t))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	for batch := range 5 {
+		for i := range 10 {
+			id := fmt.Sprintf("d%d-%d", batch, i)
+			line := fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, batch*10+i)
+			switch {
+			case batch == 1 && i == 4, batch == 2 && i == 0, batch == 3 && i == 9:
+				line = fmt.Appendf(nil, `%s|{"event_id":%q,"n":`, id, id) // invalid JSON
+			case batch == 1 && i == 7:
+				line = fmt.Appendf(nil, `%s|{"n":%d}`, id, i) // no event ID
+			case batch == 2 && i == 9:
+				line = fmt.Appendf(nil, `%s|[%d]`, id, i) // not an object
+			case batch == 3 && i == 2:
+				line = fmt.Appendf(nil, `%s|{"event_id":%q,"n":"x"}`, id, id) // 22P02 in bigint
+			}
+			lines = append(lines, line)
+		}
+	}
+	kcatProduce(t, topic, lines)
+	return topic, len(lines), 6
 }

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
 )
@@ -186,6 +190,229 @@ func (s *Sink) loadBatch(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	return s.load(ctx, tx, ops, res)
 }
 
+// How write loads a batch: prepare, then loadBatch (streamNone); or
+// decoding its records inside a COPY, straight into the table
+// (streamDirect, loadStream) or into the staging table (streamStaged,
+// loadStreamStaged).
+const (
+	streamNone = iota
+	streamDirect
+	streamStaged
+)
+
+// streamable says how batch b is loaded. It streams only when no record
+// of the input can become a delete (tombstones are skipped, and values
+// are rows, not change events), so that every op the batch decodes to is
+// an insert (or upsert); directly when the direct path would be tried
+// now; into the staging table in upsert mode, which never takes the
+// direct path. An insert-mode batch that the direct path skips takes
+// prepare and the staged load, as before either path existed.
+func (s *Sink) streamable(b *batch) int {
+	switch {
+	case len(b.recs) == 0 || s.cfg.Tombstones == topology.TombstonesDelete || s.cfg.Envelope == topology.EnvelopeDebezium:
+		return streamNone
+	case s.direct.on && s.direct.rest == 0:
+		return streamDirect
+	case s.cfg.Mode == topology.ModeUpsert:
+		return streamStaged
+	}
+	return streamNone
+}
+
+// loadStream is prepare and loadBatch of b in one pass: the records are
+// decoded inside the direct COPY's reader (copyStream), so that Go decodes
+// a row while Postgres parses the ones before it, instead of the whole
+// batch being decoded before the COPY starts, and a row's values are
+// garbage once encoded, instead of the batch's all being held. The
+// outcome is prepare's and loadBatch's: the decode dead letters, in
+// record order, are appended to res.dead first; the rows are written by
+// the COPY or, when it falls back, by the staged load of prepare's ops
+// (the batch is decoded again). A codec's transient failure ends the
+// attempt with prepare's error. It returns the number of ops and of
+// decode dead letters, for followsRecords.
+func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1)}
+	n, err := s.copyDirectFrom(ctx, tx, st, st.stop)
+	if st.failed != nil {
+		return 0, 0, st.failed // transient: the attempt fails, as prepare's would
+	}
+	var fb *directFallback
+	switch {
+	case err == nil:
+		s.direct.done(true)
+		if st.ops > 0 {
+			s.directCopies.Add(1)
+			s.metrics.directCopy(directWritten)
+		}
+		res.dead = append(res.dead, st.dead...)
+		res.rows += n
+		res.duplicates += int64(st.ops) - n
+		return st.ops, len(st.dead), nil
+	case !errors.As(err, &fb):
+		return 0, 0, err
+	}
+	s.direct.done(false)
+	s.directFallbacks.Add(1)
+	s.metrics.directCopy(directFellBack)
+	s.log.Debug("direct copy rolled back; the batch takes the staged load", "rows", st.ops, "sqlstate", sqlState(fb.err), "err", fb.err)
+	ops, dead, err := s.prepare(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	res.dead = append(res.dead, dead...)
+	return len(ops), len(dead), s.load(ctx, tx, ops, res)
+}
+
+// loadStreamStaged is prepare and load of b, in upsert mode, with the
+// records decoded inside the COPY into the staging table (copyStream,
+// with each row's ordinal), for the reasons of loadStream. It is load's
+// first step, under load's savepoint: the staging COPY, the INSERT ...
+// SELECT and the deferred check. When Postgres rejects the data of a row
+// (ClassRow or ClassUnknown, as load splits them), it rolls back to the
+// savepoint and the batch takes load with prepare's ops, whose outcome is
+// then exactly load's. A codec's transient failure ends the attempt with
+// prepare's error. It returns the number of ops and of decode dead
+// letters, for followsRecords.
+func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
+		return 0, 0, err
+	}
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, st, s.stagingCopySQL())
+	if serr := st.stop(); serr != nil {
+		err = serr
+	}
+	if st.failed != nil {
+		return 0, 0, st.failed // transient: the attempt fails, as prepare's would
+	}
+	var affected int64
+	if err == nil {
+		var pb pgx.Batch
+		pb.Queue(s.sql.insert)
+		pb.Queue(s.sql.truncate)
+		pb.Queue(checkDeferred)
+		pb.Queue("RELEASE SAVEPOINT " + savepoint)
+		br := tx.SendBatch(ctx, &pb)
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil {
+			affected = tag.RowsAffected()
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		res.dead = append(res.dead, st.dead...)
+		res.rows += affected
+		res.duplicates += int64(st.ops) - affected
+		return st.ops, len(st.dead), nil
+	}
+	if class := Classify(err); class != ClassRow && class != ClassUnknown && st.err == nil {
+		return 0, 0, err
+	}
+	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
+		return 0, 0, fmt.Errorf("staged copy: %w (roll back to its savepoint: %w)", err, rerr)
+	}
+	if _, rerr := tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint); rerr != nil {
+		return 0, 0, rerr
+	}
+	s.log.Debug("staged copy rolled back; the batch takes the load", "rows", st.ops, "sqlstate", sqlState(err), "err", err)
+	ops, dead, err := s.prepare(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	res.dead = append(res.dead, dead...)
+	return len(ops), len(dead), s.load(ctx, tx, ops, res)
+}
+
+// errStreamDelete stops a copyStream at a delete op, which streamable
+// should have ruled out: the batch then takes the staged load.
+var errStreamDelete = errors.New("direct copy: a record decodes to a delete")
+
+// errStreamStopped is a copyStream's Read after stop.
+var errStreamStopped = errors.New("direct copy: read after the copy ended")
+
+// copyStream decodes recs one at a time, as prepare does, and reads the
+// ops' rows as COPY text, keeping only the decode dead letters. Its Read runs in pgconn's copy goroutine, which
+// may outlive CopyFrom when the connection breaks; stop, called once
+// CopyFrom has returned, waits for a Read in progress and ends the stream,
+// so that the caller alone owns its fields from then on.
+type copyStream struct {
+	s    *Sink
+	recs []*kgo.Record
+
+	mu      sync.Mutex
+	stopped bool
+	next    int          // recs[next:] are not decoded yet
+	ops     int          // the ops of recs[:next], all inserts, read or being read
+	dead    []deadLetter // the decode dead letters of recs[:next], as prepare makes them
+	failed  error        // prepare's error (transient), which ended the stream
+	err     error        // what ended the stream early: failed, errStreamDelete, or appendCopyRow's error
+	ord     bool         // each row ends with its op's ordinal (the staging table's ordColumn)
+	one     []op         // prepareRecord's ops, one at most
+	buf     []byte       // the encoded row being read
+	off     int          // read up to here
+}
+
+func (c *copyStream) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return 0, errStreamStopped
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	n := 0
+	for n < len(p) {
+		if c.off == len(c.buf) {
+			if c.next == len(c.recs) {
+				if n == 0 {
+					return 0, io.EOF
+				}
+				return n, nil
+			}
+			var ops []op
+			ops, c.dead, c.failed = c.s.prepareRecord(c.recs[c.next], c.one[:0], c.dead)
+			if c.failed != nil {
+				c.err = c.failed
+				return n, c.err
+			}
+			c.next++
+			c.buf, c.off = c.buf[:0], 0
+			if len(ops) == 0 {
+				continue // a dead letter, or a skipped tombstone
+			}
+			if ops[0].del {
+				c.err = errStreamDelete
+				return n, c.err
+			}
+			c.buf, c.err = appendCopyRow(c.buf, ops[0].row)
+			ops[0] = op{} // the row is garbage now
+			if c.err != nil {
+				return n, c.err
+			}
+			if c.ord {
+				c.buf[len(c.buf)-1] = '\t'
+				c.buf = append(strconv.AppendInt(c.buf, int64(c.ops), 10), '\n')
+			}
+			c.ops++
+		}
+		m := copy(p[n:], c.buf[c.off:])
+		c.off += m
+		n += m
+	}
+	return n, nil
+}
+
+// stop ends the stream and returns what ended it early, if anything.
+func (c *copyStream) stop() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	return c.err
+}
+
 // directFallback is a direct attempt rolled back to its savepoint, for
 // err: the transaction goes on.
 type directFallback struct{ err error }
@@ -200,10 +427,23 @@ func (e *directFallback) Unwrap() error { return e.err }
 // that left the transaction unusable (the savepoint's rollback failed: a
 // lost connection, a canceled context).
 func (s *Sink) copyDirect(ctx context.Context, tx pgx.Tx, ops []op) (int64, error) {
+	return s.copyDirectFrom(ctx, tx, &copyText{ops: ops}, nil)
+}
+
+// copyDirectFrom is copyDirect of the COPY text that src reads. stop, when
+// not nil, is called as soon as the COPY has ended; an error from it
+// replaces the COPY's (the server's answer to the CopyFail that src's
+// error made pgconn send).
+func (s *Sink) copyDirectFrom(ctx context.Context, tx pgx.Tx, src io.Reader, stop func() error) (int64, error) {
 	if _, err := tx.Exec(ctx, "SAVEPOINT "+directSavepoint); err != nil {
 		return 0, err
 	}
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, &copyText{ops: ops}, s.sql.direct)
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, src, s.sql.direct)
+	if stop != nil {
+		if serr := stop(); serr != nil {
+			err = serr
+		}
+	}
 	if err == nil {
 		err = s.directChecks(ctx, tx)
 	}

@@ -1,10 +1,16 @@
 package pgsink
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"reflect"
 	"testing"
 	"testing/iotest"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -171,4 +177,165 @@ func TestCopyText(t *testing.T) {
 			t.Fatalf("Read = %d, %v", n, err)
 		}
 	})
+}
+
+// A copyStream decodes records as prepare does: its COPY text is that of
+// prepare's ops, and its op count and dead letters (reasons, in record
+// order) are prepare's, however the COPY reads it. A codec's transient failure
+// ends the read with prepare's error, and a read after stop fails.
+func TestCopyStream(t *testing.T) {
+	s := newTestSink(t, func(c *Config) {
+		c.Columns = []Column{{"event_id", "event_id"}, {"body", "$value"}, {"n", "n"}}
+	})
+	rec := func(off int64, v string) *kgo.Record {
+		r := &kgo.Record{Topic: "in", Offset: off}
+		if v != "nil" {
+			r.Value = []byte(v)
+		}
+		return r
+	}
+	b := newBatch()
+	b.recs = []*kgo.Record{
+		rec(0, `{"event_id":"e-0","n":1}`),
+		rec(1, `{"event_id":`), // invalid JSON: decode
+		rec(2, "nil"),          // a tombstone, skipped
+		rec(3, `{"n":2}`),      // no event ID
+		rec(4, `{"event_id":"e-4","n":"a\tb"}`),
+		rec(5, `[1]`), // not an object: event ID
+		rec(6, `{"event_id":"e-6"}`),
+	}
+	ops, dead, err := s.prepare(b)
+	if err != nil || len(ops) != 3 || len(dead) != 3 {
+		t.Fatalf("prepare: %d ops, %d dead letters, %v", len(ops), len(dead), err)
+	}
+	want, err := io.ReadAll(&copyText{ops: ops})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := func(dl []deadLetter) (out []string) {
+		for _, d := range dl {
+			out = append(out, fmt.Sprintf("%d:%s:%v", d.src.Offset, d.re.Reason, d.re.Err))
+		}
+		return out
+	}
+	for _, r := range []struct {
+		name string
+		wrap func(io.Reader) io.Reader
+	}{
+		{"whole", func(r io.Reader) io.Reader { return r }},
+		{"one byte at a time", iotest.OneByteReader},
+		{"half", iotest.HalfReader},
+	} {
+		t.Run(r.name, func(t *testing.T) {
+			st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1)}
+			got, err := io.ReadAll(r.wrap(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.stop(); err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("copy text\n%q\nwant\n%q", got, want)
+			}
+			if st.next != len(b.recs) || st.ops != len(ops) {
+				t.Fatalf("%d ops (next %d), want %d", st.ops, st.next, len(ops))
+			}
+			if g, w := reasons(st.dead), reasons(dead); !reflect.DeepEqual(g, w) {
+				t.Fatalf("dead letters %q, want %q", g, w)
+			}
+			if n, err := st.Read(make([]byte, 8)); n != 0 || !errors.Is(err, errStreamStopped) {
+				t.Fatalf("Read after stop = %d, %v", n, err)
+			}
+		})
+	}
+	t.Run("with ordinals", func(t *testing.T) {
+		st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
+		got, err := io.ReadAll(iotest.HalfReader(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// prepare's ops with their index, as insertRun stages them.
+		var w []byte
+		for i, o := range ops {
+			if w, err = appendCopyRow(w, append(o.row[:len(o.row):len(o.row)], fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if string(got) != string(w) {
+			t.Fatalf("copy text\n%q\nwant\n%q", got, w)
+		}
+	})
+	t.Run("transient decode failure", func(t *testing.T) {
+		ts := newTestSink(t, func(c *Config) {
+			c.Columns = []Column{{"event_id", "event_id"}, {"body", "$value"}, {"n", "n"}}
+		})
+		ts.codec, ts.passJSON = flakyCodec{ts.codec}, false
+		_, _, perr := ts.prepare(b)
+		st := &copyStream{s: ts, recs: b.recs, one: make([]op, 0, 1)}
+		_, err := io.ReadAll(st)
+		if !serde.IsTransient(err) || err.Error() != perr.Error() {
+			t.Fatalf("Read error %v, want prepare's %v", err, perr)
+		}
+		if serr := st.stop(); serr != err || st.failed != err {
+			t.Fatalf("stop = %v, failed = %v; want %v", serr, st.failed, err)
+		}
+		if st.ops+len(st.dead) != 0 || st.next != 0 {
+			t.Fatalf("%d ops, %d dead letters, next %d after a transient failure", st.ops, len(st.dead), st.next)
+		}
+	})
+	t.Run("a delete stops the stream", func(t *testing.T) {
+		ds := newTestSink(t, func(c *Config) {
+			c.Columns = []Column{{"event_id", "event_id"}, {"body", "$value"}, {"n", "n"}}
+			c.Tombstones = topology.TombstonesDelete
+		})
+		d := newBatch()
+		d.recs = []*kgo.Record{rec(0, `{"event_id":"e-0"}`), {Topic: "in", Offset: 1, Key: []byte("e-0")}}
+		if ds.streamable(d) != streamNone {
+			t.Fatal("a sink that deletes on tombstones streams")
+		}
+		st := &copyStream{s: ds, recs: d.recs, one: make([]op, 0, 1)}
+		if _, err := io.ReadAll(st); !errors.Is(err, errStreamDelete) || st.stop() != err || st.failed != nil {
+			t.Fatalf("Read error %v, failed %v; want errStreamDelete only", err, st.failed)
+		}
+	})
+}
+
+// A batch streams only when no record can become a delete: straight into
+// the table when the direct path would be tried, into the staging table
+// in upsert mode; an insert-mode batch the direct path skips does not.
+func TestStreamable(t *testing.T) {
+	b := newBatch()
+	b.recs = []*kgo.Record{{Value: []byte(`{}`)}}
+	upsert := func(c *Config) { c.Mode = topology.ModeUpsert }
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		path directPath
+		recs bool
+		want int
+	}{
+		{"on", nil, directPath{on: true}, true, streamDirect},
+		{"off", nil, directPath{}, true, streamNone},
+		{"resting", nil, directPath{on: true, rest: 1}, true, streamNone},
+		{"no records", nil, directPath{on: true}, false, streamNone},
+		{"tombstones delete", func(c *Config) { c.Tombstones = topology.TombstonesDelete }, directPath{on: true}, true, streamNone},
+		{"upsert", upsert, directPath{}, true, streamStaged},
+		{"upsert, no records", upsert, directPath{}, false, streamNone},
+		{"upsert, tombstones delete", func(c *Config) { upsert(c); c.Tombstones = topology.TombstonesDelete }, directPath{}, true, streamNone},
+		{"change events", func(c *Config) { c.Envelope = topology.EnvelopeDebezium; c.Mode = topology.ModeUpsert }, directPath{}, true, streamNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, tt.mod)
+			s.direct = tt.path
+			bb := b
+			if !tt.recs {
+				bb = newBatch()
+			}
+			if got := s.streamable(bb); got != tt.want {
+				t.Fatalf("streamable = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

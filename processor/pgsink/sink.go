@@ -28,6 +28,9 @@
 //     In insert mode, a batch of inserts is first tried as one COPY
 //     straight into the table under a savepoint (the direct path,
 //     direct.go); on any error it is rolled back and takes this load.
+//     Where no record can be a delete, the records are decoded inside
+//     the direct COPY's reader, or in upsert mode the staging COPY's
+//     (loadStream, loadStreamStaged), rather than all before the load.
 //  3. If Postgres rejects the data of a row (ClassRow: a constraint, a
 //     cast, a value out of range, a trigger that raised, at statement time
 //     or at the deferred check), the load is split in halves under
@@ -711,18 +714,28 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 func (s *Sink) prepare(b *batch) (ops []op, dead []deadLetter, err error) {
 	ops = make([]op, 0, len(b.recs))
 	for _, r := range b.recs {
-		o, ok, err := s.toOp(r)
-		switch {
-		case serde.IsTransient(err):
-			return nil, nil, fmt.Errorf("decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		case err != nil:
-			var re *kit.RecordError
-			errors.As(err, &re)
-			s.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
-			dead = append(dead, s.newDeadLetter(r, re))
-		case ok:
-			ops = append(ops, o)
+		if ops, dead, err = s.prepareRecord(r, ops, dead); err != nil {
+			return nil, nil, err
 		}
+	}
+	return ops, dead, nil
+}
+
+// prepareRecord is prepare's step for one record r: it appends r's op to
+// ops, or its dead letter to dead, or neither (a skipped tombstone), or
+// fails for a codec's transient failure.
+func (s *Sink) prepareRecord(r *kgo.Record, ops []op, dead []deadLetter) ([]op, []deadLetter, error) {
+	o, ok, err := s.toOp(r)
+	switch {
+	case serde.IsTransient(err):
+		return ops, dead, fmt.Errorf("decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	case err != nil:
+		var re *kit.RecordError
+		errors.As(err, &re)
+		s.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
+		dead = append(dead, s.newDeadLetter(r, re))
+	case ok:
+		ops = append(ops, o)
 	}
 	return ops, dead, nil
 }

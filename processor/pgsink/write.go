@@ -26,9 +26,16 @@ type result struct {
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
 func (s *Sink) write(ctx context.Context, b *batch) error {
-	ops, dead, err := s.prepare(b)
-	if err != nil {
-		return err
+	// A streamable batch is decoded inside its COPY (loadStream,
+	// loadStreamStaged); any other before the transaction starts.
+	stream := s.streamable(b)
+	var ops []op
+	var dead []deadLetter
+	if stream == streamNone {
+		var err error
+		if ops, dead, err = s.prepare(b); err != nil {
+			return err
+		}
 	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -45,10 +52,19 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	res := &result{dead: dead}
-	if err := s.loadBatch(ctx, tx, ops, res); err != nil {
+	loaded, decoded := len(ops), len(dead)
+	switch stream {
+	case streamDirect:
+		loaded, decoded, err = s.loadStream(ctx, tx, b, res)
+	case streamStaged:
+		loaded, decoded, err = s.loadStreamStaged(ctx, tx, b, res)
+	default:
+		err = s.loadBatch(ctx, tx, ops, res)
+	}
+	if err != nil {
 		return err
 	}
-	if err := s.followsRecords(ops, res, len(res.dead)-len(dead)); err != nil {
+	if err := s.followsRecords(loaded, res, len(res.dead)-decoded); err != nil {
 		return err
 	}
 	if len(res.dead) > 0 {
@@ -184,21 +200,21 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 
 // followsRecords decides whether the ops the load dead-lettered for an
 // error of no known class (res.unclassified of them, failed of the load's
-// len(ops) dead-lettered in all) were that error's cause: only if some op
+// n ops dead-lettered in all) were that error's cause: only if some op
 // of the load was written, so that the error follows single records and
 // not the database. When every op failed alone (a batch of one record
 // included: one record cannot tell its fault from the database's), it
 // returns the first such error, and writeBatch's bounded retry, then a
 // loud stop, applies as to any unclassified error.
-func (s *Sink) followsRecords(ops []op, res *result, failed int) error {
+func (s *Sink) followsRecords(n int, res *result, failed int) error {
 	if res.unclassified == 0 {
 		return nil
 	}
-	if failed >= len(ops) {
-		return fmt.Errorf("every record of the batch (%d) fails alone: the error follows no record: %w", len(ops), res.first)
+	if failed >= n {
+		return fmt.Errorf("every record of the batch (%d) fails alone: the error follows no record: %w", n, res.first)
 	}
 	s.log.Warn("postgres rejected rows with an unclassified SQLSTATE that follows them (the rest of the batch was written); dead-lettering them",
-		"topic", s.cfg.Input, "rows", res.unclassified, "of", len(ops), "sqlstate", sqlState(res.first), "err", res.first)
+		"topic", s.cfg.Input, "rows", res.unclassified, "of", n, "sqlstate", sqlState(res.first), "err", res.first)
 	return nil
 }
 
@@ -280,6 +296,12 @@ func (s *Sink) stagingColumns() []string {
 		cols = append(cols, fmt.Sprintf("c%d", i))
 	}
 	return append(cols, ordColumn)
+}
+
+// stagingCopySQL is the COPY of loadStreamStaged: the staging table's
+// columns, in text format.
+func (s *Sink) stagingCopySQL() string {
+	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN", stagingTable, strings.Join(s.stagingColumns(), ", "))
 }
 
 // buildLoadSQL prepares the statements of the load: the staging table,

@@ -91,7 +91,7 @@ func TestFollowsRecords(t *testing.T) {
 			if tt.unknown > 0 {
 				res.first = pe
 			}
-			err := s.followsRecords(make([]op, tt.ops), res, tt.failed)
+			err := s.followsRecords(tt.ops, res, tt.failed)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("followsRecords = %v, want error %v", err, tt.wantErr)
 			}
