@@ -44,6 +44,9 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	if err := s.guard(ctx, tx, b); err != nil {
 		return err
 	}
+	if err := s.evolve(ctx, tx); err != nil { // typed.go
+		return err
+	}
 	res := &result{dead: dead}
 	if err := s.loadBatch(ctx, tx, ops, res); err != nil {
 		return err
