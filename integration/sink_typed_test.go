@@ -83,7 +83,7 @@ func TestSinkAvroTypedColumns(t *testing.T) {
 		native := map[string]any{
 			"event_id": "t-" + strconv.Itoa(i),
 			"amount":   big.NewRat(int64(123456789012+i), 100), // 1234567890.12
-			"price":    big.NewRat(15, 10000),                   // 0.0015
+			"price":    big.NewRat(15, 10000),                  // 0.0015
 			"at":       at.Add(time.Duration(i) * time.Millisecond),
 			"day":      at,
 			"n":        int64(1) << 62,
@@ -266,7 +266,9 @@ const (
 func TestSinkDebeziumAvroChanges(t *testing.T) {
 	reg := registryURL(t)
 	codec := mustCodec(t, dbzEnvelope)
-	row := func(id int64, a string) any { return goavro.Union("it.typ17.db.t.Value", map[string]any{"id": id, "a": a}) }
+	row := func(id int64, a string) any {
+		return goavro.Union("it.typ17.db.t.Value", map[string]any{"id": id, "a": a})
+	}
 	type ev struct {
 		key           string
 		op            string
@@ -311,7 +313,9 @@ func TestSinkDebeziumAvroChanges(t *testing.T) {
 			}
 			p = startSink(t, topo, "c1")
 			eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
-				func() string { return fmt.Sprintf("positions %v; rows %s", storedPositions(t, pool, s.positions(), s.in), read()) })
+				func() string {
+					return fmt.Sprintf("positions %v; rows %s", storedPositions(t, pool, s.positions(), s.in), read())
+				})
 			p.stop()
 			if got := read(); got != "2|d" {
 				t.Fatalf("table %q, want the one row 2|d", got)
