@@ -252,6 +252,9 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 			return kit.NewConfigError("field %q of schema id %d has no column: column %q maps %s, not the field (auto_columns loads a field into the column of its name; rename the column)",
 				f.Name, rs.ID, f.Name, s.sourceOf(f.Name))
 		}
+		if len(f.Name) > maxIdentifier {
+			return errLongField(f.Name, rs.ID)
+		}
 		s.cfg.Columns = append(s.cfg.Columns, Column{Name: f.Name, Source: f.Name})
 		s.fieldSources = append(s.fieldSources, f.Name)
 		if t, ok := s.typed.tableCols[f.Name]; ok {
@@ -276,6 +279,15 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 	}
 	s.typed.seen[rs.ID] = true
 	return nil
+}
+
+// maxIdentifier is the longest name Postgres keeps (NAMEDATALEN - 1);
+// a longer one it truncates, and the column would not be found again.
+const maxIdentifier = 63
+
+func errLongField(name string, id int) error {
+	return kit.NewConfigError("field %q of schema id %d: its name is longer than the %d bytes a Postgres column name can have (map it with columns: { short_name: %s })",
+		name, id, maxIdentifier, name)
 }
 
 func (s *Sink) sourceOf(col string) string {
@@ -419,6 +431,9 @@ func (s *Sink) prepareCreate(ctx context.Context, conn *pgx.Conn) error {
 		s.typed.derived[f.Name] = DerivedType(f.Type)
 		if !s.cfg.AutoColumns || slices.ContainsFunc(s.cfg.Columns, func(c Column) bool { return c.Source == f.Name || c.Name == f.Name }) {
 			continue
+		}
+		if len(f.Name) > maxIdentifier {
+			return errLongField(f.Name, rs.ID)
 		}
 		s.cfg.Columns = append(s.cfg.Columns, Column{Name: f.Name, Source: f.Name})
 		s.fieldSources = append(s.fieldSources, f.Name)

@@ -220,6 +220,15 @@ func TestAutoColumns(t *testing.T) {
 			c.Columns = append(c.Columns[:3:3], Column{"meta", "$value"})
 		}, typesV1, `field "meta" of schema id 0 has no column: column "meta" maps $value, not the field`},
 	}
+	t.Run("a field name too long for a column", func(t *testing.T) {
+		long := strings.Repeat("f", 64)
+		schema := `{"type":"record","name":"R","fields":[{"name":"event_id","type":"string"},{"name":"` + long + `","type":"long"}]}`
+		s := avroSink(t, schema, func(c *Config) { c.AutoColumns = true; c.Columns = c.Columns[:1] }, plainType("text"))
+		_, _, err := s.toOp(avroRecord(t, schema, map[string]any{"event_id": "a", long: int64(1)}))
+		if !IsFatal(err) || !strings.Contains(err.Error(), "longer than the 63 bytes") {
+			t.Fatalf("err %v, want a fatal error about the name's length", err)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := avroSink(t, typedAvroV2, tt.mod, tt.types...)
