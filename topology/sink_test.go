@@ -276,6 +276,8 @@ func TestParseSinkAvroValidation(t *testing.T) {
 			[]string{`t.yaml:16:14: sinks[0].postgres.types: from_schema needs input format avro (input format is "json")`}},
 		{"unknown types", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      types: guess\n      columns"),
 			[]string{`t.yaml:16:14: sinks[0].postgres.types: unknown types "guess" (valid: declared, from_schema)`}},
+		{"types from schema with debezium", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      mode: upsert\n      envelope: debezium\n      types: from_schema\n      columns"),
+			[]string{`t.yaml:18:14: sinks[0].postgres.types: from_schema is not supported with envelope debezium (the schema is the envelope's; declare the column types)`}},
 		{"auto columns without from_schema", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      auto_columns: true\n      columns"),
 			[]string{`t.yaml:16:21: sinks[0].postgres.auto_columns: needs types: from_schema (each new field's column takes its type from the Avro schema)`}},
 	}

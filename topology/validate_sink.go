@@ -312,11 +312,10 @@ func (v *validator) schemaTypes(p string, s Sink) {
 		v.report(tp, "unknown types %s (valid: %s)", v.q(tp, pg.Types), strings.Join(typeSources, ", "))
 	case pg.Types == TypesFromSchema && s.Input.Format != "avro":
 		v.report(tp, "from_schema needs input format avro (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+	case pg.Types == TypesFromSchema && pg.Envelope == EnvelopeDebezium:
+		v.report(tp, "from_schema is not supported with envelope debezium (the schema is the envelope's; declare the column types)")
 	}
 	if pg.AutoColumns && pg.Types != TypesFromSchema {
 		v.report(ap, "needs types: from_schema (each new field's column takes its type from the Avro schema)")
-	}
-	if pg.AutoColumns && pg.Envelope == EnvelopeDebezium {
-		v.report(ap, "is not supported with envelope debezium (map the columns of after)")
 	}
 }
