@@ -24,6 +24,7 @@ type decoder struct {
 	null   map[string]bool   // paths written as null (~, null or nothing)
 	src    map[string]string // source text of scalars that referenced variables
 	failed map[string]bool   // paths whose value could not be decoded
+	types  map[string]string // column path -> type, of columns written in the long form
 	nodes  int               // nodes decoded so far, aliases counted each time
 }
 
@@ -52,6 +53,7 @@ func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
 		null:   make(map[string]bool),
 		src:    make(map[string]string),
 		failed: make(map[string]bool),
+		types:  make(map[string]string),
 	}
 }
 
@@ -172,6 +174,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		case err != nil:
 			d.fail(n, path, "invalid duration %s (want a number and a unit such as 100ms, 5s or 1m)", shown(n.Value, refs))
 		}
+		return
+	}
+	if cs, ok := v.Addr().Interface().(*ColumnSources); ok {
+		d.decodeColumns(n, cs, path)
 		return
 	}
 	switch v.Kind() {
@@ -436,4 +442,35 @@ func shown(src string, refs bool) string {
 		return q + " (after environment expansion)"
 	}
 	return q
+}
+
+// decodeColumns decodes a sink's columns: each is "col: source" or
+// "col: { field: source, type: pgtype }". Types go to d.types by path.
+func (d *decoder) decodeColumns(n *yaml.Node, cs *ColumnSources, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	m := make(ColumnSources, len(n.Content)/2)
+	for _, e := range d.entries(n, path) {
+		p := join(path, e.key)
+		val, ok := d.resolve(e.val, p)
+		if !ok {
+			continue
+		}
+		if val.Kind != yaml.MappingNode {
+			var src string
+			d.decode(val, reflect.ValueOf(&src).Elem(), p)
+			m[e.key] = src
+			continue
+		}
+		d.pos[p] = nodePos(val)
+		var spec columnSpec
+		d.decodeStruct(val, reflect.ValueOf(&spec).Elem(), p)
+		m[e.key] = spec.Field
+		if _, written := d.pos[p+".type"]; written || spec.Type != "" {
+			d.types[p] = spec.Type
+		}
+	}
+	*cs = m
 }

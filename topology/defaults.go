@@ -97,6 +97,17 @@ func (v *validator) defaults() {
 				pg.PositionsTable = schema + "." + DefaultPositionsTable
 			}
 		}
+		if pg.Types == "" && !v.has(p+".postgres.types") {
+			pg.Types = TypesDeclared
+		}
+		for c := range pg.Columns {
+			if t, ok := v.d.types[p+".postgres.columns."+c]; ok {
+				if pg.ColumnTypes == nil {
+					pg.ColumnTypes = map[string]string{}
+				}
+				pg.ColumnTypes[c] = strings.TrimSpace(t)
+			}
+		}
 		// Columns in file order, so that created tables read like the file.
 		pg.ColumnOrder = make([]string, 0, len(pg.Columns))
 		for c := range pg.Columns {

@@ -54,6 +54,9 @@
 //	      columns:                      # column -> field, or $value $key $topic $partition $offset $timestamp
 //	        event_id: event_id
 //	        body: $value
+//	        amount: { field: amount, type: "numeric(12,2)" }  # long form: the type a created table gets
+//	      types: declared               # declared (default) or from_schema (avro input: types from the Avro schema)
+//	      auto_columns: false           # with from_schema: every field is a column; new fields add columns
 //	      positions_table: raw.stream_positions  # default <schema of table>.exactly_positions
 //	      tombstones: skip              # skip (default) or delete (the row whose event_id is the key)
 //	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert

@@ -45,6 +45,7 @@ func TestParseSink(t *testing.T) {
 			EventID:        "event_id",
 			Columns:        map[string]string{"event_id": "event_id", "body": "$value", "at": "$timestamp"},
 			ColumnOrder:    []string{"event_id", "body", "at"},
+			Types:          TypesDeclared,
 			PositionsTable: "raw.exactly_positions",
 			Tombstones:     "skip",
 			Mode:           "insert",
@@ -141,7 +142,7 @@ func TestParseSinkValidation(t *testing.T) {
 		{"unknown source", rep("at: $timestamp", "at: $time"), withDSN,
 			[]string{`t.yaml:19:13: sinks[0].postgres.columns.at: unknown source "$time" (valid: a field name, $value, $key, $topic, $partition, $offset, $timestamp)`}},
 		{"field with string format", rep("format: json", "format: string"), withDSN,
-			[]string{`t.yaml:17:19: sinks[0].postgres.columns.event_id: field "event_id" needs input format json (input format is "string"; use $value or $key)`}},
+			[]string{`t.yaml:17:19: sinks[0].postgres.columns.event_id: field "event_id" needs input format json or avro (input format is "string"; use $value or $key)`}},
 		{"bad tombstones and mode", rep("event_id: event_id\n      columns", "event_id: event_id\n      tombstones: drop\n      mode: merge\n      columns"), withDSN,
 			[]string{
 				`t.yaml:16:19: sinks[0].postgres.tombstones: unknown tombstone policy "drop" (valid: skip, delete)`,
@@ -163,7 +164,7 @@ func TestParseSinkValidation(t *testing.T) {
 				`t.yaml:17:17: sinks[0].postgres.envelope: debezium needs mode upsert (mode is "insert"; an update event overwrites its row)`,
 			}},
 		{"debezium with string input", strings.Replace(rep("event_id: event_id\n      columns:\n        event_id: event_id\n        body: $value", "event_id: k\n      mode: upsert\n      envelope: debezium\n      columns:\n        k: $key\n        body: $value"), "format: json", "format: string", 1), withDSN,
-			[]string{`t.yaml:17:17: sinks[0].postgres.envelope: debezium needs input format json (input format is "string")`}},
+			[]string{`t.yaml:17:17: sinks[0].postgres.envelope: debezium needs input format json or avro (input format is "string")`}},
 		{"debezium event id from offset", rep("event_id: event_id\n      columns:\n        event_id: event_id", "event_id: event_id\n      mode: upsert\n      envelope: debezium\n      columns:\n        event_id: $offset"), withDSN,
 			[]string{`t.yaml:15:17: sinks[0].postgres.event_id: with envelope debezium the event id must be a field of before/after or $key (column event_id is $offset)`}},
 		{"commit and session timeout", rep("max_records: 20000 }", "max_records: 0 }\n    session_timeout: 10ms"), withDSN,
@@ -214,5 +215,75 @@ func TestParseStageDeadLetterTable(t *testing.T) {
 	_, err := Parse("t.yaml", []byte(src), nil)
 	if err == nil || !strings.Contains(err.Error(), "stages[0].dead_letter.table: unknown field (valid: topic)") {
 		t.Fatalf("error %v, want one naming the unknown field table", err)
+	}
+}
+
+func TestParseSinkColumnTypes(t *testing.T) {
+	src := sinkHead + strings.Replace(sink, "        body: $value\n", "        body: $value\n        amount: { field: amount, type: \"numeric(12,2)\" }\n        at2: { field: at, type: timestamp(3) with time zone }\n        n: { field: n }\n", 1)
+	f := check(t, src, env(map[string]string{"PG_DSN": secretDSN}))
+	pg := f.Sinks[0].Postgres
+	wantCols := ColumnSources{"event_id": "event_id", "body": "$value", "amount": "amount", "at2": "at", "n": "n", "at": "$timestamp"}
+	if !reflect.DeepEqual(pg.Columns, wantCols) {
+		t.Errorf("columns %v, want %v", pg.Columns, wantCols)
+	}
+	if want := map[string]string{"amount": "numeric(12,2)", "at2": "timestamp(3) with time zone"}; !reflect.DeepEqual(pg.ColumnTypes, want) {
+		t.Errorf("column types %v, want %v", pg.ColumnTypes, want)
+	}
+	if want := []string{"event_id", "body", "amount", "at2", "n", "at"}; !reflect.DeepEqual(pg.ColumnOrder, want) {
+		t.Errorf("column order %v, want %v", pg.ColumnOrder, want)
+	}
+}
+
+func TestValidColumnType(t *testing.T) {
+	tests := []struct {
+		typ string
+		ok  bool
+	}{
+		{"bigint", true}, {"numeric(12,2)", true}, {"numeric( 12 , 2 )", true}, {"double precision", true},
+		{"character varying(40)", true}, {"timestamp(3) with time zone", true}, {"text[]", true},
+		{"public.my_domain", true}, {"TIMESTAMPTZ", true}, {"int[][]", true},
+		{"", false}, {"text primary key", false}, {"text not null", false}, {"text default 'x'", false},
+		{"text; drop table x", false}, {"numeric(12,2", false}, {"numeric(a)", false}, {"text collate \"C\"", false},
+		{"1abc", false}, {"int references t(id)", false}, {"a.b.c", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.typ, func(t *testing.T) {
+			if got := ValidColumnType(tt.typ); got != tt.ok {
+				t.Errorf("ValidColumnType(%q) = %v, want %v", tt.typ, got, tt.ok)
+			}
+		})
+	}
+}
+
+func TestParseSinkAvroValidation(t *testing.T) {
+	withDSN := env(map[string]string{"PG_DSN": secretDSN})
+	avroSink := strings.Replace(sink, "input: { topic: out, format: json }", "input: { topic: out, format: avro, registry: { url: \"http://127.0.0.1:1\" } }", 1)
+	rep := func(src, old, new string) string { return sinkHead + strings.Replace(src, old, new, 1) }
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"avro input with fields", rep(avroSink, "body: $value", "body: $value\n        n: n"), nil},
+		{"types from schema and auto columns", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      types: from_schema\n      auto_columns: true\n      columns"), nil},
+		{"bad column type", rep(sink, "body: $value", "body: $value\n        n: { field: n, type: \"text primary key\" }"),
+			[]string{`t.yaml:19:30: sinks[0].postgres.columns.n.type: invalid type "text primary key" (want a Postgres type name such as bigint, numeric(12,2), timestamptz, double precision, character varying(40), text[]; no constraints or defaults)`}},
+		{"empty column type", rep(sink, "body: $value", "body: $value\n        n: { field: n, type: '' }"),
+			[]string{`t.yaml:19:30: sinks[0].postgres.columns.n.type: must name a Postgres type (e.g. type: numeric(12,2))`}},
+		{"unknown column key", rep(sink, "body: $value", "body: $value\n        n: { field: n, typ: text }"),
+			[]string{`t.yaml:19:24: sinks[0].postgres.columns.n.typ: unknown field (valid: field, type)`}},
+		{"types from schema with json", rep(sink, "event_id: event_id\n      columns", "event_id: event_id\n      types: from_schema\n      columns"),
+			[]string{`t.yaml:16:14: sinks[0].postgres.types: from_schema needs input format avro (input format is "json")`}},
+		{"unknown types", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      types: guess\n      columns"),
+			[]string{`t.yaml:16:14: sinks[0].postgres.types: unknown types "guess" (valid: declared, from_schema)`}},
+		{"types from schema with debezium", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      mode: upsert\n      envelope: debezium\n      types: from_schema\n      columns"),
+			[]string{`t.yaml:18:14: sinks[0].postgres.types: from_schema is not supported with envelope debezium (the schema is the envelope's; declare the column types)`}},
+		{"auto columns without from_schema", rep(avroSink, "event_id: event_id\n      columns", "event_id: event_id\n      auto_columns: true\n      columns"),
+			[]string{`t.yaml:16:21: sinks[0].postgres.auto_columns: needs types: from_schema (each new field's column takes its type from the Avro schema)`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, tt.src, withDSN, tt.want...)
+		})
 	}
 }

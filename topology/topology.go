@@ -513,11 +513,25 @@ type Postgres struct {
 	// primary key; its field must be present in every record.
 	EventID string `yaml:"event_id"`
 	// Columns maps each column to what it holds: a top-level field of the
-	// JSON value, or $value (the whole value), $key, $topic, $partition,
-	// $offset or $timestamp.
-	Columns map[string]string `yaml:"columns"`
+	// value (JSON or Avro), or $value (the whole value), $key, $topic,
+	// $partition, $offset or $timestamp. A column is written "col: field"
+	// or "col: { field: field, type: numeric(12,2) }"; the type is kept in
+	// ColumnTypes.
+	Columns ColumnSources `yaml:"columns"`
+	// ColumnTypes maps the columns declared with a type to it: a Postgres
+	// type name the sink creates the column with.
+	ColumnTypes map[string]string `yaml:"-"`
 	// ColumnOrder lists the keys of Columns in file order.
 	ColumnOrder []string `yaml:"-"`
+	// Types is where the types of the columns the sink creates come
+	// from: "declared" (the default: a column's type, else text) or
+	// "from_schema" (avro input: a field's column takes the type of the
+	// field in the Avro schema; a declared type wins).
+	Types string `yaml:"types"`
+	// AutoColumns (avro input, types from_schema) loads every top-level
+	// field that no column maps into a column named as the field, and
+	// adds the column when a newer writer schema brings a new field.
+	AutoColumns bool `yaml:"auto_columns"`
 	// PositionsTable holds (topic, partition, next_offset); schema-qualified.
 	// Default: exactly_positions in the schema of Table.
 	PositionsTable string `yaml:"positions_table"`
@@ -540,6 +554,22 @@ type Postgres struct {
 	// needs mode upsert).
 	Envelope string `yaml:"envelope"`
 }
+
+// ColumnSources maps a sink's columns to their sources (see
+// Postgres.Columns).
+type ColumnSources map[string]string
+
+// columnSpec is the long form of a column's mapping.
+type columnSpec struct {
+	Field string `yaml:"field"`
+	Type  string `yaml:"type"`
+}
+
+// Where a sink's column types come from (Postgres.Types).
+const (
+	TypesDeclared   = "declared"
+	TypesFromSchema = "from_schema"
+)
 
 // Secret is a string that must not appear in messages or logs: fmt and slog
 // print it redacted. Convert it with string(s) to use it.

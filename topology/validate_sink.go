@@ -14,12 +14,13 @@ var (
 	// identifier is a Postgres identifier as the sink accepts it: it is
 	// always quoted in SQL, so case is kept as written.
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-	// sinkFormats are the input formats a sink reads.
-	sinkFormats = []string{"json", "string", "bytes"}
-	sources     = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
-	tombstones  = []string{TombstonesSkip, TombstonesDelete}
-	sinkModes   = []string{ModeInsert, ModeUpsert}
-	envelopes   = []string{EnvelopeNone, EnvelopeDebezium}
+	// fieldFormats are the input formats whose values have fields.
+	fieldFormats = []string{"json", "avro"}
+	typeSources  = []string{TypesDeclared, TypesFromSchema}
+	sources      = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
+	tombstones   = []string{TombstonesSkip, TombstonesDelete}
+	sinkModes    = []string{ModeInsert, ModeUpsert}
+	envelopes    = []string{EnvelopeNone, EnvelopeDebezium}
 )
 
 func (v *validator) sinks(declared map[string]bool) {
@@ -38,13 +39,7 @@ func (v *validator) sinks(declared map[string]bool) {
 			}
 		}
 
-		if fp := p + ".input.format"; s.Input.Format == "avro" {
-			// The sink's columns read JSON fields or whole values only.
-			v.report(fp, "format avro is not supported by sinks (valid: %s)", strings.Join(sinkFormats, ", "))
-			v.topicRef(p+".input.topic", s.Input.Topic, declared)
-		} else {
-			v.endpoint(p+".input", s.Input, declared, "orders.clean")
-		}
+		v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		v.sinkDeadLetter(p+".dead_letter", i, declared)
 
 		v.commitBounds(p+".commit", s.Commit)
@@ -150,10 +145,14 @@ func (v *validator) postgres(p string, s Sink) {
 			v.report(path, "must name a field or one of %s", strings.Join(sources, ", "))
 		case strings.HasPrefix(src, "$") && !slices.Contains(sources, src):
 			v.report(path, "unknown source %s (valid: a field name, %s)", v.q(path, src), strings.Join(sources, ", "))
-		case !strings.HasPrefix(src, "$") && s.Input.Format != "json" && slices.Contains(formats, s.Input.Format):
-			v.report(path, "field %s needs input format json (input format is %s; use $value or $key)", v.q(path, src), v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+		case !strings.HasPrefix(src, "$") && !slices.Contains(fieldFormats, s.Input.Format) && slices.Contains(formats, s.Input.Format):
+			v.report(path, "field %s needs input format json or avro (input format is %s; use $value or $key)", v.q(path, src), v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+		}
+		if t, ok := pg.ColumnTypes[c]; ok {
+			v.columnType(path+".type", t)
 		}
 	}
+	v.schemaTypes(p, s)
 
 	ep := p + ".event_id"
 	switch _, ok := pg.Columns[pg.EventID]; {
@@ -213,8 +212,8 @@ func (v *validator) envelope(p string, s Sink) {
 	if pg.Tombstones == TombstonesDelete {
 		v.report(p+".tombstones", "must be skip with envelope debezium (a delete event deletes the row; the tombstone after it is a no-op)")
 	}
-	if s.Input.Format != "json" {
-		v.report(ep, "debezium needs input format json (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+	if !slices.Contains(fieldFormats, s.Input.Format) {
+		v.report(ep, "debezium needs input format json or avro (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
 	}
 	for _, c := range pg.ColumnOrder {
 		if src := pg.Columns[c]; strings.HasPrefix(src, "$") && src != SourceKey && c == pg.EventID {
@@ -250,5 +249,73 @@ func (v *validator) sessionTimeout(path string, d Duration) {
 		v.report(path, "must be at least %s, the client's heartbeat interval (got %s)", HeartbeatInterval, v.num(path, d.String()))
 	case d.Duration > MaxWireTimeout:
 		v.report(path, "must be at most %s (got %s)", MaxWireTimeout, v.num(path, d.String()))
+	}
+}
+
+// typeWords are the words a column type may hold after its name
+// ("double precision", "character varying(3)", "timestamp(3) with time
+// zone"). The type is written into CREATE TABLE as it is, so nothing else
+// (a constraint, a default, a collation) may ride along.
+var (
+	typeWords = []string{"precision", "varying", "with", "without", "time", "zone"}
+	typeName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$`)
+	typeMod   = regexp.MustCompile(`^\(\s*[0-9]{1,4}\s*(,\s*-?[0-9]{1,4}\s*)?\)$`)
+)
+
+// ValidColumnType reports whether t reads as a Postgres type name: a name
+// (optionally schema-qualified), the words of a multi-word type, one
+// modifier "(n)" or "(p,s)", and "[]" suffixes. It checks the form only;
+// whether the type exists is Postgres's answer at start.
+func ValidColumnType(t string) bool {
+	if len(t) == 0 || len(t) > 100 {
+		return false
+	}
+	t = strings.TrimSpace(t)
+	for strings.HasSuffix(t, "[]") {
+		t = strings.TrimSpace(strings.TrimSuffix(t, "[]"))
+	}
+	if i := strings.IndexByte(t, '('); i >= 0 {
+		j := strings.IndexByte(t, ')')
+		if j < i || !typeMod.MatchString(t[i:j+1]) {
+			return false
+		}
+		t = t[:i] + " " + t[j+1:]
+	}
+	words := strings.Fields(t)
+	if len(words) == 0 || !typeName.MatchString(words[0]) {
+		return false
+	}
+	for _, w := range words[1:] {
+		if !slices.Contains(typeWords, strings.ToLower(w)) {
+			return false
+		}
+	}
+	return true
+}
+
+// columnType checks a column's declared type at path.
+func (v *validator) columnType(path, t string) {
+	switch {
+	case t == "":
+		v.report(path, "must name a Postgres type (e.g. type: numeric(12,2))")
+	case !ValidColumnType(t):
+		v.report(path, "invalid type %s (want a Postgres type name such as bigint, numeric(12,2), timestamptz, double precision, character varying(40), text[]; no constraints or defaults)", v.q(path, t))
+	}
+}
+
+// schemaTypes checks types and auto_columns of a sink's postgres block at
+// p: both read the Avro schema.
+func (v *validator) schemaTypes(p string, s Sink) {
+	pg, tp, ap := s.Postgres, p+".types", p+".auto_columns"
+	switch {
+	case !slices.Contains(typeSources, pg.Types):
+		v.report(tp, "unknown types %s (valid: %s)", v.q(tp, pg.Types), strings.Join(typeSources, ", "))
+	case pg.Types == TypesFromSchema && s.Input.Format != "avro":
+		v.report(tp, "from_schema needs input format avro (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
+	case pg.Types == TypesFromSchema && pg.Envelope == EnvelopeDebezium:
+		v.report(tp, "from_schema is not supported with envelope debezium (the schema is the envelope's; declare the column types)")
+	}
+	if pg.AutoColumns && pg.Types != TypesFromSchema {
+		v.report(ap, "needs types: from_schema (each new field's column takes its type from the Avro schema)")
 	}
 }

@@ -31,6 +31,21 @@ type Config struct {
 	// batch (exactly once) where a topic's dead letters are at least once.
 	DeadLetterTable string
 	InputFormat     string // serde format name; default "json"
+	// InputCodec is the codec's settings for InputFormat avro: a schema
+	// file, or a registry (Format and Topic are set from InputFormat and
+	// Input).
+	InputCodec serde.Config
+	// ColumnTypes are the declared types of columns, by name: what the
+	// sink creates them with when it creates the table.
+	ColumnTypes map[string]string
+	// Types is topology.TypesDeclared (default) or TypesFromSchema: a
+	// field's column takes the type of the field in the Avro schema
+	// (ColumnTypes win).
+	Types string
+	// AutoColumns maps every top-level Avro field that no column maps to
+	// a column of its name, added when a new writer schema brings it
+	// (needs Types TypesFromSchema).
+	AutoColumns bool
 
 	// DSN is the Postgres connection string. It is never logged or put in
 	// an error.
@@ -107,6 +122,10 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		DeadLetter:      s.DeadLetter.Topic,
 		DeadLetterTable: s.DeadLetter.Table,
 		InputFormat:     s.Input.Format,
+		InputCodec:      codecConfig(f, s.Input),
+		ColumnTypes:     s.Postgres.ColumnTypes,
+		Types:           s.Postgres.Types,
+		AutoColumns:     s.Postgres.AutoColumns,
 		DSN:             string(s.Postgres.DSN),
 		Table:           s.Postgres.Table,
 		EventID:         s.Postgres.EventID,
@@ -203,9 +222,11 @@ func (cfg *Config) validate() error {
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
 		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
 	}
-	if _, err := serde.New(cfg.InputFormat); err != nil {
+	kit.OrDefault(&cfg.Types, topology.TypesDeclared)
+	if _, err := serde.NewCodec(cfg.inputCodec()); err != nil {
 		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
+	errs = append(errs, cfg.validateTypes()...)
 	tbl, ok := parseTable(cfg.Table)
 	if cfg.Table != "" && !ok {
 		errs = append(errs, kit.NewConfigError("table %q is not schema.table", cfg.Table))
@@ -239,8 +260,8 @@ func (cfg *Config) validate() error {
 			errs = append(errs, kit.NewConfigError("column %q appears twice", c.Name))
 		case strings.HasPrefix(c.Source, "$") && !slices.Contains(sources, c.Source):
 			errs = append(errs, kit.NewConfigError("column %q: unknown source %q", c.Name, c.Source))
-		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON:
-			errs = append(errs, kit.NewConfigError("column %q: field %q needs json input, not %s", c.Name, c.Source, cfg.InputFormat))
+		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro:
+			errs = append(errs, kit.NewConfigError("column %q: field %q needs json or avro input, not %s", c.Name, c.Source, cfg.InputFormat))
 		}
 		seen[c.Name] = true
 		hasEventID = hasEventID || c.Name == cfg.EventID
@@ -265,8 +286,8 @@ func (cfg *Config) validate() error {
 		if cfg.Tombstones != topology.TombstonesSkip {
 			errs = append(errs, kit.NewConfigError("envelope debezium needs tombstones skip"))
 		}
-		if cfg.InputFormat != serde.JSON {
-			errs = append(errs, kit.NewConfigError("envelope debezium needs json input, not %s", cfg.InputFormat))
+		if cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro {
+			errs = append(errs, kit.NewConfigError("envelope debezium needs json or avro input, not %s", cfg.InputFormat))
 		}
 		for _, c := range cfg.Columns {
 			if c.Name == cfg.EventID && strings.HasPrefix(c.Source, "$") && c.Source != topology.SourceKey {

@@ -211,6 +211,11 @@ func (s *Sink) streamable(b *batch) int {
 	switch {
 	case len(b.recs) == 0 || s.cfg.Tombstones == topology.TombstonesDelete || s.cfg.Envelope == topology.EnvelopeDebezium:
 		return streamNone
+	case s.cfg.AutoColumns:
+		// A record may add a column in the middle of the batch, which
+		// widens the rows before it (padRows) and the table before the
+		// load: known only once the whole batch is decoded.
+		return streamNone
 	case s.direct.on && s.direct.rest == 0:
 		return streamDirect
 	case s.cfg.Mode == topology.ModeUpsert:

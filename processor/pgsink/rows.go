@@ -41,7 +41,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		}
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
 	}
-	if s.cfg.Envelope == topology.EnvelopeDebezium {
+	if s.cfg.Envelope == topology.EnvelopeDebezium && !s.typed.avro {
 		return s.changeOp(r)
 	}
 	var obj map[string]any
@@ -53,9 +53,28 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 		var v any
 		v, err = s.codec.Decode(r.Value)
 		obj, _ = v.(map[string]any)
+		if err == nil && s.typed.avro {
+			return s.avroOp(r, v, obj)
+		}
 	}
 	if err != nil {
 		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+	}
+	return s.rowOp(r, obj)
+}
+
+// avroOp is toOp for a decoded Avro value v (obj when it is a record).
+func (s *Sink) avroOp(r *kgo.Record, v any, obj map[string]any) (op, bool, error) {
+	if s.cfg.Envelope == topology.EnvelopeDebezium {
+		return s.avroChangeOp(r, obj)
+	}
+	if s.cfg.Types == topology.TypesFromSchema {
+		if err := s.checkSchema(r); err != nil {
+			return op{}, false, err
+		}
+	}
+	if err := s.avroValue(obj, v); err != nil {
+		return op{}, false, err
 	}
 	return s.rowOp(r, obj)
 }
@@ -65,6 +84,10 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err error) {
 	row := make([]any, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
+		if b, ok := obj[c.Source].([]byte); ok && i < len(s.types) {
+			row[i] = bytesText(b, s.types[i]) // an Avro bytes or fixed field
+			continue
+		}
 		row[i], err = s.columnValue(r, obj, c.Source)
 		if err != nil {
 			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
@@ -115,6 +138,9 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 		if s.cfg.InputFormat == serde.Bytes {
 			return `\x` + hex.EncodeToString(r.Value), nil // bytea hex input
 		}
+		if s.typed.avro {
+			return obj[topology.SourceValue], nil // the record as JSON text (avroValue)
+		}
 		return string(r.Value), nil // valid UTF-8: the codec checked
 	case topology.SourceKey:
 		if r.Key == nil {
@@ -141,6 +167,8 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 		return string(fv), nil
 	case bool:
 		return strconv.FormatBool(fv), nil
+	case []byte:
+		return bytesText(fv, colType{}), nil
 	}
 	b, err := s.jsonCodec.Encode(fv)
 	if err != nil {

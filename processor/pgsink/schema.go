@@ -29,7 +29,7 @@ func (s *Sink) columnType(src string) string {
 	switch src {
 	case topology.SourceValue:
 		switch s.cfg.InputFormat {
-		case serde.JSON:
+		case serde.JSON, serde.Avro:
 			return "jsonb"
 		case serde.Bytes:
 			return "bytea"
@@ -50,7 +50,7 @@ func (s *Sink) columnType(src string) string {
 func (s *Sink) setupSQL() []string {
 	var cols []string
 	for _, c := range s.cfg.Columns {
-		typ := s.columnType(c.Source)
+		typ := s.createType(c)
 		if c.Name == s.cfg.Version && typ == "text" {
 			// A version read from a field is a number (a counter, an
 			// LSN, epoch milliseconds): compared as text, 10 < 9.
@@ -192,6 +192,9 @@ func (s *Sink) setup(ctx context.Context) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if err := s.prepareCreate(ctx, conn); err != nil {
+		return err
+	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, q := range s.setupSQL() {
 			if _, err := tx.Exec(ctx, q); err != nil {
@@ -222,6 +225,7 @@ func (s *Sink) setup(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read columns of %s: %w", s.table, err)
 	}
+	s.typed.tableCols = types
 	s.types = make([]colType, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
 		t, ok := types[c.Name]

@@ -145,10 +145,11 @@ type Sink struct {
 	table, positions table
 	deadLetters      table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex     int
-	versionIndex     int       // the version column's index in Columns; -1 for none
-	fieldSources     []string  // columns' source fields of the value ($-sources excluded)
-	passJSON         bool      // json input: check it and decode only fieldSources
-	types            []colType // target column types, in Columns order
+	versionIndex     int        // the version column's index in Columns; -1 for none
+	fieldSources     []string   // columns' source fields of the value ($-sources excluded)
+	passJSON         bool       // json input: check it and decode only fieldSources
+	types            []colType  // target column types, in Columns order
+	typed            typedState // avro input: derived types, added columns (typed.go)
 	sql              struct{ staging, insert, truncate, delete, guard, deadLetters, direct, directCheck string }
 	// direct is the choice of the direct path (direct.go); noDirect
 	// turns it off (DirectCopy(false)).
@@ -227,7 +228,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, err)
 	}
-	codec, _ := serde.New(cfg.InputFormat)
+	codec, _ := serde.NewCodec(cfg.inputCodec())
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
 		log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{},
@@ -241,6 +242,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		s.versionIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.Version })
 	}
 	s.passJSON = cfg.InputFormat == serde.JSON
+	s.initTyped()
 	for _, c := range cfg.Columns {
 		if !strings.HasPrefix(c.Source, "$") && !slices.Contains(s.fieldSources, c.Source) {
 			s.fieldSources = append(s.fieldSources, c.Source)
@@ -561,6 +563,7 @@ func (s *Sink) publishLag(p int32) {
 // markStored records that batch b committed: its partitions' positions
 // are stored, with the topic ID they were read under.
 func (s *Sink) markStored(b *batch) {
+	s.evolved()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for p, n := range b.next {
@@ -718,6 +721,7 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []deadLetter, err error) {
 			return nil, nil, err
 		}
 	}
+	s.padRows(ops)
 	return ops, dead, nil
 }
 
@@ -727,7 +731,7 @@ func (s *Sink) prepare(b *batch) (ops []op, dead []deadLetter, err error) {
 func (s *Sink) prepareRecord(r *kgo.Record, ops []op, dead []deadLetter) ([]op, []deadLetter, error) {
 	o, ok, err := s.toOp(r)
 	switch {
-	case serde.IsTransient(err):
+	case serde.IsTransient(err), IsFatal(err):
 		return ops, dead, fmt.Errorf("decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	case err != nil:
 		var re *kit.RecordError

@@ -66,7 +66,7 @@ func TestNewValidation(t *testing.T) {
 		{"table not qualified", func(c *Config) { c.Table = "events" }, `table "events" is not schema.table`},
 		{"event id not a column", func(c *Config) { c.EventID = "id" }, `event id column "id" is not one of the columns`},
 		{"unknown source", func(c *Config) { c.Columns[1].Source = "$body" }, `unknown source "$body"`},
-		{"field needs json", func(c *Config) { c.InputFormat = "string" }, `field "event_id" needs json input`},
+		{"field needs json", func(c *Config) { c.InputFormat = "string" }, `field "event_id" needs json or avro input`},
 		{"duplicate column", func(c *Config) { c.Columns = append(c.Columns, Column{"n", "m"}) }, `column "n" appears twice`},
 		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
 		{"session timeout below the heartbeat interval", func(c *Config) { c.SessionTimeout = 2 * time.Second }, "session timeout 2s must be between the heartbeat interval 3s"},

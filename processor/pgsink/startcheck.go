@@ -125,6 +125,11 @@ func (s *Sink) neededPrivileges() []privilege {
 			sql: "SELECT has_table_privilege(" + tbl + ", 'DELETE')"},
 			column(s.cfg.EventID, "SELECT", "tombstones"))
 	}
+	if s.cfg.AutoColumns {
+		// ALTER TABLE ... ADD COLUMN needs the table's owner role.
+		ps = append(ps, privilege{on: "table " + s.table.String(), priv: "owner-role (for ALTER TABLE ... ADD COLUMN)", field: "auto_columns",
+			sql: "SELECT pg_has_role((SELECT relowner FROM pg_class WHERE oid = " + tbl + "::regclass), 'USAGE')"})
+	}
 	for _, priv := range []string{"SELECT", "INSERT", "UPDATE"} {
 		ps = append(ps, privilege{on: "positions table " + s.positions.String(), priv: priv, field: "positions_table",
 			sql: "SELECT has_table_privilege(" + pos + ", '" + priv + "')"})

@@ -51,6 +51,9 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	if err := s.guard(ctx, tx, b); err != nil {
 		return err
 	}
+	if err := s.evolve(ctx, tx); err != nil { // typed.go
+		return err
+	}
 	res := &result{dead: dead}
 	loaded, decoded := len(ops), len(dead)
 	switch stream {

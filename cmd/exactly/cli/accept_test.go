@@ -145,12 +145,12 @@ func TestValidateRejectsWhatRunRejects(t *testing.T) {
 		{"commit interval above the default transaction timeout", strings.Replace(acceptHead, ", transaction_timeout: 10s", "", 1) + `stages:
   - { name: s, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, commit: { interval: 1m } }
 `, "t.yaml:8:111: stages[0].commit.interval: must be below kafka.transaction_timeout 30s (got 1m0s)"},
-		{"avro sink input", acceptHead + `sinks:
+		{"sink types from a schema without avro", acceptHead + `sinks:
   - name: pg
-    input: { topic: out, format: avro, schema: x.avsc }
+    input: { topic: out, format: json }
     dead_letter: { topic: dlq }
-    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
-`, "t.yaml:9:34: sinks[0].input.format: format avro is not supported by sinks (valid: json, string, bytes)"},
+    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key }, types: from_schema }
+`, "t.yaml:11:98: sinks[0].postgres.types: from_schema needs input format avro (input format is \"json\")"},
 		{"dsn pgx cannot parse", acceptHead + `sinks:
   - name: pg
     input: { topic: out }

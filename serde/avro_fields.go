@@ -1,0 +1,136 @@
+package serde
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// Field is one top-level field of an Avro record schema, described for a
+// consumer that maps fields to typed columns (the Postgres sink).
+type Field struct {
+	Name string
+	Type FieldType
+}
+
+// FieldType is the type of a Field. A union of null and one other type is
+// that type with Nullable set; a union of several non-null types has Kind
+// "union".
+type FieldType struct {
+	// Kind is the Avro type: boolean, int, long, float, double, bytes,
+	// string, record, enum, array, map, fixed, null or union.
+	Kind string
+	// Logical is the logical type this package implements (decimal,
+	// uuid, date, time-millis, time-micros, timestamp-millis,
+	// timestamp-micros, timestamp-nanos, local-timestamp-*), or "".
+	Logical string
+	// Precision and Scale are a decimal's.
+	Precision, Scale int
+	// Nullable is set for a union holding null.
+	Nullable bool
+}
+
+// RecordSchema is the record schema a codec reads a value with: its
+// registry ID (0 without a registry) and its top-level fields in schema
+// order.
+type RecordSchema struct {
+	ID     int
+	Fields []Field
+}
+
+// ValueSchema returns the record schema that c.Decode(b) reads b with:
+// the reader schema when the codec has one, else the writer schema named
+// by b's frame (fetched from the registry and cached, as Decode does).
+// Errors are Decode's (ErrFrame, ErrUnknownSchema, ErrTransient), or
+// ErrUnsupported for a codec that is not Avro or a schema that is not a
+// record.
+func ValueSchema(c Codec, b []byte) (RecordSchema, error) {
+	ac, ok := c.(*avroCodec)
+	if !ok {
+		return RecordSchema{}, fmt.Errorf("%w: format %s has no schema", ErrUnsupported, c.Format())
+	}
+	s, id := ac.writer, 0
+	if ac.reg != nil {
+		if len(b) < 5 || b[0] != 0 {
+			return RecordSchema{}, fmt.Errorf("%w: not a 5-byte header with magic byte 0", ErrFrame)
+		}
+		wid, _, err := confluent.DecodeID(b)
+		if err != nil {
+			return RecordSchema{}, fmt.Errorf("%w: %v", ErrFrame, err)
+		}
+		id = wid
+		if s, err = ac.reg.schema(id); err != nil {
+			return RecordSchema{}, err
+		}
+		if ac.reader != nil {
+			s = ac.reader
+		}
+	}
+	return recordSchema(s, id)
+}
+
+// LatestSchema returns the record schema a codec reads new values with:
+// its reader schema, its schema file, or else the latest version
+// registered under its subject (<topic>-value by default). A subject with
+// no version yet is ErrUnknownSchema; a registry that does not answer,
+// ErrTransient.
+func LatestSchema(ctx context.Context, c Codec) (RecordSchema, error) {
+	ac, ok := c.(*avroCodec)
+	if !ok {
+		return RecordSchema{}, fmt.Errorf("%w: format %s has no schema", ErrUnsupported, c.Format())
+	}
+	switch {
+	case ac.reader != nil:
+		return recordSchema(ac.reader, 0)
+	case ac.reg == nil || ac.writer != nil:
+		return recordSchema(ac.writer, 0)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ac.reg.timeout)
+	defer cancel()
+	got, err := ac.reg.cl.SchemaByVersion(ctx, ac.subject, -1)
+	if err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return RecordSchema{}, fmt.Errorf("%w: subject %q has no schema registered yet", ErrUnknownSchema, ac.subject)
+		}
+		return RecordSchema{}, fmt.Errorf("%w: latest schema of subject %q: %v", ErrTransient, ac.subject, err)
+	}
+	s, err := ac.reg.schema(got.ID)
+	if err != nil {
+		return RecordSchema{}, err
+	}
+	return recordSchema(s, got.ID)
+}
+
+func recordSchema(s *avroSchema, id int) (RecordSchema, error) {
+	if s == nil || s.typ.kind != "record" {
+		return RecordSchema{}, fmt.Errorf("%w: schema id %d is not a record", ErrUnsupported, id)
+	}
+	out := RecordSchema{ID: id, Fields: make([]Field, 0, len(s.typ.fields))}
+	for _, f := range s.typ.fields {
+		out.Fields = append(out.Fields, Field{Name: f.name, Type: fieldType(f.typ)})
+	}
+	return out, nil
+}
+
+func fieldType(t *avroType) FieldType {
+	if t.kind == "union" {
+		var other []*avroType
+		for _, b := range t.branches {
+			if b.kind != "null" {
+				other = append(other, b)
+			}
+		}
+		nullable := len(other) < len(t.branches)
+		if len(other) == 1 {
+			ft := fieldType(other[0])
+			ft.Nullable = nullable
+			return ft
+		}
+		return FieldType{Kind: "union", Nullable: nullable}
+	}
+	return FieldType{Kind: t.kind, Logical: t.logical, Precision: t.precision, Scale: t.scale, Nullable: t.kind == "null"}
+}
