@@ -169,6 +169,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		switch err := sd.parseScalar(s); {
 		case errors.Is(err, errBadAggregation):
 			d.fail(n, path, "invalid aggregation %s (want count, or a mapping of one of sum, min, max, avg, first, last to an expression)", shown(n.Value, refs))
+		case errors.Is(err, errRetentionTooLong):
+			d.fail(n, path, "retention %s is longer than 100 years (36500d), the most a retention may be", shown(n.Value, refs))
 		case errors.Is(err, errBadRetention):
 			d.fail(n, path, "invalid retention %s (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)", shown(n.Value, refs))
 		case err != nil:

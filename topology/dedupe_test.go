@@ -78,6 +78,17 @@ func TestParseDedupe(t *testing.T) {
 			want:  []string{"t.yaml:14:44: stages[0].transform[0].dedupe.retention: invalid retention \"7days\" (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)"},
 		},
 		{
+			name:  "retention over 100 years",
+			steps: "      - dedupe: { id: value.id, retention: 36501d }\n",
+			want:  []string{"t.yaml:14:44: stages[0].transform[0].dedupe.retention: retention \"36501d\" is longer than 100 years (36500d), the most a retention may be"},
+		},
+		{
+			// A product past int64 would wrap to a small duration.
+			name:  "retention overflowing int64",
+			steps: "      - dedupe: { id: value.id, retention: 999999999999999d }\n",
+			want:  []string{"t.yaml:14:44: stages[0].transform[0].dedupe.retention: retention \"999999999999999d\" is longer than 100 years (36500d), the most a retention may be"},
+		},
+		{
 			name:  "zero retention",
 			steps: "      - dedupe: { id: value.id, retention: 0s }\n",
 			want:  []string{"t.yaml:14:44: stages[0].transform[0].dedupe.retention: must be positive (got 0s)"},

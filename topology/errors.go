@@ -17,6 +17,9 @@ var errBadAggregation = errors.New("invalid aggregation")
 // errBadRetention is returned by ParseRetention.
 var errBadRetention = errors.New("invalid retention")
 
+// errRetentionTooLong is a retention beyond maxRetention (100 years).
+var errRetentionTooLong = errors.New("retention too long")
+
 // Error is one problem in a topology file, located by file, position and
 // field path (for example "stages[0].input.topic").
 type Error struct {

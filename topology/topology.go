@@ -79,8 +79,8 @@ func (r *Retention) parseScalar(s string) error {
 func (r Retention) MarshalYAML() (any, error) { return r.String(), nil }
 
 // ParseRetention parses s, one or more non-negative integers each followed
-// by a unit d, h, m or s ("7d", "1d12h"). It returns errBadRetention,
-// which does not repeat s.
+// by a unit d, h, m or s ("7d", "1d12h"), at most 100 years in all. It
+// returns errBadRetention or errRetentionTooLong, which do not repeat s.
 func ParseRetention(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errBadRetention
@@ -91,8 +91,11 @@ func ParseRetention(s string) (time.Duration, error) {
 		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 			i++
 		}
-		if i == 0 || i == len(s) || i > 9 {
+		if i == 0 || i == len(s) {
 			return 0, errBadRetention
+		}
+		if i > 9 {
+			return 0, errRetentionTooLong
 		}
 		n, _ := strconv.Atoi(s[:i])
 		var unit time.Duration
@@ -108,9 +111,12 @@ func ParseRetention(s string) (time.Duration, error) {
 		default:
 			return 0, errBadRetention
 		}
-		total += time.Duration(n) * unit
-		if total < 0 || total > maxRetention {
-			return 0, errBadRetention
+		// Checked before multiplying: a product past int64 would wrap.
+		if n > int(maxRetention/unit) {
+			return 0, errRetentionTooLong
+		}
+		if total += time.Duration(n) * unit; total > maxRetention {
+			return 0, errRetentionTooLong
 		}
 		s = s[i+1:]
 	}
