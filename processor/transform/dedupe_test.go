@@ -29,6 +29,11 @@ func TestDedupeID(t *testing.T) {
 		{name: "integer", value: `{"event_id":42}`, want: "42"},
 		{name: "number text kept", value: `{"event_id":4.50}`, want: "4.5"},
 		{name: "object", value: `{"event_id":{"a":1}}`, want: `{"a":1}`},
+		// One value, one ID, whatever the key order and spacing; numbers
+		// keep their text (2.0 is not 2), as at the top level.
+		{name: "object keys sorted", value: `{"event_id":{ "b" : 2.0, "a":[1, {"d":1,"c":2}] }}`, want: `{"a":[1,{"c":2,"d":1}],"b":2.0}`},
+		{name: "list spacing", value: `{"event_id":[ 1 , "x" ]}`, want: `[1,"x"]`},
+		{name: "string that looks like an object kept", value: `{"event_id":"{\"b\":1,\"a\":2}"}`, want: `{"b":1,"a":2}`},
 		{name: "null", value: `{"event_id":null}`, noID: true},
 		{name: "empty", value: `{"event_id":""}`, noID: true},
 		{name: "missing", value: `{"other":1}`, wantErr: "id: no such key: event_id"},

@@ -42,7 +42,8 @@ type Dedupe struct {
 var ErrNoID = errors.New("dedupe id is null or empty")
 
 // ID evaluates the ID expression on r: a string as its text, any other
-// value but null as its JSON text. A failed evaluation, null or "" is an
+// value but null as its JSON text (an object's keys sorted, without
+// spaces, so that key order does not make two IDs of one value). A failed evaluation, null or "" is an
 // error (ErrNoID for the last two), and the record a dead letter.
 func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
 	v, err := d.id.eval(ctx, r)
@@ -55,6 +56,18 @@ func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
 	}
 	if len(b) == 0 {
 		return nil, ErrNoID
+	}
+	if _, text := v.(types.String); !text && (b[0] == '{' || b[0] == '[') {
+		// An object's text follows the input's key order and spacing;
+		// CEL holds {"a":1,"b":2} and {"b":2,"a":1} equal, and so does
+		// the ID: keys sorted, numbers by their text.
+		doc, err := serde.DecodeValue(b, "id", serde.AsText)
+		if err != nil {
+			return nil, fmt.Errorf("id: %w", err)
+		}
+		if b, err = serde.AppendJSON(nil, doc, "id"); err != nil {
+			return nil, fmt.Errorf("id: %w", err)
+		}
 	}
 	return b, nil
 }
