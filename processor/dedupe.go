@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -138,8 +136,10 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 					policy = *c.Value
 				}
 			}
-			if !slices.Contains(strings.Split(policy, ","), "compact") {
-				return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+			// Exactly "compact": with "compact,delete" the broker also
+			// deletes segments past retention.ms, state included.
+			if policy != "compact" {
+				return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
 					field, s.stateStep, s.changelog, policy)}
 			}
 			return nil

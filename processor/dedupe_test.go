@@ -285,6 +285,9 @@ func TestStageDedupeStartCheck(t *testing.T) {
 		{name: "partitions", changelog: compactChangelog(2), want: `has 2 partitions, the input topic "in" has 3`},
 		{name: "not compacted", changelog: &topology.Topic{Name: changelogTopic, Partitions: 3, Config: map[string]string{"cleanup.policy": "delete"}},
 			want: "has cleanup.policy=delete, want compact"},
+		// compact,delete also deletes segments past retention.ms.
+		{name: "compacted and deleted", changelog: &topology.Topic{Name: changelogTopic, Partitions: 3, Config: map[string]string{"cleanup.policy": "compact,delete"}},
+			want: "has cleanup.policy=compact,delete, want compact alone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			seeds := dedupeCluster(t, tc.changelog)
