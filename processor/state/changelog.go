@@ -19,9 +19,12 @@ import (
 // ID aborts it or transaction.timeout.ms passes), and its offset commit
 // (KIP-447) may yet make its input offsets the ones this owner resumes
 // from, so its changes must be read once it ends. Reading read_committed
-// with control records kept, the last offset below the high watermark is
-// always seen (a committed record, or the marker ending a transaction), so
-// the read waits for such a transaction and then ends exactly at the end.
+// with control records kept, the read ends at the first record it is given
+// at or past the high watermark, or at the record just below it: a
+// committed record or a transaction's marker, which comes once the
+// transaction ends (an aborted transaction's records are never given,
+// only its marker). So the read waits for an open transaction and then
+// ends exactly at the end.
 // ctx bounds the wait.
 //
 // opts are the client options (brokers, TLS, SASL); ReadChangelog adds the
@@ -93,7 +96,16 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts []in
 		var applyErr error
 		fs.EachRecord(func(r *kgo.Record) {
 			end, ok := want[r.Partition]
-			if !ok || applyErr != nil || r.Offset >= end {
+			if !ok || applyErr != nil {
+				return
+			}
+			if r.Offset >= end {
+				// Records come in offset order: everything committed
+				// below end has been read. This is how a read ends whose
+				// last offsets below end belong to a transaction that
+				// aborted (its records are never delivered, and its
+				// marker is at end or beyond).
+				delete(want, r.Partition)
 				return
 			}
 			if !r.Attrs.IsControl() {

@@ -70,3 +70,75 @@ func TestReadChangelog(t *testing.T) {
 		}
 	})
 }
+
+// TestReadChangelogOpenTransactionAborts: the read begins while a
+// transaction of the partition's previous owner is open; the transaction
+// then aborts. Its records lie below the high watermark the read aims at
+// and are never delivered, and its marker lies at that mark: the read
+// must end on the marker, with the committed records, not wait on.
+func TestReadChangelogOpenTransactionAborts(t *testing.T) {
+	const topic = "exactly-s-dedupe-changelog"
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	seeds := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("owner"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	produce := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(k), Value: []byte("1")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("kept")
+	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce("open-1", "open-2") // open when the read begins
+
+	type result struct {
+		keys []string
+		n    int64
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var keys []string
+		n, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{0}, func(r *kgo.Record) error {
+			keys = append(keys, string(r.Key))
+			return nil
+		})
+		done <- result{keys, n, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("read ended while the transaction was open: %+v", r)
+	case <-time.After(500 * time.Millisecond): // the read waits for the open transaction
+	}
+	if err := prod.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.n != 1 || !slices.Equal(r.keys, []string{"kept"}) {
+			t.Fatalf("read %d %q, %v; want 1 [kept]", r.n, r.keys, r.err)
+		}
+	case <-ctx.Done():
+		t.Fatal("read did not end after the open transaction aborted")
+	}
+}
