@@ -52,9 +52,9 @@ type StageCheck struct {
 	Examples            []string         `json:"examples,omitempty"`
 
 	mayFilter, explodes, dedupes, aggregates bool
-	in, out                      serde.Codec
-	group                        map[int32]int64 // committed group offsets of the input
-	lineage, ids                 *spill
+	in, out                                  serde.Codec
+	group                                    map[int32]int64 // committed group offsets of the input
+	lineage, ids                             *spill
 }
 
 // Failures returns the number of records that break exactly-once.
