@@ -11,24 +11,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// changelogCluster starts a kfake cluster with topic in partitions
+// partitions and returns its seeds, a transactional producer that writes
+// to the partition set on each record, and a context bounding the test.
+func changelogCluster(t *testing.T, topic string, partitions int32) ([]string, *kgo.Client, context.Context) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	seeds := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("owner"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	return seeds, prod, ctx
+}
+
 // TestReadChangelog: committed records are read in order to the end;
 // aborted ones are not; a partition without records ends at once.
 func TestReadChangelog(t *testing.T) {
 	const topic = "exactly-s-dedupe-changelog"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("t1"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	seeds, prod, ctx := changelogCluster(t, topic, 3)
 	txn := func(commit bool, p int32, keys ...string) {
 		t.Helper()
 		if err := prod.BeginTransaction(); err != nil {
@@ -78,19 +86,7 @@ func TestReadChangelog(t *testing.T) {
 // must end on the marker, with the committed records, not wait on.
 func TestReadChangelogOpenTransactionAborts(t *testing.T) {
 	const topic = "exactly-s-dedupe-changelog"
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	seeds := c.ListenAddrs()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.TransactionalID("owner"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
+	seeds, prod, ctx := changelogCluster(t, topic, 1)
 	produce := func(keys ...string) {
 		t.Helper()
 		for _, k := range keys {
