@@ -43,7 +43,7 @@ type Config struct {
 	OutputFormat string // serde format name; default "json"
 	// InputCodec and OutputCodec hold the Avro settings (schema file,
 	// registry) of each side; their Format and Topic are taken from the
-	// fields above. See CodecConfig.
+	// fields above. See kit.CodecConfig.
 	InputCodec, OutputCodec serde.Config
 	// KeyField, when set, makes the output key the value of this top-level
 	// field of a JSON object value. A record without it is dead-lettered.

@@ -19,8 +19,8 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		DeadLetter:         st.DeadLetter.Topic,
 		InputFormat:        st.Input.Format,
 		OutputFormat:       st.Output.Format,
-		InputCodec:         CodecConfig(f, st.Input),
-		OutputCodec:        CodecConfig(f, st.Output),
+		InputCodec:         kit.CodecConfig(f, st.Input),
+		OutputCodec:        kit.CodecConfig(f, st.Output),
 		KeyField:           st.Key,
 		CommitInterval:     st.Commit.Interval.Duration,
 		MaxRecords:         st.Commit.MaxRecords,
@@ -28,27 +28,6 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		SessionTimeout:     st.SessionTimeout.Duration,
 		MetadataMaxAge:     st.MetadataMaxAge.Duration,
 		Origin:             kit.OriginOf(f, topology.ItemPath("stages", f.Stages, st)),
-	}
-}
-
-// CodecConfig returns the serde settings of endpoint e of topology f, with
-// schema paths resolved against the topology file's directory. Sinks and
-// stages build their codecs with serde.NewCodec(CodecConfig(f, e)).
-func CodecConfig(f *topology.File, e topology.Endpoint) serde.Config {
-	return serde.Config{
-		Format:     e.Format,
-		SchemaFile: f.Resolve(e.Schema),
-		Topic:      e.Topic,
-		Registry: serde.Registry{
-			URL:                e.Registry.URL,
-			Subject:            e.Registry.Subject,
-			ReaderSchema:       f.Resolve(e.Registry.ReaderSchema),
-			Username:           e.Registry.Username,
-			Password:           string(e.Registry.Password),
-			PasswordFile:       f.Resolve(e.Registry.PasswordFile),
-			CAFile:             f.Resolve(e.Registry.CAFile),
-			InsecureSkipVerify: e.Registry.InsecureSkipVerify,
-		},
 	}
 }
 

@@ -122,7 +122,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		DeadLetter:      s.DeadLetter.Topic,
 		DeadLetterTable: s.DeadLetter.Table,
 		InputFormat:     s.Input.Format,
-		InputCodec:      codecConfig(f, s.Input),
+		InputCodec:      kit.CodecConfig(f, s.Input),
 		ColumnTypes:     s.Postgres.ColumnTypes,
 		Types:           s.Postgres.Types,
 		AutoColumns:     s.Postgres.AutoColumns,

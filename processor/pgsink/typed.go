@@ -47,26 +47,6 @@ type pendingColumn struct {
 	schemaID int
 }
 
-// codecConfig returns the serde settings of input e of topology f, with
-// paths resolved against the file's directory (as processor.CodecConfig
-// does for stages).
-func codecConfig(f *topology.File, e topology.Endpoint) serde.Config {
-	return serde.Config{
-		Format:     e.Format,
-		SchemaFile: f.Resolve(e.Schema),
-		Topic:      e.Topic,
-		Registry: serde.Registry{
-			URL:                e.Registry.URL,
-			ReaderSchema:       f.Resolve(e.Registry.ReaderSchema),
-			Username:           e.Registry.Username,
-			Password:           string(e.Registry.Password),
-			PasswordFile:       f.Resolve(e.Registry.PasswordFile),
-			CAFile:             f.Resolve(e.Registry.CAFile),
-			InsecureSkipVerify: e.Registry.InsecureSkipVerify,
-		},
-	}
-}
-
 // inputCodec is InputCodec completed with the input's format and topic.
 func (cfg *Config) inputCodec() serde.Config {
 	c := cfg.InputCodec

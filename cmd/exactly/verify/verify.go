@@ -67,7 +67,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -333,10 +332,10 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 	c.dedupes = st.DedupeStep() != nil
 	c.aggregates = st.AggregateStep() != nil
 	var err error
-	if c.in, err = serde.NewCodec(processor.CodecConfig(f, st.Input)); err != nil {
+	if c.in, err = serde.NewCodec(kit.CodecConfig(f, st.Input)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)
 	}
-	if c.out, err = serde.NewCodec(processor.CodecConfig(f, st.Output)); err != nil {
+	if c.out, err = serde.NewCodec(kit.CodecConfig(f, st.Output)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s output: %w", st.Name, err)
 	}
 	return c, nil
@@ -357,7 +356,7 @@ func newSinkCheck(f *topology.File, sk topology.Sink) (*SinkCheck, error) {
 		c.RowsChecked, c.Note = false, "rows not compared: the event_id column is "+c.idSource
 	}
 	var err error
-	if c.codec, err = serde.NewCodec(processor.CodecConfig(f, sk.Input)); err != nil {
+	if c.codec, err = serde.NewCodec(kit.CodecConfig(f, sk.Input)); err != nil {
 		return nil, fmt.Errorf("verify: sink %s input: %w", sk.Name, err)
 	}
 	return c, nil
