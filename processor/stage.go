@@ -150,6 +150,9 @@ type Stage struct {
 	aggregate     *state.Aggregate
 	store         stateStore
 	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
+	// restoredRecords counts the changelog records restored by this
+	// process (for kit.CrashDuringRestore); restores run one at a time.
+	restoredRecords int
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record
