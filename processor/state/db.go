@@ -96,6 +96,8 @@ func Open(dir, identity string, log *slog.Logger) (*DB, error) {
 
 func open(dir, identity string, log *slog.Logger) (*DB, error) {
 	opts := func() *pebble.Options { return &pebble.Options{DisableWAL: true, Logger: pebbleLog{log}} }
+	_, serr := os.Stat(dir)
+	existed := serr == nil
 	db, err := pebble.Open(dir, opts())
 	if err == nil {
 		var id []byte
@@ -114,7 +116,7 @@ func open(dir, identity string, log *slog.Logger) (*DB, error) {
 		}
 		_ = db.Close()
 	}
-	if _, serr := os.Stat(dir); serr == nil && log != nil {
+	if existed && log != nil {
 		log.Info("emptying the local state directory: its state is rebuilt from the changelogs", "dir", dir, "reason", err.Error())
 	}
 	if err := os.RemoveAll(dir); err != nil {
