@@ -72,7 +72,7 @@ type Changelog struct {
 	// Offsets is the sum over partitions of end - start: the most a full
 	// restore reads (offsets, so transaction markers and records compacted
 	// away count too).
-	Offsets    int64               `json:"offsets"`
+	Offsets    int64                `json:"offsets"`
 	Partitions []ChangelogPartition `json:"partitions"`
 	// Progress names the metrics of a restore under way.
 	Progress string `json:"progress"`
