@@ -61,6 +61,12 @@ const metaPrefix = "\xff"
 
 var identityKey = []byte(metaPrefix + "identity")
 
+// memTableSize is Pebble's memtable size (its default is 4 MiB): larger
+// memtables mean fewer flushes and L0 compactions while a restore writes
+// millions of keys, which was most of a restore's CPU; at most two are
+// held (MemTableStopWritesThreshold), off the Go heap.
+const memTableSize = 32 << 20
+
 // Open opens the Pebble database in dir, kept from an earlier run if
 // there is one, for the stage instance called identity (its stage,
 // instance ID and changelog topic, say). A database made for another
@@ -95,7 +101,9 @@ func Open(dir, identity string, log *slog.Logger) (*DB, error) {
 }
 
 func open(dir, identity string, log *slog.Logger) (*DB, error) {
-	opts := func() *pebble.Options { return &pebble.Options{DisableWAL: true, Logger: pebbleLog{log}} }
+	opts := func() *pebble.Options {
+		return &pebble.Options{DisableWAL: true, Logger: pebbleLog{log}, MemTableSize: memTableSize, L0CompactionThreshold: 8}
+	}
 	_, serr := os.Stat(dir)
 	existed := serr == nil
 	db, err := pebble.Open(dir, opts())
