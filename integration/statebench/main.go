@@ -305,4 +305,3 @@ func mib(b int64) string {
 	}
 	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 }
-
