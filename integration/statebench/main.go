@@ -213,8 +213,15 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 		return err
 	}
 	if f := os.Getenv("STATEBENCH_CPUPROFILE"); f != "" {
-		w, _ := os.Create(f)
-		_ = pprof.StartCPUProfile(w)
+		// Where a restore's CPU goes (go tool pprof -top).
+		w, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		if err := pprof.StartCPUProfile(w); err != nil {
+			return err
+		}
 		defer pprof.StopCPUProfile()
 	}
 	rs := map[int32]state.Restorer{}
@@ -231,11 +238,6 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 		rs[p], ranges[p] = r, state.Range{From: r.From(), End: cls[p].End}
 	}
 	read, err := state.ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
-		if r.Offset == 200_000 && os.Getenv("STATEBENCH_HEAPPROFILE") != "" {
-			f, _ := os.Create(os.Getenv("STATEBENCH_HEAPPROFILE"))
-			_ = pprof.WriteHeapProfile(f)
-			f.Close()
-		}
 		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
 	})
 	if err != nil {
