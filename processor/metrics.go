@@ -120,6 +120,7 @@ func (s stageMetrics) start(input string, ready func() error) {
 	}
 	s.m.restoreTime.WithLabelValues(s.stage)
 	s.m.stateEntries.WithLabelValues(s.stage)
+	s.m.restoreBehind.WithLabelValues(s.stage)
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
