@@ -68,9 +68,10 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
-	// StateDir holds the local state of a stateful step (dedupe), in
-	// <StateDir>/<stage>-<instance>, emptied at start: it is rebuilt from
-	// the changelog topics. Default DefaultStateDir().
+	// StateDir holds the local state of a stateful step (dedupe,
+	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
+	// runs and kept across runs with a checkpoint of the changelog offset
+	// it matches (see package state). Default DefaultStateDir().
 	StateDir string
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; StageConfig sets it.
