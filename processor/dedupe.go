@@ -24,15 +24,18 @@ import (
 // (partition = input partition) in the transaction that commits the
 // outputs and input offsets of the records that caused it. The changes of
 // the open transaction are buffered (state.DedupeTxn), read through, and
-// applied to the database only once End has committed: an aborted
+// applied to the database only once End has committed, with the
+// checkpoint of the changelog offset they bring the store to: an aborted
 // transaction leaves the store as the changelog has it, and its records,
 // polled again, are judged against the same state.
 //
-// A partition's store is rebuilt from its changelog partition in
+// A partition's store is brought to its changelog partition's end in
 // OnPartitionsAssigned, which franz-go runs before it fetches the
-// partition's offsets and so before any of its records is polled; a
-// revoked or lost partition's store is dropped, and so is every store when
-// a session is rebuilt (a failed EndTxn leaves the outcome unknown).
+// partition's offsets and so before any of its records is polled: from
+// its checkpoint, or rebuilt (state.Checkpoint.Check). A revoked or lost
+// partition's store is dropped (its keys and checkpoint stay on disk), and
+// so is every store when a session is rebuilt (a failed EndTxn leaves the
+// outcome unknown).
 
 // DefaultStateDir is where the local state of stateful steps goes when
 // Config.StateDir is empty: exactly-state under the OS temporary
@@ -69,13 +72,15 @@ func defaultPartitioner() kgo.Partitioner {
 }
 
 // openState opens the local database of the stage's stateful step, if it
-// has one: <StateDir>/<stage>-<instance>, emptied first.
+// has one: <StateDir>/<stage>-<instance>, kept from the last run of this
+// stage instance (emptied if another made it), and locked.
 func (s *Stage) openState() error {
 	if s.changelog == "" {
 		return nil
 	}
 	dir := filepath.Join(s.cfg.StateDir, s.cfg.Stage+"-"+s.cfg.InstanceID)
-	db, err := state.Open(dir, s.log)
+	identity := fmt.Sprintf("stage=%s instance=%s changelog=%s", s.cfg.Stage, s.cfg.InstanceID, s.changelog)
+	db, err := state.Open(dir, identity, s.log)
 	if err != nil {
 		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
 	}
@@ -155,7 +160,7 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 // stateStore is what the engine does with the store of either stateful
 // step: restore, drop and measure its partitions.
 type stateStore interface {
-	Restore(p int32) (state.Restorer, error)
+	Restore(p int32, cl state.ChangelogPartition, now time.Time) (state.Restorer, error)
 	Drop(ps ...int32) error
 	DropAll() error
 	Size() map[int32]int64
@@ -169,9 +174,10 @@ func (s *Stage) stateField() string {
 	return "transform[0].dedupe"
 }
 
-// restoreState rebuilds the stores of newly assigned input partitions
-// from their changelog partitions. It runs in OnPartitionsAssigned, before
-// the partitions' offsets are fetched. A failure is kept for the run loop,
+// restoreState brings the stores of newly assigned input partitions to
+// the end of their changelog partitions: from their checkpoints, or
+// rebuilt from the start. It runs in OnPartitionsAssigned, before the
+// partitions' offsets are fetched. A failure is kept for the run loop,
 // which rebuilds the session.
 func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	if s.store == nil || len(parts) == 0 {
@@ -180,32 +186,56 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	start := time.Now()
 	rs := make(map[int32]state.Restorer, len(parts))
 	err := func() error {
-		for _, p := range parts {
-			r, err := s.store.Restore(p)
-			if err != nil {
-				return err
-			}
-			rs[p] = r
-		}
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout+restoreReadTimeout)
 		defer cancel()
 		opts := append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)
-		n, err := state.ReadChangelog(ctx, opts, s.changelog, parts, func(r *kgo.Record) error {
-			s.metrics.restored(1)
-			return rs[r.Partition].Apply(r.Key, r.Value)
-		})
+		cls, err := state.DescribeChangelog(ctx, opts, s.changelog, parts)
 		if errors.Is(err, state.ErrNoChangelogPartition) {
 			return &kit.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, s.changelog)}
 		}
 		if err != nil {
 			return err
 		}
-		for _, r := range rs {
-			if _, err := r.Done(); err != nil {
+		ranges := make(map[int32]state.Range, len(parts))
+		var resumed, rebuilt []int32
+		var behind int64
+		for _, p := range parts {
+			r, err := s.store.Restore(p, cls[p], start)
+			if err != nil {
+				return err
+			}
+			rs[p] = r
+			ranges[p] = state.Range{From: r.From(), End: cls[p].End}
+			behind += max(cls[p].End-r.From(), 0)
+			if why := r.Rebuild(); why != "" {
+				rebuilt = append(rebuilt, p)
+				s.log.Info("rebuilding partition state from its changelog", "topic", s.changelog, "partition", p, "reason", why)
+			} else {
+				resumed = append(resumed, p)
+			}
+		}
+		s.metrics.restoreBehind(behind)
+		n, err := state.ReadChangelog(ctx, opts, s.changelog, ranges, func(r *kgo.Record) error {
+			s.metrics.restored(1)
+			s.restoredRecords++
+			if s.fp.Armed(kit.CrashDuringRestore, s.restoredRecords) {
+				if err := s.fp.Fire(s.log, kit.CrashDuringRestore, s.restoredRecords); err != nil {
+					return err
+				}
+			}
+			return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
+		})
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if _, err := rs[p].Done(cls[p].End); err != nil {
 				return err
 			}
 		}
-		s.log.Info("state restored", "topic", s.changelog, "partitions", parts, "records", n, "elapsed", time.Since(start))
+		s.metrics.restoreBehind(0)
+		s.log.Info("state restored", "topic", s.changelog, "partitions", parts, "from_checkpoint", resumed, "rebuilt", rebuilt,
+			"records", n, "elapsed", time.Since(start))
 		return nil
 	}()
 	s.metrics.restoreTime(time.Since(start))

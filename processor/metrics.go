@@ -32,8 +32,11 @@ type Metrics struct {
 	deduplicated *prometheus.CounterVec
 	restored     *prometheus.CounterVec
 	restoreTime  *prometheus.HistogramVec
-	stateEntries *prometheus.GaugeVec
-	ready        *promutil.Ready
+	// restoreBehind is the changelog records the restore under way has
+	// to read at most (its offset range), 0 when none runs.
+	restoreBehind *prometheus.GaugeVec
+	stateEntries  *prometheus.GaugeVec
+	ready         *promutil.Ready
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -75,11 +78,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
 			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
-		deduplicated: counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
-		restored:     counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
-		restoreTime:  hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
-		stateEntries: gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
-		ready:        f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
+		deduplicated:  counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
+		restored:      counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
+		restoreBehind: gauge("state_restore_pending_records", "Changelog offsets the restore under way reads at most (end minus where it starts: its checkpoint, or the changelog's start); 0 when no restore runs. Read with exactly_stage_state_restored_records_total for progress."),
+		restoreTime:   hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
+		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
+		ready:         f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -116,6 +120,7 @@ func (s stageMetrics) start(input string, ready func() error) {
 	}
 	s.m.restoreTime.WithLabelValues(s.stage)
 	s.m.stateEntries.WithLabelValues(s.stage)
+	s.m.restoreBehind.WithLabelValues(s.stage)
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -207,6 +212,12 @@ func (s stageMetrics) dropLag(topic string, partition int32) {
 func (s stageMetrics) restored(n int) {
 	if s.m != nil {
 		s.m.restored.WithLabelValues(s.stage).Add(float64(n))
+	}
+}
+
+func (s stageMetrics) restoreBehind(n int64) {
+	if s.m != nil {
+		s.m.restoreBehind.WithLabelValues(s.stage).Set(float64(n))
 	}
 }
 

@@ -68,9 +68,10 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
-	// StateDir holds the local state of a stateful step (dedupe), in
-	// <StateDir>/<stage>-<instance>, emptied at start: it is rebuilt from
-	// the changelog topics. Default DefaultStateDir().
+	// StateDir holds the local state of a stateful step (dedupe,
+	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
+	// runs and kept across runs with a checkpoint of the changelog offset
+	// it matches (see package state). Default DefaultStateDir().
 	StateDir string
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; StageConfig sets it.
@@ -150,6 +151,9 @@ type Stage struct {
 	aggregate     *state.Aggregate
 	store         stateStore
 	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
+	// restoredRecords counts the changelog records restored by this
+	// process (for kit.CrashDuringRestore); restores run one at a time.
+	restoredRecords int
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record

@@ -40,12 +40,15 @@ type txn struct {
 	// without a dedupe step); stateLost is set when a record of a
 	// partition without state was polled (revoked meanwhile): the
 	// transaction then aborts.
-	dd         *state.DedupeTxn
-	agg        *state.AggregateTxn // the aggregate state's, likewise
-	stateLost  bool
-	perTopic   map[string]int64 // outputs by topic, for metrics
-	perReason  map[string]int64 // dead letters by reason, for metrics
-	timestamps []time.Time      // input timestamps, for the latency histogram
+	dd        *state.DedupeTxn
+	agg       *state.AggregateTxn // the aggregate state's, likewise
+	stateLost bool
+	// changelogEnds is, per changelog partition, the offset after the
+	// last changelog record of the open transaction (guarded by mu).
+	changelogEnds map[int32]int64
+	perTopic      map[string]int64 // outputs by topic, for metrics
+	perReason     map[string]int64 // dead letters by reason, for metrics
+	timestamps    []time.Time      // input timestamps, for the latency histogram
 
 	// Rewinds: first is the first offset polled in this transaction, by
 	// partition; failed the input records whose outputs or dead letters
@@ -124,6 +127,7 @@ func (t *txn) begin() error {
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
 	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
 	t.acked = map[acked]int64{}
+	t.changelogEnds = map[int32]int64{}
 	if t.stage.metrics.m != nil {
 		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
 	}
@@ -242,6 +246,12 @@ func (t *txn) produce(src source, r *kgo.Record) {
 			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
 			return
 		}
+		if r.Topic == t.stage.changelog && t.stage.changelog != "" {
+			// Where the store's checkpoint moves once this commits.
+			t.mu.Lock()
+			t.changelogEnds[r.Partition] = max(t.changelogEnds[r.Partition], r.Offset+1)
+			t.mu.Unlock()
+		}
 		if t.stage.cfg.Guarantee != AtLeastOnce {
 			return // an aborted transaction leaves nothing behind
 		}
@@ -339,7 +349,10 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		return false, s.afterAbort(t, produceErr, n)
 	}
 	if st := t.stateTxn(); st != nil {
-		if err := st.Commit(); err != nil {
+		t.mu.Lock()
+		ends := t.changelogEnds
+		t.mu.Unlock()
+		if err := st.Commit(ends); err != nil {
 			// Kafka has the changes; the local store does not: it is
 			// rebuilt with the session.
 			return true, fmt.Errorf("apply committed state: %w", err)
@@ -390,7 +403,7 @@ func (t *txn) discardState() {
 // stateTxn returns the open transaction's changes to the stage's state,
 // nil without a stateful step.
 func (t *txn) stateTxn() interface {
-	Commit() error
+	Commit(ends map[int32]int64) error
 	Discard()
 } {
 	switch {

@@ -10,3 +10,11 @@ import _ "embed"
 //
 //go:embed orders.yaml
 var Orders []byte
+
+// OrdersPerMinute is orders-per-minute.yaml: the stage dedupe,
+// orders.events → orders.by-customer, drops resent events by event ID and
+// re-keys by customer; the stage per-minute sums orders per customer per
+// minute.
+//
+//go:embed orders-per-minute.yaml
+var OrdersPerMinute []byte

@@ -14,7 +14,8 @@ import (
 const FailpointEnv = "EXACTLY_FAILPOINT"
 
 // Failpoint names. A failpoint is armed as NAME@N and fires at the Nth
-// transaction that a stage of this process ends (counting from 1).
+// transaction that a stage of this process ends (counting from 1), or, for
+// CrashDuringRestore, at the Nth changelog record it restores.
 const (
 	// CrashBeforeCommit fires once the Nth transaction's records have been
 	// flushed to the broker and before EndTxn is sent: the transaction is
@@ -29,10 +30,14 @@ const (
 	// CrashAfterDBCommit fires in a Postgres sink right after the Nth
 	// database transaction has committed, before anything else happens.
 	CrashAfterDBCommit = "crash-after-db-commit"
+	// CrashDuringRestore fires in a stage with a stateful step once it
+	// has applied the Nth changelog record it restores (counting every
+	// restore of the process), in the middle of a restore.
+	CrashDuringRestore = "crash-during-restore"
 )
 
 // failpointNames are the names ParseFailpoints accepts.
-var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashBeforeDBCommit, CrashAfterDBCommit}
+var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashBeforeDBCommit, CrashAfterDBCommit, CrashDuringRestore}
 
 // Failpoint makes a stage or a sink crash at a named point, to prove
 // recovery.

@@ -350,10 +350,11 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 	return out, nil
 }
 
-// Commit applies the transaction's changes (see txnParts.commit).
-func (t *AggregateTxn) Commit() error {
+// Commit applies the transaction's changes and moves the checkpoints to
+// ends (see txnParts.commit).
+func (t *AggregateTxn) Commit(ends map[int32]int64) error {
 	clear(t.touched)
-	return t.commit()
+	return t.commit(ends)
 }
 
 // Discard forgets the transaction's changes: it was aborted.
@@ -368,10 +369,9 @@ type aggregateRestorer struct {
 	a *Aggregate
 }
 
-// Restore starts the restore of partition p: p is dropped, then filled by
-// Apply, in changelog order, and usable once Done returns.
-func (a *Aggregate) Restore(p int32) (Restorer, error) {
-	r, err := newRestorer(a.db, a.partSet, p)
+// Restore starts the restore of partition p (see Dedupe.Restore).
+func (a *Aggregate) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
+	r, err := newRestorer(a.db, a.partSet, p, cl, now)
 	if err != nil {
 		return nil, err
 	}
@@ -379,10 +379,10 @@ func (a *Aggregate) Restore(p int32) (Restorer, error) {
 }
 
 // Apply applies one changelog record.
-func (r *aggregateRestorer) Apply(key, value []byte) error {
+func (r *aggregateRestorer) Apply(offset int64, key, value []byte) error {
 	switch {
 	case len(key) == 0:
-		return r.streamTime(value)
+		return r.streamTime(offset, value)
 	case len(key) < 8:
 		return fmt.Errorf("aggregate changelog partition %d: key %x is no window key", r.p, key)
 	case value == nil:
@@ -390,16 +390,17 @@ func (r *aggregateRestorer) Apply(key, value []byte) error {
 	default:
 		r.b.Set(r.a.windows, r.p, key, value)
 	}
-	return r.flush()
+	return r.flush(offset)
 }
 
 // Done commits the restore, counts the partition's windows and makes it
 // usable.
-func (r *aggregateRestorer) Done() (int64, error) {
+func (r *aggregateRestorer) Done(end int64) (int64, error) {
 	if err := r.b.Commit(); err != nil {
 		return 0, err
 	}
 	r.b = r.db.NewBatch()
+	r.part.entries = 0
 	err := r.a.windows.Scan(r.p, nil, nil, func(_, _ []byte) (bool, error) {
 		r.part.entries++
 		return true, nil
@@ -407,7 +408,7 @@ func (r *aggregateRestorer) Done() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return r.done()
+	return r.done(end)
 }
 
 // windowKey is start (sign bit flipped, big-endian) followed by key.

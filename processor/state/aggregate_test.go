@@ -14,11 +14,11 @@ func restoredAgg(t *testing.T, db *DB, cfg AggregateConfig, ps ...int32) *Aggreg
 	t.Helper()
 	a := NewAggregate(db, cfg)
 	for _, p := range ps {
-		r, err := a.Restore(p)
+		r, err := a.Restore(p, ChangelogPartition{}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Done(); err != nil {
+		if _, err := r.Done(0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -72,7 +72,7 @@ func runAgg(t *testing.T, a *Aggregate, cl *changelog, events []aggEvent) (resul
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tx.Commit(); err != nil {
+		if err := tx.Commit(nil); err != nil {
 			t.Fatal(err)
 		}
 		results = append(append(results, up...), closed...)
@@ -189,7 +189,7 @@ func TestAggregateResults(t *testing.T) {
 				if _, err := tx.Finish(); err != nil {
 					t.Fatal(err)
 				}
-				if err := tx.Commit(); err != nil {
+				if err := tx.Commit(nil); err != nil {
 					t.Fatal(err)
 				}
 				last = &up[0]
@@ -234,16 +234,16 @@ func TestAggregateAbortAndRestore(t *testing.T) {
 
 	// Rebuild in another database from the committed changelog.
 	a2 := NewAggregate(openDB(t), cfg)
-	r, err := a2.Restore(0)
+	r, err := a2.Restore(0, ChangelogPartition{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cl.recs {
-		if err := r.Apply(c.key, c.value); err != nil {
+	for i, c := range cl.recs {
+		if err := r.Apply(int64(i), c.key, c.value); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.Done(); err != nil {
+	if _, err := r.Done(0); err != nil {
 		t.Fatal(err)
 	}
 	if n := a2.Size()[0]; n != 2 {

@@ -4,40 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ReadChangelog reads partitions parts of changelog topic from their start
-// to their end, read_committed, and calls fn with each committed record, in
-// offset order within a partition. It returns the records read.
-//
-// The end is the high watermark when the read begins, not the last stable
-// offset: a transaction of the partition's previous owner may still be
-// open (a crashed instance's, until a new producer with its transactional
-// ID aborts it or transaction.timeout.ms passes), and its offset commit
-// (KIP-447) may yet make its input offsets the ones this owner resumes
-// from, so its changes must be read once it ends. Reading read_committed
-// with control records kept, the read ends at the first record it is given
-// at or past the high watermark, or at the record just below it: a
-// committed record or a transaction's marker, which comes once the
-// transaction ends (an aborted transaction's records are never given,
-// only its marker). So the read waits for an open transaction and then
-// ends exactly at the end.
-// ctx bounds the wait.
-//
-// opts are the client options (brokers, TLS, SASL); ReadChangelog adds the
-// consumer's own.
-func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, fn func(r *kgo.Record) error) (int64, error) {
-	if len(parts) == 0 {
-		return 0, nil
-	}
+// DescribeChangelog returns, per partition of parts, what a restore needs
+// to know of changelog topic before reading it: the topic ID, the log
+// start and end offsets, and delete.retention.ms (0 when it cannot be
+// read, a missing ACL say). A partition the topic lacks is
+// ErrNoChangelogPartition.
+func DescribeChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts []int32) (map[int32]ChangelogPartition, error) {
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return 0, fmt.Errorf("read changelog %s: %w", topic, err)
+		return nil, fmt.Errorf("describe changelog %s: %w", topic, err)
 	}
+	defer cl.Close()
 	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describe changelog %s: %w", topic, err)
+	}
+	id := td[topic].ID
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -49,30 +42,82 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts []in
 	if err == nil {
 		err = ends.Error()
 	}
-	cl.Close()
 	if err != nil {
-		return 0, fmt.Errorf("read changelog %s: list offsets: %w", topic, err)
+		return nil, fmt.Errorf("describe changelog %s: list offsets: %w", topic, err)
 	}
-	want := map[int32]int64{} // partition -> end, for partitions with records
-	from := map[int32]kgo.Offset{}
+	var retention time.Duration
+	if rcs, err := adm.DescribeTopicConfigs(ctx, topic); err == nil {
+		if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
+			for _, c := range rc.Configs {
+				if c.Key == "delete.retention.ms" && c.Value != nil {
+					if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
+						retention = time.Duration(ms) * time.Millisecond
+					}
+				}
+			}
+		}
+	}
+	out := make(map[int32]ChangelogPartition, len(parts))
 	for _, p := range parts {
 		s, sok := starts.Lookup(topic, p)
 		e, eok := ends.Lookup(topic, p)
 		if !sok || !eok {
-			return 0, fmt.Errorf("read changelog %s: partition %d: %w", topic, p, ErrNoChangelogPartition)
+			return nil, fmt.Errorf("describe changelog %s: partition %d: %w", topic, p, ErrNoChangelogPartition)
 		}
-		if e.Offset > s.Offset {
-			want[p] = e.Offset
-			from[p] = kgo.NewOffset().At(s.Offset)
+		out[p] = ChangelogPartition{TopicID: id, Start: s.Offset, End: e.Offset, DeleteRetention: retention}
+	}
+	return out, nil
+}
+
+// restoreFetchBytes bounds a restore's fetches (franz-go's default is 50
+// MiB): with it a restore's memory stays small whatever the changelog's
+// size, at no cost in speed (see integration/statebench).
+const restoreFetchBytes = 1 << 20
+
+// Range is the offsets [From, End) of a changelog partition to read.
+type Range struct{ From, End int64 }
+
+// ReadChangelog reads the ranges of the partitions of changelog topic,
+// read_committed, and calls fn with each committed record, in offset order
+// within a partition. It returns the records read.
+//
+// End is the high watermark before the read begins, not the last stable
+// offset: a transaction of the partition's previous owner may still be
+// open (a crashed instance's, until a new producer with its transactional
+// ID aborts it or transaction.timeout.ms passes), and its offset commit
+// (KIP-447) may yet make its input offsets the ones this owner resumes
+// from, so its changes must be read once it ends. Reading read_committed
+// with control records kept, the read ends at the first record it is given
+// at or past End, or at the record just below it: a committed record or a
+// transaction's marker, which comes once the transaction ends (an aborted
+// transaction's records are never given, only its marker). So the read
+// waits for an open transaction and then ends exactly at End.
+// From may be inside a transaction: the broker lists the aborted
+// transactions that overlap a fetch, so their records are still skipped
+// (KIP-98). ctx bounds the wait.
+//
+// opts are the client options (brokers, TLS, SASL); ReadChangelog adds the
+// consumer's own.
+func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func(r *kgo.Record) error) (int64, error) {
+	want := map[int32]int64{} // partition -> end, for partitions with records to read
+	from := map[int32]kgo.Offset{}
+	for p, r := range ranges {
+		if r.End > r.From {
+			want[p] = r.End
+			from[p] = kgo.NewOffset().At(r.From)
 		}
 	}
 	if len(want) == 0 {
 		return 0, nil
 	}
-	cl, err = kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
+		// Bounded fetches: a restore buffers at most one fetch per
+		// broker, and decoded records take several times their bytes.
+		kgo.FetchMaxBytes(restoreFetchBytes),
+		kgo.FetchMaxPartitionBytes(restoreFetchBytes/2),
 	)...)
 	if err != nil {
 		return 0, fmt.Errorf("read changelog %s: %w", topic, err)

@@ -2,6 +2,8 @@ package state
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -59,7 +61,19 @@ func TestReadChangelog(t *testing.T) {
 	txn(false, 1, "aborted-last") // the partition ends on an abort marker
 
 	got := map[int32][]string{}
-	n, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{0, 1, 2}, func(r *kgo.Record) error {
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+	cls, err := DescribeChangelog(ctx, opts, topic, []int32{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranges := map[int32]Range{}
+	for p, cl := range cls {
+		if cl.TopicID == ([16]byte{}) {
+			t.Errorf("partition %d: no topic ID", p)
+		}
+		ranges[p] = Range{cl.Start, cl.End}
+	}
+	n, err := ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
 		got[r.Partition] = append(got[r.Partition], string(r.Key))
 		return nil
 	})
@@ -71,9 +85,28 @@ func TestReadChangelog(t *testing.T) {
 		t.Fatalf("read %d: %v, want %v", n, got, want)
 	}
 
+	// Offsets of partition 0: a 0, bb 1, commit 2, aborted 3, abort 4,
+	// ccc 5, commit 6. A read may start anywhere, inside an aborted
+	// transaction too (a checkpoint), and still skips it.
+	for _, tc := range []struct {
+		from int64
+		want []string
+	}{{1, []string{"bb", "ccc"}}, {3, []string{"ccc"}}, {6, nil}, {7, nil}} {
+		t.Run(fmt.Sprintf("from %d", tc.from), func(t *testing.T) {
+			var got []string
+			_, err := ReadChangelog(ctx, opts, topic, map[int32]Range{0: {tc.from, 7}}, func(r *kgo.Record) error {
+				got = append(got, string(r.Key))
+				return nil
+			})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("read from %d: %v, %v; want %v", tc.from, got, err, tc.want)
+			}
+		})
+	}
+
 	t.Run("missing partition", func(t *testing.T) {
-		_, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{7}, func(*kgo.Record) error { return nil })
-		if err == nil {
+		_, err := DescribeChangelog(ctx, opts, topic, []int32{7})
+		if !errors.Is(err, ErrNoChangelogPartition) {
 			t.Fatal("read of a partition the topic lacks: no error")
 		}
 	})
@@ -115,7 +148,13 @@ func TestReadChangelogOpenTransactionAborts(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		var keys []string
-		n, err := ReadChangelog(ctx, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, []int32{0}, func(r *kgo.Record) error {
+		opts := []kgo.Opt{kgo.SeedBrokers(seeds...)}
+		d, err := DescribeChangelog(ctx, opts, topic, []int32{0})
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		n, err := ReadChangelog(ctx, opts, topic, map[int32]Range{0: {d[0].Start, d[0].End}}, func(r *kgo.Record) error {
 			keys = append(keys, string(r.Key))
 			return nil
 		})

@@ -2,17 +2,20 @@
 // per stage instance, holding one key range per store and input partition,
 // and the exactly-once rules around it.
 //
-// The local database is a cache. The truth is each store's changelog
-// topic: a compacted topic with one partition per input partition, to
-// which every change is written in the Kafka transaction that commits the
-// outputs and input offsets of the records that caused it (KIP-98, with
-// KIP-447 offsets). The database is emptied when it is opened, and a
-// partition's key range is rebuilt from its changelog partition, read
-// read_committed to its end, whenever the partition is assigned (see
+// The truth is each store's changelog topic: a compacted topic with one
+// partition per input partition, to which every change is written in the
+// Kafka transaction that commits the outputs and input offsets of the
+// records that caused it (KIP-98, with KIP-447 offsets). The local
+// database mirrors a prefix of each changelog partition, and says which
+// in a checkpoint written in the same Pebble batch as the changes (see
+// Checkpoint): when a partition is assigned, its store is brought to the
+// changelog's end by reading, read_committed, only what follows the
+// checkpoint, or rebuilt from the changelog's start when the checkpoint
+// is missing or no longer matches the topic (see Checkpoint.Check and
 // ReadChangelog). Changes of an open transaction are buffered in a Txn,
-// which reads through them, and reach the database only when the Kafka
-// transaction commits: an aborted transaction leaves the store as the
-// changelog has it.
+// which reads through them, and reach the database, with the checkpoint,
+// only when the Kafka transaction commits: an aborted transaction never
+// reaches it.
 package state
 
 import (
@@ -23,15 +26,19 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 )
 
 // DB is the local database of one stage instance.
 type DB struct {
-	db  *pebble.DB
-	dir string
+	db   *pebble.DB
+	dir  string
+	lock *os.File
 	// mu guards closed: Pebble panics on a closed database, and Kafka
 	// callbacks (a revocation) may run while Run closes it.
 	mu     sync.RWMutex
@@ -48,13 +55,77 @@ func (d *DB) use(fn func() error) error {
 	return fn()
 }
 
-// Open empties dir (the local state of an earlier run is not trusted: it
-// is rebuilt from the changelogs) and opens a Pebble database in it. Pebble
-// writes no WAL and does not sync: a crash loses nothing the changelog
-// does not have.
-func Open(dir string, log *slog.Logger) (*DB, error) {
+// metaPrefix starts the keys of the database's own records (identity,
+// checkpoints). Store names are text and never start with 0xff.
+const metaPrefix = "\xff"
+
+var identityKey = []byte(metaPrefix + "identity")
+
+// memTableSize is Pebble's memtable size (its default is 4 MiB): larger
+// memtables mean fewer flushes and L0 compactions while a restore writes
+// millions of keys, which was most of a restore's CPU; at most two are
+// held (MemTableStopWritesThreshold), off the Go heap.
+const memTableSize = 32 << 20
+
+// Open opens the Pebble database in dir, kept from an earlier run if
+// there is one, for the stage instance called identity (its stage,
+// instance ID and changelog topic, say). A database made for another
+// identity, or that Pebble cannot open, is emptied first: its state is
+// rebuilt from the changelogs.
+//
+// dir is locked (flock on dir + ".lock") until Close: two processes must
+// never share a state directory, and the second gets ErrLocked.
+//
+// Pebble writes no WAL and does not sync: every write is a batch that
+// carries its own checkpoint, so whatever prefix of them a crash keeps is
+// consistent, and what it loses is read again from the changelog.
+func Open(dir, identity string, log *slog.Logger) (*DB, error) {
 	if dir == "" {
 		return nil, errors.New("open state: empty directory")
+	}
+	dir = filepath.Clean(dir)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, fmt.Errorf("open state: %w", err)
+	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := open(dir, identity, log)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	d.lock = lock
+	return d, nil
+}
+
+func open(dir, identity string, log *slog.Logger) (*DB, error) {
+	opts := func() *pebble.Options {
+		return &pebble.Options{DisableWAL: true, Logger: pebbleLog{log}, MemTableSize: memTableSize, L0CompactionThreshold: 8}
+	}
+	_, serr := os.Stat(dir)
+	existed := serr == nil
+	db, err := pebble.Open(dir, opts())
+	if err == nil {
+		var id []byte
+		var closer interface{ Close() error }
+		id, closer, err = db.Get(identityKey)
+		switch {
+		case err == nil:
+			same := string(id) == identity
+			_ = closer.Close()
+			if same {
+				return &DB{db: db, dir: dir}, nil
+			}
+			err = fmt.Errorf("made for %q", id)
+		case errors.Is(err, pebble.ErrNotFound):
+			err = errors.New("no identity")
+		}
+		_ = db.Close()
+	}
+	if existed && log != nil {
+		log.Info("emptying the local state directory: its state is rebuilt from the changelogs", "dir", dir, "reason", err.Error())
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("open state: empty %s: %w", dir, err)
@@ -62,14 +133,46 @@ func Open(dir string, log *slog.Logger) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open state: %w", err)
 	}
-	db, err := pebble.Open(filepath.Clean(dir), &pebble.Options{DisableWAL: true, Logger: pebbleLog{log}})
+	db, err = pebble.Open(dir, opts())
 	if err != nil {
+		return nil, fmt.Errorf("open state in %s: %w", dir, err)
+	}
+	if err := db.Set(identityKey, []byte(identity), pebble.NoSync); err != nil {
+		_ = db.Close()
 		return nil, fmt.Errorf("open state in %s: %w", dir, err)
 	}
 	return &DB{db: db, dir: dir}, nil
 }
 
-// Close closes the database and removes its directory.
+// lockDir takes an exclusive flock on dir + ".lock", which holds the PID
+// of its owner.
+func lockDir(dir string) (*os.File, error) {
+	name := dir + ".lock"
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open state: lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(name)
+		_ = f.Close()
+		owner := strings.TrimSpace(string(pid))
+		if owner == "" {
+			owner = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is held by process %s (give each instance its own --state-dir or --instance-id)", ErrLocked, dir, owner)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// Dir returns the database's directory.
+func (d *DB) Dir() string { return d.dir }
+
+// Close flushes the database (without a WAL, unflushed writes would be
+// lost), closes it and releases its lock. The directory stays, for the
+// next run to resume from.
 func (d *DB) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -77,9 +180,12 @@ func (d *DB) Close() error {
 		return nil
 	}
 	d.closed = true
-	err := d.db.Close()
-	if rerr := os.RemoveAll(d.dir); err == nil && rerr != nil {
-		err = rerr
+	err := d.db.Flush()
+	if cerr := d.db.Close(); err == nil {
+		err = cerr
+	}
+	if d.lock != nil {
+		_ = d.lock.Close() // releases the flock
 	}
 	if err != nil {
 		return fmt.Errorf("close state: %w", err)
@@ -191,6 +297,12 @@ func (b *Batch) Set(s *Store, p int32, k, v []byte) { _ = b.b.Set(s.key(p, k), v
 
 // Delete deletes k from partition p of s.
 func (b *Batch) Delete(s *Store, p int32, k []byte) { _ = b.b.Delete(s.key(p, k), nil) }
+
+// Clear deletes every key of partition p of s.
+func (b *Batch) Clear(s *Store, p int32) {
+	lo, hi := s.bounds(p)
+	_ = b.b.DeleteRange(lo, hi, nil)
+}
 
 // Len returns the number of writes in b.
 func (b *Batch) Len() int { return int(b.b.Count()) }

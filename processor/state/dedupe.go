@@ -171,11 +171,13 @@ func (t *DedupeTxn) Finish(limit int) (int, error) {
 	return purged, nil
 }
 
-// Commit applies the transaction's changes to the partitions still
-// restored as they were when it read them (see txnParts.commit).
-func (t *DedupeTxn) Commit() error {
+// Commit applies the transaction's changes, once Kafka committed it, to
+// the partitions still restored as they were when it read them, and moves
+// their checkpoints to ends, the changelog's end offsets after the
+// transaction's records (see txnParts.commit).
+func (t *DedupeTxn) Commit(ends map[int32]int64) error {
 	t.pending = nil
-	return t.commit()
+	return t.commit(ends)
 }
 
 // Discard forgets the transaction's changes: it was aborted.
@@ -190,10 +192,12 @@ type dedupeRestorer struct {
 	d *Dedupe
 }
 
-// Restore starts the restore of partition p: p is dropped, then filled by
-// Apply, in changelog order, and usable once Done returns.
-func (d *Dedupe) Restore(p int32) (Restorer, error) {
-	r, err := newRestorer(d.db, d.partSet, p)
+// Restore starts the restore of partition p, whose changelog partition is
+// cl (listed after now): p is dropped, then brought to the changelog's end
+// by Apply, from its checkpoint or rebuilt (see Restorer), and usable once
+// Done returns.
+func (d *Dedupe) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
+	r, err := newRestorer(d.db, d.partSet, p, cl, now)
 	if err != nil {
 		return nil, err
 	}
@@ -202,10 +206,10 @@ func (d *Dedupe) Restore(p int32) (Restorer, error) {
 
 // Apply applies one changelog record. Stale index entries that overwritten
 // or tombstoned IDs leave are purged later (see Finish).
-func (r *dedupeRestorer) Apply(key, value []byte) error {
+func (r *dedupeRestorer) Apply(offset int64, key, value []byte) error {
 	switch {
 	case len(key) == 0:
-		return r.streamTime(value)
+		return r.streamTime(offset, value)
 	case value == nil:
 		r.b.Delete(r.d.ids, r.p, key)
 		r.part.entries--
@@ -218,12 +222,12 @@ func (r *dedupeRestorer) Apply(key, value []byte) error {
 		r.b.Set(r.d.index, r.p, indexKey(seen, key), nil)
 		r.part.entries++
 	}
-	return r.flush()
+	return r.flush(offset)
 }
 
-// Done commits the restore and makes the partition usable. It returns the
-// number of changelog records applied.
-func (r *dedupeRestorer) Done() (int64, error) { return r.done() }
+// Done commits the restore, read up to end, and makes the partition
+// usable. It returns the number of changelog records applied.
+func (r *dedupeRestorer) Done(end int64) (int64, error) { return r.done(end) }
 
 // indexKey orders by seen (sign bit flipped, big-endian), then ID.
 func indexKey(seen int64, id []byte) []byte {

@@ -24,7 +24,7 @@ func (c *changelog) emit(p int32, key, value []byte) {
 
 func openDB(t *testing.T) *DB {
 	t.Helper()
-	db, err := Open(t.TempDir()+"/state", nil)
+	db, err := Open(t.TempDir()+"/state", "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,11 +37,11 @@ func restored(t *testing.T, db *DB, retention time.Duration, ps ...int32) *Dedup
 	t.Helper()
 	d := NewDedupe(db, retention)
 	for _, p := range ps {
-		r, err := d.Restore(p)
+		r, err := d.Restore(p, ChangelogPartition{}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Done(); err != nil {
+		if _, err := r.Done(0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +102,7 @@ func TestDedupeRetention(t *testing.T) {
 				if _, err := tx.Finish(100); err != nil {
 					t.Fatal(err)
 				}
-				if err := tx.Commit(); err != nil {
+				if err := tx.Commit(nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -121,7 +121,7 @@ func TestDedupeNotRemembered(t *testing.T) {
 			t.Fatalf("Check %d = %v, %v; want no duplicate", i, dup, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(cl.recs) != 0 || d.Size()[0] != 0 {
@@ -168,7 +168,7 @@ func TestDedupeAbortRollsBack(t *testing.T) {
 		}
 		tx.Remember()
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(nil); err != nil {
 		t.Fatal(err)
 	}
 	tx = d.Begin(cl.emit)
@@ -190,11 +190,11 @@ func TestDedupeRevokedNotApplied(t *testing.T) {
 	if err := d.Drop(0); err != nil {
 		t.Fatal(err)
 	}
-	r, _ := d.Restore(0)
-	if _, err := r.Done(); err != nil {
+	r, _ := d.Restore(0, ChangelogPartition{}, time.Now())
+	if _, err := r.Done(0); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.Commit(nil); err != nil {
 		t.Fatal(err)
 	}
 	tx = d.Begin(cl.emit)
@@ -220,7 +220,7 @@ func TestDedupeExpiryAndRestore(t *testing.T) {
 		if _, err := tx.Finish(1000); err != nil {
 			t.Fatal(err)
 		}
-		if err := tx.Commit(); err != nil {
+		if err := tx.Commit(nil); err != nil {
 			t.Fatal(err)
 		}
 		return dup
@@ -248,16 +248,16 @@ func TestDedupeExpiryAndRestore(t *testing.T) {
 
 	// Rebuild in another database from the changelog.
 	d2 := NewDedupe(openDB(t), time.Hour)
-	r, err := d2.Restore(0)
+	r, err := d2.Restore(0, ChangelogPartition{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cl.recs {
-		if err := r.Apply(c.key, c.value); err != nil {
+	for i, c := range cl.recs {
+		if err := r.Apply(int64(i), c.key, c.value); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n, err := r.Done()
+	n, err := r.Done(0)
 	if err != nil || n != int64(len(cl.recs)) {
 		t.Fatalf("Done() = %d, %v; want %d", n, err, len(cl.recs))
 	}

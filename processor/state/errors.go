@@ -21,3 +21,12 @@ var ErrOverflow = errors.New("sum overflows a 64-bit integer (int64)")
 // ErrNotNumber is the error of a sum, min, max or avg of a value that is
 // not a number.
 var ErrNotNumber = errors.New("not a number")
+
+// ErrLocked is the error of opening a state directory that another process
+// holds: two instances must never share one.
+var ErrLocked = errors.New("state directory is in use by another process")
+
+// ErrCheckpoint is the error (wrapped with the reason) of a checkpoint that
+// does not match its changelog partition: the store is rebuilt from the
+// changelog's start.
+var ErrCheckpoint = errors.New("checkpoint not usable")

@@ -1,7 +1,6 @@
 package state
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -18,11 +17,19 @@ import (
 type part struct {
 	streamTime int64 // committed, ms; noTime before any record
 	entries    int64 // committed entries (approximate where a step purges lazily)
+	topicID    [16]byte
+	offset     int64 // the checkpoint: changelog records below it are applied
+	since      int64 // ms, see Checkpoint.Since
+}
+
+// checkpoint returns pt's checkpoint.
+func (pt *part) checkpoint() Checkpoint {
+	return Checkpoint{TopicID: pt.topicID, Offset: pt.offset, Since: pt.since, StreamTime: pt.streamTime, Entries: pt.entries}
 }
 
 // partSet is the restored partitions of a step's stores.
 type partSet struct {
-	stores []*Store // the step's stores, cleared when a partition is dropped
+	stores []*Store // the step's stores; checkpoints are keyed by the first
 	mu     sync.Mutex
 	m      map[int32]*part
 }
@@ -41,20 +48,20 @@ func (s *partSet) put(p int32, pt *part) {
 	s.mu.Unlock()
 }
 
-// Drop forgets partitions ps (revoked or lost): their keys are deleted and
-// lookups in them fail with ErrNotRestored until they are restored again.
+// Drop forgets partitions ps (revoked or lost): lookups in them fail with
+// ErrNotRestored until they are restored again. Their keys and checkpoints
+// stay, consistent with each other, for that restore to resume from.
 func (s *partSet) Drop(ps ...int32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var errs []error
 	for _, p := range ps {
 		delete(s.m, p)
-		for _, st := range s.stores {
-			errs = append(errs, st.Clear(p))
-		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
+
+// Checkpoint returns the stored checkpoint of partition p, if any.
+func (s *partSet) Checkpoint(p int32) (Checkpoint, bool, error) { return s.stores[0].checkpoint(p) }
 
 // DropAll drops every restored partition (a new Kafka session).
 func (s *partSet) DropAll() error {
@@ -99,6 +106,7 @@ type txnPart struct {
 	streamTime int64
 	advanced   bool
 	added      int64
+	since      int64 // ms, when the transaction first touched it
 }
 
 // txnParts is the partitions an open transaction touched, and its buffer.
@@ -123,7 +131,7 @@ func (t *txnParts) get(p int32) (*txnPart, error) {
 		return nil, fmt.Errorf("partition %d: %w", p, ErrNotRestored)
 	}
 	t.set.mu.Lock()
-	tp := &txnPart{part: pt, streamTime: pt.streamTime}
+	tp := &txnPart{part: pt, streamTime: pt.streamTime, since: time.Now().UnixMilli()}
 	t.set.mu.Unlock()
 	t.m[p] = tp
 	return tp, nil
@@ -157,21 +165,44 @@ func (t *txnParts) emitStreamTime(emit Emit) {
 	}
 }
 
-// commit applies the transaction's changes to the partitions still
-// restored as they were when it read them: a partition revoked (and maybe
-// restored again) meanwhile has its state from the changelog instead.
-func (t *txnParts) commit() error {
+// commit applies the transaction's changes, once Kafka committed it, to
+// the partitions still restored as they were when it read them: a
+// partition revoked (and maybe restored again) meanwhile has its state
+// from the changelog instead. ends are the changelog's end offsets after
+// the transaction's last changelog record, per partition it wrote to; the
+// checkpoint of each partition applied moves there, in the same batch.
+// A partition missing from ends keeps its checkpoint: a restore then reads
+// the transaction's records again, which changes nothing (every changelog
+// record sets or deletes a key, or raises the stream time).
+func (t *txnParts) commit(ends map[int32]int64) error {
 	t.set.mu.Lock()
 	defer t.set.mu.Unlock()
 	keep := func(p int32) bool { tp := t.m[p]; return tp != nil && t.set.m[p] == tp.part }
-	if err := t.txn.Commit(keep); err != nil {
+	next := make(map[int32]*part, len(t.m))
+	for p, tp := range t.m {
+		if !keep(p) {
+			continue
+		}
+		np := *tp.part
+		np.streamTime = tp.streamTime
+		np.entries = max(np.entries+tp.added, 0)
+		if e, ok := ends[p]; ok && e > np.offset {
+			// Every record after e was written after the transaction
+			// touched p.
+			np.offset, np.since = e, tp.since
+		}
+		next[p] = &np
+	}
+	err := t.txn.Commit(keep, func(b *Batch) {
+		for p, np := range next {
+			b.setCheckpoint(t.set.stores[0], p, np.checkpoint())
+		}
+	})
+	if err != nil {
 		return err
 	}
-	for p, tp := range t.m {
-		if keep(p) {
-			tp.part.streamTime = tp.streamTime
-			tp.part.entries = max(tp.part.entries+tp.added, 0)
-		}
+	for p, np := range next {
+		*t.m[p].part = *np
 	}
 	clear(t.m)
 	return nil
@@ -183,54 +214,108 @@ func (t *txnParts) discard() {
 	clear(t.m)
 }
 
-// Restorer rebuilds one partition of a stateful step's stores from its
-// changelog: Apply each changelog record in offset order, then Done.
+// Restorer brings one partition of a stateful step's stores to the end of
+// its changelog: read the changelog from From, Apply each committed record
+// in offset order, then Done.
 type Restorer interface {
-	// Apply applies one changelog record (a nil value is a tombstone).
-	Apply(key, value []byte) error
-	// Done commits the restore and makes the partition usable. It
-	// returns the number of changelog records applied.
-	Done() (int64, error)
+	// From is the first changelog offset to read: the checkpoint's, or
+	// the changelog's start when the store is rebuilt.
+	From() int64
+	// Rebuild says why the store is rebuilt from the start ("" when the
+	// restore resumes from the checkpoint).
+	Rebuild() string
+	// Apply applies the changelog record at offset (a nil value is a
+	// tombstone).
+	Apply(offset int64, key, value []byte) error
+	// Done commits the restore, read up to end (exclusive), and makes the
+	// partition usable. It returns the number of changelog records
+	// applied.
+	Done(end int64) (int64, error)
 }
 
 // restoreBatch is how many changelog records a restore writes per batch.
 const restoreBatch = 10_000
 
 // restorer is what every step's restore shares: a batch written every
-// restoreBatch records, and the partition's stream time.
+// restoreBatch records with the checkpoint of where it stopped, and the
+// partition's stream time.
 type restorer struct {
-	set   *partSet
-	db    *DB
-	p     int32
-	b     *Batch
-	part  *part
-	count int64
+	set     *partSet
+	db      *DB
+	p       int32
+	b       *Batch
+	part    *part
+	count   int64
+	from    int64
+	rebuild string
+	start   int64 // ms, before the changelog's offsets were listed
+	cl      ChangelogPartition
 }
 
-// newRestorer drops partition p of set and starts its restore.
-func newRestorer(db *DB, set *partSet, p int32) (*restorer, error) {
+// newRestorer drops partition p of set and starts its restore: from its
+// checkpoint if Checkpoint.Check accepts it against cl, else from the
+// changelog's start, with p's keys and checkpoint deleted first. now must
+// be taken before cl was listed.
+func newRestorer(db *DB, set *partSet, p int32, cl ChangelogPartition, now time.Time) (*restorer, error) {
 	if err := set.Drop(p); err != nil {
 		return nil, err
 	}
-	return &restorer{set: set, db: db, p: p, b: db.NewBatch(), part: &part{streamTime: noTime}}, nil
+	r := &restorer{set: set, db: db, p: p, b: db.NewBatch(), start: now.UnixMilli(), cl: cl}
+	cp, ok, err := set.Checkpoint(p)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		err = cp.Check(cl, now)
+	} else {
+		err = fmt.Errorf("%w: no checkpoint", ErrCheckpoint)
+	}
+	if err == nil {
+		r.part = &part{streamTime: cp.StreamTime, entries: cp.Entries, topicID: cp.TopicID, offset: cp.Offset, since: cp.Since}
+		r.from = cp.Offset
+		return r, nil
+	}
+	r.rebuild = err.Error()
+	b := db.NewBatch()
+	b.deleteCheckpoint(set.stores[0], p)
+	for _, st := range set.stores {
+		b.Clear(st, p)
+	}
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
+	// Records read in this restore are read after now: see Checkpoint.Since.
+	r.part = &part{streamTime: noTime, topicID: cl.TopicID, offset: cl.Start, since: r.start}
+	r.from = cl.Start
+	return r, nil
 }
 
+// From returns the first changelog offset to read.
+func (r *restorer) From() int64 { return r.from }
+
+// Rebuild says why the store is rebuilt ("" if it resumes).
+func (r *restorer) Rebuild() string { return r.rebuild }
+
 // streamTime applies a stream-time record (the empty key).
-func (r *restorer) streamTime(value []byte) error {
+func (r *restorer) streamTime(offset int64, value []byte) error {
 	st, err := parseMillis(value)
 	if err != nil {
 		return fmt.Errorf("changelog partition %d: stream time: %w", r.p, err)
 	}
 	r.part.streamTime = max(r.part.streamTime, st)
-	return r.flush()
+	return r.flush(offset)
 }
 
-// flush counts the record applied and commits the batch once it is large.
-func (r *restorer) flush() error {
+// flush counts the record at offset applied and commits the batch, with
+// a checkpoint just after that record, once it is large: a restore cut
+// short resumes there.
+func (r *restorer) flush(offset int64) error {
 	r.count++
+	r.part.offset = offset + 1
 	if r.b.Len() < restoreBatch {
 		return nil
 	}
+	r.b.setCheckpoint(r.set.stores[0], r.p, r.part.checkpoint())
 	if err := r.b.Commit(); err != nil {
 		return err
 	}
@@ -238,12 +323,17 @@ func (r *restorer) flush() error {
 	return nil
 }
 
-// done commits the last batch and makes the partition usable.
-func (r *restorer) done() (int64, error) {
+// done commits the last batch with the checkpoint end, and makes the
+// partition usable. Every record from end on was written after the
+// restore listed end, so Since becomes the restore's start.
+func (r *restorer) done(end int64) (int64, error) {
+	r.part.entries = max(r.part.entries, 0)
+	r.part.offset = max(r.part.offset, end)
+	r.part.since = r.start
+	r.b.setCheckpoint(r.set.stores[0], r.p, r.part.checkpoint())
 	if err := r.b.Commit(); err != nil {
 		return 0, err
 	}
-	r.part.entries = max(r.part.entries, 0)
 	r.set.put(r.p, r.part)
 	return r.count, nil
 }

@@ -43,8 +43,9 @@ func (t *Txn) Delete(s *Store, p int32, k []byte) {
 func (t *Txn) Len() int { return len(t.changes) }
 
 // Commit applies the changes of the partitions for which keep is true (nil:
-// all) in one batch, and empties t.
-func (t *Txn) Commit(keep func(p int32) bool) error {
+// all) in one batch, with what extra (if not nil) adds to it, and empties
+// t.
+func (t *Txn) Commit(keep func(p int32) bool, extra func(b *Batch)) error {
 	b := t.db.NewBatch()
 	keys := make([]string, 0, len(t.changes))
 	for k := range t.changes {
@@ -61,6 +62,9 @@ func (t *Txn) Commit(keep func(p int32) bool) error {
 		} else {
 			b.Set(c.s, c.p, c.k, c.v)
 		}
+	}
+	if extra != nil {
+		extra(b)
 	}
 	t.Discard()
 	return b.Commit()

@@ -1,14 +1,18 @@
 // Package demo runs the real stage engine on an embedded Kafka cluster
 // (kfake), crashes it mid-transaction, restarts it, and checks that every
-// event came out exactly once. It backs `exactly demo`.
+// event came out exactly once; then it does the same with a dedupe stage
+// fed resent duplicates, and checks that each distinct event came out
+// once. It backs `exactly demo`.
 package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -22,6 +26,7 @@ import (
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/kit/netcut"
+	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
 )
@@ -30,7 +35,10 @@ import (
 type Options struct {
 	Events     int // valid events to produce; default 5000
 	CrashAtTxn int // the transaction to crash in, before its commit; default 3
-	Logger     *slog.Logger
+	// DedupeEvents are the distinct events of the dedupe phase; every
+	// fifth is also resent. Default 1000.
+	DedupeEvents int
+	Logger       *slog.Logger
 }
 
 // Summary is what the demo read back, read_committed, after the run.
@@ -42,12 +50,21 @@ type Summary struct {
 	Duplicates   int // output records whose event ID was already seen
 	Missing      int // valid events in no output record
 	MissingDLQ   int // malformed records in no dead letter
+
+	// The dedupe phase.
+	Distinct         int // distinct events produced
+	Resent           int // of which resent, with the same event ID
+	DedupeOut        int // records in the dedupe stage's output
+	Deduplicated     int // records the dedupe stage dropped as duplicates
+	DedupeDuplicates int // output records whose event ID was already seen
+	DedupeMissing    int // distinct events in no output record
 }
 
 // ExactlyOnce reports whether the run kept every record exactly once.
 func (s Summary) ExactlyOnce() bool {
 	return s.Duplicates == 0 && s.Missing == 0 && s.MissingDLQ == 0 &&
-		s.Out == s.In-s.Malformed && s.DeadLettered == s.Malformed
+		s.Out == s.In-s.Malformed && s.DeadLettered == s.Malformed &&
+		s.DedupeDuplicates == 0 && s.DedupeMissing == 0 && s.DedupeOut == s.Distinct && s.Deduplicated == s.Resent
 }
 
 // ErrNotExactlyOnce is returned by Run when the summary shows a loss or a
@@ -64,6 +81,12 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 	if o.CrashAtTxn == 0 {
 		o.CrashAtTxn = 3
+	}
+	if o.DedupeEvents == 0 {
+		o.DedupeEvents = 1000
+	}
+	if o.DedupeEvents < 100 {
+		return Summary{}, fmt.Errorf("dedupe events must be at least 100 (got %d)", o.DedupeEvents)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -141,12 +164,141 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
 	fmt.Fprintf(w, "  in            %d\n  out           %d\n  dead-lettered %d\n  duplicates    %d\n  missing       %d\n",
 		sum.In, sum.Out, sum.DeadLettered, sum.Duplicates, sum.Missing+sum.MissingDLQ)
+	stateDir, err := os.MkdirTemp("", "exactly-demo-state-")
+	if err != nil {
+		// The container image is FROM scratch: no /tmp unless one is
+		// mounted. The dedupe stage needs a state dir.
+		fmt.Fprintf(w, "\nskipping the dedupe demo: it needs a writable temporary directory for its state (%v; set TMPDIR)\n", err)
+	} else {
+		defer os.RemoveAll(stateDir)
+		if err := dedupePhase(ctx, w, seeds, stateDir, o, &sum); err != nil {
+			return sum, err
+		}
+	}
 	if !sum.ExactlyOnce() {
 		fmt.Fprintf(w, "NOT exactly once\n")
 		return sum, ErrNotExactlyOnce
 	}
-	fmt.Fprintf(w, "exactly once: every event is in the output once, every malformed record in the dead letters once\n")
+	fmt.Fprintf(w, "exactly once: every event is in the output once, every malformed record in the dead letters once, every resent event dropped once\n")
 	return sum, nil
+}
+
+// dedupePhase runs the stage dedupe of deploy/examples/orders-per-minute.yaml
+// on events of which every fifth is resent (same event ID and key): half
+// the resent ones before a crash, half after it, so that only the store
+// restored from the changelog knows them.
+func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir string, o Options, sum *Summary) error {
+	f, err := topology.Parse("deploy/examples/orders-per-minute.yaml", examples.OrdersPerMinute, func(k string) (string, bool) {
+		if k == topology.BrokersEnv {
+			return seeds[0], true
+		}
+		return "", false
+	})
+	if err != nil {
+		return err
+	}
+	st, ok := f.Stage("dedupe")
+	if !ok {
+		return errors.New("orders-per-minute.yaml has no stage dedupe")
+	}
+	pipelines, err := transform.Compile(f, nil)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if _, err := provision.CreateTopics(ctx, kadm.NewClient(cl), f); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ntopology deploy/examples/orders-per-minute.yaml, stage %q: %s -> %s, dedupe by value.event_id\n", st.Name, st.Input.Topic, st.Output.Topic)
+
+	event := func(i int) *kgo.Record {
+		id := "o-" + strconv.Itoa(i)
+		v := fmt.Sprintf(`{"event_id":%q,"customer":"c-%d","amount":%d,"ts":%d}`, id, i%13, i%50, 1_767_225_600_000+int64(i)*100)
+		return &kgo.Record{Topic: st.Input.Topic, Key: []byte(id), Value: []byte(v)}
+	}
+	var first, later []*kgo.Record
+	for i := range o.DedupeEvents {
+		first = append(first, event(i))
+	}
+	for i := 0; i < o.DedupeEvents; i += 5 {
+		if i%10 == 0 {
+			first = append(first, event(i))
+		} else {
+			later = append(later, event(i))
+		}
+	}
+	sum.Distinct, sum.Resent = o.DedupeEvents, len(first)-o.DedupeEvents+len(later)
+	if err := cl.ProduceSync(ctx, first...).FirstErr(); err != nil {
+		return fmt.Errorf("produce input: %w", err)
+	}
+	fmt.Fprintf(w, "produced %d distinct events and %d of them again\n", o.DedupeEvents, len(first)-o.DedupeEvents)
+
+	cfg := processor.StageConfig(f, st, "demo-1")
+	cfg.StateDir = stateDir
+	cfg.MaxRecords = max(10, len(first)/6)
+	var d netcut.Dialer
+	crashing, err := processor.New(cfg, processor.WithLogger(o.Logger), processor.WithTransform(pipelines[st.Name]),
+		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		processor.WithFailpoints(kit.Failpoint{Name: kit.CrashBeforeCommit, N: 3}),
+		processor.WithCrashAction(d.Cut))
+	if err != nil {
+		return err
+	}
+	if err := crashing.Run(ctx); !errors.Is(err, kit.ErrCrashed) {
+		return fmt.Errorf("dedupe first run: want a crash at transaction 3, got %v", err)
+	}
+	cs := crashing.Stats()
+	fmt.Fprintf(w, "instance demo-1 crashed at %s@3 after %s\n", kit.CrashBeforeCommit, plural.Count(cs.Committed, "committed transaction"))
+
+	if err := cl.ProduceSync(ctx, later...).FirstErr(); err != nil {
+		return fmt.Errorf("produce input: %w", err)
+	}
+	fmt.Fprintf(w, "produced %d more resent events, seen before the crash\n", len(later))
+	restarted, err := processor.New(cfg, processor.WithLogger(o.Logger), processor.WithTransform(pipelines[st.Name]))
+	if err != nil {
+		return err
+	}
+	want := int64(sum.Distinct+sum.Resent) - cs.Produced - cs.Deduplicated - cs.DeadLettered
+	if err := runUntilCounted(ctx, restarted, want); err != nil {
+		return err
+	}
+	rs := restarted.Stats()
+	sum.Deduplicated = int(cs.Deduplicated + rs.Deduplicated)
+	fmt.Fprintf(w, "instance demo-1 restarted: restored its store from the changelog, committed %s\n", plural.Count(rs.Committed, "more transaction"))
+
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	outs, err := audit.Drain(ctx, seeds, st.Output.Topic)
+	if err != nil {
+		return err
+	}
+	sum.DedupeOut = len(outs)
+	seen := map[string]bool{}
+	for _, r := range outs {
+		var v struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			return fmt.Errorf("output %s: %w", r.Value, err)
+		}
+		if seen[v.EventID] {
+			sum.DedupeDuplicates++
+		}
+		seen[v.EventID] = true
+	}
+	for i := range sum.Distinct {
+		if !seen["o-"+strconv.Itoa(i)] {
+			sum.DedupeMissing++
+		}
+	}
+	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
+	fmt.Fprintf(w, "  in            %d (%d distinct, %d resent)\n  out           %d\n  deduplicated  %d\n  duplicates    %d\n  missing       %d\n",
+		sum.Distinct+sum.Resent, sum.Distinct, sum.Resent, sum.DedupeOut, sum.Deduplicated, sum.DedupeDuplicates, sum.DedupeMissing)
+	return nil
 }
 
 // malformed are the bad records the demo mixes in, by kind.
@@ -176,6 +328,17 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, events int) (in,
 // runUntil runs s until it has committed want outputs and dead letters,
 // then stops it cleanly.
 func runUntil(ctx context.Context, s *processor.Stage, want int64) error {
+	return runUntilStats(ctx, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= want })
+}
+
+// runUntilCounted runs s until it has committed want outputs, dead letters
+// and deduplicated records, then stops it cleanly.
+func runUntilCounted(ctx context.Context, s *processor.Stage, want int64) error {
+	return runUntilStats(ctx, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered+st.Deduplicated >= want })
+}
+
+// runUntilStats runs s until done(its stats), then stops it cleanly.
+func runUntilStats(ctx context.Context, s *processor.Stage, finished func(processor.Stats) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -190,7 +353,7 @@ func runUntil(ctx context.Context, s *processor.Stage, want int64) error {
 		case <-timeout:
 			return fmt.Errorf("stage did not finish in time: %+v", s.Stats())
 		case <-tick.C:
-			if st := s.Stats(); st.Produced+st.DeadLettered >= want {
+			if finished(s.Stats()) {
 				cancel()
 				return <-done
 			}

@@ -54,7 +54,35 @@ type Group struct {
 	Members    []Member    `json:"members"`
 	Partitions []Partition `json:"partitions"`
 	Lag        int64       `json:"lag"` // over all partitions
-	Errors     []string    `json:"errors,omitempty"`
+	// Changelog is the changelog topic of a stage with a stateful step
+	// (dedupe, aggregate); nil for other stages and sinks.
+	Changelog *Changelog `json:"changelog,omitempty"`
+	Errors    []string   `json:"errors,omitempty"`
+}
+
+// RestoreMetrics names the metrics that show a running instance's restore
+// progress: status reads Kafka only, and a restore runs inside a stage
+// process, before its partitions' offsets are fetched.
+const RestoreMetrics = "exactly_stage_state_restored_records_total / exactly_stage_state_restore_pending_records"
+
+// Changelog is a stateful stage's changelog topic, as Kafka has it: what
+// an instance that restores a partition without a usable checkpoint reads.
+type Changelog struct {
+	Topic string `json:"topic"`
+	// Offsets is the sum over partitions of end - start: the most a full
+	// restore reads (offsets, so transaction markers and records compacted
+	// away count too).
+	Offsets    int64                `json:"offsets"`
+	Partitions []ChangelogPartition `json:"partitions"`
+	// Progress names the metrics of a restore under way.
+	Progress string `json:"progress"`
+}
+
+// ChangelogPartition is one changelog partition's offsets.
+type ChangelogPartition struct {
+	Partition int32 `json:"partition"`
+	Start     int64 `json:"start_offset"`
+	End       int64 `json:"end_offset"`
 }
 
 // Member is one member of a group.
@@ -120,7 +148,14 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		if o.only != "" && st.Name != o.only {
 			continue
 		}
-		rep.Stages = append(rep.Stages, Group{Kind: "stage", Name: st.Name, Group: processor.StageConfig(f, st, "").Group(), Topic: st.Input.Topic})
+		g := Group{Kind: "stage", Name: st.Name, Group: processor.StageConfig(f, st, "").Group(), Topic: st.Input.Topic}
+		switch {
+		case st.DedupeStep() != nil:
+			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, topology.DedupeStore)}
+		case st.AggregateStep() != nil:
+			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, topology.AggregateStore)}
+		}
+		rep.Stages = append(rep.Stages, g)
 	}
 	for i := range f.Sinks {
 		sk := &f.Sinks[i]
@@ -196,6 +231,9 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 			}
 		}
 		partitions(g, lso[g.Topic], start[g.Topic], committed, writers)
+		if g.Changelog != nil {
+			changelog(ctx, adm, g)
+		}
 	}
 	txns, err := HangingTxns(ctx, adm, TxnTopics(f, o.only), o.hangingAfter)
 	if err != nil {
@@ -270,6 +308,30 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 	slices.SortFunc(g.Partitions, func(a, b Partition) int { return int(a.Partition - b.Partition) })
 }
 
+// changelog reads the offsets of g's changelog topic.
+func changelog(ctx context.Context, adm *kadm.Client, g *Group) {
+	c := g.Changelog
+	c.Progress, c.Partitions = RestoreMetrics, []ChangelogPartition{}
+	starts, err := adm.ListStartOffsets(ctx, c.Topic)
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, c.Topic)
+	}
+	if err == nil {
+		err = errors.Join(starts.Error(), ends.Error())
+	}
+	if err != nil {
+		g.Errors = append(g.Errors, fmt.Sprintf("changelog %s: %v", c.Topic, err))
+		return
+	}
+	for p, e := range ends[c.Topic] {
+		s := starts[c.Topic][p]
+		c.Partitions = append(c.Partitions, ChangelogPartition{Partition: p, Start: s.Offset, End: e.Offset})
+		c.Offsets += max(e.Offset-s.Offset, 0)
+	}
+	slices.SortFunc(c.Partitions, func(a, b ChangelogPartition) int { return int(a.Partition - b.Partition) })
+}
+
 // WriteJSON writes r as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -314,6 +376,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		if c := g.Changelog; c != nil {
+			fmt.Fprintf(w, "  changelog %s: %d offsets; a restore without a checkpoint reads up to that many (restore progress of running instances: %s)\n", c.Topic, c.Offsets, c.Progress)
+			ctw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintf(ctw, "  CHANGELOG/PARTITION\tSTART\tEND\n")
+			for _, p := range c.Partitions {
+				fmt.Fprintf(ctw, "  %s/%d\t%d\t%d\n", c.Topic, p.Partition, p.Start, p.End)
+			}
+			if err := ctw.Flush(); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintln(w)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor/pgsink"
@@ -112,4 +113,59 @@ func load(t *testing.T, addr string) *topology.File {
 	t.Helper()
 	t.Setenv("PG_DSN", "postgres://u:pw@127.0.0.1:1/db")
 	return topologytest.Load(t, topologytest.Stage(addr, "clean", 2, topologytest.PGSink("raw.events")))
+}
+
+// TestCollectChangelog: a stage with a dedupe step shows its changelog
+// topic's offsets, the most a restore without a checkpoint reads, and the
+// metrics of a restore under way; a missing changelog is an error of the
+// stage.
+func TestCollectChangelog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := topologytest.Cluster(t, 2)
+	f := topologytest.Load(t, topologytest.Stage(addr, "clean", 2, `    key: event_id
+    transform:
+      - dedupe: { id: value.event_id, retention: 1h }
+`))
+	adm := topologytest.Admin(t, addr)
+	rep, err := status.Collect(ctx, adm, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Stages[0].Changelog; c == nil || c.Topic != "exactly-clean-dedupe-changelog" || !strings.Contains(strings.Join(rep.Stages[0].Errors, "\n"), "changelog exactly-clean-dedupe-changelog: ") {
+		t.Fatalf("missing changelog: %+v, errors %v; want the topic named and an error", c, rep.Stages[0].Errors)
+	}
+
+	const changelog = "exactly-clean-dedupe-changelog"
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, changelog); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range 5 {
+		r := &kgo.Record{Topic: changelog, Partition: int32(i % 2), Key: []byte{byte('a' + i)}, Value: []byte("1")}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = status.Collect(ctx, topologytest.Admin(t, addr), f) // a client that never saw the topic missing
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rep.Stages[0].Changelog
+	if c == nil || c.Offsets != 5 || len(c.Partitions) != 2 || c.Partitions[0].End != 3 || c.Partitions[1].End != 2 || c.Progress != status.RestoreMetrics {
+		t.Fatalf("changelog: %+v (errors %v), want 5 offsets (3 + 2)", c, rep.Stages[0].Errors)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"changelog exactly-clean-dedupe-changelog: 5 offsets", "exactly_stage_state_restored_records_total", changelog + "/1"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 }
