@@ -331,6 +331,10 @@ type Step struct {
 	// Aggregate computes windowed results per record key: a stateful
 	// step, the last of its stage (see Aggregate).
 	Aggregate Aggregate `yaml:"aggregate"`
+	// Stateful calls a Go transform registered with
+	// transform.RegisterStateful, with a key-value store of the stage: a
+	// stateful step, at most one per stage (see Stateful).
+	Stateful Stateful `yaml:"stateful"`
 }
 
 // Dedupe is the dedupe step: `- dedupe: { id: value.event_id, retention: 7d }`.
