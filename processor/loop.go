@@ -117,6 +117,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	if s.aggregate != nil {
 		t.agg = s.aggregate.Begin(t.emitChangelog)
 	}
+	if s.kv != nil {
+		t.kv = s.kv.Begin(t.emitChangelog)
+	}
 	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
 	// without a leader) are waited out, not polled in a busy loop.

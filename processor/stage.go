@@ -69,7 +69,7 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// StateDir holds the local state of a stateful step (dedupe,
-	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
+	// aggregate, stateful), in <StateDir>/<stage>-<instance>, locked while the stage
 	// runs and kept across runs with a checkpoint of the changelog offset
 	// it matches (see package state). Default DefaultStateDir().
 	StateDir string
@@ -139,16 +139,19 @@ type Stage struct {
 	pipeline *transform.Pipeline
 	metrics  stageMetrics
 
-	// The stateful step, dedupe (see dedupe.go) or aggregate (see
-	// aggregate.go): its compiled step, its changelog topic, and, while
-	// Run runs, its local state (store is dedupe or aggregate).
+	// The stateful step, dedupe (see dedupe.go), aggregate (see
+	// aggregate.go) or stateful (see stateful.go): its compiled step, its
+	// changelog topic, and, while Run runs, its local state (store is
+	// dedupe, aggregate or kv).
 	dedupeStep    *transform.Dedupe
 	aggregateStep *transform.Aggregate
+	statefulStep  *transform.Stateful
 	changelog     string
 	stateStep     string // the step in messages, e.g. "transform[0].dedupe"
 	db            *state.DB
 	dedupe        *state.Dedupe
 	aggregate     *state.Aggregate
+	kv            *state.KV
 	store         stateStore
 	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
 	// restoredRecords counts the changelog records restored by this
@@ -244,11 +247,16 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.stage = cfg.Stage
 	s.metrics.start(s.cfg.Input, s.Ready)
-	s.dedupeStep, s.aggregateStep = s.pipeline.Dedupe(), s.pipeline.Aggregate()
+	s.dedupeStep, s.aggregateStep, s.statefulStep = s.pipeline.Dedupe(), s.pipeline.Aggregate(), s.pipeline.Stateful()
+	statefulStore := ""
+	if s.statefulStep != nil {
+		statefulStore = s.statefulStep.Store
+	}
 	for _, st := range []struct {
 		on          bool
 		store, step string
-	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"}} {
+	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"},
+		{s.statefulStep != nil, statefulStore, "stateful"}} {
 		if !st.on {
 			continue
 		}

@@ -42,6 +42,7 @@ type txn struct {
 	// transaction then aborts.
 	dd        *state.DedupeTxn
 	agg       *state.AggregateTxn // the aggregate state's, likewise
+	kv        *state.KVTxn        // the stateful step's, likewise
 	stateLost bool
 	// changelogEnds is, per changelog partition, the offset after the
 	// last changelog record of the open transaction (guarded by mu).
@@ -163,7 +164,7 @@ func (t *txn) process(r *kgo.Record) {
 		if p.envelope {
 			// Even its dead letter was refused: keep why it failed in the
 			// first place, and send a size-bounded envelope.
-			if _, err := s.recordOutputs(t.ctx, r); err != nil && !serde.IsTransient(err) {
+			if _, err := t.dryOutputs(r); err != nil && !serde.IsTransient(err) {
 				errors.As(err, &re)
 			}
 			t.countDeadLetter(r, re)
@@ -178,6 +179,11 @@ func (t *txn) process(r *kgo.Record) {
 	if t.agg != nil {
 		outs, err = t.aggregateOutputs(r, src)
 		if t.stateLost {
+			return
+		}
+	} else if t.kv != nil {
+		var skip bool
+		if outs, skip, err = t.statefulOutputs(r, src); skip {
 			return
 		}
 	} else if t.dd != nil {
@@ -302,6 +308,12 @@ func (t *txn) end(ctx context.Context) (committed bool, err error) {
 		// changelog of every window it changed, go in it too.
 		t.finishAggregate()
 	}
+	if t.kv != nil && !t.stateLost {
+		// The last value of every key the transaction changed.
+		if err := t.kv.Finish(); err != nil {
+			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
+		}
+	}
 	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
@@ -411,6 +423,8 @@ func (t *txn) stateTxn() interface {
 		return t.dd
 	case t.agg != nil:
 		return t.agg
+	case t.kv != nil:
+		return t.kv
 	}
 	return nil
 }
