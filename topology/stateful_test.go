@@ -95,17 +95,17 @@ func TestValidateStateful(t *testing.T) {
 		{
 			name:  "two",
 			steps: "      - stateful: a\n      - stateful: b\n",
-			want:  []string{"t.yaml:15:9: stages[0].transform[1].stateful: a stage has at most one stateful step, and this one also has transform[0] stateful (one state store per stage: split it into two stages)"},
+			want:  []string{"t.yaml:15:19: stages[0].transform[1].stateful: a stage has at most one stateful step, and this one also has transform[0] stateful (one state store per stage: split it into two stages)"},
 		},
 		{
 			name:  "with dedupe",
 			steps: "      - dedupe: { id: value.id, retention: 1h }\n      - stateful: a\n",
-			want:  []string{"t.yaml:15:9: stages[0].transform[1].stateful: a stage has at most one stateful step, and this one also has transform[0] dedupe (one state store per stage: split it into two stages)"},
+			want:  []string{"t.yaml:15:19: stages[0].transform[1].stateful: a stage has at most one stateful step, and this one also has transform[0] dedupe (one state store per stage: split it into two stages)"},
 		},
 		{
 			name:  "with aggregate",
 			steps: "      - stateful: a\n      - aggregate: { window: { tumbling: 1m }, aggregations: { n: count } }\n",
-			want:  []string{"t.yaml:14:9: stages[0].transform[0].stateful: a stage has at most one stateful step, and this one also has transform[1] aggregate (one state store per stage: split it into two stages)"},
+			want:  []string{"t.yaml:14:19: stages[0].transform[0].stateful: a stage has at most one stateful step, and this one also has transform[1] aggregate (one state store per stage: split it into two stages)"},
 		},
 		{
 			name:  "after a key step",

@@ -53,7 +53,7 @@ func TestStatefulStep(t *testing.T) {
 		index              int
 	}{
 		{name: "scalar", steps: "      - stateful: sum\n", store: "sum"},
-		{name: "mapping", steps: "      - filter: value.n >= 0\n      - stateful: { func: sum, store: balances }\n", store: "balances", index: 1},
+		{name: "mapping", steps: "      - filter: has(value.n)\n      - stateful: { func: sum, store: balances }\n", store: "balances", index: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := compileSteps(t, tc.steps, reg)
