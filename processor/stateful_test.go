@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
@@ -139,14 +141,14 @@ func sumCounts(n int) (outs, dead, filtered int64) {
 
 // checkSums reads the output read_committed: per account, the sums in
 // order are exactly the running sums of events 0..n-1, each once; the
-// dead letters are the failing events.
-func checkSums(t *testing.T, seeds []string, n int) {
+// dead letters are the failing events and the refused ones.
+func checkSums(t *testing.T, seeds []string, n int, refused ...int) {
 	t.Helper()
 	want := map[string][]int64{}
 	sums := map[string]int64{}
 	for i := range n {
 		account, amount, fail := sumEvent(i)
-		if fail || amount == 0 {
+		if fail || amount == 0 || slices.Contains(refused, i) {
 			continue
 		}
 		sums[account] += amount
@@ -172,8 +174,8 @@ func checkSums(t *testing.T, seeds []string, n int) {
 		t.Errorf("outputs of %d accounts, want %d", len(got), len(want))
 	}
 	_, dead, _ := sumCounts(n)
-	if dlq := drain(t, seeds, dlqTopic); int64(len(dlq)) != dead {
-		t.Errorf("dead letters: %d, want %d", len(dlq), dead)
+	if dlq := drain(t, seeds, dlqTopic); int64(len(dlq)) != dead+int64(len(refused)) {
+		t.Errorf("dead letters: %d, want %d", len(dlq), dead+int64(len(refused)))
 	}
 }
 
@@ -263,5 +265,41 @@ func TestStageStatefulCrashRecovery(t *testing.T) {
 				checkSums(t, seeds, n+more)
 			})
 		}
+	}
+}
+
+// TestStageStatefulValueTooLarge: a record whose function puts a value
+// larger than the changelog topic's max.message.bytes is found and
+// dead-lettered with reason produce, as a refused output is; its changes
+// are not kept, and the other records' sums stay exact.
+func TestStageStatefulValueTooLarge(t *testing.T) {
+	seeds := dedupeCluster(t, &topology.Topic{Name: sumChangelog, Partitions: 3,
+		Config: map[string]string{"cleanup.policy": "compact", "max.message.bytes": "4096"}})
+	const n, big = 300, 101
+	produceSums(t, seeds, 0, n)
+	sum := runningSum(nil)
+	fn := func(ctx context.Context, r transform.Record, st transform.Store) ([]transform.Record, error) {
+		if v, _ := r.Value.(map[string]any); v["i"] == int64(big) {
+			noise := make([]byte, 10_000) // incompressible: the broker measures compressed batches
+			_, _ = rand.NewChaCha8([32]byte{1}).Read(noise)
+			if err := st.Put([]byte("big"), noise); err != nil {
+				return nil, err
+			}
+		}
+		return sum(ctx, r, st)
+	}
+	s := sumStage(t, seeds, t.TempDir(), fn)
+	if err := runUntilStats(t, s, func(st processor.Stats) bool { return accounted(st) >= n }); err != nil {
+		t.Fatal(err)
+	}
+	checkSums(t, seeds, n, big)
+	var reason string
+	for _, r := range drain(t, seeds, dlqTopic) {
+		if v := string(r.Value); v == fmt.Sprintf(`{"i":%d,"amount":%d}`, big, big%5) {
+			reason, _ = audit.Header(r, kit.HeaderReason)
+		}
+	}
+	if reason != kit.ReasonProduce {
+		t.Fatalf("the record with the large value: dead letter reason %q, want %s", reason, kit.ReasonProduce)
 	}
 }
