@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		restored:      counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
 		restoreBehind: gauge("state_restore_pending_records", "Changelog offsets the restore under way reads at most (end minus where it starts: its checkpoint, or the changelog's start); 0 when no restore runs. Read with exactly_stage_state_restored_records_total for progress."),
 		restoreTime:   hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
-		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
+		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows, keys of a stateful step) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
 		ready:         f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
 	}
 	if err := f.Register(reg); err != nil {
