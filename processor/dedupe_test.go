@@ -63,25 +63,7 @@ func dedupePipeline(t *testing.T, fn ...transform.Func) *transform.Pipeline {
 		}
 		step = "      - func: fn\n"
 	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - name: clean
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`+step), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps["clean"]
+	return cleanPipeline(t, reg, "      - dedupe: { id: value.event_id, retention: 1h }\n"+step)
 }
 
 func dedupeStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {

@@ -43,12 +43,24 @@ func funcPipeline(t *testing.T, name string, fn transform.Func) *transform.Pipel
 	if err := reg.Register(name, fn); err != nil {
 		t.Fatal(err)
 	}
+	return cleanPipeline(t, reg, "      - func: "+name+"\n")
+}
+
+// cleanPipeline compiles a one-stage file whose stage "clean" (in -> out,
+// dead letters to dlq) has these transform steps (YAML lines indented by
+// six spaces), with the Go transforms of reg.
+func cleanPipeline(t *testing.T, reg *transform.Registry, steps string) *transform.Pipeline {
+	t.Helper()
 	f, err := topology.Parse("t.yaml", []byte(`version: 1
 kafka: { brokers: ["127.0.0.1:1"] }
 topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
 stages:
-  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: `+name+` } ] }
-`), nil)
+  - name: clean
+    input: { topic: in }
+    output: { topic: out }
+    dead_letter: { topic: dlq }
+    transform:
+`+steps), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

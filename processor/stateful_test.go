@@ -72,25 +72,7 @@ func sumPipeline(t *testing.T, fn transform.StatefulFunc) *transform.Pipeline {
 	if err := reg.RegisterStateful("sum", fn); err != nil {
 		t.Fatal(err)
 	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - name: clean
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-    transform:
-      - stateful: { func: sum, store: sums }
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps["clean"]
+	return cleanPipeline(t, reg, "      - stateful: { func: sum, store: sums }\n")
 }
 
 func sumStage(t *testing.T, seeds []string, stateDir string, fn transform.StatefulFunc, opts ...processor.Option) *processor.Stage {

@@ -343,16 +343,14 @@ func (t *AggregateTxn) Discard() {
 // Restore starts the restore of partition p (see Dedupe.Restore). Done
 // counts the partition's windows.
 func (a *Aggregate) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
-	r, err := newRestorer(a.db, a.partSet, p, cl, now)
-	if err != nil {
-		return nil, err
+	return restoreStore(a.db, a.partSet, a.windows, checkWindowKey, p, cl, now)
+}
+
+func checkWindowKey(key []byte) error {
+	if len(key) < 8 {
+		return fmt.Errorf("key %x is no window key", key)
 	}
-	return &storeRestorer{restorer: r, store: a.windows, check: func(key []byte) error {
-		if len(key) < 8 {
-			return fmt.Errorf("key %x is no window key", key)
-		}
-		return nil
-	}}, nil
+	return nil
 }
 
 // windowKey is start (sign bit flipped, big-endian) followed by key.

@@ -145,9 +145,5 @@ func (t *KVTxn) Discard() {
 // Restore starts the restore of partition p (see Dedupe.Restore). Done
 // counts the partition's keys.
 func (k *KV) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
-	r, err := newRestorer(k.db, k.partSet, p, cl, now)
-	if err != nil {
-		return nil, err
-	}
-	return &storeRestorer{restorer: r, store: k.store}, nil
+	return restoreStore(k.db, k.partSet, k.store, nil, p, cl, now)
 }

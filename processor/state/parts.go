@@ -382,6 +382,17 @@ func (t touched) emit(txn *Txn, s *Store, emit Emit) error {
 	return nil
 }
 
+// restoreStore starts the restore of partition p of a step whose
+// changelog records set and delete keys of store (see storeRestorer), as
+// Dedupe.Restore does.
+func restoreStore(db *DB, set *partSet, store *Store, check func(key []byte) error, p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
+	r, err := newRestorer(db, set, p, cl, now)
+	if err != nil {
+		return nil, err
+	}
+	return &storeRestorer{restorer: r, store: store, check: check}, nil
+}
+
 // storeRestorer restores a step whose changelog records each set (a
 // value) or delete (a tombstone) one key of one store, the empty key
 // holding the stream time. Entries are counted once the restore is done.

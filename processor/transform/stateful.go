@@ -145,3 +145,29 @@ func (g *guardedStore) close() {
 	g.closed = true
 	g.mu.Unlock()
 }
+
+// MemStore is a Store in a map, with no transaction around it, for tests
+// of a StatefulFunc on its own: it keeps what it is given (copied), and
+// nothing else of a stage's store (see Store).
+type MemStore map[string][]byte
+
+// Get returns a copy of the value of key.
+func (m MemStore) Get(key []byte) ([]byte, bool, error) {
+	v, ok := m[string(key)]
+	if !ok {
+		return nil, false, nil
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+// Put sets key to a copy of value.
+func (m MemStore) Put(key, value []byte) error {
+	m[string(key)] = append([]byte{}, value...) // nil is empty, as in a stage
+	return nil
+}
+
+// Delete deletes key.
+func (m MemStore) Delete(key []byte) error {
+	delete(m, string(key))
+	return nil
+}

@@ -9,16 +9,6 @@ import (
 	"time"
 )
 
-// mapStore is a Store in a map, as a test of a StatefulFunc may use.
-type mapStore map[string]string
-
-func (m mapStore) Get(k []byte) ([]byte, bool, error) {
-	v, ok := m[string(k)]
-	return []byte(v), ok, nil
-}
-func (m mapStore) Put(k, v []byte) error { m[string(k)] = string(v); return nil }
-func (m mapStore) Delete(k []byte) error { delete(m, string(k)); return nil }
-
 // runningSum adds value.n to the sum of the record key and writes the
 // sum, emitting nothing when n is 0.
 func runningSum(_ context.Context, r Record, st Store) ([]Record, error) {
@@ -67,7 +57,7 @@ func TestStatefulStep(t *testing.T) {
 			if !p.HasFuncs() {
 				t.Fatal("HasFuncs() = false: a stateful step gets no deadline")
 			}
-			st := mapStore{}
+			st := MemStore{}
 			ctx := WithStore(context.Background(), st)
 			var sums []string
 			for _, n := range []int{3, 0, 4, 5} {
@@ -79,7 +69,7 @@ func TestStatefulStep(t *testing.T) {
 					sums = append(sums, strconv.FormatInt(o.Value.(map[string]any)["sum"].(int64), 10))
 				}
 			}
-			if got := strings.Join(sums, ","); got != "3,7,12" || st["k"] != "12" {
+			if got := strings.Join(sums, ","); got != "3,7,12" || string(st["k"]) != "12" {
 				t.Fatalf("sums %s, store %v; want 3,7,12 and k=12", got, st)
 			}
 			_, err = p.Apply(ctx, Record{Key: []byte("k"), Value: map[string]any{"n": "x"}})
@@ -125,13 +115,13 @@ func TestStatefulStore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply := func(name string, timeout time.Duration) (mapStore, error) {
+	apply := func(name string, timeout time.Duration) (MemStore, error) {
 		t.Helper()
 		p, err := compileSteps(t, "      - stateful: "+name+"\n", reg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		st := mapStore{}
+		st := MemStore{}
 		ctx, cancel := context.WithTimeout(WithStore(context.Background(), st), timeout)
 		defer cancel()
 		_, err = p.Apply(ctx, Record{Key: []byte("k"), Value: map[string]any{}})

@@ -41,17 +41,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// mapStore is a transform.Store in a map: enough to test a stateful
-// function on its own.
-type mapStore map[string]string
-
-func (m mapStore) Get(k []byte) ([]byte, bool, error) {
-	v, ok := m[string(k)]
-	return []byte(v), ok, nil
-}
-func (m mapStore) Put(k, v []byte) error { m[string(k)] = string(v); return nil }
-func (m mapStore) Delete(k []byte) error { delete(m, string(k)); return nil }
-
 func TestRunningBalance(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -67,9 +56,9 @@ func TestRunningBalance(t *testing.T) {
 			wantErr: "overflows a 64-bit integer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := mapStore{}
+			st := transform.MemStore{} // a store in memory, for tests of a function on its own
 			if tc.stored != "" {
-				st["acct-1"] = tc.stored
+				st["acct-1"] = []byte(tc.stored)
 			}
 			r := transform.Record{Key: []byte("acct-1"), Value: map[string]any{"amount_cents": tc.amount}}
 			out, err := RunningBalance(context.Background(), r, st)
@@ -80,7 +69,7 @@ func TestRunningBalance(t *testing.T) {
 			} else if err != nil || len(out) != 1 || strconv.FormatInt(out[0].Value.(map[string]any)["balance_cents"].(int64), 10) != tc.want {
 				t.Fatalf("out = %+v, %v; want balance_cents %s", out, err, tc.want)
 			}
-			if got := st["acct-1"]; got != tc.want {
+			if got := string(st["acct-1"]); got != tc.want {
 				t.Fatalf("stored %q, want %q", got, tc.want)
 			}
 		})
