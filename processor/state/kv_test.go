@@ -12,15 +12,7 @@ import (
 func restoredKV(t *testing.T, db *DB, ps ...int32) *KV {
 	t.Helper()
 	k := NewKV(db)
-	for _, p := range ps {
-		r, err := k.Restore(p, ChangelogPartition{}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Done(0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restoreEmpty(t, k.Restore, ps...)
 	return k
 }
 
