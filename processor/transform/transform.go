@@ -1,6 +1,7 @@
 // Package transform runs a stage's transform steps: declarative steps with
 // CEL expressions (https://cel.dev) from the topology file, and Go functions
-// registered by name.
+// registered by name, stateless (Register, for `func:` steps) or with a
+// key-value store of the stage (RegisterStateful, for `stateful:` steps).
 //
 // # Determinism
 //
