@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -299,6 +301,31 @@ func TestStageDedupeStartCheck(t *testing.T) {
 				t.Fatalf("Run = %v, want a config error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStageDedupeStateDirUnwritable: a state dir that cannot be made (the
+// default one in the container image, which has no /tmp) stops the stage
+// at start with a config error that says what to do.
+func TestStageDedupeStateDirUnwritable(t *testing.T) {
+	seeds := dedupeCluster(t, compactChangelog(3))
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, StateDir: filepath.Join(file, "state"),
+	}, processor.WithTransform(dedupePipeline(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	var ce *kit.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "state dir: ") || !strings.Contains(err.Error(), "needs a writable --state-dir") {
+		t.Fatalf("Run = %v, want a config error naming the state dir and --state-dir", err)
 	}
 }
 
