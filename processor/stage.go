@@ -242,7 +242,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
-	s.metrics.stage = cfg.Stage
+	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
 	s.dedupeStep, s.aggregateStep = s.pipeline.Dedupe(), s.pipeline.Aggregate()
 	for _, st := range []struct {
