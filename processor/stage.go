@@ -198,13 +198,10 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}
-	errs := kit.Required(
-		kit.Field{Name: "stage", Value: cfg.Stage},
-		kit.Field{Name: "instance id", Value: cfg.InstanceID},
-		kit.Field{Name: "input topic", Value: cfg.Input},
-		kit.Field{Name: "output topic", Value: cfg.Output},
-		kit.Field{Name: "dead-letter topic", Value: cfg.DeadLetter},
-	)
+	errs := kit.Required([]kit.Field{
+		{Name: "stage", Value: cfg.Stage}, {Name: "instance id", Value: cfg.InstanceID},
+		{Name: "input topic", Value: cfg.Input}, {Name: "output topic", Value: cfg.Output}, {Name: "dead-letter topic", Value: cfg.DeadLetter},
+	})
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}

@@ -45,7 +45,7 @@ type Field struct{ Name, Value string }
 
 // Required returns a *ConfigError "<name> is required" for each field
 // whose value is empty, in order.
-func Required(fields ...Field) []error {
+func Required(fields []Field) []error {
 	var errs []error
 	for _, f := range fields {
 		if f.Value == "" {

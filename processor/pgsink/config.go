@@ -201,14 +201,10 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
-	errs := kit.Required(
-		kit.Field{Name: "sink", Value: cfg.Sink},
-		kit.Field{Name: "instance id", Value: cfg.InstanceID},
-		kit.Field{Name: "input topic", Value: cfg.Input},
-		kit.Field{Name: "postgres dsn", Value: cfg.DSN},
-		kit.Field{Name: "table", Value: cfg.Table},
-		kit.Field{Name: "event id column", Value: cfg.EventID},
-	)
+	errs := kit.Required([]kit.Field{
+		{Name: "sink", Value: cfg.Sink}, {Name: "instance id", Value: cfg.InstanceID}, {Name: "input topic", Value: cfg.Input},
+		{Name: "postgres dsn", Value: cfg.DSN}, {Name: "table", Value: cfg.Table}, {Name: "event id column", Value: cfg.EventID},
+	})
 	errs = append(errs, rd.Check()...)
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
 		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
