@@ -63,25 +63,7 @@ func dedupePipeline(t *testing.T, fn ...transform.Func) *transform.Pipeline {
 		}
 		step = "      - func: fn\n"
 	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - name: clean
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`+step), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps["clean"]
+	return cleanPipeline(t, reg, "      - dedupe: { id: value.event_id, retention: 1h }\n"+step)
 }
 
 func dedupeStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
@@ -191,16 +173,7 @@ func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) 
 // two records without an ID dead-lettered by the dedupe step.
 func checkDeduped(t *testing.T, seeds []string, n int) {
 	t.Helper()
-	outs := drain(t, seeds, outTopic)
-	seen := keyCounts(outs)
-	for i := range n {
-		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
-		}
-	}
-	if len(outs) != n {
-		t.Errorf("output has %d records, want %d", len(outs), n)
-	}
+	checkOutputsOnce(t, seeds, n)
 	dlq := drain(t, seeds, dlqTopic)
 	if len(dlq) != 2 {
 		t.Fatalf("dead letters: %d, want 2", len(dlq))

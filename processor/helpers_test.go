@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -43,12 +44,24 @@ func funcPipeline(t *testing.T, name string, fn transform.Func) *transform.Pipel
 	if err := reg.Register(name, fn); err != nil {
 		t.Fatal(err)
 	}
+	return cleanPipeline(t, reg, "      - func: "+name+"\n")
+}
+
+// cleanPipeline compiles the stage "clean" (in -> out, dead letters to
+// dlq) of a one-stage file, with steps (its transform list, as YAML
+// lines) and the functions of reg.
+func cleanPipeline(t *testing.T, reg *transform.Registry, steps string) *transform.Pipeline {
+	t.Helper()
 	f, err := topology.Parse("t.yaml", []byte(`version: 1
 kafka: { brokers: ["127.0.0.1:1"] }
 topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
 stages:
-  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: `+name+` } ] }
-`), nil)
+  - name: clean
+    input: { topic: in }
+    output: { topic: out }
+    dead_letter: { topic: dlq }
+    transform:
+`+steps), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +70,22 @@ stages:
 		t.Fatal(err)
 	}
 	return ps["clean"]
+}
+
+// checkOutputsOnce drains the output topic and checks that it holds the
+// events e-0 to e-<n-1>, each once, and nothing else.
+func checkOutputsOnce(t *testing.T, seeds []string, n int) {
+	t.Helper()
+	outs := drain(t, seeds, outTopic)
+	seen := keyCounts(outs)
+	for i := range n {
+		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
+			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
+		}
+	}
+	if len(outs) != n {
+		t.Errorf("output has %d records, want %d", len(outs), n)
+	}
 }
 
 // runInBackground runs s until the returned stop is called; stop cancels

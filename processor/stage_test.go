@@ -101,16 +101,7 @@ func runUntil(t *testing.T, s *processor.Stage, want int64) error {
 // letters once.
 func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	t.Helper()
-	outs := drain(t, seeds, outTopic)
-	seen := keyCounts(outs)
-	for i := range events {
-		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
-		}
-	}
-	if len(outs) != events {
-		t.Errorf("output has %d records, want %d", len(outs), events)
-	}
+	checkOutputsOnce(t, seeds, events)
 	dlq := drain(t, seeds, dlqTopic)
 	if len(dlq) != bad {
 		t.Errorf("dead-letter topic has %d records, want %d", len(dlq), bad)
