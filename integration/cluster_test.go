@@ -114,7 +114,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 			c.restart(n)
 			c.waitHealthy(2 * time.Minute)
 			t.Logf("node %d restarted (SIGTERM, start on its data) in %s", n, time.Since(t0).Round(10*time.Millisecond))
-			if !p.running() {
+			if p.exited() {
 				t.Fatalf("the stage exited during the rolling restart: %v\n%s", p.err, tail(p.logs.String(), 40))
 			}
 		}
@@ -134,7 +134,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 			}, func() string { return "/readyz stayed ready while the output leader was cut off: " + body })
 		}()
 		t.Logf("node %d cut off for %s; /readyz: %s", n, time.Since(cut).Round(100*time.Millisecond), strings.TrimSpace(body))
-		if !p.running() {
+		if p.exited() {
 			t.Fatalf("the stage exited while node %d was cut off: %v\n%s", n, p.err, tail(p.logs.String(), 40))
 		}
 		waitReady(t, addr, 2*time.Minute)
@@ -149,7 +149,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 		}
 		clusterTimes.add(f.timing+"/tv"+fmt.Sprint(c.tv), took)
 		t.Logf("killed node %d (%s): first commit after it in %s", n, f.name, took.Round(10*time.Millisecond))
-		if !p.running() {
+		if p.exited() {
 			t.Fatalf("the stage exited after node %d was killed: %v\n%s", n, p.err, tail(p.logs.String(), 40))
 		}
 		c.restartLater(n) // while the stage catches up
@@ -164,22 +164,12 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 	}, func() string {
 		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", s.out, kcatCount(t, s.out), events, s.dlq, kcatCount(t, s.dlq), bad)
 	})
-	if !p.running() {
+	if p.exited() {
 		t.Fatalf("the stage exited: %v\n%s", p.err, tail(p.logs.String(), 40))
 	}
 	p.stop()
 	checkOutput(t, s.out, events)
 	checkDeadLetters(t, s.dlq, s.in, bad)
-}
-
-// running reports whether the process has not exited.
-func (p *proc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
 }
 
 // feed writes lines to a topic with kcat in chunks, one chunk every pace,
