@@ -70,7 +70,15 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 	if s.sessionTimeout != "" {
 		fmt.Fprintf(b, "    session_timeout: %s\n", s.sessionTimeout)
 	}
-	path := writeFile(t, "topology.yaml", b.String())
+	return writeSinkTopology(t, s, "topology.yaml", b.String())
+}
+
+// writeSinkTopology writes text, a topology file of s, to a file named
+// file, creates its topics and returns the file's path. s's schema is
+// dropped when the test passes.
+func writeSinkTopology(t testing.TB, s sinkSpec, file, text string) string {
+	t.Helper()
+	path := writeFile(t, file, text)
 	exactlyCmd(t, "topics", "create", path)
 	pool := pgPool(t)
 	t.Cleanup(func() {

@@ -24,20 +24,7 @@ func avroSinkTopology(t testing.TB, s sinkSpec, columns, extra string) string {
 	b := sinkYAMLHead(t, s, 1, columns)
 	text := strings.Replace(b.String(), "format: json }", `format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}" } }`, 1)
 	text += extra + fmt.Sprintf("    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
-	return sinkTopologyFile(t, s, text)
-}
-
-func sinkTopologyFile(t testing.TB, s sinkSpec, text string) string {
-	t.Helper()
-	path := writeFile(t, s.name+".yaml", text)
-	exactlyCmd(t, "topics", "create", path)
-	pool := pgPool(t)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			_, _ = pool.Exec(t.Context(), "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
-		}
-	})
-	return path
+	return writeSinkTopology(t, s, s.name+".yaml", text)
 }
 
 // columnTypes reads the columns of table and their types with psql, as
