@@ -105,7 +105,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 	}, func() string { return "the restarted stage commits nothing" })
 
 	c.settle() // the previous family's node is back and caught up
-	ready := watchReady(addr)
+	ready := watchReady(t, addr)
 	switch {
 	case f.name == "rolling-restart":
 		for _, n := range clusterNodes {
@@ -214,48 +214,37 @@ func (f *feed) wait(t testing.TB) {
 // readyWatch polls /readyz every 200 ms and keeps each distinct reason
 // given while not ready.
 type readyWatch struct {
-	stopc   chan struct{}
-	done    chan struct{}
+	bg      background
 	mu      sync.Mutex
 	reasons []string
 }
 
-func watchReady(addr string) *readyWatch {
-	w := &readyWatch{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stopc:
-				return
-			case <-tick.C:
-			}
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err != nil {
-				continue
-			}
-			var b bytes.Buffer
-			_, _ = b.ReadFrom(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				continue
-			}
-			r := strings.TrimSpace(b.String())
-			w.mu.Lock()
-			if len(w.reasons) < 5 && !slices.Contains(w.reasons, r) {
-				w.reasons = append(w.reasons, r)
-			}
-			w.mu.Unlock()
+func watchReady(t testing.TB, addr string) *readyWatch {
+	w := &readyWatch{}
+	w.bg = startBackground(t, 200*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return true
 		}
-	}()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+		r := strings.TrimSpace(b.String())
+		w.mu.Lock()
+		if len(w.reasons) < 5 && !slices.Contains(w.reasons, r) {
+			w.reasons = append(w.reasons, r)
+		}
+		w.mu.Unlock()
+		return true
+	})
 	return w
 }
 
 func (w *readyWatch) stop() []string {
-	close(w.stopc)
-	<-w.done
+	w.bg.finish()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.reasons
