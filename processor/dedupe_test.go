@@ -18,7 +18,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -221,15 +220,7 @@ func TestStageDedupeCrashRecovery(t *testing.T) {
 			seeds := dedupeCluster(t, compactChangelog(3))
 			const n = 600
 			dups := produceWithDuplicates(t, seeds, n)
-			var d netcut.Dialer
-			crashing := dedupeStage(t, seeds,
-				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-				processor.WithFailpoints(kit.Failpoint{Name: fp, N: 4}),
-				processor.WithCrashAction(d.Cut))
-			if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
-				t.Fatalf("Run = %v, want ErrCrashed", err)
-			}
-			before := crashing.Stats()
+			before := crashStage(t, dedupeStage, seeds, fp, 4)
 			if before.Committed < 3 {
 				t.Fatalf("committed %d transactions before the crash", before.Committed)
 			}

@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -70,6 +73,24 @@ stages:
 		t.Fatal(err)
 	}
 	return ps["clean"]
+}
+
+// crashStage runs the stage that newStage builds on seeds with failpoint
+// fp armed at its nth hit, its connections cut at the crash (so that
+// nothing more reaches the cluster), and returns its stats once Run
+// returned ErrCrashed.
+func crashStage(t *testing.T, newStage func(*testing.T, []string, ...processor.Option) *processor.Stage, seeds []string, fp string, n int) processor.Stats {
+	t.Helper()
+	var d netcut.Dialer
+	crashing := newStage(t, seeds,
+		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		processor.WithFailpoints(kit.Failpoint{Name: fp, N: n}),
+		processor.WithCrashAction(d.Cut),
+	)
+	if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
+		t.Fatalf("Run = %v, want ErrCrashed", err)
+	}
+	return crashing.Stats()
 }
 
 // checkOutputsOnce drains the output topic and checks that it holds the

@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -176,27 +174,17 @@ func TestStageCrashRecovery(t *testing.T) {
 		t.Run(fp, func(t *testing.T) {
 			seeds := newCluster(t)
 			bad := produceInput(t, seeds, 1000)
-			var d netcut.Dialer
-			crashing := newStage(t, seeds,
-				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-				processor.WithFailpoints(kit.Failpoint{Name: fp, N: 3}),
-				processor.WithCrashAction(d.Cut),
-			)
-			err := crashing.Run(context.Background())
-			if !errors.Is(err, kit.ErrCrashed) {
-				t.Fatalf("Run = %v, want ErrCrashed", err)
-			}
+			st := crashStage(t, newStage, seeds, fp, 3)
 			wantCommitted := int64(2)
 			if fp == kit.CrashAfterCommit {
 				wantCommitted = 3
 			}
-			if got := crashing.Stats().Committed; got != wantCommitted {
+			if got := st.Committed; got != wantCommitted {
 				t.Fatalf("committed %d transactions before the crash, want %d", got, wantCommitted)
 			}
 			// Same instance ID: the new producer fences the old one and
 			// aborts its open transaction at once.
 			restarted := newStage(t, seeds)
-			st := crashing.Stats()
 			if err := runUntil(t, restarted, int64(1000+bad)-st.Produced-st.DeadLettered); err != nil {
 				t.Fatal(err)
 			}
