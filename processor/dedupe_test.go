@@ -143,31 +143,6 @@ func produceWithDuplicates(t *testing.T, seeds []string, n int) int {
 	return dups
 }
 
-// runUntilStats runs s until done(stats) or 30 s, then stops it.
-func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) error {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-deadline:
-			t.Fatalf("timed out: stats %+v", s.Stats())
-		case <-tick.C:
-			if done(s.Stats()) {
-				cancel()
-				return <-errc
-			}
-		}
-	}
-}
-
 // checkDeduped drains the output and dead letters: every event once, the
 // two records without an ID dead-lettered by the dedupe step.
 func checkDeduped(t *testing.T, seeds []string, n int) {

@@ -75,6 +75,31 @@ stages:
 	return ps["clean"]
 }
 
+// runUntilStats runs s until done(stats) or 30 s, then stops it.
+func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-deadline:
+			t.Fatalf("timed out: stats %+v", s.Stats())
+		case <-tick.C:
+			if done(s.Stats()) {
+				cancel()
+				return <-errc
+			}
+		}
+	}
+}
+
 // crashStage runs the stage that newStage builds on seeds with failpoint
 // fp armed at its nth hit, its connections cut at the crash (so that
 // nothing more reaches the cluster), and returns its stats once Run

@@ -71,27 +71,7 @@ func newStage(t *testing.T, seeds []string, opts ...processor.Option) *processor
 // then stops it and returns Run's error.
 func runUntil(t *testing.T, s *processor.Stage, want int64) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			cancel()
-			return err
-		case <-deadline:
-			cancel()
-			t.Fatalf("timed out: stats %+v", s.Stats())
-		case <-tick.C:
-			if st := s.Stats(); st.Produced+st.DeadLettered >= want {
-				cancel()
-				return <-done
-			}
-		}
-	}
+	return runUntilStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= want })
 }
 
 // checkExactlyOnce drains the output and dead-letter topics and checks that
