@@ -229,17 +229,7 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 		res.Error = err.Error()
 		return
 	}
-	m, perr, ok := r.watchStopN(ctx, &res, r.k.groupProgress(group, r.win.topic), p, r.win.total)
-	if !ok {
-		return
-	}
-	if perr != nil {
-		res.Note += fmt.Sprintf("; exit: %v", perr)
-	}
-	r.checkWindows(ctx, &res, out)
-	if res.Error == "" {
-		res.measure(m, p)
-	}
+	r.finishWindowed(ctx, &res, p, group, out, true)
 }
 
 // ksWindowed runs the Kafka Streams peer's "window" mode over the
@@ -276,11 +266,23 @@ func (r *runner) ksWindowed(ctx context.Context, label string, round int, settin
 		res.Error = err.Error()
 		return
 	}
-	m, _, ok := r.watchStopN(ctx, &res, r.k.groupProgress(app, r.win.topic), p, r.win.total)
+	r.finishWindowed(ctx, &res, p, app, out, false)
+}
+
+// finishWindowed watches p, the process of a windowed case whose consumer
+// group is group, until the group has read the whole windowed input,
+// stops it, checks the windows it wrote to out and, if they are right,
+// measures the run into res. With noteExit, an error p exited with is
+// added to the note.
+func (r *runner) finishWindowed(ctx context.Context, res *caseResult, p *proc, group, out string, noteExit bool) {
+	m, perr, ok := r.watchStopN(ctx, res, r.k.groupProgress(group, r.win.topic), p, r.win.total)
 	if !ok {
 		return
 	}
-	r.checkWindows(ctx, &res, out)
+	if noteExit && perr != nil {
+		res.Note += fmt.Sprintf("; exit: %v", perr)
+	}
+	r.checkWindows(ctx, res, out)
 	if res.Error == "" {
 		res.measure(m, p)
 	}
