@@ -82,6 +82,11 @@ func (s *Stage) openState() error {
 	identity := fmt.Sprintf("stage=%s instance=%s changelog=%s", s.cfg.Stage, s.cfg.InstanceID, s.changelog)
 	db, err := state.Open(dir, identity, s.log)
 	if err != nil {
+		if !errors.Is(err, state.ErrLocked) {
+			// The default, under the temporary directory, does not exist
+			// in the container image (no /tmp).
+			err = fmt.Errorf("%w (a stateful stage needs a writable --state-dir; in a container, on a mounted volume)", err)
+		}
 		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
 	}
 	s.db = db

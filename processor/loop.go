@@ -37,7 +37,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			s.restoreState(ctx, assigned[s.cfg.Input])
 			s.joined.Store(true)
 			s.sessionErr.Store(nil)
-			s.metrics.rebalance()
+			s.metrics.Rebalance()
 			for topic, parts := range assigned {
 				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
 			}
@@ -310,12 +310,12 @@ func hasFetchError(fs kgo.Fetches) bool {
 }
 
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
-	s.metrics.rebalance()
+	s.metrics.Rebalance()
 	s.dropState(gone[s.cfg.Input])
 	for topic, parts := range gone {
 		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
 		for _, p := range parts {
-			s.metrics.dropLag(topic, p)
+			s.metrics.DropPartition(topic, p)
 		}
 	}
 }

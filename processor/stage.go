@@ -192,36 +192,23 @@ type Stage struct {
 func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
-	kit.OrDefault(&cfg.ClientID, topology.DefaultClientID)
-	kit.OrDefault(&cfg.InputFormat, topology.DefaultFormat)
+	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge}
+	rd.Defaults(topology.StageDefaults)
 	kit.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
-	kit.OrDefault(&cfg.CommitInterval, topology.DefaultCommitInterval)
-	kit.OrDefault(&cfg.MaxRecords, topology.DefaultCommitMaxRecords)
 	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
-	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSessionTimeout)
-	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}
-	var errs []error
-	for _, f := range []struct{ name, v string }{
-		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},
-		{"input topic", cfg.Input}, {"output topic", cfg.Output}, {"dead-letter topic", cfg.DeadLetter},
-	} {
-		if f.v == "" {
-			errs = append(errs, kit.NewConfigError("%s is required", f.name))
-		}
-	}
+	errs := kit.Required([]kit.Field{
+		{Name: "stage", Value: cfg.Stage}, {Name: "instance id", Value: cfg.InstanceID},
+		{Name: "input topic", Value: cfg.Input}, {Name: "output topic", Value: cfg.Output}, {Name: "dead-letter topic", Value: cfg.DeadLetter},
+	})
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
-	if len(cfg.Brokers) == 0 {
-		errs = append(errs, kit.NewConfigError("brokers are required"))
-	}
-	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
-		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
-	}
+	errs = append(errs, rd.Check()...)
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
 		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
 	}
@@ -245,7 +232,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
-	s.metrics.stage = cfg.Stage
+	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
 	s.dedupeStep, s.aggregateStep, s.statefulStep = s.pipeline.Dedupe(), s.pipeline.Aggregate(), s.pipeline.Stateful()
 	statefulStore := ""

@@ -17,7 +17,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -223,15 +222,9 @@ func TestStageStatefulCrashRecovery(t *testing.T) {
 				const n, more = 600, 300
 				produceSums(t, seeds, 0, n)
 				dir := t.TempDir()
-				var d netcut.Dialer
-				crashing := sumStage(t, seeds, dir, runningSum(nil),
-					processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-					processor.WithFailpoints(kit.Failpoint{Name: fp, N: 4}),
-					processor.WithCrashAction(d.Cut))
-				if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
-					t.Fatalf("Run = %v, want ErrCrashed", err)
-				}
-				before := crashing.Stats()
+				before := crashStage(t, func(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
+					return sumStage(t, seeds, dir, runningSum(nil), opts...)
+				}, seeds, fp, 4)
 				if before.Committed < 3 {
 					t.Fatalf("committed %d transactions before the crash", before.Committed)
 				}

@@ -107,7 +107,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 			// here, never the 1 of a trailing marker.
 			last := p.Records[len(p.Records)-1].Offset
 			lag := p.LastStableOffset - (last + 1)
-			s.metrics.setLag(p.Topic, p.Partition, lag)
+			s.metrics.SetLag(p.Topic, p.Partition, lag)
 			if lag > 0 {
 				t.caughtUp = false
 			}

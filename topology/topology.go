@@ -631,6 +631,21 @@ const (
 	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
 )
 
+// ReaderDefaults are the defaults that differ between the two readers of
+// an input topic, a stage and a sink: how long a transaction or batch
+// stays open, how many records it takes, and the group session timeout.
+type ReaderDefaults struct {
+	CommitInterval   time.Duration
+	CommitMaxRecords int
+	SessionTimeout   time.Duration
+}
+
+// StageDefaults and SinkDefaults are a stage's and a sink's ReaderDefaults.
+var (
+	StageDefaults = ReaderDefaults{DefaultCommitInterval, DefaultCommitMaxRecords, DefaultSessionTimeout}
+	SinkDefaults  = ReaderDefaults{DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords, DefaultSinkSessionTimeout}
+)
+
 // Limits of the Kafka client that stages and sinks use (franz-go), which
 // validate applies so that a file it accepts also builds a client.
 const (

@@ -4,6 +4,7 @@
 #   kafka.sh fetch    download the pinned broker jars from Maven Central (cached)
 #   kafka.sh start    fresh broker on 127.0.0.1:${KAFKA_PORT:-9092}, data wiped
 #   kafka.sh stop     SIGTERM, up to 30s for a clean exit, then SIGKILL
+#   kafka.sh kill     SIGKILL at once (a crash: no controlled shutdown)
 #   kafka.sh resume   start the stopped broker again on its data (a restart, not a wipe)
 #   kafka.sh status   exit 0 when running
 #   kafka.sh logs     tail the broker log (logs -f to follow)
@@ -173,6 +174,19 @@ stop_all() { stop_all_of our_pids; }
 
 cmd_stop() { stop_all_logged Kafka; }
 
+# cmd_kill: SIGKILL every broker of this run dir and wait until it is gone:
+# a crash, without the controlled shutdown that SIGTERM runs.
+cmd_kill() {
+	local pid any=0
+	for pid in $(our_pids); do
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_gone "$pid" 100 || die "could not kill Kafka (pid $pid)"
+		any=1
+	done
+	rm -f "$PIDFILE"
+	if ((any)); then log "Kafka killed (SIGKILL)"; else log "Kafka not running"; fi
+}
+
 cmd_status() {
 	if running; then
 		echo "Kafka running (pid $(pidfile_pid)) on 127.0.0.1:$KAFKA_PORT; log $LOGFILE"
@@ -289,13 +303,14 @@ case "${1:-}" in
 fetch) cmd_fetch ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
+kill) cmd_kill ;;
 resume) cmd_resume ;;
 status) cmd_status ;;
 logs) shift; cmd_logs "$@" ;;
 libs) cmd_libs ;;
 sasl-env) cmd_sasl_env ;;
 *)
-	echo "usage: $0 fetch|start|stop|resume|status|logs [-f|N]|libs|sasl-env" >&2
+	echo "usage: $0 fetch|start|stop|kill|resume|status|logs [-f|N]|libs|sasl-env" >&2
 	exit 2
 	;;
 esac

@@ -68,18 +68,7 @@ func (k *kafka) topic(ctx context.Context, prefix string, parts int) (string, er
 	if parts <= 0 {
 		parts = k.cfg.partitions
 	}
-	t := k.name(prefix)
-	resp, err := k.adm.CreateTopic(ctx, int32(parts), 1, nil, t)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return "", fmt.Errorf("create topic %s: %w", t, err)
-	}
-	k.mu.Lock()
-	k.topics = append(k.topics, t)
-	k.mu.Unlock()
-	return t, nil
+	return k.topicWith(ctx, k.name(prefix), parts, nil)
 }
 
 // topicWith creates topic name with parts partitions and configs.
