@@ -117,7 +117,7 @@ stages:
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	kcatProduceFile(t, in, input)
+	kcatProduceLines(t, in, input)
 
 	stateDir := t.TempDir()
 	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
@@ -250,9 +250,9 @@ CREATE TABLE %[1]s.got AS
 		events, windows, customers, kills, fired, mismatches, repeated, emitted, time.Since(began).Round(time.Second), seed)
 }
 
-// kcatProduceFile writes the "key|value" lines of file to topic with
+// kcatProduceLines writes the "key|value" lines of file to topic with
 // kcat, streamed.
-func kcatProduceFile(t testing.TB, topic, file string) {
+func kcatProduceLines(t testing.TB, topic, file string) {
 	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
