@@ -22,8 +22,8 @@ import (
 // partitions), into 1-minute tumbling windows with count and sum(amount),
 // emit final, through a stage killed at random points. The amounts have
 // two decimals (1 in 100 is an integer), so the sums are exact decimal
-// arithmetic or wrong; event times are up to 20 s out of order, within the
-// 30 s grace, so no record is late.
+// arithmetic or wrong; event times (the three hours before the test) are
+// up to 20 s out of order, within the 30 s grace, so no record is late.
 //
 // The input is produced with kcat. The stage is killed EXACTLY_AGG15_KILLS
 // times, each kill one of: SIGKILL after a random delay, the failpoints
@@ -96,7 +96,12 @@ stages:
 	checkChangelogTopic(t, changelog)
 
 	const customers, minute = 50, 60_000
-	base := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
+	// Event time runs from three hours ago. A window's result has its
+	// largest event time as record timestamp, and the broker deletes
+	// records older than the output topic's retention.ms (7 days by
+	// default) at its next retention check (every 5 minutes): results with
+	// old timestamps would vanish before they are read.
+	base := time.Now().Add(-3*time.Hour).Truncate(time.Minute).UnixMilli()
 	input := filepath.Join(t.TempDir(), "orders.txt")
 	f, err := os.Create(input)
 	if err != nil {
