@@ -101,7 +101,7 @@ stages:
 	// records older than the output topic's retention.ms (7 days by
 	// default) at its next retention check (every 5 minutes): results with
 	// old timestamps would vanish before they are read.
-	base := time.Now().Add(-3*time.Hour).Truncate(time.Minute).UnixMilli()
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Minute).UnixMilli()
 	input := filepath.Join(t.TempDir(), "orders.txt")
 	f, err := os.Create(input)
 	if err != nil {
