@@ -230,7 +230,7 @@ func (v *validator) aggregate(p, sp string, i int, s Stage, a Aggregate) {
 		}
 	}
 	v.keyingRule(p, ap, s, a)
-	v.changelogDeclared(s.Name, AggregateStore, "aggregate")
+	v.changelogDeclared(ap, s.Name, AggregateStore, "aggregate")
 }
 
 // keyingRule checks, where the file shows it, that an aggregate stage

@@ -93,15 +93,31 @@ func (v *validator) stateful(p, sp string, i int, s Stage, sf Stateful) {
 		}
 		v.report(path, "%s %s cannot be part of the changelog topic's name %s: %s (set store: <name>)", what, v.q(path, store), ChangelogTopic(s.Name, "<store>"), why)
 	default:
-		v.changelogDeclared(s.Name, store, "stateful")
+		v.changelogDeclared(fp, s.Name, store, "stateful")
 	}
 }
 
+// changelogUser is the first step of a file that has a changelog topic.
+type changelogUser struct{ stage, what string }
+
 // changelogDeclared reports the changelog topic of store of stage when
-// topics declares it: exactly topics create makes it, compacted, with the
-// input's partitions.
-func (v *validator) changelogDeclared(stage, store, step string) {
+// topics declares it (exactly topics create makes it, compacted, with the
+// input's partitions), or when an earlier step of the file, at path, has
+// the same changelog: stage and store names may both hold '-', so stage
+// "a-b" with store "c" and stage "a" with store "b-c" both name
+// exactly-a-b-c-changelog, and two stores sharing one changelog would
+// restore each other's entries.
+func (v *validator) changelogDeclared(path, stage, store, step string) {
 	name := ChangelogTopic(stage, store)
+	if v.changelogs == nil {
+		v.changelogs = map[string]changelogUser{}
+	}
+	if first, ok := v.changelogs[name]; !ok {
+		v.changelogs[name] = changelogUser{stage, fmt.Sprintf("stage %s's %s step (%s)", stage, step, v.at(path))}
+	} else if first.stage != stage { // within a stage, the one-stateful-step rule speaks
+		v.report(path, "changelog topic %s is also the changelog of %s: two stores cannot share one changelog; rename this stage or its store",
+			name, first.what)
+	}
 	if i := v.declaredIndex(name); i >= 0 {
 		tp := fmt.Sprintf("topics[%d].name", i)
 		v.report(tp, "topic %s is the changelog of stage %s's %s step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics",

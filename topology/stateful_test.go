@@ -122,3 +122,42 @@ func TestValidateStateful(t *testing.T) {
 			`t.yaml:8:13: topics[3].name: topic "exactly-s-balances-changelog" is the changelog of stage s's stateful step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics`)
 	})
 }
+
+// TestValidateChangelogCollision: stage and store names may both hold '-',
+// so two state stores of different stages can name one changelog topic;
+// validate refuses the second, which would restore the first's entries
+// (outside attack: stage a-b store c against stage a store b-c, and a
+// dedupe store against a stateful store named x-dedupe).
+func TestValidateChangelogCollision(t *testing.T) {
+	two := func(first, firstStep, second, secondStep string) string {
+		return head + "  - { name: mid, partitions: 1 }\nstages:\n" +
+			"  - name: " + first + "\n    input:  { topic: in }\n    output: { topic: mid }\n    dead_letter: { topic: dlq }\n    transform:\n      - " + firstStep + "\n" +
+			"  - name: " + second + "\n    input:  { topic: mid }\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n    transform:\n      - " + secondStep + "\n"
+	}
+	for _, tc := range []struct {
+		name string
+		src  string
+		want string
+	}{
+		{
+			name: "two stateful stores",
+			src:  two("a-b", "stateful: { func: f, store: c }", "a", "stateful: { func: f, store: b-c }"),
+			want: `t.yaml:21:19: stages[1].transform[0].stateful: changelog topic exactly-a-b-c-changelog is also the changelog of stage a-b's stateful step (15:19): two stores cannot share one changelog; rename this stage or its store`,
+		},
+		{
+			name: "dedupe and a stateful store",
+			src:  two("a-x", "dedupe: { id: value.id, retention: 1h }", "a", "stateful: { func: f, store: x-dedupe }"),
+			want: `t.yaml:21:19: stages[1].transform[0].stateful: changelog topic exactly-a-x-dedupe-changelog is also the changelog of stage a-x's dedupe step (15:17): two stores cannot share one changelog; rename this stage or its store`,
+		},
+		{
+			name: "a stateful store and an aggregate",
+			src:  two("a", "stateful: { func: f, store: x-aggregate }", "a-x", "aggregate: { window: { tumbling: 1m }, aggregations: { n: count } }"),
+			want: `t.yaml:21:20: stages[1].transform[0].aggregate: changelog topic exactly-a-x-aggregate-changelog is also the changelog of stage a's stateful step (15:19): two stores cannot share one changelog; rename this stage or its store`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) { check(t, tc.src, nil, tc.want) })
+	}
+	t.Run("apart", func(t *testing.T) {
+		check(t, two("a-b", "stateful: { func: f, store: c }", "a", "stateful: { func: f, store: c }"), nil)
+	})
+}

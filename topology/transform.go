@@ -166,7 +166,7 @@ func (v *validator) dedupe(p, sp string, i, earlier int, d Dedupe) {
 	} else if d.Retention.Duration <= 0 {
 		v.report(rp, "must be positive (got %s)", v.num(rp, d.Retention.String()))
 	}
-	v.changelogDeclared(v.f.Stages[stageIndex(p)].Name, DedupeStore, "dedupe")
+	v.changelogDeclared(dp, v.f.Stages[stageIndex(p)].Name, DedupeStore, "dedupe")
 }
 
 // stageIndex returns i of the stage path "stages[i]".
