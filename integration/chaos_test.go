@@ -122,6 +122,11 @@ type chaos struct {
 	paused   sync.RWMutex // write-held while the broker is down: no producing
 	produced atomic.Int64
 	hurry    atomic.Bool // set: produce the rest without pacing
+	// limit, when above 0, caps the records produced so far (until hurry
+	// is set): the cluster profile raises it before each fault, so that
+	// every fault has fresh input to process however long the faults
+	// before it took.
+	limit    atomic.Int64
 	poison   int
 	valid    int
 	prodDone chan struct{}
@@ -238,6 +243,9 @@ func (c *chaos) produce(total int, over time.Duration) {
 		tick := time.NewTicker(pace)
 		defer tick.Stop()
 		for i := 0; i < total; {
+			for lim := c.limit.Load(); lim > 0 && int64(i) >= lim && !c.hurry.Load(); lim = c.limit.Load() {
+				<-tick.C
+			}
 			var buf bytes.Buffer
 			for j := 0; j < chunk && i < total; j++ {
 				if i%200 == 199 {

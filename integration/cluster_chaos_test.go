@@ -63,6 +63,11 @@ func TestClusterChaos(t *testing.T) {
 	// time: paced for 20 s a fault (a killed node takes 10 s or more to
 	// come back, a process kill or a proxy fault less), and the rest
 	// produced at full speed once the faults are done.
+	// Each fault also gets its share of the input: a fault that needs
+	// traffic (a failpoint, a timed kill) must not find the input used up
+	// because earlier faults took longer than the pacing assumed (a long
+	// run once ran out of input at fault 253 of 300).
+	ch.limit.Store(int64(max(1, total/(n+1))))
 	ch.produce(total, time.Duration(n)*20*time.Second+20*time.Second)
 	cc := &clusterChaos{c: c, ch: ch}
 	eventually(t, 2*time.Minute, func() bool { return ch.reader.count() > 0 },
@@ -71,6 +76,7 @@ func TestClusterChaos(t *testing.T) {
 	faults := map[string]int{}
 	for i := range n {
 		kind := kinds[i%len(kinds)]
+		ch.limit.Store(int64(total) * int64(i+2) / int64(n+1))
 		c.settle()
 		t0 := time.Now()
 		got := cc.fault(kind)
