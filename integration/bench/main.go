@@ -39,6 +39,7 @@ type config struct {
 	records, partitions       int
 	latencyFor                time.Duration
 	latencyFull               int
+	latencyPeers              bool
 	profile                   string
 	repeat                    int
 	ksHeap                    string
@@ -61,6 +62,7 @@ func main() {
 	flag.IntVar(&cfg.repeat, "repeat", 3, "rounds of the alos, eos and kstreams cases, interleaved; the table shows medians")
 	flag.DurationVar(&cfg.latencyFor, "latency-for", 15*time.Second, "how long the latency case produces")
 	flag.IntVar(&cfg.latencyFull, "latency-full", 0, "records/s that count as full load in the latency case, which runs at 50% and 10% of it (0: the measured exactly EOS 3-step rate)")
+	flag.BoolVar(&cfg.latencyPeers, "latency-kstreams", true, "also measure Kafka Streams in the latency case")
 	flag.StringVar(&cfg.profile, "profile", "", "also run the exactly EOS 3-step case once more with a CPU profile, and write the output of go tool pprof -top for it to this file")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")

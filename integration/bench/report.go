@@ -288,10 +288,14 @@ func (r *report) print(w io.Writer) {
 	if len(r.Latency) > 0 {
 		fmt.Fprintln(w, "\nlatency (producer timestamp to a read_committed reader), the same rate for both:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tpeak RSS MiB\t")
+		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tack p50/p99 ms\tCPU cores harness/stage/broker/machine\tpeak RSS MiB\t")
 		for _, l := range r.Latency {
-			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
-				l.P50ms, l.P99ms, l.MaxMs, opt(l.PeakRSSMiB, "%.0f"))
+			cpu := "-"
+			if c := l.CPU; c != nil {
+				cpu = fmt.Sprintf("%.2f/%.2f/%.2f/%.2f of %d", c.Harness, c.Stage, c.Broker, c.Machine, c.Cores)
+			}
+			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%.0f/%.0f\t%s\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
+				l.P50ms, l.P99ms, l.MaxMs, l.AckP50ms, l.AckP99ms, cpu, opt(l.PeakRSSMiB, "%.0f"))
 			if l.Error != "" {
 				fmt.Fprintf(tw, "  %s", l.Error)
 			}
