@@ -92,6 +92,16 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if n, sum := txnRecords(t, reg); n != uint64(s.Stats().Committed) || sum != float64(tt.backlog+1) {
 				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
 			}
+			if tt.guarantee == processor.ExactlyOnce {
+				// Every transaction here ended because it had read all there
+				// was, none at the 30 s interval.
+				if got, want := counterValue(t, reg, "exactly_stage_transaction_triggers_total", "caught_up"), float64(s.Stats().Committed); got != want {
+					t.Errorf("transactions ended caught up: %.0f, want %.0f (all of them)", got, want)
+				}
+				if got, _ := histogram(t, reg, "exactly_stage_transaction_commit_duration_seconds"); got != uint64(s.Stats().Committed) {
+					t.Errorf("exactly_stage_transaction_commit_duration_seconds: %d samples, want %d", got, s.Stats().Committed)
+				}
+			}
 			// A read_committed reader sees every record once.
 			outs := drain(t, seeds, outTopic)
 			keys := keyCounts(outs)
@@ -123,15 +133,42 @@ func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(proces
 // txnRecords reads the count and sum of exactly_stage_transaction_records.
 func txnRecords(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 	t.Helper()
+	return histogram(t, reg, "exactly_stage_transaction_records")
+}
+
+// histogram reads the count and sum of the one series of histogram name.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "exactly_stage_transaction_records" {
+		if mf.GetName() == name {
 			h := mf.GetMetric()[0].GetHistogram()
 			return h.GetSampleCount(), h.GetSampleSum()
 		}
 	}
 	return 0, 0
+}
+
+// counterValue reads the series of counter name whose last label has
+// value label.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if ls := m.GetLabel(); len(ls) > 0 && ls[len(ls)-1].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -153,14 +153,14 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			// Shutdown: commit what was polled and processed. End commits
 			// the offsets of every polled record, so records are never
 			// polled and then left out of the transaction.
-			_, err := t.end(ctx)
+			_, err := t.end(ctx, endShutdown)
 			return progressed, err
 		}
 		why := s.endNow(t, fetches.NumRecords(), time.Now())
 		if why == "" {
 			continue
 		}
-		committed, err := t.end(ctx)
+		committed, err := t.end(ctx, why)
 		var retry *retryError
 		switch {
 		case errors.As(err, &retry):
@@ -269,6 +269,7 @@ const (
 	endMax      = "max_records" // commit.max_records
 	endInterval = "interval"    // commit.interval since Begin
 	endIsolate  = "isolate"     // one record while isolating a refused one
+	endShutdown = "shutdown"    // the stage is stopping
 )
 
 // endNow says why t ends now, after a poll that returned polled records,

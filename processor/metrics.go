@@ -21,6 +21,8 @@ type Metrics struct {
 	committed    *prometheus.CounterVec
 	aborted      *prometheus.CounterVec
 	txnDuration  *prometheus.HistogramVec
+	commitTime   *prometheus.HistogramVec
+	triggers     *prometheus.CounterVec
 	txnRecords   *prometheus.HistogramVec
 	latency      *prometheus.HistogramVec
 	rebalances   *prometheus.CounterVec
@@ -69,13 +71,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		committed:    counter("transactions_committed_total", "Transactions committed."),
 		aborted:      counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance, retry or error.", "reason"),
 		txnDuration:  hist("transaction_duration_seconds", "Time from Begin to a committed End.", prometheus.ExponentialBuckets(0.005, 2, 14)),
-		txnRecords:   hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
-		latency:      hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
-		rebalances:   counter("rebalances_total", "Partition assignments and revocations."),
-		rebuilds:     counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
-		retries:      counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
-		lag:          gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
-		lastCommit:   gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
+			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
+		triggers: counter("transaction_triggers_total", "Transactions the stage ended, by what ended them: caught_up (its last fetch read all the broker had), "+
+			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one) or shutdown.", "trigger"),
+		txnRecords: hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
+		latency:    hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
+		rebalances: counter("rebalances_total", "Partition assignments and revocations."),
+		rebuilds:   counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
+		retries:    counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
+		lag:        gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
+		lastCommit: gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
 			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
 		deduplicated:  counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
@@ -115,12 +121,23 @@ func (s stageMetrics) start(input string, ready func() error) {
 	for _, c := range []string{RetryProduce, RetryTransientRecord} {
 		s.m.retries.WithLabelValues(s.stage, c)
 	}
+	for _, tr := range []string{endCaughtUp, endInterval, endMax, endIsolate, endShutdown} {
+		s.m.triggers.WithLabelValues(s.stage, tr)
+	}
 	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
 		c.WithLabelValues(s.stage)
 	}
 	s.m.restoreTime.WithLabelValues(s.stage)
 	s.m.stateEntries.WithLabelValues(s.stage)
 	s.m.restoreBehind.WithLabelValues(s.stage)
+}
+
+// ended counts a transaction ended for trigger (endNow's reasons, or
+// endShutdown), committed or not.
+func (s stageMetrics) ended(trigger string) {
+	if s.m != nil {
+		s.m.triggers.WithLabelValues(s.stage, trigger).Inc()
+	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -145,6 +162,7 @@ func (s stageMetrics) commit(t *txn, records int, at time.Time) {
 	s.m.deduplicated.WithLabelValues(s.stage).Add(float64(t.deduplicated))
 	s.m.committed.WithLabelValues(s.stage).Inc()
 	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
+	s.m.commitTime.WithLabelValues(s.stage).Observe(at.Sub(t.ending).Seconds())
 	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(records))
 	lat := s.m.latency.WithLabelValues(s.stage)
 	for _, ts := range t.timestamps {
