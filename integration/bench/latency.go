@@ -36,9 +36,9 @@ type latencyResult struct {
 	Error string     `json:"error,omitempty"`
 }
 
-// latencyLoads are the loads of the latency case, in percent of the
-// full-load rate.
-var latencyLoads = []int{50, 10}
+// defaultLatencyLoads are the loads of the latency case, in percent of
+// the full-load rate (-latency-loads).
+const defaultLatencyLoads = "50,10"
 
 // Latency case names.
 const (
@@ -66,7 +66,7 @@ func (r *runner) latency(ctx context.Context) error {
 			logf("latency: %v", err)
 		}
 	}
-	for _, load := range latencyLoads {
+	for _, load := range r.cfg.latencyLoads {
 		rate := max(1, full*load/100)
 		for _, c := range []string{latExactly, latKStreams} {
 			if c == latKStreams && !r.cfg.latencyPeers {
