@@ -26,6 +26,36 @@ type cpuShares struct {
 	Cores   int     `json:"cores"`
 }
 
+// cpuCost is the CPU each party spent per record, in microseconds, from
+// the first record produced to the last one read back: the work, whether
+// or not it kept up. The broker's share has its background use (other
+// clients of a shared broker), measured just before, taken out.
+type cpuCost struct {
+	HarnessUs float64 `json:"harness_us"`
+	StageUs   float64 `json:"stage_us"`
+	BrokerUs  float64 `json:"broker_us"`
+	// BrokerIdle is the broker's background use in cores.
+	BrokerIdle float64 `json:"broker_idle_cores"`
+}
+
+// cores is what the three parties need at rate records/s.
+func (c cpuCost) cores(rate float64) float64 {
+	return (c.HarnessUs + c.StageUs + c.BrokerUs) * rate / 1e6
+}
+
+// cost is the CPU each party spent from a to m per record of n, less the
+// broker's background use of idle cores.
+func (m cpuMark) cost(a cpuMark, n int, idle float64) cpuCost {
+	per := 1e6 / float64(n)
+	wall := m.at.Sub(a.at).Seconds()
+	return cpuCost{
+		HarnessUs:  (m.self - a.self) * per,
+		StageUs:    (m.stage - a.stage) * per,
+		BrokerUs:   max(0, m.broker-a.broker-idle*wall) * per,
+		BrokerIdle: idle,
+	}
+}
+
 // cpuMark is a snapshot of the CPU counters that cpuShares compares.
 type cpuMark struct {
 	at                      time.Time

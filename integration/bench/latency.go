@@ -32,8 +32,10 @@ type latencyResult struct {
 	AckP99ms float64 `json:"ack_p99_ms"`
 	// CPU is what the harness, the stage, the broker and the machine
 	// used while records were produced.
-	CPU   *cpuShares `json:"cpu,omitempty"`
-	Error string     `json:"error,omitempty"`
+	CPU *cpuShares `json:"cpu,omitempty"`
+	// Cost is the CPU per record of each party, over the whole run.
+	Cost  *cpuCost `json:"cpu_cost,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
 // defaultLatencyLoads are the loads of the latency case, in percent of
@@ -186,6 +188,15 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		acks    = make([]time.Duration, 0, n)
 	)
 	brokerPID := listenerPID(seeds[0])
+	// The broker's background use (other clients of a shared broker),
+	// to take out of its cost.
+	idle0 := markCPU(p.cmd.Process.Pid, brokerPID)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(3 * time.Second):
+	}
+	idle := markCPU(p.cmd.Process.Pid, brokerPID).since(idle0).Broker
 	cpu0 := markCPU(p.cmd.Process.Pid, brokerPID)
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -228,7 +239,11 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	}
 	select {
 	case <-got:
-	case <-time.After(30 * time.Second):
+		c := markCPU(p.cmd.Process.Pid, brokerPID).cost(cpu0, n, idle)
+		res.Cost = &c
+	case <-time.After(max(30*time.Second, 4*r.cfg.latencyFor)):
+		// A stage that fell behind is given time to catch up, so that
+		// its latency shows how far behind it fell.
 		werr = errors.Join(werr, errors.New("timed out waiting for the outputs"))
 	case <-p.exited:
 		werr = errors.Join(werr, p.failure())

@@ -288,20 +288,26 @@ func (r *report) print(w io.Writer) {
 	if len(r.Latency) > 0 {
 		fmt.Fprintln(w, "\nlatency (producer timestamp to a read_committed reader), the same rate for both:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tack p50/p99 ms\tCPU cores harness/stage/broker/machine\tpeak RSS MiB\t")
+		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tack p50/p99 ms\tCPU cores harness/stage/broker/machine\tCPU µs/record h/s/b\tneeds cores\tpeak RSS MiB\t")
 		for _, l := range r.Latency {
-			cpu := "-"
+			cpu, cost, need := "-", "-", "-"
 			if c := l.CPU; c != nil {
 				cpu = fmt.Sprintf("%.2f/%.2f/%.2f/%.2f of %d", c.Harness, c.Stage, c.Broker, c.Machine, c.Cores)
 			}
-			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%.0f/%.0f\t%s\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
-				l.P50ms, l.P99ms, l.MaxMs, l.AckP50ms, l.AckP99ms, cpu, opt(l.PeakRSSMiB, "%.0f"))
+			if c := l.Cost; c != nil {
+				cost = fmt.Sprintf("%.0f/%.0f/%.0f", c.HarnessUs, c.StageUs, c.BrokerUs)
+				need = fmt.Sprintf("%.2f", c.cores(float64(l.TargetRate)))
+			}
+			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%.0f/%.0f\t%s\t%s\t%s\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
+				l.P50ms, l.P99ms, l.MaxMs, l.AckP50ms, l.AckP99ms, cpu, cost, need, opt(l.PeakRSSMiB, "%.0f"))
 			if l.Error != "" {
 				fmt.Fprintf(tw, "  %s", l.Error)
 			}
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		fmt.Fprintln(w, "  CPU cores: used while producing (machine: every process, other users' too); CPU µs/record: harness (producer and reader), stage, broker (less its background use),")
+		fmt.Fprintln(w, "  first record produced to last read; needs cores: those three at the target rate, which a 2-core machine must hold with room to spare for latency")
 	}
 	fmt.Fprintln(w, "\nratios:")
 	for _, x := range r.Ratios {
