@@ -49,7 +49,8 @@ type object struct {
 			} `yaml:"metadata"`
 			Spec struct {
 				SecurityContext struct {
-					RunAsUser int `yaml:"runAsUser"`
+					RunAsUser int  `yaml:"runAsUser"`
+					FSGroup   *int `yaml:"fsGroup"`
 				} `yaml:"securityContext"`
 				Containers []container `yaml:"containers"`
 				Volumes    []struct {
@@ -57,9 +58,15 @@ type object struct {
 					ConfigMap struct {
 						Name string `yaml:"name"`
 					} `yaml:"configMap"`
+					EmptyDir *struct{} `yaml:"emptyDir"`
 				} `yaml:"volumes"`
 			} `yaml:"spec"`
 		} `yaml:"template"`
+		VolumeClaimTemplates []struct {
+			Metadata struct {
+				Name string `yaml:"name"`
+			} `yaml:"metadata"`
+		} `yaml:"volumeClaimTemplates"`
 		// PodDisruptionBudget
 		MaxUnavailable *int `yaml:"maxUnavailable"`
 		// Service (its selector is a plain map)
@@ -98,6 +105,7 @@ type container struct {
 	VolumeMounts   []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -196,9 +204,13 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatal("no StatefulSet")
 	}
 	images := map[string][]string{} // image -> StatefulSets
+	stateful := 0                   // StatefulSets of stages with a dedupe or aggregate step
 	defer func() {
 		if len(images) > 1 {
 			t.Errorf("the StatefulSets run different images: %v", images)
+		}
+		if stateful == 0 {
+			t.Error("no StatefulSet runs a stateful stage: the manifests show no --state-dir volume")
 		}
 	}()
 	for name, ss := range sets {
@@ -301,6 +313,10 @@ func TestKubernetesManifests(t *testing.T) {
 					t.Fatalf("--stage=%q is not in the topology", flags["stage"])
 				}
 				input = st.Input.Topic
+				if st.DedupeStep() != nil || st.AggregateStep() != nil {
+					stateful++
+					checkStateVolume(t, ss, c, flags["state-dir"])
+				}
 			} else {
 				sk, ok := f.Sink(flags["sink"])
 				if !ok {
@@ -347,6 +363,46 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkStateVolume checks the --state-dir of a stateful stage's
+// StatefulSet: the image has no /tmp (so no default state dir) and the
+// root file system is read-only, so the state dir must be a writable
+// volume mounted in the container: an emptyDir, or a claim of the
+// StatefulSet's volumeClaimTemplates, which the image's user can write to
+// only through the pod's fsGroup (the volume's group, and a supplementary
+// group of the container's processes).
+func checkStateVolume(t *testing.T, ss object, c container, dir string) {
+	t.Helper()
+	if dir == "" {
+		t.Error("a stateful stage without --state-dir: the image has no /tmp, so it cannot start")
+		return
+	}
+	var volume string
+	for _, m := range c.VolumeMounts {
+		if (dir == m.MountPath || strings.HasPrefix(dir, strings.TrimSuffix(m.MountPath, "/")+"/")) && !m.ReadOnly {
+			volume = m.Name
+		}
+	}
+	if volume == "" {
+		t.Errorf("--state-dir=%s is on no writable volume mount", dir)
+		return
+	}
+	spec := ss.Spec.Template.Spec
+	for _, v := range spec.Volumes {
+		if v.Name == volume && v.EmptyDir != nil {
+			return
+		}
+	}
+	for _, vct := range ss.Spec.VolumeClaimTemplates {
+		if vct.Metadata.Name == volume {
+			if spec.SecurityContext.FSGroup == nil {
+				t.Errorf("--state-dir=%s is on claim %q, but the pod sets no fsGroup: the volume is root's, and user %d cannot write to it", dir, volume, imageUser(t))
+			}
+			return
+		}
+	}
+	t.Errorf("--state-dir=%s is on volume %q, which is neither an emptyDir nor a volumeClaimTemplate", dir, volume)
 }
 
 // releaseTag is a release version: vMAJOR.MINOR.PATCH, with an optional
@@ -453,10 +509,19 @@ func TestSystemdUnits(t *testing.T) {
 		if filepath.Base(args[0]) != "exactly" {
 			t.Errorf("%s: ExecStart runs %s", u, args[0])
 		}
-		_, flags := flagArgs(t, u, args[1:])
+		cmd, flags := flagArgs(t, u, args[1:])
 		for _, f := range []string{"topology", "instance-id", "metrics-addr"} {
 			if flags[f] == "" {
 				t.Errorf("%s: no --%s", u, f)
+			}
+		}
+		// A stage may be stateful: its store goes in the unit's state
+		// directory (%S is /var/lib), which systemd creates, gives the
+		// dynamic user and keeps; the default, under /tmp, is private
+		// (PrivateTmp=) and emptied at every stop.
+		if cmd == "run" {
+			if sd := keys["StateDirectory"]; sd == "" || flags["state-dir"] != "%S/"+sd {
+				t.Errorf("%s: --state-dir=%q with StateDirectory=%q; want --state-dir=%%S/<StateDirectory>", u, flags["state-dir"], sd)
 			}
 		}
 		if keys["KillSignal"] != "SIGTERM" || keys["Restart"] != "on-failure" {

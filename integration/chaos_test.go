@@ -304,25 +304,32 @@ func (c *chaos) kills(n int) int {
 func (c *chaos) failpoints() int {
 	fired := 0
 	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
-		sink := strings.Contains(fp, "-db-")
-		in := c.pick(func(in *instance) bool { return in.sink == sink })
-		_ = in.p.cmd.Process.Kill()
-		<-in.p.done
-		n := 1 + rand.N(4)
-		c.launch(in, kit.FailpointEnv+"="+fp+"@"+strconv.Itoa(n))
-		select {
-		case <-in.p.done:
-		case <-time.After(90 * time.Second):
-			c.t.Fatalf("%s armed with %s@%d did not fire in 90s", in.label(), fp, n)
-		}
-		if !in.p.killedBySIGKILL() {
-			c.t.Fatalf("%s with %s@%d ended with %v, want SIGKILL\n%s", in.label(), fp, n, in.p.err, tail(in.p.logs.String(), 30))
-		}
-		c.t.Logf("failpoint %s@%d fired in %s", fp, n, in.label())
+		c.fireFailpoint(fp)
 		fired++
-		c.launch(in)
 	}
 	return fired
+}
+
+// fireFailpoint restarts a random instance of the kind failpoint fp is
+// for (a sink for the -db- ones) with fp armed at a random N from 1 to 4,
+// waits up to 90 s for it to die by SIGKILL there, and restarts it clean.
+func (c *chaos) fireFailpoint(fp string) {
+	sink := strings.Contains(fp, "-db-")
+	in := c.pick(func(in *instance) bool { return in.sink == sink })
+	_ = in.p.cmd.Process.Kill()
+	<-in.p.done
+	n := 1 + rand.N(4)
+	c.launch(in, kit.FailpointEnv+"="+fp+"@"+strconv.Itoa(n))
+	select {
+	case <-in.p.done:
+	case <-time.After(90 * time.Second):
+		c.t.Fatalf("%s armed with %s@%d did not fire in 90s", in.label(), fp, n)
+	}
+	if !in.p.killedBySIGKILL() {
+		c.t.Fatalf("%s with %s@%d ended with %v, want SIGKILL\n%s", in.label(), fp, n, in.p.err, tail(in.p.logs.String(), 30))
+	}
+	c.t.Logf("failpoint %s@%d fired in %s", fp, n, in.label())
+	c.launch(in)
 }
 
 // kafkaScript runs deploy/local/kafka.sh for the broker of EXACTLY_BROKERS.

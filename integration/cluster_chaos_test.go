@@ -199,24 +199,9 @@ func (cc *clusterChaos) killTimed(node int32, timing, topic string) {
 // failpoint restarts a random instance with one of the four failpoints
 // (cycling) armed at a small N, and restarts it clean once it fired.
 func (cc *clusterChaos) failpoint() int {
-	ch := cc.ch
 	fps := []string{kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit}
 	fp := fps[cc.fps%len(fps)]
 	cc.fps++
-	sink := strings.Contains(fp, "-db-")
-	in := ch.pick(func(in *instance) bool { return in.sink == sink })
-	_ = in.p.cmd.Process.Kill()
-	<-in.p.done
-	n := 1 + rand.N(4)
-	ch.launch(in, kit.FailpointEnv+"="+fp+"@"+fmt.Sprint(n))
-	select {
-	case <-in.p.done:
-	case <-time.After(90 * time.Second):
-		ch.t.Fatalf("%s armed with %s@%d did not fire in 90s", in.label(), fp, n)
-	}
-	if !in.p.killedBySIGKILL() {
-		ch.t.Fatalf("%s with %s@%d ended with %v, want SIGKILL\n%s", in.label(), fp, n, in.p.err, tail(in.p.logs.String(), 30))
-	}
-	ch.launch(in)
+	cc.ch.fireFailpoint(fp)
 	return 1
 }

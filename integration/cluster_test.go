@@ -105,7 +105,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 	}, func() string { return "the restarted stage commits nothing" })
 
 	c.settle() // the previous family's node is back and caught up
-	ready := watchReady(addr)
+	ready := watchReady(t, addr)
 	switch {
 	case f.name == "rolling-restart":
 		for _, n := range clusterNodes {
@@ -114,7 +114,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 			c.restart(n)
 			c.waitHealthy(2 * time.Minute)
 			t.Logf("node %d restarted (SIGTERM, start on its data) in %s", n, time.Since(t0).Round(10*time.Millisecond))
-			if !p.running() {
+			if p.exited() {
 				t.Fatalf("the stage exited during the rolling restart: %v\n%s", p.err, tail(p.logs.String(), 40))
 			}
 		}
@@ -134,7 +134,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 			}, func() string { return "/readyz stayed ready while the output leader was cut off: " + body })
 		}()
 		t.Logf("node %d cut off for %s; /readyz: %s", n, time.Since(cut).Round(100*time.Millisecond), strings.TrimSpace(body))
-		if !p.running() {
+		if p.exited() {
 			t.Fatalf("the stage exited while node %d was cut off: %v\n%s", n, p.err, tail(p.logs.String(), 40))
 		}
 		waitReady(t, addr, 2*time.Minute)
@@ -149,7 +149,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 		}
 		clusterTimes.add(f.timing+"/tv"+fmt.Sprint(c.tv), took)
 		t.Logf("killed node %d (%s): first commit after it in %s", n, f.name, took.Round(10*time.Millisecond))
-		if !p.running() {
+		if p.exited() {
 			t.Fatalf("the stage exited after node %d was killed: %v\n%s", n, p.err, tail(p.logs.String(), 40))
 		}
 		c.restartLater(n) // while the stage catches up
@@ -164,22 +164,12 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 	}, func() string {
 		return fmt.Sprintf("%s has %d of %d, %s has %d of %d", s.out, kcatCount(t, s.out), events, s.dlq, kcatCount(t, s.dlq), bad)
 	})
-	if !p.running() {
+	if p.exited() {
 		t.Fatalf("the stage exited: %v\n%s", p.err, tail(p.logs.String(), 40))
 	}
 	p.stop()
 	checkOutput(t, s.out, events)
 	checkDeadLetters(t, s.dlq, s.in, bad)
-}
-
-// running reports whether the process has not exited.
-func (p *proc) running() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
 }
 
 // feed writes lines to a topic with kcat in chunks, one chunk every pace,
@@ -224,48 +214,37 @@ func (f *feed) wait(t testing.TB) {
 // readyWatch polls /readyz every 200 ms and keeps each distinct reason
 // given while not ready.
 type readyWatch struct {
-	stopc   chan struct{}
-	done    chan struct{}
+	bg      background
 	mu      sync.Mutex
 	reasons []string
 }
 
-func watchReady(addr string) *readyWatch {
-	w := &readyWatch{stopc: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stopc:
-				return
-			case <-tick.C:
-			}
-			resp, err := http.Get("http://" + addr + "/readyz")
-			if err != nil {
-				continue
-			}
-			var b bytes.Buffer
-			_, _ = b.ReadFrom(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				continue
-			}
-			r := strings.TrimSpace(b.String())
-			w.mu.Lock()
-			if len(w.reasons) < 5 && !slices.Contains(w.reasons, r) {
-				w.reasons = append(w.reasons, r)
-			}
-			w.mu.Unlock()
+func watchReady(t testing.TB, addr string) *readyWatch {
+	w := &readyWatch{}
+	w.bg = startBackground(t, 200*time.Millisecond, func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return true
 		}
-	}()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+		r := strings.TrimSpace(b.String())
+		w.mu.Lock()
+		if len(w.reasons) < 5 && !slices.Contains(w.reasons, r) {
+			w.reasons = append(w.reasons, r)
+		}
+		w.mu.Unlock()
+		return true
+	})
 	return w
 }
 
 func (w *readyWatch) stop() []string {
-	close(w.stopc)
-	<-w.done
+	w.bg.finish()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.reasons

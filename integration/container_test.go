@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -48,10 +49,28 @@ func TestContainerImage(t *testing.T) {
 
 	ctr := bh("from", "--pull-never", tag)
 	t.Cleanup(func() { _ = exec.Command(buildah, append(slices.Clone(global), "rm", ctr)...).Run() })
-	files := imageFiles(t, bh("mount", ctr))
+	root := bh("mount", ctr)
+	files := imageFiles(t, root)
 	want := []string{"etc/group", "etc/passwd", "etc/ssl/certs/ca-certificates.crt", "usr/local/bin/exactly"}
 	if !slices.Equal(files, want) {
 		t.Errorf("image files %v, want exactly %v (no shell, nothing else)", files, want)
+	}
+	// The mount point of --state-dir: an empty directory of the user's,
+	// in a directory of root's; and no /tmp.
+	for _, d := range []struct {
+		path string
+		uid  uint32
+	}{{"var/lib/exactly", 65532}, {"var/lib", 0}} {
+		fi, err := os.Stat(filepath.Join(root, d.path))
+		if err != nil || !fi.IsDir() || fi.Sys().(*syscall.Stat_t).Uid != d.uid {
+			t.Errorf("/%s in the image: %v, %v; want a directory owned by %d", d.path, fi, err, d.uid)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, "var/lib/exactly")); err != nil || len(entries) > 0 {
+		t.Errorf("/var/lib/exactly in the image: %v, %v; want it empty", entries, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "tmp")); !os.IsNotExist(err) {
+		t.Errorf("/tmp in the image: %v, want none", err)
 	}
 	bh("umount", ctr)
 
@@ -61,8 +80,21 @@ func TestContainerImage(t *testing.T) {
 	if got := run("version"); !strings.HasPrefix(got, "exactly "+version+" (commit ") {
 		t.Errorf("exactly version in the image: %q, want version %s", got, version)
 	}
-	if got := run("demo", "--events", "300"); !strings.Contains(got, "exactly once:") {
-		t.Errorf("exactly demo in the image:\n%s", got)
+	// With no temporary directory, the demo skips its dedupe part.
+	if got := run("demo", "--events", "300"); !strings.Contains(got, "exactly once:") || !strings.Contains(got, "skipping the dedupe demo") {
+		t.Errorf("exactly demo in the image, no writable directory:\n%s", got)
+	}
+	// With a volume mounted at /var/lib/exactly, as the deploy examples
+	// mount one for --state-dir, it runs it: a dedupe stage keeps its
+	// Pebble store there.
+	vol := t.TempDir()
+	if err := os.Chmod(vol, 0o777); err != nil { // writable by 65532
+		t.Fatal(err)
+	}
+	got := bh("run", "--isolation", "chroot", "--volume", vol+":/var/lib/exactly", "--env", "TMPDIR=/var/lib/exactly",
+		ctr, "--", "/usr/local/bin/exactly", "demo", "--events", "300")
+	if !strings.Contains(got, "exactly once:") || !strings.Contains(got, "deduplicated") || strings.Contains(got, "skipping the dedupe demo") {
+		t.Errorf("exactly demo in the image, state on a mounted volume:\n%s", got)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -210,16 +211,6 @@ func readCommitted(t testing.TB, topic string) []*kgo.Record {
 		})
 	}
 	return recs
-}
-
-// header returns the value of r's header key and whether r has it.
-func header(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
 }
 
 // buildBin builds pkg (relative to this directory) into t's temp dir.
@@ -454,8 +445,8 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 	t.Helper()
 	seen := map[[2]int64]string{} // input position -> "output" or "dead letter"
 	source := func(r *kgo.Record, what, partHeader, offHeader string) (*floodRecord, bool) {
-		ps, _ := header(r, partHeader)
-		offs, _ := header(r, offHeader)
+		ps, _ := audit.Header(r, partHeader)
+		offs, _ := audit.Header(r, offHeader)
 		p, err1 := strconv.ParseInt(ps, 10, 32)
 		o, err2 := strconv.ParseInt(offs, 10, 64)
 		if err1 != nil || err2 != nil {
@@ -505,12 +496,12 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 		if !ok {
 			continue
 		}
-		reason, _ := header(r, kit.HeaderReason)
-		errText, _ := header(r, kit.HeaderError)
+		reason, _ := audit.Header(r, kit.HeaderReason)
+		errText, _ := audit.Header(r, kit.HeaderError)
 		if reason == "" || errText == "" {
 			t.Errorf("%s: dead letter of %s lacks a reason or error: %q, %q", stage, src.what, reason, errText)
 		}
-		if topic, _ := header(r, kit.HeaderSourceTopic); topic != in {
+		if topic, _ := audit.Header(r, kit.HeaderSourceTopic); topic != in {
 			t.Errorf("%s: dead letter of %s names source topic %q, want %q", stage, src.what, topic, in)
 		}
 		switch src.kind {
@@ -520,7 +511,7 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 			}
 		case floodHuge:
 			envelopes++
-			omitted, _ := header(r, kit.HeaderValueOmitted)
+			omitted, _ := audit.Header(r, kit.HeaderValueOmitted)
 			if r.Value != nil || omitted != strconv.Itoa(len(src.value)) || reason != kit.ReasonProduce || !bytes.Equal(r.Key, src.key) {
 				t.Errorf("%s: dead letter of %s: reason %q, %d value bytes, key %q, %s=%q; want an envelope: reason %s, no value, key %q, %s=%d",
 					stage, src.what, reason, len(r.Value), r.Key, kit.HeaderValueOmitted, omitted, kit.ReasonProduce, src.key, kit.HeaderValueOmitted, len(src.value))
@@ -683,9 +674,9 @@ stages:
 		t.Fatalf("%s: %d dead letters, want 1 (e-13)", dlq, len(dls))
 	}
 	r := dls[0]
-	reason, _ := header(r, kit.HeaderReason)
-	errText, _ := header(r, kit.HeaderError)
-	step, _ := header(r, kit.HeaderStep)
+	reason, _ := audit.Header(r, kit.HeaderReason)
+	errText, _ := audit.Header(r, kit.HeaderError)
+	step, _ := audit.Header(r, kit.HeaderStep)
 	if string(r.Key) != "k-13" || reason != kit.ReasonTransform || !strings.Contains(errText, "timed out") || !utf8.Valid(r.Value) ||
 		!strings.Contains(string(r.Value), `"e-13"`) {
 		t.Errorf("dead letter: key %q, reason %q, step %q, error %q, value %q; want k-13's record, reason transform, an error saying timed out",

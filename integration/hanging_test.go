@@ -133,7 +133,13 @@ func TestHangingTransaction(t *testing.T) {
 // exit code.
 func runVerify(t *testing.T, topo string, args ...string) (verify.Report, int) {
 	t.Helper()
-	cmd := exec.Command(exactlyBin, append([]string{"verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m"}, args...)...)
+	return runVerifyBin(t, exactlyBin, topo, args...)
+}
+
+// runVerifyBin is runVerify with another exactly binary.
+func runVerifyBin(t *testing.T, bin, topo string, args ...string) (verify.Report, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m"}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	raw, err := cmd.Output()

@@ -341,23 +341,14 @@ type kcatRecord struct {
 // not hold a newline.
 func kcatRead(t testing.TB, topic string) []kcatRecord {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, kcatBin(t), "-C", "-b", kcatBrokers(t), "-t", topic, "-o", "beginning", "-e", "-q",
-		"-X", "isolation.level=read_committed", "-f", "%p\t%o\t%k\t%h\t%s\n")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kcat read %s: %v\n%s", topic, err, stderr.String())
+	kcat := func(ctx context.Context, args ...string) *exec.Cmd {
+		return exec.CommandContext(ctx, kcatBin(t), append([]string{"-b", kcatBrokers(t)}, args...)...)
 	}
 	var recs []kcatRecord
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), "\t", 5)
+	for _, line := range kcatConsume(t, kcat, topic, "%p\t%o\t%k\t%h\t%s\n", "") {
+		f := strings.SplitN(line, "\t", 5)
 		if len(f) != 5 {
-			t.Fatalf("kcat read %s: bad line %q", topic, sc.Text())
+			t.Fatalf("kcat read %s: bad line %q", topic, line)
 		}
 		r := kcatRecord{Partition: f[0], Offset: f[1], Key: f[2], Headers: map[string]string{}, Value: f[4]}
 		if f[3] != "" {
@@ -369,6 +360,30 @@ func kcatRead(t testing.TB, topic string) []kcatRecord {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// kcatConsume reads topic read_committed from its beginning to its end
+// with the kcat command that kcat returns for its arguments (the
+// connection's are its own), and returns its output's lines: one a record
+// in format. over names the connection in a failure.
+func kcatConsume(t testing.TB, kcat func(ctx context.Context, args ...string) *exec.Cmd, topic, format, over string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := kcat(ctx, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-X", "isolation.level=read_committed", "-f", format)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kcat read %s%s: %v\n%s", topic, over, err, stderr.String())
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
 }
 
 // kcatCount returns how many records kcatRead finds.

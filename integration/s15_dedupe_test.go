@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -17,12 +18,15 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
-// TestDedupeCrashRestart: 20,000 events, 4,000 of them resent with the same
+// TestDedupeCrashRestart: N events (EXACTLY_S15_EVENTS, default 20,000;
+// the full size is 200,000), a fifth of them resent with the same
 // event ID and key, through a stage with a dedupe step that is killed at
-// crash-before-commit and crash-after-commit and restarted; more events and
-// duplicates of the first ones arrive while the last run runs. Read back
+// crash-before-commit and crash-after-commit, then, on an emptied state
+// dir, at crash-during-restore, and restarted; more events and duplicates
+// of the first ones arrive while the last run runs. Read back
 // read_committed with kcat, the output holds each event once, none missing,
-// no dead letter; the changelog topic holds each ID once.
+// no dead letter; the changelog topic holds each ID once; verify counts
+// the resends as deduplicated.
 func TestDedupeCrashRestart(t *testing.T) {
 	in, out, dlq, stage, topo := dedupeTopology(t, 1000)
 	changelog := "exactly-" + stage + "-dedupe-changelog"
@@ -32,12 +36,14 @@ func TestDedupeCrashRestart(t *testing.T) {
 	}
 	checkChangelogTopic(t, changelog)
 
-	// Phase A: e-0..e-11999, then every fifth of them again.
+	// Phase A: e-0..e-(a-1), then every fifth of them again.
+	n := envInt("EXACTLY_S15_EVENTS", 20000) / 5 * 5
+	a := n * 3 / 5
 	var lines [][]byte
-	for i := range 12000 {
+	for i := range a {
 		lines = append(lines, line(i))
 	}
-	for i := 0; i < 12000; i += 5 {
+	for i := 0; i < a; i += 5 {
 		lines = append(lines, line(i))
 	}
 	kcatProduce(t, in, lines)
@@ -52,8 +58,18 @@ func TestDedupeCrashRestart(t *testing.T) {
 		}
 		t.Logf("after %s: %d records in %s", fp, kcatCount(t, out), out)
 	}
-	if n := kcatCount(t, out); n >= 12000 {
-		t.Fatalf("the crashes came after all phase A events were out (%d): nothing was tested", n)
+	if got := kcatCount(t, out); got >= a {
+		t.Fatalf("the crashes came after all phase A events were out (%d): nothing was tested", got)
+	}
+	// A crash in the middle of a full restore: the local store is gone,
+	// the changelog holds what the two runs committed.
+	if err := os.RemoveAll(stateDir); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashDuringRestore + "@50"}, runArgs...)
+	_ = p.wait(3 * time.Minute)
+	if !p.killedBySIGKILL() {
+		t.Fatalf("want the process killed by SIGKILL at %s@50, got %v\n%s", kit.CrashDuringRestore, p.cmd.ProcessState, tail(p.logs.String(), 40))
 	}
 
 	run := start(t, nil, runArgs...)
@@ -61,11 +77,11 @@ func TestDedupeCrashRestart(t *testing.T) {
 	// of them resent as an event of phase A (e-2, e-7, ...), whose IDs
 	// only the restored stores know.
 	lines = lines[:0]
-	for i := 12000; i < 20000; i++ {
+	for i := a; i < n; i++ {
 		lines = append(lines, line(i))
 	}
-	for i := 12000; i < 20000; i += 5 {
-		lines = append(lines, line(i-12000+2))
+	for i := a; i < n; i += 5 {
+		lines = append(lines, line(i-a+2))
 	}
 	kcatProduce(t, in, lines)
 
@@ -75,7 +91,7 @@ func TestDedupeCrashRestart(t *testing.T) {
 		t.Errorf("the last run logged no restore:\n%s", tail(run.logs.String(), 30))
 	}
 
-	checkOutput(t, out, 20000)
+	checkOutput(t, out, n)
 	if n := kcatCount(t, dlq); n != 0 {
 		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
 	}
@@ -85,8 +101,8 @@ func TestDedupeCrashRestart(t *testing.T) {
 			ids[r.Key]++
 		}
 	}
-	if len(ids) != 20000 {
-		t.Errorf("changelog %s holds %d distinct IDs, want 20000", changelog, len(ids))
+	if len(ids) != n {
+		t.Errorf("changelog %s holds %d distinct IDs, want %d", changelog, len(ids), n)
 	}
 	for id, n := range ids {
 		if n != 1 {
@@ -95,7 +111,7 @@ func TestDedupeCrashRestart(t *testing.T) {
 		}
 	}
 
-	checkVerifyDeduplicated(t, topo, 24000, 20000, 4000)
+	checkVerifyDeduplicated(t, topo, int64(n+n/5), int64(n), int64(n/5))
 }
 
 // dedupeTopology writes a topology whose stage dedupes on event_id (1h),

@@ -3,7 +3,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -102,21 +101,8 @@ func (s saslService) produce(t testing.TB, topic string, lines [][]byte) {
 // every record.
 func (s saslService) keys(t testing.TB, topic string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := s.kcat(ctx, t, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-X", "isolation.level=read_committed", "-f", "%k\n")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("kcat read %s over SASL_SSL: %v\n%s", topic, err, stderr.String())
-	}
-	var keys []string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		keys = append(keys, sc.Text())
-	}
-	return keys
+	kcat := func(ctx context.Context, args ...string) *exec.Cmd { return s.kcat(ctx, t, args...) }
+	return kcatConsume(t, kcat, topic, "%k\n", " over SASL_SSL")
 }
 
 // outputs collects everything exactly printed during a test, to check that

@@ -28,9 +28,6 @@ func TestSinkDebeziumChanges(t *testing.T) {
 		[]byte(`{"id":2}|{"schema":{"type":"struct","name":"x.Envelope"},"payload":{"before":{"id":2,"a":"c"},"after":{"id":2,"a":"d"},"op":"u"}}`),
 		[]byte(`{"id":3}|{"before":null,"after":{"id":3,"a":"e"},"op":"t"}`),
 	}
-	// What the table holds after the commits before the crash (records
-	// 1-2 at crash-before-db-commit@3, 1-3 after).
-	atCrash := map[string]string{kit.CrashBeforeDBCommit: "1|b", kit.CrashAfterDBCommit: ""}
 	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
@@ -38,34 +35,47 @@ func TestSinkDebeziumChanges(t *testing.T) {
 			s.maxRecords = 1 // one record per commit: the crash falls in the middle
 			const extra = "      mode: upsert\n      envelope: debezium\n"
 			topo := changeSinkTopology(t, s, s.name, "positions", 1, "{ event_id: id, a: a }", extra)
-			pool := pgPool(t)
 			kcatProduce(t, s.in, events)
-			read := func() string {
-				return strings.Join(versionRows(t, pool, s.table(), "event_id, a"), ",")
-			}
-
-			p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
-			_ = p.wait(2 * time.Minute)
-			if !p.killedBySIGKILL() {
-				t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
-			}
-			if got := read(); got != atCrash[fp] {
-				t.Fatalf("table at the crash %q, want %q", got, atCrash[fp])
-			}
-
-			p = startSink(t, topo, "c1")
-			eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
-				func() string {
-					return fmt.Sprintf("positions %v, ends %v; rows %s", storedPositions(t, pool, s.positions(), s.in), committedEnds(t, s.in), read())
-				})
-			p.stop()
-			if got := read(); got != "2|d" {
-				t.Fatalf("table %q, want the one row 2|d", got)
-			}
-			dl := kcatReadJSON(t, s.dlq)
-			if len(dl) != 1 || dl[0].Headers[kit.HeaderReason] != pgsink.ReasonEnvelope || !strings.Contains(dl[0].Headers[kit.HeaderError], `unknown op "t"`) {
-				t.Fatalf("dead letters %+v, want the one event of op t, reason envelope", dl)
-			}
+			checkChangesCrash(t, s, topo, fp)
 		})
+	}
+}
+
+// checkChangesCrash runs the sink of topo, one record per commit, on the
+// change events of TestSinkDebeziumChanges (JSON or Avro) with failpoint
+// fp armed at its third commit; it must die by SIGKILL there, then,
+// restarted, reach the input's ends with the table the one row 2|d and
+// the event of op t one dead letter of reason envelope.
+func checkChangesCrash(t *testing.T, s sinkSpec, topo, fp string) {
+	t.Helper()
+	// What the table holds after the commits before the crash (records
+	// 1-2 at crash-before-db-commit@3, 1-3 after).
+	atCrash := map[string]string{kit.CrashBeforeDBCommit: "1|b", kit.CrashAfterDBCommit: ""}
+	pool := pgPool(t)
+	read := func() string {
+		return strings.Join(versionRows(t, pool, s.table(), "event_id, a"), ",")
+	}
+
+	p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
+	_ = p.wait(2 * time.Minute)
+	if !p.killedBySIGKILL() {
+		t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
+	}
+	if got := read(); got != atCrash[fp] {
+		t.Fatalf("table at the crash %q, want %q", got, atCrash[fp])
+	}
+
+	p = startSink(t, topo, "c1")
+	eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
+		func() string {
+			return fmt.Sprintf("positions %v, ends %v; rows %s", storedPositions(t, pool, s.positions(), s.in), committedEnds(t, s.in), read())
+		})
+	p.stop()
+	if got := read(); got != "2|d" {
+		t.Fatalf("table %q, want the one row 2|d", got)
+	}
+	dl := kcatReadJSON(t, s.dlq)
+	if len(dl) != 1 || dl[0].Headers[kit.HeaderReason] != pgsink.ReasonEnvelope || !strings.Contains(dl[0].Headers[kit.HeaderError], `unknown op "t"`) {
+		t.Fatalf("dead letters %+v, want the one event of op t, reason envelope", dl)
 	}
 }

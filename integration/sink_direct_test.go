@@ -158,16 +158,8 @@ func directInput(t *testing.T) (string, int) {
 // others.
 func TestSinkDirectPathSameAsStaged(t *testing.T) {
 	topic, n := directInput(t)
-	direct := newDirectSink(t, "sp17_direct", topic)
-	staged := newDirectSink(t, "sp17_staged", topic, pgsink.DirectCopy(false))
-	for _, d := range []*directSink{direct, staged} {
-		if err := runUntil(t, d.sink, int64(n)); err != nil {
-			t.Fatalf("sink %s: %v", d.name, err)
-		}
-	}
+	direct, staged := runDirectAndStaged(t, "sp17_direct", "sp17_staged", topic, n)
 	ds, ss := direct.sink.Stats(), staged.sink.Stats()
-	t.Logf("direct %+v", ds)
-	t.Logf("staged %+v", ss)
 	if ds.DirectCopies == 0 || ds.DirectFallbacks == 0 {
 		t.Errorf("direct sink: %d direct copies, %d fallbacks; want both", ds.DirectCopies, ds.DirectFallbacks)
 	}
@@ -180,19 +172,11 @@ func TestSinkDirectPathSameAsStaged(t *testing.T) {
 	if ds.Duplicates != 3 || ds.DeadLettered != 2 || ds.Rows != int64(n)-5 {
 		t.Errorf("direct: %d rows, %d duplicates, %d dead letters; want %d, 3, 2", ds.Rows, ds.Duplicates, ds.DeadLettered, n-5)
 	}
-	rows := func(d *directSink) []string {
-		return psqlLines(t, "SELECT event_id, n, body::text FROM "+d.schema+".events ORDER BY event_id")
-	}
 	dead := func(d *directSink) []string {
 		return psqlLines(t, `SELECT partition, "offset", key, reason, sqlstate, message FROM `+d.schema+`.dead ORDER BY partition, "offset"`)
 	}
-	for what, f := range map[string]func(*directSink) []string{"rows": rows, "dead letters": dead} {
-		a, b := f(direct), f(staged)
-		if strings.Join(a, "\n") != strings.Join(b, "\n") {
-			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
-		}
-	}
-	got := rows(direct)
+	checkSameTables(t, direct, staged, map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": dead})
+	got := sinkRows(t)(direct)
 	if len(got) != n-5+1 { // the seed row
 		t.Errorf("%d rows, want %d", len(got), n-5+1)
 	}
@@ -275,28 +259,15 @@ func TestSinkDirectPathCrash(t *testing.T) {
 // rejects falls back once, and ends as the staged load's.
 func TestSinkDirectPathDecodeDeadLetters(t *testing.T) {
 	topic, n, bad := decodeInput(t)
-	direct := newDirectSink(t, "sp17b_decode", topic)
-	staged := newDirectSink(t, "sp17b_decode_staged", topic, pgsink.DirectCopy(false))
-	for _, d := range []*directSink{direct, staged} {
-		if err := runUntil(t, d.sink, int64(n)); err != nil {
-			t.Fatalf("sink %s: %v", d.name, err)
-		}
-	}
+	direct, staged := runDirectAndStaged(t, "sp17b_decode", "sp17b_decode_staged", topic, n)
 	ds, ss := direct.sink.Stats(), staged.sink.Stats()
-	t.Logf("direct %+v", ds)
-	t.Logf("staged %+v", ss)
 	if ds.DirectFallbacks != 1 || ds.DirectCopies < 2 {
 		t.Errorf("direct sink: %d direct copies, %d fallbacks; want >= 2 and exactly 1 (the batch with a row Postgres rejects)", ds.DirectCopies, ds.DirectFallbacks)
 	}
 	if ss.Rows != ds.Rows || ss.DeadLettered != ds.DeadLettered {
 		t.Errorf("direct %d rows, %d dead letters; staged %d, %d", ds.Rows, ds.DeadLettered, ss.Rows, ss.DeadLettered)
 	}
-	for what, f := range map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": sinkDeadLetters(t)} {
-		a, b := f(direct), f(staged)
-		if strings.Join(a, "\n") != strings.Join(b, "\n") {
-			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
-		}
-	}
+	checkSameTables(t, direct, staged, map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": sinkDeadLetters(t)})
 	checkDecodeOutcome(t, direct, n, bad)
 }
 
@@ -315,6 +286,35 @@ func TestSinkUpsertStreamDecodeDeadLetters(t *testing.T) {
 		t.Errorf("upsert sink tried the direct path: %+v", st)
 	}
 	checkDecodeOutcome(t, d, n, bad)
+}
+
+// runDirectAndStaged runs two sinks over the n records of topic, one with
+// the direct path (named by prefix) and one with the staged load only
+// (stagedPrefix), and returns them; their stats are logged.
+func runDirectAndStaged(t *testing.T, prefix, stagedPrefix, topic string, n int) (direct, staged *directSink) {
+	t.Helper()
+	direct = newDirectSink(t, prefix, topic)
+	staged = newDirectSink(t, stagedPrefix, topic, pgsink.DirectCopy(false))
+	for _, d := range []*directSink{direct, staged} {
+		if err := runUntil(t, d.sink, int64(n)); err != nil {
+			t.Fatalf("sink %s: %v", d.name, err)
+		}
+	}
+	t.Logf("direct %+v", direct.sink.Stats())
+	t.Logf("staged %+v", staged.sink.Stats())
+	return direct, staged
+}
+
+// checkSameTables checks that each of reads (by what it reads) gives the
+// same lines for direct as for staged.
+func checkSameTables(t *testing.T, direct, staged *directSink, reads map[string]func(*directSink) []string) {
+	t.Helper()
+	for what, f := range reads {
+		a, b := f(direct), f(staged)
+		if strings.Join(a, "\n") != strings.Join(b, "\n") {
+			t.Errorf("%s differ:\ndirect:\n%s\nstaged:\n%s", what, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
 }
 
 func sinkRows(t *testing.T) func(d *directSink) []string {

@@ -70,7 +70,15 @@ func sinkTopology(t testing.TB, s sinkSpec) string {
 	if s.sessionTimeout != "" {
 		fmt.Fprintf(b, "    session_timeout: %s\n", s.sessionTimeout)
 	}
-	path := writeFile(t, "topology.yaml", b.String())
+	return writeSinkTopology(t, s, "topology.yaml", b.String())
+}
+
+// writeSinkTopology writes text, a topology file of s, to a file named
+// file, creates its topics and returns the file's path. s's schema is
+// dropped when the test passes.
+func writeSinkTopology(t testing.TB, s sinkSpec, file, text string) string {
+	t.Helper()
+	path := writeFile(t, file, text)
 	exactlyCmd(t, "topics", "create", path)
 	pool := pgPool(t)
 	t.Cleanup(func() {
@@ -270,7 +278,7 @@ type positionRecorder struct {
 
 func recordPositions(t testing.TB, pool *pgxpool.Pool, s sinkSpec) *positionRecorder {
 	r := &positionRecorder{history: map[int32][]int64{}}
-	r.background = startBackground(t, func() bool {
+	r.background = startBackground(t, 20*time.Millisecond, func() bool {
 		rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT partition, next_offset FROM %s WHERE topic = $1", s.positions()), s.in)
 		if err != nil {
 			return true // not created yet, or Postgres restarting
@@ -305,13 +313,13 @@ type background struct {
 	done chan struct{}
 }
 
-// startBackground calls tick every 20 ms in a goroutine until finish is
-// called (at the latest when t ends) or tick returns false.
-func startBackground(t testing.TB, tick func() bool) background {
+// startBackground calls tick every interval in a goroutine until finish
+// is called (at the latest when t ends) or tick returns false.
+func startBackground(t testing.TB, interval time.Duration, tick func() bool) background {
 	b := background{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		ticker := time.NewTicker(20 * time.Millisecond)
+		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
 		for {
 			select {
@@ -371,7 +379,7 @@ func startProducer(t testing.TB, topic, prefix string, perTick int) *producer {
 	cl := kafkaClient(t, kgo.DefaultProduceTopic(topic))
 	t.Cleanup(cl.Close) // after the producer's goroutine ends (cleanups run last first)
 	p := &producer{}
-	p.background = startBackground(t, func() bool {
+	p.background = startBackground(t, 20*time.Millisecond, func() bool {
 		var recs []*kgo.Record
 		base := int(p.n.Load())
 		for i := base; i < base+perTick; i++ {

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
 )
 
 // avroSinkTopology writes a one-sink topology reading s.in as Avro in the
@@ -25,20 +24,7 @@ func avroSinkTopology(t testing.TB, s sinkSpec, columns, extra string) string {
 	b := sinkYAMLHead(t, s, 1, columns)
 	text := strings.Replace(b.String(), "format: json }", `format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}" } }`, 1)
 	text += extra + fmt.Sprintf("    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
-	return sinkTopologyFile(t, s, text)
-}
-
-func sinkTopologyFile(t testing.TB, s sinkSpec, text string) string {
-	t.Helper()
-	path := writeFile(t, s.name+".yaml", text)
-	exactlyCmd(t, "topics", "create", path)
-	pool := pgPool(t)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			_, _ = pool.Exec(t.Context(), "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
-		}
-	})
-	return path
+	return writeSinkTopology(t, s, s.name+".yaml", text)
 }
 
 // columnTypes reads the columns of table and their types with psql, as
@@ -284,7 +270,6 @@ func TestSinkDebeziumAvroChanges(t *testing.T) {
 		{key: `{"id":2}`, op: "u", before: row(2, "c"), after: row(2, "d")},
 		{key: `{"id":3}`, op: "t", after: row(3, "e")},
 	}
-	atCrash := map[string]string{kit.CrashBeforeDBCommit: "1|b", kit.CrashAfterDBCommit: ""}
 	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			s := newSinkSpec("typ17_dbz")
@@ -300,30 +285,7 @@ func TestSinkDebeziumAvroChanges(t *testing.T) {
 				recs = append(recs, r)
 			}
 			kgoProduce(t, s.in, recs)
-			pool := pgPool(t)
-			read := func() string { return strings.Join(versionRows(t, pool, s.table(), "event_id, a"), ",") }
-
-			p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
-			_ = p.wait(2 * time.Minute)
-			if !p.killedBySIGKILL() {
-				t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
-			}
-			if got := read(); got != atCrash[fp] {
-				t.Fatalf("table at the crash %q, want %q", got, atCrash[fp])
-			}
-			p = startSink(t, topo, "c1")
-			eventually(t, time.Minute, func() bool { return positionsAt(t, pool, s.positions(), s.in) },
-				func() string {
-					return fmt.Sprintf("positions %v; rows %s", storedPositions(t, pool, s.positions(), s.in), read())
-				})
-			p.stop()
-			if got := read(); got != "2|d" {
-				t.Fatalf("table %q, want the one row 2|d", got)
-			}
-			dl := kcatReadJSON(t, s.dlq)
-			if len(dl) != 1 || dl[0].Headers[kit.HeaderReason] != pgsink.ReasonEnvelope || !strings.Contains(dl[0].Headers[kit.HeaderError], `unknown op "t"`) {
-				t.Fatalf("dead letters %+v, want the one event of op t, reason envelope", dl)
-			}
+			checkChangesCrash(t, s, topo, fp)
 		})
 	}
 }

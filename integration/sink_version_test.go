@@ -26,15 +26,7 @@ func changeSinkTopology(t testing.TB, s sinkSpec, name, positions string, partit
 	b := sinkYAMLHead(t, s, partitions, columns)
 	text := strings.Replace(b.String(), "positions_table: "+s.positions(), "positions_table: "+s.schema+"."+positions, 1)
 	text += extra + fmt.Sprintf("    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
-	path := writeFile(t, name+".yaml", text)
-	exactlyCmd(t, "topics", "create", path)
-	pool := pgPool(t)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
-		}
-	})
-	return path
+	return writeSinkTopology(t, s, name+".yaml", text)
 }
 
 // versionRows reads table's rows as "event_id|v|note" lines, ordered by

@@ -140,6 +140,20 @@ func retrySink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int) (c13S
 	return c, func() { pgExec(t, pool, "DROP TRIGGER refuse ON "+c.table) }
 }
 
+// retryingSink starts instance id of a retrySink (prefix, parts
+// partitions) over the events e-0 to e-<n-1>, and waits until it retries
+// its first batch. It returns the pool, the sink, its release and the
+// process.
+func retryingSink(t *testing.T, prefix string, parts, n int, id string) (*pgxpool.Pool, c13SinkCase, func(), *proc) {
+	t.Helper()
+	pool := pgPool(t)
+	c, release := retrySink(t, pool, prefix, parts)
+	kcatProduce(t, c.in, c13Events("e", 0, n, 0))
+	p := c.run(t, id, "")
+	waitLogged(t, p, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
+	return pool, c, release, p
+}
+
 // While a batch is retried, the lag metric equals `exactly status`'s lag
 // (the records not stored yet); once it commits, both read 0.
 func TestSinkPosLagDuringRetry(t *testing.T) {
@@ -177,11 +191,7 @@ func TestSinkPosLagDuringRetry(t *testing.T) {
 // A sink stopped while it retries a batch exits cleanly without storing
 // it; the next run loads every record once.
 func TestSinkPosShutdownMidRetry(t *testing.T) {
-	pool := pgPool(t)
-	c, release := retrySink(t, pool, "spstop", 2)
-	kcatProduce(t, c.in, c13Events("e", 0, 30, 0))
-	p := c.run(t, "c13-1", "")
-	waitLogged(t, p, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
+	pool, c, release, p := retryingSink(t, "spstop", 2, 30, "c13-1")
 	p.stop()
 	if got := storedPositions(t, pool, c.schema+".exactly_positions", c.in); len(got) != 0 {
 		t.Errorf("positions stored by a batch that never committed: %v", got)
@@ -197,11 +207,7 @@ func TestSinkPosShutdownMidRetry(t *testing.T) {
 // every record is loaded once and the positions reach the end, whichever
 // instance ends up with each partition.
 func TestSinkPosRevokedMidRetry(t *testing.T) {
-	pool := pgPool(t)
-	c, release := retrySink(t, pool, "sprev", 4)
-	kcatProduce(t, c.in, c13Events("e", 0, 200, 0))
-	a := c.run(t, "c13-a", "")
-	waitLogged(t, a, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
+	pool, c, release, a := retryingSink(t, "sprev", 4, 200, "c13-a")
 	b := c.run(t, "c13-b", "")
 	waitLogged(t, b, "sink starting", 1, 30*time.Second, "instance b did not start")
 	release()

@@ -62,7 +62,7 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 		return nil
 	}
 	s.metrics.abort(AbortRetry)
-	s.metrics.retry(retryCause(produceErr))
+	s.metrics.Retry(retryCause(produceErr))
 	switch {
 	case !kit.IsRecordFault(produceErr):
 		if isTopicGone(produceErr) {

@@ -74,47 +74,38 @@ func BenchmarkHotPath(b *testing.B) {
 	transformed := outs[0].Value
 
 	b.Run("decode", func(b *testing.B) {
-		b.ReportAllocs()
 		b.SetBytes(int64(len(raw)))
-		for b.Loop() {
-			if _, err := js.Decode(raw); err != nil {
-				b.Fatal(err)
-			}
-		}
-		perRecord(b)
+		measure(b, func() error { _, err := js.Decode(raw); return err })
 	})
 	b.Run("fromjson", func(b *testing.B) {
 		// What the transform path reads a JSON record with: a check and
 		// no decoding (fields are read as the steps need them).
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := transform.FromJSON(raw); err != nil {
-				b.Fatal(err)
-			}
-		}
-		perRecord(b)
+		measure(b, func() error { _, err := transform.FromJSON(raw); return err })
 	})
 	b.Run("cel3", func(b *testing.B) {
 		// Apply edits its input's value (set, drop): each round starts
 		// from FromJSON, whose cost BenchmarkHotPath/fromjson shows.
-		b.ReportAllocs()
-		for b.Loop() {
+		measure(b, func() error {
 			v, _ := transform.FromJSON(raw)
-			if _, err := p.Apply(ctx, transform.Record{Value: v, Raw: raw}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		perRecord(b)
+			_, err := p.Apply(ctx, transform.Record{Value: v, Raw: raw})
+			return err
+		})
 	})
 	b.Run("encode", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if _, err := js.Encode(transformed); err != nil {
-				b.Fatal(err)
-			}
-		}
-		perRecord(b)
+		measure(b, func() error { _, err := js.Encode(transformed); return err })
 	})
+}
+
+// measure runs one piece of BenchmarkHotPath: step once a round, with
+// allocations and records/s reported; an error fails b.
+func measure(b *testing.B, step func() error) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perRecord(b)
 }
 
 // BenchmarkStageKfake runs the whole stage in process against kfake, one

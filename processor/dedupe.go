@@ -82,16 +82,25 @@ func (s *Stage) openState() error {
 	identity := fmt.Sprintf("stage=%s instance=%s changelog=%s", s.cfg.Stage, s.cfg.InstanceID, s.changelog)
 	db, err := state.Open(dir, identity, s.log)
 	if err != nil {
+		if !errors.Is(err, state.ErrLocked) {
+			// The default, under the temporary directory, does not exist
+			// in the container image (no /tmp).
+			err = fmt.Errorf("%w (a stateful stage needs a writable --state-dir; in a container, on a mounted volume)", err)
+		}
 		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
 	}
 	s.db = db
-	if s.dedupeStep != nil {
+	switch {
+	case s.dedupeStep != nil:
 		s.dedupe = state.NewDedupe(db, s.dedupeStep.Retention)
 		s.store = s.dedupe
-	} else {
+	case s.aggregateStep != nil:
 		a := s.aggregateStep
 		s.aggregate = state.NewAggregate(db, state.AggregateConfig{Size: a.Size, Advance: a.Advance, Grace: a.Grace, Kinds: a.Kinds, Update: a.Update})
 		s.store = s.aggregate
+	default:
+		s.kv = state.NewKV(db)
+		s.store = s.kv
 	}
 	return nil
 }
@@ -157,7 +166,7 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	return fmt.Errorf("describe changelog config: %w", err)
 }
 
-// stateStore is what the engine does with the store of either stateful
+// stateStore is what the engine does with the store of any stateful
 // step: restore, drop and measure its partitions.
 type stateStore interface {
 	Restore(p int32, cl state.ChangelogPartition, now time.Time) (state.Restorer, error)
@@ -168,8 +177,11 @@ type stateStore interface {
 
 // stateField is the stateful step's field in the topology file.
 func (s *Stage) stateField() string {
-	if s.aggregateStep != nil {
+	switch {
+	case s.aggregateStep != nil:
 		return fmt.Sprintf("transform[%d].aggregate", s.aggregateStep.Index)
+	case s.statefulStep != nil:
+		return fmt.Sprintf("transform[%d].stateful", s.statefulStep.Index)
 	}
 	return "transform[0].dedupe"
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +20,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -63,25 +64,7 @@ func dedupePipeline(t *testing.T, fn ...transform.Func) *transform.Pipeline {
 		}
 		step = "      - func: fn\n"
 	}
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - name: clean
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`+step), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps, err := transform.Compile(f, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps["clean"]
+	return cleanPipeline(t, reg, "      - dedupe: { id: value.event_id, retention: 1h }\n"+step)
 }
 
 func dedupeStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
@@ -162,45 +145,11 @@ func produceWithDuplicates(t *testing.T, seeds []string, n int) int {
 	return dups
 }
 
-// runUntilStats runs s until done(stats) or 30 s, then stops it.
-func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) error {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- s.Run(ctx) }()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-errc:
-			return err
-		case <-deadline:
-			t.Fatalf("timed out: stats %+v", s.Stats())
-		case <-tick.C:
-			if done(s.Stats()) {
-				cancel()
-				return <-errc
-			}
-		}
-	}
-}
-
 // checkDeduped drains the output and dead letters: every event once, the
 // two records without an ID dead-lettered by the dedupe step.
 func checkDeduped(t *testing.T, seeds []string, n int) {
 	t.Helper()
-	outs := drain(t, seeds, outTopic)
-	seen := keyCounts(outs)
-	for i := range n {
-		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
-		}
-	}
-	if len(outs) != n {
-		t.Errorf("output has %d records, want %d", len(outs), n)
-	}
+	checkOutputsOnce(t, seeds, n)
 	dlq := drain(t, seeds, dlqTopic)
 	if len(dlq) != 2 {
 		t.Fatalf("dead letters: %d, want 2", len(dlq))
@@ -248,15 +197,7 @@ func TestStageDedupeCrashRecovery(t *testing.T) {
 			seeds := dedupeCluster(t, compactChangelog(3))
 			const n = 600
 			dups := produceWithDuplicates(t, seeds, n)
-			var d netcut.Dialer
-			crashing := dedupeStage(t, seeds,
-				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-				processor.WithFailpoints(kit.Failpoint{Name: fp, N: 4}),
-				processor.WithCrashAction(d.Cut))
-			if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
-				t.Fatalf("Run = %v, want ErrCrashed", err)
-			}
-			before := crashing.Stats()
+			before := crashStage(t, dedupeStage, seeds, fp, 4)
 			if before.Committed < 3 {
 				t.Fatalf("committed %d transactions before the crash", before.Committed)
 			}
@@ -299,6 +240,31 @@ func TestStageDedupeStartCheck(t *testing.T) {
 				t.Fatalf("Run = %v, want a config error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestStageDedupeStateDirUnwritable: a state dir that cannot be made (the
+// default one in the container image, which has no /tmp) stops the stage
+// at start with a config error that says what to do.
+func TestStageDedupeStateDirUnwritable(t *testing.T) {
+	seeds := dedupeCluster(t, compactChangelog(3))
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, StateDir: filepath.Join(file, "state"),
+	}, processor.WithTransform(dedupePipeline(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = s.Run(ctx)
+	var ce *kit.ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "state dir: ") || !strings.Contains(err.Error(), "needs a writable --state-dir") {
+		t.Fatalf("Run = %v, want a config error naming the state dir and --state-dir", err)
 	}
 }
 

@@ -2,6 +2,8 @@ package processor_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
+	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -43,12 +47,24 @@ func funcPipeline(t *testing.T, name string, fn transform.Func) *transform.Pipel
 	if err := reg.Register(name, fn); err != nil {
 		t.Fatal(err)
 	}
+	return cleanPipeline(t, reg, "      - func: "+name+"\n")
+}
+
+// cleanPipeline compiles the stage "clean" (in -> out, dead letters to
+// dlq) of a one-stage file, with steps (its transform list, as YAML
+// lines) and the functions of reg.
+func cleanPipeline(t *testing.T, reg *transform.Registry, steps string) *transform.Pipeline {
+	t.Helper()
 	f, err := topology.Parse("t.yaml", []byte(`version: 1
 kafka: { brokers: ["127.0.0.1:1"] }
 topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
 stages:
-  - { name: clean, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq }, transform: [ { func: `+name+` } ] }
-`), nil)
+  - name: clean
+    input: { topic: in }
+    output: { topic: out }
+    dead_letter: { topic: dlq }
+    transform:
+`+steps), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +73,65 @@ stages:
 		t.Fatal(err)
 	}
 	return ps["clean"]
+}
+
+// runUntilStats runs s until done(stats) or 30 s, then stops it.
+func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-errc:
+			return err
+		case <-deadline:
+			t.Fatalf("timed out: stats %+v", s.Stats())
+		case <-tick.C:
+			if done(s.Stats()) {
+				cancel()
+				return <-errc
+			}
+		}
+	}
+}
+
+// crashStage runs the stage that newStage builds on seeds with failpoint
+// fp armed at its nth hit, its connections cut at the crash (so that
+// nothing more reaches the cluster), and returns its stats once Run
+// returned ErrCrashed.
+func crashStage(t *testing.T, newStage func(*testing.T, []string, ...processor.Option) *processor.Stage, seeds []string, fp string, n int) processor.Stats {
+	t.Helper()
+	var d netcut.Dialer
+	crashing := newStage(t, seeds,
+		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		processor.WithFailpoints(kit.Failpoint{Name: fp, N: n}),
+		processor.WithCrashAction(d.Cut),
+	)
+	if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
+		t.Fatalf("Run = %v, want ErrCrashed", err)
+	}
+	return crashing.Stats()
+}
+
+// checkOutputsOnce drains the output topic and checks that it holds the
+// events e-0 to e-<n-1>, each once, and nothing else.
+func checkOutputsOnce(t *testing.T, seeds []string, n int) {
+	t.Helper()
+	outs := drain(t, seeds, outTopic)
+	seen := keyCounts(outs)
+	for i := range n {
+		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
+			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
+		}
+	}
+	if len(outs) != n {
+		t.Errorf("output has %d records, want %d", len(outs), n)
+	}
 }
 
 // runInBackground runs s until the returned stop is called; stop cancels

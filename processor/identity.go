@@ -135,10 +135,10 @@ func (c *startCheck) adjust(ctx context.Context, offsets map[string]map[int32]kg
 			"old_topic_id", kit.TopicIDString(pos.TopicID), "topic_id", kit.TopicIDString(now.TopicID), "reason", reason}
 		switch reason {
 		case kit.RecreatedNewID, kit.RecreatedAboveEnd:
-			c.s.metrics.topicRecreated(c.s.cfg.Input, reason)
+			c.s.metrics.Recreated(c.s.cfg.Input, reason)
 			c.s.log.Warn("input topic was recreated: the committed offset belongs to the old topic; starting at the new topic's first offset", attrs...)
 		case kit.LogTruncated:
-			c.s.metrics.topicRecreated(c.s.cfg.Input, reason)
+			c.s.metrics.Recreated(c.s.cfg.Input, reason)
 			c.s.log.Error("committed offset is above the partition's high watermark: the log was truncated; resuming at the high watermark", attrs...)
 		case kit.RetentionPassed:
 			c.s.log.Warn("committed offset is below the log start offset: retention deleted records that were never processed; starting at the log start", attrs...)

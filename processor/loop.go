@@ -37,7 +37,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			s.restoreState(ctx, assigned[s.cfg.Input])
 			s.joined.Store(true)
 			s.sessionErr.Store(nil)
-			s.metrics.rebalance()
+			s.metrics.Rebalance()
 			for topic, parts := range assigned {
 				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
 			}
@@ -116,6 +116,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	}
 	if s.aggregate != nil {
 		t.agg = s.aggregate.Begin(t.emitChangelog)
+	}
+	if s.kv != nil {
+		t.kv = s.kv.Begin(t.emitChangelog)
 	}
 	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
@@ -336,12 +339,12 @@ func hasFetchError(fs kgo.Fetches) bool {
 }
 
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
-	s.metrics.rebalance()
+	s.metrics.Rebalance()
 	s.dropState(gone[s.cfg.Input])
 	for topic, parts := range gone {
 		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
 		for _, p := range parts {
-			s.metrics.dropLag(topic, p)
+			s.metrics.DropPartition(topic, p)
 		}
 	}
 }

@@ -25,12 +25,8 @@ type Metrics struct {
 	triggers     *prometheus.CounterVec
 	txnRecords   *prometheus.HistogramVec
 	latency      *prometheus.HistogramVec
-	rebalances   *prometheus.CounterVec
 	rebuilds     *prometheus.CounterVec
-	retries      *prometheus.CounterVec
-	lag          *prometheus.GaugeVec
 	lastCommit   *prometheus.GaugeVec
-	recreations  *prometheus.CounterVec
 	deduplicated *prometheus.CounterVec
 	restored     *prometheus.CounterVec
 	restoreTime  *prometheus.HistogramVec
@@ -38,7 +34,8 @@ type Metrics struct {
 	// to read at most (its offset range), 0 when none runs.
 	restoreBehind *prometheus.GaugeVec
 	stateEntries  *prometheus.GaugeVec
-	ready         *promutil.Ready
+	// consumer holds ready, retries, rebalances, recreations and lag.
+	consumer *promutil.Consumer
 }
 
 // Reasons a transaction is aborted, the reason label of
@@ -64,32 +61,34 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return f.Histogram(name, help, buckets)
 	}
 	m := &Metrics{
-		consumed:     counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
-		produced:     counter("records_produced_total", "Output records in committed transactions.", "topic"),
-		filtered:     counter("records_filtered_total", "Input records filtered out, in committed transactions."),
-		deadLettered: counter("records_dead_lettered_total", "Dead letters in committed transactions.", "reason"),
-		committed:    counter("transactions_committed_total", "Transactions committed."),
-		aborted:      counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance, retry or error.", "reason"),
-		txnDuration:  hist("transaction_duration_seconds", "Time from Begin to a committed End.", prometheus.ExponentialBuckets(0.005, 2, 14)),
-		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
-			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
-		triggers: counter("transaction_triggers_total", "Transactions the stage ended, by what ended them: caught_up (its last fetch read all the broker had), "+
-			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one) or shutdown.", "trigger"),
-		txnRecords: hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
-		latency:    hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
-		rebalances: counter("rebalances_total", "Partition assignments and revocations."),
-		rebuilds:   counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
-		retries:    counter("retries_total", "Transactions retried after a transient fault, by cause.", "cause"),
-		lag:        gauge("consumer_lag_records", "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.", "topic", "partition"),
-		lastCommit: gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
-		recreations: counter("topic_recreations_total", "Input partitions whose committed offset was not resumed because the topic was recreated "+
-			"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.", "topic", "reason"),
+		consumed:      counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
+		produced:      counter("records_produced_total", "Output records in committed transactions.", "topic"),
+		filtered:      counter("records_filtered_total", "Input records filtered out, in committed transactions."),
+		deadLettered:  counter("records_dead_lettered_total", "Dead letters in committed transactions.", "reason"),
+		committed:     counter("transactions_committed_total", "Transactions committed."),
+		aborted:       counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance, retry or error.", "reason"),
+		txnDuration:   hist("transaction_duration_seconds", "Time from Begin to a committed End.", prometheus.ExponentialBuckets(0.005, 2, 14)),
+		txnRecords:    hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
+		latency:       hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
+		rebuilds:      counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
+		lastCommit:    gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		deduplicated:  counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
 		restored:      counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
 		restoreBehind: gauge("state_restore_pending_records", "Changelog offsets the restore under way reads at most (end minus where it starts: its checkpoint, or the changelog's start); 0 when no restore runs. Read with exactly_stage_state_restored_records_total for progress."),
 		restoreTime:   hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
-		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
-		ready:         f.Ready("1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0."),
+		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows, keys of a stateful step) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
+		consumer: f.Consumer(promutil.ConsumerHelp{
+			Ready:      "1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0.",
+			Retries:    "Transactions retried after a transient fault, by cause.",
+			Rebalances: "Partition assignments and revocations.",
+			Recreations: "Input partitions whose committed offset was not resumed because the topic was recreated " +
+				"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.",
+			Lag: "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.",
+		}),
+		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
+			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
+		triggers: counter("transaction_triggers_total", "Transactions the stage ended, by what ended them: caught_up (its last fetch read all the broker had), "+
+			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one) or shutdown.", "trigger"),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -97,34 +96,37 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// stageMetrics are a Metrics bound to one stage's label.
+// stageMetrics are a Metrics bound to one stage's label. The embedded
+// Owned records what the stage counts as the sink does (Retry,
+// Rebalance, Recreated, SetLag, DropPartition).
 type stageMetrics struct {
+	promutil.Owned
 	m     *Metrics
 	stage string
 }
 
-// start creates the stage's series of rare events at 0: a series that
-// first appears at 1 hides that increase from rate() and increase(), and
-// a dashboard panel or alert shows no data instead of 0 (Prometheus's
-// instrumentation guide, "Avoid missing metrics").
+// bind labels the stage's series with its name.
+func (s *stageMetrics) bind(stage string) {
+	s.stage = stage
+	if s.m != nil {
+		s.Owned = s.m.consumer.Owner(stage)
+	}
+}
+
+// start creates the stage's series of rare events at 0, as Owned.Start
+// does its shared ones.
 func (s stageMetrics) start(input string, ready func() error) {
 	if s.m == nil {
 		return
 	}
-	s.m.ready.Set(s.stage, ready)
-	for _, r := range []string{kit.RecreatedNewID, kit.RecreatedAboveEnd, kit.LogTruncated} {
-		s.m.recreations.WithLabelValues(s.stage, input, r)
-	}
+	s.Start(input, ready, []string{kit.RecreatedNewID, kit.RecreatedAboveEnd, kit.LogTruncated}, []string{RetryProduce, RetryTransientRecord})
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
 		s.m.aborted.WithLabelValues(s.stage, r)
-	}
-	for _, c := range []string{RetryProduce, RetryTransientRecord} {
-		s.m.retries.WithLabelValues(s.stage, c)
 	}
 	for _, tr := range []string{endCaughtUp, endInterval, endMax, endIsolate, endShutdown} {
 		s.m.triggers.WithLabelValues(s.stage, tr)
 	}
-	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebalances, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
+	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
 		c.WithLabelValues(s.stage)
 	}
 	s.m.restoreTime.WithLabelValues(s.stage)
@@ -185,45 +187,15 @@ func (s stageMetrics) deadLetteredRecords(reason string, n int64) {
 	}
 }
 
-func (s stageMetrics) topicRecreated(topic, reason string) {
-	if s.m != nil {
-		s.m.recreations.WithLabelValues(s.stage, topic, reason).Inc()
-	}
-}
-
 func (s stageMetrics) abort(reason string) {
 	if s.m != nil {
 		s.m.aborted.WithLabelValues(s.stage, reason).Inc()
 	}
 }
 
-func (s stageMetrics) retry(cause string) {
-	if s.m != nil {
-		s.m.retries.WithLabelValues(s.stage, cause).Inc()
-	}
-}
-
-func (s stageMetrics) rebalance() {
-	if s.m != nil {
-		s.m.rebalances.WithLabelValues(s.stage).Inc()
-	}
-}
-
 func (s stageMetrics) rebuild() {
 	if s.m != nil {
 		s.m.rebuilds.WithLabelValues(s.stage).Inc()
-	}
-}
-
-func (s stageMetrics) setLag(topic string, partition int32, lag int64) {
-	if s.m != nil {
-		promutil.SetLag(s.m.lag, s.stage, topic, partition, lag)
-	}
-}
-
-func (s stageMetrics) dropLag(topic string, partition int32) {
-	if s.m != nil {
-		promutil.DropPartition(s.stage, topic, partition, s.m.lag)
 	}
 }
 

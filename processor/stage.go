@@ -69,7 +69,7 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// StateDir holds the local state of a stateful step (dedupe,
-	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
+	// aggregate, stateful), in <StateDir>/<stage>-<instance>, locked while the stage
 	// runs and kept across runs with a checkpoint of the changelog offset
 	// it matches (see package state). Default DefaultStateDir().
 	StateDir string
@@ -139,16 +139,19 @@ type Stage struct {
 	pipeline *transform.Pipeline
 	metrics  stageMetrics
 
-	// The stateful step, dedupe (see dedupe.go) or aggregate (see
-	// aggregate.go): its compiled step, its changelog topic, and, while
-	// Run runs, its local state (store is dedupe or aggregate).
+	// The stateful step, dedupe (see dedupe.go), aggregate (see
+	// aggregate.go) or stateful (see stateful.go): its compiled step, its
+	// changelog topic, and, while Run runs, its local state (store is
+	// dedupe, aggregate or kv).
 	dedupeStep    *transform.Dedupe
 	aggregateStep *transform.Aggregate
+	statefulStep  *transform.Stateful
 	changelog     string
 	stateStep     string // the step in messages, e.g. "transform[0].dedupe"
 	db            *state.DB
 	dedupe        *state.Dedupe
 	aggregate     *state.Aggregate
+	kv            *state.KV
 	store         stateStore
 	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
 	// restoredRecords counts the changelog records restored by this
@@ -189,36 +192,23 @@ type Stage struct {
 func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
-	kit.OrDefault(&cfg.ClientID, topology.DefaultClientID)
-	kit.OrDefault(&cfg.InputFormat, topology.DefaultFormat)
+	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge}
+	rd.Defaults(topology.StageDefaults)
 	kit.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
-	kit.OrDefault(&cfg.CommitInterval, topology.DefaultCommitInterval)
-	kit.OrDefault(&cfg.MaxRecords, topology.DefaultCommitMaxRecords)
 	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
-	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSessionTimeout)
-	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}
-	var errs []error
-	for _, f := range []struct{ name, v string }{
-		{"stage", cfg.Stage}, {"instance id", cfg.InstanceID},
-		{"input topic", cfg.Input}, {"output topic", cfg.Output}, {"dead-letter topic", cfg.DeadLetter},
-	} {
-		if f.v == "" {
-			errs = append(errs, kit.NewConfigError("%s is required", f.name))
-		}
-	}
+	errs := kit.Required([]kit.Field{
+		{Name: "stage", Value: cfg.Stage}, {Name: "instance id", Value: cfg.InstanceID},
+		{Name: "input topic", Value: cfg.Input}, {Name: "output topic", Value: cfg.Output}, {Name: "dead-letter topic", Value: cfg.DeadLetter},
+	})
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
-	if len(cfg.Brokers) == 0 {
-		errs = append(errs, kit.NewConfigError("brokers are required"))
-	}
-	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
-		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
-	}
+	errs = append(errs, rd.Check()...)
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
 		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
 	}
@@ -242,13 +232,18 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
-	s.metrics.stage = cfg.Stage
+	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
-	s.dedupeStep, s.aggregateStep = s.pipeline.Dedupe(), s.pipeline.Aggregate()
+	s.dedupeStep, s.aggregateStep, s.statefulStep = s.pipeline.Dedupe(), s.pipeline.Aggregate(), s.pipeline.Stateful()
+	statefulStore := ""
+	if s.statefulStep != nil {
+		statefulStore = s.statefulStep.Store
+	}
 	for _, st := range []struct {
 		on          bool
 		store, step string
-	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"}} {
+	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"},
+		{s.statefulStep != nil, statefulStore, "stateful"}} {
 		if !st.on {
 			continue
 		}

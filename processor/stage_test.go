@@ -2,7 +2,6 @@ package processor_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -73,27 +71,7 @@ func newStage(t *testing.T, seeds []string, opts ...processor.Option) *processor
 // then stops it and returns Run's error.
 func runUntil(t *testing.T, s *processor.Stage, want int64) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case err := <-done:
-			cancel()
-			return err
-		case <-deadline:
-			cancel()
-			t.Fatalf("timed out: stats %+v", s.Stats())
-		case <-tick.C:
-			if st := s.Stats(); st.Produced+st.DeadLettered >= want {
-				cancel()
-				return <-done
-			}
-		}
-	}
+	return runUntilStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= want })
 }
 
 // checkExactlyOnce drains the output and dead-letter topics and checks that
@@ -101,16 +79,7 @@ func runUntil(t *testing.T, s *processor.Stage, want int64) error {
 // letters once.
 func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	t.Helper()
-	outs := drain(t, seeds, outTopic)
-	seen := keyCounts(outs)
-	for i := range events {
-		if k := "e-" + strconv.Itoa(i); seen[k] != 1 {
-			t.Errorf("event %s is in the output %d times, want 1", k, seen[k])
-		}
-	}
-	if len(outs) != events {
-		t.Errorf("output has %d records, want %d", len(outs), events)
-	}
+	checkOutputsOnce(t, seeds, events)
 	dlq := drain(t, seeds, dlqTopic)
 	if len(dlq) != bad {
 		t.Errorf("dead-letter topic has %d records, want %d", len(dlq), bad)
@@ -185,27 +154,17 @@ func TestStageCrashRecovery(t *testing.T) {
 		t.Run(fp, func(t *testing.T) {
 			seeds := newCluster(t)
 			bad := produceInput(t, seeds, 1000)
-			var d netcut.Dialer
-			crashing := newStage(t, seeds,
-				processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-				processor.WithFailpoints(kit.Failpoint{Name: fp, N: 3}),
-				processor.WithCrashAction(d.Cut),
-			)
-			err := crashing.Run(context.Background())
-			if !errors.Is(err, kit.ErrCrashed) {
-				t.Fatalf("Run = %v, want ErrCrashed", err)
-			}
+			st := crashStage(t, newStage, seeds, fp, 3)
 			wantCommitted := int64(2)
 			if fp == kit.CrashAfterCommit {
 				wantCommitted = 3
 			}
-			if got := crashing.Stats().Committed; got != wantCommitted {
+			if got := st.Committed; got != wantCommitted {
 				t.Fatalf("committed %d transactions before the crash, want %d", got, wantCommitted)
 			}
 			// Same instance ID: the new producer fences the old one and
 			// aborts its open transaction at once.
 			restarted := newStage(t, seeds)
-			st := crashing.Stats()
 			if err := runUntil(t, restarted, int64(1000+bad)-st.Produced-st.DeadLettered); err != nil {
 				t.Fatal(err)
 			}

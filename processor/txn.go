@@ -43,6 +43,7 @@ type txn struct {
 	// transaction then aborts.
 	dd        *state.DedupeTxn
 	agg       *state.AggregateTxn // the aggregate state's, likewise
+	kv        *state.KVTxn        // the stateful step's, likewise
 	stateLost bool
 	// changelogEnds is, per changelog partition, the offset after the
 	// last changelog record of the open transaction (guarded by mu).
@@ -107,7 +108,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 			// here, never the 1 of a trailing marker.
 			last := p.Records[len(p.Records)-1].Offset
 			lag := p.LastStableOffset - (last + 1)
-			s.metrics.setLag(p.Topic, p.Partition, lag)
+			s.metrics.SetLag(p.Topic, p.Partition, lag)
 			if lag > 0 {
 				t.caughtUp = false
 			}
@@ -164,7 +165,7 @@ func (t *txn) process(r *kgo.Record) {
 		if p.envelope {
 			// Even its dead letter was refused: keep why it failed in the
 			// first place, and send a size-bounded envelope.
-			if _, err := s.recordOutputs(t.ctx, r); err != nil && !serde.IsTransient(err) {
+			if _, err := t.dryOutputs(r); err != nil && !serde.IsTransient(err) {
 				errors.As(err, &re)
 			}
 			t.countDeadLetter(r, re)
@@ -179,6 +180,11 @@ func (t *txn) process(r *kgo.Record) {
 	if t.agg != nil {
 		outs, err = t.aggregateOutputs(r, src)
 		if t.stateLost {
+			return
+		}
+	} else if t.kv != nil {
+		var skip bool
+		if outs, skip, err = t.statefulOutputs(r, src); skip {
 			return
 		}
 	} else if t.dd != nil {
@@ -305,6 +311,12 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 		// changelog of every window it changed, go in it too.
 		t.finishAggregate()
 	}
+	if t.kv != nil && !t.stateLost {
+		// The last value of every key the transaction changed.
+		if err := t.kv.Finish(); err != nil {
+			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
+		}
+	}
 	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
@@ -414,6 +426,8 @@ func (t *txn) stateTxn() interface {
 		return t.dd
 	case t.agg != nil:
 		return t.agg
+	case t.kv != nil:
+		return t.kv
 	}
 	return nil
 }

@@ -21,14 +21,8 @@ const fieldsSchema = `{"type":"record","name":"T","fields":[
 func TestValueSchema(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	id1, _, err := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id2, _, err := reg.RegisterSchema("t-value", sr.Schema{Schema: fieldsSchema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id1 := register(t, reg, "t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	id2 := register(t, reg, "t-value", sr.Schema{Schema: fieldsSchema, Type: sr.TypeAvro})
 	c := mustCodec(t, Config{Format: Avro, Topic: "t", Registry: Registry{URL: reg.URL()}})
 	wantFields := []Field{
 		{"id", FieldType{Kind: "long"}},

@@ -61,6 +61,17 @@ func mustCodec(t testing.TB, cfg Config) Codec {
 	return c
 }
 
+// register registers s under subject in reg and returns its ID, failing
+// tb on an error.
+func register(tb testing.TB, reg *srfake.Registry, subject string, s sr.Schema) int {
+	tb.Helper()
+	id, _, err := reg.RegisterSchema(subject, s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
+}
+
 func jsonValue(t testing.TB, s string) any {
 	t.Helper()
 	v, err := jsonCodec{}.Decode([]byte(s))
@@ -231,14 +242,8 @@ func rawAvro(t testing.TB, schema string, v any) []byte {
 func TestRegistryEvolution(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	id1, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id2, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: v2Schema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id1 := register(t, reg, "orders-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	id2 := register(t, reg, "orders-value", sr.Schema{Schema: v2Schema, Type: sr.TypeAvro})
 	dir := t.TempDir()
 	readerFile := filepath.Join(dir, "v2.avsc")
 	if err := os.WriteFile(readerFile, []byte(v2Schema), 0o644); err != nil {
@@ -312,14 +317,8 @@ func TestRegistryEncodeRegistersUnderTopicName(t *testing.T) {
 func TestRegistryDecodeErrors(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	id, _, err := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
-	if err != nil {
-		t.Fatal(err)
-	}
-	jsonID, _, err := reg.RegisterSchema("j-value", sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := register(t, reg, "t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	jsonID := register(t, reg, "j-value", sr.Schema{Schema: `{"type":"object"}`, Type: sr.TypeJSON})
 	good := rawAvro(t, v1Schema, map[string]any{"event_id": "x"})
 	tests := []struct {
 		name    string
@@ -345,7 +344,7 @@ func TestRegistryDecodeErrors(t *testing.T) {
 func TestRegistryIncompatibleReader(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	id, _, _ := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	id := register(t, reg, "t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
 	reader := `{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"event_id","type":"string"},{"name":"must","type":"string"}]}`
 	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: reader}})
 	_, err := c.Decode(frame(id, rawAvro(t, v1Schema, map[string]any{"event_id": "x"})))
@@ -359,7 +358,7 @@ func TestRegistryIncompatibleReader(t *testing.T) {
 func TestRegistryTransient(t *testing.T) {
 	reg := srfake.New()
 	defer reg.Close()
-	id, _, _ := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
+	id := register(t, reg, "t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
 	var calls atomic.Int64
 	reg.Intercept(func(w http.ResponseWriter, r *http.Request) bool {
 		calls.Add(1)
@@ -487,10 +486,7 @@ func TestSchemaResolution(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := srfake.New()
 			defer reg.Close()
-			id, _, err := reg.RegisterSchema("s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
-			if err != nil {
-				t.Fatal(err)
-			}
+			id := register(t, reg, "s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
 			datum, err := mustCodec(t, Config{Format: Avro, Schema: tc.writer}).(*avroCodec).encodeRaw(tc.in)
 			if err != nil {
 				t.Fatal(err)

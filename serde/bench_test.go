@@ -26,9 +26,7 @@ func benchCodecs(b *testing.B) map[string]struct {
 } {
 	reg := srfake.New()
 	b.Cleanup(reg.Close)
-	if _, _, err := reg.RegisterSchema("orders-value", sr.Schema{Schema: benchSchema, Type: sr.TypeAvro}); err != nil {
-		b.Fatal(err)
-	}
+	register(b, reg, "orders-value", sr.Schema{Schema: benchSchema, Type: sr.TypeAvro})
 	v := jsonValue(b, benchJSON)
 	out := map[string]struct {
 		c   Codec

@@ -37,10 +37,7 @@ func FuzzAvroDecode(f *testing.F) {
 func FuzzAvroRegistryDecode(f *testing.F) {
 	reg := srfake.New()
 	f.Cleanup(reg.Close)
-	id, _, err := reg.RegisterSchema("t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
-	if err != nil {
-		f.Fatal(err)
-	}
+	id := register(f, reg, "t-value", sr.Schema{Schema: v1Schema, Type: sr.TypeAvro})
 	c := mustCodec(f, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: v2Schema}})
 	f.Add(frame(id, rawAvro(f, v1Schema, map[string]any{"event_id": "x"})))
 	f.Add([]byte{0, 0, 0})

@@ -111,7 +111,7 @@ func (a *Aggregation) parseScalar(s string) error {
 }
 
 // alsoMapping tells the decoder that an Aggregation is a mapping too.
-func (a *Aggregation) alsoMapping() {}
+func (a *Aggregation) alsoMapping() string { return "count or a mapping" }
 
 // TimestampTime is the Aggregate.Time that means the record timestamp.
 const TimestampTime = "$timestamp"
@@ -142,13 +142,16 @@ func (s *Stage) AggregateStep() *Aggregate {
 }
 
 // StateStore returns the name of the store of the stage's stateful step
-// (DedupeStore, AggregateStore), "" if it has none.
+// (DedupeStore, AggregateStore, or a stateful step's StoreName), "" if it
+// has none.
 func (s *Stage) StateStore() string {
 	switch {
 	case s.DedupeStep() != nil:
 		return DedupeStore
 	case s.AggregateStep() != nil:
 		return AggregateStore
+	case s.StatefulStep() != nil:
+		return s.StatefulStep().StoreName()
 	}
 	return ""
 }
@@ -227,11 +230,7 @@ func (v *validator) aggregate(p, sp string, i int, s Stage, a Aggregate) {
 		}
 	}
 	v.keyingRule(p, ap, s, a)
-	if name := ChangelogTopic(s.Name, AggregateStore); v.declaredIndex(name) >= 0 {
-		tp := fmt.Sprintf("topics[%d].name", v.declaredIndex(name))
-		v.report(tp, "topic %s is the changelog of stage %s's aggregate step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics",
-			v.q(tp, name), s.Name)
-	}
+	v.changelogDeclared(ap, s.Name, AggregateStore, "aggregate")
 }
 
 // keyingRule checks, where the file shows it, that an aggregate stage

@@ -34,8 +34,9 @@ type scalarDecoder interface {
 }
 
 // mappingToo is implemented by scalarDecoders that may be written as a
-// mapping too, decoded as their struct.
-type mappingToo interface{ alsoMapping() }
+// mapping too, decoded as their struct; alsoMapping says what is expected,
+// for errors.
+type mappingToo interface{ alsoMapping() string }
 
 const (
 	// maxMergeDepth bounds nested YAML merge keys ("<<").
@@ -156,11 +157,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		d.null[path] = true
 		return
 	}
-	_, mapping := v.Addr().Interface().(mappingToo)
+	mt, mapping := v.Addr().Interface().(mappingToo)
 	if sd, ok := v.Addr().Interface().(scalarDecoder); ok && !(mapping && n.Kind == yaml.MappingNode) {
 		want := "a duration"
 		if mapping {
-			want = "count or a mapping"
+			want = mt.alsoMapping()
 		}
 		s, refs, ok := d.scalar(n, path, want)
 		if !ok {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 func (v *validator) overrideBrokers() {
@@ -75,16 +74,14 @@ func (v *validator) defaults() {
 		if s.Output.Format == "" {
 			s.Output.Format = DefaultFormat
 		}
-		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
-		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSessionTimeout)
+		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, StageDefaults)
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
 		if s.Input.Format == "" {
 			s.Input.Format = DefaultFormat
 		}
-		v.defaultCommit(p+".commit", &s.Commit, DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords)
-		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSinkSessionTimeout)
+		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, SinkDefaults)
 		pg := &s.Postgres
 		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
 			pg.Tombstones = TombstonesSkip
@@ -127,22 +124,17 @@ func (v *validator) defaults() {
 	}
 }
 
-// defaultCommit applies the defaults to the commit mapping at path, for the
-// fields the file leaves out.
-func (v *validator) defaultCommit(path string, c *Commit, interval time.Duration, maxRecords int) {
-	if !v.has(path + ".interval") {
-		c.Interval.Duration = interval
+// defaultReader applies the defaults d of the stage or sink at path to its
+// commit mapping and group settings, for the fields the file leaves out.
+func (v *validator) defaultReader(path string, c *Commit, session, metadata *Duration, d ReaderDefaults) {
+	if !v.has(path + ".commit.interval") {
+		c.Interval.Duration = d.CommitInterval
 	}
-	if !v.has(path + ".max_records") {
-		c.MaxRecords = maxRecords
+	if !v.has(path + ".commit.max_records") {
+		c.MaxRecords = d.CommitMaxRecords
 	}
-}
-
-// defaultGroup applies the defaults of the group settings of the stage or
-// sink at path, for the fields the file leaves out.
-func (v *validator) defaultGroup(path string, session, metadata *Duration, sessionDefault time.Duration) {
 	if !v.has(path + ".session_timeout") {
-		session.Duration = sessionDefault
+		session.Duration = d.SessionTimeout
 	}
 	if !v.has(path + ".metadata_max_age") {
 		metadata.Duration = DefaultMetadataMaxAge

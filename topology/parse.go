@@ -59,6 +59,7 @@ type validator struct {
 	d            *decoder
 	f            *File
 	brokersByEnv bool
+	changelogs   map[string]changelogUser // changelog topic -> the first step that has it
 }
 
 // has reports whether path was written in the file with a non-null value.

@@ -331,6 +331,10 @@ type Step struct {
 	// Aggregate computes windowed results per record key: a stateful
 	// step, the last of its stage (see Aggregate).
 	Aggregate Aggregate `yaml:"aggregate"`
+	// Stateful calls a Go transform registered with
+	// transform.RegisterStateful, with a key-value store of the stage: a
+	// stateful step, at most one per stage (see Stateful).
+	Stateful Stateful `yaml:"stateful"`
 }
 
 // Dedupe is the dedupe step: `- dedupe: { id: value.event_id, retention: 7d }`.
@@ -625,6 +629,21 @@ const (
 	DefaultSinkCommitMaxRecords = 20000
 	DefaultSinkSessionTimeout   = 45 * time.Second
 	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
+)
+
+// ReaderDefaults are the defaults that differ between the two readers of
+// an input topic, a stage and a sink: how long a transaction or batch
+// stays open, how many records it takes, and the group session timeout.
+type ReaderDefaults struct {
+	CommitInterval   time.Duration
+	CommitMaxRecords int
+	SessionTimeout   time.Duration
+}
+
+// StageDefaults and SinkDefaults are a stage's and a sink's ReaderDefaults.
+var (
+	StageDefaults = ReaderDefaults{DefaultCommitInterval, DefaultCommitMaxRecords, DefaultSessionTimeout}
+	SinkDefaults  = ReaderDefaults{DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords, DefaultSinkSessionTimeout}
 )
 
 // Limits of the Kafka client that stages and sinks use (franz-go), which

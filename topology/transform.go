@@ -7,7 +7,7 @@ import (
 )
 
 // StepOps are the operation fields of a Step, in the order documented.
-var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe", "aggregate"}
+var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe", "aggregate", "stateful"}
 
 // Op returns the name of the step's operation, or "" if none or several
 // are set.
@@ -53,6 +53,8 @@ func (st *Step) has(op string) bool {
 		return st.Dedupe != (Dedupe{})
 	case "aggregate":
 		return !st.Aggregate.IsZero()
+	case "stateful":
+		return st.Stateful != (Stateful{})
 	}
 	return false
 }
@@ -67,8 +69,10 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		if v.has(sp+".dedupe") && !st.has("dedupe") {
 			ops = append(ops, "dedupe") // written as dedupe: {}
 		}
-		if v.has(sp+".aggregate") && !st.has("aggregate") {
-			ops = append(ops, "aggregate")
+		for _, op := range []string{"aggregate", "stateful"} {
+			if v.has(sp+"."+op) && !st.has(op) {
+				ops = append(ops, op) // written as {} or ""
+			}
 		}
 		switch len(ops) {
 		case 0:
@@ -85,6 +89,9 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		}
 		if ops[0] == "aggregate" {
 			v.aggregate(p, sp, i, s, st.Aggregate)
+		}
+		if ops[0] == "stateful" {
+			v.stateful(p, sp, i, s, st.Stateful)
 		}
 		for j, f := range st.Drop {
 			if fp := fmt.Sprintf("%s.drop[%d]", sp, j); !validPath(f) {
@@ -159,11 +166,7 @@ func (v *validator) dedupe(p, sp string, i, earlier int, d Dedupe) {
 	} else if d.Retention.Duration <= 0 {
 		v.report(rp, "must be positive (got %s)", v.num(rp, d.Retention.String()))
 	}
-	if name := ChangelogTopic(v.f.Stages[stageIndex(p)].Name, DedupeStore); v.declaredIndex(name) >= 0 {
-		tp := fmt.Sprintf("topics[%d].name", v.declaredIndex(name))
-		v.report(tp, "topic %s is the changelog of stage %s's dedupe step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics",
-			v.q(tp, name), v.f.Stages[stageIndex(p)].Name)
-	}
+	v.changelogDeclared(dp, v.f.Stages[stageIndex(p)].Name, DedupeStore, "dedupe")
 }
 
 // stageIndex returns i of the stage path "stages[i]".

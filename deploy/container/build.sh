@@ -67,6 +67,7 @@ image() {
 	trap 'rm -rf "$ctx"' EXIT
 	binary "$ctx/rootfs/usr/local/bin/exactly"
 	sh "$HERE/rootfs.sh" "$ctx/rootfs"
+	mkdir "$ctx/statedir" # the empty source of /var/lib/exactly
 	# shellcheck disable=SC2086 # BUILDER_FLAGS is a list of flags
 	"$builder" ${BUILDER_FLAGS:-} build --build-arg BINARY_FROM=prebuilt \
 		--label "org.opencontainers.image.version=$(version)" \

@@ -153,17 +153,33 @@ func (r *runner) brokersYAML() string {
 // its path and the stage name.
 func (r *runner) stageTopology(name, in, out, dlq string, cel bool) (string, string, error) {
 	stage := r.k.name(name)
+	steps := ""
+	if cel {
+		steps = celSteps
+	}
+	path, err := r.writeStageTopology(name, stage, in, out, dlq, "event_id", steps)
+	return path, stage, err
+}
+
+// writeStageTopology writes <name>.yaml in the run's directory and returns
+// its path: one stage reading JSON from in into out, its dead letters to
+// dlq, with the benchmark's commit settings, its output keyed by the field
+// key (unless ""), and then steps (YAML lines of the stage, such as its
+// transform).
+func (r *runner) writeStageTopology(name, stage, in, out, dlq, key, steps string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: %s\ntopics:\n", r.brokersYAML())
 	fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
 		in, r.cfg.partitions, out, r.cfg.partitions, dlq)
 	fmt.Fprintf(&b, "stages:\n  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n", stage, in, out)
-	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n", dlq, commitInterval, commitMaxRecords)
-	if cel {
-		b.WriteString(celSteps)
+	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n", dlq)
+	if key != "" {
+		fmt.Fprintf(&b, "    key: %s\n", key)
 	}
+	fmt.Fprintf(&b, "    commit: { interval: %s, max_records: %d }\n", commitInterval, commitMaxRecords)
+	b.WriteString(steps)
 	path := filepath.Join(r.dir, name+".yaml")
-	return path, stage, os.WriteFile(path, []byte(b.String()), 0o644)
+	return path, os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // startStage starts `exactly run` on a new output topic of in; with a

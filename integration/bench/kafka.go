@@ -68,18 +68,22 @@ func (k *kafka) topic(ctx context.Context, prefix string, parts int) (string, er
 	if parts <= 0 {
 		parts = k.cfg.partitions
 	}
-	t := k.name(prefix)
-	resp, err := k.adm.CreateTopic(ctx, int32(parts), 1, nil, t)
+	return k.topicWith(ctx, k.name(prefix), parts, nil)
+}
+
+// topicWith creates topic name with parts partitions and configs.
+func (k *kafka) topicWith(ctx context.Context, name string, parts int, configs map[string]*string) (string, error) {
+	resp, err := k.adm.CreateTopic(ctx, int32(parts), 1, configs, name)
 	if err == nil {
 		err = resp.Err
 	}
 	if err != nil {
-		return "", fmt.Errorf("create topic %s: %w", t, err)
+		return "", fmt.Errorf("create topic %s: %w", name, err)
 	}
 	k.mu.Lock()
-	k.topics = append(k.topics, t)
+	k.topics = append(k.topics, name)
 	k.mu.Unlock()
-	return t, k.waitVisible(ctx, t, parts)
+	return name, k.waitVisible(ctx, name, parts)
 }
 
 // waitVisible waits until the broker's metadata shows topic with parts
@@ -111,21 +115,6 @@ func (k *kafka) waitVisible(ctx context.Context, topic string, parts int) error 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// topicWith creates topic name with parts partitions and configs.
-func (k *kafka) topicWith(ctx context.Context, name string, parts int, configs map[string]*string) (string, error) {
-	resp, err := k.adm.CreateTopic(ctx, int32(parts), 1, configs, name)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return "", fmt.Errorf("create topic %s: %w", name, err)
-	}
-	k.mu.Lock()
-	k.topics = append(k.topics, name)
-	k.mu.Unlock()
-	return name, nil
 }
 
 // adoptTopics adds the topics whose names start with prefix (those a Kafka

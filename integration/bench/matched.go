@@ -72,10 +72,25 @@ func ksArgs(ss []ksSetting) []string {
 	return args
 }
 
-func ksNote(ss []ksSetting) string {
+// ksNote describes a Kafka Streams case's client settings for its note:
+// ss (the matched rows), or defaults, the words for Kafka Streams' own,
+// when ss is nil.
+func ksNote(ss []ksSetting, defaults string) string {
+	if ss == nil {
+		return defaults
+	}
 	var parts []string
 	for _, s := range ss {
 		parts = append(parts, fmt.Sprintf("%s=%s", strings.TrimPrefix(strings.TrimPrefix(s.key, "producer."), "consumer."), s.value))
 	}
 	return "matched to exactly's stage client: " + strings.Join(parts, " ")
+}
+
+// ksRunName names a Kafka Streams run of mode in round: ks_<mode>_r<round>,
+// or ks_<mode>_m_r<round> for a run with settings (the matched rows).
+func ksRunName(mode string, round int, ss []ksSetting) string {
+	if ss != nil {
+		return fmt.Sprintf("ks_%s_m_r%d", mode, round)
+	}
+	return fmt.Sprintf("ks_%s_r%d", mode, round)
 }

@@ -162,18 +162,11 @@ func (r *runner) kstreams(ctx context.Context, round int) error {
 // default client settings, or with settings (the matched rows).
 func (r *runner) ksCase(ctx context.Context, label, mode string, round int, settings []ksSetting) {
 	res := caseResult{Name: label, Group: "kstreams", Records: r.total,
-		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread; "}
-	if settings == nil {
-		res.Note += "Kafka Streams' defaults: batch.size=16384 linger.ms=100 compression.type=none fetch.max.wait.ms=500 max.poll.records=1000"
-	} else {
-		res.Note += ksNote(settings)
-	}
+		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread; " +
+			ksNote(settings, "Kafka Streams' defaults: batch.size=16384 linger.ms=100 compression.type=none fetch.max.wait.ms=500 max.poll.records=1000")}
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
-	name := fmt.Sprintf("ks_%s_r%d", mode, round)
-	if settings != nil {
-		name = fmt.Sprintf("ks_%s_m_r%d", mode, round)
-	}
+	name := ksRunName(mode, round, settings)
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		res.Error = err.Error()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -168,13 +167,7 @@ func (r *runner) windowed(ctx context.Context, round int) error {
 
 // windowedTopology is the exactly stage of the windowed case.
 func (r *runner) windowedTopology(name, stage, in, out, dlq string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: %s\ntopics:\n", r.brokersYAML())
-	fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n  - { name: %s, partitions: %d }\n  - { name: %s, partitions: 1 }\n",
-		in, r.cfg.partitions, out, r.cfg.partitions, dlq)
-	fmt.Fprintf(&b, "stages:\n  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n", stage, in, out)
-	fmt.Fprintf(&b, "    dead_letter: { topic: %s }\n    commit: { interval: %s, max_records: %d }\n", dlq, commitInterval, commitMaxRecords)
-	fmt.Fprintf(&b, `    transform:
+	steps := fmt.Sprintf(`    transform:
       - aggregate:
           window: { tumbling: %s }
           time: value.ts
@@ -184,8 +177,7 @@ func (r *runner) windowedTopology(name, stage, in, out, dlq string) (string, err
             total: { sum: value.amount }
           emit: final
 `, shortDur(windowSize), shortDur(windowGrace))
-	path := filepath.Join(r.dir, name+".yaml")
-	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+	return r.writeStageTopology(name, stage, in, out, dlq, "", steps)
 }
 
 // shortDur writes d in the topology's duration units (whole minutes or
@@ -237,17 +229,7 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 		res.Error = err.Error()
 		return
 	}
-	m, perr, ok := r.watchStopN(ctx, &res, r.k.groupProgress(group, r.win.topic), p, r.win.total)
-	if !ok {
-		return
-	}
-	if perr != nil {
-		res.Note += fmt.Sprintf("; exit: %v", perr)
-	}
-	r.checkWindows(ctx, &res, out)
-	if res.Error == "" {
-		res.measure(m, p)
-	}
+	r.finishWindowed(ctx, &res, p, group, out, true)
 }
 
 // ksWindowed runs the Kafka Streams peer's "window" mode over the
@@ -255,18 +237,11 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 func (r *runner) ksWindowed(ctx context.Context, label string, round int, settings []ksSetting) {
 	res := caseResult{Name: label, Group: "kstreams", Records: r.win.total,
 		Note: "heap -Xms/-Xmx" + r.cfg.ksHeap + ", 1 stream thread; windowedBy(TimeWindows.ofSizeAndGrace(" + shortDur(windowSize) + ", " +
-			shortDur(windowGrace) + ")).aggregate(count, sum) on a timestamp extractor of ts, suppress(untilWindowCloses), RocksDB + changelog; "}
-	if settings == nil {
-		res.Note += "Kafka Streams' client defaults"
-	} else {
-		res.Note += ksNote(settings)
-	}
+			shortDur(windowGrace) + ")).aggregate(count, sum) on a timestamp extractor of ts, suppress(untilWindowCloses), RocksDB + changelog; " +
+			ksNote(settings, "Kafka Streams' client defaults")}
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
-	name := fmt.Sprintf("ks_win_r%d", round)
-	if settings != nil {
-		name = fmt.Sprintf("ks_win_m_r%d", round)
-	}
+	name := ksRunName("win", round, settings)
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		res.Error = err.Error()
@@ -291,11 +266,23 @@ func (r *runner) ksWindowed(ctx context.Context, label string, round int, settin
 		res.Error = err.Error()
 		return
 	}
-	m, _, ok := r.watchStopN(ctx, &res, r.k.groupProgress(app, r.win.topic), p, r.win.total)
+	r.finishWindowed(ctx, &res, p, app, out, false)
+}
+
+// finishWindowed watches p, the process of a windowed case whose consumer
+// group is group, until the group has read the whole windowed input,
+// stops it, checks the windows it wrote to out and, if they are right,
+// measures the run into res. With noteExit, an error p exited with is
+// added to the note.
+func (r *runner) finishWindowed(ctx context.Context, res *caseResult, p *proc, group, out string, noteExit bool) {
+	m, perr, ok := r.watchStopN(ctx, res, r.k.groupProgress(group, r.win.topic), p, r.win.total)
 	if !ok {
 		return
 	}
-	r.checkWindows(ctx, &res, out)
+	if noteExit && perr != nil {
+		res.Note += fmt.Sprintf("; exit: %v", perr)
+	}
+	r.checkWindows(ctx, res, out)
 	if res.Error == "" {
 		res.measure(m, p)
 	}

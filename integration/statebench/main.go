@@ -8,8 +8,17 @@
 //
 //	go run ./integration/statebench -brokers 127.0.0.1:9092 -n 10000000
 //
+// With -mode stage it measures a real stage process instead (stage.go):
+// `exactly run` with a dedupe step consumes N distinct IDs, restores them
+// all into an empty state dir, and restarts with its checkpoints, and
+// each phase's VmHWM is read from /proc/<pid>/status of that process:
+//
+//	go build -o /tmp/exactly ./cmd/exactly
+//	go run ./integration/statebench -mode stage -exactly /tmp/exactly -n 10000000
+//
 // It is a benchmark, not a test: it prints figures and checks only that
-// each phase did what it must (N entries restored, 0 records on restart).
+// each phase did what it must (N entries restored, 0 records on restart,
+// and in the stage mode every resent ID dropped).
 package main
 
 import (
@@ -41,7 +50,11 @@ func main() {
 	phase := flag.String("phase", "all", "all, fill, restore or restart")
 	topic := flag.String("topic", "", "changelog topic (default: a new one)")
 	perTxn := flag.Int("txn", 20_000, "IDs per transaction while filling")
-	keep := flag.Bool("keep", false, "keep the changelog topic and the working directory")
+	keep := flag.Bool("keep", false, "keep the topics and the working directory")
+	mode := flag.String("mode", "store", "store: the state code in a small process per phase; stage: a real `exactly run` stage process with a dedupe step")
+	bin := flag.String("exactly", "", "with -mode stage: the exactly binary to run")
+	resend := flag.Int("resend", 10_000, "with -mode stage: IDs already seen that each restart phase produces again, all to be dropped")
+	timeout := flag.Duration("timeout", time.Hour, "with -mode stage: the longest a phase may take")
 	flag.Parse()
 	if *brokers == "" {
 		log.Fatal("set -brokers or EXACTLY_BROKERS")
@@ -49,14 +62,18 @@ func main() {
 	ctx := context.Background()
 	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(*brokers, ",")...)}
 	var err error
-	switch *phase {
-	case "all":
+	switch {
+	case *mode == "stage":
+		err = stageMode(ctx, opts, *brokers, *bin, *n, *resend, *dir, *keep, *timeout)
+	case *mode != "store":
+		err = fmt.Errorf("unknown mode %q", *mode)
+	case *phase == "all":
 		err = all(ctx, opts, *brokers, *n, *dir, *topic, *perTxn, *keep)
-	case "fill":
+	case *phase == "fill":
 		err = fill(ctx, opts, *topic, filepath.Join(*dir, "fill"), *n, *perTxn)
-	case "restore":
+	case *phase == "restore":
 		err = restore(ctx, opts, *topic, filepath.Join(*dir, "restored"), int64(*n), false)
-	case "restart":
+	case *phase == "restart":
 		err = restore(ctx, opts, *topic, filepath.Join(*dir, "restored"), int64(*n), true)
 	default:
 		err = fmt.Errorf("unknown phase %q", *phase)

@@ -1,8 +1,9 @@
 // Package kit holds what the stage engine (processor), the Postgres sink
 // (processor/pgsink) and the tools share: the dead-letter contract (headers,
 // reasons, RecordError), failpoints, broker health and the stall rule for
-// readiness, the franz-go logger, leaving a static group, backoff, and the
-// classification of Kafka errors that no retry mends.
+// readiness, the franz-go logger, leaving a static group, backoff, the
+// defaults and checks of the settings every reader of an input has
+// (Reader), and the classification of Kafka errors that no retry mends.
 //
 // kit imports neither processor nor pgsink: both import it.
 package kit

@@ -195,30 +195,17 @@ var sources = []string{topology.SourceValue, topology.SourceKey, topology.Source
 // validate applies defaults to cfg and returns every problem. It never
 // mentions the DSN's value.
 func (cfg *Config) validate() error {
-	kit.OrDefault(&cfg.ClientID, topology.DefaultClientID)
-	kit.OrDefault(&cfg.InputFormat, topology.DefaultFormat)
-	kit.OrDefault(&cfg.CommitInterval, topology.DefaultSinkCommitInterval)
-	kit.OrDefault(&cfg.MaxRecords, topology.DefaultSinkCommitMaxRecords)
-	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSinkSessionTimeout)
-	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
+	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge}
+	rd.Defaults(topology.SinkDefaults)
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
-	var errs []error
-	for _, f := range []struct{ name, v string }{
-		{"sink", cfg.Sink}, {"instance id", cfg.InstanceID}, {"input topic", cfg.Input},
-		{"postgres dsn", cfg.DSN}, {"table", cfg.Table}, {"event id column", cfg.EventID},
-	} {
-		if f.v == "" {
-			errs = append(errs, kit.NewConfigError("%s is required", f.name))
-		}
-	}
-	if len(cfg.Brokers) == 0 {
-		errs = append(errs, kit.NewConfigError("brokers are required"))
-	}
-	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
-		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
-	}
+	errs := kit.Required([]kit.Field{
+		{Name: "sink", Value: cfg.Sink}, {Name: "instance id", Value: cfg.InstanceID}, {Name: "input topic", Value: cfg.Input},
+		{Name: "postgres dsn", Value: cfg.DSN}, {Name: "table", Value: cfg.Table}, {Name: "event id column", Value: cfg.EventID},
+	})
+	errs = append(errs, rd.Check()...)
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
 		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
+	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -71,15 +72,6 @@ func readDLQ(t *testing.T, seed *kgo.Client, n int) []*kgo.Record {
 	return out
 }
 
-func header(r *kgo.Record, key string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
 // A dead letter refused as too large for the dead-letter topic is sent as
 // its envelope in the same call; the others of the batch keep their
 // values; an envelope refused too is fatal and names the record.
@@ -130,9 +122,9 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 				t.Fatalf("%d dead letters, want %d", len(got), len(tt.values))
 			}
 			for _, r := range got {
-				off, _ := header(r, kit.HeaderSourceOffset)
+				off, _ := audit.Header(r, kit.HeaderSourceOffset)
 				o, _ := strconv.ParseInt(off, 10, 64)
-				omitted, isEnv := header(r, kit.HeaderValueOmitted)
+				omitted, isEnv := audit.Header(r, kit.HeaderValueOmitted)
 				if isEnv != tt.envelopes[o] {
 					t.Fatalf("dead letter of offset %d: envelope %v, want %v", o, isEnv, tt.envelopes[o])
 				}
@@ -142,13 +134,13 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 				if !isEnv && string(r.Value) != string(tt.values[o]) {
 					t.Fatalf("dead letter of offset %d: value %q, want %q", o, r.Value, tt.values[o])
 				}
-				if reason, _ := header(r, kit.HeaderReason); reason != ReasonEventID {
+				if reason, _ := audit.Header(r, kit.HeaderReason); reason != ReasonEventID {
 					t.Fatalf("dead letter of offset %d: reason %q", o, reason)
 				}
 			}
 			// What the batch counts is what was produced.
 			for i := range dead {
-				_, isEnv := header(dead[i].rec, kit.HeaderValueOmitted)
+				_, isEnv := audit.Header(dead[i].rec, kit.HeaderValueOmitted)
 				if isEnv != tt.envelopes[int64(i)] {
 					t.Fatalf("batch's dead letter %d: envelope %v, want %v", i, isEnv, tt.envelopes[int64(i)])
 				}

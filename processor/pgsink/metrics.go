@@ -20,16 +20,13 @@ type Metrics struct {
 	deadLettered  *prometheus.CounterVec
 	committed     *prometheus.CounterVec
 	fenced        *prometheus.CounterVec
-	retries       *prometheus.CounterVec
-	rebalances    *prometheus.CounterVec
 	batchDuration *prometheus.HistogramVec
 	batchRecords  *prometheus.HistogramVec
 	position      *prometheus.GaugeVec
-	lag           *prometheus.GaugeVec
 	lastCommit    *prometheus.GaugeVec
-	recreations   *prometheus.CounterVec
 	directCopies  *prometheus.CounterVec
-	ready         *promutil.Ready
+	// consumer holds ready, retries, rebalances, recreations and lag.
+	consumer *promutil.Consumer
 }
 
 // RetryWrite is the cause label of exactly_sink_retries_total for a batch
@@ -48,19 +45,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		deadLettered:  f.Counter("records_dead_lettered_total", "Dead letters of committed batches, by reason.", "reason"),
 		committed:     f.Counter("batches_committed_total", "Database transactions committed."),
 		fenced:        f.Counter("batches_fenced_total", "Batches rolled back because another instance moved a stored position (a zombie fenced)."),
-		retries:       f.Counter("retries_total", "Database or Kafka operations retried after a transient error, by cause.", "cause"),
-		rebalances:    f.Counter("rebalances_total", "Partition assignments and revocations."),
 		batchDuration: f.Histogram("batch_duration_seconds", "Time from a batch's first record to its database commit.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		batchRecords:  f.Histogram("batch_records", "Records per committed batch, control records included.", prometheus.ExponentialBuckets(1, 4, 10)),
 		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
-		lag:           f.Gauge("consumer_lag_records", "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them.", "topic", "partition"),
 		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
-		recreations: f.Counter("topic_recreations_total", "Partitions whose stored position did not fit the input topic at assignment, by reason: "+
-			"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), "+
-			"truncated (same ID, offset above the high watermark: read from the log start).", "topic", "reason"),
 		directCopies: f.Counter("direct_copies_total", "Batch loads tried as a COPY straight into the table, by outcome: "+
 			"written (the load is done; its transaction may still fail), fell_back (rolled back: a duplicate event ID, a bad row; the batch took the staged load).", "outcome"),
-		ready: f.Ready("1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0."),
+		consumer: f.Consumer(promutil.ConsumerHelp{
+			Ready:      "1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0.",
+			Retries:    "Database or Kafka operations retried after a transient error, by cause.",
+			Rebalances: "Partition assignments and revocations.",
+			Recreations: "Partitions whose stored position did not fit the input topic at assignment, by reason: " +
+				"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), " +
+				"truncated (same ID, offset above the high watermark: read from the log start).",
+			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them.",
+		}),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -71,34 +70,37 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 // WithMetrics records the sink's metrics in m.
 func WithMetrics(m *Metrics) Option { return func(s *Sink) { s.metrics.m = m } }
 
-// sinkMetrics are a Metrics bound to one sink's label.
+// sinkMetrics are a Metrics bound to one sink's label. The embedded Owned
+// records what the sink counts as the stage does (Retry, Rebalance,
+// Recreated, SetLag).
 type sinkMetrics struct {
+	promutil.Owned
 	m    *Metrics
 	sink string
+}
+
+// bind labels the sink's series with its name.
+func (s *sinkMetrics) bind(sink string) {
+	s.sink = sink
+	if s.m != nil {
+		s.Owned = s.m.consumer.Owner(sink)
+	}
 }
 
 // retryCauses are the cause labels of exactly_sink_retries_total.
 var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
 
-// start creates the sink's series of rare events at 0: a series that first
-// appears at 1 hides that increase from rate() and increase(), and a
-// dashboard panel or alert shows no data instead of 0 (Prometheus's
-// instrumentation guide, "Avoid missing metrics").
+// start creates the sink's series of rare events at 0, as Owned.Start
+// does its shared ones.
 func (s sinkMetrics) start(input string, ready func() error) {
 	if s.m == nil {
 		return
 	}
-	s.m.ready.Set(s.sink, ready)
-	for _, r := range []string{ReasonRecreated, ReasonTruncated} {
-		s.m.recreations.WithLabelValues(s.sink, input, r)
-	}
-	for _, c := range retryCauses {
-		s.m.retries.WithLabelValues(s.sink, c)
-	}
+	s.Start(input, ready, []string{ReasonRecreated, ReasonTruncated}, retryCauses)
 	for _, o := range []string{directWritten, directFellBack} {
 		s.m.directCopies.WithLabelValues(s.sink, o)
 	}
-	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced, s.m.rebalances} {
+	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced} {
 		c.WithLabelValues(s.sink)
 	}
 }
@@ -140,33 +142,10 @@ func (s sinkMetrics) fence() {
 	}
 }
 
-func (s sinkMetrics) retry(cause string) {
-	if s.m != nil {
-		s.m.retries.WithLabelValues(s.sink, cause).Inc()
-	}
-}
-
-func (s sinkMetrics) recreated(topic, reason string) {
-	if s.m != nil {
-		s.m.recreations.WithLabelValues(s.sink, topic, reason).Inc()
-	}
-}
-
-func (s sinkMetrics) rebalance() {
-	if s.m != nil {
-		s.m.rebalances.WithLabelValues(s.sink).Inc()
-	}
-}
-
-func (s sinkMetrics) setLag(topic string, partition int32, lag int64) {
-	if s.m != nil {
-		promutil.SetLag(s.m.lag, s.sink, topic, partition, lag)
-	}
-}
-
-// drop forgets the series of a partition this instance no longer owns.
+// drop forgets the series of a partition this instance no longer owns:
+// its lag and its position.
 func (s sinkMetrics) drop(topic string, partition int32) {
 	if s.m != nil {
-		promutil.DropPartition(s.sink, topic, partition, s.m.lag, s.m.position)
+		s.DropPartition(topic, partition, s.m.position)
 	}
 }

@@ -227,30 +227,46 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		}
 		return s.rowOp(r, obj)
 	case opDelete:
-		src := s.cfg.Columns[s.eventIDIndex].Source
-		var id any
-		if src == topology.SourceKey {
-			id, _ = s.columnValue(r, nil, src)
-		} else {
+		return s.deleteOp(r, func(src string) (map[string]any, error) {
 			before, _, _ := serde.TopLevelField(body, "before")
 			if len(before) == 0 || before[0] != '{' {
-				return op{}, false, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
+				return nil, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
 			}
 			obj, err := serde.JSONFields(before, []string{src})
 			if err != nil {
-				return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
+				return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
 			}
-			if id, err = s.columnValue(r, obj, src); err != nil {
-				return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
-			}
-		}
-		if id, _ := id.(string); id != "" {
-			return op{rec: r, del: true, id: id}, true, nil
-		}
-		return op{}, false, &kit.RecordError{Reason: ReasonEventID,
-			Err: fmt.Errorf("%w: op \"d\": event id %q is missing, null or empty", errMissingEventID, src)}
+			return obj, nil
+		})
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownJSON(raw))
+}
+
+// deleteOp is the op of a change event's "d", JSON or Avro: it deletes
+// the row whose event ID is the record's key (event id column $key) or
+// the event id field of the event's before, which before(src) returns
+// decoded (a *kit.RecordError when the event has no such object). A
+// missing, null or empty event ID is a *kit.RecordError, reason
+// ReasonEventID.
+func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, error)) (op, bool, error) {
+	src := s.cfg.Columns[s.eventIDIndex].Source
+	var id any
+	if src == topology.SourceKey {
+		id, _ = s.columnValue(r, nil, src)
+	} else {
+		obj, err := before(src)
+		if err != nil {
+			return op{}, false, err
+		}
+		if id, err = s.columnValue(r, obj, src); err != nil {
+			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
+		}
+	}
+	if id, _ := id.(string); id != "" {
+		return op{rec: r, del: true, id: id}, true, nil
+	}
+	return op{}, false, &kit.RecordError{Reason: ReasonEventID,
+		Err: fmt.Errorf("%w: op \"d\": event id %q is missing, null or empty", errMissingEventID, src)}
 }
 
 func envelopeError(format string, args ...any) error {

@@ -252,7 +252,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		o(s)
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
-	s.metrics.sink = cfg.Sink
+	s.metrics.bind(cfg.Sink)
 	s.metrics.start(s.cfg.Input, s.Ready)
 	return s, nil
 }
@@ -481,7 +481,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	}
 	slices.Sort(parts)
 	s.joined.Store(true)
-	s.metrics.rebalance()
+	s.metrics.Rebalance()
 	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "topic_id", ts.id,
 		"partitions", parts, "stored", len(stored), "resume_at", resume)
 	return offsets, nil
@@ -493,10 +493,10 @@ func (s *Sink) logStart(p int32, row StoredPosition, at startAt, ts topicState) 
 		"topic_id", ts.id, "log_start", ts.start[p], "high_watermark", ts.end[p]}
 	switch at.reason {
 	case ReasonRecreated:
-		s.metrics.recreated(s.cfg.Input, at.reason)
+		s.metrics.Recreated(s.cfg.Input, at.reason)
 		s.log.Warn("input topic was recreated since the position was stored; reading the new topic from its first offset", args...)
 	case ReasonTruncated:
-		s.metrics.recreated(s.cfg.Input, at.reason)
+		s.metrics.Recreated(s.cfg.Input, at.reason)
 		s.log.Error("stored position is above the partition's high watermark (the log was truncated, or the row edited); "+
 			"reading the partition from its log start so that no record appended since is skipped (event IDs absorb the re-read)", args...)
 	case reasonRetention:
@@ -529,7 +529,7 @@ func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 		s.metrics.drop(s.cfg.Input, p)
 	}
 	if len(lost[s.cfg.Input]) > 0 {
-		s.metrics.rebalance()
+		s.metrics.Rebalance()
 		s.log.Info("partitions revoked", "topic", s.cfg.Input, "partitions", lost[s.cfg.Input])
 	}
 }
@@ -557,7 +557,7 @@ func (s *Sink) publishLag(p int32) {
 	if !ok || !owned {
 		return
 	}
-	s.metrics.setLag(s.cfg.Input, p, kit.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
+	s.metrics.SetLag(s.cfg.Input, p, kit.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
 }
 
 // markStored records that batch b committed: its partitions' positions
@@ -793,7 +793,7 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		}
 		s.failing.Store(&err)
 		s.retries.Add(1)
-		s.metrics.retry(RetryWrite)
+		s.metrics.Retry(RetryWrite)
 		s.refreshLag(ctx)
 		wait := bo.Next()
 		s.log.Warn("batch failed; retrying", "topic", s.cfg.Input, "partitions", b.order, "err", err, "class", class.String(), "retry_in", wait, "records", b.records)
@@ -861,7 +861,7 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 		}
 		s.failing.Store(&err)
 		s.retries.Add(1)
-		s.metrics.retry(strings.ReplaceAll(what, " ", "_"))
+		s.metrics.Retry(strings.ReplaceAll(what, " ", "_"))
 		wait := bo.Next()
 		s.log.Warn(what+" failed; retrying", "topic", s.cfg.Input, "err", err, "retry_in", wait)
 		select {

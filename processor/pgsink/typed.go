@@ -481,25 +481,13 @@ func (s *Sink) avroChangeOp(r *kgo.Record, ev map[string]any) (op, bool, error) 
 		}
 		return s.rowOp(r, after)
 	case opDelete:
-		src := s.cfg.Columns[s.eventIDIndex].Source
-		var id any
-		if src == topology.SourceKey {
-			id, _ = s.columnValue(r, nil, src)
-		} else {
+		return s.deleteOp(r, func(src string) (map[string]any, error) {
 			before, ok := ev["before"].(map[string]any)
 			if !ok {
-				return op{}, false, envelopeError("op \"d\" needs a \"before\" record holding the event id field %q (got %s)", src, shownValue(ev["before"]))
+				return nil, envelopeError("op \"d\" needs a \"before\" record holding the event id field %q (got %s)", src, shownValue(ev["before"]))
 			}
-			var err error
-			if id, err = s.columnValue(r, before, src); err != nil {
-				return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
-			}
-		}
-		if id, _ := id.(string); id != "" {
-			return op{rec: r, del: true, id: id}, true, nil
-		}
-		return op{}, false, &kit.RecordError{Reason: ReasonEventID,
-			Err: fmt.Errorf("%w: op \"d\": event id %q is missing, null or empty", errMissingEventID, src)}
+			return before, nil
+		})
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownValue(raw))
 }

@@ -111,13 +111,13 @@ type AggregateTxn struct {
 	txn  *Txn
 	emit Emit
 	txnParts
-	touched map[int32]map[string]bool // window keys changed, by partition
+	touched touched // window keys changed
 }
 
 // Begin returns an AggregateTxn whose changelog records go to emit.
 func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
 	txn := a.db.Begin()
-	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: map[int32]map[string]bool{}}
+	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: touched{}}
 }
 
 // Add adds a record of partition p with this key, event time ts (Unix
@@ -167,7 +167,7 @@ func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated
 	for _, c := range changes {
 		b, _ := json.Marshal(c.acc)
 		t.txn.Set(t.a.windows, p, c.k, b)
-		t.touch(p, c.k)
+		t.touched.add(p, c.k)
 		if c.new {
 			tp.added++
 		}
@@ -176,15 +176,6 @@ func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated
 		}
 	}
 	return updated, false, nil
-}
-
-func (t *AggregateTxn) touch(p int32, k []byte) {
-	m := t.touched[p]
-	if m == nil {
-		m = map[string]bool{}
-		t.touched[p] = m
-	}
-	m[string(k)] = true
 }
 
 // update folds one record into ac.
@@ -324,27 +315,13 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 				out = append(out, t.a.result(p, bytes.Clone(key), Window{start, start + t.a.size}, ac))
 			}
 			t.txn.Delete(t.a.windows, p, []byte(k))
-			t.touch(p, []byte(k))
+			t.touched.add(p, []byte(k))
 			tp.added--
 		}
 	}
 	t.emitStreamTime(t.emit)
-	for _, p := range t.sorted() {
-		keys := make([]string, 0, len(t.touched[p]))
-		for k := range t.touched[p] {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			v, ok, err := t.txn.Get(t.a.windows, p, []byte(k))
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				v = nil
-			}
-			t.emit(p, []byte(k), v)
-		}
+	if err := t.touched.emit(t.txn, t.a.windows, t.emit); err != nil {
+		return nil, err
 	}
 	clear(t.touched)
 	return out, nil
@@ -363,52 +340,17 @@ func (t *AggregateTxn) Discard() {
 	t.discard()
 }
 
-// aggregateRestorer rebuilds one partition of an Aggregate.
-type aggregateRestorer struct {
-	*restorer
-	a *Aggregate
-}
-
-// Restore starts the restore of partition p (see Dedupe.Restore).
+// Restore starts the restore of partition p (see Dedupe.Restore). Done
+// counts the partition's windows.
 func (a *Aggregate) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
-	r, err := newRestorer(a.db, a.partSet, p, cl, now)
-	if err != nil {
-		return nil, err
-	}
-	return &aggregateRestorer{restorer: r, a: a}, nil
+	return restoreStore(a.db, a.partSet, a.windows, checkWindowKey, p, cl, now)
 }
 
-// Apply applies one changelog record.
-func (r *aggregateRestorer) Apply(offset int64, key, value []byte) error {
-	switch {
-	case len(key) == 0:
-		return r.streamTime(offset, value)
-	case len(key) < 8:
-		return fmt.Errorf("aggregate changelog partition %d: key %x is no window key", r.p, key)
-	case value == nil:
-		r.b.Delete(r.a.windows, r.p, key)
-	default:
-		r.b.Set(r.a.windows, r.p, key, value)
+func checkWindowKey(key []byte) error {
+	if len(key) < 8 {
+		return fmt.Errorf("key %x is no window key", key)
 	}
-	return r.flush(offset)
-}
-
-// Done commits the restore, counts the partition's windows and makes it
-// usable.
-func (r *aggregateRestorer) Done(end int64) (int64, error) {
-	if err := r.b.Commit(); err != nil {
-		return 0, err
-	}
-	r.b = r.db.NewBatch()
-	r.part.entries = 0
-	err := r.a.windows.Scan(r.p, nil, nil, func(_, _ []byte) (bool, error) {
-		r.part.entries++
-		return true, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return r.done(end)
+	return nil
 }
 
 // windowKey is start (sign bit flipped, big-endian) followed by key.

@@ -13,15 +13,7 @@ import (
 func restoredAgg(t *testing.T, db *DB, cfg AggregateConfig, ps ...int32) *Aggregate {
 	t.Helper()
 	a := NewAggregate(db, cfg)
-	for _, p := range ps {
-		r, err := a.Restore(p, ChangelogPartition{}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Done(0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restoreEmpty(t, a.Restore, ps...)
 	return a
 }
 

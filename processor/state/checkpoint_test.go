@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -238,4 +239,139 @@ func TestOpenLocked(t *testing.T) {
 		t.Fatalf("Open after Close: %v", err)
 	}
 	_ = db.Close()
+}
+
+// TestCheckpointStaleReturn: a partition comes back to an instance that
+// held it before, whose checkpoint the changelog has moved past: the next
+// owner remembered new IDs, expired the old ones (tombstones) and saw one
+// of them again. The restore resumes from the stale checkpoint, reads only
+// what came after it, and the store then judges every ID as a store
+// rebuilt from the whole changelog does: none of the newer IDs is missed,
+// and none of the IDs the stale store holds is judged by its stale view.
+func TestCheckpointStaleReturn(t *testing.T) {
+	day := 24 * time.Hour
+	cl := &changelog{}
+	end := func() int64 { return int64(len(cl.recs)) }
+	// step checks id at t0+at in d's partition 0 and commits, moving the
+	// checkpoint to the changelog's end.
+	step := func(d *Dedupe, id string, at time.Duration) bool {
+		t.Helper()
+		tx := d.Begin(cl.emit)
+		dup, err := tx.Check(0, []byte(id), t0.Add(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Remember()
+		if _, err := tx.Finish(1000); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(map[int32]int64{0: end()}); err != nil {
+			t.Fatal(err)
+		}
+		return dup
+	}
+	// restore restores d's partition 0 from the changelog as it stands.
+	restore := func(d *Dedupe) Restorer {
+		t.Helper()
+		r, err := d.Restore(0, ChangelogPartition{topicA, 0, end(), day}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := r.From(); off < end(); off++ {
+			if err := r.Apply(off, cl.recs[off].key, cl.recs[off].value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.Done(end()); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+
+	// Instance A holds the partition: x0..x9 seen at t0..t0+9m.
+	a := NewDedupe(openDB(t), time.Hour)
+	restore(a)
+	for i := range 10 {
+		step(a, fmt.Sprintf("x%d", i), time.Duration(i)*time.Minute)
+	}
+	checkpoint, ok, err := a.Checkpoint(0)
+	if err != nil || !ok || checkpoint.Offset != end() {
+		t.Fatalf("A's checkpoint %+v, %v, %v; want offset %d", checkpoint, ok, err, end())
+	}
+	if err := a.Drop(0); err != nil { // revoked
+		t.Fatal(err)
+	}
+
+	// Instance B takes it over: stream time jumps to t0+2h, expiring
+	// every x; x3 comes again (new, remembered at t0+2h), m0 is new.
+	b := NewDedupe(openDB(t), time.Hour)
+	restore(b)
+	for _, e := range []struct {
+		id  string
+		at  time.Duration
+		dup bool
+	}{{"x1", 30 * time.Minute, true}, {"tick", 2 * time.Hour, false}, {"x3", 2 * time.Hour, false}, {"m0", 2 * time.Hour, false}} {
+		if dup := step(b, e.id, e.at); dup != e.dup {
+			t.Fatalf("B: Check(%s) = %v, want %v", e.id, dup, e.dup)
+		}
+	}
+	tombstones := 0
+	for _, r := range cl.recs[checkpoint.Offset:] {
+		if r.value == nil {
+			tombstones++
+		}
+	}
+	if tombstones != 10 {
+		t.Fatalf("B wrote %d tombstones past A's checkpoint, want 10 (every x expired)", tombstones)
+	}
+
+	// A gets it back: it resumes from its checkpoint, not from the start.
+	r := restore(a)
+	if r.Rebuild() != "" || r.From() != checkpoint.Offset {
+		t.Fatalf("A's restore: rebuild %q from %d, want a resume from its checkpoint %d", r.Rebuild(), r.From(), checkpoint.Offset)
+	}
+	if st, _ := a.StreamTime(0); !st.Equal(t0.Add(2 * time.Hour)) {
+		t.Fatalf("A's stream time %v, want B's %v", st, t0.Add(2*time.Hour))
+	}
+	// A store rebuilt from the whole changelog, to compare with.
+	rebuilt := NewDedupe(openDB(t), time.Hour)
+	restore(rebuilt)
+
+	for _, e := range []struct {
+		id  string
+		at  time.Duration // a record time below the stream time does not move it
+		dup bool
+		why string
+	}{
+		{"m0", 20 * time.Minute, true, "only B saw it: a missed ID"},
+		{"x3", 20 * time.Minute, true, "B saw it again after it expired"},
+		{"x5", 20 * time.Minute, false, "expired and tombstoned: A's stale copy (seen t0+5m) must not count"},
+		{"x9", 20 * time.Minute, false, "expired and tombstoned"},
+		{"new", 20 * time.Minute, false, "never seen"},
+	} {
+		for _, d := range []struct {
+			name string
+			d    *Dedupe
+		}{{"A, resumed", a}, {"rebuilt", rebuilt}} {
+			tx := d.d.Begin(cl.emit)
+			dup, err := tx.Check(0, []byte(e.id), t0.Add(e.at))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx.Discard()
+			if dup != e.dup {
+				t.Errorf("%s: Check(%s) = %v, want %v (%s)", d.name, e.id, dup, e.dup, e.why)
+			}
+		}
+	}
+
+	// A commits a transaction at the stream time: its purge of expired IDs
+	// meets the stale index entries of x3 and x5 and must leave x3, seen
+	// again at t0+2h, alone.
+	if step(a, "y", 2*time.Hour) {
+		t.Fatal("A: y is no duplicate")
+	}
+	if !step(a, "x3", 2*time.Hour) {
+		t.Fatal("A: x3 is no longer a duplicate after A's purge")
+	}
 }

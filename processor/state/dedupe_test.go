@@ -36,8 +36,16 @@ func openDB(t *testing.T) *DB {
 func restored(t *testing.T, db *DB, retention time.Duration, ps ...int32) *Dedupe {
 	t.Helper()
 	d := NewDedupe(db, retention)
+	restoreEmpty(t, d.Restore, ps...)
+	return d
+}
+
+// restoreEmpty restores partitions ps of a step, with restore, from an
+// empty changelog.
+func restoreEmpty(t *testing.T, restore func(int32, ChangelogPartition, time.Time) (Restorer, error), ps ...int32) {
+	t.Helper()
 	for _, p := range ps {
-		r, err := d.Restore(p, ChangelogPartition{}, time.Now())
+		r, err := restore(p, ChangelogPartition{}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +53,6 @@ func restored(t *testing.T, db *DB, retention time.Duration, ps ...int32) *Dedup
 			t.Fatal(err)
 		}
 	}
-	return d
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -337,3 +337,107 @@ func (r *restorer) done(end int64) (int64, error) {
 	r.set.put(r.p, r.part)
 	return r.count, nil
 }
+
+// touched is the keys of a store that an open transaction changed, by
+// partition: at its end, each goes to the changelog with the value the
+// transaction leaves it (see emitTouched).
+type touched map[int32]map[string]bool
+
+func (t touched) add(p int32, k []byte) {
+	m := t[p]
+	if m == nil {
+		m = map[string]bool{}
+		t[p] = m
+	}
+	m[string(k)] = true
+}
+
+// emitTouched writes each touched key of s to its partition's changelog,
+// partitions and keys in order: its value in txn, or a tombstone once
+// deleted. Written once per key and transaction, however often it
+// changed.
+func (t touched) emit(txn *Txn, s *Store, emit Emit) error {
+	ps := make([]int32, 0, len(t))
+	for p := range t {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	for _, p := range ps {
+		keys := make([]string, 0, len(t[p]))
+		for k := range t[p] {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v, ok, err := txn.Get(s, p, []byte(k))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				v = nil
+			}
+			emit(p, []byte(k), v)
+		}
+	}
+	return nil
+}
+
+// restoreStore starts the restore of partition p of a step whose
+// changelog records set and delete keys of store (see storeRestorer), as
+// Dedupe.Restore does.
+func restoreStore(db *DB, set *partSet, store *Store, check func(key []byte) error, p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
+	r, err := newRestorer(db, set, p, cl, now)
+	if err != nil {
+		return nil, err
+	}
+	return &storeRestorer{restorer: r, store: store, check: check}, nil
+}
+
+// storeRestorer restores a step whose changelog records each set (a
+// value) or delete (a tombstone) one key of one store, the empty key
+// holding the stream time. Entries are counted once the restore is done.
+type storeRestorer struct {
+	*restorer
+	store *Store
+	// check, if not nil, vets a key before it is applied.
+	check func(key []byte) error
+}
+
+// Apply applies one changelog record.
+func (r *storeRestorer) Apply(offset int64, key, value []byte) error {
+	if len(key) == 0 {
+		return r.streamTime(offset, value)
+	}
+	if r.check != nil {
+		if err := r.check(key); err != nil {
+			return fmt.Errorf("%s changelog partition %d: %w", r.store.name, r.p, err)
+		}
+	}
+	if value == nil {
+		r.b.Delete(r.store, r.p, key)
+	} else {
+		r.b.Set(r.store, r.p, key, value)
+	}
+	return r.flush(offset)
+}
+
+// Done commits the restore, counts the partition's keys if the restore
+// applied any record (else the checkpoint's count stands) and makes it
+// usable.
+func (r *storeRestorer) Done(end int64) (int64, error) {
+	if r.count > 0 {
+		if err := r.b.Commit(); err != nil {
+			return 0, err
+		}
+		r.b = r.db.NewBatch()
+		r.part.entries = 0
+		err := r.store.Scan(r.p, nil, nil, func(_, _ []byte) (bool, error) {
+			r.part.entries++
+			return true, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return r.done(end)
+}

@@ -7,6 +7,7 @@ import "slices"
 // them. A Txn is used by one goroutine.
 type Txn struct {
 	db      *DB
+	parent  *Txn               // see Nest
 	changes map[string]*change // by database key: the last change wins
 }
 
@@ -21,10 +22,18 @@ type change struct {
 // Begin returns an empty Txn.
 func (d *DB) Begin() *Txn { return &Txn{db: d, changes: map[string]*change{}} }
 
+// Nest returns an empty Txn whose reads see its own changes, then t's:
+// the changes of one record, say, kept by merging them into t (Merge) or
+// dropped (Discard).
+func (t *Txn) Nest() *Txn { return &Txn{db: t.db, parent: t, changes: map[string]*change{}} }
+
 // Get returns the value of k in partition p of s as t has it.
 func (t *Txn) Get(s *Store, p int32, k []byte) ([]byte, bool, error) {
 	if c, ok := t.changes[string(s.key(p, k))]; ok {
 		return c.v, !c.del, nil
+	}
+	if t.parent != nil {
+		return t.parent.Get(s, p, k)
 	}
 	return s.Get(p, k)
 }

@@ -24,6 +24,8 @@ type Pipeline struct {
 	dedupe   *Dedupe
 	// aggregate is the aggregate step, run by the engine after steps.
 	aggregate *Aggregate
+	// stateful is the stateful step, one of steps, for the engine.
+	stateful *Stateful
 }
 
 // Dedupe is the compiled dedupe step of a stage (topology.Dedupe). It is
@@ -129,7 +131,11 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 			}
 			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg, jsonOut); ok {
 				p.steps = append(p.steps, s)
-				p.hasFuncs = p.hasFuncs || st.Transform[j].Func != ""
+				op := st.Transform[j].Op()
+				p.hasFuncs = p.hasFuncs || op == "func" || op == "stateful"
+				if op == "stateful" {
+					p.stateful = &Stateful{Step: s.name, Index: j, Store: st.Transform[j].Stateful.StoreName()}
+				}
 			}
 		}
 		out[st.Name] = p
@@ -239,10 +245,30 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry, 
 	case "func":
 		fn, found := reg.Lookup(st.Func)
 		if !found {
-			c.fail(path+".func", "no Go transform is registered as %q (registered: %s)", st.Func, namesOrNone(reg.Names()))
+			hint := ""
+			if _, stateful := reg.LookupStateful(st.Func); stateful {
+				hint = fmt.Sprintf(" (%q is a stateful transform: call it with stateful: %s)", st.Func, st.Func)
+			}
+			c.fail(path+".func", "no Go transform is registered as %q%s (registered: %s)", st.Func, hint, namesOrNone(reg.Names()))
 			return s, false
 		}
 		s.run = funcStep(fn)
+	case "stateful":
+		name := st.Stateful.Func
+		fn, found := reg.LookupStateful(name)
+		if !found {
+			hint := ""
+			if _, stateless := reg.Lookup(name); stateless {
+				hint = fmt.Sprintf(" (%q is a stateless transform: call it with func: %s)", name, name)
+			}
+			fp := path + ".stateful.func"
+			if c.f.Position(fp) == (topology.Position{}) {
+				fp = path + ".stateful" // the scalar form
+			}
+			c.fail(fp, "no stateful Go transform is registered as %q%s (registered with transform.RegisterStateful: %s)", name, hint, namesOrNone(reg.StatefulNames()))
+			return s, false
+		}
+		s.run = statefulStep(fn)
 	default:
 		return s, false // topology validation reported it
 	}
@@ -443,10 +469,13 @@ func (b *builder) explode(src string) runFunc {
 	}
 }
 
-// funcStep calls a Go transform with the record's value decoded whole:
-// a Go function reads every field, so a value without an exact Go form
-// fails the record here (see Materialize).
-func funcStep(fn Func) runFunc {
+// funcStep calls a Go transform (see goStep).
+func funcStep(fn Func) runFunc { return goStep(fn) }
+
+// goStep calls a Go function with the record's value decoded whole: a Go
+// function reads every field, so a value without an exact Go form fails
+// the record here (see Materialize).
+func goStep(fn func(ctx context.Context, r Record) ([]Record, error)) runFunc {
 	call := func(ctx context.Context, r Record) (out []Record, err error) {
 		defer func() {
 			// A panic is a bug in that function, triggered by this

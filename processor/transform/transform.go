@@ -1,6 +1,7 @@
 // Package transform runs a stage's transform steps: declarative steps with
 // CEL expressions (https://cel.dev) from the topology file, and Go functions
-// registered by name.
+// registered by name, stateless (Register, for `func:` steps) or with a
+// key-value store of the stage (RegisterStateful, for `stateful:` steps).
 //
 // # Determinism
 //
@@ -65,27 +66,43 @@ type Record struct {
 // use.
 type Func func(ctx context.Context, r Record) ([]Record, error)
 
-// Registry maps names to Go transforms, for `func:` steps.
+// Registry maps names to Go transforms, for `func:` steps, and to
+// stateful Go transforms, for `stateful:` steps. The two share one
+// namespace.
 type Registry struct {
-	mu    sync.RWMutex
-	funcs map[string]Func
+	mu       sync.RWMutex
+	funcs    map[string]Func
+	stateful map[string]StatefulFunc
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{funcs: map[string]Func{}} }
+func NewRegistry() *Registry {
+	return &Registry{funcs: map[string]Func{}, stateful: map[string]StatefulFunc{}}
+}
 
 // Register adds fn under name. It returns an error if name is empty or
 // taken, or fn is nil.
 func (r *Registry) Register(name string, fn Func) error {
-	if name == "" || fn == nil {
+	return r.add(name, fn == nil, func() { r.funcs[name] = fn })
+}
+
+// RegisterStateful adds the stateful transform fn under name. It returns
+// an error if name is empty or taken (by either kind), or fn is nil.
+func (r *Registry) RegisterStateful(name string, fn StatefulFunc) error {
+	return r.add(name, fn == nil, func() { r.stateful[name] = fn })
+}
+
+func (r *Registry) add(name string, nilFn bool, set func()) error {
+	if name == "" || nilFn {
 		return errors.New("register transform: empty name or nil func")
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.funcs[name]; dup {
+	_, dup := r.funcs[name]
+	if _, dupStateful := r.stateful[name]; dup || dupStateful {
 		return fmt.Errorf("register transform %q: already registered", name)
 	}
-	r.funcs[name] = fn
+	set()
 	return nil
 }
 
@@ -97,12 +114,33 @@ func (r *Registry) Lookup(name string) (Func, bool) {
 	return fn, ok
 }
 
-// Names returns the registered names, sorted.
+// LookupStateful returns the stateful transform registered under name.
+func (r *Registry) LookupStateful(name string) (StatefulFunc, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn, ok := r.stateful[name]
+	return fn, ok
+}
+
+// Names returns the names of the registered transforms (not stateful),
+// sorted.
 func (r *Registry) Names() []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.funcs))
-	for n := range r.funcs {
+	return sortedNames(r.funcs)
+}
+
+// StatefulNames returns the names of the registered stateful transforms,
+// sorted.
+func (r *Registry) StatefulNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return sortedNames(r.stateful)
+}
+
+func sortedNames[F any](m map[string]F) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -118,6 +156,15 @@ var Default = NewRegistry()
 // that is a programming error found at start-up.
 func Register(name string, fn Func) {
 	if err := Default.Register(name, fn); err != nil {
+		panic(err)
+	}
+}
+
+// RegisterStateful adds the stateful transform fn to Default, for custom
+// binaries, as Register does; a topology calls it with a `stateful: name`
+// step. It panics if name is empty or taken, or fn is nil.
+func RegisterStateful(name string, fn StatefulFunc) {
+	if err := Default.RegisterStateful(name, fn); err != nil {
 		panic(err)
 	}
 }

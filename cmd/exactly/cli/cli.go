@@ -211,7 +211,7 @@ the Nth transaction, for testing recovery.`, stderr)
 	guarantee := fs.String("guarantee", processor.ExactlyOnce,
 		"exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
 	stateDir := fs.String("state-dir", processor.DefaultStateDir(),
-		"directory for the local state of stateful steps (dedupe, aggregate): each stage instance uses <dir>/<stage>-<instance-id>, locked while it runs and kept across restarts with a checkpoint, so that a restart reads only what its changelog topic gained since")
+		"directory for the local state of stateful steps (dedupe, aggregate, stateful): each stage instance uses <dir>/<stage>-<instance-id>, locked while it runs and kept across restarts with a checkpoint, so that a restart reads only what its changelog topic gained since")
 	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to this file (read it with go tool pprof)")
 	log, code, done := pf.parse(fs, args, "run", stderr)
 	if done {

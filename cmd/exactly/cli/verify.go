@@ -22,7 +22,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 dead-letter topic with isolation.level=read_committed, and every sink table,
 and accounts for each committed input record of each stage: processed (its
 outputs, found by their exactly.source.* lineage headers), dead-lettered,
-filtered (only in stages with a filter, explode or func step), deduplicated
+filtered (only in stages with a filter, explode, func or stateful step), deduplicated
 (in a stage with a dedupe step: no output, and its event ID is in the output
 from another input record), pending (at or
 after the stage's committed group offset, or the sink's stored position), or

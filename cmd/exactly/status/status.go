@@ -55,7 +55,7 @@ type Group struct {
 	Partitions []Partition `json:"partitions"`
 	Lag        int64       `json:"lag"` // over all partitions
 	// Changelog is the changelog topic of a stage with a stateful step
-	// (dedupe, aggregate); nil for other stages and sinks.
+	// (dedupe, aggregate, stateful); nil for other stages and sinks.
 	Changelog *Changelog `json:"changelog,omitempty"`
 	Errors    []string   `json:"errors,omitempty"`
 }
@@ -149,11 +149,8 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 			continue
 		}
 		g := Group{Kind: "stage", Name: st.Name, Group: processor.StageConfig(f, st, "").Group(), Topic: st.Input.Topic}
-		switch {
-		case st.DedupeStep() != nil:
-			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, topology.DedupeStore)}
-		case st.AggregateStep() != nil:
-			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, topology.AggregateStore)}
+		if store := st.StateStore(); store != "" {
+			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, store)}
 		}
 		rep.Stages = append(rep.Stages, g)
 	}

@@ -35,21 +35,36 @@ func run(t testing.TB, topo string, fx *testrun.Fixture) (*testrun.Result, error
 	return testrun.Run(context.Background(), f, pipelines, fx, testrun.Options{})
 }
 
+// shippedFixtures returns the fixture files of deploy/examples, failing
+// tb if there are fewer than least.
+func shippedFixtures(tb testing.TB, least int) []string {
+	tb.Helper()
+	fixtures, err := filepath.Glob(filepath.Join(examples, "*.test.yaml"))
+	if err != nil || len(fixtures) < least {
+		tb.Fatalf("fixtures: %v %v", fixtures, err)
+	}
+	return fixtures
+}
+
+// shippedFixture loads the fixture file fp, X.test.yaml, and returns it
+// with the path of its topology file, X.yaml.
+func shippedFixture(tb testing.TB, fp string) (*testrun.Fixture, string) {
+	tb.Helper()
+	fx, err := testrun.Load(fp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fx, strings.TrimSuffix(fp, ".test.yaml") + ".yaml"
+}
+
 // TestShippedFixtures runs every deploy/examples/X.test.yaml against
 // X.yaml: the examples do what their fixtures say. How long a fixture takes
 // is BenchmarkShippedFixtures's to say, not a test's.
 func TestShippedFixtures(t *testing.T) {
-	fixtures, err := filepath.Glob(filepath.Join(examples, "*.test.yaml"))
-	if err != nil || len(fixtures) < 2 {
-		t.Fatalf("fixtures: %v %v", fixtures, err)
-	}
-	for _, fp := range fixtures {
+	for _, fp := range shippedFixtures(t, 2) {
 		t.Run(filepath.Base(fp), func(t *testing.T) {
-			fx, err := testrun.Load(fp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := run(t, strings.TrimSuffix(fp, ".test.yaml")+".yaml", fx)
+			fx, topo := shippedFixture(t, fp)
+			res, err := run(t, topo, fx)
 			if err != nil {
 				var diff bytes.Buffer
 				if res != nil {
@@ -68,18 +83,11 @@ func TestShippedFixtures(t *testing.T) {
 // BenchmarkShippedFixtures runs each shipped fixture on its embedded
 // cluster: ns/op is the time a user waits for `exactly test` on it.
 func BenchmarkShippedFixtures(b *testing.B) {
-	fixtures, err := filepath.Glob(filepath.Join(examples, "*.test.yaml"))
-	if err != nil || len(fixtures) == 0 {
-		b.Fatalf("fixtures: %v %v", fixtures, err)
-	}
-	for _, fp := range fixtures {
+	for _, fp := range shippedFixtures(b, 1) {
 		b.Run(filepath.Base(fp), func(b *testing.B) {
-			fx, err := testrun.Load(fp)
-			if err != nil {
-				b.Fatal(err)
-			}
+			fx, topo := shippedFixture(b, fp)
 			for b.Loop() {
-				if _, err := run(b, strings.TrimSuffix(fp, ".test.yaml")+".yaml", fx); err != nil {
+				if _, err := run(b, topo, fx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -314,17 +314,8 @@ func (c *StageCheck) account(starts map[int32]int64) error {
 		return err
 	}
 	return c.ids.groups(func(recs [][]byte) error {
-		var in, out, dropped int64
-		for _, r := range recs {
-			switch r[16] {
-			case idIn:
-				in++
-			case idOut:
-				out++
-			case idDropped:
-				dropped++
-			}
-		}
+		n := countIDKinds(recs)
+		in, out, dropped := n[idIn], n[idOut], n[idDropped]
 		if dropped > 0 && out == 0 {
 			// Dropped, but no copy of the event came out: not a
 			// duplicate the dedupe step removed.
@@ -385,17 +376,8 @@ func (c *SinkCheck) account(starts map[int32]int64) error {
 		return err
 	}
 	return c.ids.groups(func(recs [][]byte) error {
-		var exp, maybe, rows int64
-		for _, r := range recs {
-			switch r[16] {
-			case idExpected:
-				exp++
-			case idMaybe:
-				maybe++
-			case idRow:
-				rows++
-			}
-		}
+		n := countIDKinds(recs)
+		exp, maybe, rows := n[idExpected], n[idMaybe], n[idRow]
 		if exp > 0 {
 			c.Expected++
 		}

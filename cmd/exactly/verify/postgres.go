@@ -25,39 +25,18 @@ func (c *SinkCheck) readPositions(ctx context.Context, f *topology.File) error {
 }
 
 func (c *SinkCheck) readRows(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, string(c.cfg.Postgres.DSN))
-	if err != nil {
-		return fmt.Errorf("verify: sink %s: connect to postgres: %w", c.Name, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	col := pgx.Identifier{c.cfg.Postgres.EventID}.Sanitize()
-	rows, err := conn.Query(ctx, "SELECT "+col+"::text FROM "+ident(c.Table))
-	if err != nil {
-		if pgsink.IsUndefinedTable(err) || pgsink.IsUndefinedColumn(err) {
-			return nil // the sink never ran, or the table is not its
-		}
-		return fmt.Errorf("verify: sink %s: read table: %w", c.Name, err)
-	}
-	defer rows.Close()
+	q := "SELECT " + pgx.Identifier{c.cfg.Postgres.EventID}.Sanitize() + "::text FROM " + ident(c.Table)
+	none := func(err error) bool { return pgsink.IsUndefinedTable(err) || pgsink.IsUndefinedColumn(err) } // the sink never ran, or the table is not its
+	var id *string
 	var rec [idSize]byte
-	for rows.Next() {
-		var id *string
-		if err := rows.Scan(&id); err != nil {
-			return fmt.Errorf("verify: sink %s: read table: %w", c.Name, err)
-		}
+	return c.eachRow(ctx, "table", none, []any{&id}, func() error {
 		c.Rows++
 		if id == nil {
-			continue
+			return nil
 		}
 		d := sha(*id)
-		if err := c.ids.add(int(d[0]), idRecord(rec[:], d, idRow)); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("verify: sink %s: read table: %w", c.Name, err)
-	}
-	return nil
+		return c.ids.add(int(d[0]), idRecord(rec[:], d, idRow))
+	}, q)
 }
 
 // readDeadLetters reads the sink's dead letters from its dead-letter
@@ -66,38 +45,47 @@ func (c *SinkCheck) readRows(ctx context.Context) error {
 // names (a re-created topic's older dead letters name other records).
 // None if the table does not exist yet.
 func (c *SinkCheck) readDeadLetters(ctx context.Context) error {
+	q := `SELECT partition, "offset", topic_id, reason FROM ` + ident(c.DeadLetterTable) + ` WHERE sink = $1 AND topic = $2`
+	var p int32
+	var o int64
+	var topicID, reason string
+	var rec [linSize]byte
+	return c.eachRow(ctx, "dead-letter table", pgsink.IsUndefinedTable, []any{&p, &o, &topicID, &reason}, func() error {
+		if id := c.topicIDs[p]; id != "" && topicID != id {
+			return nil
+		}
+		c.DeadLettersByReason[reason]++
+		return c.lineage.add(linBucket(p, o), linRecord(rec[:], p, o, kDLQ, 0, 0, [16]byte{}))
+	}, q, c.Name, c.Input)
+}
+
+// eachRow runs the query sql with args on the sink's database, scans each
+// row into dest and calls fn; what names the table in errors. A query
+// that fails with none(err) (the sink never ran) reads no rows.
+func (c *SinkCheck) eachRow(ctx context.Context, what string, none func(error) bool, dest []any, fn func() error, sql string, args ...any) error {
 	conn, err := pgx.Connect(ctx, string(c.cfg.Postgres.DSN))
 	if err != nil {
 		return fmt.Errorf("verify: sink %s: connect to postgres: %w", c.Name, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, `SELECT partition, "offset", topic_id, reason FROM `+ident(c.DeadLetterTable)+
-		` WHERE sink = $1 AND topic = $2`, c.Name, c.Input)
+	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
-		if pgsink.IsUndefinedTable(err) {
-			return nil // the sink never ran
+		if none(err) {
+			return nil
 		}
-		return fmt.Errorf("verify: sink %s: read dead-letter table: %w", c.Name, err)
+		return fmt.Errorf("verify: sink %s: read %s: %w", c.Name, what, err)
 	}
 	defer rows.Close()
-	var rec [linSize]byte
 	for rows.Next() {
-		var p int32
-		var o int64
-		var topicID, reason string
-		if err := rows.Scan(&p, &o, &topicID, &reason); err != nil {
-			return fmt.Errorf("verify: sink %s: read dead-letter table: %w", c.Name, err)
+		if err := rows.Scan(dest...); err != nil {
+			return fmt.Errorf("verify: sink %s: read %s: %w", c.Name, what, err)
 		}
-		if id := c.topicIDs[p]; id != "" && topicID != id {
-			continue
-		}
-		c.DeadLettersByReason[reason]++
-		if err := c.lineage.add(linBucket(p, o), linRecord(rec[:], p, o, kDLQ, 0, 0, [16]byte{})); err != nil {
+		if err := fn(); err != nil {
 			return err
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("verify: sink %s: read dead-letter table: %w", c.Name, err)
+		return fmt.Errorf("verify: sink %s: read %s: %w", c.Name, what, err)
 	}
 	return nil
 }

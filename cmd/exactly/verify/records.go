@@ -38,7 +38,7 @@ const (
 	idExpected
 	idMaybe
 	idRow
-	idDropped // an input of a dedupe stage with no output and no dead letter
+	idDropped // an input of a dedupe stage with no output and no dead letter; the last kind (countIDKinds)
 )
 
 // eventID returns the digest of the event ID field of r's value.
@@ -108,6 +108,17 @@ func idRecord(b []byte, digest [16]byte, kind byte) []byte {
 	copy(b[:16], digest[:])
 	b[16] = kind
 	return b
+}
+
+// countIDKinds returns how many of recs, the id records of one event ID,
+// are of each kind, indexed by kind (idIn to idDropped).
+func countIDKinds(recs [][]byte) (n [idDropped + 1]int64) {
+	for _, r := range recs {
+		if k := r[16]; int(k) < len(n) {
+			n[k]++
+		}
+	}
+	return n
 }
 
 // group is one source record's lineage records.

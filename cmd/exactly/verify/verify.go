@@ -15,7 +15,9 @@
 //     letter;
 //   - dead-lettered: it has one dead letter and no output;
 //   - filtered: no output and no dead letter, in a stage with a filter,
-//     explode or func step (the steps that may yield nothing);
+//     explode, func or stateful step (the steps that may yield nothing; a
+//     stateful function that emits nothing for a record, a running balance
+//     that writes only on change say, still commits its state change);
 //   - deduplicated: no output and no dead letter, in a stage with a dedupe
 //     step, and its event ID (the --event-id field) has an output from
 //     another input record: a resent duplicate that the step dropped. In a
@@ -26,7 +28,7 @@
 //   - lost: none of the above.
 //
 // A duplicate is a (source, index) written twice, or a second dead letter of
-// one source, or, in stages without explode or func steps, an event ID that
+// one source, or, in stages without explode, func or stateful steps, an event ID that
 // appears in the stage's outputs more often than in its input (and more than
 // once). An orphan is an output or dead letter whose source is no committed
 // input record: an aborted read.
@@ -326,8 +328,10 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 	c := &StageCheck{Name: st.Name, Input: st.Input.Topic, Outputs: st.OutputTopics(), DeadLetter: st.DeadLetter.Topic,
 		DeadLettersByReason: map[string]int64{}, group: map[int32]int64{}}
 	for _, s := range st.Transform {
-		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || s.Func != ""
-		c.explodes = c.explodes || s.Explode != "" || s.Func != ""
+		// A Go function, stateful or not, may write no record or many.
+		goFunc := s.Func != "" || s.Op() == "stateful"
+		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || goFunc
+		c.explodes = c.explodes || s.Explode != "" || goFunc
 	}
 	c.dedupes = st.DedupeStep() != nil
 	c.aggregates = st.AggregateStep() != nil

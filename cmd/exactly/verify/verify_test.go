@@ -162,8 +162,30 @@ func newTestSpills(t *testing.T) (*spill, *spill) {
 	return l, i
 }
 
-func TestStageAccount(t *testing.T) {
+// accountedStage returns the check of stage "st" (JSON in and out, input
+// "in"), with a filter or a dedupe step as mayFilter and dedupes say,
+// after it handled recs and accounted them with committed as its group's
+// offset of partition 0.
+func accountedStage(t *testing.T, committed int64, mayFilter, dedupes bool, recs []handled) *StageCheck {
+	t.Helper()
 	json, _ := serde.New(serde.JSON)
+	c := &StageCheck{Name: "st", Input: "in", in: json, out: json, mayFilter: mayFilter, dedupes: dedupes,
+		group: map[int32]int64{0: committed}, DeadLettersByReason: map[string]int64{}}
+	c.lineage, c.ids = newTestSpills(t)
+	var rec [linSize]byte
+	var idRec [idSize]byte
+	for _, h := range recs {
+		if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.account(map[int32]int64{0: 0}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestStageAccount(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		committed int64 // the group's committed offset of partition 0
@@ -200,19 +222,7 @@ func TestStageAccount(t *testing.T) {
 			StageCheck{In: 1, Lost: 1, NoLineage: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &StageCheck{Name: "st", Input: "in", in: json, out: json, mayFilter: tc.mayFilter,
-				group: map[int32]int64{0: tc.committed}, DeadLettersByReason: map[string]int64{}}
-			c.lineage, c.ids = newTestSpills(t)
-			var rec [linSize]byte
-			var idRec [idSize]byte
-			for _, h := range tc.recs {
-				if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := c.account(map[int32]int64{0: 0}); err != nil {
-				t.Fatal(err)
-			}
+			c := accountedStage(t, tc.committed, tc.mayFilter, false, tc.recs)
 			got := StageCheck{In: c.In, Processed: c.Processed, Out: c.Out, DeadLettered: c.DeadLettered, Filtered: c.Filtered,
 				Pending: c.Pending, Lost: c.Lost, Duplicates: c.Duplicates, EventIDDuplicates: c.EventIDDuplicates,
 				Orphans: c.Orphans, OutputAndDeadLetter: c.OutputAndDeadLetter, NoLineage: c.NoLineage}
@@ -330,7 +340,6 @@ func TestAddChecksDeadLetterTable(t *testing.T) {
 // TestStageAccountDedupe: in a stage with a dedupe step, an input without
 // output is deduplicated only if its event ID came out of another input.
 func TestStageAccountDedupe(t *testing.T) {
-	json, _ := serde.New(serde.JSON)
 	for _, tc := range []struct {
 		name      string
 		committed int64
@@ -352,19 +361,7 @@ func TestStageAccountDedupe(t *testing.T) {
 			StageCheck{In: 2, Processed: 1, Out: 1, Pending: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &StageCheck{Name: "st", Input: "in", in: json, out: json, mayFilter: tc.mayFilter, dedupes: true,
-				group: map[int32]int64{0: tc.committed}, DeadLettersByReason: map[string]int64{}}
-			c.lineage, c.ids = newTestSpills(t)
-			var rec [linSize]byte
-			var idRec [idSize]byte
-			for _, h := range tc.recs {
-				if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := c.account(map[int32]int64{0: 0}); err != nil {
-				t.Fatal(err)
-			}
+			c := accountedStage(t, tc.committed, tc.mayFilter, true, tc.recs)
 			got := StageCheck{In: c.In, Processed: c.Processed, Out: c.Out, Filtered: c.Filtered, Deduplicated: c.Deduplicated,
 				Pending: c.Pending, Lost: c.Lost, EventIDDuplicates: c.EventIDDuplicates}
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {

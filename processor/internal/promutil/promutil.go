@@ -53,17 +53,3 @@ func (f *Factory) Register(reg prometheus.Registerer) error {
 
 // Partition is a partition number as a label value.
 func Partition(p int32) string { return strconv.Itoa(int(p)) }
-
-// SetLag sets owner's lag series of a partition to lag records, 0 when lag
-// is negative (a position briefly ahead of a stale end offset).
-func SetLag(lag *prometheus.GaugeVec, owner, topic string, partition int32, records int64) {
-	lag.WithLabelValues(owner, topic, Partition(partition)).Set(float64(max(records, 0)))
-}
-
-// DropPartition deletes owner's series of a partition from each gauge, for
-// a partition the owner no longer holds.
-func DropPartition(owner, topic string, partition int32, gauges ...*prometheus.GaugeVec) {
-	for _, g := range gauges {
-		g.DeleteLabelValues(owner, topic, Partition(partition))
-	}
-}
