@@ -334,6 +334,16 @@ func opt(v float64, format string) string {
 
 // write saves <time>.json and .png, and copies them to latest.json and
 // latest.png.
+// hasThroughput reports whether any throughput case was measured.
+func (r *report) hasThroughput() bool {
+	for _, c := range r.Cases {
+		if c.Error == "" && c.RecordsPerS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -348,6 +358,11 @@ func (r *report) write(dir string) error {
 		if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
+	}
+	if !r.hasThroughput() {
+		// A latency-only run has no bars to draw.
+		fmt.Fprintf(os.Stderr, "wrote %s (no chart: no throughput case)\n", jsonPath)
+		return nil
 	}
 	pngPath := filepath.Join(dir, stamp+".png")
 	if err := r.plot(pngPath); err != nil {
