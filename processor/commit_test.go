@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
+	"github.com/exactly-io/exactly/processor/transform"
 )
 
 // The commit interval bounds how long a record waits; it is no fixed wait.
@@ -92,6 +93,16 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if n, sum := txnRecords(t, reg); n != uint64(s.Stats().Committed) || sum != float64(tt.backlog+1) {
 				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
 			}
+			if tt.guarantee == processor.ExactlyOnce {
+				// Every transaction here ended because it had read all there
+				// was, none at the 30 s interval.
+				if got, want := counterValue(t, reg, "exactly_stage_transaction_triggers_total", "caught_up"), float64(s.Stats().Committed); got != want {
+					t.Errorf("transactions ended caught up: %.0f, want %.0f (all of them)", got, want)
+				}
+				if got, _ := histogram(t, reg, "exactly_stage_transaction_commit_duration_seconds"); got != uint64(s.Stats().Committed) {
+					t.Errorf("exactly_stage_transaction_commit_duration_seconds: %d samples, want %d", got, s.Stats().Committed)
+				}
+			}
 			// A read_committed reader sees every record once.
 			outs := drain(t, seeds, outTopic)
 			keys := keyCounts(outs)
@@ -123,15 +134,102 @@ func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(proces
 // txnRecords reads the count and sum of exactly_stage_transaction_records.
 func txnRecords(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 	t.Helper()
+	return histogram(t, reg, "exactly_stage_transaction_records")
+}
+
+// histogram reads the count and sum of the one series of histogram name.
+func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "exactly_stage_transaction_records" {
+		if mf.GetName() == name {
 			h := mf.GetMetric()[0].GetHistogram()
 			return h.GetSampleCount(), h.GetSampleSum()
 		}
 	}
 	return 0, 0
+}
+
+// counterValue reads the series of counter name whose last label has
+// value label.
+func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if ls := m.GetLabel(); len(ls) > 0 && ls[len(ls)-1].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// Under a steady load that the stage keeps up with, a transaction ends
+// once its fetch has read all there was, even though the next fetch is
+// already buffered by then: records do not wait for the feed to pause or
+// for the commit interval. The transform takes 1 ms a record and a record
+// comes every 2 ms, so the stage is busy about half the time and a new
+// record has nearly always arrived by the time it finishes a fetch.
+func TestStageCommitsUnderSteadyLoad(t *testing.T) {
+	const (
+		interval = 30 * time.Second
+		every    = 2 * time.Millisecond
+		feed     = 1500 // records, about 3 s
+	)
+	seeds := newCluster(t)
+	p := funcPipeline(t, "slow", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+		// A transform that calls a service: the time is spent waiting.
+		time.Sleep(time.Millisecond)
+		return []transform.Record{r}, nil
+	})
+	s, err := processor.New(processor.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: seeds,
+		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
+		KeyField: "event_id", CommitInterval: interval, MaxRecords: 100_000,
+		TransactionTimeout: 2 * interval,
+	}, processor.WithTransform(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, done := runInBackground(t, s)
+	defer stop()
+	waitStats(t, s, done, func(processor.Stats) bool { return s.Ready() == nil })
+
+	cl := newClient(t, seeds, kgo.DefaultProduceTopic(inTopic), kgo.ProducerLinger(0))
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var sent int
+	var half processor.Stats
+	for sent < feed {
+		<-tick.C
+		cl.Produce(context.Background(), &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"s-%d"}`, sent)}, nil)
+		sent++
+		if sent == feed/2 {
+			half = s.Stats()
+		}
+	}
+	// Halfway through the feed, most of what was sent by then had
+	// committed: with transactions that grew while a fetch was buffered,
+	// nothing would have until the feed paused.
+	t.Logf("halfway through the feed: %d of %d records sent had committed, in %d transactions", half.Produced, feed/2, half.Committed)
+	if half.Produced < feed/4 {
+		t.Errorf("halfway through a steady feed (%d records sent), %d had committed; want at least %d", feed/2, half.Produced, feed/4)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced == feed })
+	if outs := drain(t, seeds, outTopic); len(outs) != feed || len(keyCounts(outs)) != feed {
+		t.Errorf("output: %d records, %d keys; want %d, each once", len(outs), len(keyCounts(outs)), feed)
+	}
 }

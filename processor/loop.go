@@ -156,17 +156,14 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			// Shutdown: commit what was polled and processed. End commits
 			// the offsets of every polled record, so records are never
 			// polled and then left out of the transaction.
-			_, err := t.end(ctx)
+			_, err := t.end(ctx, endShutdown)
 			return progressed, err
 		}
-		// The commit interval bounds how long a record waits; it is no
-		// fixed wait. A transaction that has read all the broker had
-		// (caught up, and nothing more buffered) commits now.
-		idle := t.caughtUp && fetches.NumRecords() == 0
-		if !t.open || (!idle && t.records < s.cfg.MaxRecords && s.isolate == 0 && time.Since(t.started) < s.cfg.CommitInterval) {
+		why := s.endNow(t, fetches.NumRecords(), time.Now())
+		if why == "" {
 			continue
 		}
-		committed, err := t.end(ctx)
+		committed, err := t.end(ctx, why)
 		var retry *retryError
 		switch {
 		case errors.As(err, &retry):
@@ -269,13 +266,46 @@ func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]
 	return fetches, nil
 }
 
+// Why a transaction ends (endNow).
+const (
+	endCaughtUp = "caught_up"   // its last fetch read all the broker had
+	endMax      = "max_records" // commit.max_records
+	endInterval = "interval"    // commit.interval since Begin
+	endIsolate  = "isolate"     // one record while isolating a refused one
+	endShutdown = "shutdown"    // the stage is stopping
+)
+
+// endNow says why t ends now, after a poll that returned polled records,
+// or "" if it stays open for more polls. The commit interval bounds how
+// long a record waits; it is no fixed wait. A transaction whose last
+// fetch ended every partition at its last stable offset has read all the
+// broker had when it answered: it commits now, and what arrived since,
+// buffered or not, goes in the next one. Growing it instead would hold
+// every record in it until the interval ends whenever records arrive
+// faster than one fetch's round trip (any steady load), which is most of
+// a record's latency. Only records buffered while the last transaction
+// ended first wait for the fetch behind them (see pollContext). A stage
+// that is behind grows its transactions to the interval or the cap,
+// which keeps the per-transaction cost small when it matters.
+func (s *Stage) endNow(t *txn, polled int, now time.Time) string {
+	switch {
+	case !t.open:
+		return ""
+	case t.caughtUp && (polled == 0 || !t.buffered):
+		return endCaughtUp
+	case t.records >= s.cfg.MaxRecords:
+		return endMax
+	case s.isolate > 0:
+		return endIsolate
+	case now.Sub(t.started) >= s.cfg.CommitInterval:
+		return endInterval
+	}
+	return ""
+}
+
 // pollContext is how long the next poll of t may wait. The commit
 // interval bounds how long a record waits; it is no fixed wait:
 //   - no open transaction: until records come;
-//   - caught up (the last poll ended every partition at its last stable
-//     offset) on records fetched just now: not at all. Under load the next
-//     fetch is already buffered and the transaction grows; on an idle
-//     input nothing is, and the transaction ends at once;
 //   - caught up on records that were buffered while the last transaction
 //     ended: for about as long as that End took. They may be older than
 //     what the broker has now, and the client fetches the rest only once
@@ -283,18 +313,17 @@ func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]
 //     more transaction, a whole commit later;
 //   - behind: until the commit interval ends.
 //
-// A nil context is kgo.Client.PollRecords' non-blocking poll.
+// A transaction caught up on records fetched just now is not polled
+// again: it commits (see runSession).
 func (s *Stage) pollContext(ctx context.Context, t *txn) (context.Context, context.CancelFunc) {
-	deadline := t.started.Add(s.cfg.CommitInterval)
-	switch {
-	case !t.open:
+	if !t.open {
 		return ctx, func() {}
-	case t.caughtUp && t.buffered:
+	}
+	deadline := t.started.Add(s.cfg.CommitInterval)
+	if t.caughtUp && t.buffered {
 		if d := time.Now().Add(t.lastEnd); d.Before(deadline) {
 			deadline = d
 		}
-	case t.caughtUp:
-		return nil, func() {}
 	}
 	return context.WithDeadline(ctx, deadline)
 }

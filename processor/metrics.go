@@ -21,6 +21,8 @@ type Metrics struct {
 	committed    *prometheus.CounterVec
 	aborted      *prometheus.CounterVec
 	txnDuration  *prometheus.HistogramVec
+	commitTime   *prometheus.HistogramVec
+	triggers     *prometheus.CounterVec
 	txnRecords   *prometheus.HistogramVec
 	latency      *prometheus.HistogramVec
 	rebuilds     *prometheus.CounterVec
@@ -83,6 +85,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 				"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.",
 			Lag: "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.",
 		}),
+		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
+			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
+		triggers: counter("transaction_triggers_total", "Transactions the stage ended, by what ended them: caught_up (its last fetch read all the broker had), "+
+			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one) or shutdown.", "trigger"),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err
@@ -117,12 +123,23 @@ func (s stageMetrics) start(input string, ready func() error) {
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
 		s.m.aborted.WithLabelValues(s.stage, r)
 	}
+	for _, tr := range []string{endCaughtUp, endInterval, endMax, endIsolate, endShutdown} {
+		s.m.triggers.WithLabelValues(s.stage, tr)
+	}
 	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
 		c.WithLabelValues(s.stage)
 	}
 	s.m.restoreTime.WithLabelValues(s.stage)
 	s.m.stateEntries.WithLabelValues(s.stage)
 	s.m.restoreBehind.WithLabelValues(s.stage)
+}
+
+// ended counts a transaction ended for trigger (endNow's reasons, or
+// endShutdown), committed or not.
+func (s stageMetrics) ended(trigger string) {
+	if s.m != nil {
+		s.m.triggers.WithLabelValues(s.stage, trigger).Inc()
+	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
@@ -147,6 +164,7 @@ func (s stageMetrics) commit(t *txn, records int, at time.Time) {
 	s.m.deduplicated.WithLabelValues(s.stage).Add(float64(t.deduplicated))
 	s.m.committed.WithLabelValues(s.stage).Inc()
 	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
+	s.m.commitTime.WithLabelValues(s.stage).Observe(at.Sub(t.ending).Seconds())
 	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(records))
 	lat := s.m.latency.WithLabelValues(s.stage)
 	for _, ts := range t.timestamps {

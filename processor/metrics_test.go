@@ -18,6 +18,7 @@ func TestNewStageSeriesStartAtZero(t *testing.T) {
 		{Name: "exactly_stage_ready", Count: 1},
 		{Name: "exactly_stage_transactions_aborted_total", Count: 3},
 		{Name: "exactly_stage_retries_total", Count: 2},
+		{Name: "exactly_stage_transaction_triggers_total", Count: 5},
 		{Name: "exactly_stage_transactions_committed_total", Count: 1},
 		{Name: "exactly_stage_records_filtered_total", Count: 1},
 		{Name: "exactly_stage_rebalances_total", Count: 1},

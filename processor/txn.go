@@ -30,6 +30,7 @@ type txn struct {
 	// already buffered, fetched while the last transaction ended.
 	buffered bool
 	lastEnd  time.Duration // how long the last End took
+	ending   time.Time     // when end began: flush, then End
 
 	last                           source // the last input record processed
 	cur                            source // the input record being processed
@@ -284,13 +285,15 @@ func (t *txn) fail(src source, err error) {
 }
 
 // end commits the open transaction, or aborts it if a record failed to
-// produce. It returns whether it committed. A non-nil error means the
-// session must be rebuilt (GroupTransactSession.End errors are not
-// retryable), or kit.ErrCrashed.
-func (t *txn) end(ctx context.Context) (committed bool, err error) {
+// produce; trigger is what ended it (see endNow), for metrics. It returns
+// whether it committed. A non-nil error means the session must be rebuilt
+// (GroupTransactSession.End errors are not retryable), or kit.ErrCrashed.
+func (t *txn) end(ctx context.Context, trigger string) (committed bool, err error) {
 	if !t.open {
 		return false, nil
 	}
+	t.ending = time.Now()
+	t.stage.metrics.ended(trigger)
 	// End must not see a canceled context: a canceled EndTxn leaves the
 	// outcome unknown. Shutdown still commits what was polled.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)

@@ -74,8 +74,8 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			return rep, err
 		}
 	}
-	// Every case but the windowed one reads the common input.
-	if len(cfg.cases) > 1 || !cfg.cases["windowed"] {
+	// Every case but the windowed and latency ones reads the common input.
+	if cfg.cases["limit"] || cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["kstreams"] || cfg.cases["sink"] {
 		if r.input, err = k.topic(ctx, "in", 0); err != nil {
 			return rep, err
 		}

@@ -83,7 +83,38 @@ func (k *kafka) topicWith(ctx context.Context, name string, parts int, configs m
 	k.mu.Lock()
 	k.topics = append(k.topics, name)
 	k.mu.Unlock()
-	return name, nil
+	return name, k.waitVisible(ctx, name, parts)
+}
+
+// waitVisible waits until the broker's metadata shows topic with parts
+// partitions, each with a leader. CreateTopics answers once the controller
+// has the topic; a broker's metadata can lag behind it on a loaded
+// machine, and a stage whose start check looks before then fails on a
+// topic it says does not exist.
+func (k *kafka) waitVisible(ctx context.Context, topic string, parts int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ts, err := k.adm.ListTopics(ctx, topic)
+		if err == nil {
+			if td, ok := ts[topic]; ok && td.Err == nil && len(td.Partitions) == parts {
+				ready := true
+				for _, p := range td.Partitions {
+					ready = ready && p.Err == nil && p.Leader >= 0
+				}
+				if ready {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic %s: not in the broker's metadata 30 s after it was created", topic)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // adoptTopics adds the topics whose names start with prefix (those a Kafka

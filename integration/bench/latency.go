@@ -26,12 +26,21 @@ type latencyResult struct {
 	P99ms      float64 `json:"p99_ms"`
 	MaxMs      float64 `json:"max_ms"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
-	Error      string  `json:"error,omitempty"`
+	// AckP50ms and AckP99ms are the input producer's share: from a
+	// record's timestamp to its acknowledgement by the broker.
+	AckP50ms float64 `json:"ack_p50_ms"`
+	AckP99ms float64 `json:"ack_p99_ms"`
+	// CPU is what the harness, the stage, the broker and the machine
+	// used while records were produced.
+	CPU *cpuShares `json:"cpu,omitempty"`
+	// Cost is the CPU per record of each party, over the whole run.
+	Cost  *cpuCost `json:"cpu_cost,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
-// latencyLoads are the loads of the latency case, in percent of the
-// full-load rate.
-var latencyLoads = []int{50, 10}
+// defaultLatencyLoads are the loads of the latency case, in percent of
+// the full-load rate (-latency-loads).
+const defaultLatencyLoads = "50,10"
 
 // Latency case names.
 const (
@@ -59,9 +68,12 @@ func (r *runner) latency(ctx context.Context) error {
 			logf("latency: %v", err)
 		}
 	}
-	for _, load := range latencyLoads {
+	for _, load := range r.cfg.latencyLoads {
 		rate := max(1, full*load/100)
 		for _, c := range []string{latExactly, latKStreams} {
+			if c == latKStreams && !r.cfg.latencyPeers {
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -143,6 +155,13 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		return err
 	}
 
+	// The values are made before the clock runs: making a 1 KiB value
+	// costs the harness more CPU than producing it, CPU the stage and the
+	// broker share on a small machine. Keys stay unique.
+	vals := make([][]byte, min(n, 1<<14))
+	for i := range vals {
+		vals[i] = value(i)
+	}
 	lats := make([]time.Duration, 0, n)
 	got, consDone := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -166,7 +185,19 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	var (
 		mu      sync.Mutex
 		prodErr error
+		acks    = make([]time.Duration, 0, n)
 	)
+	brokerPID := listenerPID(seeds[0])
+	// The broker's background use (other clients of a shared broker),
+	// to take out of its cost.
+	idle0 := markCPU(p.cmd.Process.Pid, brokerPID)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(3 * time.Second):
+	}
+	idle := markCPU(p.cmd.Process.Pid, brokerPID).since(idle0).Broker
+	cpu0 := markCPU(p.cmd.Process.Pid, brokerPID)
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Millisecond)
 	sent := 0
@@ -179,23 +210,28 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		}
 		due := min(n, int(time.Since(start).Seconds()*float64(res.TargetRate)))
 		for ; sent < due; sent++ {
-			prod.Produce(ctx, &kgo.Record{Key: []byte(eventID(sent)), Value: value(sent), Timestamp: time.Now()},
-				func(_ *kgo.Record, err error) {
+			prod.Produce(ctx, &kgo.Record{Key: []byte(eventID(sent)), Value: vals[sent%len(vals)], Timestamp: time.Now()},
+				func(r *kgo.Record, err error) {
+					mu.Lock()
 					if err != nil {
-						mu.Lock()
 						prodErr = errors.Join(prodErr, err)
-						mu.Unlock()
+					} else {
+						acks = append(acks, time.Since(r.Timestamp))
 					}
+					mu.Unlock()
 				})
 		}
 	}
 	tick.Stop()
 	res.Rate = float64(n) / time.Since(start).Seconds()
+	cpu := markCPU(p.cmd.Process.Pid, brokerPID).since(cpu0)
+	res.CPU = &cpu
 	if err := prod.Flush(ctx); err != nil {
 		return err
 	}
 	mu.Lock()
 	perr := prodErr
+	res.AckP50ms, res.AckP99ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
 	mu.Unlock()
 	var werr error
 	if perr != nil {
@@ -203,7 +239,19 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	}
 	select {
 	case <-got:
-	case <-time.After(30 * time.Second):
+		done := markCPU(p.cmd.Process.Pid, brokerPID)
+		// The broker's background use again, after the run: the mean of
+		// the two is taken out.
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+		after := markCPU(p.cmd.Process.Pid, brokerPID).since(done).Broker
+		c := done.cost(cpu0, n, (idle+after)/2)
+		res.Cost = &c
+	case <-time.After(max(30*time.Second, 4*r.cfg.latencyFor)):
+		// A stage that fell behind is given time to catch up, so that
+		// its latency shows how far behind it fell.
 		werr = errors.Join(werr, errors.New("timed out waiting for the outputs"))
 	case <-p.exited:
 		werr = errors.Join(werr, p.failure())
@@ -221,6 +269,16 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// quantileMs is the q quantile of ds in milliseconds (ds is sorted in
+// place), 0 for none.
+func quantileMs(ds []time.Duration, q float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ms(ds[min(len(ds)-1, int(q*float64(len(ds))))])
+}
 
 // waitStable waits until the stage's group has settled on its members.
 func (r *runner) waitStable(ctx context.Context, group string, p *proc) error {

@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,8 @@ type config struct {
 	records, partitions       int
 	latencyFor                time.Duration
 	latencyFull               int
+	latencyPeers              bool
+	latencyLoads              []int
 	profile                   string
 	repeat                    int
 	ksHeap                    string
@@ -61,6 +64,8 @@ func main() {
 	flag.IntVar(&cfg.repeat, "repeat", 3, "rounds of the alos, eos and kstreams cases, interleaved; the table shows medians")
 	flag.DurationVar(&cfg.latencyFor, "latency-for", 15*time.Second, "how long the latency case produces")
 	flag.IntVar(&cfg.latencyFull, "latency-full", 0, "records/s that count as full load in the latency case, which runs at 50% and 10% of it (0: the measured exactly EOS 3-step rate)")
+	loads := flag.String("latency-loads", defaultLatencyLoads, "loads of the latency case, in percent of -latency-full, comma-separated")
+	flag.BoolVar(&cfg.latencyPeers, "latency-kstreams", true, "also measure Kafka Streams in the latency case")
 	flag.StringVar(&cfg.profile, "profile", "", "also run the exactly EOS 3-step case once more with a CPU profile, and write the output of go tool pprof -top for it to this file")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")
@@ -76,6 +81,13 @@ func main() {
 	cfg.kafkaLibs = os.Getenv("KAFKA_LIBS")
 	if cfg.brokers == "" || cfg.kafkaLibs == "" {
 		fatalf("EXACTLY_BROKERS and KAFKA_LIBS must be set: start the services with deploy/local/up.sh and source /tmp/exactly-local/env")
+	}
+	for _, l := range strings.Split(*loads, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 || n > 100 {
+			fatalf("-latency-loads: %q is no percentage from 1 to 100", l)
+		}
+		cfg.latencyLoads = append(cfg.latencyLoads, n)
 	}
 	cfg.cases = map[string]bool{}
 	for _, c := range strings.Split(cases, ",") {

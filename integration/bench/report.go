@@ -288,16 +288,26 @@ func (r *report) print(w io.Writer) {
 	if len(r.Latency) > 0 {
 		fmt.Fprintln(w, "\nlatency (producer timestamp to a read_committed reader), the same rate for both:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tpeak RSS MiB\t")
+		fmt.Fprintln(tw, "case\tload\trecords/s\treceived\tp50 ms\tp99 ms\tmax ms\tack p50/p99 ms\tCPU cores harness/stage/broker/machine\tCPU µs/record h/s/b\tneeds cores\tpeak RSS MiB\t")
 		for _, l := range r.Latency {
-			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
-				l.P50ms, l.P99ms, l.MaxMs, opt(l.PeakRSSMiB, "%.0f"))
+			cpu, cost, need := "-", "-", "-"
+			if c := l.CPU; c != nil {
+				cpu = fmt.Sprintf("%.2f/%.2f/%.2f/%.2f of %d", c.Harness, c.Stage, c.Broker, c.Machine, c.Cores)
+			}
+			if c := l.Cost; c != nil {
+				cost = fmt.Sprintf("%.0f/%.0f/%.0f", c.HarnessUs, c.StageUs, c.BrokerUs)
+				need = fmt.Sprintf("%.2f", c.cores(float64(l.TargetRate)))
+			}
+			fmt.Fprintf(tw, "%s\t%d%%\t%.0f\t%d/%d\t%.0f\t%.0f\t%.0f\t%.0f/%.0f\t%s\t%s\t%s\t%s\t", l.Case, l.LoadPct, l.Rate, l.Received, l.Records,
+				l.P50ms, l.P99ms, l.MaxMs, l.AckP50ms, l.AckP99ms, cpu, cost, need, opt(l.PeakRSSMiB, "%.0f"))
 			if l.Error != "" {
 				fmt.Fprintf(tw, "  %s", l.Error)
 			}
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		fmt.Fprintln(w, "  CPU cores: used while producing (machine: every process, other users' too); CPU µs/record: harness (producer and reader), stage, broker (less its background use),")
+		fmt.Fprintln(w, "  first record produced to last read; needs cores: those three at the target rate, which a 2-core machine must hold with room to spare for latency")
 	}
 	fmt.Fprintln(w, "\nratios:")
 	for _, x := range r.Ratios {
@@ -324,6 +334,16 @@ func opt(v float64, format string) string {
 
 // write saves <time>.json and .png, and copies them to latest.json and
 // latest.png.
+// hasThroughput reports whether any throughput case was measured.
+func (r *report) hasThroughput() bool {
+	for _, c := range r.Cases {
+		if c.Error == "" && c.RecordsPerS > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *report) write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -338,6 +358,11 @@ func (r *report) write(dir string) error {
 		if err := os.WriteFile(p, append(b, '\n'), 0o644); err != nil {
 			return err
 		}
+	}
+	if !r.hasThroughput() {
+		// A latency-only run has no bars to draw.
+		fmt.Fprintf(os.Stderr, "wrote %s (no chart: no throughput case)\n", jsonPath)
+		return nil
 	}
 	pngPath := filepath.Join(dir, stamp+".png")
 	if err := r.plot(pngPath); err != nil {
