@@ -68,6 +68,9 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
+	// fetches (kit.FetchOpts); default 1 MiB and 256 KiB.
+	FetchMaxBytes, MaxPartitionFetchBytes int32
 	// StateDir holds the local state of a stateful step (dedupe,
 	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
 	// runs and kept across runs with a checkpoint of the changelog offset
@@ -197,6 +200,8 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
 	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSessionTimeout)
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
+	kit.OrDefault(&cfg.FetchMaxBytes, topology.DefaultFetchMaxBytes)
+	kit.OrDefault(&cfg.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, cfg.FetchMaxBytes))
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
@@ -218,6 +223,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
 		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
+	}
+	if err := kit.CheckFetchSizes(cfg.FetchMaxBytes, cfg.MaxPartitionFetchBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
 		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))

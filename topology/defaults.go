@@ -77,6 +77,7 @@ func (v *validator) defaults() {
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
 		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSessionTimeout)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
@@ -85,6 +86,7 @@ func (v *validator) defaults() {
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords)
 		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSinkSessionTimeout)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
 		pg := &s.Postgres
 		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
 			pg.Tombstones = TombstonesSkip
@@ -146,5 +148,17 @@ func (v *validator) defaultGroup(path string, session, metadata *Duration, sessi
 	}
 	if !v.has(path + ".metadata_max_age") {
 		metadata.Duration = DefaultMetadataMaxAge
+	}
+}
+
+// defaultFetch applies the defaults of the fetch sizes of the stage or
+// sink at path, for the fields the file leaves out. A partition's default
+// share is no more than the fetch_max_bytes written.
+func (v *validator) defaultFetch(path string, maxBytes, partitionBytes *int32) {
+	if !v.has(path + ".fetch_max_bytes") {
+		*maxBytes = DefaultFetchMaxBytes
+	}
+	if !v.has(path + ".max_partition_fetch_bytes") {
+		*partitionBytes = min(DefaultMaxPartitionFetchBytes, *maxBytes)
 	}
 }

@@ -294,6 +294,18 @@ type Stage struct {
 	// which bounds how late a partition added to the input topic is
 	// read. Default 30s (franz-go's own is 5m).
 	MetadataMaxAge Duration `yaml:"metadata_max_age"`
+	// FetchMaxBytes is the consumer's fetch.max.bytes: the most one fetch
+	// from one broker returns. The client holds about two fetches per
+	// broker (one being read, one arriving), so with
+	// MaxPartitionFetchBytes it bounds the memory of the input. Default
+	// 1 MiB (DefaultFetchMaxBytes), 1 KiB to 100 MiB.
+	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
+	// MaxPartitionFetchBytes is the consumer's max.partition.fetch.bytes:
+	// the most one fetch returns of one partition. Default 256 KiB
+	// (DefaultMaxPartitionFetchBytes), 1 KiB to FetchMaxBytes. A record
+	// batch larger than either still comes whole (KIP-74): they bound
+	// memory, never progress.
+	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 }
 
 // Step is one transform step. Exactly one of its operation fields is set.
@@ -506,6 +518,9 @@ type Sink struct {
 	// MetadataMaxAge is as a stage's: how late a partition added to the
 	// input topic is read at most. Default 30s.
 	MetadataMaxAge Duration `yaml:"metadata_max_age"`
+	// FetchMaxBytes and MaxPartitionFetchBytes are as a stage's.
+	FetchMaxBytes          int32 `yaml:"fetch_max_bytes"`
+	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 }
 
 // Postgres is where a sink writes.
@@ -620,9 +635,22 @@ const (
 	// metadata: a partition added to an input topic is read within it.
 	// Each refresh is one small Metadata request per client.
 	DefaultMetadataMaxAge = 30 * time.Second
+	// DefaultFetchMaxBytes and DefaultMaxPartitionFetchBytes are the
+	// fetch sizes of stages and sinks: 1 MiB a fetch, 256 KiB of it from
+	// one partition, instead of the 50 MiB and 1 MiB of franz-go and the
+	// Java consumer. A fetch is held while it is read and the next one
+	// arrives, and Go's collector lets the heap grow to about twice what
+	// is held: at 1 KiB records, 3 partitions of 1 MiB batches cost a
+	// stage about 20 MiB of peak RSS more. 1 MiB still carries about a
+	// thousand 1 KiB records a round trip.
+	DefaultFetchMaxBytes          = 1 << 20
+	DefaultMaxPartitionFetchBytes = 256 << 10
 
-	DefaultSinkCommitInterval   = 200 * time.Millisecond
-	DefaultSinkCommitMaxRecords = 20000
+	DefaultSinkCommitInterval = 200 * time.Millisecond
+	// DefaultSinkCommitMaxRecords bounds a sink's batch, which it holds
+	// in memory until it commits (to retry it whole): about 10 MiB of
+	// 1 KiB records.
+	DefaultSinkCommitMaxRecords = 10000
 	DefaultSinkSessionTimeout   = 45 * time.Second
 	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
 )
@@ -638,6 +666,11 @@ const (
 	// (an int32 of milliseconds); the client refuses a session or
 	// transaction timeout above it.
 	MaxWireTimeout = time.Duration(math.MaxInt32) * time.Millisecond
+	// MinFetchBytes and MaxFetchBytes bound fetch_max_bytes and
+	// max_partition_fetch_bytes: the client reads no response larger
+	// than 100 MiB (franz-go's BrokerMaxReadBytes default).
+	MinFetchBytes = 1 << 10
+	MaxFetchBytes = 100 << 20
 )
 
 // Stage returns the stage called name.

@@ -70,13 +70,16 @@ type Config struct {
 	// database transaction; default 200ms.
 	CommitInterval time.Duration
 	// MaxRecords bounds the records in one database transaction; default
-	// 20000.
+	// 10000. The batch is held in memory until it commits.
 	MaxRecords int
 	// SessionTimeout is the consumer group session timeout; default 45s.
 	SessionTimeout time.Duration
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
+	// fetches (kit.FetchOpts); default 1 MiB and 256 KiB.
+	FetchMaxBytes, MaxPartitionFetchBytes int32
 
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; SinkConfig sets it.
@@ -113,33 +116,35 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		}
 	}
 	return Config{
-		Peers:           peers,
-		Sink:            s.Name,
-		InstanceID:      instanceID,
-		Brokers:         f.Kafka.Brokers,
-		ClientID:        f.Kafka.ClientID,
-		Input:           s.Input.Topic,
-		DeadLetter:      s.DeadLetter.Topic,
-		DeadLetterTable: s.DeadLetter.Table,
-		InputFormat:     s.Input.Format,
-		InputCodec:      kit.CodecConfig(f, s.Input),
-		ColumnTypes:     s.Postgres.ColumnTypes,
-		Types:           s.Postgres.Types,
-		AutoColumns:     s.Postgres.AutoColumns,
-		DSN:             string(s.Postgres.DSN),
-		Table:           s.Postgres.Table,
-		EventID:         s.Postgres.EventID,
-		Columns:         cols,
-		PositionsTable:  s.Postgres.PositionsTable,
-		Tombstones:      s.Postgres.Tombstones,
-		Mode:            s.Postgres.Mode,
-		Version:         s.Postgres.Version,
-		Envelope:        s.Postgres.Envelope,
-		CommitInterval:  s.Commit.Interval.Duration,
-		MaxRecords:      s.Commit.MaxRecords,
-		SessionTimeout:  s.SessionTimeout.Duration,
-		MetadataMaxAge:  s.MetadataMaxAge.Duration,
-		Origin:          kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
+		Peers:                  peers,
+		Sink:                   s.Name,
+		InstanceID:             instanceID,
+		Brokers:                f.Kafka.Brokers,
+		ClientID:               f.Kafka.ClientID,
+		Input:                  s.Input.Topic,
+		DeadLetter:             s.DeadLetter.Topic,
+		DeadLetterTable:        s.DeadLetter.Table,
+		InputFormat:            s.Input.Format,
+		InputCodec:             kit.CodecConfig(f, s.Input),
+		ColumnTypes:            s.Postgres.ColumnTypes,
+		Types:                  s.Postgres.Types,
+		AutoColumns:            s.Postgres.AutoColumns,
+		DSN:                    string(s.Postgres.DSN),
+		Table:                  s.Postgres.Table,
+		EventID:                s.Postgres.EventID,
+		Columns:                cols,
+		PositionsTable:         s.Postgres.PositionsTable,
+		Tombstones:             s.Postgres.Tombstones,
+		Mode:                   s.Postgres.Mode,
+		Version:                s.Postgres.Version,
+		Envelope:               s.Postgres.Envelope,
+		CommitInterval:         s.Commit.Interval.Duration,
+		MaxRecords:             s.Commit.MaxRecords,
+		SessionTimeout:         s.SessionTimeout.Duration,
+		MetadataMaxAge:         s.MetadataMaxAge.Duration,
+		FetchMaxBytes:          s.FetchMaxBytes,
+		MaxPartitionFetchBytes: s.MaxPartitionFetchBytes,
+		Origin:                 kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
 	}
 }
 
@@ -201,6 +206,8 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.MaxRecords, topology.DefaultSinkCommitMaxRecords)
 	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSinkSessionTimeout)
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
+	kit.OrDefault(&cfg.FetchMaxBytes, topology.DefaultFetchMaxBytes)
+	kit.OrDefault(&cfg.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, cfg.FetchMaxBytes))
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
@@ -218,6 +225,9 @@ func (cfg *Config) validate() error {
 	}
 	if cfg.CommitInterval < 0 || cfg.MaxRecords < 0 || cfg.SessionTimeout < 0 || cfg.MetadataMaxAge < 0 {
 		errs = append(errs, kit.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
+	}
+	if err := kit.CheckFetchSizes(cfg.FetchMaxBytes, cfg.MaxPartitionFetchBytes); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
 		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
