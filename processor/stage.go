@@ -71,6 +71,10 @@ type Config struct {
 	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
 	// fetches (kit.FetchOpts); default 1 MiB and 256 KiB.
 	FetchMaxBytes, MaxPartitionFetchBytes int32
+	// MaxBufferedBytes bounds the producer's unacknowledged records
+	// (kgo.MaxBufferedBytes): a Produce past it waits for room, until
+	// the transaction's deadline; default 2 MiB, at least 1 MiB.
+	MaxBufferedBytes int
 	// StateDir holds the local state of a stateful step (dedupe,
 	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage
 	// runs and kept across runs with a checkpoint of the changelog offset
@@ -202,6 +206,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
 	kit.OrDefault(&cfg.FetchMaxBytes, topology.DefaultFetchMaxBytes)
 	kit.OrDefault(&cfg.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, cfg.FetchMaxBytes))
+	kit.OrDefault(&cfg.MaxBufferedBytes, topology.DefaultMaxBufferedBytes)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
@@ -226,6 +231,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	}
 	if err := kit.CheckFetchSizes(cfg.FetchMaxBytes, cfg.MaxPartitionFetchBytes); err != nil {
 		errs = append(errs, err)
+	}
+	if cfg.MaxBufferedBytes < topology.MinBufferedBytes || cfg.MaxBufferedBytes > topology.MaxBufferedBytes {
+		errs = append(errs, kit.NewConfigError("max buffered bytes %d must be between %d and %d", cfg.MaxBufferedBytes, topology.MinBufferedBytes, topology.MaxBufferedBytes))
 	}
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
 		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))

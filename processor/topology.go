@@ -29,6 +29,7 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		MetadataMaxAge:         st.MetadataMaxAge.Duration,
 		FetchMaxBytes:          st.FetchMaxBytes,
 		MaxPartitionFetchBytes: st.MaxPartitionFetchBytes,
+		MaxBufferedBytes:       st.MaxBufferedBytes,
 		Origin:                 kit.OriginOf(f, topology.ItemPath("stages", f.Stages, st)),
 	}
 }

@@ -78,6 +78,9 @@ func (v *validator) defaults() {
 		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
 		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSessionTimeout)
 		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
+		if !v.has(p + ".max_buffered_bytes") {
+			s.MaxBufferedBytes = DefaultMaxBufferedBytes
+		}
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)

@@ -45,6 +45,7 @@
 //	    metadata_max_age: 30s           # new input partitions are read within this; 1s-1h, default 30s
 //	    fetch_max_bytes: 1048576        # bytes one fetch returns at most; 1 KiB-100 MiB, default 1 MiB
 //	    max_partition_fetch_bytes: 262144  # of one partition; 1 KiB-fetch_max_bytes, default 256 KiB
+//	    max_buffered_bytes: 2097152     # the producer's unacknowledged records; 1 MiB-1 GiB, default 2 MiB
 //	sinks:
 //	  - name: orders-pg                 # required; same rules as stage names
 //	    input: { topic: orders.clean, format: json }    # topic required, declared above

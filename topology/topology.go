@@ -306,6 +306,13 @@ type Stage struct {
 	// batch larger than either still comes whole (KIP-74): they bound
 	// memory, never progress.
 	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
+	// MaxBufferedBytes is the most the producer holds of records not yet
+	// acknowledged (the Java producer's buffer.memory): a record that
+	// would pass it waits for room, or fails with its transaction if
+	// none comes before the transaction timeout. Default 2 MiB
+	// (DefaultMaxBufferedBytes), 1 MiB to 1 GiB; 1 MiB holds any record
+	// the producer sends (its batches are at most 1000012 bytes).
+	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 }
 
 // Step is one transform step. Exactly one of its operation fields is set.
@@ -645,6 +652,13 @@ const (
 	// thousand 1 KiB records a round trip.
 	DefaultFetchMaxBytes          = 1 << 20
 	DefaultMaxPartitionFetchBytes = 256 << 10
+	// DefaultMaxBufferedBytes bounds what a stage's producer holds
+	// unacknowledged: 2 MiB, instead of franz-go's no bound (only its
+	// 50000 records). What it holds, and the request and compression
+	// buffers franz-go keeps for it, cost a stage about 10 MiB of peak
+	// RSS more at 1 KiB records; 2 MiB is still many round trips' worth
+	// of records at the broker's rate.
+	DefaultMaxBufferedBytes = 2 << 20
 
 	DefaultSinkCommitInterval = 200 * time.Millisecond
 	// DefaultSinkCommitMaxRecords bounds a sink's batch, which it holds
@@ -671,6 +685,12 @@ const (
 	// than 100 MiB (franz-go's BrokerMaxReadBytes default).
 	MinFetchBytes = 1 << 10
 	MaxFetchBytes = 100 << 20
+	// MinBufferedBytes and MaxBufferedBytes bound max_buffered_bytes: at
+	// least the largest record batch the producer makes (1000012 bytes,
+	// Kafka's max.message.bytes default), so that it refuses no record
+	// it would otherwise send.
+	MinBufferedBytes = 1 << 20
+	MaxBufferedBytes = 1 << 30
 )
 
 // Stage returns the stage called name.

@@ -110,6 +110,8 @@ func TestParseExample(t *testing.T) {
 			// Fetch sizes default to 1 MiB a fetch, 256 KiB a partition.
 			FetchMaxBytes:          1 << 20,
 			MaxPartitionFetchBytes: 256 << 10,
+			// The producer holds at most 2 MiB unacknowledged.
+			MaxBufferedBytes: 2 << 20,
 		}},
 		Path: "t.yaml",
 	}
@@ -156,6 +158,13 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if s.Commit.Interval.Duration != 100*time.Millisecond || s.Commit.MaxRecords != 10000 {
 		t.Errorf("commit defaults: %+v", s.Commit)
+	}
+	if s.MaxBufferedBytes != DefaultMaxBufferedBytes || DefaultMaxBufferedBytes != 2<<20 {
+		t.Errorf("max_buffered_bytes default: %d", s.MaxBufferedBytes)
+	}
+	set := check(t, src+"    max_buffered_bytes: 33554432\n", env(nil))
+	if s, _ := set.Stage("s"); s.MaxBufferedBytes != 32<<20 {
+		t.Errorf("max_buffered_bytes written 33554432, parsed %d", s.MaxBufferedBytes)
 	}
 	big, ok := f.Topic("big")
 	if !ok {
@@ -268,7 +277,7 @@ func TestParseValidation(t *testing.T) {
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle: a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
-			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes)`}},
+			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes, max_buffered_bytes)`}},
 		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
 			[]string{
 				`t.yaml:13:22: stages[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 500ms)`,
@@ -286,6 +295,11 @@ func TestParseValidation(t *testing.T) {
 		// too: raising one alone is refused, not silently clamped.
 		{"partition fetch bytes above the default fetch max", stages(stage + "    max_partition_fetch_bytes: 2097152\n"),
 			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 1048576 (got 2097152)`}},
+		// Below 1 MiB the producer would refuse records its batches hold.
+		{"max buffered bytes below 1 MiB", stages(stage + "    max_buffered_bytes: 1000012\n"),
+			[]string{`t.yaml:13:25: stages[0].max_buffered_bytes: must be between 1048576 (1 MiB) and 1073741824 (1 GiB) bytes (got 1000012)`}},
+		{"max buffered bytes above 1 GiB", stages(stage + "    max_buffered_bytes: 2147483648\n"),
+			[]string{`t.yaml:13:25: stages[0].max_buffered_bytes: must be between 1048576 (1 MiB) and 1073741824 (1 GiB) bytes (got 2147483648)`}},
 		{"partition fetch bytes above fetch max", stages(stage + "    fetch_max_bytes: 4096\n    max_partition_fetch_bytes: 8192\n"),
 			[]string{`t.yaml:14:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 4096 (got 8192)`}},
 		{"unknown top-level field", "stage: []\n" + head,

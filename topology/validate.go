@@ -210,6 +210,9 @@ func (v *validator) stages(declared map[string]bool) {
 		v.commitBounds(p+".commit", s.Commit)
 		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		v.fetchSizes(p, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
+		if bp := p + ".max_buffered_bytes"; s.MaxBufferedBytes < MinBufferedBytes || s.MaxBufferedBytes > MaxBufferedBytes {
+			v.report(bp, "must be between %d (1 MiB) and %d (1 GiB) bytes (got %s)", MinBufferedBytes, MaxBufferedBytes, v.num(bp, strconv.Itoa(s.MaxBufferedBytes)))
+		}
 		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
 			// The broker aborts a transaction open longer than this.
 			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))

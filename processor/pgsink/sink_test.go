@@ -280,6 +280,8 @@ sinks:
     dead_letter: { topic: dlq }
     postgres: { dsn: "${DSN}", table: raw.events, event_id: id, columns: { id: $key, body: $value }, tombstones: delete }
     session_timeout: 7s
+    fetch_max_bytes: 4194304
+    max_partition_fetch_bytes: 524288
 `
 	f, err := topology.Parse("t.yaml", []byte(src), func(k string) (string, bool) { return secret, k == "DSN" })
 	if err != nil {
@@ -288,7 +290,8 @@ sinks:
 	sk, _ := f.Sink("pg")
 	c := SinkConfig(f, sk, "i9")
 	if c.DSN != secret || c.InstanceID != "i9" || c.Tombstones != "delete" || c.SessionTimeout != 7*time.Second ||
-		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" {
+		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" ||
+		c.FetchMaxBytes != 4<<20 || c.MaxPartitionFetchBytes != 512<<10 {
 		t.Fatalf("config %+v", c)
 	}
 	if got, want := c.Origin.Field("session_timeout"), "t.yaml:9:22: sinks[0].session_timeout"; got != want {
