@@ -49,8 +49,8 @@ func watchFetchSizes(t *testing.T, c *kfake.Cluster) *fetchSizes {
 	return fs
 }
 
-// The stage's consumer asks for fetches of the configured sizes, 1 MiB
-// and 256 KiB of one partition by default, in both guarantees: these bound
+// The stage's consumer asks for fetches of the configured sizes, 2 MiB
+// and 1 MiB of one partition by default, in both guarantees: these bound
 // the memory its input takes (franz-go's own default is 50 MiB).
 func TestStageFetchSizes(t *testing.T) {
 	tests := []struct {
@@ -59,10 +59,10 @@ func TestStageFetchSizes(t *testing.T) {
 		maxBytes, partBytes int32
 		wantMax, wantPart   int32
 	}{
-		{"defaults, exactly-once", processor.ExactlyOnce, 0, 0, 1 << 20, 256 << 10},
-		{"defaults, at-least-once", processor.AtLeastOnce, 0, 0, 1 << 20, 256 << 10},
+		{"defaults, exactly-once", processor.ExactlyOnce, 0, 0, 2 << 20, 1 << 20},
+		{"defaults, at-least-once", processor.AtLeastOnce, 0, 0, 2 << 20, 1 << 20},
 		{"set", processor.ExactlyOnce, 64 << 10, 16 << 10, 64 << 10, 16 << 10},
-		{"fetch max below the partition default", processor.ExactlyOnce, 64 << 10, 0, 64 << 10, 64 << 10},
+		{"fetch max below the partition default", processor.ExactlyOnce, 512 << 10, 0, 512 << 10, 512 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -207,7 +207,7 @@ stages:
 		maxBytes, partBytes int32
 		bufferedBytes       int
 	}{
-		{"defaults", "", 1 << 20, 256 << 10, 2 << 20},
+		{"defaults", "", 2 << 20, 1 << 20, 4 << 20},
 		{"written", "    fetch_max_bytes: 8388608\n    max_partition_fetch_bytes: 1048576\n    max_buffered_bytes: 16777216\n", 8 << 20, 1 << 20, 16 << 20},
 	}
 	for _, tt := range tests {

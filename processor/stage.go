@@ -69,11 +69,11 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
-	// fetches (kit.FetchOpts); default 1 MiB and 256 KiB.
+	// fetches (kit.FetchOpts); default 2 MiB and 1 MiB.
 	FetchMaxBytes, MaxPartitionFetchBytes int32
 	// MaxBufferedBytes bounds the producer's unacknowledged records
 	// (kgo.MaxBufferedBytes): a Produce past it waits for room, until
-	// the transaction's deadline; default 2 MiB, at least 1 MiB.
+	// the transaction's deadline; default 4 MiB, at least 1 MiB.
 	MaxBufferedBytes int
 	// StateDir holds the local state of a stateful step (dedupe,
 	// aggregate), in <StateDir>/<stage>-<instance>, locked while the stage

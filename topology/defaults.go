@@ -77,7 +77,7 @@ func (v *validator) defaults() {
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultCommitInterval, DefaultCommitMaxRecords)
 		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSessionTimeout)
-		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, DefaultFetchMaxBytes)
 		if !v.has(p + ".max_buffered_bytes") {
 			s.MaxBufferedBytes = DefaultMaxBufferedBytes
 		}
@@ -89,7 +89,7 @@ func (v *validator) defaults() {
 		}
 		v.defaultCommit(p+".commit", &s.Commit, DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords)
 		v.defaultGroup(p, &s.SessionTimeout, &s.MetadataMaxAge, DefaultSinkSessionTimeout)
-		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, DefaultSinkFetchMaxBytes)
 		pg := &s.Postgres
 		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
 			pg.Tombstones = TombstonesSkip
@@ -155,11 +155,12 @@ func (v *validator) defaultGroup(path string, session, metadata *Duration, sessi
 }
 
 // defaultFetch applies the defaults of the fetch sizes of the stage or
-// sink at path, for the fields the file leaves out. A partition's default
+// sink at path (maxBytesDefault: DefaultFetchMaxBytes or
+// DefaultSinkFetchMaxBytes), for the fields the file leaves out. A partition's default
 // share is no more than the fetch_max_bytes written.
-func (v *validator) defaultFetch(path string, maxBytes, partitionBytes *int32) {
+func (v *validator) defaultFetch(path string, maxBytes, partitionBytes *int32, maxBytesDefault int32) {
 	if !v.has(path + ".fetch_max_bytes") {
-		*maxBytes = DefaultFetchMaxBytes
+		*maxBytes = maxBytesDefault
 	}
 	if !v.has(path + ".max_partition_fetch_bytes") {
 		*partitionBytes = min(DefaultMaxPartitionFetchBytes, *maxBytes)

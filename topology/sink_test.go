@@ -53,8 +53,8 @@ func TestParseSink(t *testing.T) {
 		Commit:                 Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
 		SessionTimeout:         Duration{45 * time.Second},
 		MetadataMaxAge:         Duration{30 * time.Second},
-		FetchMaxBytes:          1 << 20,
-		MaxPartitionFetchBytes: 256 << 10,
+		FetchMaxBytes:          4 << 20,
+		MaxPartitionFetchBytes: 1 << 20,
 	}
 	if !reflect.DeepEqual(*s, want) {
 		t.Fatalf("got  %+v\nwant %+v", *s, want)
@@ -82,8 +82,8 @@ func TestParseSinkDefaults(t *testing.T) {
 		t.Errorf("defaults: %+v", s)
 	}
 	// A sink holds its batch in memory: 10000 records by default, and
-	// fetches of 1 MiB, 256 KiB from one partition.
-	if s.Commit.MaxRecords != 10000 || s.FetchMaxBytes != 1<<20 || s.MaxPartitionFetchBytes != 256<<10 {
+	// fetches of 4 MiB (a stage's are 2 MiB), 1 MiB from one partition.
+	if s.Commit.MaxRecords != 10000 || s.FetchMaxBytes != 4<<20 || s.MaxPartitionFetchBytes != 1<<20 {
 		t.Errorf("batch and fetch defaults: max_records %d, fetch_max_bytes %d, max_partition_fetch_bytes %d",
 			s.Commit.MaxRecords, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
 	}

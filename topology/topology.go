@@ -296,20 +296,20 @@ type Stage struct {
 	MetadataMaxAge Duration `yaml:"metadata_max_age"`
 	// FetchMaxBytes is the consumer's fetch.max.bytes: the most one fetch
 	// from one broker returns. The client holds about two fetches per
-	// broker (one being read, one arriving), so with
-	// MaxPartitionFetchBytes it bounds the memory of the input. Default
-	// 1 MiB (DefaultFetchMaxBytes), 1 KiB to 100 MiB.
+	// broker (one being read, one arriving), so it bounds the memory of
+	// the input whatever the partition count. Default 2 MiB
+	// (DefaultFetchMaxBytes), 1 KiB to 100 MiB.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// MaxPartitionFetchBytes is the consumer's max.partition.fetch.bytes:
-	// the most one fetch returns of one partition. Default 256 KiB
-	// (DefaultMaxPartitionFetchBytes), 1 KiB to FetchMaxBytes. A record
-	// batch larger than either still comes whole (KIP-74): they bound
-	// memory, never progress.
+	// the most one fetch returns of one partition. Default 1 MiB
+	// (DefaultMaxPartitionFetchBytes, the Java consumer's), 1 KiB to
+	// FetchMaxBytes. A record batch larger than either still comes whole
+	// (KIP-74): they bound memory, never progress.
 	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 	// MaxBufferedBytes is the most the producer holds of records not yet
 	// acknowledged (the Java producer's buffer.memory): a record that
 	// would pass it waits for room, or fails with its transaction if
-	// none comes before the transaction timeout. Default 2 MiB
+	// none comes before the transaction timeout. Default 4 MiB
 	// (DefaultMaxBufferedBytes), 1 MiB to 1 GiB; 1 MiB holds any record
 	// the producer sends (its batches are at most 1000012 bytes).
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
@@ -525,7 +525,8 @@ type Sink struct {
 	// MetadataMaxAge is as a stage's: how late a partition added to the
 	// input topic is read at most. Default 30s.
 	MetadataMaxAge Duration `yaml:"metadata_max_age"`
-	// FetchMaxBytes and MaxPartitionFetchBytes are as a stage's.
+	// FetchMaxBytes and MaxPartitionFetchBytes are as a stage's; a sink's
+	// FetchMaxBytes defaults to 4 MiB (DefaultSinkFetchMaxBytes).
 	FetchMaxBytes          int32 `yaml:"fetch_max_bytes"`
 	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 }
@@ -642,23 +643,30 @@ const (
 	// metadata: a partition added to an input topic is read within it.
 	// Each refresh is one small Metadata request per client.
 	DefaultMetadataMaxAge = 30 * time.Second
-	// DefaultFetchMaxBytes and DefaultMaxPartitionFetchBytes are the
-	// fetch sizes of stages and sinks: 1 MiB a fetch, 256 KiB of it from
-	// one partition, instead of the 50 MiB and 1 MiB of franz-go and the
-	// Java consumer. A fetch is held while it is read and the next one
-	// arrives, and Go's collector lets the heap grow to about twice what
-	// is held: at 1 KiB records, 3 partitions of 1 MiB batches cost a
-	// stage about 20 MiB of peak RSS more. 1 MiB still carries about a
-	// thousand 1 KiB records a round trip.
-	DefaultFetchMaxBytes          = 1 << 20
-	DefaultMaxPartitionFetchBytes = 256 << 10
+	// DefaultFetchMaxBytes is a stage's fetch size: 2 MiB a fetch,
+	// instead of the 50 MiB of franz-go and the Java consumer, which
+	// bound nothing below 50 partitions of 1 MiB. A fetch is held while it
+	// is read and the next one arrives, and Go's collector lets the heap
+	// grow to about twice what is held. 2 MiB still carries two thousand
+	// 1 KiB records a round trip, which the stage takes longer to process
+	// than the broker takes to send the next fetch.
+	DefaultFetchMaxBytes = 2 << 20
+	// DefaultSinkFetchMaxBytes is a sink's: 4 MiB. While a sink writes a
+	// batch, the one fetch the client holds is all that is read ahead of
+	// the next batch; a smaller one leaves more round trips between
+	// batches. A sink's memory is mostly its batch (DefaultSinkCommitMaxRecords).
+	DefaultSinkFetchMaxBytes = 4 << 20
+	// DefaultMaxPartitionFetchBytes is the Java consumer's and franz-go's
+	// 1 MiB.
+	DefaultMaxPartitionFetchBytes = 1 << 20
 	// DefaultMaxBufferedBytes bounds what a stage's producer holds
-	// unacknowledged: 2 MiB, instead of franz-go's no bound (only its
-	// 50000 records). What it holds, and the request and compression
-	// buffers franz-go keeps for it, cost a stage about 10 MiB of peak
-	// RSS more at 1 KiB records; 2 MiB is still many round trips' worth
-	// of records at the broker's rate.
-	DefaultMaxBufferedBytes = 2 << 20
+	// unacknowledged: 4 MiB, instead of franz-go's no bound (only its
+	// 50000 records, many times a transaction's outputs). What it holds,
+	// and the request buffers franz-go sizes by it, grew with every burst
+	// the broker was slower than the stage. 4 MiB is still several round
+	// trips' worth of records at the broker's rate; 2 MiB cost a stage
+	// throughput in the bench.
+	DefaultMaxBufferedBytes = 4 << 20
 
 	DefaultSinkCommitInterval = 200 * time.Millisecond
 	// DefaultSinkCommitMaxRecords bounds a sink's batch, which it holds

@@ -107,11 +107,11 @@ func TestParseExample(t *testing.T) {
 			// Group settings default: 45s like a sink's, metadata every 30s.
 			SessionTimeout: Duration{45 * time.Second},
 			MetadataMaxAge: Duration{30 * time.Second},
-			// Fetch sizes default to 1 MiB a fetch, 256 KiB a partition.
-			FetchMaxBytes:          1 << 20,
-			MaxPartitionFetchBytes: 256 << 10,
-			// The producer holds at most 2 MiB unacknowledged.
-			MaxBufferedBytes: 2 << 20,
+			// Fetch sizes default to 2 MiB a fetch, 1 MiB a partition.
+			FetchMaxBytes:          2 << 20,
+			MaxPartitionFetchBytes: 1 << 20,
+			// The producer holds at most 4 MiB unacknowledged.
+			MaxBufferedBytes: 4 << 20,
 		}},
 		Path: "t.yaml",
 	}
@@ -127,12 +127,12 @@ func TestParseFetchSizes(t *testing.T) {
 		fields              string
 		maxBytes, partBytes int32
 	}{
-		{"defaults", "", DefaultFetchMaxBytes, DefaultMaxPartitionFetchBytes},
+		{"defaults", "", 2 << 20, 1 << 20},
 		{"both written", "    fetch_max_bytes: 8388608\n    max_partition_fetch_bytes: 2097152\n", 8 << 20, 2 << 20},
-		{"only fetch max, above the partition default", "    fetch_max_bytes: 52428800\n", 50 << 20, DefaultMaxPartitionFetchBytes},
+		{"only fetch max, above the partition default", "    fetch_max_bytes: 52428800\n", 50 << 20, 1 << 20},
 		// A partition's default share never exceeds the fetch.
 		{"only fetch max, below the partition default", "    fetch_max_bytes: 65536\n", 64 << 10, 64 << 10},
-		{"only partition", "    max_partition_fetch_bytes: 1048576\n", DefaultFetchMaxBytes, 1 << 20},
+		{"only partition", "    max_partition_fetch_bytes: 262144\n", 2 << 20, 256 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,7 +159,7 @@ func TestParseDefaults(t *testing.T) {
 	if s.Commit.Interval.Duration != 100*time.Millisecond || s.Commit.MaxRecords != 10000 {
 		t.Errorf("commit defaults: %+v", s.Commit)
 	}
-	if s.MaxBufferedBytes != DefaultMaxBufferedBytes || DefaultMaxBufferedBytes != 2<<20 {
+	if s.MaxBufferedBytes != 4<<20 {
 		t.Errorf("max_buffered_bytes default: %d", s.MaxBufferedBytes)
 	}
 	set := check(t, src+"    max_buffered_bytes: 33554432\n", env(nil))
@@ -291,10 +291,10 @@ func TestParseValidation(t *testing.T) {
 			[]string{`t.yaml:13:22: stages[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 104857601)`}},
 		{"partition fetch bytes zero", stages(stage + "    max_partition_fetch_bytes: 0\n"),
 			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must be at least 1024 (1 KiB) bytes (got 0)`}},
-		// The default fetch_max_bytes (1 MiB) bounds a partition's share
+		// The default fetch_max_bytes (2 MiB) bounds a partition's share
 		// too: raising one alone is refused, not silently clamped.
-		{"partition fetch bytes above the default fetch max", stages(stage + "    max_partition_fetch_bytes: 2097152\n"),
-			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 1048576 (got 2097152)`}},
+		{"partition fetch bytes above the default fetch max", stages(stage + "    max_partition_fetch_bytes: 4194304\n"),
+			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 2097152 (got 4194304)`}},
 		// Below 1 MiB the producer would refuse records its batches hold.
 		{"max buffered bytes below 1 MiB", stages(stage + "    max_buffered_bytes: 1000012\n"),
 			[]string{`t.yaml:13:25: stages[0].max_buffered_bytes: must be between 1048576 (1 MiB) and 1073741824 (1 GiB) bytes (got 1000012)`}},

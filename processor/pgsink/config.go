@@ -78,7 +78,7 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
-	// fetches (kit.FetchOpts); default 1 MiB and 256 KiB.
+	// fetches (kit.FetchOpts); default 4 MiB and 1 MiB.
 	FetchMaxBytes, MaxPartitionFetchBytes int32
 
 	// Origin locates these settings in their topology file, for the
@@ -206,7 +206,7 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.MaxRecords, topology.DefaultSinkCommitMaxRecords)
 	kit.OrDefault(&cfg.SessionTimeout, topology.DefaultSinkSessionTimeout)
 	kit.OrDefault(&cfg.MetadataMaxAge, topology.DefaultMetadataMaxAge)
-	kit.OrDefault(&cfg.FetchMaxBytes, topology.DefaultFetchMaxBytes)
+	kit.OrDefault(&cfg.FetchMaxBytes, topology.DefaultSinkFetchMaxBytes)
 	kit.OrDefault(&cfg.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, cfg.FetchMaxBytes))
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)

@@ -50,7 +50,7 @@ func TestNewDefaults(t *testing.T) {
 		c.CommitInterval != 200*time.Millisecond || c.MaxRecords != 10000 || c.SessionTimeout != 45*time.Second || c.InputFormat != "json" {
 		t.Fatalf("defaults: %+v", c)
 	}
-	if c.FetchMaxBytes != 1<<20 || c.MaxPartitionFetchBytes != 256<<10 {
+	if c.FetchMaxBytes != 4<<20 || c.MaxPartitionFetchBytes != 1<<20 {
 		t.Fatalf("fetch defaults: fetch max bytes %d, max partition fetch bytes %d", c.FetchMaxBytes, c.MaxPartitionFetchBytes)
 	}
 	if c.Group() != "exactly-sink-pg" || c.GroupInstanceID() != "exactly-sink-pg-i1" {
@@ -67,9 +67,9 @@ func TestClientFetchSizes(t *testing.T) {
 		maxBytes, partBytes int32
 		wantMax, wantPart   int32
 	}{
-		{"defaults", 0, 0, 1 << 20, 256 << 10},
+		{"defaults", 0, 0, 4 << 20, 1 << 20},
 		{"set", 8 << 20, 2 << 20, 8 << 20, 2 << 20},
-		{"fetch max below the partition default", 64 << 10, 0, 64 << 10, 64 << 10},
+		{"fetch max below the partition default", 512 << 10, 0, 512 << 10, 512 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
