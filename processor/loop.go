@@ -26,6 +26,11 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	})
 	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
 		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
+	// The producer holds at most this of unacknowledged records (and
+	// franz-go sizes its request buffers by what it holds); a Produce
+	// past it waits for acknowledgements (txn.produce bounds the wait).
+	opts = append(opts, kgo.MaxBufferedBytes(s.cfg.MaxBufferedBytes))
 	opts = append(opts,
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.

@@ -68,6 +68,13 @@ type Config struct {
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
+	// fetches (kit.FetchOpts); default 2 MiB and 1 MiB.
+	FetchMaxBytes, MaxPartitionFetchBytes int32
+	// MaxBufferedBytes bounds the producer's unacknowledged records
+	// (kgo.MaxBufferedBytes): a Produce past it waits for room, until
+	// the transaction's deadline; default 4 MiB, at least 1 MiB.
+	MaxBufferedBytes int
 	// StateDir holds the local state of a stateful step (dedupe,
 	// aggregate, stateful), in <StateDir>/<stage>-<instance>, locked while the stage
 	// runs and kept across runs with a checkpoint of the changelog offset
@@ -193,10 +200,12 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
 	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
-		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge}
+		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
+		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
 	rd.Defaults(topology.StageDefaults)
 	kit.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
 	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
+	kit.OrDefault(&cfg.MaxBufferedBytes, topology.DefaultMaxBufferedBytes)
 	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
@@ -209,6 +218,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
 	errs = append(errs, rd.Check()...)
+	if cfg.MaxBufferedBytes < topology.MinBufferedBytes || cfg.MaxBufferedBytes > topology.MaxBufferedBytes {
+		errs = append(errs, kit.NewConfigError("max buffered bytes %d must be between %d and %d", cfg.MaxBufferedBytes, topology.MinBufferedBytes, topology.MaxBufferedBytes))
+	}
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
 		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
 	}

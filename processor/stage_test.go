@@ -183,6 +183,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"bad format", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", InputFormat: "xml"}, `input: format "xml"`},
 		{"txn timeout beyond the protocol", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", TransactionTimeout: 1000 * time.Hour}, "transaction timeout 1000h0m0s must be at most"},
 		{"interval above txn timeout", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", CommitInterval: time.Minute}, "must be below the transaction timeout"},
+		{"fetch max bytes above 100 MiB", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 101 << 20}, "fetch max bytes 105906176 must be between 1024 and 104857600"},
+		{"max buffered bytes below 1 MiB", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", MaxBufferedBytes: 1000012}, "max buffered bytes 1000012 must be between 1048576 and 1073741824"},
+		{"partition fetch bytes above fetch max", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 4096, MaxPartitionFetchBytes: 8192}, "max partition fetch bytes 8192 must be between 1024 and the fetch max bytes 4096"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -67,6 +67,15 @@ type txn struct {
 
 	mu         sync.Mutex
 	produceErr error
+
+	// produceCtx is the open transaction's context for Produce: it ends
+	// when the broker would abort the transaction anyway (its timeout
+	// after Begin), so that a Produce waiting for room in the producer's
+	// buffer (Config.MaxBufferedBytes) fails the transaction then rather
+	// than wait for a broker that does not answer. It is never the
+	// stage's: shutdown must not fail the transaction it commits.
+	produceCtx    context.Context
+	cancelProduce context.CancelFunc
 }
 
 // partition is one input partition.
@@ -125,6 +134,7 @@ func (t *txn) begin() error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	t.open, t.started = true, time.Now()
+	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
 	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
@@ -248,7 +258,7 @@ func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
 func (t *txn) produce(src source, r *kgo.Record) {
 	// The context is not the stage's: a canceled produce would fail the
 	// transaction that shutdown is about to commit.
-	t.sess.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+	t.sess.Produce(t.produceCtx, r, func(r *kgo.Record, err error) {
 		if err != nil {
 			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
 			return
@@ -345,6 +355,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	endStart := time.Now()
 	committed, err = t.sess.End(ctx, bool(try))
 	t.lastEnd = time.Since(endStart)
+	t.cancelProduce() // every record is settled: End flushed or aborted them
 	if err != nil {
 		// The outcome is unknown: the session is rebuilt, and the state
 		// with it (restored from the changelogs).
@@ -404,6 +415,7 @@ func (t *txn) abort(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
 	defer cancel()
 	_, err := t.sess.End(ctx, false)
+	t.cancelProduce()
 	return err
 }
 

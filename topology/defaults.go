@@ -75,6 +75,10 @@ func (v *validator) defaults() {
 			s.Output.Format = DefaultFormat
 		}
 		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, StageDefaults)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, StageDefaults.FetchMaxBytes)
+		if !v.has(p + ".max_buffered_bytes") {
+			s.MaxBufferedBytes = DefaultMaxBufferedBytes
+		}
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
@@ -82,6 +86,7 @@ func (v *validator) defaults() {
 			s.Input.Format = DefaultFormat
 		}
 		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, SinkDefaults)
+		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, SinkDefaults.FetchMaxBytes)
 		pg := &s.Postgres
 		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
 			pg.Tombstones = TombstonesSkip
@@ -138,5 +143,18 @@ func (v *validator) defaultReader(path string, c *Commit, session, metadata *Dur
 	}
 	if !v.has(path + ".metadata_max_age") {
 		metadata.Duration = DefaultMetadataMaxAge
+	}
+}
+
+// defaultFetch applies the defaults of the fetch sizes of the stage or
+// sink at path (maxBytesDefault: DefaultFetchMaxBytes or
+// DefaultSinkFetchMaxBytes), for the fields the file leaves out. A partition's default
+// share is no more than the fetch_max_bytes written.
+func (v *validator) defaultFetch(path string, maxBytes, partitionBytes *int32, maxBytesDefault int32) {
+	if !v.has(path + ".fetch_max_bytes") {
+		*maxBytes = maxBytesDefault
+	}
+	if !v.has(path + ".max_partition_fetch_bytes") {
+		*partitionBytes = min(DefaultMaxPartitionFetchBytes, *maxBytes)
 	}
 }

@@ -43,6 +43,9 @@
 //	    commit: { interval: 100ms, max_records: 10000 } # the defaults
 //	    session_timeout: 45s            # consumer group session timeout, 1s or more; default 45s
 //	    metadata_max_age: 30s           # new input partitions are read within this; 1s-1h, default 30s
+//	    fetch_max_bytes: 2097152        # bytes one fetch returns at most; 1 KiB-100 MiB, default 2 MiB
+//	    max_partition_fetch_bytes: 1048576  # of one partition; 1 KiB-fetch_max_bytes, default 1 MiB
+//	    max_buffered_bytes: 4194304     # the producer's unacknowledged records; 1 MiB-1 GiB, default 4 MiB
 //	sinks:
 //	  - name: orders-pg                 # required; same rules as stage names
 //	    input: { topic: orders.clean, format: json }    # topic required, declared above
@@ -62,9 +65,11 @@
 //	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert
 //	      version: v                    # optional, mode upsert only: a column; a row is replaced only by a greater version
 //	      envelope: none                # none (default) or debezium (change events; needs mode upsert)
-//	    commit: { interval: 200ms, max_records: 20000 } # the defaults
+//	    commit: { interval: 200ms, max_records: 10000 } # the defaults; the batch is held in memory
 //	    session_timeout: 45s            # consumer group session timeout; default 45s
 //	    metadata_max_age: 30s           # as a stage's; default 30s
+//	    fetch_max_bytes: 4194304        # as a stage's; default 4 MiB
+//	    max_partition_fetch_bytes: 1048576  # as a stage's; default 1 MiB
 //
 // An endpoint with format avro also takes schema (an .avsc path, relative
 // to the topology file's directory) and/or registry, a Confluent-compatible

@@ -50,9 +50,11 @@ func TestParseSink(t *testing.T) {
 			Tombstones:     "skip",
 			Mode:           "insert",
 		},
-		Commit:         Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
-		SessionTimeout: Duration{45 * time.Second},
-		MetadataMaxAge: Duration{30 * time.Second},
+		Commit:                 Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
+		SessionTimeout:         Duration{45 * time.Second},
+		MetadataMaxAge:         Duration{30 * time.Second},
+		FetchMaxBytes:          4 << 20,
+		MaxPartitionFetchBytes: 1 << 20,
 	}
 	if !reflect.DeepEqual(*s, want) {
 		t.Fatalf("got  %+v\nwant %+v", *s, want)
@@ -78,6 +80,12 @@ func TestParseSinkDefaults(t *testing.T) {
 	if s.Commit.Interval.Duration != DefaultSinkCommitInterval || s.Commit.MaxRecords != DefaultSinkCommitMaxRecords ||
 		s.SessionTimeout.Duration != DefaultSinkSessionTimeout || s.Input.Format != "json" {
 		t.Errorf("defaults: %+v", s)
+	}
+	// A sink holds its batch in memory: 10000 records by default, and
+	// fetches of 4 MiB (a stage's are 2 MiB), 1 MiB from one partition.
+	if s.Commit.MaxRecords != 10000 || s.FetchMaxBytes != 4<<20 || s.MaxPartitionFetchBytes != 1<<20 {
+		t.Errorf("batch and fetch defaults: max_records %d, fetch_max_bytes %d, max_partition_fetch_bytes %d",
+			s.Commit.MaxRecords, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
 	}
 	if pg := s.Postgres; pg.PositionsTable != "a.exactly_positions" || pg.Tombstones != "skip" || pg.Mode != "insert" {
 		t.Errorf("postgres defaults: %+v", pg)
@@ -174,6 +182,10 @@ func TestParseSinkValidation(t *testing.T) {
 			}},
 		{"metadata max age", rep("max_records: 20000 }", "max_records: 20000 }\n    metadata_max_age: 500ms"), withDSN,
 			[]string{`t.yaml:21:23: sinks[0].metadata_max_age: must be between 1s and 1h (got 500ms)`}},
+		{"fetch sizes", rep("max_records: 20000 }", "max_records: 20000 }\n    fetch_max_bytes: 0\n    max_partition_fetch_bytes: 0"), withDSN,
+			[]string{`t.yaml:21:22: sinks[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 0)`}},
+		{"partition fetch bytes above fetch max", rep("max_records: 20000 }", "max_records: 20000 }\n    fetch_max_bytes: 65536\n    max_partition_fetch_bytes: 65537"), withDSN,
+			[]string{`t.yaml:22:32: sinks[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 65536 (got 65537)`}},
 		// The client refuses a session timeout below its heartbeat
 		// interval (3s) when the sink starts: validate says so first.
 		{"session timeout below the heartbeat interval", rep("max_records: 20000 }", "max_records: 20000 }\n    session_timeout: 2999ms"), withDSN,

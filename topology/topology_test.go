@@ -107,12 +107,41 @@ func TestParseExample(t *testing.T) {
 			// Group settings default: 45s like a sink's, metadata every 30s.
 			SessionTimeout: Duration{45 * time.Second},
 			MetadataMaxAge: Duration{30 * time.Second},
+			// Fetch sizes default to 2 MiB a fetch, 1 MiB a partition.
+			FetchMaxBytes:          2 << 20,
+			MaxPartitionFetchBytes: 1 << 20,
+			// The producer holds at most 4 MiB unacknowledged.
+			MaxBufferedBytes: 4 << 20,
 		}},
 		Path: "t.yaml",
 	}
 	f.pos = nil
 	if !reflect.DeepEqual(f, want) {
 		t.Fatalf("got  %+v\nwant %+v", f, want)
+	}
+}
+
+func TestParseFetchSizes(t *testing.T) {
+	tests := []struct {
+		name                string
+		fields              string
+		maxBytes, partBytes int32
+	}{
+		{"defaults", "", 2 << 20, 1 << 20},
+		{"both written", "    fetch_max_bytes: 8388608\n    max_partition_fetch_bytes: 2097152\n", 8 << 20, 2 << 20},
+		{"only fetch max, above the partition default", "    fetch_max_bytes: 52428800\n", 50 << 20, 1 << 20},
+		// A partition's default share never exceeds the fetch.
+		{"only fetch max, below the partition default", "    fetch_max_bytes: 65536\n", 64 << 10, 64 << 10},
+		{"only partition", "    max_partition_fetch_bytes: 262144\n", 2 << 20, 256 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := check(t, head+"stages:\n"+stage+tt.fields, env(nil))
+			s, _ := f.Stage("s")
+			if s.FetchMaxBytes != tt.maxBytes || s.MaxPartitionFetchBytes != tt.partBytes {
+				t.Errorf("fetch_max_bytes %d, max_partition_fetch_bytes %d; want %d, %d", s.FetchMaxBytes, s.MaxPartitionFetchBytes, tt.maxBytes, tt.partBytes)
+			}
+		})
 	}
 }
 
@@ -129,6 +158,13 @@ func TestParseDefaults(t *testing.T) {
 	}
 	if s.Commit.Interval.Duration != 100*time.Millisecond || s.Commit.MaxRecords != 10000 {
 		t.Errorf("commit defaults: %+v", s.Commit)
+	}
+	if s.MaxBufferedBytes != 4<<20 {
+		t.Errorf("max_buffered_bytes default: %d", s.MaxBufferedBytes)
+	}
+	set := check(t, src+"    max_buffered_bytes: 33554432\n", env(nil))
+	if s, _ := set.Stage("s"); s.MaxBufferedBytes != 32<<20 {
+		t.Errorf("max_buffered_bytes written 33554432, parsed %d", s.MaxBufferedBytes)
 	}
 	big, ok := f.Topic("big")
 	if !ok {
@@ -241,7 +277,7 @@ func TestParseValidation(t *testing.T) {
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle: a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
-			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age)`}},
+			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes, max_buffered_bytes)`}},
 		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
 			[]string{
 				`t.yaml:13:22: stages[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 500ms)`,
@@ -249,6 +285,23 @@ func TestParseValidation(t *testing.T) {
 			}},
 		{"metadata max age zero", stages(stage + "    metadata_max_age: 0s\n"),
 			[]string{`t.yaml:13:23: stages[0].metadata_max_age: must be between 1s and 1h (got 0s)`}},
+		{"fetch max bytes below 1 KiB", stages(stage + "    fetch_max_bytes: 1023\n"),
+			[]string{`t.yaml:13:22: stages[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 1023)`}},
+		{"fetch max bytes above 100 MiB", stages(stage + "    fetch_max_bytes: 104857601\n"),
+			[]string{`t.yaml:13:22: stages[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 104857601)`}},
+		{"partition fetch bytes zero", stages(stage + "    max_partition_fetch_bytes: 0\n"),
+			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must be at least 1024 (1 KiB) bytes (got 0)`}},
+		// The default fetch_max_bytes (2 MiB) bounds a partition's share
+		// too: raising one alone is refused, not silently clamped.
+		{"partition fetch bytes above the default fetch max", stages(stage + "    max_partition_fetch_bytes: 4194304\n"),
+			[]string{`t.yaml:13:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 2097152 (got 4194304)`}},
+		// Below 1 MiB the producer would refuse records its batches hold.
+		{"max buffered bytes below 1 MiB", stages(stage + "    max_buffered_bytes: 1000012\n"),
+			[]string{`t.yaml:13:25: stages[0].max_buffered_bytes: must be between 1048576 (1 MiB) and 1073741824 (1 GiB) bytes (got 1000012)`}},
+		{"max buffered bytes above 1 GiB", stages(stage + "    max_buffered_bytes: 2147483648\n"),
+			[]string{`t.yaml:13:25: stages[0].max_buffered_bytes: must be between 1048576 (1 MiB) and 1073741824 (1 GiB) bytes (got 2147483648)`}},
+		{"partition fetch bytes above fetch max", stages(stage + "    fetch_max_bytes: 4096\n    max_partition_fetch_bytes: 8192\n"),
+			[]string{`t.yaml:14:32: stages[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 4096 (got 8192)`}},
 		{"unknown top-level field", "stage: []\n" + head,
 			[]string{`t.yaml:1:1: stage: unknown field (valid: version, kafka, topics, stages, sinks)`}},
 		{"type error", head + "  - { name: x, partitions: abc }\n",

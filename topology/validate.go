@@ -209,6 +209,10 @@ func (v *validator) stages(declared map[string]bool) {
 
 		v.commitBounds(p+".commit", s.Commit)
 		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
+		v.fetchSizes(p, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
+		if bp := p + ".max_buffered_bytes"; s.MaxBufferedBytes < MinBufferedBytes || s.MaxBufferedBytes > MaxBufferedBytes {
+			v.report(bp, "must be between %d (1 MiB) and %d (1 GiB) bytes (got %s)", MinBufferedBytes, MaxBufferedBytes, v.num(bp, strconv.Itoa(s.MaxBufferedBytes)))
+		}
 		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
 			// The broker aborts a transaction open longer than this.
 			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))
@@ -259,6 +263,22 @@ func (v *validator) groupSettings(path string, session, metadata Duration) {
 	v.sessionTimeout(path+".session_timeout", session)
 	if mp := path + ".metadata_max_age"; metadata.Duration < minMetadataMaxAge || metadata.Duration > maxMetadataMaxAge {
 		v.report(mp, "must be between 1s and 1h (got %s)", v.num(mp, metadata.String()))
+	}
+}
+
+// fetchSizes checks fetch_max_bytes and max_partition_fetch_bytes of the
+// stage or sink at path.
+func (v *validator) fetchSizes(path string, maxBytes, partitionBytes int32) {
+	mp, pp := path+".fetch_max_bytes", path+".max_partition_fetch_bytes"
+	if maxBytes < MinFetchBytes || maxBytes > MaxFetchBytes {
+		v.report(mp, "must be between %d (1 KiB) and %d (100 MiB) bytes (got %s)", MinFetchBytes, MaxFetchBytes, v.num(mp, strconv.Itoa(int(maxBytes))))
+		return
+	}
+	switch {
+	case partitionBytes < MinFetchBytes:
+		v.report(pp, "must be at least %d (1 KiB) bytes (got %s)", MinFetchBytes, v.num(pp, strconv.Itoa(int(partitionBytes))))
+	case partitionBytes > maxBytes:
+		v.report(pp, "must not exceed fetch_max_bytes %s (got %s)", v.num(mp, strconv.Itoa(int(maxBytes))), v.num(pp, strconv.Itoa(int(partitionBytes))))
 	}
 }
 

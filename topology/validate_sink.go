@@ -44,6 +44,7 @@ func (v *validator) sinks(declared map[string]bool) {
 
 		v.commitBounds(p+".commit", s.Commit)
 		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
+		v.fetchSizes(p, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
 		v.postgres(p+".postgres", s)
 	}
 }

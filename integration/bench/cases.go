@@ -193,6 +193,10 @@ func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guar
 	if err != nil {
 		return nil, "", err
 	}
+	// A stage started on a topic that is not in the metadata yet stops.
+	if err := r.k.awaitTopics(ctx, in, out, dlq); err != nil {
+		return nil, "", err
+	}
 	path, stage, err := r.stageTopology(name, in, out, dlq, cel)
 	if err != nil {
 		return nil, "", err

@@ -54,6 +54,9 @@ func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema, mode 
 	defer func() { r.rep.add(res) }()
 	logf("%s", name)
 	dlq, err := r.k.topic(ctx, "sink_dlq_"+mode, 1)
+	if err == nil {
+		err = r.k.awaitTopics(ctx, dlq)
+	}
 	if err != nil {
 		res.Error = err.Error()
 		return

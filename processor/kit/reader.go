@@ -14,6 +14,9 @@ type Reader struct {
 	ClientID, InputFormat                          *string
 	CommitInterval, SessionTimeout, MetadataMaxAge *time.Duration
 	MaxRecords                                     *int
+	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
+	// fetches (FetchOpts).
+	FetchMaxBytes, MaxPartitionFetchBytes *int32
 }
 
 // Defaults applies topology's defaults to the settings left zero: those of
@@ -25,10 +28,12 @@ func (r Reader) Defaults(role topology.ReaderDefaults) {
 	OrDefault(r.MaxRecords, role.CommitMaxRecords)
 	OrDefault(r.SessionTimeout, role.SessionTimeout)
 	OrDefault(r.MetadataMaxAge, topology.DefaultMetadataMaxAge)
+	OrDefault(r.FetchMaxBytes, role.FetchMaxBytes)
+	OrDefault(r.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, *r.FetchMaxBytes))
 }
 
 // Check returns a *ConfigError for each problem of the settings: no
-// brokers, a negative limit.
+// brokers, a negative limit, fetch sizes out of their bounds.
 func (r Reader) Check() []error {
 	var errs []error
 	if len(r.Brokers) == 0 {
@@ -36,6 +41,9 @@ func (r Reader) Check() []error {
 	}
 	if *r.CommitInterval < 0 || *r.MaxRecords < 0 || *r.SessionTimeout < 0 || *r.MetadataMaxAge < 0 {
 		errs = append(errs, NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
+	}
+	if err := CheckFetchSizes(*r.FetchMaxBytes, *r.MaxPartitionFetchBytes); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

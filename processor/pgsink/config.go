@@ -70,13 +70,16 @@ type Config struct {
 	// database transaction; default 200ms.
 	CommitInterval time.Duration
 	// MaxRecords bounds the records in one database transaction; default
-	// 20000.
+	// 10000. The batch is held in memory until it commits.
 	MaxRecords int
 	// SessionTimeout is the consumer group session timeout; default 45s.
 	SessionTimeout time.Duration
 	// MetadataMaxAge bounds how late a partition added to the input topic
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
+	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
+	// fetches (kit.FetchOpts); default 4 MiB and 1 MiB.
+	FetchMaxBytes, MaxPartitionFetchBytes int32
 
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; SinkConfig sets it.
@@ -113,33 +116,35 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		}
 	}
 	return Config{
-		Peers:           peers,
-		Sink:            s.Name,
-		InstanceID:      instanceID,
-		Brokers:         f.Kafka.Brokers,
-		ClientID:        f.Kafka.ClientID,
-		Input:           s.Input.Topic,
-		DeadLetter:      s.DeadLetter.Topic,
-		DeadLetterTable: s.DeadLetter.Table,
-		InputFormat:     s.Input.Format,
-		InputCodec:      kit.CodecConfig(f, s.Input),
-		ColumnTypes:     s.Postgres.ColumnTypes,
-		Types:           s.Postgres.Types,
-		AutoColumns:     s.Postgres.AutoColumns,
-		DSN:             string(s.Postgres.DSN),
-		Table:           s.Postgres.Table,
-		EventID:         s.Postgres.EventID,
-		Columns:         cols,
-		PositionsTable:  s.Postgres.PositionsTable,
-		Tombstones:      s.Postgres.Tombstones,
-		Mode:            s.Postgres.Mode,
-		Version:         s.Postgres.Version,
-		Envelope:        s.Postgres.Envelope,
-		CommitInterval:  s.Commit.Interval.Duration,
-		MaxRecords:      s.Commit.MaxRecords,
-		SessionTimeout:  s.SessionTimeout.Duration,
-		MetadataMaxAge:  s.MetadataMaxAge.Duration,
-		Origin:          kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
+		Peers:                  peers,
+		Sink:                   s.Name,
+		InstanceID:             instanceID,
+		Brokers:                f.Kafka.Brokers,
+		ClientID:               f.Kafka.ClientID,
+		Input:                  s.Input.Topic,
+		DeadLetter:             s.DeadLetter.Topic,
+		DeadLetterTable:        s.DeadLetter.Table,
+		InputFormat:            s.Input.Format,
+		InputCodec:             kit.CodecConfig(f, s.Input),
+		ColumnTypes:            s.Postgres.ColumnTypes,
+		Types:                  s.Postgres.Types,
+		AutoColumns:            s.Postgres.AutoColumns,
+		DSN:                    string(s.Postgres.DSN),
+		Table:                  s.Postgres.Table,
+		EventID:                s.Postgres.EventID,
+		Columns:                cols,
+		PositionsTable:         s.Postgres.PositionsTable,
+		Tombstones:             s.Postgres.Tombstones,
+		Mode:                   s.Postgres.Mode,
+		Version:                s.Postgres.Version,
+		Envelope:               s.Postgres.Envelope,
+		CommitInterval:         s.Commit.Interval.Duration,
+		MaxRecords:             s.Commit.MaxRecords,
+		SessionTimeout:         s.SessionTimeout.Duration,
+		MetadataMaxAge:         s.MetadataMaxAge.Duration,
+		FetchMaxBytes:          s.FetchMaxBytes,
+		MaxPartitionFetchBytes: s.MaxPartitionFetchBytes,
+		Origin:                 kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
 	}
 }
 
@@ -196,7 +201,8 @@ var sources = []string{topology.SourceValue, topology.SourceKey, topology.Source
 // mentions the DSN's value.
 func (cfg *Config) validate() error {
 	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
-		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge}
+		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
+		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
 	rd.Defaults(topology.SinkDefaults)
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)

@@ -412,6 +412,7 @@ func (s *Sink) Run(ctx context.Context) error {
 func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers, fence),
 		kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	opts = append(opts,
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		// Positions live in Postgres; the group's offsets are never

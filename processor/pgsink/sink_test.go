@@ -47,11 +47,45 @@ func TestNewDefaults(t *testing.T) {
 	s := newTestSink(t, nil)
 	c := s.Config()
 	if c.PositionsTable != "raw.exactly_positions" || c.Tombstones != "skip" || c.Mode != "insert" ||
-		c.CommitInterval != 200*time.Millisecond || c.MaxRecords != 20000 || c.SessionTimeout != 45*time.Second || c.InputFormat != "json" {
+		c.CommitInterval != 200*time.Millisecond || c.MaxRecords != 10000 || c.SessionTimeout != 45*time.Second || c.InputFormat != "json" {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c.FetchMaxBytes != 4<<20 || c.MaxPartitionFetchBytes != 1<<20 {
+		t.Fatalf("fetch defaults: fetch max bytes %d, max partition fetch bytes %d", c.FetchMaxBytes, c.MaxPartitionFetchBytes)
 	}
 	if c.Group() != "exactly-sink-pg" || c.GroupInstanceID() != "exactly-sink-pg-i1" {
 		t.Fatalf("group %q member %q", c.Group(), c.GroupInstanceID())
+	}
+}
+
+// The sink's consumer fetches with its configured sizes, which bound the
+// memory of its input next to its batch (franz-go's default is 50 MiB a
+// fetch).
+func TestClientFetchSizes(t *testing.T) {
+	tests := []struct {
+		name                string
+		maxBytes, partBytes int32
+		wantMax, wantPart   int32
+	}{
+		{"defaults", 0, 0, 4 << 20, 1 << 20},
+		{"set", 8 << 20, 2 << 20, 8 << 20, 2 << 20},
+		{"fetch max below the partition default", 512 << 10, 0, 512 << 10, 512 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) { c.FetchMaxBytes, c.MaxPartitionFetchBytes = tt.maxBytes, tt.partBytes })
+			cl, err := kgo.NewClient(s.clientOptions(nil)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if got := cl.OptValue(kgo.FetchMaxBytes).(int32); got != tt.wantMax {
+				t.Errorf("client FetchMaxBytes %d, want %d", got, tt.wantMax)
+			}
+			if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != tt.wantPart {
+				t.Errorf("client FetchMaxPartitionBytes %d, want %d", got, tt.wantPart)
+			}
+		})
 	}
 }
 
@@ -70,6 +104,8 @@ func TestNewValidation(t *testing.T) {
 		{"duplicate column", func(c *Config) { c.Columns = append(c.Columns, Column{"n", "m"}) }, `column "n" appears twice`},
 		{"bad mode", func(c *Config) { c.Mode = "merge" }, `mode "merge"`},
 		{"session timeout below the heartbeat interval", func(c *Config) { c.SessionTimeout = 2 * time.Second }, "session timeout 2s must be between the heartbeat interval 3s"},
+		{"fetch max bytes below 1 KiB", func(c *Config) { c.FetchMaxBytes = 512 }, "fetch max bytes 512 must be between 1024 and 104857600"},
+		{"partition fetch bytes above fetch max", func(c *Config) { c.FetchMaxBytes, c.MaxPartitionFetchBytes = 4096, 8192 }, "max partition fetch bytes 8192 must be between 1024 and the fetch max bytes 4096"},
 		{"bad dsn", func(c *Config) { c.DSN = "postgres://u:hunter2@[::1" }, "postgres dsn is not a valid connection string"},
 		{"version without upsert", func(c *Config) { c.Version = "n" }, `version column "n" needs mode upsert`},
 		{"version not a column", func(c *Config) { c.Mode, c.Version = "upsert", "v" }, `version column "v" is not one of the columns`},
@@ -244,6 +280,8 @@ sinks:
     dead_letter: { topic: dlq }
     postgres: { dsn: "${DSN}", table: raw.events, event_id: id, columns: { id: $key, body: $value }, tombstones: delete }
     session_timeout: 7s
+    fetch_max_bytes: 4194304
+    max_partition_fetch_bytes: 524288
 `
 	f, err := topology.Parse("t.yaml", []byte(src), func(k string) (string, bool) { return secret, k == "DSN" })
 	if err != nil {
@@ -252,7 +290,8 @@ sinks:
 	sk, _ := f.Sink("pg")
 	c := SinkConfig(f, sk, "i9")
 	if c.DSN != secret || c.InstanceID != "i9" || c.Tombstones != "delete" || c.SessionTimeout != 7*time.Second ||
-		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" {
+		fmt.Sprint(c.Columns) != "[{id $key} {body $value}]" || c.PositionsTable != "raw.exactly_positions" ||
+		c.FetchMaxBytes != 4<<20 || c.MaxPartitionFetchBytes != 512<<10 {
 		t.Fatalf("config %+v", c)
 	}
 	if got, want := c.Origin.Field("session_timeout"), "t.yaml:9:22: sinks[0].session_timeout"; got != want {

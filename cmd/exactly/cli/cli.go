@@ -203,6 +203,10 @@ exactly-<stage>-<instance-id>; run more instances with distinct instance IDs
 to share a stage's partitions. Restart a crashed instance with the same
 instance ID: it fences its predecessor and aborts its open transaction.
 
+Unless GOMEMLIMIT is set, a process that runs one stage without state
+sets Go's soft memory limit to 64 MiB (more with larger fetch_max_bytes
+or max_buffered_bytes); see the README, Operating exactly: Memory.
+
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-commit) kills the process with SIGKILL at
 the Nth transaction, for testing recovery.`, stderr)
@@ -254,6 +258,13 @@ the Nth transaction, for testing recovery.`, stderr)
 		fmt.Fprintf(stderr, "exactly run: %s has no stage %q\n", *path, *stage)
 		return exitUsage
 	}
+	var running []*topology.Stage
+	for _, st := range inOrder {
+		if *stage == "" || st.Name == *stage {
+			running = append(running, st)
+		}
+	}
+	setMemoryLimit(os.LookupEnv, running, log)
 
 	return runAll(ctx, "run", "stage", *metricsAddr, reg, stages, kafkaRefused, log, stderr)
 }
