@@ -102,14 +102,8 @@ func TestAggregateGraceAndClose(t *testing.T) {
 		t.Fatalf("entries = %d, want 1 (c's window)", n)
 	}
 	// Closed windows are tombstoned.
-	tomb := 0
-	for _, r := range cl.recs {
-		if r.value == nil {
-			tomb++
-		}
-	}
-	if tomb != 3 {
-		t.Fatalf("tombstones = %d, want 3", tomb)
+	if n := tombstones(cl.recs); n != 3 {
+		t.Fatalf("tombstones = %d, want 3", n)
 	}
 }
 
