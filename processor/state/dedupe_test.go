@@ -90,6 +90,26 @@ func restoreEmpty(t *testing.T, restore func(int32, ChangelogPartition, time.Tim
 	}
 }
 
+// replay restores partition 0 of a step, with restore, from every record
+// of cl, and returns the count Done gives.
+func replay(t *testing.T, restore func(int32, ChangelogPartition, time.Time) (Restorer, error), cl *changelog) int64 {
+	t.Helper()
+	r, err := restore(0, ChangelogPartition{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cl.recs {
+		if err := r.Apply(int64(i), c.key, c.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := r.Done(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 type event struct {
@@ -268,18 +288,8 @@ func TestDedupeExpiryAndRestore(t *testing.T) {
 
 	// Rebuild in another database from the changelog.
 	d2 := NewDedupe(openDB(t), time.Hour)
-	r, err := d2.Restore(0, ChangelogPartition{}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cl.recs {
-		if err := r.Apply(int64(i), c.key, c.value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := r.Done(0)
-	if err != nil || n != int64(len(cl.recs)) {
-		t.Fatalf("Done() = %d, %v; want %d", n, err, len(cl.recs))
+	if n := replay(t, d2.Restore, &cl); n != int64(len(cl.recs)) {
+		t.Fatalf("Done() = %d; want %d", n, len(cl.recs))
 	}
 	if st, _ := d2.StreamTime(0); !st.Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("restored stream time = %v, want %v", st, t0.Add(2*time.Hour))
