@@ -116,6 +116,17 @@ type probe struct {
 	} `yaml:"httpGet"`
 }
 
+// readFile returns the contents of the file at path, failing the test
+// when it cannot be read.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func readObjects(t *testing.T) []object {
 	t.Helper()
 	files, _ := filepath.Glob("kubernetes/*.yaml")
@@ -124,10 +135,7 @@ func readObjects(t *testing.T) []object {
 	}
 	var objs []object
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readFile(t, f)
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		for {
 			var n yaml.Node
@@ -452,10 +460,7 @@ func TestImageProblem(t *testing.T) {
 // imageUser is the numeric user of the final stage of the Containerfile.
 func imageUser(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("container/Containerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readFile(t, "container/Containerfile")
 	m := regexp.MustCompile(`(?m)^USER ([0-9]+)(:[0-9]+)?\s*$`).FindAllSubmatch(b, -1)
 	if len(m) == 0 {
 		t.Fatal("container/Containerfile: no numeric USER")
@@ -487,10 +492,7 @@ func TestSystemdUnits(t *testing.T) {
 		t.Fatal("no units")
 	}
 	for _, u := range units {
-		b, err := os.ReadFile(u)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := readFile(t, u)
 		var execs []string
 		keys := map[string]string{}
 		for _, line := range strings.Split(string(b), "\n") {
@@ -649,10 +651,7 @@ func isNumber(s string) bool { return strings.Trim(s, "0123456789.e") == "" }
 
 func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	exported := exportedMetrics(t)
-	b, err := os.ReadFile("grafana/exactly.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readFile(t, "grafana/exactly.json")
 	var dash struct {
 		Panels []struct {
 			Title   string `json:"title"`
@@ -737,10 +736,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // The alert rules read only metrics the binary exports.
 func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	exported := exportedMetrics(t)
-	b, err := os.ReadFile("prometheus/alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readFile(t, "prometheus/alerts.yaml")
 	var rf struct {
 		Groups []struct {
 			Rules []struct {

@@ -15,6 +15,7 @@ import (
 	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // drain reads topic read_committed to its end (audit.Drain, 30 s at most);
@@ -55,16 +56,7 @@ func funcPipeline(t *testing.T, name string, fn transform.Func) *transform.Pipel
 // lines) and the functions of reg.
 func cleanPipeline(t *testing.T, reg *transform.Registry, steps string) *transform.Pipeline {
 	t.Helper()
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["127.0.0.1:1"] }
-topics: [{ name: in, partitions: 3 }, { name: out, partitions: 3 }, { name: dlq, partitions: 1 }]
-stages:
-  - name: clean
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-    transform:
-`+steps), nil)
+	f, err := topology.Parse("t.yaml", []byte(topologytest.Stage("127.0.0.1:1", "clean", 3, "    transform:\n"+steps)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,20 +97,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // stageMetrics are a Metrics bound to one stage's label. The embedded
-// Owned records what the stage counts as the sink does (Retry,
-// Rebalance, Recreated, SetLag, DropPartition).
+// Owned names the stage and records what the stage counts as the sink
+// does (Retry, Rebalance, Recreated, SetLag, DropPartition).
 type stageMetrics struct {
 	promutil.Owned
-	m     *Metrics
-	stage string
+	m *Metrics
 }
 
 // bind labels the stage's series with its name.
 func (s *stageMetrics) bind(stage string) {
-	s.stage = stage
-	if s.m != nil {
-		s.Owned = s.m.consumer.Owner(stage)
-	}
+	s.Owned = promutil.Bind(s.m, stage, func(m *Metrics) *promutil.Consumer { return m.consumer })
 }
 
 // start creates the stage's series of rare events at 0, as Owned.Start
@@ -121,30 +117,28 @@ func (s stageMetrics) start(input string, ready func() error) {
 	}
 	s.Start(input, ready, []string{kit.RecreatedNewID, kit.RecreatedAboveEnd, kit.LogTruncated}, []string{RetryProduce, RetryTransientRecord})
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
-		s.m.aborted.WithLabelValues(s.stage, r)
+		s.m.aborted.WithLabelValues(s.Name(), r)
 	}
 	for _, tr := range []string{endCaughtUp, endInterval, endMax, endIsolate, endShutdown} {
-		s.m.triggers.WithLabelValues(s.stage, tr)
+		s.m.triggers.WithLabelValues(s.Name(), tr)
 	}
-	for _, c := range []*prometheus.CounterVec{s.m.filtered, s.m.committed, s.m.rebuilds, s.m.deduplicated, s.m.restored} {
-		c.WithLabelValues(s.stage)
-	}
-	s.m.restoreTime.WithLabelValues(s.stage)
-	s.m.stateEntries.WithLabelValues(s.stage)
-	s.m.restoreBehind.WithLabelValues(s.stage)
+	s.StartCounters(s.m.filtered, s.m.committed, s.m.rebuilds, s.m.deduplicated, s.m.restored)
+	s.m.restoreTime.WithLabelValues(s.Name())
+	s.m.stateEntries.WithLabelValues(s.Name())
+	s.m.restoreBehind.WithLabelValues(s.Name())
 }
 
 // ended counts a transaction ended for trigger (endNow's reasons, or
 // endShutdown), committed or not.
 func (s stageMetrics) ended(trigger string) {
 	if s.m != nil {
-		s.m.triggers.WithLabelValues(s.stage, trigger).Inc()
+		s.m.triggers.WithLabelValues(s.Name(), trigger).Inc()
 	}
 }
 
 func (s stageMetrics) consumedRecords(topic string, n int) {
 	if s.m != nil {
-		s.m.consumed.WithLabelValues(s.stage, topic).Add(float64(n))
+		s.m.consumed.WithLabelValues(s.Name(), topic).Add(float64(n))
 	}
 }
 
@@ -155,70 +149,70 @@ func (s stageMetrics) commit(t *txn, records int, at time.Time) {
 		return
 	}
 	for topic, n := range t.perTopic {
-		s.m.produced.WithLabelValues(s.stage, topic).Add(float64(n))
+		s.m.produced.WithLabelValues(s.Name(), topic).Add(float64(n))
 	}
 	for reason, n := range t.perReason {
-		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
+		s.m.deadLettered.WithLabelValues(s.Name(), reason).Add(float64(n))
 	}
-	s.m.filtered.WithLabelValues(s.stage).Add(float64(t.filtered))
-	s.m.deduplicated.WithLabelValues(s.stage).Add(float64(t.deduplicated))
-	s.m.committed.WithLabelValues(s.stage).Inc()
-	s.m.txnDuration.WithLabelValues(s.stage).Observe(at.Sub(t.started).Seconds())
-	s.m.commitTime.WithLabelValues(s.stage).Observe(at.Sub(t.ending).Seconds())
-	s.m.txnRecords.WithLabelValues(s.stage).Observe(float64(records))
-	lat := s.m.latency.WithLabelValues(s.stage)
+	s.m.filtered.WithLabelValues(s.Name()).Add(float64(t.filtered))
+	s.m.deduplicated.WithLabelValues(s.Name()).Add(float64(t.deduplicated))
+	s.m.committed.WithLabelValues(s.Name()).Inc()
+	s.m.txnDuration.WithLabelValues(s.Name()).Observe(at.Sub(t.started).Seconds())
+	s.m.commitTime.WithLabelValues(s.Name()).Observe(at.Sub(t.ending).Seconds())
+	s.m.txnRecords.WithLabelValues(s.Name()).Observe(float64(records))
+	lat := s.m.latency.WithLabelValues(s.Name())
 	for _, ts := range t.timestamps {
 		lat.Observe(at.Sub(ts).Seconds())
 	}
-	s.m.lastCommit.WithLabelValues(s.stage).Set(float64(at.UnixNano()) / 1e9)
+	s.m.lastCommit.WithLabelValues(s.Name()).Set(float64(at.UnixNano()) / 1e9)
 }
 
 // producedRecords and deadLetteredRecords count records an at-least-once
 // abort left written (see txn.rewind).
 func (s stageMetrics) producedRecords(topic string, n int64) {
 	if s.m != nil {
-		s.m.produced.WithLabelValues(s.stage, topic).Add(float64(n))
+		s.m.produced.WithLabelValues(s.Name(), topic).Add(float64(n))
 	}
 }
 
 func (s stageMetrics) deadLetteredRecords(reason string, n int64) {
 	if s.m != nil {
-		s.m.deadLettered.WithLabelValues(s.stage, reason).Add(float64(n))
+		s.m.deadLettered.WithLabelValues(s.Name(), reason).Add(float64(n))
 	}
 }
 
 func (s stageMetrics) abort(reason string) {
 	if s.m != nil {
-		s.m.aborted.WithLabelValues(s.stage, reason).Inc()
+		s.m.aborted.WithLabelValues(s.Name(), reason).Inc()
 	}
 }
 
 func (s stageMetrics) rebuild() {
 	if s.m != nil {
-		s.m.rebuilds.WithLabelValues(s.stage).Inc()
+		s.m.rebuilds.WithLabelValues(s.Name()).Inc()
 	}
 }
 
 func (s stageMetrics) restored(n int) {
 	if s.m != nil {
-		s.m.restored.WithLabelValues(s.stage).Add(float64(n))
+		s.m.restored.WithLabelValues(s.Name()).Add(float64(n))
 	}
 }
 
 func (s stageMetrics) restoreBehind(n int64) {
 	if s.m != nil {
-		s.m.restoreBehind.WithLabelValues(s.stage).Set(float64(n))
+		s.m.restoreBehind.WithLabelValues(s.Name()).Set(float64(n))
 	}
 }
 
 func (s stageMetrics) restoreTime(d time.Duration) {
 	if s.m != nil {
-		s.m.restoreTime.WithLabelValues(s.stage).Observe(d.Seconds())
+		s.m.restoreTime.WithLabelValues(s.Name()).Observe(d.Seconds())
 	}
 }
 
 func (s stageMetrics) stateSize(n int64) {
 	if s.m != nil {
-		s.m.stateEntries.WithLabelValues(s.stage).Set(float64(n))
+		s.m.stateEntries.WithLabelValues(s.Name()).Set(float64(n))
 	}
 }

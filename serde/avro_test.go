@@ -61,6 +61,21 @@ func mustCodec(t testing.TB, cfg Config) Codec {
 	return c
 }
 
+// roundTrip encodes v with c and decodes the bytes again, failing the
+// test on an error; it returns both.
+func roundTrip(t *testing.T, c Codec, v any) ([]byte, any) {
+	t.Helper()
+	b, err := c.Encode(v)
+	if err != nil {
+		t.Fatalf("Encode: %v", err)
+	}
+	back, err := c.Decode(b)
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	return b, back
+}
+
 // register registers s under subject in reg and returns its ID, failing
 // tb on an error.
 func register(tb testing.TB, reg *srfake.Registry, subject string, s sr.Schema) int {
@@ -111,14 +126,7 @@ func TestAvroJSONRoundTrip(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mustCodec(t, Config{Format: Avro, Schema: tc.schema})
-			bin, err := c.Encode(jsonValue(t, tc.in))
-			if err != nil {
-				t.Fatalf("Encode: %v", err)
-			}
-			v, err := c.Decode(bin)
-			if err != nil {
-				t.Fatalf("Decode: %v", err)
-			}
+			bin, v := roundTrip(t, c, jsonValue(t, tc.in))
 			out, err := jsonCodec{}.Encode(v)
 			if err != nil {
 				t.Fatal(err)
@@ -145,14 +153,7 @@ func TestAvroDecodedShape(t *testing.T) {
 	in := jsonValue(t, `{"id":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","fid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8",
 	  "at_ms":0,"at_us":0,"day":0,"t_ms":0,"t_us":0,"n":1,"l":2,"f":1.5,"d":2.5,"ok":true,
 	  "raw":"AA==","color":"RED","tags":["x"],"attrs":{"k":3},"either":null}`)
-	bin, err := c.Encode(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := c.Decode(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, v := roundTrip(t, c, in)
 	m := v.(map[string]any)
 	for field, want := range map[string]any{
 		"n": int64(1), "l": int64(2), "f": 1.5, "d": 2.5, "ok": true, "raw": []byte{0},

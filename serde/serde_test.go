@@ -87,14 +87,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := c.Encode(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v2, err := c.Decode(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, v2 := roundTrip(t, c, v)
 	if !reflect.DeepEqual(v, v2) {
 		t.Fatalf("round trip changed the value: %#v != %#v", v, v2)
 	}

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 )
@@ -40,8 +39,8 @@ func TestParseAggregate(t *testing.T) {
 	agg := func(body string) string { return "      - aggregate: " + body + "\n" }
 	good := "{ window: { tumbling: 1m }, aggregations: { n: count } }"
 	for _, tc := range []struct {
-		name, steps, extra string
-		want               []string
+		name, steps string
+		want        []string
 	}{
 		{name: "tumbling, defaults", steps: agg(good)},
 		{name: "empty", steps: "      - aggregate: {}\n", want: []string{
@@ -80,10 +79,7 @@ func TestParseAggregate(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("t.yaml", []byte(head+"stages:\n"+stage+"    transform:\n"+tc.steps), nil)
-			if got := messages(t, err); !slices.Equal(got, tc.want) {
-				t.Fatalf("errors:\n%s\nwant:\n%s", join2(got), join2(tc.want))
-			}
+			check(t, withSteps(tc.steps), nil, tc.want...)
 		})
 	}
 }
@@ -126,10 +122,7 @@ stages:
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("t.yaml", []byte(fmtf(top, tc.step)), nil)
-			if got := messages(t, err); !slices.Equal(got, tc.want) {
-				t.Fatalf("errors:\n%s\nwant:\n%s", join2(got), join2(tc.want))
-			}
+			check(t, fmtf(top, tc.step), nil, tc.want...)
 		})
 	}
 }

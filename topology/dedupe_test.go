@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
@@ -61,8 +60,8 @@ func TestParseDedupe(t *testing.T) {
 	}
 
 	for _, tc := range []struct {
-		name, steps, extraTopic string
-		want                    []string
+		name, steps string
+		want        []string
 	}{
 		{
 			name:  "missing id and retention",
@@ -115,28 +114,12 @@ func TestParseDedupe(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("t.yaml", []byte(head+"stages:\n"+stage+"    transform:\n"+tc.steps), nil)
-			got := messages(t, err)
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("errors:\n%s\nwant:\n%s", join2(got), join2(tc.want))
-			}
+			check(t, withSteps(tc.steps), nil, tc.want...)
 		})
 	}
 
 	t.Run("changelog declared", func(t *testing.T) {
 		src := head + "  - { name: exactly-s-dedupe-changelog, partitions: 1 }\nstages:\n" + stage + "    transform:\n      - dedupe: { id: value.id, retention: 1h }\n"
-		_, err := Parse("t.yaml", []byte(src), nil)
-		want := []string{`t.yaml:8:13: topics[3].name: topic "exactly-s-dedupe-changelog" is the changelog of stage s's dedupe step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics`}
-		if got := messages(t, err); !slices.Equal(got, want) {
-			t.Fatalf("errors:\n%s\nwant:\n%s", join2(got), join2(want))
-		}
+		check(t, src, nil, `t.yaml:8:13: topics[3].name: topic "exactly-s-dedupe-changelog" is the changelog of stage s's dedupe step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics`)
 	})
-}
-
-func join2(ss []string) string {
-	out := ""
-	for _, s := range ss {
-		out += "  " + s + "\n"
-	}
-	return out
 }

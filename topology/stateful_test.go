@@ -113,7 +113,7 @@ func TestValidateStateful(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			check(t, head+"stages:\n"+stage+"    transform:\n"+tc.steps, nil, tc.want...)
+			check(t, withSteps(tc.steps), nil, tc.want...)
 		})
 	}
 

@@ -46,6 +46,12 @@ const stage = `  - name: s
     dead_letter: { topic: dlq }
 `
 
+// withSteps is a file of head and stage with the transform steps steps,
+// which start on line 14.
+func withSteps(steps string) string {
+	return head + "stages:\n" + stage + "    transform:\n" + steps
+}
+
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := vars[k]

@@ -22,7 +22,6 @@ KAFKA_VERSION=4.4.0
 # logs through slf4j-api 1.7.36, so the binding is log4j-slf4j-impl (the slf4j 1.x
 # binding), not log4j-slf4j2-impl. Without a binding the broker logs nothing.
 LOG4J_VERSION=2.25.5
-DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 
 KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
@@ -87,7 +86,7 @@ fetched() { [[ -f "$MARKER" && "$(cat "$MARKER")" == "$(pom_sum)" && -d "$LIBS" 
 
 cmd_fetch() {
 	fetched && return 0
-	command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install -y maven)"
+	require_mvn
 	require_java java
 	fetch_locked "$KAFKA_HOME" fetched fetch_jars
 }

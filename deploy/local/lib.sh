@@ -202,6 +202,16 @@ fetch_locked() {
 	exec 8>&-
 }
 
+# DEP_PLUGIN is Maven's dependency plugin, pinned, that fetches the broker jars
+# (kafka.sh) and the registry (registry.sh) from Maven Central.
+# shellcheck disable=SC2034 # read by the scripts that source this file
+DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
+
+# require_mvn: die when Maven, which fetches the pinned jars, is missing.
+require_mvn() {
+	command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install -y maven)"
+}
+
 # mvn_quiet LOG WHAT ARGS...: mvn ARGS... with its output in LOG; on failure
 # the end of LOG and die "WHAT failed".
 mvn_quiet() {

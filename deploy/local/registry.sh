@@ -24,7 +24,6 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # about 2.5 s. io.apicurio:apicurio-registry-app:<v>:tar.gz:all is a Quarkus
 # application: the runner jar and its lib/.
 REGISTRY_VERSION=2.6.13.Final
-DEP_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 ARTIFACT="io.apicurio:apicurio-registry-app:$REGISTRY_VERSION:tar.gz:all"
 
 REGISTRY_PORT="${REGISTRY_PORT:-8081}"
@@ -47,7 +46,7 @@ fetched() { [[ -f "$MARKER" && "$(cat "$MARKER")" == "$ARTIFACT" && -f "$RUNNER"
 
 cmd_fetch() {
 	fetched && return 0
-	command -v mvn >/dev/null 2>&1 || die "mvn not found (apt-get install -y maven)"
+	require_mvn
 	fetch_locked "$REG_HOME" fetched fetch_app
 }
 

@@ -28,15 +28,7 @@ func fakeAdmin(t *testing.T, configs map[string]string) *kadm.Client {
 
 func TestCheckTopicsExist(t *testing.T) {
 	adm := fakeAdmin(t, nil)
-	f, err := topology.Parse("t.yaml", []byte(`version: 1
-kafka: { brokers: ["k:9092"] }
-topics: [ { name: in, partitions: 1 }, { name: out, partitions: 1 }, { name: dlq, partitions: 1 } ]
-stages:
-  - name: s
-    input: { topic: in }
-    output: { topic: out }
-    dead_letter: { topic: dlq }
-`), nil)
+	f, err := topology.Parse("t.yaml", []byte(topologytest.Stage("k:9092", "s", 1, "")), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +42,7 @@ stages:
 	}{
 		{"all there", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"dead-letter", "dlq", o.Field("dead_letter.topic")}}, ""},
 		{"output missing", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"output", "out", o.Field("output.topic")}},
-			`t.yaml:7:22: stages[0].output.topic: output topic "out" does not exist on the broker (create it: exactly topics create --topology t.yaml)`},
+			`t.yaml:10:22: stages[0].output.topic: output topic "out" does not exist on the broker (create it: exactly topics create --topology t.yaml)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := kit.CheckTopicsExist(ctx, adm, o, tc.need...)

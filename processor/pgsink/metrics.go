@@ -71,20 +71,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func WithMetrics(m *Metrics) Option { return func(s *Sink) { s.metrics.m = m } }
 
 // sinkMetrics are a Metrics bound to one sink's label. The embedded Owned
-// records what the sink counts as the stage does (Retry, Rebalance,
-// Recreated, SetLag).
+// names the sink and records what the sink counts as the stage does
+// (Retry, Rebalance, Recreated, SetLag).
 type sinkMetrics struct {
 	promutil.Owned
-	m    *Metrics
-	sink string
+	m *Metrics
 }
 
 // bind labels the sink's series with its name.
 func (s *sinkMetrics) bind(sink string) {
-	s.sink = sink
-	if s.m != nil {
-		s.Owned = s.m.consumer.Owner(sink)
-	}
+	s.Owned = promutil.Bind(s.m, sink, func(m *Metrics) *promutil.Consumer { return m.consumer })
 }
 
 // retryCauses are the cause labels of exactly_sink_retries_total.
@@ -98,16 +94,14 @@ func (s sinkMetrics) start(input string, ready func() error) {
 	}
 	s.Start(input, ready, []string{ReasonRecreated, ReasonTruncated}, retryCauses)
 	for _, o := range []string{directWritten, directFellBack} {
-		s.m.directCopies.WithLabelValues(s.sink, o)
+		s.m.directCopies.WithLabelValues(s.Name(), o)
 	}
-	for _, c := range []*prometheus.CounterVec{s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced} {
-		c.WithLabelValues(s.sink)
-	}
+	s.StartCounters(s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced)
 }
 
 func (s sinkMetrics) consumedRecord(topic string) {
 	if s.m != nil {
-		s.m.consumed.WithLabelValues(s.sink, topic).Inc()
+		s.m.consumed.WithLabelValues(s.Name(), topic).Inc()
 	}
 }
 
@@ -115,30 +109,30 @@ func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
 	if s.m == nil {
 		return
 	}
-	s.m.committed.WithLabelValues(s.sink).Inc()
-	s.m.rows.WithLabelValues(s.sink).Add(float64(res.rows))
-	s.m.deleted.WithLabelValues(s.sink).Add(float64(res.deleted))
-	s.m.duplicates.WithLabelValues(s.sink).Add(float64(res.duplicates))
+	s.m.committed.WithLabelValues(s.Name()).Inc()
+	s.m.rows.WithLabelValues(s.Name()).Add(float64(res.rows))
+	s.m.deleted.WithLabelValues(s.Name()).Add(float64(res.deleted))
+	s.m.duplicates.WithLabelValues(s.Name()).Add(float64(res.duplicates))
 	for _, d := range res.dead {
-		s.m.deadLettered.WithLabelValues(s.sink, d.re.Reason).Inc()
+		s.m.deadLettered.WithLabelValues(s.Name(), d.re.Reason).Inc()
 	}
-	s.m.batchDuration.WithLabelValues(s.sink).Observe(at.Sub(b.started).Seconds())
-	s.m.batchRecords.WithLabelValues(s.sink).Observe(float64(b.records))
+	s.m.batchDuration.WithLabelValues(s.Name()).Observe(at.Sub(b.started).Seconds())
+	s.m.batchRecords.WithLabelValues(s.Name()).Observe(float64(b.records))
 	for p, n := range b.next {
-		s.m.position.WithLabelValues(s.sink, topic, promutil.Partition(p)).Set(float64(n))
+		s.m.position.WithLabelValues(s.Name(), topic, promutil.Partition(p)).Set(float64(n))
 	}
-	s.m.lastCommit.WithLabelValues(s.sink).Set(float64(at.UnixNano()) / 1e9)
+	s.m.lastCommit.WithLabelValues(s.Name()).Set(float64(at.UnixNano()) / 1e9)
 }
 
 func (s sinkMetrics) directCopy(outcome string) {
 	if s.m != nil {
-		s.m.directCopies.WithLabelValues(s.sink, outcome).Inc()
+		s.m.directCopies.WithLabelValues(s.Name(), outcome).Inc()
 	}
 }
 
 func (s sinkMetrics) fence() {
 	if s.m != nil {
-		s.m.fenced.WithLabelValues(s.sink).Inc()
+		s.m.fenced.WithLabelValues(s.Name()).Inc()
 	}
 }
 

@@ -102,14 +102,8 @@ func TestAggregateGraceAndClose(t *testing.T) {
 		t.Fatalf("entries = %d, want 1 (c's window)", n)
 	}
 	// Closed windows are tombstoned.
-	tomb := 0
-	for _, r := range cl.recs {
-		if r.value == nil {
-			tomb++
-		}
-	}
-	if tomb != 3 {
-		t.Fatalf("tombstones = %d, want 3", tomb)
+	if n := tombstones(cl.recs); n != 3 {
+		t.Fatalf("tombstones = %d, want 3", n)
 	}
 }
 
@@ -226,18 +220,7 @@ func TestAggregateAbortAndRestore(t *testing.T) {
 
 	// Rebuild in another database from the committed changelog.
 	a2 := NewAggregate(openDB(t), cfg)
-	r, err := a2.Restore(0, ChangelogPartition{}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cl.recs {
-		if err := r.Apply(int64(i), c.key, c.value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := r.Done(0); err != nil {
-		t.Fatal(err)
-	}
+	replay(t, a2.Restore, &cl)
 	if n := a2.Size()[0]; n != 2 {
 		t.Fatalf("restored entries = %d, want 2", n)
 	}

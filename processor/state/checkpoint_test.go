@@ -46,6 +46,20 @@ func TestCheckpointCheck(t *testing.T) {
 	}
 }
 
+// reopen closes db and opens dir again as identity, as a restarted
+// instance does.
+func reopen(t *testing.T, db *DB, dir, identity string) *DB {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(dir, identity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // TestCheckpointCommit: a committed transaction moves the checkpoint, an
 // aborted one never does nor reaches the store; a reopened database
 // resumes from the checkpoint and restores nothing; a changed changelog
@@ -105,16 +119,10 @@ func TestCheckpointCommit(t *testing.T) {
 	if _, ok, _ := d.ids.Get(0, []byte("e2")); ok {
 		t.Fatal("the aborted transaction's ID reached the store")
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	// Reopened: the checkpoint matches the changelog's end, so the
 	// restore reads nothing and e1 is still known.
-	db, err = Open(dir, "stage=s", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = reopen(t, db, dir, "stage=s")
 	d = NewDedupe(db, time.Hour)
 	r, err = d.Restore(0, ChangelogPartition{topicA, 0, 4, day}, time.Now())
 	if err != nil {
@@ -150,15 +158,9 @@ func TestCheckpointCommit(t *testing.T) {
 		t.Fatal("e1 survived the rebuild for a recreated changelog")
 	}
 	tx.Discard()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
 
 	// Another stage's directory: emptied, no checkpoint.
-	db, err = Open(dir, "stage=other", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = reopen(t, db, dir, "stage=other")
 	defer db.Close()
 	if _, ok, err := NewDedupe(db, time.Hour).Checkpoint(0); ok || err != nil {
 		t.Fatalf("another identity's checkpoint survived: %v %v", ok, err)
@@ -191,13 +193,7 @@ func TestCheckpointRestoreCut(t *testing.T) {
 		}
 	}
 	apply(r, 0, total-10) // no Done: cut short
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open(dir, "s", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db = reopen(t, db, dir, "s")
 	defer db.Close()
 	d = NewDedupe(db, time.Hour)
 	r, err = d.Restore(0, cl, time.Now())
@@ -256,19 +252,7 @@ func TestCheckpointStaleReturn(t *testing.T) {
 	// checkpoint to the changelog's end.
 	step := func(d *Dedupe, id string, at time.Duration) bool {
 		t.Helper()
-		tx := d.Begin(cl.emit)
-		dup, err := tx.Check(0, []byte(id), t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx.Remember()
-		if _, err := tx.Finish(1000); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(map[int32]int64{0: end()}); err != nil {
-			t.Fatal(err)
-		}
-		return dup
+		return checkOne(t, d, cl, id, at, true)
 	}
 	// restore restores d's partition 0 from the changelog as it stands.
 	restore := func(d *Dedupe) Restorer {
@@ -315,14 +299,8 @@ func TestCheckpointStaleReturn(t *testing.T) {
 			t.Fatalf("B: Check(%s) = %v, want %v", e.id, dup, e.dup)
 		}
 	}
-	tombstones := 0
-	for _, r := range cl.recs[checkpoint.Offset:] {
-		if r.value == nil {
-			tombstones++
-		}
-	}
-	if tombstones != 10 {
-		t.Fatalf("B wrote %d tombstones past A's checkpoint, want 10 (every x expired)", tombstones)
+	if n := tombstones(cl.recs[checkpoint.Offset:]); n != 10 {
+		t.Fatalf("B wrote %d tombstones past A's checkpoint, want 10 (every x expired)", n)
 	}
 
 	// A gets it back: it resumes from its checkpoint, not from the start.

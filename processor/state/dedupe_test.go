@@ -22,6 +22,41 @@ func (c *changelog) emit(p int32, key, value []byte) {
 	c.recs = append(c.recs, rec{p, append([]byte(nil), key...), value})
 }
 
+// tombstones counts the records of recs with no value.
+func tombstones(recs []rec) int {
+	n := 0
+	for _, r := range recs {
+		if r.value == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// checkOne checks and remembers id at t0+at in d's partition 0, emitting
+// into cl, and commits; with checkpoint, the commit moves the partition's
+// checkpoint to cl's end. It returns whether id was a duplicate.
+func checkOne(t *testing.T, d *Dedupe, cl *changelog, id string, at time.Duration, checkpoint bool) bool {
+	t.Helper()
+	tx := d.Begin(cl.emit)
+	dup, err := tx.Check(0, []byte(id), t0.Add(at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Remember()
+	if _, err := tx.Finish(1000); err != nil {
+		t.Fatal(err)
+	}
+	var positions map[int32]int64
+	if checkpoint {
+		positions = map[int32]int64{0: int64(len(cl.recs))}
+	}
+	if err := tx.Commit(positions); err != nil {
+		t.Fatal(err)
+	}
+	return dup
+}
+
 func openDB(t *testing.T) *DB {
 	t.Helper()
 	db, err := Open(t.TempDir()+"/state", "test", nil)
@@ -53,6 +88,26 @@ func restoreEmpty(t *testing.T, restore func(int32, ChangelogPartition, time.Tim
 			t.Fatal(err)
 		}
 	}
+}
+
+// replay restores partition 0 of a step, with restore, from every record
+// of cl, and returns the count Done gives.
+func replay(t *testing.T, restore func(int32, ChangelogPartition, time.Time) (Restorer, error), cl *changelog) int64 {
+	t.Helper()
+	r, err := restore(0, ChangelogPartition{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cl.recs {
+		if err := r.Apply(int64(i), c.key, c.value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := r.Done(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -216,57 +271,25 @@ func TestDedupeRevokedNotApplied(t *testing.T) {
 func TestDedupeExpiryAndRestore(t *testing.T) {
 	d := restored(t, openDB(t), time.Hour, 0)
 	var cl changelog
-	step := func(d *Dedupe, id string, at time.Duration) bool {
-		t.Helper()
-		tx := d.Begin(cl.emit)
-		dup, err := tx.Check(0, []byte(id), t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tx.Remember()
-		if _, err := tx.Finish(1000); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(nil); err != nil {
-			t.Fatal(err)
-		}
-		return dup
-	}
 	for i := range 50 {
-		step(d, fmt.Sprintf("id-%d", i), time.Duration(i)*time.Minute)
+		checkOne(t, d, &cl, fmt.Sprintf("id-%d", i), time.Duration(i)*time.Minute, false)
 	}
 	// Stream time 49m: nothing expired yet. At 2h, ids 0..59m are.
 	if got := d.Size()[0]; got != 50 {
 		t.Fatalf("size = %d, want 50", got)
 	}
-	step(d, "late", 2*time.Hour)
+	checkOne(t, d, &cl, "late", 2*time.Hour, false)
 	if got := d.Size()[0]; got != 1 {
 		t.Fatalf("size after expiry = %d, want 1", got)
 	}
-	tombstones := 0
-	for _, r := range cl.recs {
-		if r.value == nil {
-			tombstones++
-		}
-	}
-	if tombstones != 50 {
-		t.Fatalf("tombstones = %d, want 50", tombstones)
+	if n := tombstones(cl.recs); n != 50 {
+		t.Fatalf("tombstones = %d, want 50", n)
 	}
 
 	// Rebuild in another database from the changelog.
 	d2 := NewDedupe(openDB(t), time.Hour)
-	r, err := d2.Restore(0, ChangelogPartition{}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range cl.recs {
-		if err := r.Apply(int64(i), c.key, c.value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	n, err := r.Done(0)
-	if err != nil || n != int64(len(cl.recs)) {
-		t.Fatalf("Done() = %d, %v; want %d", n, err, len(cl.recs))
+	if n := replay(t, d2.Restore, &cl); n != int64(len(cl.recs)) {
+		t.Fatalf("Done() = %d; want %d", n, len(cl.recs))
 	}
 	if st, _ := d2.StreamTime(0); !st.Equal(t0.Add(2 * time.Hour)) {
 		t.Fatalf("restored stream time = %v, want %v", st, t0.Add(2*time.Hour))
@@ -276,7 +299,7 @@ func TestDedupeExpiryAndRestore(t *testing.T) {
 		at  time.Duration
 		dup bool
 	}{{"late", time.Hour, true}, {"id-3", 2 * time.Hour, false}, {"id-49", 0, false}, {"new", 0, false}} {
-		if dup := step(d2, e.id, e.at); dup != e.dup {
+		if dup := checkOne(t, d2, &cl, e.id, e.at, false); dup != e.dup {
 			t.Errorf("restored: Check(%s) = %v, want %v", e.id, dup, e.dup)
 		}
 	}

@@ -73,11 +73,7 @@ func (a *Aggregate) Group(ctx context.Context, r *Record) ([]byte, error) {
 	if a.group == nil {
 		return r.Key, nil
 	}
-	v, err := a.group.eval(ctx, r)
-	if err != nil {
-		return nil, fmt.Errorf("group_by: %w", err)
-	}
-	b, err := bytesOf(v, "group_by")
+	b, _, err := a.group.text(ctx, r, "group_by")
 	if err != nil {
 		return nil, fmt.Errorf("group_by: %w", err)
 	}

@@ -132,6 +132,20 @@ func (p *program) eval(_ context.Context, r *Record) (ref.Val, error) {
 	return v, nil
 }
 
+// text runs p on r and renders its value as text, as bytesOf does (path
+// names the value in errors). It returns the value too.
+func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref.Val, error) {
+	v, err := p.eval(ctx, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := bytesOf(v, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, v, nil
+}
+
 func (p *program) bool(ctx context.Context, r *Record) (bool, error) {
 	v, err := p.eval(ctx, r)
 	if err != nil {

@@ -48,11 +48,7 @@ var ErrNoID = errors.New("dedupe id is null or empty")
 // spaces, so that key order does not make two IDs of one value). A failed evaluation, null or "" is an
 // error (ErrNoID for the last two), and the record a dead letter.
 func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
-	v, err := d.id.eval(ctx, r)
-	if err != nil {
-		return nil, fmt.Errorf("id: %w", err)
-	}
-	b, err := bytesOf(v, "id")
+	b, v, err := d.id.text(ctx, r, "id")
 	if err != nil {
 		return nil, fmt.Errorf("id: %w", err)
 	}
@@ -372,13 +368,11 @@ func renameStep(rename map[string]string) runFunc {
 func (b *builder) key(src string) runFunc {
 	prg := b.expr("key", src)
 	return func(ctx context.Context, r *Record) ([]Record, error) {
-		v, err := prg.eval(ctx, r)
+		key, _, err := prg.text(ctx, r, "key")
 		if err != nil {
 			return nil, err
 		}
-		if r.Key, err = bytesOf(v, "key"); err != nil {
-			return nil, err
-		}
+		r.Key = key
 		return nil, nil
 	}
 }
@@ -394,11 +388,7 @@ func (b *builder) headers(headers map[string]string) runFunc {
 	}
 	return func(ctx context.Context, r *Record) ([]Record, error) {
 		for _, h := range hs {
-			v, err := h.prg.eval(ctx, r)
-			if err != nil {
-				return nil, fmt.Errorf("header %s: %w", h.name, err)
-			}
-			val, err := bytesOf(v, "header "+h.name)
+			val, _, err := h.prg.text(ctx, r, "header "+h.name)
 			if err != nil {
 				return nil, fmt.Errorf("header %s: %w", h.name, err)
 			}

@@ -22,6 +22,14 @@ topics:
   - { name: dlq, partitions: 1 }
 `
 
+// acceptSink is acceptHead and a sink pg reading out, on lines 7-10; the
+// rest of the sink's settings follow it, from line 11.
+const acceptSink = acceptHead + `sinks:
+  - name: pg
+    input: { topic: out }
+    dead_letter: { topic: dlq }
+`
+
 // acceptEnv resolves every ${VAR} of the edge cases.
 func acceptEnv(k string) (string, bool) {
 	if k == "PG_DSN" {
@@ -57,11 +65,7 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
 		"string and bytes stage": acceptHead + `stages:
   - { name: s, input: { topic: in, format: string }, output: { topic: out, format: bytes }, dead_letter: { topic: dlq } }
 `,
-		"sink defaults": acceptHead + `sinks:
-  - name: pg
-    input: { topic: out }
-    dead_letter: { topic: dlq }
-    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
+		"sink defaults": acceptSink + `    postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
 `,
 		"sink upsert, delete, own positions table, string input": acceptHead + `sinks:
   - name: pg
@@ -78,11 +82,7 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
       tombstones: delete
       columns: { id: $key, body: $value, t: $topic, p: $partition, o: $offset, at: $timestamp }
 `,
-		"sink session timeout at the heartbeat interval": acceptHead + `sinks:
-  - name: pg
-    input: { topic: out }
-    dead_letter: { topic: dlq }
-    session_timeout: 3s
+		"sink session timeout at the heartbeat interval": acceptSink + `    session_timeout: 3s
     postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: event_id, columns: { event_id: event_id, body: $value } }
 `,
 		"transaction timeout at the protocol's limit": strings.Replace(acceptHead, "transaction_timeout: 10s", "transaction_timeout: 2147483647ms", 1) + `stages:
@@ -151,24 +151,12 @@ func TestValidateRejectsWhatRunRejects(t *testing.T) {
     dead_letter: { topic: dlq }
     postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key }, types: from_schema }
 `, "t.yaml:11:98: sinks[0].postgres.types: from_schema needs input format avro (input format is \"json\")"},
-		{"dsn pgx cannot parse", acceptHead + `sinks:
-  - name: pg
-    input: { topic: out }
-    dead_letter: { topic: dlq }
-    postgres: { dsn: "not a dsn", table: raw.events, event_id: id, columns: { id: $key } }
+		{"dsn pgx cannot parse", acceptSink + `    postgres: { dsn: "not a dsn", table: raw.events, event_id: id, columns: { id: $key } }
 `, "t.yaml:11:22: sinks[0].postgres.dsn: not a valid connection string (want postgres://user@host:port/db?sslmode=... or key=value pairs)"},
-		{"sink session timeout below the client's heartbeat interval", acceptHead + `sinks:
-  - name: pg
-    input: { topic: out }
-    dead_letter: { topic: dlq }
-    session_timeout: 2s
+		{"sink session timeout below the client's heartbeat interval", acceptSink + `    session_timeout: 2s
     postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
 `, "t.yaml:11:22: sinks[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 2s)"},
-		{"sink session timeout beyond the protocol's int32 milliseconds", acceptHead + `sinks:
-  - name: pg
-    input: { topic: out }
-    dead_letter: { topic: dlq }
-    session_timeout: 9999h
+		{"sink session timeout beyond the protocol's int32 milliseconds", acceptSink + `    session_timeout: 9999h
     postgres: { dsn: "${PG_DSN}", table: raw.events, event_id: id, columns: { id: $key } }
 `, "t.yaml:11:22: sinks[0].session_timeout: must be at most 596h31m23.647s (got 9999h0m0s)"},
 		{"transaction timeout beyond the protocol's int32 milliseconds", strings.Replace(acceptHead, "transaction_timeout: 10s", "transaction_timeout: 9999h", 1) + `stages:

@@ -46,11 +46,8 @@ the Nth redrive transaction, for testing recovery.`, stderr)
 	noProgress := fs.Bool("no-progress", false, "never draw the progress bar (it is drawn on a terminal only)")
 	var lf logFlags
 	lf.register(fs)
-	if code, done := parse(fs, args); done {
+	if code, done := parseTopology(fs, args, path, "redrive", stderr); done {
 		return code
-	}
-	if !requireTopology(fs, *path, "redrive", stderr) {
-		return exitUsage
 	}
 	if *stage == "" || *maxRedrives < 1 {
 		fmt.Fprintln(stderr, "exactly redrive: --stage NAME is required and --max-redrives must be at least 1")

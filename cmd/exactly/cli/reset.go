@@ -52,11 +52,8 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 		execute:  fs.Bool("execute", false, "apply the plan (default: print it only)"),
 		timeout:  fs.Duration("timeout", 30*time.Second, "give up after this long"),
 	}
-	if code, done := parse(fs, args); done {
+	if code, done := parseTopology(fs, args, f.path, "reset", stderr); done {
 		return code
-	}
-	if !requireTopology(fs, *f.path, "reset", stderr) {
-		return exitUsage
 	}
 	if err := f.check(); err != nil {
 		fmt.Fprintln(stderr, "exactly reset:", err)

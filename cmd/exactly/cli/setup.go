@@ -113,11 +113,8 @@ func registerProcessFlags(fs *flag.FlagSet) *processFlags {
 // parse parses args and checks the shared flags; done with the exit code
 // when the command ends here (help, or a usage error printed as cmd's).
 func (pf *processFlags) parse(fs *flag.FlagSet, args []string, cmd string, stderr io.Writer) (log *slog.Logger, code int, done bool) {
-	if code, done := parse(fs, args); done {
+	if code, done := parseTopology(fs, args, pf.path, cmd, stderr); done {
 		return nil, code, true
-	}
-	if !requireTopology(fs, *pf.path, cmd, stderr) {
-		return nil, exitUsage, true
 	}
 	if *pf.instance == "" {
 		fmt.Fprintf(stderr, "exactly %s: --instance-id is required (the hostname is unknown)\n", cmd)
@@ -131,13 +128,18 @@ func (pf *processFlags) parse(fs *flag.FlagSet, args []string, cmd string, stder
 	return log, 0, false
 }
 
-// requireTopology reports whether the command was given --topology FILE
-// and no arguments; if not, it says so and prints the usage.
-func requireTopology(fs *flag.FlagSet, path, cmd string, stderr io.Writer) bool {
-	if path == "" || fs.NArg() > 0 {
+// parseTopology parses args, as parse does, and requires --topology FILE
+// (read from path once parsed) and no arguments; if they are missing it
+// says so as cmd's error and prints the usage. done is true when the
+// command should return code.
+func parseTopology(fs *flag.FlagSet, args []string, path *string, cmd string, stderr io.Writer) (code int, done bool) {
+	if code, done := parse(fs, args); done {
+		return code, true
+	}
+	if *path == "" || fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "exactly %s: --topology FILE is required, and no arguments\n", cmd)
 		fs.Usage()
-		return false
+		return exitUsage, true
 	}
-	return true
+	return exitOK, false
 }

@@ -33,11 +33,8 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	timeout := fs.Duration("timeout", 15*time.Second, "give up after this long")
 	hangingAfter := fs.Duration("hanging-after", 0, "list transactions open for longer than this (0: longer than their own transaction timeout)")
-	if code, done := parse(fs, args); done {
+	if code, done := parseTopology(fs, args, path, "status", stderr); done {
 		return code
-	}
-	if !requireTopology(fs, *path, "status", stderr) {
-		return exitUsage
 	}
 	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, *path, *timeout, "status", stderr)
 	if !ok {

@@ -36,11 +36,25 @@ func (f *Factory) Consumer(help ConsumerHelp) *Consumer {
 // Owned.
 func (c *Consumer) Owner(owner string) Owned { return Owned{c: c, owner: owner} }
 
+// Bind returns owner's Owned of a subsystem's metrics m, whose Consumer
+// collectors consumer returns. With no metrics (a nil m) the Owned records
+// nothing but still names its owner, so that a stage or a sink keeps its
+// name in one place either way.
+func Bind[M any](m *M, owner string, consumer func(*M) *Consumer) Owned {
+	if m == nil {
+		return Owned{owner: owner}
+	}
+	return consumer(m).Owner(owner)
+}
+
 // Owned is a Consumer bound to one owner's label.
 type Owned struct {
 	c     *Consumer
 	owner string
 }
+
+// Name is the owner's name, the first label of its series.
+func (o Owned) Name() string { return o.owner }
 
 // Start makes the owner's ready series report ready() and creates its
 // series of rare events at 0: rebalances, the recreations of input by each
@@ -59,6 +73,15 @@ func (o Owned) Start(input string, ready func() error, reasons, causes []string)
 	}
 	for _, c := range causes {
 		o.c.retries.WithLabelValues(o.owner, c)
+	}
+}
+
+// StartCounters creates the owner's series of each of counters, which are
+// labelled by the owner alone, at 0, for the reason Start gives. It is
+// for the subsystem's own counters of rare events.
+func (o Owned) StartCounters(counters ...*prometheus.CounterVec) {
+	for _, c := range counters {
+		c.WithLabelValues(o.owner)
 	}
 }
 
