@@ -49,23 +49,10 @@ func paymentLines(from, to int) [][]byte {
 func TestStatefulRunningBalance(t *testing.T) {
 	bin := buildBin(t, true, "../deploy/examples/balances")
 	in, out, dlq, stage := uniqueName("api15_pay"), uniqueName("api15_bal"), uniqueName("api15_dlq"), uniqueName("api15bal")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %[2]s, partitions: 3 }
-  - { name: %[3]s, partitions: 3 }
-  - { name: %[4]s, partitions: 1 }
-stages:
-  - name: %[5]s
-    input: { topic: %[2]s }
-    output: { topic: %[3]s }
-    dead_letter: { topic: %[4]s }
-    commit: { interval: 100ms, max_records: 500 }
-    transform:
-      - stateful: { func: running-balance, store: balances }
-`, brokers(t), in, out, dlq, stage))
+	topo := stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, interval: "100ms", maxRecords: 500,
+		transform: "- stateful: { func: running-balance, store: balances }",
+	}}}.write(t)
 	if out, err := exec.Command(bin, "validate", topo).CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}

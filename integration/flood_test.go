@@ -571,24 +571,10 @@ func TestSlowTransform(t *testing.T) {
 	const events = 300
 	bin := buildBin(t, true, "./testdata/slowbin")
 	in, out, dlq, stage := uniqueName("slow_in"), uniqueName("slow_out"), uniqueName("slow_dlq"), uniqueName("slow")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 10s
-topics:
-  - { name: %[2]s, partitions: 3 }
-  - { name: %[3]s, partitions: 3 }
-  - { name: %[4]s, partitions: 1 }
-stages:
-  - name: %[5]s
-    input: { topic: %[2]s, format: json }
-    output: { topic: %[3]s, format: json }
-    dead_letter: { topic: %[4]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 100 }
-    transform:
-      - func: slow
-`, brokers(t), in, out, dlq, stage))
+	topo := stagesTopology{txnTimeout: "10s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 100,
+		transform: "- func: slow",
+	}}}.write(t)
 	if out, err := exec.Command(bin, "validate", topo).CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}

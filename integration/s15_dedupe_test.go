@@ -120,24 +120,10 @@ func TestDedupeCrashRestart(t *testing.T) {
 func dedupeTopology(t *testing.T, maxRecords int) (in, out, dlq, stage, topo string) {
 	t.Helper()
 	in, out, dlq, stage = uniqueName("s15_dd_in"), uniqueName("s15_dd_out"), uniqueName("s15_dd_dlq"), uniqueName("s15dd")
-	topo = writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: %d }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`, brokers(t), in, out, dlq, stage, in, out, dlq, maxRecords))
+	topo = stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: maxRecords,
+		transform: "- dedupe: { id: value.event_id, retention: 1h }",
+	}}}.write(t)
 	return in, out, dlq, stage, topo
 }
 
