@@ -235,7 +235,7 @@ CREATE TABLE %[1]s.got AS
 	}
 	// exactly verify: every input is accounted for as aggregated, none
 	// lost, and the window results are not taken for orphans.
-	rep, code := runVerifyBin(t, bin, topo)
+	rep, code := runVerifyBin(t, bin, topo, "event_id")
 	if code != 0 || !rep.OK || len(rep.Stages) != 1 || rep.Stages[0].In == 0 || rep.Stages[0].Aggregated != rep.Stages[0].In || rep.Stages[0].Lost != 0 || rep.Stages[0].Orphans != 0 {
 		t.Errorf("exactly verify: exit %d, %+v; want ok, every input aggregated", code, rep.Stages)
 	}

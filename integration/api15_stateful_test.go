@@ -141,21 +141,11 @@ func TestStatefulRunningBalance(t *testing.T) {
 		}
 	}
 
-	text, err := exec.Command(bin, "verify", "--topology", topo, "--event-id", "id", "--json", "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("exactly verify: %v\n%s", err, text)
-	}
-	var rep struct {
-		OK     bool `json:"ok"`
-		Stages []struct {
-			In, Processed, Lost, Duplicates int64
-			DeadLettered                    int64 `json:"dead_lettered"`
-		} `json:"stages"`
-	}
-	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
-		t.Fatalf("verify output: %v\n%s", err, text)
+	rep, code := runVerifyBin(t, bin, topo, "id")
+	if code != 0 || len(rep.Stages) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d stages; want exit 0 and 1 stage; problems %v", code, len(rep.Stages), rep.Problems)
 	}
 	if st := rep.Stages[0]; !rep.OK || st.In != total || st.Processed != int64(total-bad) || st.DeadLettered != int64(bad) || st.Lost != 0 || st.Duplicates != 0 {
-		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d dead-lettered, none lost\n%s", rep.OK, st, total, total-bad, bad, text)
+		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d dead-lettered, none lost; problems %v", rep.OK, *st, total, total-bad, bad, rep.Problems)
 	}
 }

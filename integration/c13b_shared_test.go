@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // c13bBothOrExit waits until each check reports done or its process has
@@ -74,6 +76,24 @@ func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs
 	return procs, addrs
 }
 
+// c13bAllOutput is a check for c13bBothOrExit: the stage writing out has
+// output all 100 events c13bSameHost produced to its input.
+func c13bAllOutput(t *testing.T, out string) func() (bool, string) {
+	return func() (bool, string) {
+		n := len(keyCounts(t, out))
+		return n == 100, fmt.Sprintf("%s has %d of 100 outputs", out, n)
+	}
+}
+
+// c13bAllLoaded is a check for c13bBothOrExit: the sink loading table has
+// loaded all 100 events c13bSameHost produced to its input.
+func c13bAllLoaded(t *testing.T, pool *pgxpool.Pool, table string) func() (bool, string) {
+	return func() (bool, string) {
+		n, _ := c13Rows(t, pool, table)
+		return n == 100, fmt.Sprintf("%s has %d of 100 rows", table, n)
+	}
+}
+
 // c13bAwaitReady waits up to 30 s for every process to be ready (or to
 // have exited); one that is not is reported by the checks that follow.
 func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
@@ -95,22 +115,15 @@ func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
 // nothing while /readyz says ready.
 func TestC13bSameStageNameTwoFiles(t *testing.T) {
 	name := uniqueName("c13bsn")
-	var topos []string
-	var ins, outs []string
+	var topos, ins []string
+	var done []func() (bool, string)
 	for i := range 2 {
 		in, out, dlq := uniqueName(fmt.Sprintf("c13bsn%d_in", i)), uniqueName(fmt.Sprintf("c13bsn%d_out", i)), uniqueName(fmt.Sprintf("c13bsn%d_dlq", i))
 		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
 			"stages:\n"+c13Stage(name, in, out, dlq, "100ms", 1000)))
-		ins, outs = append(ins, in), append(outs, out)
+		ins, done = append(ins, in), append(done, c13bAllOutput(t, out))
 	}
 	procs, addrs := c13bSameHost(t, []string{"run", "run"}, topos, ins)
-	var done []func() (bool, string)
-	for _, out := range outs {
-		done = append(done, func() (bool, string) {
-			n := len(keyCounts(t, out))
-			return n == 100, fmt.Sprintf("%s has %d of 100 outputs", out, n)
-		})
-	}
 	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
 }
 
@@ -122,22 +135,16 @@ func TestC13bSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 	pool := pgPool(t)
 	schema := c13Schema(t, pool, "c13bsk")
 	name := uniqueName("c13bsk")
-	var topos, ins, tables []string
+	var topos, ins []string
+	var done []func() (bool, string)
 	for i := range 2 {
 		in, dlq := uniqueName(fmt.Sprintf("c13bsk%d_in", i)), uniqueName(fmt.Sprintf("c13bsk%d_dlq", i))
 		table := fmt.Sprintf("%s.t%d", schema, i)
 		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}},
 			"sinks:\n"+c13Sink(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
-		ins, tables = append(ins, in), append(tables, table)
+		ins, done = append(ins, in), append(done, c13bAllLoaded(t, pool, table))
 	}
 	procs, addrs := c13bSameHost(t, []string{"sink", "sink"}, topos, ins)
-	var done []func() (bool, string)
-	for _, table := range tables {
-		done = append(done, func() (bool, string) {
-			n, _ := c13Rows(t, pool, table)
-			return n == 100, fmt.Sprintf("%s has %d of 100 rows", table, n)
-		})
-	}
 	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
 }
 
@@ -154,15 +161,6 @@ func TestC13bStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	stageTopo := c13Topology(t, topics, "stages:\n"+c13Stage("sink-"+x, in, out, dlq, "100ms", 1000))
 	sinkTopo := c13Topology(t, topics, "sinks:\n"+c13Sink(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
 	procs, addrs := c13bSameHost(t, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in})
-	done := []func() (bool, string){
-		func() (bool, string) {
-			n := len(keyCounts(t, out))
-			return n == 100, fmt.Sprintf("stage sink-%s: %d of 100 outputs", x, n)
-		},
-		func() (bool, string) {
-			n, _ := c13Rows(t, pool, schema+".events")
-			return n == 100, fmt.Sprintf("sink %s: %d of 100 rows", x, n)
-		},
-	}
+	done := []func() (bool, string){c13bAllOutput(t, out), c13bAllLoaded(t, pool, schema+".events")}
 	c13bBothOrExit(t, x, 30*time.Second, procs, addrs, done)
 }

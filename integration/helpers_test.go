@@ -13,6 +13,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -26,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/cmd/exactly/verify"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -399,4 +402,31 @@ func kcatCountUncommitted(t testing.TB, topic string) int {
 		t.Fatalf("kcat read_uncommitted %s: %v", topic, err)
 	}
 	return bytes.Count(out, []byte("\n"))
+}
+
+// runVerify runs exactly verify --json on topo, with event IDs in field
+// event_id, and returns its report and exit code.
+func runVerify(t *testing.T, topo string, args ...string) (verify.Report, int) {
+	t.Helper()
+	return runVerifyBin(t, exactlyBin, topo, "event_id", args...)
+}
+
+// runVerifyBin is runVerify with another exactly binary and event ID field.
+func runVerifyBin(t *testing.T, bin, topo, eventID string, args ...string) (verify.Report, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"verify", "--topology", topo, "--event-id", eventID, "--json", "--timeout", "2m"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("verify --json (exit %d): %v\n%s\n%s", code, err, raw, stderr.String())
+	}
+	return rep, code
 }

@@ -4,10 +4,8 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,21 +135,12 @@ func line(i int) []byte {
 // processed of them written and deduplicated dropped, none lost.
 func checkVerifyDeduplicated(t *testing.T, topo string, in, processed, deduplicated int64) {
 	t.Helper()
-	text, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("exactly verify: %v\n%s", err, text)
-	}
-	var rep struct {
-		OK     bool `json:"ok"`
-		Stages []struct {
-			In, Processed, Deduplicated, Lost, Duplicates int64
-		} `json:"stages"`
-	}
-	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
-		t.Fatalf("verify output: %v\n%s", err, text)
+	rep, code := runVerify(t, topo)
+	if code != 0 || len(rep.Stages) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d stages; want exit 0 and 1 stage; problems %v", code, len(rep.Stages), rep.Problems)
 	}
 	if st := rep.Stages[0]; !rep.OK || st.In != in || st.Processed != processed || st.Deduplicated != deduplicated || st.Lost != 0 || st.Duplicates != 0 {
-		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d deduplicated, 0 lost\n%s", rep.OK, st, in, processed, deduplicated, text)
+		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d deduplicated, 0 lost; problems %v", rep.OK, *st, in, processed, deduplicated, rep.Problems)
 	}
 }
 
