@@ -23,12 +23,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
+	"github.com/exactly-io/exactly/integration/internal/syncbuf"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -212,26 +212,9 @@ func exactlyCmd(t testing.TB, args ...string) string {
 type proc struct {
 	t    testing.TB
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start starts exactly with args and extra environment entries (KEY=VALUE).
@@ -243,7 +226,7 @@ func start(t testing.TB, env []string, args ...string) *proc {
 		// port; a test that scrapes passes its own --metrics-addr.
 		args = append(args, "--metrics-addr=")
 	}
-	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/integration/internal/syncbuf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -80,7 +81,7 @@ func startPrometheus(t *testing.T, rules string, targets ...string) string {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
