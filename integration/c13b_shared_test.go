@@ -58,9 +58,12 @@ func c13bBothOrExit(t *testing.T, name string, timeout time.Duration, procs []*p
 // all with the instance ID c13b-host and each with a metrics address of
 // its own, and waits until they are ready. It then produces 20 events to
 // each of ins in each of 5 rounds, 3 s apart: the input arrives over 15 s,
-// as in production, so that the clash shows at a rejoin.
-func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs []string) {
+// as in production, so that the clash shows at a rejoin. Last it requires
+// of each process i, within 30 s: done[i], or an exit non-zero naming name.
+func c13bSameHost(t *testing.T, name string, cmds, topos, ins []string, done []func() (bool, string)) {
 	t.Helper()
+	var procs []*proc
+	var addrs []string
 	for i, topo := range topos {
 		addr := freeAddr(t)
 		procs = append(procs, start(t, nil, cmds[i], "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
@@ -73,10 +76,10 @@ func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs
 		}
 		time.Sleep(3 * time.Second) // pacing the input, not awaiting a condition
 	}
-	return procs, addrs
+	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
 }
 
-// c13bAllOutput is a check for c13bBothOrExit: the stage writing out has
+// c13bAllOutput is a check for c13bSameHost: the stage writing out has
 // output all 100 events c13bSameHost produced to its input.
 func c13bAllOutput(t *testing.T, out string) func() (bool, string) {
 	return func() (bool, string) {
@@ -85,7 +88,7 @@ func c13bAllOutput(t *testing.T, out string) func() (bool, string) {
 	}
 }
 
-// c13bAllLoaded is a check for c13bBothOrExit: the sink loading table has
+// c13bAllLoaded is a check for c13bSameHost: the sink loading table has
 // loaded all 100 events c13bSameHost produced to its input.
 func c13bAllLoaded(t *testing.T, pool *pgxpool.Pool, table string) func() (bool, string) {
 	return func() (bool, string) {
@@ -123,8 +126,7 @@ func TestC13bSameStageNameTwoFiles(t *testing.T) {
 			"stages:\n"+c13Stage(name, in, out, dlq, "100ms", 1000)))
 		ins, done = append(ins, in), append(done, c13bAllOutput(t, out))
 	}
-	procs, addrs := c13bSameHost(t, []string{"run", "run"}, topos, ins)
-	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, name, []string{"run", "run"}, topos, ins, done)
 }
 
 // A sink named alike in two files that read different topics into
@@ -144,8 +146,7 @@ func TestC13bSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 			"sinks:\n"+c13Sink(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
 		ins, done = append(ins, in), append(done, c13bAllLoaded(t, pool, table))
 	}
-	procs, addrs := c13bSameHost(t, []string{"sink", "sink"}, topos, ins)
-	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, name, []string{"sink", "sink"}, topos, ins, done)
 }
 
 // A stage named "sink-<x>" in one file and a sink named "<x>" in another,
@@ -160,7 +161,6 @@ func TestC13bStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	topics := []c13Topic{{name: in, parts: 4}, {name: out, parts: 2}, {name: dlq, parts: 1}}
 	stageTopo := c13Topology(t, topics, "stages:\n"+c13Stage("sink-"+x, in, out, dlq, "100ms", 1000))
 	sinkTopo := c13Topology(t, topics, "sinks:\n"+c13Sink(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
-	procs, addrs := c13bSameHost(t, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in})
-	done := []func() (bool, string){c13bAllOutput(t, out), c13bAllLoaded(t, pool, schema+".events")}
-	c13bBothOrExit(t, x, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, x, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in},
+		[]func() (bool, string){c13bAllOutput(t, out), c13bAllLoaded(t, pool, schema+".events")})
 }
