@@ -176,11 +176,18 @@ func kcatBin(t testing.TB) string {
 	if k := os.Getenv("KCAT"); k != "" {
 		return k
 	}
-	k, err := exec.LookPath("kcat")
+	return tool(t, "kcat", "deploy/local/up.sh installs it")
+}
+
+// tool returns the path of the program name on PATH, or fails the test
+// with hint (how to install it): a missing tool fails, never skips.
+func tool(t testing.TB, name, hint string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatal("kcat not found: deploy/local/up.sh installs it")
+		t.Fatalf("%s is not installed: %s", name, hint)
 	}
-	return k
+	return p
 }
 
 // uniqueName returns a topic, stage or table name unique to this run.
