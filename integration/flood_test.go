@@ -335,12 +335,14 @@ func TestBadInputFlood(t *testing.T) {
 	}
 	b.WriteString("stages:\n")
 	for _, s := range stages {
-		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
-			"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: 100ms, max_records: 250 }\n",
-			s.name, in, s.out, s.dlq)
-		if s.filters {
-			b.WriteString("    transform:\n      - filter: '!has(value.drop)'\n")
+		st := stageYAML{
+			name: s.name, in: in, out: s.out, dlq: s.dlq,
+			format: "json", key: "event_id", interval: "100ms", maxRecords: 250,
 		}
+		if s.filters {
+			st.transform = "- filter: '!has(value.drop)'"
+		}
+		b.WriteString(st.yaml())
 	}
 	topo := writeFile(t, "topology.yaml", b.String())
 	exactlyCmd(t, "topics", "create", topo)

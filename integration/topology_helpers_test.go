@@ -85,23 +85,30 @@ func (s stagesTopology) yaml(brokers string) string {
 	}
 	b.WriteString("stages:\n")
 	for _, st := range s.stages {
-		format := ""
-		if st.format != "" {
-			format = ", format: " + st.format
-		}
-		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s%s }\n    output: { topic: %s%s }\n    dead_letter: { topic: %s }\n",
-			st.name, st.in, format, st.out, format, st.dlq)
-		if st.key != "" {
-			fmt.Fprintf(&b, "    key: %s\n", st.key)
-		}
-		if st.interval != "" {
-			fmt.Fprintf(&b, "    commit: { interval: %s, max_records: %d }\n", st.interval, st.maxRecords)
-		}
-		if st.transform != "" {
-			b.WriteString("    transform:\n")
-			for line := range strings.Lines(strings.TrimSpace(st.transform) + "\n") {
-				b.WriteString("      " + line)
-			}
+		b.WriteString(st.yaml())
+	}
+	return b.String()
+}
+
+// yaml returns the stage as an item of a topology's stages: list.
+func (st stageYAML) yaml() string {
+	var b strings.Builder
+	format := ""
+	if st.format != "" {
+		format = ", format: " + st.format
+	}
+	fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s%s }\n    output: { topic: %s%s }\n    dead_letter: { topic: %s }\n",
+		st.name, st.in, format, st.out, format, st.dlq)
+	if st.key != "" {
+		fmt.Fprintf(&b, "    key: %s\n", st.key)
+	}
+	if st.interval != "" {
+		fmt.Fprintf(&b, "    commit: { interval: %s, max_records: %d }\n", st.interval, st.maxRecords)
+	}
+	if st.transform != "" {
+		b.WriteString("    transform:\n")
+		for line := range strings.Lines(strings.TrimSpace(st.transform) + "\n") {
+			b.WriteString("      " + line)
 		}
 	}
 	return b.String()
