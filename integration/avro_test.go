@@ -294,27 +294,13 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	in, mid, out := uniqueName("avro_in"), uniqueName("avro_mid"), uniqueName("avro_out")
 	dlq1, dlq2 := uniqueName("avro_dlq"), uniqueName("avro_dlq")
 	schema := schemaFile(t, "order.avsc", orderSchema)
-	stages := fmt.Sprintf(`  - name: %[1]s
-    input: { topic: %[3]s, format: json }
-    output:
-      topic: %[4]s
-      format: avro
-      schema: %[8]s
-      registry: { url: "${EXACTLY_REGISTRY_URL}" }
-    dead_letter: { topic: %[6]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-  - name: %[2]s
-    input:
-      topic: %[4]s
-      format: avro
-      registry: { url: "${EXACTLY_REGISTRY_URL}" }
-    output: { topic: %[5]s, format: json }
-    dead_letter: { topic: %[7]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-`, uniqueName("to_avro"), uniqueName("from_avro"), in, mid, out, dlq1, dlq2, schema)
-	topo := avroTopology(t, map[string]int{in: 3, mid: 3, out: 3, dlq1: 1, dlq2: 1}, stages)
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: uniqueName("to_avro"), in: in, out: mid, dlq: dlq1, key: "event_id", interval: "100ms", maxRecords: 500,
+		inFormat: "json", outFormat: "avro, schema: " + schema + `, registry: { url: "${EXACTLY_REGISTRY_URL}" }`,
+	}, {
+		name: uniqueName("from_avro"), in: mid, out: out, dlq: dlq2, key: "event_id", interval: "100ms", maxRecords: 500,
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}" }`, outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -414,15 +400,10 @@ func TestAvroSchemaEvolution(t *testing.T) {
 	}
 	codecs := []*goavro.Codec{mustCodec(t, evolV1), mustCodec(t, evolV2), mustCodec(t, evolV3)}
 	reader := schemaFile(t, "event-v2.avsc", evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input:
-      topic: %s
-      format: avro
-      registry: { url: "${EXACTLY_REGISTRY_URL}", reader_schema: %s }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, reader, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}", reader_schema: ` + reader + " }", outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -466,11 +447,10 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 	schema := `{"type":"record","name":"Ping","namespace":"it.exactly","fields":[{"name":"event_id","type":"string"},{"name":"n","type":"long"}]}`
 	id := srRegister(t, reg, in+"-value", schema)
 	codec := mustCodec(t, schema)
-	topo := avroTopology(t, map[string]int{in: 1, out: 1, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}" } }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-`, stage, in, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", partitions: 1, stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq,
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}" }`, outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	good := func(i int) []byte {
@@ -648,12 +628,10 @@ func TestAvroRegistryDown(t *testing.T) {
 	subject := in + "-value"
 	id1, id2 := srRegister(t, direct, subject, evolV1), srRegister(t, direct, subject, evolV2)
 	c1, c2 := mustCodec(t, evolV1), mustCodec(t, evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: avro, registry: { url: %q } }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, reg, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: fmt.Sprintf("avro, registry: { url: %q }", reg), outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -726,12 +704,10 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 	stopReg()
 	in, out, dlq, stage := uniqueName("enc_in"), uniqueName("enc_out"), uniqueName("enc_dlq"), uniqueName("enc")
 	schema := schemaFile(t, "event-v2.avsc", evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: json }
-    output: { topic: %s, format: avro, schema: %s, registry: { url: %q } }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, out, schema, reg, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: "json", outFormat: fmt.Sprintf("avro, schema: %s, registry: { url: %q }", schema, reg),
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 	var lines [][]byte
 	for i := range events {

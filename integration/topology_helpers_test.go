@@ -33,6 +33,8 @@ func topologyFile(t testing.TB, stages []stageSpec, interval, txnTimeout string,
 type stageYAML struct {
 	name, in, out, dlq string
 	format             string // of the input and the output, e.g. "json"
+	inFormat           string // of the input where it differs, with its options, e.g. "avro, registry: { url: ... }"
+	outFormat          string // of the output where it differs, with its options, e.g. "avro, schema: x.avsc"
 	key                string // the field the outputs are keyed on, e.g. "event_id"
 	interval           string // commit.interval, e.g. "100ms"
 	maxRecords         int    // commit.max_records (written with interval)
@@ -93,12 +95,17 @@ func (s stagesTopology) yaml(brokers string) string {
 // yaml returns the stage as an item of a topology's stages: list.
 func (st stageYAML) yaml() string {
 	var b strings.Builder
-	format := ""
-	if st.format != "" {
-		format = ", format: " + st.format
+	format := func(f string) string {
+		if f == "" {
+			f = st.format
+		}
+		if f == "" {
+			return ""
+		}
+		return ", format: " + f
 	}
 	fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s%s }\n    output: { topic: %s%s }\n    dead_letter: { topic: %s }\n",
-		st.name, st.in, format, st.out, format, st.dlq)
+		st.name, st.in, format(st.inFormat), st.out, format(st.outFormat), st.dlq)
 	if st.key != "" {
 		fmt.Fprintf(&b, "    key: %s\n", st.key)
 	}
