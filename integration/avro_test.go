@@ -89,6 +89,39 @@ func srLatestID(t testing.TB, base, subject string) int {
 	return got.ID
 }
 
+// readFramed reads n records of topic read_committed (a minute at most)
+// and requires each to be in the Confluent wire format with the schema ID
+// the registry at reg holds latest under <topic>-value, its datum decoding
+// whole with schema; it passes each record and its decoded value to check
+// and returns the ID.
+func readFramed(t testing.TB, reg, topic, schema string, n int, check func(r *kgo.Record, m map[string]any)) int {
+	t.Helper()
+	id := srLatestID(t, reg, topic+"-value")
+	codec := mustCodec(t, schema)
+	cl := readCommittedClient(t, topic)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("read %s: %d of %d: %v", topic, got, n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
+				t.Fatalf("%s: record %s is not framed with schema id %d: % x", topic, r.Key, id, r.Value[:min(len(r.Value), 8)])
+			}
+			native, rest, err := codec.NativeFromBinary(r.Value[5:])
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", topic, r.Key, err, len(rest))
+			}
+			check(r, native.(map[string]any))
+		})
+	}
+	return id
+}
+
 // frame is a value in the Confluent wire format: magic byte 0, the
 // big-endian schema ID, then the Avro binary datum.
 func frame(t testing.TB, id int, c *goavro.Codec, native map[string]any) []byte {
@@ -350,31 +383,11 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	if len(keys) != events || len(seen) != events {
 		t.Fatalf("%s: %d records with %d distinct keys, want %d each", mid, len(keys), len(seen), events)
 	}
-	id := srLatestID(t, reg, mid+"-value")
-	codec := mustCodec(t, orderSchema)
-	cl := readCommittedClient(t, mid)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for got := 0; got < events; {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("read %s: %d of %d: %v", mid, got, events, err)
+	id := readFramed(t, reg, mid, orderSchema, events, func(r *kgo.Record, m map[string]any) {
+		if got := m["event_id"]; got != string(r.Key) {
+			t.Fatalf("%s: record keyed %s holds event_id %v", mid, r.Key, got)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
-				t.Fatalf("%s: record %s is not framed with schema id %d: % x", mid, r.Key, id, r.Value[:min(len(r.Value), 8)])
-			}
-			native, rest, err := codec.NativeFromBinary(r.Value[5:])
-			if err != nil || len(rest) != 0 {
-				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", mid, r.Key, err, len(rest))
-			}
-			if got := native.(map[string]any)["event_id"]; got != string(r.Key) {
-				t.Fatalf("%s: record keyed %s holds event_id %v", mid, r.Key, got)
-			}
-		})
-	}
+	})
 	t.Logf("%d events through JSON → Avro (schema id %d under %s-value) → JSON; %d dead letters", events, id, mid, bad)
 }
 
@@ -743,36 +756,16 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 	n := retries()
 	p.stop()
 
-	id := srLatestID(t, reg, out+"-value")
-	codec := mustCodec(t, evolV2)
-	cl := readCommittedClient(t, out)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	seen := map[string]bool{}
-	for len(seen) < events {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("read %s: %d of %d: %v", out, len(seen), events, err)
+	id := readFramed(t, reg, out, evolV2, events, func(r *kgo.Record, m map[string]any) {
+		if seen[string(r.Key)] {
+			t.Fatalf("%s: %s twice", out, r.Key)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if seen[string(r.Key)] {
-				t.Fatalf("%s: %s twice", out, r.Key)
-			}
-			seen[string(r.Key)] = true
-			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
-				t.Fatalf("%s: record %s is not framed with schema id %d: % x", out, r.Key, id, r.Value[:min(len(r.Value), 8)])
-			}
-			native, rest, err := codec.NativeFromBinary(r.Value[5:])
-			if err != nil || len(rest) != 0 {
-				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", out, r.Key, err, len(rest))
-			}
-			m := native.(map[string]any)
-			if m["event_id"] != string(r.Key) || m["source"] != "legacy" {
-				t.Fatalf("%s: record %s decodes to %v", out, r.Key, m)
-			}
-		})
-	}
+		seen[string(r.Key)] = true
+		if m["event_id"] != string(r.Key) || m["source"] != "legacy" {
+			t.Fatalf("%s: record %s decodes to %v", out, r.Key, m)
+		}
+	})
 	if d := kcatCount(t, dlq); d != 0 {
 		t.Fatalf("%d dead letters, want 0", d)
 	}
