@@ -72,9 +72,7 @@ func TestLeastPrivilegeStageACLs(t *testing.T) {
 	const events, bad = 1000, 10
 	raw, clean, dlq, stage := uniqueName("acl_raw"), uniqueName("acl_clean"), uniqueName("acl_dlq"), uniqueName("acl")
 	topo := s.secureTopology(t, topologyFile(t, []stageSpec{{stage, raw, clean, dlq}}, "100ms", "60s", 1000))
-	if text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", topo); code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	s.createTopics(t, topo)
 	s.produce(t, raw, crashInput(events, bad))
 
 	user, password := addUser(t, adm, "stage")
@@ -135,9 +133,7 @@ func TestLeastPrivilegeSinkACLsAndGrants(t *testing.T) {
 		t.Fatalf("PG_DSN %q: want postgres://postgres@..., to swap the role", dsn)
 	}
 	topo := s.secureSinkTopology(t, sp, "ROLE_DSN")
-	if text, code, _ := exactlyRun(t, s.env("ROLE_DSN="+roleDSN), time.Minute, "topics", "create", topo); code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	s.createTopics(t, topo, "ROLE_DSN="+roleDSN)
 	s.produce(t, sp.in, append(events("acl", 0, n), []byte("bad-0|{not json")))
 
 	user, password := addUser(t, adm, "sink")

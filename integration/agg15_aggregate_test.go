@@ -67,28 +67,16 @@ func TestAggregateCrashRestart(t *testing.T) {
 
 	in, out, dlq, stage := uniqueName("agg15_in"), uniqueName("agg15_out"), uniqueName("agg15_dlq"), uniqueName("agg15")
 	maxRecords := min(max(events/200, 500), 5000)
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    commit: { interval: 100ms, max_records: %d }
-    transform:
-      - aggregate:
-          window: { tumbling: 1m }
-          time: value.ts
-          grace: 30s
-          aggregations: { n: count, total: { sum: value.amount } }
-          emit: final
-`, brokers(t), in, out, dlq, stage, in, out, dlq, maxRecords))
+	topo := stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, interval: "100ms", maxRecords: maxRecords,
+		transform: `
+- aggregate:
+    window: { tumbling: 1m }
+    time: value.ts
+    grace: 30s
+    aggregations: { n: count, total: { sum: value.amount } }
+    emit: final`,
+	}}}.write(t)
 	changelog := "exactly-" + stage + "-aggregate-changelog"
 	if created := exactlyCmd(t, "topics", "create", "--topology", topo); !strings.Contains(created, changelog) {
 		t.Fatalf("topics create did not create %s:\n%s", changelog, created)
@@ -247,7 +235,7 @@ CREATE TABLE %[1]s.got AS
 	}
 	// exactly verify: every input is accounted for as aggregated, none
 	// lost, and the window results are not taken for orphans.
-	rep, code := runVerifyBin(t, bin, topo)
+	rep, code := runVerifyBin(t, bin, topo, "event_id")
 	if code != 0 || !rep.OK || len(rep.Stages) != 1 || rep.Stages[0].In == 0 || rep.Stages[0].Aggregated != rep.Stages[0].In || rep.Stages[0].Lost != 0 || rep.Stages[0].Orphans != 0 {
 		t.Errorf("exactly verify: exit %d, %+v; want ok, every input aggregated", code, rep.Stages)
 	}

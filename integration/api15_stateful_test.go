@@ -49,23 +49,10 @@ func paymentLines(from, to int) [][]byte {
 func TestStatefulRunningBalance(t *testing.T) {
 	bin := buildBin(t, true, "../deploy/examples/balances")
 	in, out, dlq, stage := uniqueName("api15_pay"), uniqueName("api15_bal"), uniqueName("api15_dlq"), uniqueName("api15bal")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %[2]s, partitions: 3 }
-  - { name: %[3]s, partitions: 3 }
-  - { name: %[4]s, partitions: 1 }
-stages:
-  - name: %[5]s
-    input: { topic: %[2]s }
-    output: { topic: %[3]s }
-    dead_letter: { topic: %[4]s }
-    commit: { interval: 100ms, max_records: 500 }
-    transform:
-      - stateful: { func: running-balance, store: balances }
-`, brokers(t), in, out, dlq, stage))
+	topo := stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, interval: "100ms", maxRecords: 500,
+		transform: "- stateful: { func: running-balance, store: balances }",
+	}}}.write(t)
 	if out, err := exec.Command(bin, "validate", topo).CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}
@@ -154,21 +141,11 @@ stages:
 		}
 	}
 
-	text, err := exec.Command(bin, "verify", "--topology", topo, "--event-id", "id", "--json", "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("exactly verify: %v\n%s", err, text)
-	}
-	var rep struct {
-		OK     bool `json:"ok"`
-		Stages []struct {
-			In, Processed, Lost, Duplicates int64
-			DeadLettered                    int64 `json:"dead_lettered"`
-		} `json:"stages"`
-	}
-	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
-		t.Fatalf("verify output: %v\n%s", err, text)
+	rep, code := runVerifyBin(t, bin, topo, "id")
+	if code != 0 || len(rep.Stages) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d stages; want exit 0 and 1 stage; problems %v", code, len(rep.Stages), rep.Problems)
 	}
 	if st := rep.Stages[0]; !rep.OK || st.In != total || st.Processed != int64(total-bad) || st.DeadLettered != int64(bad) || st.Lost != 0 || st.Duplicates != 0 {
-		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d dead-lettered, none lost\n%s", rep.OK, st, total, total-bad, bad, text)
+		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d dead-lettered, none lost; problems %v", rep.OK, *st, total, total-bad, bad, rep.Problems)
 	}
 }

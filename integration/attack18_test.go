@@ -29,23 +29,12 @@ import (
 func TestAttack18RedriveWhereSeesJSONIntegers(t *testing.T) {
 	t.Parallel()
 	name, in, out, dlq := uniqueName("a18_where"), uniqueName("a18_win"), uniqueName("a18_wout"), uniqueName("a18_wdlq")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka: { brokers: [%q] }
-topics:
-  - { name: %s, partitions: 1 }
-  - { name: %s, partitions: 1 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s, format: json }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-    transform:
-      - name: divide
-        set: { q: 'value.n / value.d' }
-`, brokers(t), in, out, dlq, name, in, out, dlq))
+	topo := stagesTopology{partitions: 1, stages: []stageYAML{{
+		name: name, in: in, out: out, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 500,
+		transform: `
+- name: divide
+  set: { q: 'value.n / value.d' }`,
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, in, [][]byte{
 		[]byte(`k203|{"event_id":"e-203","n":203,"d":0}`),

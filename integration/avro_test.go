@@ -89,6 +89,39 @@ func srLatestID(t testing.TB, base, subject string) int {
 	return got.ID
 }
 
+// readFramed reads n records of topic read_committed (a minute at most)
+// and requires each to be in the Confluent wire format with the schema ID
+// the registry at reg holds latest under <topic>-value, its datum decoding
+// whole with schema; it passes each record and its decoded value to check
+// and returns the ID.
+func readFramed(t testing.TB, reg, topic, schema string, n int, check func(r *kgo.Record, m map[string]any)) int {
+	t.Helper()
+	id := srLatestID(t, reg, topic+"-value")
+	codec := mustCodec(t, schema)
+	cl := readCommittedClient(t, topic)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for got := 0; got < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("read %s: %d of %d: %v", topic, got, n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got++
+			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
+				t.Fatalf("%s: record %s is not framed with schema id %d: % x", topic, r.Key, id, r.Value[:min(len(r.Value), 8)])
+			}
+			native, rest, err := codec.NativeFromBinary(r.Value[5:])
+			if err != nil || len(rest) != 0 {
+				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", topic, r.Key, err, len(rest))
+			}
+			check(r, native.(map[string]any))
+		})
+	}
+	return id
+}
+
 // frame is a value in the Confluent wire format: magic byte 0, the
 // big-endian schema ID, then the Avro binary datum.
 func frame(t testing.TB, id int, c *goavro.Codec, native map[string]any) []byte {
@@ -294,27 +327,13 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	in, mid, out := uniqueName("avro_in"), uniqueName("avro_mid"), uniqueName("avro_out")
 	dlq1, dlq2 := uniqueName("avro_dlq"), uniqueName("avro_dlq")
 	schema := schemaFile(t, "order.avsc", orderSchema)
-	stages := fmt.Sprintf(`  - name: %[1]s
-    input: { topic: %[3]s, format: json }
-    output:
-      topic: %[4]s
-      format: avro
-      schema: %[8]s
-      registry: { url: "${EXACTLY_REGISTRY_URL}" }
-    dead_letter: { topic: %[6]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-  - name: %[2]s
-    input:
-      topic: %[4]s
-      format: avro
-      registry: { url: "${EXACTLY_REGISTRY_URL}" }
-    output: { topic: %[5]s, format: json }
-    dead_letter: { topic: %[7]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-`, uniqueName("to_avro"), uniqueName("from_avro"), in, mid, out, dlq1, dlq2, schema)
-	topo := avroTopology(t, map[string]int{in: 3, mid: 3, out: 3, dlq1: 1, dlq2: 1}, stages)
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: uniqueName("to_avro"), in: in, out: mid, dlq: dlq1, key: "event_id", interval: "100ms", maxRecords: 500,
+		inFormat: "json", outFormat: "avro, schema: " + schema + `, registry: { url: "${EXACTLY_REGISTRY_URL}" }`,
+	}, {
+		name: uniqueName("from_avro"), in: mid, out: out, dlq: dlq2, key: "event_id", interval: "100ms", maxRecords: 500,
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}" }`, outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -364,31 +383,11 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	if len(keys) != events || len(seen) != events {
 		t.Fatalf("%s: %d records with %d distinct keys, want %d each", mid, len(keys), len(seen), events)
 	}
-	id := srLatestID(t, reg, mid+"-value")
-	codec := mustCodec(t, orderSchema)
-	cl := readCommittedClient(t, mid)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for got := 0; got < events; {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("read %s: %d of %d: %v", mid, got, events, err)
+	id := readFramed(t, reg, mid, orderSchema, events, func(r *kgo.Record, m map[string]any) {
+		if got := m["event_id"]; got != string(r.Key) {
+			t.Fatalf("%s: record keyed %s holds event_id %v", mid, r.Key, got)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got++
-			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
-				t.Fatalf("%s: record %s is not framed with schema id %d: % x", mid, r.Key, id, r.Value[:min(len(r.Value), 8)])
-			}
-			native, rest, err := codec.NativeFromBinary(r.Value[5:])
-			if err != nil || len(rest) != 0 {
-				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", mid, r.Key, err, len(rest))
-			}
-			if got := native.(map[string]any)["event_id"]; got != string(r.Key) {
-				t.Fatalf("%s: record keyed %s holds event_id %v", mid, r.Key, got)
-			}
-		})
-	}
+	})
 	t.Logf("%d events through JSON → Avro (schema id %d under %s-value) → JSON; %d dead letters", events, id, mid, bad)
 }
 
@@ -414,15 +413,10 @@ func TestAvroSchemaEvolution(t *testing.T) {
 	}
 	codecs := []*goavro.Codec{mustCodec(t, evolV1), mustCodec(t, evolV2), mustCodec(t, evolV3)}
 	reader := schemaFile(t, "event-v2.avsc", evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input:
-      topic: %s
-      format: avro
-      registry: { url: "${EXACTLY_REGISTRY_URL}", reader_schema: %s }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, reader, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}", reader_schema: ` + reader + " }", outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -466,11 +460,10 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 	schema := `{"type":"record","name":"Ping","namespace":"it.exactly","fields":[{"name":"event_id","type":"string"},{"name":"n","type":"long"}]}`
 	id := srRegister(t, reg, in+"-value", schema)
 	codec := mustCodec(t, schema)
-	topo := avroTopology(t, map[string]int{in: 1, out: 1, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}" } }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-`, stage, in, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", partitions: 1, stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq,
+		inFormat: `avro, registry: { url: "${EXACTLY_REGISTRY_URL}" }`, outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	good := func(i int) []byte {
@@ -648,12 +641,10 @@ func TestAvroRegistryDown(t *testing.T) {
 	subject := in + "-value"
 	id1, id2 := srRegister(t, direct, subject, evolV1), srRegister(t, direct, subject, evolV2)
 	c1, c2 := mustCodec(t, evolV1), mustCodec(t, evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: avro, registry: { url: %q } }
-    output: { topic: %s, format: json }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, reg, out, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: fmt.Sprintf("avro, registry: { url: %q }", reg), outFormat: "json",
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 
 	want := map[string]string{}
@@ -726,12 +717,10 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 	stopReg()
 	in, out, dlq, stage := uniqueName("enc_in"), uniqueName("enc_out"), uniqueName("enc_dlq"), uniqueName("enc")
 	schema := schemaFile(t, "event-v2.avsc", evolV2)
-	topo := avroTopology(t, map[string]int{in: 3, out: 3, dlq: 1}, fmt.Sprintf(`  - name: %s
-    input: { topic: %s, format: json }
-    output: { topic: %s, format: avro, schema: %s, registry: { url: %q } }
-    dead_letter: { topic: %s }
-    key: event_id
-`, stage, in, out, schema, reg, dlq))
+	topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id",
+		inFormat: "json", outFormat: fmt.Sprintf("avro, schema: %s, registry: { url: %q }", schema, reg),
+	}}}.write(t)
 	exactlyCmd(t, "topics", "create", topo)
 	var lines [][]byte
 	for i := range events {
@@ -767,36 +756,16 @@ func TestAvroRegistryDownOnEncode(t *testing.T) {
 	n := retries()
 	p.stop()
 
-	id := srLatestID(t, reg, out+"-value")
-	codec := mustCodec(t, evolV2)
-	cl := readCommittedClient(t, out)
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	seen := map[string]bool{}
-	for len(seen) < events {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("read %s: %d of %d: %v", out, len(seen), events, err)
+	id := readFramed(t, reg, out, evolV2, events, func(r *kgo.Record, m map[string]any) {
+		if seen[string(r.Key)] {
+			t.Fatalf("%s: %s twice", out, r.Key)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if seen[string(r.Key)] {
-				t.Fatalf("%s: %s twice", out, r.Key)
-			}
-			seen[string(r.Key)] = true
-			if len(r.Value) < 5 || r.Value[0] != 0 || int(binary.BigEndian.Uint32(r.Value[1:5])) != id {
-				t.Fatalf("%s: record %s is not framed with schema id %d: % x", out, r.Key, id, r.Value[:min(len(r.Value), 8)])
-			}
-			native, rest, err := codec.NativeFromBinary(r.Value[5:])
-			if err != nil || len(rest) != 0 {
-				t.Fatalf("%s: record %s: goavro: %v (%d bytes left)", out, r.Key, err, len(rest))
-			}
-			m := native.(map[string]any)
-			if m["event_id"] != string(r.Key) || m["source"] != "legacy" {
-				t.Fatalf("%s: record %s decodes to %v", out, r.Key, m)
-			}
-		})
-	}
+		seen[string(r.Key)] = true
+		if m["event_id"] != string(r.Key) || m["source"] != "legacy" {
+			t.Fatalf("%s: record %s decodes to %v", out, r.Key, m)
+		}
+	})
 	if d := kcatCount(t, dlq); d != 0 {
 		t.Fatalf("%d dead letters, want 0", d)
 	}

@@ -30,24 +30,45 @@ func BenchmarkStage(b *testing.B) {
 }
 
 func benchStage(b *testing.B, guarantee string) {
-	ctx := context.Background()
-	seeds := []string{brokers(b)}
 	in, out, dlq := uniqueName("bench_in"), uniqueName("bench_out"), uniqueName("bench_dlq")
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(5*time.Millisecond))
+	pad := strings.Repeat("x", 1024-60)
+	benchInput(b, map[string]int32{in: 3, out: 3, dlq: 3}, in, func(i int) *kgo.Record {
+		return &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"e-%09d","amount":%d,"pad":"%s"}`, i, i%1000, pad)}
+	})
+	s, err := processor.New(processor.Config{
+		Stage: uniqueName("bench"), InstanceID: "b1", Brokers: []string{brokers(b)},
+		Input: in, Output: out, DeadLetter: dlq, KeyField: "event_id", Guarantee: guarantee,
+		CommitInterval: 100 * time.Millisecond, MaxRecords: 10000,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	_, elapsed := benchRun(b, 5*time.Millisecond, s.Run, func() bool { return s.Stats().Produced >= int64(b.N) })
+	st := s.Stats()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+	b.ReportMetric(float64(b.N)*1024/elapsed.Seconds()/1e6, "MB/s")
+	b.ReportMetric(float64(st.Committed), "txns")
+}
+
+// benchInput creates topics (name: partitions) and writes b.N records to
+// in, record i from rec(i), all before the timer starts.
+func benchInput(b *testing.B, topics map[string]int32, in string, rec func(i int) *kgo.Record) {
+	b.Helper()
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(b)), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for _, t := range []string{in, out, dlq} {
-		if _, err := adm.CreateTopic(ctx, 3, 1, nil, t); err != nil {
+	for topic, parts := range topics {
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
 			b.Fatal(err)
 		}
 	}
-	pad := strings.Repeat("x", 1024-60)
 	for i := range b.N {
-		v := fmt.Sprintf(`{"event_id":"e-%09d","amount":%d,"pad":"%s"}`, i, i%1000, pad)
-		cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, rec(i), func(_ *kgo.Record, err error) {
 			if err != nil {
 				b.Error(err)
 			}
@@ -56,36 +77,31 @@ func benchStage(b *testing.B, guarantee string) {
 	if err := cl.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
+}
 
-	s, err := processor.New(processor.Config{
-		Stage: uniqueName("bench"), InstanceID: "b1", Brokers: seeds,
-		Input: in, Output: out, DeadLetter: dlq, KeyField: "event_id", Guarantee: guarantee,
-		CommitInterval: 100 * time.Millisecond, MaxRecords: 10000,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
+// benchRun resets the timer and runs run (a stage's or a sink's Run) until
+// finished reports true, asked every poll; then it stops the timer and run,
+// and fails b if run stopped early or with an error. It returns when run
+// started and how long it took to finish.
+func benchRun(b *testing.B, poll time.Duration, run func(context.Context) error, finished func() bool) (started time.Time, elapsed time.Duration) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
-	go func() { done <- s.Run(runCtx) }()
-	for s.Stats().Produced < int64(b.N) {
+	started = time.Now()
+	go func() { done <- run(ctx) }()
+	for !finished() {
 		select {
 		case err := <-done:
-			b.Fatalf("stage stopped: %v", err)
-		case <-time.After(5 * time.Millisecond):
+			b.Fatalf("stopped before it finished: %v", err)
+		case <-time.After(poll):
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed = time.Since(started)
 	b.StopTimer()
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
-	st := s.Stats()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
-	b.ReportMetric(float64(b.N)*1024/elapsed.Seconds()/1e6, "MB/s")
-	b.ReportMetric(float64(st.Committed), "txns")
+	return started, elapsed
 }

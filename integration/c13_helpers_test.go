@@ -55,11 +55,13 @@ func c13Topology(t testing.TB, topics []c13Topic, body string) string {
 	return path
 }
 
-// c13Stage returns the YAML of one stage (a list item under stages:).
+// c13Stage returns the YAML of one stage (a list item under stages:),
+// reading and writing JSON keyed on event_id.
 func c13Stage(name, in, out, dlq, interval string, maxRecords int) string {
-	return fmt.Sprintf("  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
-		"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n",
-		name, in, out, dlq, interval, maxRecords)
+	return stageYAML{
+		name: name, in: in, out: out, dlq: dlq,
+		format: "json", key: "event_id", interval: interval, maxRecords: maxRecords,
+	}.yaml()
 }
 
 // c13Sink returns the YAML of one sink (a list item under sinks:). An

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // c13bBothOrExit waits until each check reports done or its process has
@@ -56,9 +58,12 @@ func c13bBothOrExit(t *testing.T, name string, timeout time.Duration, procs []*p
 // all with the instance ID c13b-host and each with a metrics address of
 // its own, and waits until they are ready. It then produces 20 events to
 // each of ins in each of 5 rounds, 3 s apart: the input arrives over 15 s,
-// as in production, so that the clash shows at a rejoin.
-func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs []string) {
+// as in production, so that the clash shows at a rejoin. Last it requires
+// of each process i, within 30 s: done[i], or an exit non-zero naming name.
+func c13bSameHost(t *testing.T, name string, cmds, topos, ins []string, done []func() (bool, string)) {
 	t.Helper()
+	var procs []*proc
+	var addrs []string
 	for i, topo := range topos {
 		addr := freeAddr(t)
 		procs = append(procs, start(t, nil, cmds[i], "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
@@ -71,7 +76,25 @@ func c13bSameHost(t *testing.T, cmds, topos, ins []string) (procs []*proc, addrs
 		}
 		time.Sleep(3 * time.Second) // pacing the input, not awaiting a condition
 	}
-	return procs, addrs
+	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+}
+
+// c13bAllOutput is a check for c13bSameHost: the stage writing out has
+// output all 100 events c13bSameHost produced to its input.
+func c13bAllOutput(t *testing.T, out string) func() (bool, string) {
+	return func() (bool, string) {
+		n := len(keyCounts(t, out))
+		return n == 100, fmt.Sprintf("%s has %d of 100 outputs", out, n)
+	}
+}
+
+// c13bAllLoaded is a check for c13bSameHost: the sink loading table has
+// loaded all 100 events c13bSameHost produced to its input.
+func c13bAllLoaded(t *testing.T, pool *pgxpool.Pool, table string) func() (bool, string) {
+	return func() (bool, string) {
+		n, _ := c13Rows(t, pool, table)
+		return n == 100, fmt.Sprintf("%s has %d of 100 rows", table, n)
+	}
 }
 
 // c13bAwaitReady waits up to 30 s for every process to be ready (or to
@@ -95,23 +118,15 @@ func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
 // nothing while /readyz says ready.
 func TestC13bSameStageNameTwoFiles(t *testing.T) {
 	name := uniqueName("c13bsn")
-	var topos []string
-	var ins, outs []string
+	var topos, ins []string
+	var done []func() (bool, string)
 	for i := range 2 {
 		in, out, dlq := uniqueName(fmt.Sprintf("c13bsn%d_in", i)), uniqueName(fmt.Sprintf("c13bsn%d_out", i)), uniqueName(fmt.Sprintf("c13bsn%d_dlq", i))
 		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
 			"stages:\n"+c13Stage(name, in, out, dlq, "100ms", 1000)))
-		ins, outs = append(ins, in), append(outs, out)
+		ins, done = append(ins, in), append(done, c13bAllOutput(t, out))
 	}
-	procs, addrs := c13bSameHost(t, []string{"run", "run"}, topos, ins)
-	var done []func() (bool, string)
-	for _, out := range outs {
-		done = append(done, func() (bool, string) {
-			n := len(keyCounts(t, out))
-			return n == 100, fmt.Sprintf("%s has %d of 100 outputs", out, n)
-		})
-	}
-	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, name, []string{"run", "run"}, topos, ins, done)
 }
 
 // A sink named alike in two files that read different topics into
@@ -122,23 +137,16 @@ func TestC13bSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 	pool := pgPool(t)
 	schema := c13Schema(t, pool, "c13bsk")
 	name := uniqueName("c13bsk")
-	var topos, ins, tables []string
+	var topos, ins []string
+	var done []func() (bool, string)
 	for i := range 2 {
 		in, dlq := uniqueName(fmt.Sprintf("c13bsk%d_in", i)), uniqueName(fmt.Sprintf("c13bsk%d_dlq", i))
 		table := fmt.Sprintf("%s.t%d", schema, i)
 		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}},
 			"sinks:\n"+c13Sink(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
-		ins, tables = append(ins, in), append(tables, table)
+		ins, done = append(ins, in), append(done, c13bAllLoaded(t, pool, table))
 	}
-	procs, addrs := c13bSameHost(t, []string{"sink", "sink"}, topos, ins)
-	var done []func() (bool, string)
-	for _, table := range tables {
-		done = append(done, func() (bool, string) {
-			n, _ := c13Rows(t, pool, table)
-			return n == 100, fmt.Sprintf("%s has %d of 100 rows", table, n)
-		})
-	}
-	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, name, []string{"sink", "sink"}, topos, ins, done)
 }
 
 // A stage named "sink-<x>" in one file and a sink named "<x>" in another,
@@ -153,16 +161,6 @@ func TestC13bStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	topics := []c13Topic{{name: in, parts: 4}, {name: out, parts: 2}, {name: dlq, parts: 1}}
 	stageTopo := c13Topology(t, topics, "stages:\n"+c13Stage("sink-"+x, in, out, dlq, "100ms", 1000))
 	sinkTopo := c13Topology(t, topics, "sinks:\n"+c13Sink(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
-	procs, addrs := c13bSameHost(t, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in})
-	done := []func() (bool, string){
-		func() (bool, string) {
-			n := len(keyCounts(t, out))
-			return n == 100, fmt.Sprintf("stage sink-%s: %d of 100 outputs", x, n)
-		},
-		func() (bool, string) {
-			n, _ := c13Rows(t, pool, schema+".events")
-			return n == 100, fmt.Sprintf("sink %s: %d of 100 rows", x, n)
-		},
-	}
-	c13bBothOrExit(t, x, 30*time.Second, procs, addrs, done)
+	c13bSameHost(t, x, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in},
+		[]func() (bool, string){c13bAllOutput(t, out), c13bAllLoaded(t, pool, schema+".events")})
 }

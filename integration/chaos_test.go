@@ -164,13 +164,14 @@ func newChaos(t *testing.T, total int) *chaos {
 	}
 	b.WriteString("stages:\n")
 	stage := func(name, in, out, transform string) {
-		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
-			"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: 100ms, max_records: 2000 }\n%s",
-			name, in, out, dlq, transform)
+		b.WriteString(stageYAML{
+			name: name, in: in, out: out, dlq: dlq,
+			format: "json", key: "event_id", interval: "100ms", maxRecords: 2000, transform: transform,
+		}.yaml())
 	}
 	stage(c.stages[0], raw, clean, "")
-	stage(c.stages[1], clean, enriched, "    transform:\n      - set: { doubled: 'value.n * 2' }\n")
-	stage(c.stages[2], enriched, final, "    transform:\n      - set: { stage3: 'true' }\n")
+	stage(c.stages[1], clean, enriched, "- set: { doubled: 'value.n * 2' }")
+	stage(c.stages[2], enriched, final, "- set: { stage3: 'true' }")
 	fmt.Fprintf(&b, "sinks:\n  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", c.sink, final, sinkDLQ)
 	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s.events\n      positions_table: %s.positions\n      event_id: event_id\n      columns: { event_id: event_id, body: $value }\n",
 		c.sinkSpec.schema, c.sinkSpec.schema)

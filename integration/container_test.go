@@ -18,10 +18,7 @@ import (
 // holds the binary, CA certificates and the user's passwd and group
 // entries, no shell, and runs as 65532.
 func TestContainerImage(t *testing.T) {
-	buildah, err := exec.LookPath("buildah")
-	if err != nil {
-		t.Fatal("buildah is not installed: deploy/local/up.sh installs it (apt-get install buildah)")
-	}
+	buildah := tool(t, "buildah", "deploy/local/up.sh installs it (apt-get install buildah)")
 	store := t.TempDir()
 	global := []string{"--storage-driver", "vfs", "--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "runroot")}
 	bh := func(args ...string) string {

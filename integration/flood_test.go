@@ -335,12 +335,14 @@ func TestBadInputFlood(t *testing.T) {
 	}
 	b.WriteString("stages:\n")
 	for _, s := range stages {
-		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
-			"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: 100ms, max_records: 250 }\n",
-			s.name, in, s.out, s.dlq)
-		if s.filters {
-			b.WriteString("    transform:\n      - filter: '!has(value.drop)'\n")
+		st := stageYAML{
+			name: s.name, in: in, out: s.out, dlq: s.dlq,
+			format: "json", key: "event_id", interval: "100ms", maxRecords: 250,
 		}
+		if s.filters {
+			st.transform = "- filter: '!has(value.drop)'"
+		}
+		b.WriteString(st.yaml())
 	}
 	topo := writeFile(t, "topology.yaml", b.String())
 	exactlyCmd(t, "topics", "create", topo)
@@ -571,24 +573,10 @@ func TestSlowTransform(t *testing.T) {
 	const events = 300
 	bin := buildBin(t, true, "./testdata/slowbin")
 	in, out, dlq, stage := uniqueName("slow_in"), uniqueName("slow_out"), uniqueName("slow_dlq"), uniqueName("slow")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 10s
-topics:
-  - { name: %[2]s, partitions: 3 }
-  - { name: %[3]s, partitions: 3 }
-  - { name: %[4]s, partitions: 1 }
-stages:
-  - name: %[5]s
-    input: { topic: %[2]s, format: json }
-    output: { topic: %[3]s, format: json }
-    dead_letter: { topic: %[4]s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 100 }
-    transform:
-      - func: slow
-`, brokers(t), in, out, dlq, stage))
+	topo := stagesTopology{txnTimeout: "10s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 100,
+		transform: "- func: slow",
+	}}}.write(t)
 	if out, err := exec.Command(bin, "validate", topo).CombinedOutput(); err != nil {
 		t.Fatalf("validate: %v\n%s", err, out)
 	}

@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"slices"
@@ -17,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
 
 // A transaction left open on an output partition by a producer that never
@@ -127,31 +125,4 @@ func TestHangingTransaction(t *testing.T) {
 	if code != 0 || !rep.OK || len(rep.HangingTransactions) != 0 {
 		t.Errorf("verify after the abort: exit %d, ok %v, hanging %+v, problems %v", code, rep.OK, rep.HangingTransactions, rep.Problems)
 	}
-}
-
-// runVerify runs exactly verify --json on topo and returns its report and
-// exit code.
-func runVerify(t *testing.T, topo string, args ...string) (verify.Report, int) {
-	t.Helper()
-	return runVerifyBin(t, exactlyBin, topo, args...)
-}
-
-// runVerifyBin is runVerify with another exactly binary.
-func runVerifyBin(t *testing.T, bin, topo string, args ...string) (verify.Report, int) {
-	t.Helper()
-	cmd := exec.Command(bin, append([]string{"verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m"}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	code := 0
-	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var rep verify.Report
-	if err := json.Unmarshal(raw, &rep); err != nil {
-		t.Fatalf("verify --json (exit %d): %v\n%s\n%s", code, err, raw, stderr.String())
-	}
-	return rep, code
 }

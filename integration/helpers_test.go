@@ -13,6 +13,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -21,11 +23,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/cmd/exactly/verify"
+	"github.com/exactly-io/exactly/integration/internal/syncbuf"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -173,11 +176,18 @@ func kcatBin(t testing.TB) string {
 	if k := os.Getenv("KCAT"); k != "" {
 		return k
 	}
-	k, err := exec.LookPath("kcat")
+	return tool(t, "kcat", "deploy/local/up.sh installs it")
+}
+
+// tool returns the path of the program name on PATH, or fails the test
+// with hint (how to install it): a missing tool fails, never skips.
+func tool(t testing.TB, name, hint string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatal("kcat not found: deploy/local/up.sh installs it")
+		t.Fatalf("%s is not installed: %s", name, hint)
 	}
-	return k
+	return p
 }
 
 // uniqueName returns a topic, stage or table name unique to this run.
@@ -209,26 +219,9 @@ func exactlyCmd(t testing.TB, args ...string) string {
 type proc struct {
 	t    testing.TB
 	cmd  *exec.Cmd
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start starts exactly with args and extra environment entries (KEY=VALUE).
@@ -240,7 +233,7 @@ func start(t testing.TB, env []string, args ...string) *proc {
 		// port; a test that scrapes passes its own --metrics-addr.
 		args = append(args, "--metrics-addr=")
 	}
-	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, cmd: exec.Command(exactlyBin, args...), logs: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
 	if err := p.cmd.Start(); err != nil {
@@ -399,4 +392,31 @@ func kcatCountUncommitted(t testing.TB, topic string) int {
 		t.Fatalf("kcat read_uncommitted %s: %v", topic, err)
 	}
 	return bytes.Count(out, []byte("\n"))
+}
+
+// runVerify runs exactly verify --json on topo, with event IDs in field
+// event_id, and returns its report and exit code.
+func runVerify(t *testing.T, topo string, args ...string) (verify.Report, int) {
+	t.Helper()
+	return runVerifyBin(t, exactlyBin, topo, "event_id", args...)
+}
+
+// runVerifyBin is runVerify with another exactly binary and event ID field.
+func runVerifyBin(t *testing.T, bin, topo, eventID string, args ...string) (verify.Report, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"verify", "--topology", topo, "--event-id", eventID, "--json", "--timeout", "2m"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var rep verify.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatalf("verify --json (exit %d): %v\n%s\n%s", code, err, raw, stderr.String())
+	}
+	return rep, code
 }

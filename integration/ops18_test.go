@@ -268,23 +268,10 @@ func TestRedriveExactlyOnce(t *testing.T) {
 	t.Parallel()
 	name, in, out, dlq := uniqueName("ops18_redrive"), uniqueName("ops18_din"), uniqueName("ops18_dout"), uniqueName("ops18_ddlq")
 	topology := func(expr string) string {
-		return writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka: { brokers: [%q], transaction_timeout: 10s }
-topics:
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 500 }
-    transform:
-      - name: extra
-        set: { x: %q }
-`, brokers(t), in, out, dlq, name, in, out, dlq, expr))
+		return stagesTopology{txnTimeout: "10s", stages: []stageYAML{{
+			name: name, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: 500,
+			transform: fmt.Sprintf("- name: extra\n  set: { x: %q }", expr),
+		}}}.write(t)
 	}
 	broken := topology("value.extra.x")
 	exactlyCmd(t, "topics", "create", broken)

@@ -15,10 +15,7 @@ import (
 // pipe or with --json. The terminal is a pseudo-terminal from util-linux
 // script(1), so the binary's own terminal check decides.
 func TestVerifyProgressOnATerminalOnly(t *testing.T) {
-	scriptBin, err := exec.LookPath("script")
-	if err != nil {
-		t.Fatal("script(1) is not installed (Debian: bsdutils)")
-	}
+	scriptBin := tool(t, "script", "Debian's bsdutils has script(1)")
 	const events = 3000
 	in, out, dlq, stage := uniqueName("prog_raw"), uniqueName("prog_clean"), uniqueName("prog_dlq"), uniqueName("prog")
 	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "60s", 1000)

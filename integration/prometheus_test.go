@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/integration/internal/syncbuf"
 	"gopkg.in/yaml.v3"
 )
 
@@ -62,10 +63,7 @@ func promQuery(t testing.TB, base, expr string) (int, error) {
 // returns its base URL.
 func startPrometheus(t *testing.T, rules string, targets ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("prometheus")
-	if err != nil {
-		t.Fatal("prometheus is not installed: deploy/local/up.sh installs it (apt-get install prometheus)")
-	}
+	bin := tool(t, "prometheus", "deploy/local/up.sh installs it (apt-get install prometheus)")
 	dir := t.TempDir()
 	quoted := make([]string, len(targets))
 	for i, tg := range targets {
@@ -80,7 +78,7 @@ func startPrometheus(t *testing.T, rules string, targets ...string) string {
 	addr := freeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -159,10 +157,7 @@ type ruleFile struct {
 // ExactlySinkNotReady goes pending or firing for a sink whose database
 // does not answer.
 func TestDashboardAndAlertsOnPrometheus(t *testing.T) {
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		t.Fatal("promtool is not installed: deploy/local/up.sh installs it (apt-get install prometheus)")
-	}
+	promtool := tool(t, "promtool", "deploy/local/up.sh installs it (apt-get install prometheus)")
 	rules, err := filepath.Abs("../deploy/prometheus/alerts.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -229,24 +229,10 @@ func TestDedupeRebalanceScale(t *testing.T) {
 func scaleTopology(t *testing.T) (in, out, dlq, stage, topo string) {
 	t.Helper()
 	in, out, dlq, stage = uniqueName("reb15_in"), uniqueName("reb15_out"), uniqueName("reb15_dlq"), uniqueName("reb15")
-	topo = writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %s, partitions: %d }
-  - { name: %s, partitions: %d }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: 1000 }
-    transform:
-      - dedupe: { id: value.id, retention: 20m }
-`, brokers(t), in, scaleParts, out, scaleParts, dlq, stage, in, out, dlq))
+	topo = stagesTopology{txnTimeout: "20s", partitions: scaleParts, stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: 1000,
+		transform: "- dedupe: { id: value.id, retention: 20m }",
+	}}}.write(t)
 	return in, out, dlq, stage, topo
 }
 

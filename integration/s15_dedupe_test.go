@@ -4,10 +4,8 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,24 +118,10 @@ func TestDedupeCrashRestart(t *testing.T) {
 func dedupeTopology(t *testing.T, maxRecords int) (in, out, dlq, stage, topo string) {
 	t.Helper()
 	in, out, dlq, stage = uniqueName("s15_dd_in"), uniqueName("s15_dd_out"), uniqueName("s15_dd_dlq"), uniqueName("s15dd")
-	topo = writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka:
-  brokers: [%q]
-  transaction_timeout: 20s
-topics:
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 3 }
-  - { name: %s, partitions: 1 }
-stages:
-  - name: %s
-    input: { topic: %s }
-    output: { topic: %s }
-    dead_letter: { topic: %s }
-    key: event_id
-    commit: { interval: 100ms, max_records: %d }
-    transform:
-      - dedupe: { id: value.event_id, retention: 1h }
-`, brokers(t), in, out, dlq, stage, in, out, dlq, maxRecords))
+	topo = stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
+		name: stage, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: maxRecords,
+		transform: "- dedupe: { id: value.event_id, retention: 1h }",
+	}}}.write(t)
 	return in, out, dlq, stage, topo
 }
 
@@ -151,21 +135,12 @@ func line(i int) []byte {
 // processed of them written and deduplicated dropped, none lost.
 func checkVerifyDeduplicated(t *testing.T, topo string, in, processed, deduplicated int64) {
 	t.Helper()
-	text, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("exactly verify: %v\n%s", err, text)
-	}
-	var rep struct {
-		OK     bool `json:"ok"`
-		Stages []struct {
-			In, Processed, Deduplicated, Lost, Duplicates int64
-		} `json:"stages"`
-	}
-	if err := json.Unmarshal(text, &rep); err != nil || len(rep.Stages) != 1 {
-		t.Fatalf("verify output: %v\n%s", err, text)
+	rep, code := runVerify(t, topo)
+	if code != 0 || len(rep.Stages) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d stages; want exit 0 and 1 stage; problems %v", code, len(rep.Stages), rep.Problems)
 	}
 	if st := rep.Stages[0]; !rep.OK || st.In != in || st.Processed != processed || st.Deduplicated != deduplicated || st.Lost != 0 || st.Duplicates != 0 {
-		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d deduplicated, 0 lost\n%s", rep.OK, st, in, processed, deduplicated, text)
+		t.Fatalf("verify: ok %v, %+v; want %d in, %d processed, %d deduplicated, 0 lost; problems %v", rep.OK, *st, in, processed, deduplicated, rep.Problems)
 	}
 }
 

@@ -48,6 +48,18 @@ func (s saslService) env(extra ...string) []string {
 	return append([]string{"EXACTLY_BROKERS=", "EXACTLY_CA_FILE=" + s.ca, "KAFKA_USER=" + s.user, "KAFKA_PASSWORD=" + s.password}, extra...)
 }
 
+// createTopics runs `exactly topics create` on topo over the SASL_SSL
+// listener, with extra environment entries (KEY=VALUE), and fails t unless
+// it exits 0. It returns the command's output.
+func (s saslService) createTopics(t testing.TB, topo string, extra ...string) string {
+	t.Helper()
+	text, code, _ := exactlyRun(t, s.env(extra...), time.Minute, "topics", "create", topo)
+	if code != 0 {
+		t.Fatalf("topics create over SASL_SSL: exit %d\n%s", code, text)
+	}
+	return text
+}
+
 // secureKafka is the kafka section of a topology file for the SASL_SSL
 // listener, secrets by reference.
 func (s saslService) secureKafka() string {
@@ -194,11 +206,7 @@ func TestSASLCrashCheck(t *testing.T) {
 	var out outputs
 	raw, clean, dlq, topo := s.stageTopology(t)
 
-	text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", topo)
-	out.add("topics create", text)
-	if code != 0 {
-		t.Fatalf("topics create over SASL_SSL: exit %d\n%s", code, text)
-	}
+	out.add("topics create", s.createTopics(t, topo))
 	s.produce(t, raw, crashInput(events, bad))
 
 	crashing := start(t, s.env(kit.FailpointEnv+"="+kit.CrashBeforeCommit+"@3"), "run", "--topology", topo, "--instance-id", "it-1", "--log-level", "debug", "--metrics-addr", "")
@@ -252,15 +260,10 @@ func TestSASLWrongPasswordFailsFast(t *testing.T) {
 	s := sasl(t)
 	var out outputs
 	_, _, _, topo := s.stageTopology(t)
-	text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", topo)
-	if code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	s.createTopics(t, topo)
 	sp := newSinkSpec("secpw")
 	sinkTopo := s.secureSinkTopology(t, sp, "PG_DSN")
-	if text, code, _ := exactlyRun(t, s.env(), time.Minute, "topics", "create", sinkTopo); code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	s.createTopics(t, sinkTopo)
 	t.Cleanup(func() {
 		_, _ = pgPool(t).Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %q CASCADE", sp.schema))
 	})
@@ -331,10 +334,7 @@ func TestSinkPostgresTLS(t *testing.T) {
 		_, _ = pool.Exec(context.Background(), fmt.Sprintf("DROP SCHEMA IF EXISTS %q CASCADE", sp.schema))
 	})
 
-	text, code, _ := exactlyRun(t, s.env("PG_TLS_DSN="+tlsDSN(s.ca)), time.Minute, "topics", "create", topo)
-	if code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	s.createTopics(t, topo, "PG_TLS_DSN="+tlsDSN(s.ca))
 	s.produce(t, sp.in, events("tls", 0, n))
 
 	t.Run("untrusted server certificate", func(t *testing.T) {
@@ -382,11 +382,7 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 		t.Fatalf("validate of a literal password: exit %d, want 0 and a warning:\n%s", code, text)
 	}
 
-	text, code, _ = exactlyRun(t, s.env(), time.Minute, "topics", "create", topo)
-	out.add("topics create", text)
-	if code != 0 {
-		t.Fatalf("topics create: exit %d\n%s", code, text)
-	}
+	out.add("topics create", s.createTopics(t, topo))
 	s.produce(t, raw, crashInput(200, 2))
 	addr := freeAddr(t)
 	p := start(t, s.env(), "run", "--topology", literal, "--instance-id", "it-1", "--metrics-addr", addr, "--log-level", "debug")

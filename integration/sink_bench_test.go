@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/pgsink"
@@ -40,27 +39,9 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 	sinkBench := func(mode string) func(b *testing.B) {
 		return func(b *testing.B) {
 			s := newSinkSpec("sp_bench_" + mode)
-			cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(b)), kgo.DefaultProduceTopic(s.in), kgo.ProducerLinger(5*time.Millisecond))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer cl.Close()
-			adm := kadm.NewClient(cl)
-			for topic, parts := range map[string]int32{s.in: 3, s.dlq: 1} {
-				if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
-					b.Fatal(err)
-				}
-			}
-			for i := range b.N {
-				cl.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "e-%d", i), Value: value(i)}, func(_ *kgo.Record, err error) {
-					if err != nil {
-						b.Error(err)
-					}
-				})
-			}
-			if err := cl.Flush(ctx); err != nil {
-				b.Fatal(err)
-			}
+			benchInput(b, map[string]int32{s.in: 3, s.dlq: 1}, s.in, func(i int) *kgo.Record {
+				return &kgo.Record{Key: fmt.Appendf(nil, "e-%d", i), Value: value(i)}
+			})
 			sink, err := pgsink.New(pgsink.Config{
 				Sink: s.name, InstanceID: "bench", Brokers: []string{brokers(b)},
 				Input: s.in, DeadLetter: s.dlq, DSN: pgDSN(b),
@@ -72,32 +53,18 @@ func BenchmarkSinkVsCopy(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _, _ = pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE") })
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			b.ResetTimer()
-			started := time.Now()
-			go func() { done <- sink.Run(runCtx) }()
 			var firstRecord time.Time // when the sink had polled its first record
-			for st := sink.Stats(); st.Rows < int64(b.N); st = sink.Stats() {
+			started, elapsed := benchRun(b, 2*time.Millisecond, sink.Run, func() bool {
+				st := sink.Stats()
 				if firstRecord.IsZero() && st.Consumed > 0 {
 					firstRecord = time.Now()
 				}
-				select {
-				case err := <-done:
-					b.Fatalf("sink stopped: %v", err)
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-			elapsed := time.Since(started)
+				return st.Rows >= int64(b.N)
+			})
 			if firstRecord.IsZero() {
 				firstRecord = started
 			}
 			loading := elapsed - firstRecord.Sub(started)
-			b.StopTimer()
-			cancel()
-			if err := <-done; err != nil {
-				b.Fatal(err)
-			}
 			st := sink.Stats()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
 			// The same, without the start-up (setup, group join,

@@ -190,24 +190,12 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 	t.Logf("dead letters by reason/sqlstate: %v", byReason)
 
 	// exactly verify counts the sink's dead letters from its table.
-	vout, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id", "--json", "--timeout", "2m").Output()
-	if err != nil {
-		t.Fatalf("exactly verify: %v\n%s", err, vout)
+	rep, code := runVerify(t, topo)
+	if code != 0 || len(rep.Sinks) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d sinks; want exit 0 and 1 sink; problems %v", code, len(rep.Sinks), rep.Problems)
 	}
-	var rep struct {
-		OK    bool `json:"ok"`
-		Sinks []struct {
-			DeadLettered int64 `json:"dead_lettered"`
-			Repeats      int64 `json:"dead_letter_repeats"`
-			Missing      int64 `json:"missing_rows"`
-			Lost         int64 `json:"lost"`
-		} `json:"sinks"`
-	}
-	if err := json.Unmarshal(vout, &rep); err != nil || len(rep.Sinks) != 1 {
-		t.Fatalf("verify report: %v\n%s", err, vout)
-	}
-	if s := rep.Sinks[0]; !rep.OK || s.DeadLettered != 100 || s.Repeats != 0 || s.Missing != 0 || s.Lost != 0 {
-		t.Fatalf("verify: ok %v, %+v; want ok with 100 dead-lettered, no repeats\n%s", rep.OK, s, vout)
+	if s := rep.Sinks[0]; !rep.OK || s.DeadLettered != 100 || s.DeadLetterRepeats != 0 || s.Missing != 0 || s.Lost != 0 {
+		t.Fatalf("verify: ok %v, %+v; want ok with 100 dead-lettered, no repeats; problems %v", rep.OK, *s, rep.Problems)
 	}
 }
 

@@ -13,38 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// stageSpec is one stage of a generated topology file.
-type stageSpec struct {
-	name, in, out, dlq string
-}
-
-// topologyFile writes a topology with the given stages; every topic has 3
-// partitions except dead-letter topics, which have 1.
-func topologyFile(t testing.TB, stages []stageSpec, interval, txnTimeout string, maxRecords int) string {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\n  transaction_timeout: %s\ntopics:\n", brokers(t), txnTimeout)
-	declared := map[string]bool{}
-	declare := func(name string, parts int) {
-		if !declared[name] {
-			declared[name] = true
-			fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n", name, parts)
-		}
-	}
-	for _, s := range stages {
-		declare(s.in, 3)
-		declare(s.out, 3)
-		declare(s.dlq, 1)
-	}
-	b.WriteString("stages:\n")
-	for _, s := range stages {
-		fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    output: { topic: %s, format: json }\n"+
-			"    dead_letter: { topic: %s }\n    key: event_id\n    commit: { interval: %s, max_records: %d }\n",
-			s.name, s.in, s.out, s.dlq, interval, maxRecords)
-	}
-	return writeFile(t, "topology.yaml", b.String())
-}
-
 // crashInput returns n events (key k-i, event ID e-i) with bad malformed
 // records spread among them: bad JSON, invalid UTF-8 and null values, keyed
 // bad-j.

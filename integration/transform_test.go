@@ -22,33 +22,21 @@ func TestTransformChainCrashCheck(t *testing.T) {
 	in, dlq := uniqueName("orders"), uniqueName("dlq")
 	eu, us, other := uniqueName("items_eu"), uniqueName("items_us"), uniqueName("items_other")
 	stage := uniqueName("explode")
-	topo := writeFile(t, "topology.yaml", fmt.Sprintf(`version: 1
-kafka: { brokers: [%q] }
-topics:
-  - { name: %[2]s, partitions: 3 }
-  - { name: %[3]s, partitions: 3 }
-  - { name: %[4]s, partitions: 3 }
-  - { name: %[5]s, partitions: 3 }
-  - { name: %[6]s, partitions: 1 }
-stages:
-  - name: %[7]s
-    input: { topic: %[2]s }
-    output: { topic: %[5]s }
-    dead_letter: { topic: %[6]s }
-    commit: { interval: 100ms, max_records: 300 }
-    transform:
-      - filter: 'value.amount >= 100'
-      - name: items
-        explode: >-
-          value.items.map(it, {"event_id": value.event_id + "/" + it.sku, "order_id": value.event_id,
-          "customer_id": value.customer_id, "region": value.region, "sku": it.sku, "qty": it.qty})
-      - key: 'value.customer_id'
-      - headers: { order: 'value.order_id' }
-      - route:
-          - { when: 'value.region == "eu"', topic: %[3]s }
-          - { when: 'value.region == "us"', topic: %[4]s }
-          - { topic: %[5]s }
-`, brokers(t), in, eu, us, other, dlq, stage))
+	topo := stagesTopology{topics: []string{eu, us}, stages: []stageYAML{{
+		name: stage, in: in, out: other, dlq: dlq, interval: "100ms", maxRecords: 300,
+		transform: fmt.Sprintf(`
+- filter: 'value.amount >= 100'
+- name: items
+  explode: >-
+    value.items.map(it, {"event_id": value.event_id + "/" + it.sku, "order_id": value.event_id,
+    "customer_id": value.customer_id, "region": value.region, "sku": it.sku, "qty": it.qty})
+- key: 'value.customer_id'
+- headers: { order: 'value.order_id' }
+- route:
+    - { when: 'value.region == "eu"', topic: %s }
+    - { when: 'value.region == "us"', topic: %s }
+    - { topic: %s }`, eu, us, other),
+	}}}.write(t)
 	exactlyCmd(t, "validate", topo)
 	exactlyCmd(t, "topics", "create", topo)
 

@@ -85,16 +85,11 @@ func main() {
 
 // all creates the changelog topic and runs each phase as a child process.
 func all(ctx context.Context, opts []kgo.Opt, brokers string, n int, dir, topic string, perTxn int, keep bool) error {
-	if dir == "" {
-		d, err := os.MkdirTemp("", "statebench-")
-		if err != nil {
-			return err
-		}
-		if !keep {
-			defer os.RemoveAll(d)
-		}
-		dir = d
+	dir, cleanup, err := workDir(dir, "statebench-", keep)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	if topic == "" {
 		topic = fmt.Sprintf("statebench-%d-dedupe-changelog", time.Now().UnixNano())
 	}
@@ -323,4 +318,21 @@ func mib(b int64) string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+}
+
+// workDir returns dir, or when it is "" a new temporary directory whose
+// name starts with prefix. cleanup removes a new directory unless keep; it
+// leaves a given dir alone.
+func workDir(dir, prefix string, keep bool) (_ string, cleanup func(), _ error) {
+	if dir != "" {
+		return dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		return d, func() {}, nil
+	}
+	return d, func() { _ = os.RemoveAll(d) }, nil
 }

@@ -5,7 +5,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/exactly-io/exactly/integration/internal/syncbuf"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -58,16 +58,11 @@ func stageMode(ctx context.Context, opts []kgo.Opt, brokers, bin string, n, rese
 	if resend < 1 || 2*resend > n {
 		return fmt.Errorf("-resend %d: want 1 to n/2 (each restart phase resends its own seen IDs)", resend)
 	}
-	if dir == "" {
-		d, err := os.MkdirTemp("", "statebench-stage-")
-		if err != nil {
-			return err
-		}
-		if !keep {
-			defer os.RemoveAll(d)
-		}
-		dir = d
+	dir, cleanup, err := workDir(dir, "statebench-stage-", keep)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
@@ -261,7 +256,7 @@ func (b *stageBench) start(ctx context.Context, phase string) (*stageProc, error
 	if err != nil {
 		return nil, err
 	}
-	p := &stageProc{phase: phase, metrics: "http://" + addr + "/metrics", done: make(chan struct{}), logs: &lockedBuf{}}
+	p := &stageProc{phase: phase, metrics: "http://" + addr + "/metrics", done: make(chan struct{}), logs: &syncbuf.Buffer{}}
 	logFile, err := os.Create(filepath.Join(b.dir, phase+".log"))
 	if err != nil {
 		return nil, err
@@ -285,7 +280,7 @@ type stageProc struct {
 	cmd     *exec.Cmd
 	started time.Time
 	metrics string
-	logs    *lockedBuf
+	logs    *syncbuf.Buffer
 	done    chan struct{}
 	err     error
 }
@@ -431,26 +426,9 @@ func freeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // teeBuf writes to the buffer and the log file.
 type teeBuf struct {
-	b *lockedBuf
+	b *syncbuf.Buffer
 	f *os.File
 }
 
