@@ -140,35 +140,21 @@ func txnRecords(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 // histogram reads the count and sum of the one series of histogram name.
 func histogram(t *testing.T, reg *prometheus.Registry, name string) (uint64, float64) {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	ms := promtest.Family(t, reg, name)
+	if len(ms) == 0 {
+		return 0, 0
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	return 0, 0
+	h := ms[0].GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 // counterValue reads the series of counter name whose last label has
 // value label.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if ls := m.GetLabel(); len(ls) > 0 && ls[len(ls)-1].GetValue() == label {
-				return m.GetCounter().GetValue()
-			}
+	for _, m := range promtest.Family(t, reg, name) {
+		if ls := m.GetLabel(); len(ls) > 0 && ls[len(ls)-1].GetValue() == label {
+			return m.GetCounter().GetValue()
 		}
 	}
 	return 0

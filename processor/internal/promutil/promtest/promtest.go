@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Series is a metric name and how many series of it a registry should hold.
@@ -32,22 +33,30 @@ func StartAtZero(t *testing.T, reg *prometheus.Registry, want []Series) {
 // if any is not 0.
 func countSeries(t *testing.T, reg *prometheus.Registry, name string) int {
 	t.Helper()
+	ms := Family(t, reg, name)
+	for _, m := range ms {
+		// Not started: not ready (0), like every counter.
+		if v := m.GetCounter().GetValue() + m.GetGauge().GetValue(); v != 0 {
+			t.Errorf("%s = %v, want 0", name, v)
+		}
+	}
+	return len(ms)
+}
+
+// Family gathers reg and returns the series of the metric name, none if
+// reg has no such metric; a Gather error fails the test.
+func Family(t *testing.T, reg *prometheus.Registry, name string) []*dto.Metric {
+	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				// Not started: not ready (0), like every counter.
-				if v := m.GetCounter().GetValue() + m.GetGauge().GetValue(); v != 0 {
-					t.Errorf("%s = %v, want 0", name, v)
-				}
-			}
-			return len(mf.GetMetric())
+			return mf.GetMetric()
 		}
 	}
-	return 0
+	return nil
 }
 
 // Registered returns a fresh registry with the metrics newMetrics registers
