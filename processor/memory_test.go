@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -228,6 +229,65 @@ stages:
 			}
 			if got := s.Config(); got.FetchMaxBytes != tt.maxBytes || got.MaxBufferedBytes != tt.bufferedBytes {
 				t.Errorf("New changed the settings: %+v", got)
+			}
+		})
+	}
+}
+
+// A record whose output is larger than the producer's buffer is refused by
+// franz-go before it is buffered, and its promise answers after Flush
+// returns. The transaction must not commit on that record's input offset:
+// the record ends as a dead letter (here a size-bounded envelope, since
+// its full dead letter is as large), the small one in the output, in both
+// guarantees.
+func TestStageRecordLargerThanProducerBuffer(t *testing.T) {
+	for _, guarantee := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+		t.Run(guarantee, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, inTopic, outTopic, dlqTopic),
+				kfake.BrokerConfigs(map[string]string{"message.max.bytes": "8000000"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			seeds := c.ListenAddrs()
+			big := fmt.Sprintf(`{"event_id":"big","s":%q}`, strings.Repeat("x", 1_500_000))
+			cl := newClient(t, seeds, kgo.ProducerBatchMaxBytes(4_000_000))
+			if err := cl.ProduceSync(context.Background(),
+				&kgo.Record{Topic: inTopic, Key: []byte("big"), Value: []byte(big)},
+				&kgo.Record{Topic: inTopic, Key: []byte("small"), Value: []byte(`{"event_id":"small"}`)},
+			).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			s, err := processor.New(processor.Config{
+				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: guarantee,
+				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, KeyField: "event_id",
+				CommitInterval: 50 * time.Millisecond, MaxBufferedBytes: 1 << 20,
+				FetchMaxBytes: 4 << 20, MaxPartitionFetchBytes: 4 << 20,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := runUntilStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 2 }); err != nil {
+				t.Fatal(err)
+			}
+			if outs := keyCounts(drain(t, seeds, outTopic)); len(outs) != 1 || outs["small"] != 1 {
+				t.Errorf("output keys %v, want only small, once", outs)
+			}
+			dls := drain(t, seeds, dlqTopic)
+			if len(dls) != 1 {
+				t.Fatalf("%d dead letters, want 1 (the big record's)", len(dls))
+			}
+			var offset, omitted string
+			for _, h := range dls[0].Headers {
+				switch h.Key {
+				case kit.HeaderSourceOffset:
+					offset = string(h.Value)
+				case kit.HeaderValueOmitted:
+					omitted = string(h.Value)
+				}
+			}
+			if offset != "0" || omitted == "" {
+				t.Errorf("dead letter source offset %q, value omitted %q; want offset 0 and the value left out of the envelope", offset, omitted)
 			}
 		})
 	}

@@ -67,6 +67,9 @@ type txn struct {
 
 	mu         sync.Mutex
 	produceErr error
+	// promises counts the open transaction's produce callbacks still to
+	// come: end decides only once all have answered (see kit.Promises).
+	promises *kit.Promises
 
 	// produceCtx is the open transaction's context for Produce: it ends
 	// when the broker would abort the transaction anyway (its timeout
@@ -134,6 +137,7 @@ func (t *txn) begin() error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	t.open, t.started = true, time.Now()
+	t.promises = &kit.Promises{}
 	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
@@ -258,7 +262,7 @@ func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
 func (t *txn) produce(src source, r *kgo.Record) {
 	// The context is not the stage's: a canceled produce would fail the
 	// transaction that shutdown is about to commit.
-	t.sess.Produce(t.produceCtx, r, func(r *kgo.Record, err error) {
+	t.sess.Produce(t.produceCtx, r, t.promises.Track(func(r *kgo.Record, err error) {
 		if err != nil {
 			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
 			return
@@ -279,7 +283,7 @@ func (t *txn) produce(src source, r *kgo.Record) {
 		t.mu.Lock()
 		t.acked[a]++
 		t.mu.Unlock()
-	})
+	}))
 }
 
 // fail records that input record src failed, and the first error that
@@ -337,6 +341,11 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	try := kgo.TryCommit
 	if err := t.sess.Client().Flush(ctx); err != nil {
 		return false, fmt.Errorf("flush: %w", err)
+	}
+	// A record refused before it was buffered answers after Flush: the
+	// outcome waits for every answer.
+	if err := t.promises.Wait(ctx); err != nil {
+		return false, err
 	}
 	t.mu.Lock()
 	produceErr := t.produceErr

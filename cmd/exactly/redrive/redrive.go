@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -275,7 +276,11 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 	}
 	next := map[int32]int64{}
 	var pending Report
-	var produceErr error
+	var (
+		mu         sync.Mutex
+		produceErr error
+		promises   kit.Promises
+	)
 	fetches.EachRecord(func(rec *kgo.Record) {
 		next[rec.Partition] = rec.Offset + 1
 		if rec.Attrs.IsControl() {
@@ -286,11 +291,13 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 		if skip {
 			return
 		}
-		sess.Produce(ctx, out, func(_ *kgo.Record, err error) {
+		sess.Produce(ctx, out, promises.Track(func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil && produceErr == nil {
 				produceErr = err
 			}
-		})
+		}))
 	})
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.TransactionTimeout)
 	defer cancel()
@@ -301,6 +308,12 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 	if err := sess.Client().Flush(endCtx); err != nil {
 		return nil, fmt.Errorf("flush: %w", err)
 	}
+	// A record refused before it was buffered answers after Flush.
+	if err := promises.Wait(endCtx); err != nil {
+		return nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
 	r.txns++
 	if r.cfg.Failpoints.Armed(kit.CrashBeforeCommit, r.txns) {
 		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashBeforeCommit, r.txns)
