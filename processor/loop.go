@@ -104,10 +104,16 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
 	defer func() { s.closeSession(ctx, sess, errors.Is(err, kit.ErrCrashed)) }()
-	if s.store != nil && s.cfg.Guarantee == ExactlyOnce {
+	if s.cfg.Guarantee == ExactlyOnce {
 		// InitProducerId now, not at the first Begin: it aborts the open
-		// transaction of this instance's predecessor (KIP-98), which
-		// the restore of its partitions waits for.
+		// transaction of this instance's predecessor (KIP-98). Until then
+		// the predecessor's transactional offsets are pending, and the
+		// group's offset fetch, which requires stable offsets (KIP-447),
+		// answers UNSTABLE_OFFSET_COMMIT until the broker aborts that
+		// transaction at its timeout: a predecessor killed inside End
+		// (between TxnOffsetCommit and EndTxn) would stall this session
+		// for the transaction timeout. The restore of a store's
+		// partitions waits for the same abort.
 		if _, _, err := sess.Client().ProducerID(ctx); err != nil && ctx.Err() == nil {
 			return false, fmt.Errorf("init producer id: %w", err)
 		}

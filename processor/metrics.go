@@ -126,6 +126,11 @@ func (s stageMetrics) start(input string, ready func() error) {
 	s.m.restoreTime.WithLabelValues(s.Name())
 	s.m.stateEntries.WithLabelValues(s.Name())
 	s.m.restoreBehind.WithLabelValues(s.Name())
+	// The transaction histograms too: a dashboard's rate() and quantiles
+	// see the series before the first commit.
+	for _, h := range []*prometheus.HistogramVec{s.m.txnDuration, s.m.commitTime, s.m.txnRecords, s.m.latency} {
+		h.WithLabelValues(s.Name())
+	}
 }
 
 // ended counts a transaction ended for trigger (endNow's reasons, or

@@ -23,5 +23,10 @@ func TestNewStageSeriesStartAtZero(t *testing.T) {
 		{Name: "exactly_stage_records_filtered_total", Count: 1},
 		{Name: "exactly_stage_rebalances_total", Count: 1},
 		{Name: "exactly_stage_session_rebuilds_total", Count: 1},
+		// Histograms: the series exist (no sample) before the first commit.
+		{Name: "exactly_stage_transaction_duration_seconds", Count: 1},
+		{Name: "exactly_stage_transaction_commit_duration_seconds", Count: 1},
+		{Name: "exactly_stage_transaction_records", Count: 1},
+		{Name: "exactly_stage_end_to_end_latency_seconds", Count: 1},
 	})
 }

@@ -183,7 +183,12 @@ func TestParseSinkValidation(t *testing.T) {
 		{"metadata max age", rep("max_records: 20000 }", "max_records: 20000 }\n    metadata_max_age: 500ms"), withDSN,
 			[]string{`t.yaml:21:23: sinks[0].metadata_max_age: must be between 1s and 1h (got 500ms)`}},
 		{"fetch sizes", rep("max_records: 20000 }", "max_records: 20000 }\n    fetch_max_bytes: 0\n    max_partition_fetch_bytes: 0"), withDSN,
-			[]string{`t.yaml:21:22: sinks[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 0)`}},
+			// Both written, both wrong: both reported at once.
+			[]string{`t.yaml:21:22: sinks[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 0)`,
+				`t.yaml:22:32: sinks[0].max_partition_fetch_bytes: must be at least 1024 (1 KiB) bytes (got 0)`}},
+		{"fetch max wrong, partition above 100 MiB", rep("max_records: 20000 }", "max_records: 20000 }\n    fetch_max_bytes: 512\n    max_partition_fetch_bytes: 209715200"), withDSN,
+			[]string{`t.yaml:21:22: sinks[0].fetch_max_bytes: must be between 1024 (1 KiB) and 104857600 (100 MiB) bytes (got 512)`,
+				`t.yaml:22:32: sinks[0].max_partition_fetch_bytes: must be at most 104857600 (100 MiB) bytes (got 209715200)`}},
 		{"partition fetch bytes above fetch max", rep("max_records: 20000 }", "max_records: 20000 }\n    fetch_max_bytes: 65536\n    max_partition_fetch_bytes: 65537"), withDSN,
 			[]string{`t.yaml:22:32: sinks[0].max_partition_fetch_bytes: must not exceed fetch_max_bytes 65536 (got 65537)`}},
 		// The client refuses a session timeout below its heartbeat

@@ -270,14 +270,21 @@ func (v *validator) groupSettings(path string, session, metadata Duration) {
 // stage or sink at path.
 func (v *validator) fetchSizes(path string, maxBytes, partitionBytes int32) {
 	mp, pp := path+".fetch_max_bytes", path+".max_partition_fetch_bytes"
-	if maxBytes < MinFetchBytes || maxBytes > MaxFetchBytes {
+	maxOK := maxBytes >= MinFetchBytes && maxBytes <= MaxFetchBytes
+	if !maxOK {
 		v.report(mp, "must be between %d (1 KiB) and %d (100 MiB) bytes (got %s)", MinFetchBytes, MaxFetchBytes, v.num(mp, strconv.Itoa(int(maxBytes))))
-		return
 	}
+	// Every problem at once: a written max_partition_fetch_bytes is
+	// checked against its own bounds even when fetch_max_bytes is wrong
+	// (a defaulted one follows fetch_max_bytes, and is not reported), and
+	// against fetch_max_bytes when that is right.
+	written := v.has(pp)
 	switch {
-	case partitionBytes < MinFetchBytes:
+	case partitionBytes < MinFetchBytes && (maxOK || written):
 		v.report(pp, "must be at least %d (1 KiB) bytes (got %s)", MinFetchBytes, v.num(pp, strconv.Itoa(int(partitionBytes))))
-	case partitionBytes > maxBytes:
+	case !maxOK && written && partitionBytes > MaxFetchBytes:
+		v.report(pp, "must be at most %d (100 MiB) bytes (got %s)", MaxFetchBytes, v.num(pp, strconv.Itoa(int(partitionBytes))))
+	case maxOK && partitionBytes > maxBytes:
 		v.report(pp, "must not exceed fetch_max_bytes %s (got %s)", v.num(mp, strconv.Itoa(int(maxBytes))), v.num(pp, strconv.Itoa(int(partitionBytes))))
 	}
 }
