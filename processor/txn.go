@@ -339,12 +339,9 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 		return false, s.fp.Fire(s.log, kit.CrashBeforeCommit, s.txns)
 	}
 	try := kgo.TryCommit
-	if err := t.sess.Client().Flush(ctx); err != nil {
-		return false, fmt.Errorf("flush: %w", err)
-	}
-	// A record refused before it was buffered answers after Flush: the
-	// outcome waits for every answer.
-	if err := t.promises.Wait(ctx); err != nil {
+	// A record refused before it was buffered answers after the client's
+	// Flush: the outcome waits for every answer.
+	if err := t.promises.Flush(ctx, t.sess.Client()); err != nil {
 		return false, err
 	}
 	t.mu.Lock()

@@ -31,6 +31,16 @@ func (p *Promises) Track(fn func(*kgo.Record, error)) func(*kgo.Record, error) {
 	}
 }
 
+// Flush flushes cl (kgo.Client.Flush), then waits for every tracked
+// promise (Wait): the point after which a transaction's produce errors are
+// all known.
+func (p *Promises) Flush(ctx context.Context, cl *kgo.Client) error {
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return p.Wait(ctx)
+}
+
 // Wait returns once every tracked promise has been called back, or ctx's
 // error if it ends first (the transaction's outcome is then unknown to the
 // caller, which must not commit it).

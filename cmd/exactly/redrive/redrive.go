@@ -305,22 +305,21 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 		_, _ = sess.End(endCtx, kgo.TryAbort)
 		return nil, fmt.Errorf("%w: %w", ErrUsage, pending.whereErr)
 	}
-	if err := sess.Client().Flush(endCtx); err != nil {
-		return nil, fmt.Errorf("flush: %w", err)
-	}
-	// A record refused before it was buffered answers after Flush.
-	if err := promises.Wait(endCtx); err != nil {
+	// A record refused before it was buffered answers after the client's
+	// Flush: produceErr is final only once every promise answered.
+	if err := promises.Flush(endCtx, sess.Client()); err != nil {
 		return nil, err
 	}
 	mu.Lock()
-	defer mu.Unlock()
+	failed := produceErr
+	mu.Unlock()
 	r.txns++
 	if r.cfg.Failpoints.Armed(kit.CrashBeforeCommit, r.txns) {
 		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashBeforeCommit, r.txns)
 	}
-	if produceErr != nil {
+	if failed != nil {
 		_, _ = sess.End(endCtx, kgo.TryAbort)
-		return nil, fmt.Errorf("produce to %s: %w", r.cfg.Input, produceErr)
+		return nil, fmt.Errorf("produce to %s: %w", r.cfg.Input, failed)
 	}
 	committed, err := sess.End(endCtx, kgo.TryCommit)
 	if err != nil {
