@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL cluster for local tests, on 127.0.0.1:${PG_PORT:-55432}.
+# Throwaway PostgreSQL cluster for local tests, on 127.0.0.1:${PG_PORT:-15432}.
 #
 #   postgres.sh start    install Debian's postgresql if missing, fresh cluster, db "exactly"
 #   postgres.sh stop     fast shutdown (immediate after 30s)
@@ -15,7 +15,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$HERE/lib.sh"
 
-PG_PORT="${PG_PORT:-55432}"
+PG_PORT="${PG_PORT:-15432}"
 PG_DB="${PG_DB:-exactly}"
 PG_OS_USER="${PG_OS_USER:-postgres}"
 # 1: TLS on (ssl=on, a server certificate for 127.0.0.1 signed by the run dir's
@@ -154,10 +154,21 @@ ssl_cert_file = '$RUN/tls/server.crt'
 ssl_key_file = '$RUN/tls/server.key'
 EOF
 	fi
-	if ! as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -s -w -t 60 start; then
+	# A port that was free at the check above can still be taken when the
+	# postmaster binds it (another start racing us, or an outgoing
+	# connection's local port): retry that case a few times, nothing else.
+	local size
+	for ((i = 1; ; i++)); do
+		size="$(stat -c %s "$LOGFILE" 2>/dev/null || echo 0)"
+		as_pg "$BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -s -w -t 60 start && break
+		if ((i < 5)) && tail -c "+$((size + 1))" "$LOGFILE" | grep -q 'Address already in use'; then
+			log "PostgreSQL could not bind 127.0.0.1:$PG_PORT (address in use): retry $i of 4 in 2s"
+			sleep 2
+			continue
+		fi
 		tail -n 40 "$LOGFILE" >&2 || true
 		die "pg_ctl start failed"
-	fi
+	done
 	for ((i = 0; i < 150; i++)); do
 		ready && break
 		sleep 0.2
