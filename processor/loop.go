@@ -22,7 +22,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	meta := commitMeta{topic: s.cfg.Input, text: kit.CommitMetadata(topicID)}
 	fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.TransactionalID(), func(err error) {
 		s.fenced.Store(&err)
-		s.log.Error("fenced out of the consumer group; stopping", "group", s.cfg.Group(), "err", err)
+		s.log.Error("fenced out of the consumer group; ending the session", "group", s.cfg.Group(), "err", err)
 	})
 	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
 		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)

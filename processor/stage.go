@@ -187,7 +187,8 @@ type Stage struct {
 	joined     atomic.Bool
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
-	fenced     atomic.Pointer[error] // a *kit.FencedError: Run stops with it
+	fenced     atomic.Pointer[error] // a *kit.FencedError of the current session
+	fences     kit.FenceHistory      // whether Run rejoins after a fence or stops
 	brokers    *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
@@ -322,6 +323,14 @@ func (s *Stage) Run(ctx context.Context) error {
 			err = *errp
 		} else if err != nil {
 			err = kit.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
+		}
+		if fenced := (*kit.FencedError)(nil); errors.As(err, &fenced) && s.fences.Rejoin(time.Now()) {
+			// Possibly spurious (see kit.FenceHistory): a new session
+			// rejoins; a second fence within the window stops.
+			s.log.Warn("fenced out of the consumer group; rejoining with a new session (fenced again within the window, the stage stops)",
+				"group", s.cfg.Group(), "instance_id", s.cfg.TransactionalID(), "window", kit.FenceRejoinWindow, "err", fenced.Err)
+			s.fenced.Store(nil)
+			err = fmt.Errorf("fenced out of consumer group %s (FENCED_INSTANCE_ID), rejoining", s.cfg.Group())
 		}
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")

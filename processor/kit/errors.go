@@ -86,11 +86,14 @@ func (e *FatalError) Error() string { return e.Err.Error() }
 func (e *FatalError) Unwrap() error { return e.Err }
 
 // FencedError is a static member (KIP-345) that the group coordinator
-// fenced (FENCED_INSTANCE_ID): another live process joined group Group
-// with the same group.instance.id InstanceID. It is never transient. A
-// restart of this instance fences its predecessor on purpose (a paused or
-// partitioned "zombie" must stop), and two processes that both rejoin fence
-// each other in turn forever, each processing nothing: the fenced one stops.
+// fenced (FENCED_INSTANCE_ID): most often another live process joined
+// group Group with the same group.instance.id InstanceID. A restart of
+// this instance fences its predecessor on purpose (a paused or
+// partitioned "zombie" must stop), and two processes that both rejoin
+// fence each other in turn forever, each processing nothing. A stage or
+// sink rejoins after a first fence, which a moved coordinator can send
+// spuriously, and returns this error, fatal, at a second one within
+// FenceRejoinWindow (see FenceHistory).
 type FencedError struct {
 	Group, InstanceID string
 	Err               error

@@ -86,3 +86,43 @@ func (w *FenceWatch) OnGroupManageError(err error) {
 }
 
 var _ kgo.HookGroupManageError = (*FenceWatch)(nil)
+
+// FenceRejoinWindow is how long a fence counts against a static member:
+// a member fenced once rejoins; fenced again within this window it stops
+// (see FenceHistory).
+const FenceRejoinWindow = time.Minute
+
+// FenceHistory decides, across the sessions of one stage or sink
+// instance, whether a fence (FENCED_INSTANCE_ID) is answered by rejoining
+// the group or by stopping.
+//
+// The broker fences a static member (KIP-345) whose member ID is not the
+// one it holds for the group.instance.id. Most often another live process
+// joined with that ID, and stopping is right. But a group coordinator that
+// moves (a broker killed or restarted) can load the group from
+// __consumer_offsets without the member ID of this instance's latest join
+// (seen here on a three-broker cluster: a restarted stage was fenced in
+// SyncGroup 23 s after its join, with no other process alive), and then
+// the fence is spurious. So a first fence is answered by a new session,
+// whose JoinGroup with the group.instance.id takes the member's place
+// back; if another process holds the ID, its own rejoin fences this one
+// again, within the window, and this one stops. While the two alternate,
+// neither commits a transaction the other's epoch has fenced (KIP-98:
+// they share the transactional ID), and a sink's batches are guarded by
+// its stored positions.
+//
+// The zero value is ready to use; it is safe for concurrent use.
+type FenceHistory struct {
+	mu   sync.Mutex
+	last time.Time
+}
+
+// Rejoin records a fence at now and reports whether to rejoin: true
+// unless the previous fence was less than FenceRejoinWindow before now.
+func (h *FenceHistory) Rejoin(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rejoin := h.last.IsZero() || now.Sub(h.last) >= FenceRejoinWindow
+	h.last = now
+	return rejoin
+}

@@ -246,3 +246,23 @@ func TestFenceWatchStopsTheFencedMember(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // observing that nothing happens for a while
 	}
 }
+
+func TestFenceHistoryRejoinsOncePerWindow(t *testing.T) {
+	var h kit.FenceHistory
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	steps := []struct {
+		at   time.Duration
+		want bool
+	}{
+		{0, true},                                    // first fence: rejoin
+		{kit.FenceRejoinWindow - time.Second, false}, // again within the window: stop
+		{3 * kit.FenceRejoinWindow, true},            // long after: rejoin
+		{3*kit.FenceRejoinWindow + kit.FenceRejoinWindow, true},
+		{4*kit.FenceRejoinWindow + time.Millisecond, false},
+	}
+	for i, st := range steps {
+		if got := h.Rejoin(t0.Add(st.at)); got != st.want {
+			t.Fatalf("step %d (fence at +%v): Rejoin = %v, want %v", i, st.at, got, st.want)
+		}
+	}
+}

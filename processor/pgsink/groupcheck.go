@@ -25,12 +25,21 @@ func (s *Sink) checkGroup(ctx context.Context) error {
 }
 
 // onFenced is the kit.FenceWatch callback: the group fenced this instance
-// (FENCED_INSTANCE_ID), so Run stops with err. It runs on franz-go's group
+// (FENCED_INSTANCE_ID), so the loop ends and Run rejoins or stops
+// (kit.FenceHistory). It runs on franz-go's group
 // goroutine and does not block.
 func (s *Sink) onFenced(err error) {
 	s.fatal.Store(&err)
-	s.log.Error("fenced out of the consumer group; stopping", "group", s.cfg.Group(), "err", err)
-	s.abort()
+	s.log.Error("fenced out of the consumer group; ending the client's loop", "group", s.cfg.Group(), "err", err)
+	s.endLoop()
+}
+
+// endLoop ends the loop of the current Kafka client (Run then reads
+// s.fatal). Safe from any goroutine.
+func (s *Sink) endLoop() {
+	if abort := s.abort.Load(); abort != nil {
+		(*abort)()
+	}
 }
 
 // fencedErr returns the *kit.FencedError once the sink was fenced out of

@@ -183,8 +183,9 @@ type Sink struct {
 	// fatal is an error found in a group callback (adjust), returned by
 	// the loop.
 	fatal         atomic.Pointer[error]
-	abort         context.CancelFunc // ends the loop, after fatal is set
-	targetChecked atomic.Bool        // checkTarget passed since the last assignment
+	abort         atomic.Pointer[context.CancelFunc] // ends the current client's loop, after fatal is set
+	fences        kit.FenceHistory                   // whether Run rejoins after a fence or stops
+	targetChecked atomic.Bool                        // checkTarget passed since the last assignment
 
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
 	committed, fenced, retries                        atomic.Int64
@@ -354,26 +355,40 @@ func (s *Sink) Run(ctx context.Context) error {
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 	}
 
-	lctx, abort := context.WithCancel(ctx)
-	defer abort()
-	s.abort = abort
 	var cl *kgo.Client
 	for {
-		if err := s.retry(lctx, "check consumer group", s.checkGroup); err != nil {
+		if err := s.retry(ctx, "check consumer group", s.checkGroup); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 		}
+		lctx, abort := context.WithCancel(ctx)
+		s.abort.Store(&abort)
 		fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.GroupInstanceID(), s.onFenced)
 		if cl, err = kgo.NewClient(s.clientOptions(fence)...); err != nil {
+			abort()
 			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
 		}
 		fence.Attach(cl)
 		s.cl = cl
 		err = s.loop(lctx)
+		abort()
 		if errp := s.fatal.Load(); errp != nil {
 			err = *errp
+		}
+		if fenced := (*kit.FencedError)(nil); errors.As(err, &fenced) && ctx.Err() == nil && s.fences.Rejoin(time.Now()) {
+			// Possibly spurious (see kit.FenceHistory): a new client
+			// rejoins; a second fence within the window stops. No
+			// leave: the group.instance.id may be another process's.
+			s.log.Warn("fenced out of the consumer group; rejoining with a new client (fenced again within the window, the sink stops)",
+				"group", s.cfg.Group(), "instance_id", s.cfg.GroupInstanceID(), "window", kit.FenceRejoinWindow, "err", fenced.Err)
+			s.fatal.Store(nil)
+			s.joined.Store(false)
+			cl.AllowRebalance()
+			cl.Close()
+			s.forget()
+			continue
 		}
 		if !errors.Is(err, errRebuild) {
 			break
@@ -455,7 +470,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	if err != nil {
 		if IsFatal(err) {
 			s.fatal.Store(&err)
-			s.abort() // Run returns the error
+			s.endLoop() // Run returns the error
 		}
 		return nil, err
 	}
