@@ -254,7 +254,7 @@ func TestFenceHistoryRejoinsOncePerWindow(t *testing.T) {
 		at   time.Duration
 		want bool
 	}{
-		{0, true},                                    // first fence: rejoin
+		{0, true}, // first fence: rejoin
 		{kit.FenceRejoinWindow - time.Second, false}, // again within the window: stop
 		{3 * kit.FenceRejoinWindow, true},            // long after: rejoin
 		{3*kit.FenceRejoinWindow + kit.FenceRejoinWindow, true},
