@@ -312,7 +312,7 @@ func (c *chaos) kills(n int) int {
 // random N, waits for it to die by SIGKILL there, and restarts it clean.
 func (c *chaos) failpoints() int {
 	fired := 0
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterOffsetCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
 		c.fireFailpoint(fp)
 		fired++
 	}

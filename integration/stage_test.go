@@ -174,6 +174,39 @@ func TestStuckTransactionFencedOnRestart(t *testing.T) {
 	checkOutput(t, out, events)
 }
 
+// A process killed inside End, after TxnOffsetCommit and before EndTxn
+// (crash-after-offset-commit@1): its transaction holds the group's offsets
+// pending, and an offset fetch that requires stable offsets (KIP-447)
+// answers UNSTABLE_OFFSET_COMMIT until that transaction ends. The restart
+// aborts it at once (InitProducerId before its first poll) instead of
+// waiting out the transaction timeout (5m here), and outputs each event
+// once.
+func TestCrashBetweenOffsetCommitAndEndTxn(t *testing.T) {
+	const events = 1000
+	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("txnoff")
+	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "5m", 100000)
+	exactlyCmd(t, "topics", "create", topo)
+	kcatProduce(t, in, crashInput(events, 1)[:events])
+
+	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashAfterOffsetCommit + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
+	if err := p.wait(60 * time.Second); !p.killedBySIGKILL() {
+		t.Fatalf("the process ended with %v, not by the failpoint's SIGKILL; logs:\n%s", err, tail(p.logs.String(), 30))
+	}
+	if !strings.Contains(p.logs.String(), kit.CrashAfterOffsetCommit+"@1") {
+		t.Fatalf("the failpoint did not fire; logs:\n%s", tail(p.logs.String(), 30))
+	}
+	if n := kcatCount(t, out); n != 0 {
+		t.Fatalf("read_committed sees %d records of a transaction that never ended", n)
+	}
+	restarted := time.Now()
+	p2 := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
+	eventually(t, 60*time.Second, func() bool { return kcatCount(t, out) >= events },
+		func() string { return fmt.Sprintf("readers see %d of %d events", kcatCount(t, out), events) })
+	t.Logf("output readable %s after the restart (transaction timeout 5m)", time.Since(restarted).Round(time.Millisecond))
+	p2.stop()
+	checkOutput(t, out, events)
+}
+
 // Offset gaps: the input is written transactionally, with aborted
 // transactions among committed ones. Commit markers take offsets, aborted
 // records are never read, and the stage must neither stall on the gaps nor

@@ -61,6 +61,9 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		return alosSession{cl: cl, meta: meta}, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
+	if s.offsetTrap = newOffsetCommitTrap(s); s.offsetTrap != nil {
+		opts = append(opts, kgo.WithHooks(s.offsetTrap))
+	}
 	last := []kgo.Opt{s.roleClientID()}
 	if s.changelog != "" {
 		// After the injected options: changelog records must go to the

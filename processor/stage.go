@@ -138,13 +138,16 @@ type Stats struct {
 
 // Stage is one instance of a Kafka→Kafka stage.
 type Stage struct {
-	cfg      Config
-	in, out  serde.Codec
-	log      *slog.Logger
-	kopts    []kgo.Opt
-	fp       kit.Failpoints
-	pipeline *transform.Pipeline
-	metrics  stageMetrics
+	cfg     Config
+	in, out serde.Codec
+	log     *slog.Logger
+	kopts   []kgo.Opt
+	fp      kit.Failpoints
+	// offsetTrap fires crash-after-offset-commit inside End (see
+	// offsettrap.go); nil unless armed. Set by each EOS session.
+	offsetTrap *offsetCommitTrap
+	pipeline   *transform.Pipeline
+	metrics    stageMetrics
 
 	// The stateful step, dedupe (see dedupe.go), aggregate (see
 	// aggregate.go) or stateful (see stateful.go): its compiled step, its

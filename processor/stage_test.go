@@ -150,7 +150,7 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 }
 
 func TestStageCrashRecovery(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
+	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterOffsetCommit, kit.CrashAfterCommit} {
 		t.Run(fp, func(t *testing.T) {
 			seeds := newCluster(t)
 			bad := produceInput(t, seeds, 1000)

@@ -359,8 +359,15 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
 	endStart := time.Now()
+	trap := s.offsetTrap
+	if trap != nil && try == kgo.TryCommit && s.fp.Armed(kit.CrashAfterOffsetCommit, s.txns) {
+		trap.arm(s.txns, cancel)
+	}
 	committed, err = t.sess.End(ctx, bool(try))
 	t.lastEnd = time.Since(endStart)
+	if trap != nil && trap.fired.Load() {
+		return false, kit.ErrCrashed
+	}
 	t.cancelProduce() // every record is settled: End flushed or aborted them
 	if err != nil {
 		// The outcome is unknown: the session is rebuilt, and the state

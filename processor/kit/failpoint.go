@@ -24,6 +24,13 @@ const (
 	// CrashAfterCommit fires right after the Nth transaction has committed,
 	// before anything else happens.
 	CrashAfterCommit = "crash-after-commit"
+	// CrashAfterOffsetCommit fires in an exactly-once stage inside the End
+	// of the Nth transaction: once the broker has answered its
+	// TxnOffsetCommit (the consumer offsets are in the transaction,
+	// KIP-447) and before EndTxn is sent. The group then holds pending
+	// transactional offsets, which a fetch that requires stable offsets
+	// answers with UNSTABLE_OFFSET_COMMIT until the transaction ends.
+	CrashAfterOffsetCommit = "crash-after-offset-commit"
 	// CrashBeforeDBCommit fires in a Postgres sink once the Nth database
 	// transaction has written its rows and positions, before COMMIT.
 	CrashBeforeDBCommit = "crash-before-db-commit"
@@ -37,7 +44,7 @@ const (
 )
 
 // failpointNames are the names ParseFailpoints accepts.
-var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashBeforeDBCommit, CrashAfterDBCommit, CrashDuringRestore}
+var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashAfterOffsetCommit, CrashBeforeDBCommit, CrashAfterDBCommit, CrashDuringRestore}
 
 // Failpoint makes a stage or a sink crash at a named point, to prove
 // recovery.

@@ -208,7 +208,8 @@ sets Go's soft memory limit to 64 MiB (more with larger fetch_max_bytes
 or max_buffered_bytes); see the README, Operating exactly: Memory.
 
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
-crash-before-commit, crash-after-commit) kills the process with SIGKILL at
+crash-before-commit, crash-after-offset-commit, crash-after-commit,
+crash-during-restore) kills the process with SIGKILL at
 the Nth transaction, for testing recovery.`, stderr)
 	pf := registerProcessFlags(fs)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
