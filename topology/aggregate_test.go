@@ -38,10 +38,7 @@ func TestParseAggregate(t *testing.T) {
 
 	agg := func(body string) string { return "      - aggregate: " + body + "\n" }
 	good := "{ window: { tumbling: 1m }, aggregations: { n: count } }"
-	for _, tc := range []struct {
-		name, steps string
-		want        []string
-	}{
+	checkSteps(t, []stepsCase{
 		{name: "tumbling, defaults", steps: agg(good)},
 		{name: "empty", steps: "      - aggregate: {}\n", want: []string{
 			"t.yaml:14:20: stages[0].transform[0].aggregate.window: required: tumbling: <size>, or hopping: { size: <size>, advance: <step> } (e.g. window: { tumbling: 1m })",
@@ -77,11 +74,7 @@ func TestParseAggregate(t *testing.T) {
 		{name: "negative grace", steps: agg("{ window: { tumbling: 1m }, grace: -1s, aggregations: { n: count } }"), want: []string{
 			"t.yaml:14:55: stages[0].transform[0].aggregate.grace: must be a non-negative whole number of milliseconds (got -1s)",
 		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			check(t, withSteps(tc.steps), nil, tc.want...)
-		})
-	}
+	})
 }
 
 // TestAggregateKeyingRule: an aggregate stage grouping on an expression

@@ -59,10 +59,7 @@ func TestParseDedupe(t *testing.T) {
 		t.Fatalf("StateTopics() = %+v, want %+v", got, want)
 	}
 
-	for _, tc := range []struct {
-		name, steps string
-		want        []string
-	}{
+	checkSteps(t, []stepsCase{
 		{
 			name:  "missing id and retention",
 			steps: "      - dedupe: {}\n",
@@ -112,11 +109,7 @@ func TestParseDedupe(t *testing.T) {
 			steps: "      - dedupe: { id: value.id, retention: 1h, window: 5m }\n",
 			want:  []string{"t.yaml:14:48: stages[0].transform[0].dedupe.window: unknown field (valid: id, retention)"},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			check(t, withSteps(tc.steps), nil, tc.want...)
-		})
-	}
+	})
 
 	t.Run("changelog declared", func(t *testing.T) {
 		src := head + "  - { name: exactly-s-dedupe-changelog, partitions: 1 }\nstages:\n" + stage + "    transform:\n      - dedupe: { id: value.id, retention: 1h }\n"

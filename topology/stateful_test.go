@@ -42,10 +42,7 @@ func TestParseStateful(t *testing.T) {
 
 func TestValidateStateful(t *testing.T) {
 	long := strings.Repeat("x", 240)
-	for _, tc := range []struct {
-		name, steps string
-		want        []string
-	}{
+	checkSteps(t, []stepsCase{
 		{
 			name:  "empty",
 			steps: "      - stateful: {}\n",
@@ -111,11 +108,7 @@ func TestValidateStateful(t *testing.T) {
 			steps: "      - key: value.customer\n      - stateful: a\n",
 			want:  []string{"t.yaml:14:14: stages[0].transform[0].key: a key step before the stateful step in the same stage: its store is partitioned by the input record's key, so re-key in an earlier stage (see the keying rule in the README)"},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			check(t, withSteps(tc.steps), nil, tc.want...)
-		})
-	}
+	})
 
 	t.Run("changelog declared", func(t *testing.T) {
 		check(t, head+"  - { name: exactly-s-balances-changelog, partitions: 1 }\nstages:\n"+stage+"    transform:\n      - stateful: { func: sum, store: balances }\n", nil,

@@ -52,6 +52,24 @@ func withSteps(steps string) string {
 	return head + "stages:\n" + stage + "    transform:\n" + steps
 }
 
+// stepsCase is a file of withSteps's steps and the errors Parse must
+// return for it, none for a valid file.
+type stepsCase struct {
+	name, steps string
+	want        []string
+}
+
+// checkSteps runs a subtest for each case that parses withSteps(steps)
+// and requires its errors (check).
+func checkSteps(t *testing.T, tests []stepsCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			check(t, withSteps(tc.steps), nil, tc.want...)
+		})
+	}
+}
+
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) {
 		v, ok := vars[k]

@@ -10,12 +10,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactly-io/exactly/topology/provision"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
+// newAdmin starts a one-broker kfake cluster with no topics and returns
+// it with an admin client of it (topologytest.Admin), both closed when t
+// ends.
 func newAdmin(t *testing.T) (*kfake.Cluster, *kadm.Client) {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -23,12 +26,7 @@ func newAdmin(t *testing.T) (*kfake.Cluster, *kadm.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return c, kadm.NewClient(cl)
+	return c, topologytest.Admin(t, c.ListenAddrs()[0])
 }
 
 // WaitVisible returns only once the broker's metadata has the topic: it
