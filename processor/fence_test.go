@@ -86,39 +86,41 @@ func TestStageRejoinsAfterOneFence(t *testing.T) {
 	checkOutputsOnce(t, seeds, 300)
 }
 
-// Two live instances under one group.instance.id (one --instance-id
-// given twice) fence each other in turn, each with a new session: one of
-// them stops with a *kit.FencedError at its second fence within
-// kit.FenceRejoinWindow, the other goes on, and each event is output once.
+// Two live instances under one group.instance.id and transactional ID
+// (one --instance-id given twice, or a restart started before the old
+// process stopped) fence each other in turn, each with a new session:
+// the older one, fenced first (by the group or through its producer), stops
+// with a *kit.FencedError at its second fence within
+// kit.FenceRejoinWindow, the newer one goes on, and each event is output
+// once.
 func TestStageStopsWhenFencedTwice(t *testing.T) {
 	seeds := newCluster(t)
 	produceEvents(t, seeds, 0, 10)
-	a := newStage(t, seeds)
-	stopA, doneA := runInBackground(t, a)
-	awaitStats(t, a, doneA, func(st processor.Stats) bool { return st.Produced >= 10 })
-	b := newStage(t, seeds)
-	stopB, doneB := runInBackground(t, b)
-	var survivor *processor.Stage
-	var stop func()
-	var err error
+	older := newStage(t, seeds)
+	_, doneOlder := runInBackground(t, older)
+	awaitStats(t, older, doneOlder, func(st processor.Stats) bool { return st.Produced >= 10 })
+	newer := newStage(t, seeds)
+	stopNewer, doneNewer := runInBackground(t, newer)
+	var once sync.Once
+	defer once.Do(stopNewer)
 	select {
-	case err = <-doneA:
-		survivor, stop = b, stopB
-	case err = <-doneB:
-		survivor, stop = a, stopA
+	case err := <-doneOlder:
+		var fenced *kit.FencedError
+		if !errors.As(err, &fenced) || fenced.Group != "exactly-clean" || fenced.InstanceID != "exactly-clean-i1" {
+			t.Fatalf("Run = %v, want a *kit.FencedError of exactly-clean, exactly-clean-i1", err)
+		}
+	case err := <-doneNewer:
+		doneNewer <- err
+		t.Fatalf("the newer instance stopped (%v); the older one runs on", err)
 	case <-time.After(45 * time.Second):
-		t.Fatalf("neither stage stopped; stats %+v and %+v", a.Stats(), b.Stats())
+		t.Fatalf("neither stage stopped; stats %+v and %+v", older.Stats(), newer.Stats())
 	}
-	var fenced *kit.FencedError
-	if !errors.As(err, &fenced) || fenced.Group != "exactly-clean" || fenced.InstanceID != "exactly-clean-i1" {
-		t.Fatalf("Run = %v, want a *kit.FencedError of exactly-clean, exactly-clean-i1", err)
-	}
-	if a.Stats().Rebuilds+b.Stats().Rebuilds < 2 {
-		t.Errorf("stats %+v and %+v: a stage stopped before each rejoined once", a.Stats(), b.Stats())
+	if st := older.Stats(); st.Rebuilds < 1 {
+		t.Errorf("stats %+v: the older stage stopped at its first fence", st)
 	}
 	produceEvents(t, seeds, 10, 110)
-	awaitStats(t, survivor, nil, func(processor.Stats) bool { return len(drain(t, seeds, outTopic)) >= 110 })
-	stop()
+	awaitStats(t, newer, doneNewer, func(processor.Stats) bool { return len(drain(t, seeds, outTopic)) >= 110 })
+	once.Do(stopNewer)
 	checkOutputsOnce(t, seeds, 110)
 }
 

@@ -2,8 +2,12 @@ package processor
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
@@ -25,4 +29,40 @@ func (s *Stage) fencedErr() error {
 		return *errp
 	}
 	return nil
+}
+
+// afterFence returns the error a session ended with, judged by the
+// stage's fence history (kit.FenceHistory). A session ends fenced when the
+// group fenced its member (a *kit.FencedError) or when another producer
+// initialized its transactional ID (PRODUCER_FENCED, or
+// INVALID_PRODUCER_EPOCH from a broker that bumped the epoch, KIP-98,
+// KIP-360): both mean
+// that another process may run under this instance's ID, and both count
+// once per session. The first fence in kit.FenceRejoinWindow comes back
+// as a plain error, so that Run rebuilds the session; a second comes back
+// as a *kit.FencedError, which stops Run. The newer of two live processes
+// with one ID fences the older one first, so the older one stops first.
+// Other errors come back unchanged.
+func (s *Stage) afterFence(err error) error {
+	var fenced *kit.FencedError
+	group := errors.As(err, &fenced)
+	if !group && !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		return err
+	}
+	if !s.fences.Rejoin(time.Now()) {
+		if group {
+			return err
+		}
+		return &kit.FencedError{Group: s.cfg.Group(), InstanceID: s.cfg.TransactionalID(), Err: err}
+	}
+	cause := err
+	if group {
+		cause = fenced.Err
+	}
+	// Possibly spurious: a group coordinator that moved can fence a
+	// member nobody else shares an ID with.
+	s.log.Warn("fenced; rejoining with a new session (fenced again within the window, the stage stops)",
+		"group", s.cfg.Group(), "instance_id", s.cfg.TransactionalID(), "window", kit.FenceRejoinWindow, "err", cause)
+	s.fenced.Store(nil)
+	return fmt.Errorf("fenced (%v), rejoining", cause)
 }

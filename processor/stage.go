@@ -327,14 +327,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		} else if err != nil {
 			err = kit.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
 		}
-		if fenced := (*kit.FencedError)(nil); errors.As(err, &fenced) && s.fences.Rejoin(time.Now()) {
-			// Possibly spurious (see kit.FenceHistory): a new session
-			// rejoins; a second fence within the window stops.
-			s.log.Warn("fenced out of the consumer group; rejoining with a new session (fenced again within the window, the stage stops)",
-				"group", s.cfg.Group(), "instance_id", s.cfg.TransactionalID(), "window", kit.FenceRejoinWindow, "err", fenced.Err)
-			s.fenced.Store(nil)
-			err = fmt.Errorf("fenced out of consumer group %s (FENCED_INSTANCE_ID), rejoining", s.cfg.Group())
-		}
+		err = s.afterFence(err)
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil
