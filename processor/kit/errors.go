@@ -100,12 +100,16 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("fenced out of consumer group %s: another process joined it with group.instance.id %s (KIP-345) and took this instance's place; "+
+	by := fmt.Sprintf("fenced out of consumer group %s: another process joined it with group.instance.id %s (KIP-345)", e.Group, e.InstanceID)
+	if errors.Is(e.Err, kerr.ProducerFenced) || errors.Is(e.Err, kerr.InvalidProducerEpoch) {
+		by = fmt.Sprintf("fenced in consumer group %s: another process initialized transactional ID %s (KIP-98)", e.Group, e.InstanceID)
+	}
+	return fmt.Sprintf("%s and took this instance's place; "+
 		"if that process is this instance's restart, this one was a stale copy and stopping is right; otherwise "+
 		"two live instances share one --instance-id, or two topology files name a stage or a sink alike, "+
 		"or a stage named sink-<x> and a sink named <x> share group exactly-sink-<x>: "+
 		"give each running instance its own --instance-id and each stage and sink a name unique across files: %v",
-		e.Group, e.InstanceID, e.Err)
+		by, e.Err)
 }
 
 func (e *FencedError) Unwrap() error { return e.Err }
