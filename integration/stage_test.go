@@ -141,37 +141,12 @@ func TestCrashCheck(t *testing.T) {
 
 // A stuck transaction: an instance killed while its transaction is open is
 // fenced by its restart at once; readers do not wait for the transaction
-// timeout (5 minutes here).
+// timeout (5 minutes here). The first transaction's records reach the
+// broker and EndTxn never does (crash-before-commit@1): the process dies
+// with it open. A long commit interval alone no longer keeps it open,
+// since a caught-up stage commits at once.
 func TestStuckTransactionFencedOnRestart(t *testing.T) {
-	const events = 1000
-	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("stuck")
-	spec := []stageSpec{{stage, in, out, dlq}}
-	// The first transaction's records reach the broker and EndTxn never
-	// does (crash-before-commit@1): the process dies with it open. A long
-	// commit interval alone no longer keeps it open, since a caught-up
-	// stage commits at once.
-	topo := topologyFile(t, spec, "100ms", "5m", 100000)
-	exactlyCmd(t, "topics", "create", topo)
-	kcatProduce(t, in, crashInput(events, 1)[:events])
-
-	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
-	eventually(t, time.Minute, func() bool { return kcatCountUncommitted(t, out) >= 1 },
-		func() string {
-			return fmt.Sprintf("%d records of the open transaction reached the broker", kcatCountUncommitted(t, out))
-		})
-	_ = p.wait(30 * time.Second)
-	if n := kcatCount(t, out); n != 0 {
-		t.Fatalf("read_committed sees %d records of a transaction that is still open", n)
-	}
-	_ = p.cmd.Process.Kill()
-
-	restarted := time.Now()
-	p2 := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1")
-	eventually(t, 60*time.Second, func() bool { return kcatCount(t, out) >= events },
-		func() string { return fmt.Sprintf("readers see %d of %d events", kcatCount(t, out), events) })
-	t.Logf("output readable %s after the restart (transaction timeout 5m)", time.Since(restarted).Round(time.Millisecond))
-	p2.stop()
-	checkOutput(t, out, events)
+	restartAfterOpenTransaction(t, kit.CrashBeforeCommit)
 }
 
 // A process killed inside End, after TxnOffsetCommit and before EndTxn
@@ -179,21 +154,29 @@ func TestStuckTransactionFencedOnRestart(t *testing.T) {
 // pending, and an offset fetch that requires stable offsets (KIP-447)
 // answers UNSTABLE_OFFSET_COMMIT until that transaction ends. The restart
 // aborts it at once (InitProducerId before its first poll) instead of
-// waiting out the transaction timeout (5m here), and outputs each event
-// once.
+// waiting out the transaction timeout.
 func TestCrashBetweenOffsetCommitAndEndTxn(t *testing.T) {
+	restartAfterOpenTransaction(t, kit.CrashAfterOffsetCommit)
+}
+
+// restartAfterOpenTransaction runs a stage (transaction timeout 5m) on
+// 1,000 events with failpoint fp armed at its first transaction, requires
+// it to die by the failpoint's SIGKILL with that transaction's records on
+// the broker but not readable read_committed, restarts it under the same
+// ID, and requires every event readable within 60 s, each once.
+func restartAfterOpenTransaction(t *testing.T, fp string) {
 	const events = 1000
-	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("txnoff")
+	in, out, dlq, stage := uniqueName("raw"), uniqueName("clean"), uniqueName("dlq"), uniqueName("stuck")
 	topo := topologyFile(t, []stageSpec{{stage, in, out, dlq}}, "100ms", "5m", 100000)
 	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, in, crashInput(events, 1)[:events])
 
-	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashAfterOffsetCommit + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
-	if err := p.wait(60 * time.Second); !p.killedBySIGKILL() {
-		t.Fatalf("the process ended with %v, not by the failpoint's SIGKILL; logs:\n%s", err, tail(p.logs.String(), 30))
+	p := start(t, []string{kit.FailpointEnv + "=" + fp + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
+	if err := p.wait(60 * time.Second); !p.killedBySIGKILL() || !strings.Contains(p.logs.String(), fp+"@1") {
+		t.Fatalf("the process ended with %v, not by the SIGKILL of %s@1; logs:\n%s", err, fp, tail(p.logs.String(), 30))
 	}
-	if !strings.Contains(p.logs.String(), kit.CrashAfterOffsetCommit+"@1") {
-		t.Fatalf("the failpoint did not fire; logs:\n%s", tail(p.logs.String(), 30))
+	if n := kcatCountUncommitted(t, out); n < 1 {
+		t.Fatalf("no record of the open transaction reached the broker")
 	}
 	if n := kcatCount(t, out); n != 0 {
 		t.Fatalf("read_committed sees %d records of a transaction that never ended", n)
