@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -403,9 +404,21 @@ func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
 
 // Record returns the record to produce: the original key, value, headers
 // and timestamp, to its source partition, with HeaderCount one higher.
+// The lineage headers of the stage upstream (processor.HeaderLineage*)
+// are left out: redrive, not that stage, writes the record, and with them
+// exactly verify would count it as that stage's second output of one
+// input. In that topic verify counts it under no_lineage.
 func (dl DeadLetter) Record() *kgo.Record {
-	h := append(append(make([]kgo.RecordHeader, 0, len(dl.Headers)+1), dl.Headers...),
-		kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count+1), 10)})
+	h := make([]kgo.RecordHeader, 0, len(dl.Headers)+1)
+	for _, hd := range dl.Headers {
+		switch hd.Key {
+		case processor.HeaderLineageStage, processor.HeaderLineageTopic, processor.HeaderLineagePartition,
+			processor.HeaderLineageOffset, processor.HeaderLineageIndex:
+		default:
+			h = append(h, hd)
+		}
+	}
+	h = append(h, kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count+1), 10)})
 	return &kgo.Record{Topic: dl.SourceTopic, Partition: dl.SourcePartition, Key: dl.Key, Value: dl.Value, Headers: h, Timestamp: dl.SourceTime}
 }
 

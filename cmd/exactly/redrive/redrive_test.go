@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -18,10 +19,19 @@ func deadLetter(stage string, in *kgo.Record) *kgo.Record {
 	return dl
 }
 
+// input is a record of topic "in" written by an upstream stage "up": it
+// carries that stage's lineage headers, and "trace".
 func input(count string) *kgo.Record {
 	r := &kgo.Record{Topic: "in", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte(`{"n":1}`),
 		Timestamp: time.UnixMilli(1700000000123),
-		Headers:   []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}}}
+		Headers: []kgo.RecordHeader{
+			{Key: processor.HeaderLineageStage, Value: []byte("up")},
+			{Key: "trace", Value: []byte("t1")},
+			{Key: processor.HeaderLineageTopic, Value: []byte("raw")},
+			{Key: processor.HeaderLineagePartition, Value: []byte("0")},
+			{Key: processor.HeaderLineageOffset, Value: []byte("113")},
+			{Key: processor.HeaderLineageIndex, Value: []byte("0")},
+		}}
 	if count != "" {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderCount, Value: []byte(count)})
 	}
@@ -40,7 +50,8 @@ func TestParseAndRecord(t *testing.T) {
 	if out.Topic != "in" || out.Partition != 2 || string(out.Key) != "k" || string(out.Value) != `{"n":1}` || out.Timestamp.UnixMilli() != 1700000000123 {
 		t.Fatalf("record %+v", out)
 	}
-	// The original headers, then the count: no exactly.dlq.* header.
+	// The original headers, then the count: no exactly.dlq.* header, and
+	// no lineage of the upstream stage, which did not write this record.
 	want := []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: HeaderCount, Value: []byte("3")}}
 	if len(out.Headers) != len(want) {
 		t.Fatalf("headers %v, want %v", out.Headers, want)
