@@ -35,10 +35,9 @@ func (s *Stage) fencedErr() error {
 // stage's fence history (kit.FenceHistory). A session ends fenced when the
 // group fenced its member (a *kit.FencedError) or when another producer
 // initialized its transactional ID (PRODUCER_FENCED, or
-// INVALID_PRODUCER_EPOCH from a broker that bumped the epoch, KIP-98,
-// KIP-360): both mean
-// that another process may run under this instance's ID, and both count
-// once per session. The first fence in kit.FenceRejoinWindow comes back
+// INVALID_PRODUCER_EPOCH from a broker that bumped the epoch; KIP-98,
+// KIP-360). Both mean that another process may run under this instance's
+// ID, and both count once per session. The first fence in kit.FenceRejoinWindow comes back
 // as a plain error, so that Run rebuilds the session; a second comes back
 // as a *kit.FencedError, which stops Run. The newer of two live processes
 // with one ID fences the older one first, so the older one stops first.
