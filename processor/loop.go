@@ -25,7 +25,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		s.log.Error("fenced out of the consumer group; ending the session", "group", s.cfg.Group(), "err", err)
 	})
 	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
-		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+		kgo.SessionTimeout(s.cfg.SessionTimeout), kgo.WithHooks(&s.member)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
 	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	// The producer holds at most this of unacknowledged records (and
 	// franz-go sizes its request buffers by what it holds); a Produce
@@ -40,7 +40,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			// of their records is polled (franz-go runs this callback
 			// first, heartbeating meanwhile).
 			s.restoreState(ctx, assigned[s.cfg.Input])
-			s.joined.Store(true)
+			s.member.Assigned()
 			s.sessionErr.Store(nil)
 			s.metrics.Rebalance()
 			for topic, parts := range assigned {
@@ -48,7 +48,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			}
 		}),
 		kgo.OnPartitionsRevoked(s.partitionsGone),
-		kgo.OnPartitionsLost(s.partitionsGone),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+			s.partitionsGone(ctx, cl, lost)
+			s.member.Lost()
+		}),
 		kgo.OnOffsetsFetched(check.onFetched),
 		kgo.AdjustFetchOffsetsFn(check.adjust),
 	)

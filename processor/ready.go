@@ -6,8 +6,8 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
-// Ready returns nil when the stage is healthy: it has joined its consumer
-// group and was not fenced out of it (kit.FencedError), its last session did not fail, and no transaction has been open
+// Ready returns nil when the stage is healthy: it holds an assignment in
+// its consumer group (kit.Membership) and was not fenced out of it (kit.FencedError), its last session did not fail, and no transaction has been open
 // for longer than kit.StallFactor commit intervals. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
@@ -21,8 +21,8 @@ func (s *Stage) Ready() error {
 	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
-	if !s.joined.Load() {
-		return fmt.Errorf("stage %s: no partitions assigned yet in group %s", s.cfg.Stage, s.cfg.Group())
+	if err := s.member.Check(s.cfg.Group()); err != nil {
+		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	if err := kit.CheckStall("transaction", s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)

@@ -187,7 +187,7 @@ type Stage struct {
 	fetchLog    logEvery
 
 	// Readiness, read by Ready from other goroutines.
-	joined     atomic.Bool
+	member     kit.Membership
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
 	fenced     atomic.Pointer[error] // a *kit.FencedError of the current session
@@ -340,7 +340,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		s.rebuilds.Add(1)
 		s.metrics.rebuild()
-		s.joined.Store(false)
+		s.member.Reset()
 		s.txnOpened.Store(0)
 		s.sessionErr.Store(&err)
 		wait := backoff.Next()

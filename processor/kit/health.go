@@ -141,3 +141,61 @@ func CheckStall(what string, opened int64, commitInterval time.Duration) error {
 	}
 	return nil
 }
+
+// Membership is whether a group consumer holds its consumer group
+// membership, for readiness. A consumer whose group coordinator cannot be
+// reached loses its partitions (franz-go calls OnPartitionsLost) and
+// polls nothing: no transaction stalls and other brokers still answer, so
+// only this shows it. Add it to a client with kgo.WithHooks (it records
+// the group management error, kgo.HookGroupManageError), call Assigned
+// from OnPartitionsAssigned and Lost from OnPartitionsLost. Safe for
+// concurrent use; the zero value has not joined yet.
+type Membership struct {
+	joined  atomic.Bool
+	lost    atomic.Bool
+	lastErr atomic.Pointer[error]
+}
+
+var _ kgo.HookGroupManageError = (*Membership)(nil)
+
+// OnGroupManageError implements kgo.HookGroupManageError: franz-go calls
+// it after OnPartitionsLost when a join, sync or heartbeat fails.
+func (m *Membership) OnGroupManageError(err error) { m.lastErr.Store(&err) }
+
+// Assigned records a completed join: an assignment, possibly empty.
+func (m *Membership) Assigned() {
+	m.lastErr.Store(nil)
+	m.lost.Store(false)
+	m.joined.Store(true)
+}
+
+// Lost records that the membership, and with it every partition, is
+// gone until the next assignment.
+func (m *Membership) Lost() {
+	m.lost.Store(true)
+	m.joined.Store(false)
+}
+
+// Reset forgets the membership, for a new client that has not joined.
+func (m *Membership) Reset() {
+	m.lastErr.Store(nil)
+	m.lost.Store(false)
+	m.joined.Store(false)
+}
+
+// Check returns nil once the consumer holds an assignment in group, else
+// an error saying whether it has not joined yet or lost its membership,
+// and the last group management error if there was one.
+func (m *Membership) Check(group string) error {
+	if m.joined.Load() {
+		return nil
+	}
+	var cause string
+	if errp := m.lastErr.Load(); errp != nil && *errp != nil {
+		cause = ": " + (*errp).Error()
+	}
+	if m.lost.Load() {
+		return fmt.Errorf("lost its partitions in group %s; rejoining%s", group, cause)
+	}
+	return fmt.Errorf("no partitions assigned yet in group %s%s", group, cause)
+}

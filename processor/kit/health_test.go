@@ -90,3 +90,32 @@ func TestBrokerHealthOneDeadBroker(t *testing.T) {
 		})
 	}
 }
+
+// Membership: not ready before the first assignment, ready with one (even
+// an empty one), not ready once lost, naming the group and the last group
+// error, and ready again at the next assignment; a reset forgets both.
+func TestMembership(t *testing.T) {
+	var m Membership
+	if err := m.Check("g"); err == nil || !strings.Contains(err.Error(), "no partitions assigned yet in group g") {
+		t.Fatalf("before a join: %v", err)
+	}
+	m.Assigned()
+	if err := m.Check("g"); err != nil {
+		t.Fatalf("after an assignment: %v", err)
+	}
+	m.Lost()
+	m.OnGroupManageError(errors.New("COORDINATOR_NOT_AVAILABLE"))
+	err := m.Check("g")
+	if err == nil || !strings.Contains(err.Error(), "lost its partitions in group g") || !strings.Contains(err.Error(), "COORDINATOR_NOT_AVAILABLE") {
+		t.Fatalf("after a loss: %v", err)
+	}
+	m.Assigned()
+	if err := m.Check("g"); err != nil {
+		t.Fatalf("after the next assignment: %v", err)
+	}
+	m.Lost()
+	m.Reset()
+	if err := m.Check("g"); err == nil || strings.Contains(err.Error(), "lost") {
+		t.Fatalf("after a reset: %v", err)
+	}
+}

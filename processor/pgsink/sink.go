@@ -177,7 +177,7 @@ type Sink struct {
 	metrics sinkMetrics
 	// Readiness, read by Ready from other goroutines.
 	brokers     *kit.BrokerHealth
-	joined      atomic.Bool
+	member      kit.Membership
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
 	// fatal is an error found in a group callback (adjust), returned by
@@ -258,8 +258,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	return s, nil
 }
 
-// Ready returns nil when the sink is healthy: it has been assigned its
-// partitions and was not fenced out of its group (kit.FencedError), Postgres and Kafka answer, and no batch has been open for
+// Ready returns nil when the sink is healthy: it holds its partitions in
+// its consumer group (kit.Membership) and was not fenced out of its group (kit.FencedError), Postgres and Kafka answer, and no batch has been open for
 // longer than kit.StallFactor commit intervals (at least
 // kit.StallMin). Otherwise the error says why. It never shows the
 // DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
@@ -273,8 +273,8 @@ func (s *Sink) Ready() error {
 	if errp := s.topicTrouble.gone.Load(); errp != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, *errp)
 	}
-	if !s.joined.Load() {
-		return fmt.Errorf("sink %s: no partitions assigned yet in group %s", s.cfg.Sink, s.cfg.Group())
+	if err := s.member.Check(s.cfg.Group()); err != nil {
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
 	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
@@ -384,7 +384,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			s.log.Warn("fenced out of the consumer group; rejoining with a new client (fenced again within the window, the sink stops)",
 				"group", s.cfg.Group(), "instance_id", s.cfg.GroupInstanceID(), "window", kit.FenceRejoinWindow, "err", fenced.Err)
 			s.fatal.Store(nil)
-			s.joined.Store(false)
+			s.member.Reset()
 			cl.AllowRebalance()
 			cl.Close()
 			s.forget()
@@ -430,12 +430,16 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	opts = append(opts,
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
+		kgo.WithHooks(&s.member),
 		// Positions live in Postgres; the group's offsets are never
 		// committed nor read.
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
 		kgo.OnPartitionsRevoked(s.drop),
-		kgo.OnPartitionsLost(s.drop),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+			s.drop(ctx, cl, lost)
+			s.member.Lost()
+		}),
 		// A batch is written whole by the owner that polled it: no revoke
 		// runs between a poll and the batch's commit.
 		kgo.BlockRebalanceOnPoll(),
@@ -496,7 +500,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		s.logStart(p, row, at, ts)
 	}
 	slices.Sort(parts)
-	s.joined.Store(true)
+	s.member.Assigned()
 	s.metrics.Rebalance()
 	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "topic_id", ts.id,
 		"partitions", parts, "stored", len(stored), "resume_at", resume)
@@ -559,7 +563,7 @@ func (s *Sink) forget() {
 	}
 	s.mu.Unlock()
 	s.drop(context.Background(), nil, map[string][]int32{s.cfg.Input: parts})
-	s.joined.Store(false)
+	s.member.Reset()
 }
 
 // publishLag sets partition p's lag metric from what the sink knows: the
