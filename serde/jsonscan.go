@@ -2,10 +2,13 @@ package serde
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
 )
 
 // CheckJSON reports whether b is what the json codec's Decode accepts (one
@@ -18,12 +21,55 @@ func CheckJSON(b []byte) error {
 		return ErrNullValue
 	case !utf8.Valid(b):
 		return ErrInvalidUTF8
-	case !json.Valid(b):
+	case !validJSON(b):
 		return syntaxError(b) // the slow path, for its message
 	case bytes.Equal(bytes.TrimSpace(b), []byte("null")):
 		return ErrNullValue
 	}
 	return nil
+}
+
+// maxNesting is encoding/json's nesting limit: json.Valid refuses a value
+// nested deeper than this (its scanner's maxNestingDepth).
+const maxNesting = 10000
+
+// validJSON is json.Valid(b) for b in valid UTF-8, about four times as
+// fast on records of a few KiB: fastjson's validator, which follows RFC
+// 8259 as json.Valid does (FuzzValidJSON compares the two). fastjson has
+// no nesting limit and recurses once a level, so a value with more opening
+// brackets than json.Valid's limit goes to json.Valid: the verdict stays
+// the same, and the recursion stays bounded.
+//
+// fastjson also misses a control character in a string before an escape
+// ("\x02\\b" passes), so a value with any byte below 0x20 (even the
+// whitespace \t, \n, \r, which may be inside a string) goes to json.Valid
+// too: RFC 8259 allows them only as whitespace between tokens.
+func validJSON(b []byte) bool {
+	if hasControl(b) || bytes.Count(b, []byte{'['})+bytes.Count(b, []byte{'{'}) > maxNesting {
+		return json.Valid(b)
+	}
+	return fastjson.ValidateBytes(b) == nil
+}
+
+// hasControl reports whether b holds a byte below 0x20, eight bytes at a
+// time: for a word x, (x - 0x20 in every byte) &^ x has a byte's top bit
+// set for the lowest byte below 0x20, and only if there is one (the
+// classic "has less than" test, as in Anderson's Bit Twiddling Hacks).
+func hasControl(b []byte) bool {
+	const highs, n = 0x8080808080808080, 0x20 * 0x0101010101010101
+	for len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		if (x-n)&^x&highs != 0 {
+			return true
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
 }
 
 // TopLevelField returns the raw bytes of the value of field in the JSON

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // checkAgainstDecode requires CheckJSON and TopLevelField to agree with
@@ -104,6 +105,66 @@ func BenchmarkPassThroughCheck(b *testing.B) {
 		}
 		if _, _, found := TopLevelField(rec, "event_id"); !found {
 			b.Fatal("not found")
+		}
+	}
+}
+
+// validJSON gives json.Valid's verdict on every input in valid UTF-8 (the
+// only inputs CheckJSON passes it), including nesting at and past
+// json.Valid's limit.
+func TestValidJSON(t *testing.T) {
+	deep := func(n int, open, close string) string { return strings.Repeat(open, n) + strings.Repeat(close, n) }
+	for _, in := range []string{
+		``, ` `, `1`, `-`, `-0`, `-01`, `01`, `1.`, `.5`, `1e`, `1e+`, `1E-2`, `+1`, `0x1`, `1_0`, `Infinity`, `NaN`,
+		`"a`, `"\u12"`, `"\u+123"`, `"\u00zz"`, `"\x"`, `"\/"`, "\"\x1f\"", "\"\x7f\"", `"\\"`, `"\\\"`, `"a\"b"`,
+		`{"a":1,}`, `[1,]`, `{"a" 1}`, `{a:1}`, `{"a":1}x`, `{"a":1} `, "\t[\n1\r]\n", `[1 2]`, `tru`, `nul`, `falsey`,
+		"{\"k\x01\":1}", `{"k\u0001":1}`, `{"\"":1}`, `[]`, `{}`, `[[]]`, `{"a":{"b":[{"c":null}]}}`, "\f1", "\v1", "1\u00a0",
+		deep(maxNesting, "[", "]"), deep(maxNesting+1, "[", "]"), deep(maxNesting/2, `{"a":`, "}"), deep(maxNesting/2+1, `[{"a":`, "}]"),
+		deep(maxNesting+5, "[", ""), `"` + strings.Repeat("[", maxNesting+1) + `"`,
+		// fastjson alone passes a control character before an escape
+		"\"\x02\\b\"", "\"\t\\n\"", "[1,\n2]", "{\"a\":\"x\ny\\\"\"}", "\"\\u0041\x00\"",
+	} {
+		if got, want := validJSON([]byte(in)), json.Valid([]byte(in)); got != want {
+			t.Errorf("validJSON(%.40q) = %v, json.Valid %v", in, got, want)
+		}
+	}
+}
+
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{`{"event_id":"e","n":-1.5e3,"a":[true,false,null]}`, `"\ud800"`, `[1,{"a":"\\\""}]`, ` 0 `, `{"a":01}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !utf8.Valid(in) {
+			return // CheckJSON refuses it before validJSON
+		}
+		if got, want := validJSON(in), json.Valid(in); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid %v", in, got, want)
+		}
+	})
+}
+
+// hasControl finds a byte below 0x20 at every position of every length up
+// to three words, and none in bytes from 0x20 up.
+func TestHasControl(t *testing.T) {
+	for n := range 25 {
+		clean := bytes.Repeat([]byte{0x20}, n)
+		if hasControl(clean) {
+			t.Fatalf("hasControl(%d spaces) = true", n)
+		}
+		for i := range n {
+			for _, c := range []byte{0x00, 0x09, 0x1f} {
+				b := bytes.Clone(clean)
+				b[i] = c
+				if !hasControl(b) {
+					t.Fatalf("hasControl misses 0x%02x at %d of %d", c, i, n)
+				}
+			}
+			b := bytes.Repeat([]byte{0xff}, n)
+			b[i] = 0x80
+			if hasControl(b) {
+				t.Fatalf("hasControl(% x) = true", b)
+			}
 		}
 	}
 }
