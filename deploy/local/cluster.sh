@@ -201,7 +201,7 @@ cmd_start() {
 	cmd_stop 2>/dev/null || true
 	for n in "${NODES[@]}"; do
 		for port in "$(controller_port "$n")" "$(internal_port "$n")" "$(external_port "$n")"; do
-			require_free "$port" "set CLUSTER_PORT_BASE"
+			require_free "$port" "set CLUSTER_PORT_BASE (below the range)"
 		done
 	done
 	rm -rf "$RUN"

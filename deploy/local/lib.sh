@@ -184,8 +184,23 @@ require_java() {
 	command -v "$1" >/dev/null 2>&1 || die "java not found (apt-get install -y openjdk-17-jre-headless)"
 }
 
-# require_free PORT HINT: die, naming what holds it, when PORT is taken.
+# warn_ephemeral PORT HINT: warn when PORT lies in Linux's ephemeral port
+# range (net.ipv4.ip_local_port_range, 32768-60999 by default), from which
+# the kernel picks the local port of every outgoing connection: one of them
+# can take the port between a free-port check and the bind, and the start
+# then fails with "address already in use".
+warn_ephemeral() {
+	local lo hi
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || return 0
+	if (($1 >= lo && $1 <= hi)); then
+		log "WARNING: port $1 is in the ephemeral port range $lo-$hi, where an outgoing connection can take it before the bind; $2"
+	fi
+}
+
+# require_free PORT HINT: die, naming what holds it, when PORT is taken;
+# warn when it is in the ephemeral range (warn_ephemeral).
 require_free() {
+	warn_ephemeral "$1" "$2"
 	if port_open "$1"; then
 		die "port $1 is held by another process ($(port_pids "$1" | while read -r p; do pid_cmdline "$p" | cut -c1-120; done)); $2"
 	fi

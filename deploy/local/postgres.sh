@@ -122,6 +122,7 @@ cmd_start() {
 		return 0
 	fi
 	if stop_cluster; then log "stopped a stale PostgreSQL from an earlier run"; fi
+	warn_ephemeral "$PG_PORT" "set PG_PORT below it"
 	if port_open "$PG_PORT"; then
 		die "port $PG_PORT is held by another process; free it or set PG_PORT"
 	fi
