@@ -435,6 +435,15 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 		// committed nor read.
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
+		// A sink assigned partitions is ready once their positions are
+		// read (adjust); one assigned none (more instances than
+		// partitions) is a member with nothing to do, and ready: a
+		// StatefulSet's rollout waits for every pod to be ready.
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, added map[string][]int32) {
+			if len(added[s.cfg.Input]) == 0 {
+				s.member.Assigned()
+			}
+		}),
 		kgo.OnPartitionsRevoked(s.drop),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 			s.drop(ctx, cl, lost)
