@@ -97,7 +97,23 @@ func (c *startCheck) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offs
 	return nil
 }
 
+// adjust is the session's kgo.AdjustFetchOffsetsFn: check, then record
+// in the stage's membership whether its assigned partitions started
+// (readiness: a stage that cannot read its input's offsets consumes
+// nothing and is not ready).
 func (c *startCheck) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	adjusted, err := c.check(ctx, offsets)
+	if err != nil {
+		c.s.member.StartFailed(err)
+		return nil, err
+	}
+	c.s.member.Assigned()
+	return adjusted, nil
+}
+
+// check moves each committed offset of the input that no longer fits the
+// partition (kit.StartAt) to where the stage must start instead.
+func (c *startCheck) check(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	c.mu.Lock()
 	fetched := c.fetched
 	c.fetched = nil

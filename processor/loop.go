@@ -40,7 +40,11 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			// of their records is polled (franz-go runs this callback
 			// first, heartbeating meanwhile).
 			s.restoreState(ctx, assigned[s.cfg.Input])
-			s.member.Assigned()
+			if len(assigned[s.cfg.Input]) == 0 {
+				s.member.Assigned() // nothing to start
+			} else {
+				s.member.Starting() // until check.adjust has read their offsets
+			}
 			s.sessionErr.Store(nil)
 			s.metrics.Rebalance()
 			for topic, parts := range assigned {

@@ -97,3 +97,65 @@ func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 		})
 	}
 }
+
+// A stage assigned partitions whose committed offsets it cannot check
+// (ListOffsets fails: a partition's leader cut off) consumes nothing, on
+// any partition, and rejoins over and over. Each join completes, so
+// membership alone does not show it: /readyz must say so at every poll
+// until the offsets can be read, then the stage goes on from its commits.
+func TestStageNotReadyWhileOffsetsCannotBeChecked(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	seeds := c.ListenAddrs()
+	produceEvents(t, seeds, 0, 30)
+	first := stageOf(t, seeds, "", 20*time.Millisecond, 50)
+	if err := runUntil(t, first, 30); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+
+	var failing atomic.Bool
+	failing.Store(true)
+	c.ControlKey(int16(kmsg.ListOffsets), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !failing.Load() {
+			return nil, nil, false
+		}
+		req := kreq.(*kmsg.ListOffsetsRequest)
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.ListOffsetsResponseTopic{Topic: rt.Topic}
+			for _, rp := range rt.Partitions {
+				st.Partitions = append(st.Partitions, kmsg.ListOffsetsResponseTopicPartition{Partition: rp.Partition, ErrorCode: kerr.UnknownServerError.Code})
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	produceEvents(t, seeds, 30, 60)
+	s := stageOf(t, seeds, "", 20*time.Millisecond, 50)
+	stop, done := runInBackground(t, s)
+	defer stop()
+	// Poll readiness for 3 s: it must never pass, and must say why.
+	var polls int
+	var why string
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); polls++ {
+		err := s.Ready()
+		if err == nil {
+			t.Fatalf("ready after %d polls while the committed offsets cannot be checked; stats %+v", polls, s.Stats())
+		}
+		why = err.Error()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(why, "committed offsets") {
+		t.Errorf("readiness error %q does not say that the committed offsets are being read", why)
+	}
+	t.Logf("after %d polls: %s", polls, why)
+	if st := s.Stats(); st.Produced != 0 {
+		t.Fatalf("produced %d while the offsets could not be checked", st.Produced)
+	}
+	failing.Store(false)
+	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 30 && s.Ready() == nil })
+}

@@ -24,7 +24,11 @@ func (s *Stage) Ready() error {
 	if err := s.member.Check(s.cfg.Group()); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
-	if err := kit.CheckStall("transaction", s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
+	what := "transaction"
+	if s.cfg.Guarantee == AtLeastOnce {
+		what = "batch" // polled, not yet committed: there is no transaction
+	}
+	if err := kit.CheckStall(what, s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	return nil

@@ -151,9 +151,10 @@ func CheckStall(what string, opened int64, commitInterval time.Duration) error {
 // from OnPartitionsAssigned and Lost from OnPartitionsLost. Safe for
 // concurrent use; the zero value has not joined yet.
 type Membership struct {
-	joined  atomic.Bool
-	lost    atomic.Bool
-	lastErr atomic.Pointer[error]
+	joined   atomic.Bool
+	lost     atomic.Bool
+	starting atomic.Bool
+	lastErr  atomic.Pointer[error]
 }
 
 var _ kgo.HookGroupManageError = (*Membership)(nil)
@@ -162,16 +163,41 @@ var _ kgo.HookGroupManageError = (*Membership)(nil)
 // it after OnPartitionsLost when a join, sync or heartbeat fails.
 func (m *Membership) OnGroupManageError(err error) { m.lastErr.Store(&err) }
 
-// Assigned records a completed join: an assignment, possibly empty.
+// Assigned records a started assignment, possibly empty: the consumer
+// holds it and knows where to resume each partition.
 func (m *Membership) Assigned() {
 	m.lastErr.Store(nil)
 	m.lost.Store(false)
+	m.starting.Store(false)
 	m.joined.Store(true)
+}
+
+// Starting records an assignment whose partitions are not started yet:
+// their committed offsets or stored positions are still being read and
+// checked (a kgo.AdjustFetchOffsetsFn). Call Assigned once they are, and
+// StartFailed when that fails (franz-go then joins again). A consumer
+// that cannot read them, say because a partition's leader is cut off,
+// stays not ready: it consumes nothing, though it is a member.
+func (m *Membership) Starting() {
+	if m.lost.Swap(false) {
+		m.lastErr.Store(nil) // the group's error, mended by this join; a failed start's stays
+	}
+	m.starting.Store(true)
+	m.joined.Store(false)
+}
+
+// StartFailed records why starting the assigned partitions failed; the
+// consumer stays not ready until an assignment starts.
+func (m *Membership) StartFailed(err error) {
+	m.lastErr.Store(&err)
+	m.starting.Store(true)
+	m.joined.Store(false)
 }
 
 // Lost records that the membership, and with it every partition, is
 // gone until the next assignment.
 func (m *Membership) Lost() {
+	m.starting.Store(false)
 	m.lost.Store(true)
 	m.joined.Store(false)
 }
@@ -180,6 +206,7 @@ func (m *Membership) Lost() {
 func (m *Membership) Reset() {
 	m.lastErr.Store(nil)
 	m.lost.Store(false)
+	m.starting.Store(false)
 	m.joined.Store(false)
 }
 
@@ -196,6 +223,9 @@ func (m *Membership) Check(group string) error {
 	}
 	if m.lost.Load() {
 		return fmt.Errorf("lost its partitions in group %s; rejoining%s", group, cause)
+	}
+	if m.starting.Load() {
+		return fmt.Errorf("partitions assigned in group %s but not started: reading their committed offsets%s", group, cause)
 	}
 	return fmt.Errorf("no partitions assigned yet in group %s%s", group, cause)
 }

@@ -113,6 +113,19 @@ func TestMembership(t *testing.T) {
 	if err := m.Check("g"); err != nil {
 		t.Fatalf("after the next assignment: %v", err)
 	}
+	m.Starting()
+	if err := m.Check("g"); err == nil || !strings.Contains(err.Error(), "not started") {
+		t.Fatalf("while starting: %v", err)
+	}
+	m.StartFailed(errors.New("ListOffsets: UNKNOWN_SERVER_ERROR"))
+	m.Starting() // the next join: still not ready, with the last error
+	if err := m.Check("g"); err == nil || !strings.Contains(err.Error(), "UNKNOWN_SERVER_ERROR") {
+		t.Fatalf("after a failed start: %v", err)
+	}
+	m.Assigned()
+	if err := m.Check("g"); err != nil {
+		t.Fatalf("after a start: %v", err)
+	}
 	m.Lost()
 	m.Reset()
 	if err := m.Check("g"); err == nil || strings.Contains(err.Error(), "lost") {
