@@ -1,13 +1,13 @@
 package processor_test
 
 import (
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -24,11 +24,7 @@ import (
 func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 	for _, guarantee := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
 		t.Run(guarantee, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
+			c := newKfake(t)
 			seeds := c.ListenAddrs()
 			produceEvents(t, seeds, 0, 50)
 			// Group requests give up after 2 s instead of franz-go's
@@ -48,29 +44,16 @@ func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 					if !failing.Load() {
 						return nil, nil, false
 					}
+					// Every one of these responses has a top-level ErrorCode.
 					code := kerr.CoordinatorNotAvailable.Code
-					switch req := kreq.(type) {
-					case *kmsg.HeartbeatRequest:
-						resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
-						resp.ErrorCode = code
-						return resp, nil, true
-					case *kmsg.JoinGroupRequest:
-						resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-						resp.ErrorCode = code
-						return resp, nil, true
-					case *kmsg.SyncGroupRequest:
-						resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
-						resp.ErrorCode = code
-						return resp, nil, true
-					case *kmsg.FindCoordinatorRequest:
-						resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-						resp.ErrorCode = code
-						for _, k := range req.CoordinatorKeys {
-							resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: -1, ErrorCode: code})
+					resp := kreq.ResponseKind()
+					reflect.ValueOf(resp).Elem().FieldByName("ErrorCode").SetInt(int64(code))
+					if fc, ok := resp.(*kmsg.FindCoordinatorResponse); ok { // v4+: one answer per key
+						for _, k := range kreq.(*kmsg.FindCoordinatorRequest).CoordinatorKeys {
+							fc.Coordinators = append(fc.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: k, NodeID: -1, ErrorCode: code})
 						}
-						return resp, nil, true
 					}
-					return nil, nil, false
+					return resp, nil, true
 				})
 			}
 			var why string
@@ -104,11 +87,7 @@ func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 // membership alone does not show it: /readyz must say so at every poll
 // until the offsets can be read, then the stage goes on from its commits.
 func TestStageNotReadyWhileOffsetsCannotBeChecked(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := newKfake(t)
 	seeds := c.ListenAddrs()
 	produceEvents(t, seeds, 0, 30)
 	first := stageOf(t, seeds, "", 20*time.Millisecond, 50)

@@ -27,12 +27,19 @@ const (
 
 func newCluster(t *testing.T) []string {
 	t.Helper()
+	return newKfake(t).ListenAddrs()
+}
+
+// newKfake is newCluster's cluster, for a test that controls its answers
+// (ControlKey).
+func newKfake(t *testing.T) *kfake.Cluster {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return c.ListenAddrs()
+	return c
 }
 
 // produceInput writes n valid events and the bad records, and returns the
