@@ -40,18 +40,17 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			// of their records is polled (franz-go runs this callback
 			// first, heartbeating meanwhile).
 			s.restoreState(ctx, assigned[s.cfg.Input])
-			if len(assigned[s.cfg.Input]) == 0 {
-				s.member.Assigned() // nothing to start
-			} else {
-				s.member.Starting() // until check.adjust has read their offsets
-			}
+			s.member.Starting(assigned[s.cfg.Input]) // until check.adjust has read their offsets
 			s.sessionErr.Store(nil)
 			s.metrics.Rebalance()
 			for topic, parts := range assigned {
 				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
 			}
 		}),
-		kgo.OnPartitionsRevoked(s.partitionsGone),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
+			s.partitionsGone(ctx, cl, gone)
+			s.member.Revoked(gone[s.cfg.Input])
+		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 			s.partitionsGone(ctx, cl, lost)
 			s.member.Lost()

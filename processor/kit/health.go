@@ -35,7 +35,9 @@ type BrokerHealth struct {
 // brokerState is what one broker did last.
 type brokerState struct {
 	ok, failed time.Time
+	since      time.Time // the first failure after the last answer
 	err        error
+	node       bool // a broker of the cluster's metadata, not a seed address
 }
 
 var (
@@ -75,9 +77,13 @@ func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) 
 		b = &brokerState{}
 		h.brokers[addr] = b
 	}
+	b.node = meta.NodeID >= 0
 	if err == nil {
 		b.ok = at
 		return
+	}
+	if !b.failed.After(b.ok) {
+		b.since = at
 	}
 	b.failed, b.err = at, err
 }
@@ -89,10 +95,17 @@ func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) 
 // group coordinator it keeps rejoining, a leader it keeps producing to),
 // live brokers that it has no request for are silent too, and the error
 // must not read as if they were down.
+//
+// It also returns an error when one broker of the cluster (not a seed
+// address) has failed every connection and request for longer than
+// limit and is still being asked (its last failure is within limit): a
+// broker the client needs, the leader of one of its partitions say, that
+// it cannot reach, though others answer. A broker that failed and is no
+// longer asked (its partitions moved) does not count.
 func (h *BrokerHealth) Check(limit time.Duration) error {
 	silent := time.Since(time.Unix(0, h.lastOK.Load()))
 	if silent <= limit {
-		return nil
+		return h.checkOne(limit)
 	}
 	h.mu.Lock()
 	var failing, quiet []string
@@ -117,6 +130,24 @@ func (h *BrokerHealth) Check(limit time.Duration) error {
 		msg += "; no error from " + strings.Join(quiet, ", ") + " since their last answer (not asked, or a request still waiting)"
 	}
 	return errors.New(msg)
+}
+
+// checkOne is Check's rule for one unreachable broker while others answer.
+func (h *BrokerHealth) checkOne(limit time.Duration) error {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var failing []string
+	for addr, b := range h.brokers {
+		if b.node && b.failed.After(b.ok) && now.Sub(b.failed) <= limit && b.failed.Sub(b.since) > limit {
+			failing = append(failing, fmt.Sprintf("broker %s failing for %s: %v", addr, now.Sub(b.since).Round(time.Second), b.err))
+		}
+	}
+	if len(failing) == 0 {
+		return nil
+	}
+	slices.Sort(failing)
+	return fmt.Errorf("kafka broker unreachable while others answer (limit %s): %s", limit, strings.Join(failing, "; "))
 }
 
 // StallFactor is N in the readiness rule: a stage whose transaction (or a
@@ -155,6 +186,9 @@ type Membership struct {
 	lost     atomic.Bool
 	starting atomic.Bool
 	lastErr  atomic.Pointer[error]
+
+	mu      sync.Mutex
+	pending map[int32]bool // assigned partitions not started yet
 }
 
 var _ kgo.HookGroupManageError = (*Membership)(nil)
@@ -166,24 +200,60 @@ func (m *Membership) OnGroupManageError(err error) { m.lastErr.Store(&err) }
 // Assigned records a started assignment, possibly empty: the consumer
 // holds it and knows where to resume each partition.
 func (m *Membership) Assigned() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.assigned()
+}
+
+// assigned is Assigned with m.mu held.
+func (m *Membership) assigned() {
+	clear(m.pending)
 	m.lastErr.Store(nil)
 	m.lost.Store(false)
 	m.starting.Store(false)
 	m.joined.Store(true)
 }
 
-// Starting records an assignment whose partitions are not started yet:
-// their committed offsets or stored positions are still being read and
-// checked (a kgo.AdjustFetchOffsetsFn). Call Assigned once they are, and
-// StartFailed when that fails (franz-go then joins again). A consumer
-// that cannot read them, say because a partition's leader is cut off,
+// Starting records the partitions of an assignment (those newly added,
+// as franz-go's OnPartitionsAssigned gives them) that are not started
+// yet: their committed offsets or stored positions are still being read
+// and checked (a kgo.AdjustFetchOffsetsFn). Call Assigned once they are,
+// StartFailed when that fails (franz-go then joins again), and Revoked
+// for partitions taken away meanwhile. With none pending (nothing added,
+// or all taken away) the assignment counts as started. A consumer that
+// cannot read its offsets, say because a partition's leader is cut off,
 // stays not ready: it consumes nothing, though it is a member.
-func (m *Membership) Starting() {
+func (m *Membership) Starting(added []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.lost.Swap(false) {
 		m.lastErr.Store(nil) // the group's error, mended by this join; a failed start's stays
 	}
+	if m.pending == nil {
+		m.pending = map[int32]bool{}
+	}
+	for _, p := range added {
+		m.pending[p] = true
+	}
+	if len(m.pending) == 0 {
+		m.assigned()
+		return
+	}
 	m.starting.Store(true)
 	m.joined.Store(false)
+}
+
+// Revoked forgets partitions taken away (OnPartitionsRevoked); if they
+// were the last not started, the assignment counts as started.
+func (m *Membership) Revoked(gone []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range gone {
+		delete(m.pending, p)
+	}
+	if m.starting.Load() && len(m.pending) == 0 {
+		m.assigned()
+	}
 }
 
 // StartFailed records why starting the assigned partitions failed; the
@@ -197,6 +267,9 @@ func (m *Membership) StartFailed(err error) {
 // Lost records that the membership, and with it every partition, is
 // gone until the next assignment.
 func (m *Membership) Lost() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.pending)
 	m.starting.Store(false)
 	m.lost.Store(true)
 	m.joined.Store(false)
@@ -204,6 +277,9 @@ func (m *Membership) Lost() {
 
 // Reset forgets the membership, for a new client that has not joined.
 func (m *Membership) Reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.pending)
 	m.lastErr.Store(nil)
 	m.lost.Store(false)
 	m.starting.Store(false)
@@ -225,7 +301,7 @@ func (m *Membership) Check(group string) error {
 		return fmt.Errorf("lost its partitions in group %s; rejoining%s", group, cause)
 	}
 	if m.starting.Load() {
-		return fmt.Errorf("partitions assigned in group %s but not started: reading their committed offsets%s", group, cause)
+		return fmt.Errorf("partitions assigned in group %s but not started: reading where to resume them (committed offsets or stored positions)%s", group, cause)
 	}
 	return fmt.Errorf("no partitions assigned yet in group %s%s", group, cause)
 }

@@ -106,10 +106,15 @@ func TestMembership(t *testing.T) {
 		{"an assignment", m.Assigned, nil},
 		{"a loss", func() { m.Lost(); m.OnGroupManageError(errors.New("COORDINATOR_NOT_AVAILABLE")) },
 			[]string{"lost its partitions in group g", "COORDINATOR_NOT_AVAILABLE"}},
-		{"the next join, starting", m.Starting, []string{"not started"}},
-		{"a failed start, then the next join", func() { m.StartFailed(errors.New("UNKNOWN_SERVER_ERROR")); m.Starting() },
+		{"the next join, starting", func() { m.Starting([]int32{0, 1, 2}) }, []string{"not started"}},
+		{"a failed start, then the next join", func() { m.StartFailed(errors.New("UNKNOWN_SERVER_ERROR")); m.Starting([]int32{0, 1, 2}) },
 			[]string{"not started", "UNKNOWN_SERVER_ERROR"}},
+		// A cooperative rebalance takes one away: nothing new is added.
+		{"a revoke of one not started", func() { m.Revoked([]int32{2}); m.Starting(nil) }, []string{"not started"}},
+		{"a revoke of the others", func() { m.Revoked([]int32{0, 1}) }, nil},
+		{"a join adding partitions", func() { m.Starting([]int32{3}) }, []string{"not started"}},
 		{"a start", m.Assigned, nil},
+		{"a join adding nothing", func() { m.Starting(nil) }, nil},
 		{"a reset after a loss", func() { m.Lost(); m.Reset() }, []string{"no partitions assigned yet"}},
 	}
 	for _, st := range steps {
@@ -126,5 +131,49 @@ func TestMembership(t *testing.T) {
 	}
 	if err := m.Check("g"); strings.Contains(err.Error(), "lost") || strings.Contains(err.Error(), "COORDINATOR") {
 		t.Fatalf("a reset kept the loss: %v", err)
+	}
+}
+
+// One broker of the cluster that fails every attempt for longer than the
+// limit, while others answer, is reported if the client still asks it;
+// not a broker failing briefly, one no longer asked, one that answered
+// since, nor a seed address.
+func TestBrokerHealthOneUnreachable(t *testing.T) {
+	now := time.Now()
+	live := kgo.BrokerMetadata{NodeID: 1, Host: "127.0.0.1", Port: 9192}
+	cut := kgo.BrokerMetadata{NodeID: 2, Host: "127.0.0.1", Port: 9292}
+	seed := kgo.BrokerMetadata{NodeID: -1, Host: "127.0.0.1", Port: 9392}
+	refused := errors.New("connection refused")
+	for _, tc := range []struct {
+		name     string
+		broker   kgo.BrokerMetadata
+		failures []time.Duration // before now
+		okAfter  bool            // an answer after the failures
+		want     bool
+	}{
+		{"failing for 20 s, still asked", cut, []time.Duration{20 * time.Second, 10 * time.Second, time.Second}, false, true},
+		{"failing for 10 s", cut, []time.Duration{10 * time.Second, time.Second}, false, false},
+		{"no longer asked", cut, []time.Duration{40 * time.Second, 20 * time.Second}, false, false},
+		{"answered since", cut, []time.Duration{20 * time.Second, time.Second}, true, false},
+		{"a seed address", seed, []time.Duration{20 * time.Second, time.Second}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewBrokerHealth()
+			h.OnBrokerRead(live, 0, 10, 0, 0, nil)
+			h.record(tc.broker, now.Add(-time.Minute), nil)
+			for _, ago := range tc.failures {
+				h.record(tc.broker, now.Add(-ago), refused)
+			}
+			if tc.okAfter {
+				h.record(tc.broker, now, nil)
+			}
+			err := h.Check(BrokerSilenceLimit)
+			switch {
+			case tc.want && (err == nil || !strings.Contains(err.Error(), "broker 127.0.0.1:9292 failing for 20s: connection refused")):
+				t.Errorf("Check = %v, want broker 127.0.0.1:9292 named", err)
+			case !tc.want && err != nil:
+				t.Errorf("Check = %v, want nil", err)
+			}
+		})
 	}
 }

@@ -440,11 +440,12 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 		// partitions) is a member with nothing to do, and ready: a
 		// StatefulSet's rollout waits for every pod to be ready.
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, added map[string][]int32) {
-			if len(added[s.cfg.Input]) == 0 {
-				s.member.Assigned()
-			}
+			s.member.Starting(added[s.cfg.Input])
 		}),
-		kgo.OnPartitionsRevoked(s.drop),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
+			s.drop(ctx, cl, gone)
+			s.member.Revoked(gone[s.cfg.Input])
+		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 			s.drop(ctx, cl, lost)
 			s.member.Lost()
