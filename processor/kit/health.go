@@ -178,8 +178,10 @@ func CheckStall(what string, opened int64, commitInterval time.Duration) error {
 // reached loses its partitions (franz-go calls OnPartitionsLost) and
 // polls nothing: no transaction stalls and other brokers still answer, so
 // only this shows it. Add it to a client with kgo.WithHooks (it records
-// the group management error, kgo.HookGroupManageError), call Assigned
-// from OnPartitionsAssigned and Lost from OnPartitionsLost. Safe for
+// the group management error, kgo.HookGroupManageError); call Starting
+// from OnPartitionsAssigned, Assigned once the added partitions know
+// where to resume (AdjustFetchOffsetsFn), Revoked from
+// OnPartitionsRevoked and Lost from OnPartitionsLost. Safe for
 // concurrent use; the zero value has not joined yet.
 type Membership struct {
 	joined   atomic.Bool
@@ -286,9 +288,10 @@ func (m *Membership) Reset() {
 	m.joined.Store(false)
 }
 
-// Check returns nil once the consumer holds an assignment in group, else
-// an error saying whether it has not joined yet or lost its membership,
-// and the last group management error if there was one.
+// Check returns nil once the consumer holds a started assignment in
+// group, else an error saying whether it has not joined yet, lost its
+// membership or has partitions not started, with the last group or start
+// error if there was one.
 func (m *Membership) Check(group string) error {
 	if m.joined.Load() {
 		return nil
