@@ -25,7 +25,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		s.log.Error("fenced out of the consumer group; ending the session", "group", s.cfg.Group(), "err", err)
 	})
 	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
-		kgo.SessionTimeout(s.cfg.SessionTimeout), kgo.WithHooks(&s.member)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
+		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
 	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	// The producer holds at most this of unacknowledged records (and
 	// franz-go sizes its request buffers by what it holds); a Produce
@@ -35,29 +35,22 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		// KIP-447: a new owner of a partition waits for our pending
 		// transactional offsets to resolve instead of reading stale ones.
 		kgo.RequireStableFetchOffsets(),
-		kgo.OnPartitionsAssigned(func(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-			// Before the partitions' offsets are fetched, so before any
-			// of their records is polled (franz-go runs this callback
-			// first, heartbeating meanwhile).
-			s.restoreState(ctx, assigned[s.cfg.Input])
-			s.member.Starting(assigned[s.cfg.Input]) // until check.adjust has read their offsets
-			s.sessionErr.Store(nil)
-			s.metrics.Rebalance()
-			for topic, parts := range assigned {
-				s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
-			}
-		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
-			s.partitionsGone(ctx, cl, gone)
-			s.member.Revoked(gone[s.cfg.Input])
-		}),
-		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
-			s.partitionsGone(ctx, cl, lost)
-			s.member.Lost()
-		}),
 		kgo.OnOffsetsFetched(check.onFetched),
 		kgo.AdjustFetchOffsetsFn(check.adjust),
 	)
+	// The added partitions are not started until check.adjust has read
+	// their offsets.
+	opts = append(opts, s.member.Opts(s.cfg.Input, func(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+		// Before the partitions' offsets are fetched, so before any
+		// of their records is polled (franz-go runs this callback
+		// first, heartbeating meanwhile).
+		s.restoreState(ctx, assigned[s.cfg.Input])
+		s.sessionErr.Store(nil)
+		s.metrics.Rebalance()
+		for topic, parts := range assigned {
+			s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
+		}
+	}, s.partitionsGone, s.partitionsGone)...)
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(append(opts, kgo.DisableAutoCommit()), s.kopts...), s.roleClientID())...)
 		if err != nil {

@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -177,27 +178,57 @@ func CheckStall(what string, opened int64, commitInterval time.Duration) error {
 // membership, for readiness. A consumer whose group coordinator cannot be
 // reached loses its partitions (franz-go calls OnPartitionsLost) and
 // polls nothing: no transaction stalls and other brokers still answer, so
-// only this shows it. Add it to a client with kgo.WithHooks (it records
-// the group management error, kgo.HookGroupManageError); call Starting
-// from OnPartitionsAssigned, Assigned once the added partitions know
-// where to resume (AdjustFetchOffsetsFn), Revoked from
-// OnPartitionsRevoked and Lost from OnPartitionsLost. Safe for
+// only this shows it. Add Opts to the client's options (its callbacks
+// call Starting, Revoked and Lost, and it records the group management
+// error, kgo.HookGroupManageError), and call Assigned once the added
+// partitions know where to resume (AdjustFetchOffsetsFn). Safe for
 // concurrent use; the zero value has not joined yet.
 type Membership struct {
-	joined   atomic.Bool
-	lost     atomic.Bool
-	starting atomic.Bool
-	lastErr  atomic.Pointer[error]
-
 	mu      sync.Mutex
+	state   memberState
 	pending map[int32]bool // assigned partitions not started yet
+	lastErr error          // the last group management or start error
 }
+
+// memberState is where a Membership stands; partitions pending start
+// are counted apart.
+type memberState int
+
+const (
+	notJoined memberState = iota
+	joined
+	lost
+)
 
 var _ kgo.HookGroupManageError = (*Membership)(nil)
 
+// Opts are the group callbacks that keep m: onAssigned, onRevoked and
+// onLost (each may be nil) run first, then m records the change for
+// topic's partitions; and m's hook.
+func (m *Membership) Opts(topic string, onAssigned, onRevoked, onLost func(context.Context, *kgo.Client, map[string][]int32)) []kgo.Opt {
+	then := func(f func(context.Context, *kgo.Client, map[string][]int32), record func([]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
+		return func(ctx context.Context, cl *kgo.Client, parts map[string][]int32) {
+			if f != nil {
+				f(ctx, cl, parts)
+			}
+			record(parts[topic])
+		}
+	}
+	return []kgo.Opt{
+		kgo.WithHooks(m),
+		kgo.OnPartitionsAssigned(then(onAssigned, m.Starting)),
+		kgo.OnPartitionsRevoked(then(onRevoked, m.Revoked)),
+		kgo.OnPartitionsLost(then(onLost, func([]int32) { m.Lost() })),
+	}
+}
+
 // OnGroupManageError implements kgo.HookGroupManageError: franz-go calls
 // it after OnPartitionsLost when a join, sync or heartbeat fails.
-func (m *Membership) OnGroupManageError(err error) { m.lastErr.Store(&err) }
+func (m *Membership) OnGroupManageError(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastErr = err
+}
 
 // Assigned records a started assignment, possibly empty: the consumer
 // holds it and knows where to resume each partition.
@@ -210,10 +241,8 @@ func (m *Membership) Assigned() {
 // assigned is Assigned with m.mu held.
 func (m *Membership) assigned() {
 	clear(m.pending)
-	m.lastErr.Store(nil)
-	m.lost.Store(false)
-	m.starting.Store(false)
-	m.joined.Store(true)
+	m.lastErr = nil
+	m.state = joined
 }
 
 // Starting records the partitions of an assignment (those newly added,
@@ -228,8 +257,8 @@ func (m *Membership) assigned() {
 func (m *Membership) Starting(added []int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.lost.Swap(false) {
-		m.lastErr.Store(nil) // the group's error, mended by this join; a failed start's stays
+	if m.state == lost {
+		m.state, m.lastErr = notJoined, nil // the group's error, mended by this join
 	}
 	if m.pending == nil {
 		m.pending = map[int32]bool{}
@@ -239,10 +268,7 @@ func (m *Membership) Starting(added []int32) {
 	}
 	if len(m.pending) == 0 {
 		m.assigned()
-		return
 	}
-	m.starting.Store(true)
-	m.joined.Store(false)
 }
 
 // Revoked forgets partitions taken away (OnPartitionsRevoked); if they
@@ -250,20 +276,23 @@ func (m *Membership) Starting(added []int32) {
 func (m *Membership) Revoked(gone []int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(m.pending) == 0 {
+		return
+	}
 	for _, p := range gone {
 		delete(m.pending, p)
 	}
-	if m.starting.Load() && len(m.pending) == 0 {
+	if len(m.pending) == 0 {
 		m.assigned()
 	}
 }
 
-// StartFailed records why starting the assigned partitions failed; the
-// consumer stays not ready until an assignment starts.
+// StartFailed records why starting the assigned partitions failed; they
+// stay pending, and the consumer not ready, until an assignment starts.
 func (m *Membership) StartFailed(err error) {
-	m.lastErr.Store(&err)
-	m.starting.Store(true)
-	m.joined.Store(false)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lastErr = err
 }
 
 // Lost records that the membership, and with it every partition, is
@@ -272,9 +301,7 @@ func (m *Membership) Lost() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.pending)
-	m.starting.Store(false)
-	m.lost.Store(true)
-	m.joined.Store(false)
+	m.state = lost
 }
 
 // Reset forgets the membership, for a new client that has not joined.
@@ -282,10 +309,7 @@ func (m *Membership) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.pending)
-	m.lastErr.Store(nil)
-	m.lost.Store(false)
-	m.starting.Store(false)
-	m.joined.Store(false)
+	m.state, m.lastErr = notJoined, nil
 }
 
 // Check returns nil once the consumer holds a started assignment in
@@ -293,18 +317,19 @@ func (m *Membership) Reset() {
 // membership or has partitions not started, with the last group or start
 // error if there was one.
 func (m *Membership) Check(group string) error {
-	if m.joined.Load() {
-		return nil
-	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var cause string
-	if errp := m.lastErr.Load(); errp != nil && *errp != nil {
-		cause = ": " + (*errp).Error()
+	if m.lastErr != nil {
+		cause = ": " + m.lastErr.Error()
 	}
-	if m.lost.Load() {
+	switch {
+	case m.state == lost:
 		return fmt.Errorf("lost its partitions in group %s; rejoining%s", group, cause)
-	}
-	if m.starting.Load() {
+	case len(m.pending) > 0:
 		return fmt.Errorf("partitions assigned in group %s but not started: reading where to resume them (committed offsets or stored positions)%s", group, cause)
+	case m.state == joined:
+		return nil
 	}
 	return fmt.Errorf("no partitions assigned yet in group %s%s", group, cause)
 }

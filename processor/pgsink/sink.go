@@ -430,30 +430,19 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	opts = append(opts,
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
-		kgo.WithHooks(&s.member),
 		// Positions live in Postgres; the group's offsets are never
 		// committed nor read.
 		kgo.DisableAutoCommit(),
 		kgo.AdjustFetchOffsetsFn(s.adjust),
-		// A sink assigned partitions is ready once their positions are
-		// read (adjust); one assigned none (more instances than
-		// partitions) is a member with nothing to do, and ready: a
-		// StatefulSet's rollout waits for every pod to be ready.
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, added map[string][]int32) {
-			s.member.Starting(added[s.cfg.Input])
-		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
-			s.drop(ctx, cl, gone)
-			s.member.Revoked(gone[s.cfg.Input])
-		}),
-		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
-			s.drop(ctx, cl, lost)
-			s.member.Lost()
-		}),
 		// A batch is written whole by the owner that polled it: no revoke
 		// runs between a poll and the batch's commit.
 		kgo.BlockRebalanceOnPoll(),
 	)
+	// A sink assigned partitions is ready once their positions are read
+	// (adjust); one assigned none (more instances than partitions) is a
+	// member with nothing to do, and ready: a StatefulSet's rollout waits
+	// for every pod to be ready.
+	opts = append(opts, s.member.Opts(s.cfg.Input, nil, s.drop, s.drop)...)
 	// The role's client.id goes after the injected options, whose own
 	// client ID (the file's) would otherwise hide the role from the start
 	// check of another process (kit.CheckGroup).
