@@ -184,7 +184,7 @@ func (r *runner) writeStageTopology(name, stage, in, out, dlq, key, steps string
 
 // startStage starts `exactly run` on a new output topic of in; with a
 // CPU profile into profile unless it is "".
-func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guarantee, profile string) (*proc, string, error) {
+func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guarantee, profile string, extra ...string) (*proc, string, error) {
 	out, err := r.k.topic(ctx, name+"_out", 0)
 	if err != nil {
 		return nil, "", err
@@ -209,6 +209,7 @@ func (r *runner) startStage(ctx context.Context, name, in string, cel bool, guar
 	if profile != "" {
 		args = append(args, "--cpu-profile", profile)
 	}
+	args = append(args, extra...)
 	p, err := startProc(r.dir, name, nil, r.bin, args...)
 	return p, group, err
 }

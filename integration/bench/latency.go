@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,8 +35,11 @@ type latencyResult struct {
 	// used while records were produced.
 	CPU *cpuShares `json:"cpu,omitempty"`
 	// Cost is the CPU per record of each party, over the whole run.
-	Cost  *cpuCost `json:"cpu_cost,omitempty"`
-	Error string   `json:"error,omitempty"`
+	Cost *cpuCost `json:"cpu_cost,omitempty"`
+	// Txns is what the stage's metrics say of its transactions over the
+	// run (exactly only).
+	Txns  *txnStats `json:"transactions,omitempty"`
+	Error string    `json:"error,omitempty"`
 }
 
 // defaultLatencyLoads are the loads of the latency case, in percent of
@@ -103,8 +107,8 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		return err
 	}
 	var (
-		p             *proc
-		group, outTop string
+		p                          *proc
+		group, outTop, metricsAddr string
 	)
 	if res.Case == latKStreams {
 		if outTop, err = r.k.topic(ctx, tag+"_out", 0); err != nil {
@@ -120,7 +124,15 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 			return err
 		}
 	} else {
-		if p, group, err = r.startStage(ctx, tag, in, true, "", ""); err != nil {
+		if metricsAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		prof := ""
+		if r.cfg.profile != "" {
+			// The stage's CPU profile at this load, beside -profile's.
+			prof = filepath.Join(filepath.Dir(r.cfg.profile), tag+".prof")
+		}
+		if p, group, err = r.startStage(ctx, tag, in, true, "", prof, "--metrics-addr", metricsAddr); err != nil {
 			return err
 		}
 		outTop = r.k.name(tag + "_out")
@@ -131,6 +143,10 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	}()
 	if err := r.waitStable(ctx, group, p); err != nil {
 		return err
+	}
+	var txn0 txnStats
+	if metricsAddr != "" {
+		txn0, _ = scrapeTxns(ctx, metricsAddr)
 	}
 
 	n := res.Records
@@ -249,6 +265,12 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		after := markCPU(p.cmd.Process.Pid, brokerPID).since(done).Broker
 		c := done.cost(cpu0, n, (idle+after)/2)
 		res.Cost = &c
+		if metricsAddr != "" {
+			if t, err := scrapeTxns(ctx, metricsAddr); err == nil {
+				t = t.since(txn0)
+				res.Txns = &t
+			}
+		}
 	case <-time.After(max(30*time.Second, 4*r.cfg.latencyFor)):
 		// A stage that fell behind is given time to catch up, so that
 		// its latency shows how far behind it fell.

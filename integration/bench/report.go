@@ -314,6 +314,11 @@ func (r *report) print(w io.Writer) {
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		for _, l := range r.Latency {
+			if l.Txns != nil {
+				fmt.Fprintf(w, "  %s at %d%%: %s\n", l.Case, l.LoadPct, l.Txns)
+			}
+		}
 		fmt.Fprintln(w, "  CPU cores: used while producing (machine: every process, other users' too); CPU µs/record: harness (producer and reader), stage, broker (less its background use),")
 		fmt.Fprintln(w, "  first record produced to last read; needs cores: those three at the target rate, which a 2-core machine must hold with room to spare for latency")
 	}
