@@ -41,12 +41,26 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 			out = append(out, h)
 		}
 	}
+	// The three numbers share one allocation; each value is capped at
+	// its own length, so that appending to one cannot overwrite the next.
+	// The stage and input topic names are the stage's own bytes, shared
+	// by every output: nothing writes to a header value once it is made.
+	b := make([]byte, 0, 3*20)
+	b = strconv.AppendInt(b, int64(in.Partition), 10)
+	pe := len(b)
+	b = strconv.AppendInt(b, in.Offset, 10)
+	oe := len(b)
+	b = strconv.AppendInt(b, int64(index), 10)
+	topic := s.inputName
+	if in.Topic != s.cfg.Input {
+		topic = []byte(in.Topic)
+	}
 	return append(out,
-		kgo.RecordHeader{Key: HeaderLineageStage, Value: []byte(s.cfg.Stage)},
-		kgo.RecordHeader{Key: HeaderLineageTopic, Value: []byte(in.Topic)},
-		kgo.RecordHeader{Key: HeaderLineagePartition, Value: strconv.AppendInt(nil, int64(in.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderLineageOffset, Value: strconv.AppendInt(nil, in.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderLineageIndex, Value: strconv.AppendInt(nil, int64(index), 10)},
+		kgo.RecordHeader{Key: HeaderLineageStage, Value: s.stageName},
+		kgo.RecordHeader{Key: HeaderLineageTopic, Value: topic},
+		kgo.RecordHeader{Key: HeaderLineagePartition, Value: b[:pe:pe]},
+		kgo.RecordHeader{Key: HeaderLineageOffset, Value: b[pe:oe:oe]},
+		kgo.RecordHeader{Key: HeaderLineageIndex, Value: b[oe:len(b):len(b)]},
 	)
 }
 

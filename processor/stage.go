@@ -178,6 +178,9 @@ type Stage struct {
 	// passJSON: json in and out, no transform steps; records are checked
 	// and copied, never decoded whole (see passThroughJSON).
 	passJSON bool
+	// stageName and inputName are the lineage header values of the
+	// stage's name and input topic, made once (see lineage).
+	stageName, inputName []byte
 
 	txns int // transactions ended by this instance, for failpoints
 
@@ -268,6 +271,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &kit.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", st.step, ExactlyOnce)})
 		}
 	}
+	s.stageName, s.inputName = []byte(cfg.Stage), []byte(cfg.Input)
 	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.changelog == ""
 	return s, nil
 }
