@@ -92,7 +92,7 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 			return nil, false
 		}
 	}
-	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), ExactComparisons()}
 	if est, err := c.env.EstimateCost(ast, noEstimates{}); err != nil || est.Max > costLimit {
 		// Only an expression whose worst case the checker cannot bound
 		// (a comprehension or a string function over input of unknown

@@ -30,6 +30,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -493,7 +494,8 @@ func Compile(src string) (*Selector, error) {
 	if ast.OutputType() != cel.BoolType && ast.OutputType() != cel.DynType {
 		return nil, fmt.Errorf("%w: --where: want a bool expression, got %s", ErrUsage, ast.OutputType())
 	}
-	prg, err := env.Program(ast, cel.CostLimit(1_000_000))
+	// Comparisons of an int with a double are exact, as in a stage's steps.
+	prg, err := env.Program(ast, cel.CostLimit(1_000_000), transform.ExactComparisons())
 	if err != nil {
 		return nil, fmt.Errorf("%w: --where: %w", ErrUsage, err)
 	}

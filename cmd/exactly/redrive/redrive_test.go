@@ -63,6 +63,13 @@ func TestParseAndRecord(t *testing.T) {
 	}
 }
 
+// bigInput is input("") with the value {"n":9007199254740993} (2^53 + 1).
+func bigInput() *kgo.Record {
+	r := input("")
+	r.Value = []byte(`{"n":9007199254740993}`)
+	return r
+}
+
 func TestClassify(t *testing.T) {
 	envelope := deadLetter("s", input(""))
 	envelope.Value = nil
@@ -92,6 +99,8 @@ func TestClassify(t *testing.T) {
 		{"partition gone", deadLetter("s", bigPartition), "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
 		{"where selects", deadLetter("s", input("")), `reason == "transform" && value.n == 1.0 && headers.trace == "t1"`, func(r Report) bool { return r.Redriven == 1 }},
 		{"where rejects", deadLetter("s", input("")), `step != "fail"`, func(r Report) bool { return r.NotSelected == 1 }},
+		// 2^53 + 1 is not 2^53: the int is not rounded to a double first.
+		{"where compares an int with a double exactly", deadLetter("s", bigInput()), `value.n != 9007199254740992.0`, func(r Report) bool { return r.Redriven == 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,292 @@
+package transform
+
+import (
+	"math"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Comparisons between an int (or uint) and a double are exact here: the
+// two numbers compare as on the real number line, as the CEL language
+// definition asks of its heterogeneous numeric comparisons ("Numbers" in
+// cel-spec's langdef.md). cel-go converts the integer to a double first,
+// which rounds every integer beyond 2^53: there `9007199254740993 ==
+// 9007199254740992.0` is true and `9223372036854775807 <
+// 9223372036854775808.0` false, so a filter would drop or keep a record
+// on a value it never had. exactComparisons is a cel-go decorator that
+// replaces ==, !=, <, <=, >, >= and `in` (over a list computed at run
+// time) where such a pair can meet; every other pair of operands gets the
+// result cel-go gives.
+
+// ExactComparisons is the cel-go program option of the comparisons above,
+// for every CEL expression of exactly (steps, and redrive's --where).
+func ExactComparisons() cel.ProgramOption { return cel.CustomDecoratorV2(exactComparisons) }
+
+// cmpOp is a comparison operator.
+type cmpOp int
+
+const (
+	opNone cmpOp = iota
+	opEq
+	opNe
+	opLt
+	opLe
+	opGt
+	opGe
+	opIn
+)
+
+var cmpOps = map[string]cmpOp{
+	operators.Equals: opEq, operators.NotEquals: opNe,
+	operators.Less: opLt, operators.LessEquals: opLe,
+	operators.Greater: opGt, operators.GreaterEquals: opGe,
+	operators.In: opIn,
+}
+
+// maxExact is 2^53: every integer of at most this magnitude is a double
+// exactly, so comparing it with a double by conversion is exact.
+const maxExact = 1 << 53
+
+// exactComparisons decorates i when it is a comparison whose operands may
+// be an int beyond 2^53 and a double; see above.
+func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok {
+		return i, nil
+	}
+	op := cmpOps[call.Function()]
+	args := call.Args()
+	if op == opNone || len(args) != 2 {
+		return i, nil
+	}
+	if op == opIn {
+		// A constant list is left to cel-go, whose set lookup (the
+		// Optimize decorator) compares numbers by value.
+		if _, isConst := args[1].(interpreter.InterpretableConst); isConst {
+			return i, nil
+		}
+		if _, isList := args[1].(interpreter.InterpretableConstructor); isList {
+			return i, nil
+		}
+		return &exactCmp{InterpretableCall: call, op: op, a: args[0], b: args[1]}, nil
+	}
+	if exactOperand(args[0]) || exactOperand(args[1]) {
+		return i, nil
+	}
+	return &exactCmp{InterpretableCall: call, op: op, a: args[0], b: args[1]}, nil
+}
+
+// exactOperand reports whether a is a constant that cel-go already
+// compares exactly with any number: an int or uint within 2^53, or no
+// number at all.
+func exactOperand(a interpreter.InterpretableV2) bool {
+	c, ok := a.(interpreter.InterpretableConst)
+	if !ok {
+		return false
+	}
+	switch v := c.Value().(type) {
+	case types.Int:
+		return v >= -maxExact && v <= maxExact
+	case types.Uint:
+		return v <= maxExact
+	case types.Double:
+		return false
+	}
+	return true
+}
+
+// exactCmp is a comparison evaluated exactly when its operands are an
+// integer and a double, and as cel-go evaluates it otherwise. It stays an
+// InterpretableCall (Function, OverloadID and Args are the original's)
+// for the decorators that follow.
+type exactCmp struct {
+	interpreter.InterpretableCall
+	op   cmpOp
+	a, b interpreter.InterpretableV2
+}
+
+// Eval implements interpreter.Interpretable.
+func (e *exactCmp) Eval(act interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(act, e.Exec)
+}
+
+// Exec implements interpreter.InterpretableV2: operands strictly left to
+// right, an error or unknown operand is the result, as cel-go does.
+func (e *exactCmp) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	l := e.a.Exec(f)
+	if types.IsUnknownOrError(l) {
+		return l
+	}
+	r := e.b.Exec(f)
+	if types.IsUnknownOrError(r) {
+		return r
+	}
+	if e.op == opIn {
+		return e.in(l, r)
+	}
+	if c, ok := compareMixed(l, r); ok {
+		return types.Bool(holds(e.op, c))
+	}
+	switch e.op {
+	case opEq:
+		return types.Equal(l, r)
+	case opNe:
+		eq := types.Equal(l, r)
+		if b, ok := eq.(types.Bool); ok {
+			return !b
+		}
+		return eq
+	}
+	// The ordering of cel-go's standard library (stdlib's relational
+	// operators): NaN orders with nothing.
+	if isNaN(l) || isNaN(r) {
+		return types.False
+	}
+	cmp, ok := l.(traits.Comparer)
+	if !ok {
+		return types.NewErrWithNodeID(e.ID(), "no such overload: %s", e.Function())
+	}
+	c := cmp.Compare(r)
+	n, ok := c.(types.Int)
+	if !ok {
+		if err, isErr := c.(*types.Err); isErr && err.NodeID() == 0 {
+			return types.LabelErrNode(e.ID(), err)
+		}
+		return c
+	}
+	return types.Bool(holds(e.op, int(n)))
+}
+
+// in is `l in r` with the elements of a list compared by exact equality;
+// any other container answers as cel-go's `in` does.
+func (e *exactCmp) in(l, r ref.Val) ref.Val {
+	list, isList := r.(traits.Lister)
+	if !isList {
+		c, ok := r.(traits.Container)
+		if !ok {
+			return types.NewErrWithNodeID(e.ID(), "no such overload: %s", e.Function())
+		}
+		return c.Contains(l)
+	}
+	if !isNumber(l) {
+		return list.Contains(l)
+	}
+	for it := list.Iterator(); it.HasNext() == types.True; {
+		x := it.Next()
+		if c, ok := compareMixed(l, x); ok {
+			if c == 0 {
+				return types.True
+			}
+			continue
+		}
+		if types.Equal(l, x) == types.True {
+			return types.True
+		}
+	}
+	return types.False
+}
+
+func holds(op cmpOp, c int) bool {
+	switch op {
+	case opEq:
+		return c == 0
+	case opNe:
+		return c != 0
+	case opLt:
+		return c < 0
+	case opLe:
+		return c <= 0
+	case opGt:
+		return c > 0
+	default:
+		return c >= 0
+	}
+}
+
+func isNaN(v ref.Val) bool {
+	d, ok := v.(types.Double)
+	return ok && math.IsNaN(float64(d))
+}
+
+func isNumber(v ref.Val) bool {
+	switch v.(type) {
+	case types.Int, types.Uint, types.Double:
+		return true
+	}
+	return false
+}
+
+// compareMixed compares an integer and a double exactly (-1, 0, +1), and
+// reports false for any other pair, or a NaN.
+func compareMixed(l, r ref.Val) (int, bool) {
+	switch a := l.(type) {
+	case types.Int:
+		if d, ok := r.(types.Double); ok && !math.IsNaN(float64(d)) {
+			return compareIntDouble(int64(a), float64(d)), true
+		}
+	case types.Uint:
+		if d, ok := r.(types.Double); ok && !math.IsNaN(float64(d)) {
+			return compareUintDouble(uint64(a), float64(d)), true
+		}
+	case types.Double:
+		if math.IsNaN(float64(a)) {
+			return 0, false
+		}
+		switch b := r.(type) {
+		case types.Int:
+			return -compareIntDouble(int64(b), float64(a)), true
+		case types.Uint:
+			return -compareUintDouble(uint64(b), float64(a)), true
+		}
+	}
+	return 0, false
+}
+
+// compareIntDouble compares i with d (not NaN) exactly: by d's integer
+// part, which an int64 holds exactly within its range, then by d's
+// fraction.
+func compareIntDouble(i int64, d float64) int {
+	switch {
+	case d < -(1 << 63):
+		return 1
+	case d >= 1<<63:
+		return -1
+	}
+	t := math.Trunc(d)
+	switch ti := int64(t); {
+	case i < ti:
+		return -1
+	case i > ti:
+		return 1
+	case d > t:
+		return -1
+	case d < t:
+		return 1
+	}
+	return 0
+}
+
+// compareUintDouble is compareIntDouble for a uint64.
+func compareUintDouble(u uint64, d float64) int {
+	switch {
+	case d < 0:
+		return 1
+	case d >= 1<<64:
+		return -1
+	}
+	t := math.Trunc(d)
+	switch tu := uint64(t); {
+	case u < tu:
+		return -1
+	case u > tu:
+		return 1
+	case d > t:
+		return -1
+	}
+	return 0
+}
