@@ -341,25 +341,47 @@ func dropStep(drop []string) runFunc {
 }
 
 func renameStep(rename map[string]string) runFunc {
-	type move struct{ from, to []string }
+	type move struct {
+		from, to []string
+		v        any
+	}
 	var moves []move
 	for _, old := range sortedKeys(rename) {
-		moves = append(moves, move{strings.Split(old, "."), strings.Split(rename[old], ".")})
+		moves = append(moves, move{from: strings.Split(old, "."), to: strings.Split(rename[old], ".")})
 	}
+	// The moves of one step happen together: every source is read and
+	// removed before any target is written, so {a: b, b: a} swaps. A
+	// target that holds a field then is never overwritten: that field's
+	// value would be lost without a word, so the record is an error.
 	return func(_ context.Context, r *Record) ([]Record, error) {
+		found := make([]move, 0, len(moves))
 		for _, m := range moves {
-			v, found := getPath(r.Value, m.from)
-			if !found {
+			v, ok := getPath(r.Value, m.from)
+			if !ok {
 				continue
 			}
-			if o, ok := v.(*object); ok {
+			if o, isObj := v.(*object); isObj {
 				v = o.snapshot()
 			}
+			m.v = v
+			found = append(found, m)
+		}
+		if len(found) == 0 {
+			return nil, nil
+		}
+		for _, m := range found {
 			deletePath(&r.Value, m.from)
-			if err := setPath(&r.Value, m.to, v); err != nil {
+		}
+		r.Raw = nil
+		for _, m := range found {
+			if _, taken := getPath(r.Value, m.to); taken {
+				to := strings.Join(m.to, ".")
+				return nil, fmt.Errorf("field %q: cannot rename %s to %s: %s already holds a value, which a rename never overwrites (drop it first)",
+					to, strings.Join(m.from, "."), to, to)
+			}
+			if err := setPath(&r.Value, m.to, m.v); err != nil {
 				return nil, err
 			}
-			r.Raw = nil
 		}
 		return nil, nil
 	}
