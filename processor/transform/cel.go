@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -67,7 +68,15 @@ func (c *compiler) fail(path, format string, args ...any) {
 type program struct {
 	prg cel.Program
 	src string
+	// field is the path of an expression that only selects a field of
+	// the value (value.a.b): text renders a number there as the text it
+	// came with.
+	field []string
 }
+
+// fieldSelection matches an expression that only selects a field of the
+// value, such as value.event_id or value.order.id.
+var fieldSelection = regexp.MustCompile(`^\s*value((\.[A-Za-z_][A-Za-z0-9_]*)+)\s*$`)
 
 // compile parses and type-checks src; want, if given, are the result types
 // accepted (dyn is accepted too, and checked at run time).
@@ -104,7 +113,11 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 		c.fail(path, "invalid expression: %s", oneLine(err.Error()))
 		return nil, false
 	}
-	return &program{prg: prg, src: src}, true
+	p := &program{prg: prg, src: src}
+	if m := fieldSelection.FindStringSubmatch(src); m != nil {
+		p.field = strings.Split(m[1][1:], ".")
+	}
+	return p, true
 }
 
 // noEstimates lets the checker's own rules estimate every size and call:
@@ -142,6 +155,18 @@ func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref
 	b, err := bytesOf(v, path)
 	if err != nil {
 		return nil, nil, err
+	}
+	switch v.(type) {
+	case types.Int, types.Uint, types.Double:
+		// A number keeps its text (README, Values): 1E2 stays 1E2, not
+		// the 100.0 of its double. It was read, so CEL holds it.
+		if p.field != nil {
+			if raw, ok := getPath(r.Value, p.field); ok {
+				if t, isRaw := raw.(rawJSON); isRaw {
+					b = append(b[:0], t...)
+				}
+			}
+		}
 	}
 	return b, v, nil
 }

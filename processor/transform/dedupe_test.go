@@ -27,7 +27,15 @@ func TestDedupeID(t *testing.T) {
 	}{
 		{name: "string", value: `{"event_id":"e-1","n":1}`, want: "e-1"},
 		{name: "integer", value: `{"event_id":42}`, want: "42"},
-		{name: "number text kept", value: `{"event_id":4.50}`, want: "4.5"},
+		{name: "number text kept", value: `{"event_id":4.50}`, want: "4.50"},
+		// A number keeps its text at the top level as inside an object:
+		// these are five IDs (outside attack F7: 1E2 and 100.0 were one).
+		{name: "exponent kept", value: `{"event_id":1e2}`, want: "1e2"},
+		{name: "capital exponent kept", value: `{"event_id":1E2}`, want: "1E2"},
+		{name: "trailing zeros kept", value: `{"event_id":100.00}`, want: "100.00"},
+		{name: "negative zero kept", value: `{"event_id":-0}`, want: "-0"},
+		{name: "big integer kept", value: `{"event_id":9007199254740993}`, want: "9007199254740993"},
+		{name: "unreadable number fails", value: `{"event_id":1e400}`, wantErr: "beyond the range of a double"},
 		{name: "object", value: `{"event_id":{"a":1}}`, want: `{"a":1}`},
 		// One value, one ID, whatever the key order and spacing; numbers
 		// keep their text (2.0 is not 2), as at the top level.
@@ -61,5 +69,49 @@ func TestDedupeIDCompileError(t *testing.T) {
 	_, err := compileSteps(t, "      - dedupe: { id: 'value.event_id +', retention: 2h }\n", nil)
 	if err == nil || !strings.HasPrefix(err.Error(), "t.yaml:15:23: stages[0].transform[0].dedupe.id: invalid expression") {
 		t.Fatalf("Compile error = %v, want one at dedupe.id", err)
+	}
+}
+
+// TestDedupeIDNumberText: a selected field's number keeps its text at any
+// depth; a number the expression computes is its shortest text.
+func TestDedupeIDNumberText(t *testing.T) {
+	for _, tc := range []struct{ id, value, want string }{
+		{"value.o.id", `{"o":{"id":1.00}}`, "1.00"},
+		{" value.o.id ", `{"o":{"id":1E2}}`, "1E2"},
+		{"value.o.id", `{"o":{"id":"1.00"}}`, "1.00"},
+		{"value.n + 0.0", `{"n":1.00}`, "1.0"},
+		{"value.n * 1", `{"n":100}`, "100"},
+		{"value.o", `{"o":{"b":1.50,"a":2}}`, `{"a":2,"b":1.50}`},
+	} {
+		t.Run(tc.id+" "+tc.value, func(t *testing.T) {
+			p, err := compileSteps(t, "      - dedupe: { id: '"+tc.id+"', retention: 2h }\n", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := Record{Value: decodeJSON(t, tc.value)}
+			got, err := p.Dedupe().ID(context.Background(), &r)
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("ID() = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeyAndHeaderNumberText: the key and headers steps render a selected
+// number with its text too, as the stage's key: field does.
+func TestKeyAndHeaderNumberText(t *testing.T) {
+	p, err := compileSteps(t, "      - key: value.n\n      - headers: { h: value.o.m }\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(context.Background(), Record{Value: decodeJSON(t, `{"n":1E2,"o":{"m":2.50}}`)})
+	if err != nil || len(out) != 1 {
+		t.Fatalf("Apply = %v, %v", out, err)
+	}
+	if string(out[0].Key) != "1E2" {
+		t.Errorf("key %q, want 1E2", out[0].Key)
+	}
+	if len(out[0].Headers) != 1 || string(out[0].Headers[0].Value) != "2.50" {
+		t.Errorf("headers %+v, want h=2.50", out[0].Headers)
 	}
 }

@@ -45,8 +45,11 @@ var ErrNoID = errors.New("dedupe id is null or empty")
 
 // ID evaluates the ID expression on r: a string as its text, any other
 // value but null as its JSON text (an object's keys sorted, without
-// spaces, so that key order does not make two IDs of one value). A failed evaluation, null or "" is an
-// error (ErrNoID for the last two), and the record a dead letter.
+// spaces, so that key order does not make two IDs of one value). A number
+// keeps its text, as in an object: when the expression selects a field,
+// 2.0, 2.00 and 2E0 are three IDs, and 2 a fourth; a number the
+// expression computes is its shortest text. A failed evaluation, null or
+// "" is an error (ErrNoID for the last two), and the record a dead letter.
 func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
 	b, v, err := d.id.text(ctx, r, "id")
 	if err != nil {
