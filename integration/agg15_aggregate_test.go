@@ -58,10 +58,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 15))
 	bin := exactlyBin
 	if os.Getenv("EXACTLY_AGG15_RACE") == "0" {
-		bin = filepath.Join(t.TempDir(), "exactly")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/exactly").CombinedOutput(); err != nil {
-			t.Fatalf("build exactly: %v\n%s", err, out)
-		}
+		bin = buildBin(t, false, "../cmd/exactly")
 	}
 	t.Logf("agg15: %d events, %d kills, seed %d (EXACTLY_AGG15_SEED), stage binary %s", events, kills, seed, bin)
 

@@ -205,6 +205,20 @@ func writeFile(t testing.TB, name, content string) string {
 	return p
 }
 
+// buildBin builds pkg (relative to this directory) into t's temp dir.
+func buildBin(t testing.TB, race bool, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
 // exactlyCmd runs the exactly binary to completion and returns its output.
 func exactlyCmd(t testing.TB, args ...string) string {
 	t.Helper()
