@@ -5,13 +5,14 @@ package integration
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/internal/httpget"
 )
 
 // freeAddr returns a loopback address with a free port.
@@ -88,15 +89,10 @@ func sum(m map[string]float64, name string, want map[string]string) (float64, in
 	return total, n
 }
 
+// get is httpget.Get.
 func get(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return httpget.Get(url)
 }
 
 // The counters on /metrics match what was sent, output and dead-lettered;

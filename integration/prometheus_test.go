@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/integration/internal/syncbuf"
+	"github.com/exactly-io/exactly/internal/syncbuf"
 	"gopkg.in/yaml.v3"
 )
 

@@ -16,12 +16,6 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
-// adminFor returns a kadm client on seeds, closed with the test.
-func adminFor(t *testing.T, seeds []string) *kadm.Client {
-	t.Helper()
-	return kadm.NewClient(newClient(t, seeds))
-}
-
 // limitOutput makes the output topic refuse batches over 4000 bytes.
 func limitOutput(t *testing.T, adm *kadm.Client) {
 	t.Helper()

@@ -5,42 +5,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
-	"github.com/exactly-io/exactly/serde"
 )
-
-const (
-	inTopic  = "in"
-	outTopic = "out"
-	dlqTopic = "dlq"
-)
-
-func newCluster(t *testing.T) []string {
-	t.Helper()
-	return newKfake(t).ListenAddrs()
-}
-
-// newKfake is newCluster's cluster, for a test that controls its answers
-// (ControlKey).
-func newKfake(t *testing.T) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 // produceInput writes n valid events and the bad records, and returns the
 // number of bad records.
@@ -213,10 +187,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestStageTransientErrorRetries(t *testing.T) {
 	seeds := newCluster(t)
 	produceInput(t, seeds, 300)
-	var calls atomic.Int64
+	fail := failTransiently(120, nil)
 	p := funcPipeline(t, "flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
-		if calls.Add(1) <= 120 {
-			return nil, fmt.Errorf("lookup service: %w", serde.ErrTransient)
+		if err := fail(r); err != nil {
+			return nil, err
 		}
 		return []transform.Record{r}, nil
 	})

@@ -7,33 +7,17 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/internal/httpget"
+	"github.com/exactly-io/exactly/internal/syncbuf"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // secret is a password that must never appear in any output.
 const secret = "Sup3r-Secr3t-pw"
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -43,16 +27,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-func httpGet(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // TestSecretsNeverShown runs the sink, status and validate with a Postgres
@@ -79,7 +53,7 @@ func TestSecretsNeverShown(t *testing.T) {
 	// formats), /readyz and /metrics must not show the DSN.
 	for _, format := range []string{"text", "json"} {
 		addr := freeAddr(t)
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int)
 		go func() {
@@ -91,11 +65,11 @@ func TestSecretsNeverShown(t *testing.T) {
 		for time.Now().Before(deadline) && !strings.Contains(logs.String(), "retrying") {
 			time.Sleep(50 * time.Millisecond) // waiting on the sink's own retry log
 		}
-		code, ready := httpGet("http://" + addr + "/readyz")
+		code, ready := httpget.Get("http://" + addr + "/readyz")
 		if code != http.StatusServiceUnavailable || !strings.Contains(ready, "retrying") {
 			t.Errorf("/readyz = %d %q, want 503 naming the failure", code, ready)
 		}
-		_, metrics := httpGet("http://" + addr + "/metrics")
+		_, metrics := httpget.Get("http://" + addr + "/metrics")
 		cancel()
 		<-done
 		check("sink logs ("+format+")", logs.String())
