@@ -107,6 +107,16 @@ func typedSink(t testing.TB, s sinkSpec, cols string) (*pgxpool.Pool, string) {
 	return pool, sinkTopology(t, s)
 }
 
+// newTypedSink is typedSink for a new sink spec of prefix whose columns
+// map (the file's postgres.columns) is columns.
+func newTypedSink(t testing.TB, prefix, columns, cols string) (sinkSpec, *pgxpool.Pool, string) {
+	t.Helper()
+	s := newSinkSpec(prefix)
+	s.columns = columns
+	pool, topo := typedSink(t, s, cols)
+	return s, pool, topo
+}
+
 // typedCell is one record of a typed-column test: the field it sets, its
 // JSON value, and what the test wants of it (the column's text for a value
 // that fits, a part of the dead-letter error for one that does not).
