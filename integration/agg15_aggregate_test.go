@@ -249,12 +249,7 @@ func kcatProduceLines(t testing.TB, topic, file string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(kcatBin(t), "-P", "-b", kcatBrokers(t), "-t", topic, "-K", "|",
-		"-X", "enable.idempotence=true", "-X", "acks=all", "-X", "linger.ms=20")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat produce %s to %s: %v\n%s", file, topic, err, out)
-	}
+	kcatPut(t, kcatBrokers(t), topic, f, "-X", "linger.ms=20")
 }
 
 // killAt waits until p, started with failpoint kind armed (or "sigkill"),
