@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
 	"github.com/exactly-io/exactly/cmd/exactly/redrive"
@@ -63,9 +62,8 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 		fmt.Fprintln(stderr, "exactly redrive:", err)
 		return exitUsage
 	}
-	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly redrive:", err)
+	fps, ok := failpoints("redrive", stderr)
+	if !ok {
 		return exitUsage
 	}
 	f, kopts, ok := loadKafka(*path, "redrive", stderr)

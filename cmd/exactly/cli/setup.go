@@ -74,9 +74,8 @@ func runSetup[M any](ctx context.Context, path string, load func(string) (*topol
 		fmt.Fprintln(stderr, err)
 		return s, metrics, exitUsage, false
 	}
-	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
-	if err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
+	fps, ok := failpoints(cmd, stderr)
+	if !ok {
 		return s, metrics, exitUsage, false
 	}
 	kopts, ok := kafkaOptions(f, cmd, stderr)
@@ -91,6 +90,17 @@ func runSetup[M any](ctx context.Context, path string, load func(string) (*topol
 		return s, metrics, exitFailure, false
 	}
 	return s, metrics, exitOK, true
+}
+
+// failpoints returns the failpoints EXACTLY_FAILPOINT arms; a bad value
+// is printed as cmd's error.
+func failpoints(cmd string, stderr io.Writer) ([]kit.Failpoint, bool) {
+	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
+		return nil, false
+	}
+	return fps, true
 }
 
 // processFlags are the flags that run and sink share.
