@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
@@ -146,7 +145,7 @@ func checkDeduped(t *testing.T, seeds []string, n int) {
 		t.Fatalf("dead letters: %d, want 2", len(dlq))
 	}
 	for _, r := range dlq {
-		if step, _ := audit.Header(r, kit.HeaderStep); step != "transform[0] dedupe" {
+		if step := header(r, kit.HeaderStep); step != "transform[0] dedupe" {
 			t.Errorf("dead letter %q: step %q, want transform[0] dedupe", r.Key, step)
 		}
 	}

@@ -67,6 +67,12 @@ func failTransiently(n int64, match func(transform.Record) bool) func(transform.
 	}
 }
 
+// header returns the value of r's header key, "" without one.
+func header(r *kgo.Record, key string) string {
+	v, _ := audit.Header(r, key)
+	return v
+}
+
 // drain reads topic read_committed to its end (audit.Drain, 30 s at most);
 // an error ends the test.
 func drain(t *testing.T, seeds []string, topic string) []*kgo.Record {

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
@@ -89,7 +88,7 @@ func checkOutputs(t *testing.T, seeds []string, want, wantDL []string) {
 	dls := drain(t, seeds, dlqTopic)
 	gotDL := map[string]string{}
 	for _, r := range dls {
-		gotDL[string(r.Key)], _ = audit.Header(r, kit.HeaderReason)
+		gotDL[string(r.Key)] = header(r, kit.HeaderReason)
 	}
 	for _, k := range wantDL {
 		if gotDL[k] != kit.ReasonProduce {

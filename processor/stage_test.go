@@ -67,7 +67,7 @@ func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	}
 	srcs := map[string]bool{}
 	for _, r := range dlq {
-		p, _ := audit.Header(r, kit.HeaderSourcePartition)
+		p := header(r, kit.HeaderSourcePartition)
 		o, ok := audit.Header(r, kit.HeaderSourceOffset)
 		if !ok {
 			t.Errorf("dead letter %q has no source offset header", r.Key)
@@ -104,18 +104,18 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 	}
 	for _, r := range dlq {
 		k := string(r.Key)
-		if got, _ := audit.Header(r, kit.HeaderReason); got != wantReason[k] {
+		if got := header(r, kit.HeaderReason); got != wantReason[k] {
 			t.Errorf("%s: reason %q, want %q", k, got, wantReason[k])
 		}
 		if want, ok := wantErr[k]; ok {
-			if got, _ := audit.Header(r, kit.HeaderError); got != want {
+			if got := header(r, kit.HeaderError); got != want {
 				t.Errorf("%s: error %q, want %q", k, got, want)
 			}
 		}
-		if got, _ := audit.Header(r, kit.HeaderStage); got != "clean" {
+		if got := header(r, kit.HeaderStage); got != "clean" {
 			t.Errorf("%s: stage header %q", k, got)
 		}
-		if got, _ := audit.Header(r, kit.HeaderSourceTopic); got != inTopic {
+		if got := header(r, kit.HeaderSourceTopic); got != inTopic {
 			t.Errorf("%s: source topic header %q", k, got)
 		}
 		if k == "bad-1" && string(r.Value) != "{\"event_id\":\"\xff\xfe\"}" {
@@ -228,7 +228,7 @@ func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 	dlq := drain(t, seeds, dlqTopic)
 	produce := 0
 	for _, r := range dlq {
-		if reason, _ := audit.Header(r, kit.HeaderReason); reason == kit.ReasonProduce {
+		if reason := header(r, kit.HeaderReason); reason == kit.ReasonProduce {
 			produce++
 		}
 	}
@@ -287,7 +287,7 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 	}
 	checkExactlyOnce(t, seeds, 50, 1)
 	dlq := drain(t, seeds, dlqTopic)
-	omitted, _ := audit.Header(dlq[0], kit.HeaderValueOmitted)
+	omitted := header(dlq[0], kit.HeaderValueOmitted)
 	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
 	}

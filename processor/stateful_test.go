@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
@@ -270,7 +269,7 @@ func TestStageStatefulValueTooLarge(t *testing.T) {
 	var reason string
 	for _, r := range drain(t, seeds, dlqTopic) {
 		if v := string(r.Value); v == fmt.Sprintf(`{"i":%d,"amount":%d}`, big, big%5) {
-			reason, _ = audit.Header(r, kit.HeaderReason)
+			reason = header(r, kit.HeaderReason)
 		}
 	}
 	if reason != kit.ReasonProduce {
