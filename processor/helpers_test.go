@@ -29,6 +29,10 @@ const (
 	dlqTopic = "dlq"
 )
 
+// guarantees are the stage's delivery guarantees, for the tests that run
+// under each.
+var guarantees = []string{processor.ExactlyOnce, processor.AtLeastOnce}
+
 // newCluster starts a one-broker kfake cluster holding the stage's topics
 // and returns its address.
 func newCluster(t *testing.T) []string {

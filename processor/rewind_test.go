@@ -127,7 +127,7 @@ func TestStageRewindAfterRefusedRecord(t *testing.T) {
 		{"partition 0 committed", map[int32]int64{0: 5}},
 		{"partitions 0 and 2 committed", map[int32]int64{0: 3, 2: 4}},
 	}
-	for _, g := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+	for _, g := range guarantees {
 		for _, tc := range tests {
 			t.Run(g+"/"+tc.name, func(t *testing.T) {
 				seeds := newCluster(t)
