@@ -458,3 +458,17 @@ func pgCtl(t testing.TB, args ...string) {
 		t.Fatalf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
+
+// refuseTrigger returns the DDL (a format, %[1]s the schema) of table, a
+// CREATE TABLE of %[1]s.events, with a trigger refuse that runs the
+// plpgsql statements raises (each an IF ... RAISE) before each insert or
+// update.
+func refuseTrigger(table string, raises ...string) string {
+	var b strings.Builder
+	b.WriteString(table + ";\nCREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n")
+	for _, r := range raises {
+		b.WriteString("\t" + r + "\n")
+	}
+	b.WriteString("\tRETURN NEW;\nEND $$;\nCREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()")
+	return b.String()
+}
