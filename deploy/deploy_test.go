@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/deploy"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -651,22 +651,8 @@ func isNumber(s string) bool { return strings.Trim(s, "0123456789.e") == "" }
 
 func TestGrafanaDashboardUsesExportedMetrics(t *testing.T) {
 	exported := exportedMetrics(t)
-	b := readFile(t, "grafana/exactly.json")
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(b, &dash); err != nil {
+	dash, err := deploy.LoadDashboard()
+	if err != nil {
 		t.Fatal(err)
 	}
 	var exprs []string
@@ -736,16 +722,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // The alert rules read only metrics the binary exports.
 func TestAlertRulesUseExportedMetrics(t *testing.T) {
 	exported := exportedMetrics(t)
-	b := readFile(t, "prometheus/alerts.yaml")
-	var rf struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &rf); err != nil {
+	rf, err := deploy.LoadAlerts()
+	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0

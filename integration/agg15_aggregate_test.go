@@ -58,10 +58,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 15))
 	bin := exactlyBin
 	if os.Getenv("EXACTLY_AGG15_RACE") == "0" {
-		bin = filepath.Join(t.TempDir(), "exactly")
-		if out, err := exec.Command("go", "build", "-o", bin, "../cmd/exactly").CombinedOutput(); err != nil {
-			t.Fatalf("build exactly: %v\n%s", err, out)
-		}
+		bin = buildBin(t, false, "../cmd/exactly")
 	}
 	t.Logf("agg15: %d events, %d kills, seed %d (EXACTLY_AGG15_SEED), stage binary %s", events, kills, seed, bin)
 
@@ -252,12 +249,7 @@ func kcatProduceLines(t testing.TB, topic, file string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(kcatBin(t), "-P", "-b", kcatBrokers(t), "-t", topic, "-K", "|",
-		"-X", "enable.idempotence=true", "-X", "acks=all", "-X", "linger.ms=20")
-	cmd.Stdin = f
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat produce %s to %s: %v\n%s", file, topic, err, out)
-	}
+	kcatPut(t, kcatBrokers(t), topic, f, "-X", "linger.ms=20")
 }
 
 // killAt waits until p, started with failpoint kind armed (or "sigkill"),

@@ -238,13 +238,7 @@ func TestC13BadRowNeverStalls(t *testing.T) {
 		},
 		{
 			name: "trigger raises",
-			ddl: `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text);
-CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF NEW.v = 'boom' THEN RAISE EXCEPTION 'c13 trigger refuses %%', NEW.v; END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()`,
+			ddl:  refuseTrigger("CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)", "IF NEW.v = 'boom' THEN RAISE EXCEPTION 'c13 trigger refuses %%', NEW.v; END IF;"),
 			cols: "{ event_id: event_id, v: v }", valCol: "v",
 			recs:  []c13Rec{j("g1", "v", `"a"`), j("b1", "v", `"boom"`), j("g2", "v", `"b"`)},
 			want:  map[string]string{"g1": "a", "g2": "b"},

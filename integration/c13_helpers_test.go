@@ -215,17 +215,6 @@ func addPartitions(t testing.TB, topic string, parts int) {
 		func() string { return fmt.Sprintf("topic %s does not have %d partitions", topic, parts) })
 }
 
-// kcatProducePartition writes "key|value" lines to one partition of topic.
-func kcatProducePartition(t testing.TB, topic string, partition int, lines [][]byte) {
-	t.Helper()
-	cmd := exec.Command(kcatBin(t), "-P", "-b", brokers(t), "-t", topic, "-p", strconv.Itoa(partition), "-K", "|",
-		"-X", "enable.idempotence=true", "-X", "acks=all")
-	cmd.Stdin = bytes.NewReader(append(bytes.Join(lines, []byte("\n")), '\n'))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat produce to %s/%d: %v\n%s", topic, partition, err, out)
-	}
-}
-
 // c13Events returns n kcat lines key|value for event IDs prefix-from..,
 // each value padded with pad bytes of incompressible text when pad > 0
 // (producers compress batches, and a broker's max.message.bytes limits

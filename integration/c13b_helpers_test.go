@@ -5,10 +5,8 @@ package integration
 // Helpers of the outside attack on issue 13 (c13b_*_test.go).
 
 import (
-	"bytes"
 	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -55,16 +53,4 @@ func deleteTopic(t testing.TB, topic string) {
 	}
 	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, topic); return id == "" },
 		func() string { return "topic " + topic + " still exists after --delete" })
-}
-
-// kcatProduceArgs writes "key|value" lines to topic with kcat and extra
-// librdkafka arguments.
-func kcatProduceArgs(t testing.TB, topic string, lines [][]byte, extra ...string) {
-	t.Helper()
-	args := append([]string{"-P", "-b", kcatBrokers(t), "-t", topic, "-K", "|", "-X", "enable.idempotence=true", "-X", "acks=all"}, extra...)
-	cmd := exec.Command(kcatBin(t), args...)
-	cmd.Stdin = bytes.NewReader(append(bytes.Join(lines, []byte("\n")), '\n'))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat produce to %s: %v\n%s", topic, err, out)
-	}
 }

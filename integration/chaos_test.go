@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -140,11 +139,7 @@ func newChaos(t *testing.T, total int) *chaos {
 		// The race detector slows each of the 8 processes several times
 		// over; the other integration tests run it. Chaos runs a plain
 		// build so that the CI profile fits in its time.
-		c.bin = filepath.Join(t.TempDir(), "exactly")
-		out, err := exec.Command("go", "build", "-o", c.bin, "../cmd/exactly").CombinedOutput()
-		if err != nil {
-			t.Fatalf("build exactly: %v\n%s", err, out)
-		}
+		c.bin = buildBin(t, false, "../cmd/exactly")
 	}
 	raw, clean, enriched, final := uniqueName("chaos_raw"), uniqueName("chaos_clean"), uniqueName("chaos_enriched"), uniqueName("chaos_final")
 	dlq, sinkDLQ := uniqueName("chaos_dlq"), uniqueName("chaos_sinkdlq")

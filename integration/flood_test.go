@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -211,20 +210,6 @@ func readCommitted(t testing.TB, topic string) []*kgo.Record {
 		})
 	}
 	return recs
-}
-
-// buildBin builds pkg (relative to this directory) into t's temp dir.
-func buildBin(t testing.TB, race bool, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
 }
 
 // alive fails the test at once if p has exited.

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -28,7 +29,7 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
-	"github.com/exactly-io/exactly/integration/internal/syncbuf"
+	"github.com/exactly-io/exactly/internal/syncbuf"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -205,6 +206,20 @@ func writeFile(t testing.TB, name, content string) string {
 	return p
 }
 
+// buildBin builds pkg (relative to this directory) into t's temp dir.
+func buildBin(t testing.TB, race bool, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
 // exactlyCmd runs the exactly binary to completion and returns its output.
 func exactlyCmd(t testing.TB, args ...string) string {
 	t.Helper()
@@ -306,16 +321,41 @@ func eventually(t testing.TB, timeout time.Duration, cond func() bool, what func
 // an empty value produces a null value (a tombstone), by kcat's -Z.
 func kcatProduce(t testing.TB, topic string, lines [][]byte) {
 	t.Helper()
+	kcatProduceArgs(t, topic, lines, "-Z")
+}
+
+// kcatProduceArgs writes "key|value" lines to topic with kcat and extra
+// librdkafka arguments.
+func kcatProduceArgs(t testing.TB, topic string, lines [][]byte, extra ...string) {
+	t.Helper()
+	kcatPut(t, kcatBrokers(t), topic, kcatLines(lines), extra...)
+}
+
+// kcatProducePartition writes "key|value" lines to one partition of topic.
+func kcatProducePartition(t testing.TB, topic string, partition int, lines [][]byte) {
+	t.Helper()
+	kcatPut(t, brokers(t), topic, kcatLines(lines), "-p", strconv.Itoa(partition))
+}
+
+// kcatLines is lines as kcat -P reads them, one a line.
+func kcatLines(lines [][]byte) io.Reader {
 	var in bytes.Buffer
 	for _, l := range lines {
 		in.Write(l)
 		in.WriteByte('\n')
 	}
-	cmd := exec.Command(kcatBin(t), "-P", "-b", kcatBrokers(t), "-t", topic, "-K", "|", "-Z",
-		"-X", "enable.idempotence=true", "-X", "acks=all")
-	cmd.Stdin = &in
+	return &in
+}
+
+// kcatPut runs kcat -P on brokers, idempotent and acks=all, writing the
+// "key|value" lines of in to topic, with extra arguments.
+func kcatPut(t testing.TB, brokers, topic string, in io.Reader, extra ...string) {
+	t.Helper()
+	args := append([]string{"-P", "-b", brokers, "-t", topic, "-K", "|", "-X", "enable.idempotence=true", "-X", "acks=all"}, extra...)
+	cmd := exec.Command(kcatBin(t), args...)
+	cmd.Stdin = in
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("kcat produce to %s: %v\n%s", topic, err, out)
+		t.Fatalf("kcat produce to %s %v: %v\n%s", topic, extra, err, out)
 	}
 }
 

@@ -5,25 +5,14 @@ package integration
 import (
 	"bufio"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-)
 
-// freeAddr returns a loopback address with a free port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+	"github.com/exactly-io/exactly/internal/opstest"
+)
 
 // scrape reads /metrics and returns every sample by its series text, e.g.
 // `exactly_stage_records_produced_total{stage="s",topic="t"}`.
@@ -88,15 +77,13 @@ func sum(m map[string]float64, name string, want map[string]string) (float64, in
 	return total, n
 }
 
+// freeAddr is opstest.FreeAddr, for the tests that serve an ops endpoint.
+var freeAddr = opstest.FreeAddr
+
+// get is opstest.Get.
 func get(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return opstest.Get(url)
 }
 
 // The counters on /metrics match what was sent, output and dead-lettered;
@@ -109,7 +96,7 @@ func TestMetricsMatchTheRun(t *testing.T) {
 	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, in, crashInput(events, bad))
 
-	addr := freeAddr(t)
+	addr := opstest.FreeAddr(t)
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "it-1", "--metrics-addr", addr)
 	eventually(t, time.Minute, func() bool { return kcatCount(t, out) >= events && kcatCount(t, dlq) >= bad },
 		func() string { return fmt.Sprintf("%d of %d out", kcatCount(t, out), events) })

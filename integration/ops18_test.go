@@ -275,23 +275,11 @@ func TestRedriveExactlyOnce(t *testing.T) {
 	}
 	broken := topology("value.extra.x")
 	exactlyCmd(t, "topics", "create", broken)
-	var lines [][]byte
-	for i := range 100 {
-		if i%10 == 0 {
-			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d}`, i, i, i)) // no extra: fails
-		} else {
-			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d,"extra":{"x":1}}`, i, i, i))
-		}
-	}
-	kcatProduce(t, in, lines)
-	p := start(t, nil, "run", "--topology", broken, "--instance-id", "a")
-	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 90 && kcatCount(t, dlq) == 10 }, func() string {
-		return fmt.Sprintf("broken stage: %d outputs, %d dead letters; want 90 and 10", kcatCount(t, out), kcatCount(t, dlq))
-	})
-	p.stop()
+	kcatProduce(t, in, extraRecords(100))
+	runBroken(t, "broken stage", broken, out, dlq, 90, 10)
 
 	fixed := topology("has(value.extra) ? value.extra.x : 0")
-	p = start(t, nil, "run", "--topology", fixed, "--instance-id", "a")
+	p := start(t, nil, "run", "--topology", fixed, "--instance-id", "a")
 
 	crash := start(t, []string{"EXACTLY_FAILPOINT=crash-before-commit@1"}, "redrive", "--topology", fixed, "--stage", name)
 	_ = crash.wait(2 * time.Minute)
@@ -364,23 +352,11 @@ func TestRedriveSecondStageVerifies(t *testing.T) {
 	}
 	broken := topology("value.extra.x")
 	exactlyCmd(t, "topics", "create", broken)
-	var lines [][]byte
-	for i := range 50 {
-		if i%10 == 0 {
-			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d}`, i, i, i)) // no extra: the second stage fails
-		} else {
-			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d,"extra":{"x":1}}`, i, i, i))
-		}
-	}
-	kcatProduce(t, raw, lines)
-	p := start(t, nil, "run", "--topology", broken, "--instance-id", "a")
-	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 45 && kcatCount(t, dlq2) == 5 }, func() string {
-		return fmt.Sprintf("broken second stage: %d outputs, %d dead letters; want 45 and 5", kcatCount(t, out), kcatCount(t, dlq2))
-	})
-	p.stop()
+	kcatProduce(t, raw, extraRecords(50)) // the second stage fails on those without extra
+	runBroken(t, "broken second stage", broken, out, dlq2, 45, 5)
 
 	fixed := topology("has(value.extra) ? value.extra.x : 0")
-	p = start(t, nil, "run", "--topology", fixed, "--instance-id", "a")
+	p := start(t, nil, "run", "--topology", fixed, "--instance-id", "a")
 	if code, report := exactlyExit(t, nil, "redrive", "--topology", fixed, "--stage", second); code != 0 || !strings.Contains(report, "5 read, 5 redriven") {
 		t.Fatalf("redrive: exit %d:\n%s", code, report)
 	}
@@ -397,4 +373,30 @@ func TestRedriveSecondStageVerifies(t *testing.T) {
 	if code, report := exactlyExit(t, nil, "verify", "--topology", fixed, "--event-id", "event_id"); code != 0 {
 		t.Fatalf("verify after the redrive: exit %d:\n%s", code, report)
 	}
+}
+
+// extraRecords returns n kcat lines e-<i>|{"event_id":"e-<i>","n":<i>,"extra":{"x":1}},
+// every tenth (i%10 == 0) without extra: a transform that reads
+// value.extra.x fails on those.
+func extraRecords(n int) [][]byte {
+	var lines [][]byte
+	for i := range n {
+		if i%10 == 0 {
+			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d}`, i, i, i))
+		} else {
+			lines = append(lines, fmt.Appendf(nil, `e-%d|{"event_id":"e-%d","n":%d,"extra":{"x":1}}`, i, i, i))
+		}
+	}
+	return lines
+}
+
+// runBroken runs the stages of topo until out holds outs records and dlq
+// dead letters, then stops them; what names the run in a failure.
+func runBroken(t *testing.T, what, topo, out, dlq string, outs, dead int) {
+	t.Helper()
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == outs && kcatCount(t, dlq) == dead }, func() string {
+		return fmt.Sprintf("%s: %d outputs, %d dead letters; want %d and %d", what, kcatCount(t, out), kcatCount(t, dlq), outs, dead)
+	})
+	p.stop()
 }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/integration/internal/syncbuf"
-	"gopkg.in/yaml.v3"
+	"github.com/exactly-io/exactly/deploy"
+	"github.com/exactly-io/exactly/internal/syncbuf"
 )
 
 // promAPI is a Prometheus HTTP API answer.
@@ -106,23 +106,8 @@ func startPrometheus(t *testing.T, rules string, targets ...string) string {
 // $job everything. label_values(metric, label) becomes metric.
 func dashboardQueries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../deploy/grafana/exactly.json")
+	dash, err := deploy.LoadDashboard()
 	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatal(err)
 	}
 	plain := strings.NewReplacer("$__rate_interval", "1m", "$stage", ".*", "$sink", ".*", "$job", ".*")
@@ -139,16 +124,6 @@ func dashboardQueries(t *testing.T) []string {
 		}
 	}
 	return out
-}
-
-// ruleFile is the part of a Prometheus rule file the test reads.
-type ruleFile struct {
-	Groups []struct {
-		Rules []struct {
-			Alert string `yaml:"alert"`
-			Expr  string `yaml:"expr"`
-		} `yaml:"rules"`
-	} `yaml:"groups"`
 }
 
 // Against a real Prometheus scraping a running stage and sink: every
@@ -214,8 +189,10 @@ func TestDashboardAndAlertsOnPrometheus(t *testing.T) {
 		func() string { return "dashboard queries without data:\n  " + strings.Join(missing, "\n  ") })
 
 	// Every alert rule loaded and evaluates without error.
-	var rf ruleFile
-	readYAML(t, rules, &rf)
+	rf, err := deploy.LoadAlerts()
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]string{}
 	for _, g := range rf.Groups {
 		for _, r := range g.Rules {
@@ -272,16 +249,5 @@ func TestDashboardAndAlertsOnPrometheus(t *testing.T) {
 		if n, err := promQuery(t, prom, q); err != nil || n != 0 {
 			t.Errorf("%s: %d series, %v; want none", q, n, err)
 		}
-	}
-}
-
-func readYAML(t *testing.T, path string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", path, err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,23 +268,6 @@ func alternate(lines map[int32][][]byte, odd int) map[int32][][]byte {
 	return m
 }
 
-// kcatProduceParts writes each partition's "key|value" lines to that
-// partition of topic with kcat, in order.
-func kcatProduceParts(t *testing.T, topic string, lines map[int32][][]byte) {
-	t.Helper()
-	for p := range int32(scaleParts) {
-		if len(lines[p]) == 0 {
-			continue
-		}
-		cmd := exec.Command(kcatBin(t), "-P", "-b", kcatBrokers(t), "-t", topic, "-p", strconv.Itoa(int(p)), "-K", "|",
-			"-X", "enable.idempotence=true", "-X", "acks=all")
-		cmd.Stdin = bytes.NewReader(append(bytes.Join(lines[p], []byte("\n")), '\n'))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("kcat produce to %s/%d: %v\n%s", topic, p, err, out)
-		}
-	}
-}
-
 // produceTick writes event e-scaleTick to partition p of topic, timestamped
 // 30 minutes ahead (within the broker's default
 // message.timestamp.after.max.ms of 1 hour).
@@ -434,5 +416,16 @@ func stopWhile(t *testing.T, p *proc, during func()) {
 	during()
 	if err := p.wait(time.Minute); err != nil {
 		t.Fatalf("exactly exited with %v after SIGTERM; logs:\n%s", err, tail(p.logs.String(), 60))
+	}
+}
+
+// kcatProduceParts writes each partition's "key|value" lines to that
+// partition of topic with kcat, in order.
+func kcatProduceParts(t *testing.T, topic string, lines map[int32][][]byte) {
+	t.Helper()
+	for p := range int32(scaleParts) {
+		if len(lines[p]) > 0 {
+			kcatPut(t, kcatBrokers(t), topic, kcatLines(lines[p]), "-p", strconv.Itoa(int(p)))
+		}
 	}
 }

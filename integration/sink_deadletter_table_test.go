@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -149,13 +148,7 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 		t.Fatalf("table %s: %d rows, %d distinct; want %d", table, rows, distinct, n-100)
 	}
 	// The dead-letter table, read with psql: each rejected record once.
-	psql := func(q string) string {
-		out, err := exec.Command("psql", pgDSN(t), "-XAtq", "-F", "\t", "-c", q).CombinedOutput()
-		if err != nil {
-			t.Fatalf("psql %q: %v\n%s", q, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	psql := func(q string) string { return strings.Join(psqlLines(t, q, "-q", "-F", "\t"), "\n") }
 	if got := psql(`SELECT count(*), count(DISTINCT (topic, partition, "offset")) FROM ` + dead); got != "100\t100" {
 		t.Fatalf("dead-letter table: count, distinct sources = %q, want 100 and 100", got)
 	}

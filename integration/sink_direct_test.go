@@ -98,11 +98,11 @@ func runUntil(t *testing.T, s *pgsink.Sink, n int64) error {
 	}
 }
 
-// psqlLines runs query with psql (a client the sink does not use) and
-// returns its unaligned output lines.
-func psqlLines(t *testing.T, query string) []string {
+// psqlLines runs query with psql (a client the sink does not use), and
+// extra arguments, and returns its unaligned output lines.
+func psqlLines(t *testing.T, query string, extra ...string) []string {
 	t.Helper()
-	out, err := exec.Command("psql", pgDSN(t), "-X", "-At", "-c", query).CombinedOutput()
+	out, err := exec.Command("psql", append([]string{pgDSN(t), "-X", "-At", "-c", query}, extra...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("psql %q: %v\n%s", query, err, out)
 	}

@@ -17,9 +17,8 @@ import (
 // field maps to a column of another name).
 func TestSinkExactRules(t *testing.T) {
 	t.Parallel()
-	s := newSinkSpec("exact_rules")
-	s.columns = "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn }"
-	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision")
+	s, pool, topo := newTypedSink(t, "exact_rules", "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn }",
+		"event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision")
 	// good wants the column's text, bad a part of the dead-letter error.
 	good := map[string]typedCell{
 		"n_trailing_zero": {"n", "1.230", "1.23"},

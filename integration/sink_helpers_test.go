@@ -107,6 +107,16 @@ func typedSink(t testing.TB, s sinkSpec, cols string) (*pgxpool.Pool, string) {
 	return pool, sinkTopology(t, s)
 }
 
+// newTypedSink is typedSink for a new sink spec of prefix whose columns
+// map (the file's postgres.columns) is columns.
+func newTypedSink(t testing.TB, prefix, columns, cols string) (sinkSpec, *pgxpool.Pool, string) {
+	t.Helper()
+	s := newSinkSpec(prefix)
+	s.columns = columns
+	pool, topo := typedSink(t, s, cols)
+	return s, pool, topo
+}
+
 // typedCell is one record of a typed-column test: the field it sets, its
 // JSON value, and what the test wants of it (the column's text for a value
 // that fits, a part of the dead-letter error for one that does not).
@@ -447,4 +457,18 @@ func pgCtl(t testing.TB, args ...string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
+}
+
+// refuseTrigger returns the DDL (a format, %[1]s the schema) of table, a
+// CREATE TABLE of %[1]s.events, with a trigger refuse that runs the
+// plpgsql statements raises (each an IF ... RAISE) before each insert or
+// update.
+func refuseTrigger(table string, raises ...string) string {
+	var b strings.Builder
+	b.WriteString(table + ";\nCREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n")
+	for _, r := range raises {
+		b.WriteString("\t" + r + "\n")
+	}
+	b.WriteString("\tRETURN NEW;\nEND $$;\nCREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()")
+	return b.String()
 }

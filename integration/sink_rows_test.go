@@ -234,14 +234,8 @@ func TestSinkRowsRejected(t *testing.T) {
 			wantAfter: map[string]string{"a": "999.9", "e": "1.0"},
 		},
 		{
-			name: "trigger raises for one value",
-			ddl: `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text);
-CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF NEW.v = 'boom' THEN RAISE EXCEPTION 'refused %%', NEW.event_id; END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()`,
+			name:    "trigger raises for one value",
+			ddl:     refuseTrigger("CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)", "IF NEW.v = 'boom' THEN RAISE EXCEPTION 'refused %%', NEW.event_id; END IF;"),
 			columns: "{ event_id: event_id, v: v }", mode: "upsert", valCol: "v",
 			recs:      [][]byte{rec("a", "v", `"x"`), rec("a", "v", `"boom"`), rec("b", "v", `"y"`)},
 			want:      map[string]string{"a": "x", "b": "y"},
@@ -254,15 +248,8 @@ CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECU
 			// bisection shows it follows single records (each fails
 			// alone, the rest is written), so they are dead-lettered
 			// with it, beside a row error of a known class.
-			name: "trigger raises a user-defined SQLSTATE for some rows",
-			ddl: `CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text CHECK (v <> 'bad'));
-CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	IF NEW.v = 'boom' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'U0001'; END IF;
-	IF NEW.v = 'bang' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'XY123'; END IF;
-	RETURN NEW;
-END $$;
-CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse()`,
+			name:    "trigger raises a user-defined SQLSTATE for some rows",
+			ddl:     refuseTrigger("CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text CHECK (v <> 'bad'))", "IF NEW.v = 'boom' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'U0001'; END IF;", "IF NEW.v = 'bang' THEN RAISE EXCEPTION 'refused %%', NEW.event_id USING ERRCODE = 'XY123'; END IF;"),
 			columns: "{ event_id: event_id, v: v }", valCol: "v",
 			recs: [][]byte{rec("a", "v", `"x"`), rec("b", "v", `"boom"`), rec("c", "v", `"y"`), rec("d", "v", `"bad"`),
 				rec("e", "v", `"bang"`), rec("f", "v", `"z"`), rec("g", "v", `"boom"`), rec("h", "v", `"w"`)},

@@ -254,9 +254,8 @@ func mergeOutcome(m map[string]attackOutcome, k string, o attackOutcome) map[str
 // Values that fit exactly are loaded as they are.
 func TestAttackValuesSinkTypedColumns(t *testing.T) {
 	t.Parallel()
-	s := newSinkSpec("atk_sink")
-	s.columns = "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }"
-	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text")
+	s, pool, topo := newTypedSink(t, "atk_sink", "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }",
+		"event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text")
 	// key → field, its JSON value, and for a good one the column's text.
 	good := map[string]typedCell{
 		"g1": {"n102", "1.23", "1.23"},

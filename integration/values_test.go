@@ -223,9 +223,8 @@ func checkValueDeadLetters(t *testing.T, topic string, want map[string]deadLette
 // value's bytes, untouched fields included.
 func TestValuesSink(t *testing.T) {
 	t.Parallel()
-	s := newSinkSpec("values")
-	s.columns = "{ event_id: event_id, f: f, note: note, body: $value }"
-	pool, topo := typedSink(t, s, "event_id text PRIMARY KEY, f double precision, note text, body json NOT NULL")
+	s, pool, topo := newTypedSink(t, "values", "{ event_id: event_id, f: f, note: note, body: $value }",
+		"event_id text PRIMARY KEY, f double precision, note text, body json NOT NULL")
 	good := map[string]string{
 		"p1": `{"event_id":"p1","f":2.0,"note":"ok"}`,
 		"p5": `{"event_id":"p5","f":-0.0,"note":"\ud83d\ude00","huge":1e400,"x":"\udc00","n":123456789012345678901234567890}`,

@@ -208,7 +208,6 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 		if err != nil {
 			return err
 		}
-		ranges := make(map[int32]state.Range, len(parts))
 		var resumed, rebuilt []int32
 		var behind int64
 		for _, p := range parts {
@@ -217,7 +216,6 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 				return err
 			}
 			rs[p] = r
-			ranges[p] = state.Range{From: r.From(), End: cls[p].End}
 			behind += max(cls[p].End-r.From(), 0)
 			if why := r.Rebuild(); why != "" {
 				rebuilt = append(rebuilt, p)
@@ -227,23 +225,16 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 			}
 		}
 		s.metrics.restoreBehind(behind)
-		n, err := state.ReadChangelog(ctx, opts, s.changelog, ranges, func(r *kgo.Record) error {
+		n, err := state.Replay(ctx, opts, s.changelog, parts, rs, cls, func() error {
 			s.metrics.restored(1)
 			s.restoredRecords++
 			if s.fp.Armed(kit.CrashDuringRestore, s.restoredRecords) {
-				if err := s.fp.Fire(s.log, kit.CrashDuringRestore, s.restoredRecords); err != nil {
-					return err
-				}
+				return s.fp.Fire(s.log, kit.CrashDuringRestore, s.restoredRecords)
 			}
-			return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
+			return nil
 		})
 		if err != nil {
 			return err
-		}
-		for _, p := range parts {
-			if _, err := rs[p].Done(cls[p].End); err != nil {
-				return err
-			}
 		}
 		s.metrics.restoreBehind(0)
 		s.log.Info("state restored", "topic", s.changelog, "partitions", parts, "from_checkpoint", resumed, "rebuilt", rebuilt,

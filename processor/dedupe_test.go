@@ -9,19 +9,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
-	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -31,22 +26,17 @@ const changelogTopic = "exactly-clean-dedupe-changelog"
 // changelog is nil, a changelog topic with these settings.
 func dedupeCluster(t *testing.T, changelog *topology.Topic) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	seeds := newCluster(t)
 	if changelog != nil {
 		cfg := map[string]*string{}
 		for k, v := range changelog.Config {
 			cfg[k] = &v
 		}
-		adm := kadm.NewClient(newClient(t, c.ListenAddrs()))
-		if _, err := adm.CreateTopic(context.Background(), changelog.Partitions, 1, cfg, changelog.Name); err != nil {
+		if _, err := adminFor(t, seeds).CreateTopic(context.Background(), changelog.Partitions, 1, cfg, changelog.Name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c.ListenAddrs()
+	return seeds
 }
 
 func compactChangelog(partitions int32) *topology.Topic {
@@ -88,10 +78,10 @@ func TestStageDedupeAbortRollsBack(t *testing.T) {
 	seeds := dedupeCluster(t, compactChangelog(3))
 	const n = 300
 	dups := produceWithDuplicates(t, seeds, n)
-	var failed atomic.Int32
+	fail := failTransiently(2, func(r transform.Record) bool { return bytes.Contains(r.Raw, []byte(`"e-120"`)) })
 	flaky := func(_ context.Context, r transform.Record) ([]transform.Record, error) {
-		if bytes.Contains(r.Raw, []byte(`"e-120"`)) && failed.Add(1) <= 2 {
-			return nil, fmt.Errorf("lookup down: %w", serde.ErrTransient)
+		if err := fail(r); err != nil {
+			return nil, err
 		}
 		return []transform.Record{r}, nil
 	}
@@ -155,7 +145,7 @@ func checkDeduped(t *testing.T, seeds []string, n int) {
 		t.Fatalf("dead letters: %d, want 2", len(dlq))
 	}
 	for _, r := range dlq {
-		if step, _ := audit.Header(r, kit.HeaderStep); step != "transform[0] dedupe" {
+		if step := header(r, kit.HeaderStep); step != "transform[0] dedupe" {
 			t.Errorf("dead letter %q: step %q, want transform[0] dedupe", r.Key, step)
 		}
 	}

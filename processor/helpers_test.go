@@ -3,10 +3,14 @@ package processor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
@@ -14,9 +18,64 @@ import (
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/kit/netcut"
 	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
+
+const (
+	inTopic  = "in"
+	outTopic = "out"
+	dlqTopic = "dlq"
+)
+
+// guarantees are the stage's delivery guarantees, for the tests that run
+// under each.
+var guarantees = []string{processor.ExactlyOnce, processor.AtLeastOnce}
+
+// newCluster starts a one-broker kfake cluster holding the stage's topics
+// and returns its address.
+func newCluster(t *testing.T) []string {
+	t.Helper()
+	return newKfake(t).ListenAddrs()
+}
+
+// newKfake is newCluster's cluster, for a test that controls its answers
+// (ControlKey).
+func newKfake(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// adminFor returns a kadm client on seeds, closed with the test.
+func adminFor(t *testing.T, seeds []string) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(newClient(t, seeds))
+}
+
+// failTransiently returns a check that fails with serde.ErrTransient (a
+// backing service that is down) for the first n records that match, any
+// record with match nil, and passes all others.
+func failTransiently(n int64, match func(transform.Record) bool) func(transform.Record) error {
+	var failed atomic.Int64
+	return func(r transform.Record) error {
+		if (match == nil || match(r)) && failed.Add(1) <= n {
+			return fmt.Errorf("lookup down: %w", serde.ErrTransient)
+		}
+		return nil
+	}
+}
+
+// header returns the value of r's header key, "" without one.
+func header(r *kgo.Record, key string) string {
+	v, _ := audit.Header(r, key)
+	return v
+}
 
 // drain reads topic read_committed to its end (audit.Drain, 30 s at most);
 // an error ends the test.

@@ -162,7 +162,7 @@ func (h *countingHandler) count(msg string) int {
 // then it reads the new topic from its first offset. It never spins: the
 // fetch errors are logged a few times, not on every poll.
 func TestStageInputTopicRecreatedWhileRunning(t *testing.T) {
-	for _, g := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+	for _, g := range guarantees {
 		t.Run(g, func(t *testing.T) {
 			seeds := newCluster(t)
 			adm := adminFor(t, seeds)

@@ -22,7 +22,7 @@ import (
 // when the cut-off broker was both the output's leader and the group
 // coordinator: /readyz stayed ready for 50 s.
 func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
-	for _, guarantee := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+	for _, guarantee := range guarantees {
 		t.Run(guarantee, func(t *testing.T) {
 			c := newKfake(t)
 			seeds := c.ListenAddrs()

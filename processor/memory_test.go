@@ -241,7 +241,7 @@ stages:
 // its full dead letter is as large), the small one in the output, in both
 // guarantees.
 func TestStageRecordLargerThanProducerBuffer(t *testing.T) {
-	for _, guarantee := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+	for _, guarantee := range guarantees {
 		t.Run(guarantee, func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, inTopic, outTopic, dlqTopic),
 				kfake.BrokerConfigs(map[string]string{"message.max.bytes": "8000000"}))

@@ -12,15 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 )
-
-// adminFor returns a kadm client on seeds, closed with the test.
-func adminFor(t *testing.T, seeds []string) *kadm.Client {
-	t.Helper()
-	return kadm.NewClient(newClient(t, seeds))
-}
 
 // limitOutput makes the output topic refuse batches over 4000 bytes.
 func limitOutput(t *testing.T, adm *kadm.Client) {
@@ -95,7 +88,7 @@ func checkOutputs(t *testing.T, seeds []string, want, wantDL []string) {
 	dls := drain(t, seeds, dlqTopic)
 	gotDL := map[string]string{}
 	for _, r := range dls {
-		gotDL[string(r.Key)], _ = audit.Header(r, kit.HeaderReason)
+		gotDL[string(r.Key)] = header(r, kit.HeaderReason)
 	}
 	for _, k := range wantDL {
 		if gotDL[k] != kit.ReasonProduce {
@@ -134,7 +127,7 @@ func TestStageRewindAfterRefusedRecord(t *testing.T) {
 		{"partition 0 committed", map[int32]int64{0: 5}},
 		{"partitions 0 and 2 committed", map[int32]int64{0: 3, 2: 4}},
 	}
-	for _, g := range []string{processor.ExactlyOnce, processor.AtLeastOnce} {
+	for _, g := range guarantees {
 		for _, tc := range tests {
 			t.Run(g+"/"+tc.name, func(t *testing.T) {
 				seeds := newCluster(t)

@@ -5,42 +5,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
-	"github.com/exactly-io/exactly/serde"
 )
-
-const (
-	inTopic  = "in"
-	outTopic = "out"
-	dlqTopic = "dlq"
-)
-
-func newCluster(t *testing.T) []string {
-	t.Helper()
-	return newKfake(t).ListenAddrs()
-}
-
-// newKfake is newCluster's cluster, for a test that controls its answers
-// (ControlKey).
-func newKfake(t *testing.T) *kfake.Cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, inTopic, outTopic), kfake.SeedTopics(1, dlqTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 // produceInput writes n valid events and the bad records, and returns the
 // number of bad records.
@@ -93,7 +67,7 @@ func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	}
 	srcs := map[string]bool{}
 	for _, r := range dlq {
-		p, _ := audit.Header(r, kit.HeaderSourcePartition)
+		p := header(r, kit.HeaderSourcePartition)
 		o, ok := audit.Header(r, kit.HeaderSourceOffset)
 		if !ok {
 			t.Errorf("dead letter %q has no source offset header", r.Key)
@@ -130,18 +104,18 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 	}
 	for _, r := range dlq {
 		k := string(r.Key)
-		if got, _ := audit.Header(r, kit.HeaderReason); got != wantReason[k] {
+		if got := header(r, kit.HeaderReason); got != wantReason[k] {
 			t.Errorf("%s: reason %q, want %q", k, got, wantReason[k])
 		}
 		if want, ok := wantErr[k]; ok {
-			if got, _ := audit.Header(r, kit.HeaderError); got != want {
+			if got := header(r, kit.HeaderError); got != want {
 				t.Errorf("%s: error %q, want %q", k, got, want)
 			}
 		}
-		if got, _ := audit.Header(r, kit.HeaderStage); got != "clean" {
+		if got := header(r, kit.HeaderStage); got != "clean" {
 			t.Errorf("%s: stage header %q", k, got)
 		}
-		if got, _ := audit.Header(r, kit.HeaderSourceTopic); got != inTopic {
+		if got := header(r, kit.HeaderSourceTopic); got != inTopic {
 			t.Errorf("%s: source topic header %q", k, got)
 		}
 		if k == "bad-1" && string(r.Value) != "{\"event_id\":\"\xff\xfe\"}" {
@@ -213,10 +187,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestStageTransientErrorRetries(t *testing.T) {
 	seeds := newCluster(t)
 	produceInput(t, seeds, 300)
-	var calls atomic.Int64
+	fail := failTransiently(120, nil)
 	p := funcPipeline(t, "flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
-		if calls.Add(1) <= 120 {
-			return nil, fmt.Errorf("lookup service: %w", serde.ErrTransient)
+		if err := fail(r); err != nil {
+			return nil, err
 		}
 		return []transform.Record{r}, nil
 	})
@@ -254,7 +228,7 @@ func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 	dlq := drain(t, seeds, dlqTopic)
 	produce := 0
 	for _, r := range dlq {
-		if reason, _ := audit.Header(r, kit.HeaderReason); reason == kit.ReasonProduce {
+		if reason := header(r, kit.HeaderReason); reason == kit.ReasonProduce {
 			produce++
 		}
 	}
@@ -313,7 +287,7 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 	}
 	checkExactlyOnce(t, seeds, 50, 1)
 	dlq := drain(t, seeds, dlqTopic)
-	omitted, _ := audit.Header(dlq[0], kit.HeaderValueOmitted)
+	omitted := header(dlq[0], kit.HeaderValueOmitted)
 	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
 	}

@@ -8,17 +8,14 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
-	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -34,11 +31,13 @@ func sumEvent(i int) (account string, amount int64, fail bool) {
 // runningSum is the stateful transform of the tests: it adds amount to
 // its account's sum and writes {"account", "sum"}, nothing for an amount
 // of 0; a record marked fail puts a wrong sum, then fails. transient, if
-// not nil, decides when to fail with serde.ErrTransient first.
-func runningSum(transient func(r transform.Record) bool) transform.StatefulFunc {
+// not nil, decides when to fail (with serde.ErrTransient) first.
+func runningSum(transient func(r transform.Record) error) transform.StatefulFunc {
 	return func(_ context.Context, r transform.Record, st transform.Store) ([]transform.Record, error) {
-		if transient != nil && transient(r) {
-			return nil, fmt.Errorf("lookup down: %w", serde.ErrTransient)
+		if transient != nil {
+			if err := transient(r); err != nil {
+				return nil, err
+			}
 		}
 		v, _ := r.Value.(map[string]any)
 		amount, _ := v["amount"].(int64)
@@ -175,11 +174,10 @@ func TestStageStatefulSum(t *testing.T) {
 	seeds := sumCluster(t)
 	const n = 700
 	produceSums(t, seeds, 0, n)
-	var failed atomic.Int32
-	flaky := func(r transform.Record) bool {
+	flaky := failTransiently(2, func(r transform.Record) bool {
 		v, _ := r.Value.(map[string]any)
-		return v["i"] == int64(333) && failed.Add(1) <= 2
-	}
+		return v["i"] == int64(333)
+	})
 	s := sumStage(t, seeds, t.TempDir(), runningSum(flaky))
 	if err := runUntilStats(t, s, func(st processor.Stats) bool { return accounted(st) >= n }); err != nil {
 		t.Fatal(err)
@@ -271,7 +269,7 @@ func TestStageStatefulValueTooLarge(t *testing.T) {
 	var reason string
 	for _, r := range drain(t, seeds, dlqTopic) {
 		if v := string(r.Value); v == fmt.Sprintf(`{"i":%d,"amount":%d}`, big, big%5) {
-			reason, _ = audit.Header(r, kit.HeaderReason)
+			reason = header(r, kit.HeaderReason)
 		}
 	}
 	if reason != kit.ReasonProduce {

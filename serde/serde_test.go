@@ -33,16 +33,23 @@ func TestDecode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mustCodec(t, Config{Format: tc.format}) // NewCodec is New for a format without settings
-			got, err := c.Decode(tc.in)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Decode error = %v, want %v", err, tc.wantErr)
-			}
-			if tc.wantErr == nil && !reflect.DeepEqual(got, tc.want) {
+			got, ok := codecCall(t, tc.format, "Decode", tc.wantErr, func(c Codec) (any, error) { return c.Decode(tc.in) })
+			if ok && !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Decode = %#v, want %#v", got, tc.want)
 			}
 		})
 	}
+}
+
+// codecCall calls op (named name) on a codec of format, and fails the test
+// unless its error is wantErr; ok is true when there was none to want.
+func codecCall[T any](t *testing.T, format, name string, wantErr error, op func(Codec) (T, error)) (got T, ok bool) {
+	t.Helper()
+	got, err := op(mustCodec(t, Config{Format: format})) // NewCodec is New for a format without settings
+	if !errors.Is(err, wantErr) {
+		t.Fatalf("%s error = %v, want %v", name, err, wantErr)
+	}
+	return got, wantErr == nil
 }
 
 func TestEncode(t *testing.T) {
@@ -62,12 +69,8 @@ func TestEncode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mustCodec(t, Config{Format: tc.format}) // NewCodec is New for a format without settings
-			got, err := c.Encode(tc.in)
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("Encode error = %v, want %v", err, tc.wantErr)
-			}
-			if tc.wantErr == nil && string(got) != tc.want {
+			got, ok := codecCall(t, tc.format, "Encode", tc.wantErr, func(c Codec) ([]byte, error) { return c.Encode(tc.in) })
+			if ok && string(got) != tc.want {
 				t.Fatalf("Encode = %q, want %q", got, tc.want)
 			}
 		})

@@ -237,7 +237,6 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 		defer pprof.StopCPUProfile()
 	}
 	rs := map[int32]state.Restorer{}
-	ranges := map[int32]state.Range{}
 	rebuilt := 0
 	for _, p := range parts {
 		r, err := d.Restore(p, cls[p], start)
@@ -247,18 +246,11 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 		if r.Rebuild() != "" {
 			rebuilt++
 		}
-		rs[p], ranges[p] = r, state.Range{From: r.From(), End: cls[p].End}
+		rs[p] = r
 	}
-	read, err := state.ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
-		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
-	})
+	read, err := state.Replay(ctx, opts, topic, parts, rs, cls, nil)
 	if err != nil {
 		return err
-	}
-	for _, p := range parts {
-		if _, err := rs[p].Done(cls[p].End); err != nil {
-			return err
-		}
 	}
 	el := time.Since(start)
 	var total int64

@@ -224,11 +224,7 @@ func (m *Membership) Opts(topic string, onAssigned, onRevoked, onLost func(conte
 
 // OnGroupManageError implements kgo.HookGroupManageError: franz-go calls
 // it after OnPartitionsLost when a join, sync or heartbeat fails.
-func (m *Membership) OnGroupManageError(err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lastErr = err
-}
+func (m *Membership) OnGroupManageError(err error) { m.failed(err) }
 
 // Assigned records a started assignment, possibly empty: the consumer
 // holds it and knows where to resume each partition.
@@ -289,7 +285,10 @@ func (m *Membership) Revoked(gone []int32) {
 
 // StartFailed records why starting the assigned partitions failed; they
 // stay pending, and the consumer not ready, until an assignment starts.
-func (m *Membership) StartFailed(err error) {
+func (m *Membership) StartFailed(err error) { m.failed(err) }
+
+// failed records err as the reason the consumer is not ready.
+func (m *Membership) failed(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lastErr = err

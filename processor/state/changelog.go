@@ -167,3 +167,33 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 	}
 	return n, nil
 }
+
+// Replay restores partitions parts from changelog topic: it reads each
+// partition from its restorer in rs's From to its end in cls
+// (ReadChangelog), applies every record to its partition's restorer once
+// each, if not nil, returns nil, and then completes every restorer (Done)
+// at that end. It returns the records read.
+func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs map[int32]Restorer, cls map[int32]ChangelogPartition,
+	each func() error) (int64, error) {
+	ranges := make(map[int32]Range, len(parts))
+	for _, p := range parts {
+		ranges[p] = Range{From: rs[p].From(), End: cls[p].End}
+	}
+	n, err := ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
+		if each != nil {
+			if err := each(); err != nil {
+				return err
+			}
+		}
+		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
+	})
+	if err != nil {
+		return n, err
+	}
+	for _, p := range parts {
+		if _, err := rs[p].Done(cls[p].End); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}

@@ -10,20 +10,12 @@ import (
 
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // stageYAML wraps transform steps in a valid one-stage topology.
 func stageYAML(steps string) string {
-	return `version: 1
-kafka: { brokers: ["127.0.0.1:9092"] }
-topics:
-  - { name: in, partitions: 1 }
-  - { name: out, partitions: 1 }
-  - { name: eu, partitions: 1 }
-  - { name: us, partitions: 1 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: s
+	return topologytest.Head("127.0.0.1:9092", 1, "in", "out", "eu", "us") + `  - name: s
     input: { topic: in }
     output: { topic: out }
     dead_letter: { topic: dlq }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,18 +24,24 @@ import (
 // extra is appended as it is: more keys of the stage (indented four
 // spaces), or further sections such as PGSink's.
 func Stage(brokers, stage string, partitions int, extra string) string {
-	return fmt.Sprintf(`version: 1
-kafka: { brokers: [%q] }
-topics:
-  - { name: in, partitions: %d }
-  - { name: out, partitions: %d }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: %s
+	return Head(brokers, partitions, "in", "out") + fmt.Sprintf(`  - name: %s
     input: { topic: in, format: json }
     output: { topic: out, format: json }
     dead_letter: { topic: dlq }
-`, brokers, partitions, partitions, stage) + extra
+`, stage) + extra
+}
+
+// Head returns the lines of a topology file before its stages, one a
+// line: version 1, kafka on brokers (one address), the topics names with
+// partitions partitions each and dlq with 1, then "stages:".
+func Head(brokers string, partitions int, names ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "version: 1\nkafka: { brokers: [%q] }\ntopics:\n", brokers)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  - { name: %s, partitions: %d }\n", n, partitions)
+	}
+	b.WriteString("  - { name: dlq, partitions: 1 }\nstages:\n")
+	return b.String()
 }
 
 // PGSink returns a sinks section to follow Stage's text: one sink "pg"

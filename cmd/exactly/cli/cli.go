@@ -80,28 +80,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	switch args[0] {
-	case "run":
-		return cmdRun(ctx, args[1:], stderr)
-	case "sink":
-		return cmdSink(ctx, args[1:], stderr)
-	case "status":
-		return cmdStatus(ctx, args[1:], stdout, stderr)
-	case "verify":
-		return cmdVerify(ctx, args[1:], stdout, stderr)
-	case "reset":
-		return cmdReset(ctx, args[1:], stdout, stderr)
-	case "redrive":
-		return cmdRedrive(ctx, args[1:], stdout, stderr)
-	case "validate":
-		return cmdValidate(args[1:], stdout, stderr)
 	case "topics":
 		return cmdTopics(ctx, args[1:], stdout, stderr)
-	case "demo":
-		return cmdDemo(ctx, args[1:], stdout, stderr)
-	case "test":
-		return cmdTest(ctx, args[1:], stdout, stderr)
-	case "version", "--version":
-		return cmdVersion(args[1:], stdout, stderr)
+	case "--version":
+		return versionCommand.start(ctx, "version", args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
@@ -109,8 +91,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "exactly: unknown command %q\n\n%s", args[0], usage)
-	return exitUsage
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "exactly: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	return c.start(ctx, args[0], args[1:], stdout, stderr)
+}
+
+// A command is one of exactly's commands: its --help prints synopsis
+// (after "Usage: exactly ") and desc before its flags; run declares its
+// flags on fs, parses args with them and runs it.
+type command struct {
+	synopsis, desc string
+	run            func(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+}
+
+// commands are the commands by name; topics takes create first, and
+// cmdTopics starts topicsCreateCommand.
+var commands = map[string]*command{
+	"run":      &runCommand,
+	"sink":     &sinkCommand,
+	"status":   &statusCommand,
+	"verify":   &verifyCommand,
+	"reset":    &resetCommand,
+	"redrive":  &redriveCommand,
+	"validate": &validateCommand,
+	"demo":     &demoCommand,
+	"test":     &testCommand,
+	"version":  &versionCommand,
+}
+
+// start runs c, named name, with args, on a flag set of its own.
+func (c *command) start(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
+	return c.run(ctx, newFlags(name, c.synopsis, c.desc, stderr), args, stdout, stderr)
 }
 
 // topologyFlag declares --topology FILE, the one way every command names
@@ -119,16 +133,48 @@ func topologyFlag(fs *flag.FlagSet) *string {
 	return fs.String("topology", "", "topology file (required)")
 }
 
-// topologyFile returns the file of a command that also takes it as its one
-// argument (validate, topics create): --topology FILE or FILE, not both.
-func topologyFile(fs *flag.FlagSet, flagPath string) (string, bool) {
-	switch {
-	case flagPath != "" && fs.NArg() == 0:
-		return flagPath, true
-	case flagPath == "" && fs.NArg() == 1:
-		return fs.Arg(0), true
+// parseFile parses args of a command that takes its topology file as
+// --topology FILE or as its one argument (validate, topics create), not
+// both.
+func parseFile(fs *flag.FlagSet, args []string) (path string, code int, done bool) {
+	flagPath := topologyFlag(fs)
+	if code, done := parse(fs, args); done {
+		return "", code, true
 	}
-	return "", false
+	switch {
+	case *flagPath != "" && fs.NArg() == 0:
+		return *flagPath, exitOK, false
+	case *flagPath == "" && fs.NArg() == 1:
+		return fs.Arg(0), exitOK, false
+	}
+	fs.Usage()
+	return "", exitUsage, true
+}
+
+// reportFlags are the flags that status and verify share.
+type reportFlags struct {
+	asJSON                *bool
+	timeout, hangingAfter *time.Duration
+}
+
+// registerReportFlags declares --json (its usage jsonUsage), --timeout
+// (default timeout) and --hanging-after.
+func registerReportFlags(fs *flag.FlagSet, jsonUsage string, timeout time.Duration) reportFlags {
+	return reportFlags{
+		asJSON:       fs.Bool("json", false, jsonUsage),
+		timeout:      fs.Duration("timeout", timeout, "give up after this long"),
+		hangingAfter: fs.Duration("hanging-after", 0, "report transactions open for longer than this (0: longer than their own transaction timeout)"),
+	}
+}
+
+// bad says on stderr, for command cmd, what is wrong with the flags'
+// values, if anything.
+func (r reportFlags) bad(cmd string, stderr io.Writer) bool {
+	if *r.hangingAfter < 0 {
+		fmt.Fprintf(stderr, "exactly %s: --hanging-after must not be negative\n", cmd)
+		return true
+	}
+	return false
 }
 
 // newFlags returns a flag set whose --help prints the command's synopsis
@@ -194,9 +240,9 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format: %q is not text or json", l.format)
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("run", "run --topology FILE [--stage NAME] [--instance-id ID]",
-		`Runs the stages of a topology file until SIGINT or SIGTERM, which commits
+var runCommand = command{
+	synopsis: "run --topology FILE [--stage NAME] [--instance-id ID]",
+	desc: `Runs the stages of a topology file until SIGINT or SIGTERM, which commits
 the open transaction and leaves the consumer group. Each stage consumes in
 consumer group exactly-<stage> with transactional ID
 exactly-<stage>-<instance-id>; run more instances with distinct instance IDs
@@ -210,7 +256,11 @@ or max_buffered_bytes); see the README, Operating exactly: Memory.
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-offset-commit, crash-after-commit,
 crash-during-restore) kills the process with SIGKILL at
-the Nth transaction, for testing recovery.`, stderr)
+the Nth transaction, for testing recovery.`,
+	run: cmdRun,
+}
+
+func cmdRun(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	pf := registerProcessFlags(fs)
 	stage := fs.String("stage", "", "run only this stage (default: all stages)")
 	guarantee := fs.String("guarantee", processor.ExactlyOnce,
@@ -285,19 +335,18 @@ func load(path string) (*topology.File, map[string]*transform.Pipeline, error) {
 	return f, pipelines, nil
 }
 
-func cmdValidate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "validate [--topology] FILE",
-		`Checks a topology file without connecting to anything. It prints every
+var validateCommand = command{
+	synopsis: "validate [--topology] FILE",
+	desc: `Checks a topology file without connecting to anything. It prints every
 problem as file:line:col: field: message and exits 2, or prints a summary and
-exits 0.`, stderr)
-	flagPath := topologyFlag(fs)
-	if code, done := parse(fs, args); done {
+exits 0.`,
+	run: cmdValidate,
+}
+
+func cmdValidate(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
+	path, code, done := parseFile(fs, args)
+	if done {
 		return code
-	}
-	path, ok := topologyFile(fs, *flagPath)
-	if !ok {
-		fs.Usage()
-		return exitUsage
 	}
 	f, _, err := load(path)
 	if err != nil {
@@ -334,20 +383,23 @@ func cmdTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintln(stderr, "Usage: exactly topics create [--topology] FILE")
 		return exitUsage
 	}
-	fs := newFlags("topics create", "topics create [--topology] FILE",
-		`Creates every topic the topology file declares that does not exist yet,
+	return topicsCreateCommand.start(ctx, "topics create", args[1:], stdout, stderr)
+}
+
+var topicsCreateCommand = command{
+	synopsis: "topics create [--topology] FILE",
+	desc: `Creates every topic the topology file declares that does not exist yet,
 with its partitions, replication factor and configs. Existing topics are
 left alone; a partition count that differs from the file is reported. Safe
-to run again.`, stderr)
+to run again.`,
+	run: cmdTopicsCreate,
+}
+
+func cmdTopicsCreate(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("timeout", 30*time.Second, "give up after this long")
-	flagPath := topologyFlag(fs)
-	if code, done := parse(fs, args[1:]); done {
+	path, code, done := parseFile(fs, args)
+	if done {
 		return code
-	}
-	path, ok := topologyFile(fs, *flagPath)
-	if !ok {
-		fs.Usage()
-		return exitUsage
 	}
 	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, path, *timeout, "topics create", stderr)
 	if !ok {
@@ -373,13 +425,17 @@ to run again.`, stderr)
 	return exitOK
 }
 
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", "demo",
-		`Runs the real stage engine on an embedded Kafka cluster, with no set-up:
+var demoCommand = command{
+	synopsis: "demo",
+	desc: `Runs the real stage engine on an embedded Kafka cluster, with no set-up:
 it creates the topics of deploy/examples/orders.yaml, produces events with a
 few malformed records among them, crashes the stage in the middle of a
 transaction, restarts it, and reads everything back read_committed. It exits
-1 if any event was lost or duplicated.`, stderr)
+1 if any event was lost or duplicated.`,
+	run: cmdDemo,
+}
+
+func cmdDemo(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	events := fs.Int("events", 5000, "valid events to produce")
 	var lf logFlags
 	lf.registerQuiet(fs)

@@ -5,19 +5,12 @@ import (
 	"testing"
 
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // memlimitTopology has a stateless stage "plain" (its fetch and buffer
 // sizes set by extra) and a stage "dedupe" with a dedupe step.
-const memlimitTopology = `version: 1
-kafka: { brokers: ["k:9092"] }
-topics:
-  - { name: in, partitions: 3 }
-  - { name: out, partitions: 3 }
-  - { name: out2, partitions: 3 }
-  - { name: dlq, partitions: 1 }
-stages:
-  - name: plain
+var memlimitTopology = topologytest.Head("k:9092", 3, "in", "out", "out2") + `  - name: plain
     input: { topic: in }
     output: { topic: out }
     dead_letter: { topic: dlq }

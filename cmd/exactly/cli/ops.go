@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,11 +18,6 @@ import (
 // defaultMetricsAddr is loopback: the endpoint is unauthenticated, so
 // exposing it is an explicit choice (--metrics-addr 0.0.0.0:9464).
 const defaultMetricsAddr = "127.0.0.1:9464"
-
-func registerMetricsFlag(fs *flag.FlagSet) *string {
-	return fs.String("metrics-addr", defaultMetricsAddr,
-		`serve /metrics, /healthz and /readyz on this address ("" disables); it binds loopback by default`)
-}
 
 // newRegistry returns a registry with the Go runtime and process
 // collectors, for one process's metrics.

@@ -3,18 +3,18 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
 	"github.com/exactly-io/exactly/cmd/exactly/redrive"
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
-func cmdRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("redrive", "redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]",
-		`Sends a stage's dead letters back to its input topic, exactly once. It reads
+var redriveCommand = command{
+	synopsis: "redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]",
+	desc: `Sends a stage's dead letters back to its input topic, exactly once. It reads
 the stage's dead-letter topic read_committed in consumer group
 exactly-redrive-<stage> and re-produces each dead letter's original record
 (key, value, its own headers, timestamp and partition) to the input topic,
@@ -38,7 +38,11 @@ decoded, or its text) and headers, e.g. --where 'reason == "transform"'.
 
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-commit) kills the process with SIGKILL at
-the Nth redrive transaction, for testing recovery.`, stderr)
+the Nth redrive transaction, for testing recovery.`,
+	run: cmdRedrive,
+}
+
+func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
 	stage := fs.String("stage", "", "the stage whose dead letters to redrive (required)")
 	where := fs.String("where", "", "CEL bool expression selecting dead letters (default: all)")
@@ -58,9 +62,8 @@ the Nth redrive transaction, for testing recovery.`, stderr)
 		fmt.Fprintln(stderr, "exactly redrive:", err)
 		return exitUsage
 	}
-	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
-	if err != nil {
-		fmt.Fprintln(stderr, "exactly redrive:", err)
+	fps, ok := failpoints("redrive", stderr)
+	if !ok {
 		return exitUsage
 	}
 	f, kopts, ok := loadKafka(*path, "redrive", stderr)

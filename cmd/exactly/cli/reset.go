@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -22,9 +23,9 @@ type resetFlags struct {
 	target            reset.Target
 }
 
-func cmdReset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("reset", "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute]",
-		`Moves where a stage or a sink resumes reading its input topic: a stage's
+var resetCommand = command{
+	synopsis: "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute]",
+	desc: `Moves where a stage or a sink resumes reading its input topic: a stage's
 consumer group offsets (exactly-<stage>), or a sink's positions stored in
 Postgres. It prints the plan, per partition the current and the new
 position, and changes nothing unless --execute is given.
@@ -40,7 +41,11 @@ event-ID keys absorb the replay); a reset to a later position skips records.
 to its first record at or after that time, or its end if there is none.
 --to-offsets moves the partitions given and leaves the others as they are.
 
-EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
+EXACTLY_BROKERS overrides kafka.brokers.`,
+	run: cmdReset,
+}
+
+func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	f := resetFlags{
 		path:     topologyFlag(fs),
 		stage:    fs.String("stage", "", "reset this stage's consumer group offsets"),

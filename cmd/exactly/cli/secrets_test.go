@@ -4,56 +4,19 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/internal/opstest"
+	"github.com/exactly-io/exactly/internal/syncbuf"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 // secret is a password that must never appear in any output.
 const secret = "Sup3r-Secr3t-pw"
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func httpGet(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // TestSecretsNeverShown runs the sink, status and validate with a Postgres
 // DSN (a ${PG_DSN} reference) whose password is secret, against a
@@ -78,8 +41,8 @@ func TestSecretsNeverShown(t *testing.T) {
 	// The sink retries the refused connection; its logs (debug, both
 	// formats), /readyz and /metrics must not show the DSN.
 	for _, format := range []string{"text", "json"} {
-		addr := freeAddr(t)
-		var logs lockedBuffer
+		addr := opstest.FreeAddr(t)
+		var logs syncbuf.Buffer
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan int)
 		go func() {
@@ -91,11 +54,11 @@ func TestSecretsNeverShown(t *testing.T) {
 		for time.Now().Before(deadline) && !strings.Contains(logs.String(), "retrying") {
 			time.Sleep(50 * time.Millisecond) // waiting on the sink's own retry log
 		}
-		code, ready := httpGet("http://" + addr + "/readyz")
+		code, ready := opstest.Get("http://" + addr + "/readyz")
 		if code != http.StatusServiceUnavailable || !strings.Contains(ready, "retrying") {
 			t.Errorf("/readyz = %d %q, want 503 naming the failure", code, ready)
 		}
-		_, metrics := httpGet("http://" + addr + "/metrics")
+		_, metrics := opstest.Get("http://" + addr + "/metrics")
 		cancel()
 		<-done
 		check("sink logs ("+format+")", logs.String())

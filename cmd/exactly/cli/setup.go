@@ -74,9 +74,8 @@ func runSetup[M any](ctx context.Context, path string, load func(string) (*topol
 		fmt.Fprintln(stderr, err)
 		return s, metrics, exitUsage, false
 	}
-	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
-	if err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
+	fps, ok := failpoints(cmd, stderr)
+	if !ok {
 		return s, metrics, exitUsage, false
 	}
 	kopts, ok := kafkaOptions(f, cmd, stderr)
@@ -93,6 +92,17 @@ func runSetup[M any](ctx context.Context, path string, load func(string) (*topol
 	return s, metrics, exitOK, true
 }
 
+// failpoints returns the failpoints EXACTLY_FAILPOINT arms; a bad value
+// is printed as cmd's error.
+func failpoints(cmd string, stderr io.Writer) ([]kit.Failpoint, bool) {
+	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
+	if err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
+		return nil, false
+	}
+	return fps, true
+}
+
 // processFlags are the flags that run and sink share.
 type processFlags struct {
 	path, instance, metricsAddr *string
@@ -102,9 +112,10 @@ type processFlags struct {
 func registerProcessFlags(fs *flag.FlagSet) *processFlags {
 	host, _ := os.Hostname()
 	pf := &processFlags{
-		path:        topologyFlag(fs),
-		instance:    fs.String("instance-id", host, "this instance's ID, stable across restarts"),
-		metricsAddr: registerMetricsFlag(fs),
+		path:     topologyFlag(fs),
+		instance: fs.String("instance-id", host, "this instance's ID, stable across restarts"),
+		metricsAddr: fs.String("metrics-addr", defaultMetricsAddr,
+			`serve /metrics, /healthz and /readyz on this address ("" disables); it binds loopback by default`),
 	}
 	pf.log.register(fs)
 	return pf

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 
@@ -9,9 +10,9 @@ import (
 	"github.com/exactly-io/exactly/topology"
 )
 
-func cmdSink(ctx context.Context, args []string, stderr io.Writer) int {
-	fs := newFlags("sink", "sink --topology FILE [--sink NAME] [--instance-id ID]",
-		`Runs the Postgres sinks of a topology file until SIGINT or SIGTERM, which
+var sinkCommand = command{
+	synopsis: "sink --topology FILE [--sink NAME] [--instance-id ID]",
+	desc: `Runs the Postgres sinks of a topology file until SIGINT or SIGTERM, which
 commits the batch in hand and leaves the consumer group. Each sink consumes
 read_committed in consumer group exactly-sink-<sink> and writes each batch of
 rows together with its stream positions in one Postgres transaction; it
@@ -22,7 +23,11 @@ partitions; restart a crashed instance with the same instance ID.
 
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-db-commit, crash-after-db-commit) kills the process with SIGKILL
-at the Nth database commit, for testing recovery.`, stderr)
+at the Nth database commit, for testing recovery.`,
+	run: cmdSink,
+}
+
+func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	pf := registerProcessFlags(fs)
 	name := fs.String("sink", "", "run only this sink (default: all sinks)")
 	log, code, done := pf.parse(fs, args, "sink", stderr)

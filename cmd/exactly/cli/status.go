@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,9 +12,9 @@ import (
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 )
 
-func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("status", "status --topology FILE [--name NAME] [--json] [--hanging-after D]",
-		`Prints, for each stage and sink of a topology file, its consumer group's
+var statusCommand = command{
+	synopsis: "status --topology FILE [--name NAME] [--json] [--hanging-after D]",
+	desc: `Prints, for each stage and sink of a topology file, its consumer group's
 state and members, the partitions each member holds, the last committed
 position and the lag against the last stable offset (the read_committed
 end) of every input partition. Stages are measured from their group's
@@ -27,25 +28,26 @@ reads Kafka and Postgres and changes nothing.
 It exits 0 when every group could be read, 1 when any could not (the
 report says why), 2 for bad flags or a bad topology file.
 
-EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
+EXACTLY_BROKERS overrides kafka.brokers.`,
+	run: cmdStatus,
+}
+
+func cmdStatus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
 	name := fs.String("name", "", "report only this stage or sink (default: all)")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	timeout := fs.Duration("timeout", 15*time.Second, "give up after this long")
-	hangingAfter := fs.Duration("hanging-after", 0, "list transactions open for longer than this (0: longer than their own transaction timeout)")
+	rf := registerReportFlags(fs, "print JSON instead of a table", 15*time.Second)
 	if code, done := parseTopology(fs, args, path, "status", stderr); done {
 		return code
 	}
-	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, *path, *timeout, "status", stderr)
+	ctx, f, adm, closeAdm, code, ok := loadAdmin(ctx, *path, *rf.timeout, "status", stderr)
 	if !ok {
 		return code
 	}
 	defer closeAdm()
-	if *hangingAfter < 0 {
-		fmt.Fprintln(stderr, "exactly status: --hanging-after must not be negative")
+	if rf.bad("status", stderr) {
 		return exitUsage
 	}
-	opts := []status.Option{status.HangingAfter(*hangingAfter)}
+	opts := []status.Option{status.HangingAfter(*rf.hangingAfter)}
 	if *name != "" {
 		opts = append(opts, status.Only(*name))
 	}
@@ -54,7 +56,7 @@ EXACTLY_BROKERS overrides kafka.brokers.`, stderr)
 		fmt.Fprintln(stderr, "exactly status:", err)
 		return exitFailure
 	}
-	if *asJSON {
+	if *rf.asJSON {
 		err = rep.WriteJSON(stdout)
 	} else {
 		err = rep.WriteTable(stdout)

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,9 +13,9 @@ import (
 	"github.com/exactly-io/exactly/processor/transform"
 )
 
-func cmdTest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("test", "test --topology FILE [FIXTURE...]",
-		`Runs the stages of a topology file on an embedded Kafka cluster, with no
+var testCommand = command{
+	synopsis: "test --topology FILE [FIXTURE...]",
+	desc: `Runs the stages of a topology file on an embedded Kafka cluster, with no
 network, against fixture files: it produces each fixture's input records,
 waits until every stage has committed all of its input, reads every topic
 a stage writes read_committed, and compares the records with the
@@ -23,7 +24,11 @@ any difference; exits 0 when every fixture passes.
 
 FIXTURE defaults to the topology file with .yaml replaced by .test.yaml
 (orders.yaml -> orders.test.yaml). Sinks are not run, and the file's TLS
-and SASL settings are not used. See the README for the fixture format.`, stderr)
+and SASL settings are not used. See the README for the fixture format.`,
+	run: cmdTest,
+}
+
+func cmdTest(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
 	timeout := fs.Duration("timeout", testrun.DefaultTimeout, "give up on a fixture after this long")
 	var lf logFlags

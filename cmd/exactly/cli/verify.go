@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"sort"
@@ -16,9 +17,9 @@ import (
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
 )
 
-func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("verify", "verify --topology FILE --event-id FIELD [--json] [--timeout D]",
-		`Audits a topology for exactly-once. It reads every input, output and
+var verifyCommand = command{
+	synopsis: "verify --topology FILE --event-id FIELD [--json] [--timeout D]",
+	desc: `Audits a topology for exactly-once. It reads every input, output and
 dead-letter topic with isolation.level=read_committed, and every sink table,
 and accounts for each committed input record of each stage: processed (its
 outputs, found by their exactly.source.* lineage headers), dead-lettered,
@@ -38,13 +39,15 @@ stderr shows the offsets read of the total to each partition's last stable
 offset, the rate and the time left; in a pipe or with --json it stays off.
 
 It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
-blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stderr)
+blocked (or verify could not finish), and 2 for bad flags or a bad file.`,
+	run: cmdVerify,
+}
+
+func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
 	field := fs.String("event-id", "", "the value field holding the event ID, e.g. event_id or order.id (required)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	rf := registerReportFlags(fs, "print the report as JSON", 10*time.Minute)
 	openWait := fs.Duration("open-txn-wait", 10*time.Second, "how long an open transaction may hold a partition's last stable offset before it is reported")
-	hangingAfter := fs.Duration("hanging-after", 0, "report transactions open for longer than this (0: longer than their own transaction timeout)")
 	tmp := fs.String("temp-dir", "", "where to spill (default the system temp dir)")
 	noProgress := fs.Bool("no-progress", false, "show no progress bar (it shows only on a terminal, and not with --json)")
 	if code, done := parse(fs, args); done {
@@ -55,19 +58,18 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 		fs.Usage()
 		return exitUsage
 	}
-	if *hangingAfter < 0 {
-		fmt.Fprintln(stderr, "exactly verify: --hanging-after must not be negative")
+	if rf.bad("verify", stderr) {
 		return exitUsage
 	}
 	f, kopts, ok := loadKafka(*path, "verify", stderr)
 	if !ok {
 		return exitUsage
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *rf.timeout)
 	defer cancel()
 	// Progress on a terminal only: a pipe, a file or --json stays clean.
-	bar := progress.ForTerminal(stderr, *asJSON || *noProgress, "reading topics", -1)
-	cfg := verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
+	bar := progress.ForTerminal(stderr, *rf.asJSON || *noProgress, "reading topics", -1)
+	cfg := verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *rf.hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
 	if bar != nil {
 		cfg.Progress = bar
 	}
@@ -77,7 +79,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 		fmt.Fprintln(stderr, "exactly verify:", err)
 		return exitFailure
 	}
-	if *asJSON {
+	if *rf.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(rep); err != nil {
@@ -85,7 +87,7 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`, stder
 			return exitFailure
 		}
 	} else {
-		printReport(stdout, rep, *hangingAfter)
+		printReport(stdout, rep, *rf.hangingAfter)
 	}
 	if !rep.OK {
 		return exitFailure

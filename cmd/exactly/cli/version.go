@@ -1,19 +1,25 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/buildinfo"
 )
 
-func cmdVersion(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("version", "version [--json]",
-		`Prints the version, the git commit and the Go version of this binary.
+var versionCommand = command{
+	synopsis: "version [--json]",
+	desc: `Prints the version, the git commit and the Go version of this binary.
 A release build sets the version and commit at build time (see
 deploy/container/build.sh); a plain go build or go install from a clone
-reports "(devel)" and the commit the Go toolchain stamped.`, stderr)
+reports "(devel)" and the commit the Go toolchain stamped.`,
+	run: cmdVersion,
+}
+
+func cmdVersion(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print as JSON")
 	if code, done := parse(fs, args); done {
 		return code

@@ -255,11 +255,7 @@ func (p *plan) addChecks(f *topology.File) error {
 			return err
 		}
 		p.rep.Stages = append(p.rep.Stages, c)
-		p.roles[c.Input] = append(p.roles[c.Input], role{stage: c, kind: kIn})
-		for _, o := range c.Outputs {
-			p.roles[o] = append(p.roles[o], role{stage: c, kind: kOut})
-		}
-		p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{stage: c, kind: kDLQ})
+		p.addRoles(role{stage: c}, c.Input, c.Outputs, c.DeadLetter)
 	}
 	for i := range f.Sinks {
 		c, err := newSinkCheck(f, f.Sinks[i])
@@ -270,12 +266,26 @@ func (p *plan) addChecks(f *topology.File) error {
 			return err
 		}
 		p.rep.Sinks = append(p.rep.Sinks, c)
-		p.roles[c.Input] = append(p.roles[c.Input], role{sink: c, kind: kIn})
-		if c.DeadLetter != "" {
-			p.roles[c.DeadLetter] = append(p.roles[c.DeadLetter], role{sink: c, kind: kDLQ})
-		}
+		p.addRoles(role{sink: c}, c.Input, nil, c.DeadLetter)
 	}
 	return nil
+}
+
+// addRoles records what the topics of r's check are to it: in its input,
+// outs its outputs, dlq (unless empty: a sink's may be a table) its dead
+// letters.
+func (p *plan) addRoles(r role, in string, outs []string, dlq string) {
+	add := func(topic string, k byte) {
+		r.kind = k
+		p.roles[topic] = append(p.roles[topic], r)
+	}
+	add(in, kIn)
+	for _, o := range outs {
+		add(o, kOut)
+	}
+	if dlq != "" {
+		add(dlq, kDLQ)
+	}
 }
 
 // topics returns the topics to read, sorted.
