@@ -29,7 +29,7 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/verify"
-	"github.com/exactly-io/exactly/internal/syncbuf"
+	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

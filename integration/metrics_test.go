@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/internal/opstest"
+	"github.com/exactly-io/exactly/integration/opstest"
 )
 
 // scrape reads /metrics and returns every sample by its series text, e.g.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/deploy"
-	"github.com/exactly-io/exactly/internal/syncbuf"
+	"github.com/exactly-io/exactly/integration/syncbuf"
 )
 
 // promAPI is a Prometheus HTTP API answer.

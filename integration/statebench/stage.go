@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactly-io/exactly/internal/syncbuf"
+	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

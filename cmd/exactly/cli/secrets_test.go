@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/cmd/exactly/cli"
-	"github.com/exactly-io/exactly/internal/opstest"
-	"github.com/exactly-io/exactly/internal/syncbuf"
+	"github.com/exactly-io/exactly/integration/opstest"
+	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
