@@ -17,8 +17,8 @@ import (
 // field maps to a column of another name).
 func TestSinkExactRules(t *testing.T) {
 	t.Parallel()
-	s, pool, topo := newTypedSink(t, "exact_rules", "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn }",
-		"event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision")
+	s, pool, topo := newTypedSink(t, "exact_rules", "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn, tm: tm }",
+		"event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision, tm time")
 	// good wants the column's text, bad a part of the dead-letter error.
 	good := map[string]typedCell{
 		"n_trailing_zero": {"n", "1.230", "1.23"},
@@ -31,6 +31,17 @@ func TestSinkExactRules(t *testing.T) {
 		"ch_full":         {"ch", `"hello"`, "hello"}, // not cut to character(1)
 		"b_yes":           {"b", `"yes"`, "true"},
 		"nn_nan":          {"nn", `"NaN"`, "NaN"},
+		// A number's type follows its text: -0 is the int 0, -0.0 the
+		// double -0.
+		"nn_int_minus_zero":    {"nn", "-0", "0"},
+		"r_int_minus_zero":     {"r", "-0", "0"},
+		"nn_double_minus_zero": {"nn", "-0.0", "-0"},
+		// 24:00:00 is a time of its own; in a timestamp, the same instant
+		// as the next day's midnight.
+		"tm_24": {"tm", `"24:00:00"`, "24:00:00"},
+		"tm_z":  {"tm", `"10:00Z"`, "10:00:00"},
+		"tz_24": {"tz", `"2024-01-01T24:00:00Z"`, "2024-01-02 00:00:00+00"},
+		"ts_24": {"ts", `"2024-01-01T24:00:00"`, "2024-01-02 00:00:00"},
 	}
 	bad := map[string]typedCell{
 		"ts_now":       {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
@@ -42,8 +53,11 @@ func TestSinkExactRules(t *testing.T) {
 		"price_cast":   {"price", `"ten"`, `field "price" (column "amount"): invalid input syntax for type numeric: "ten" (SQLSTATE 22P02)`},
 		"nn_integer":   {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
 		"b_maybe":      {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
+		"tm_offset":    {"tm", `"10:00+05"`, `field "tm": '10:00+05' is not exactly a time without time zone: it would be stored as '10:00:00'`},
+		"tm_24_offset": {"tm", `"24:00:00+05"`, `field "tm": '24:00:00+05' is not exactly a time without time zone`},
+		"dt_24":        {"dt", `"2024-01-01T24:00:00Z"`, `field "dt": '2024-01-01T24:00:00Z' is not exactly a date: it would be stored as '2024-01-01'`},
 	}
-	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text)", good, bad)
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text, tm::text)", good, bad)
 	for k, c := range good {
 		t.Run(k, func(t *testing.T) {
 			if got, ok := stored[k]; !ok || got != c.want {

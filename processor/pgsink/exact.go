@@ -66,6 +66,19 @@ END $exactly$`
 // to it, PostgreSQL 12 and later).
 var sessionParams = map[string]string{"timezone": "UTC", "extra_float_digits": "3"}
 
+// setSessionParams sets sessionParams in params, a connection's runtime
+// parameters, in place of any spelling of them the DSN gave.
+func setSessionParams(params map[string]string) {
+	for k, v := range sessionParams {
+		for set := range params {
+			if strings.EqualFold(set, k) {
+				delete(params, set)
+			}
+		}
+		params[k] = v
+	}
+}
+
 // SQL regular expressions of the checks (POSIX classes: no backslashes,
 // whatever standard_conforming_strings says).
 const (
@@ -105,6 +118,7 @@ const (
 func castExpr(x, col string, t colType) string {
 	var checks []string
 	target := t.full
+	value := x // the text the cast reads
 	switch t.base {
 	case "numeric":
 		if t.mod >= 0 {
@@ -112,6 +126,10 @@ func castExpr(x, col string, t colType) string {
 		}
 	case "real", "double precision":
 		checks = append(checks, fmt.Sprintf("(%s !~ '%s' OR %s::numeric = %s::%s::text::numeric)", x, integerRE, x, x, t.base))
+		// Integer text is an int on every path, and the int -0 is 0:
+		// read through numeric, which has no negative zero. Other text
+		// is a float's (-0.0 stays -0).
+		value = fmt.Sprintf("(CASE WHEN %s ~ '%s' THEN %s::numeric::text ELSE %s END)", x, integerRE, x, x)
 	case "character varying", "character":
 		if t.mod >= 4 {
 			checks = append(checks, fmt.Sprintf("char_length(%s) <= %d", x, t.mod-4))
@@ -127,7 +145,12 @@ func castExpr(x, col string, t colType) string {
 	case "timestamp with time zone":
 		checks = append(checks, timeChecks(x, "timestamptz", t)...)
 	case "time without time zone":
-		checks = append(checks, fmt.Sprintf("%s::time = (%s::timetz AT TIME ZONE 'UTC')::time", x, x))
+		// An offset is kept only if it is UTC's: the time with its zone
+		// equals the time read without it, in UTC (the session's zone).
+		// Compared as timetz, not through AT TIME ZONE, which would wrap
+		// 24:00:00, a time of its own that the column stores as written,
+		// to 00:00:00.
+		checks = append(checks, fmt.Sprintf("%s::timetz = %s::time::timetz", x, x))
 		checks = append(checks, timeChecks(x, "time", t)...)
 	case "time with time zone":
 		checks = append(checks, timeChecks(x, "timetz", t)...)
@@ -138,7 +161,7 @@ func castExpr(x, col string, t colType) string {
 		// applies it, with an error where it does not fit.
 		return fmt.Sprintf("%s::%s", x, keyType(t))
 	}
-	cast := withDomain(fmt.Sprintf("%s::%s", x, target), t)
+	cast := withDomain(fmt.Sprintf("%s::%s", value, target), t)
 	if len(checks) == 0 {
 		return cast
 	}

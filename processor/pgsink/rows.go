@@ -44,23 +44,28 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if s.cfg.Envelope == topology.EnvelopeDebezium && !s.typed.avro {
 		return s.changeOp(r)
 	}
-	var obj map[string]any
-	if s.passJSON {
-		// Only the mapped fields are decoded; $value is the bytes as
-		// they came.
-		obj, err = serde.JSONFields(r.Value, s.fieldSources)
-	} else {
-		var v any
-		v, err = s.codec.Decode(r.Value)
-		obj, _ = v.(map[string]any)
-		if err == nil && s.typed.avro {
-			return s.avroOp(r, v, obj)
-		}
-	}
+	v, obj, err := s.decode(r, s.fieldSources)
 	if err != nil {
 		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
+	if s.typed.avro {
+		return s.avroOp(r, v, obj)
+	}
 	return s.rowOp(r, obj)
+}
+
+// decode decodes r's value: of json input only the fields srcs (the rest
+// is checked, not decoded: $value is the bytes as they came, and a field
+// no column maps never decides a record's fate), else the whole value v.
+// obj is the value's fields when it is an object or record.
+func (s *Sink) decode(r *kgo.Record, srcs []string) (v any, obj map[string]any, err error) {
+	if s.passJSON {
+		obj, err = serde.JSONFields(r.Value, srcs)
+		return obj, obj, err
+	}
+	v, err = s.codec.Decode(r.Value)
+	obj, _ = v.(map[string]any)
+	return v, obj, err
 }
 
 // avroOp is toOp for a decoded Avro value v (obj when it is a record).
@@ -84,11 +89,11 @@ func (s *Sink) avroOp(r *kgo.Record, v any, obj map[string]any) (op, bool, error
 func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err error) {
 	row := make([]any, len(s.cfg.Columns))
 	for i, c := range s.cfg.Columns {
-		if b, ok := obj[c.Source].([]byte); ok && i < len(s.types) {
-			row[i] = bytesText(b, s.types[i]) // an Avro bytes or fixed field
-			continue
+		var t colType
+		if i < len(s.types) {
+			t = s.types[i]
 		}
-		row[i], err = s.columnValue(r, obj, c.Source)
+		row[i], err = s.columnText(r, obj, c.Source, t)
 		if err != nil {
 			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
@@ -127,6 +132,16 @@ func unbeatable(v string) bool {
 		return true
 	}
 	return false
+}
+
+// columnText is the staging text of the column of type t whose source is
+// src: an Avro bytes or fixed field by its column's type (bytesText), any
+// other by columnValue.
+func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colType) (any, error) {
+	if b, ok := obj[src].([]byte); ok {
+		return bytesText(b, t), nil
+	}
+	return s.columnValue(r, obj, src)
 }
 
 // columnValue returns the staging text of one column, or nil for NULL.

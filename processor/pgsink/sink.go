@@ -320,14 +320,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		// this long; the guard makes either outcome safe.
 		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(2*s.cfg.SessionTimeout, 30*time.Second).Milliseconds(), 10)
 	}
-	for k, v := range sessionParams {
-		for set := range pcfg.ConnConfig.RuntimeParams {
-			if strings.EqualFold(set, k) {
-				delete(pcfg.ConnConfig.RuntimeParams, set)
-			}
-		}
-		pcfg.ConnConfig.RuntimeParams[k] = v
-	}
+	setSessionParams(pcfg.ConnConfig.RuntimeParams)
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		if _, err := c.Exec(ctx, s.sql.staging); err != nil {
 			return err

@@ -1,11 +1,10 @@
 package verify
 
 import (
-	"time"
-
+	"context"
 	"fmt"
 	"strconv"
-	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -90,9 +90,13 @@ type SinkCheck struct {
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
 
-	cfg          topology.Sink
-	codec        serde.Codec
-	idSource     string
+	cfg topology.Sink
+	// eventIDs reads an input's event ID as the sink does and gives
+	// inputs and rows equal in the event ID column's type one key.
+	eventIDs *pgsink.EventIDs
+	// keying holds inputs whose event IDs wait for their keys from
+	// Postgres, which casts them in batches (flushKeys).
+	keying       []keying
 	positions    map[int32]int64
 	topicIDs     map[int32]string // the topic ID of each stored position ("" unknown)
 	lineage, ids *spill
@@ -137,12 +141,12 @@ func (r *Report) account(parts []*Partition) error {
 	return nil
 }
 
-func (ro role) handle(r *kgo.Record, rec, idRec []byte, field string) error {
+func (ro role) handle(ctx context.Context, r *kgo.Record, rec, idRec []byte, field string) error {
 	switch {
 	case ro.stage != nil:
 		return ro.stage.handle(ro.kind, r, rec, idRec, field)
 	default:
-		return ro.sink.handle(ro.kind, r, rec)
+		return ro.sink.handle(ctx, ro.kind, r, rec)
 	}
 }
 
@@ -194,23 +198,72 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 	return nil
 }
 
-func (c *SinkCheck) handle(kind byte, r *kgo.Record, rec []byte) error {
+// keying is an input of a sink whose event ID waits for its key.
+type keying struct {
+	p     int32
+	o     int64
+	flags byte
+	id    string
+}
+
+// keyBatch is how many event IDs one query to Postgres keys.
+const keyBatch = 1000
+
+func (c *SinkCheck) handle(ctx context.Context, kind byte, r *kgo.Record, rec []byte) error {
 	switch kind {
 	case kIn:
 		var flags byte
 		if o, ok := c.positions[r.Partition]; !ok || r.Offset >= o {
 			flags |= fPending
 		}
-		var digest [16]byte
 		if r.Value == nil && c.cfg.Postgres.Tombstones != topology.TombstonesDelete {
 			flags |= fTombstone
-		} else if id, ok := c.eventID(r); ok {
-			digest, flags = sha(id), flags|fDigest
+		} else if id, ok := c.eventIDs.Of(r); ok && !c.eventIDs.AsText() {
+			c.keying = append(c.keying, keying{p: r.Partition, o: r.Offset, flags: flags, id: id})
+			if len(c.keying) >= keyBatch {
+				return c.flushKeys(ctx)
+			}
+			return nil
+		} else if ok {
+			return c.addInput(r.Partition, r.Offset, flags|fDigest, sha(id))
 		}
-		return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+		return c.addInput(r.Partition, r.Offset, flags, [16]byte{})
 	case kDLQ:
 		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
 	}
+	return nil
+}
+
+func (c *SinkCheck) addInput(p int32, o int64, flags byte, digest [16]byte) error {
+	var rec [linSize]byte
+	return c.lineage.add(linBucket(p, o), linRecord(rec[:], p, o, kIn, 0, flags, digest))
+}
+
+// flushKeys spills the inputs waiting for their event IDs' keys. An ID
+// the event ID column's type cannot read is none: the sink dead-letters
+// its record.
+func (c *SinkCheck) flushKeys(ctx context.Context) error {
+	if len(c.keying) == 0 {
+		return nil
+	}
+	ids := make([]string, len(c.keying))
+	for i, k := range c.keying {
+		ids[i] = k.id
+	}
+	keys, ok, err := c.eventIDs.Keys(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("verify: sink %s: %w", c.Name, err)
+	}
+	for i, k := range c.keying {
+		var digest [16]byte
+		if ok[i] {
+			digest, k.flags = sha(keys[i]), k.flags|fDigest
+		}
+		if err := c.addInput(k.p, k.o, k.flags, digest); err != nil {
+			return err
+		}
+	}
+	c.keying = c.keying[:0]
 	return nil
 }
 
@@ -231,24 +284,6 @@ func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Rec
 }
 
 func hdr(r *kgo.Record, key string) string { v, _ := audit.Header(r, key); return v }
-
-func (c *SinkCheck) eventID(r *kgo.Record) (string, bool) {
-	if c.idSource == topology.SourceKey {
-		return string(r.Key), len(r.Key) > 0
-	}
-	if strings.HasPrefix(c.idSource, "$") {
-		return "", false
-	}
-	v, err := c.codec.Decode(r.Value)
-	if err != nil {
-		return "", false
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return "", false
-	}
-	return idText(m[c.idSource])
-}
 
 func (c *StageCheck) example(format string, args ...any) {
 	if len(c.Examples) < maxExamples {

@@ -24,19 +24,28 @@ func (c *SinkCheck) readPositions(ctx context.Context, f *topology.File) error {
 	return nil
 }
 
+// readRows reads the event ID key of each row of the sink's table (see
+// pgsink.EventIDs), first connecting for the keys of the inputs.
 func (c *SinkCheck) readRows(ctx context.Context) error {
-	q := "SELECT " + pgx.Identifier{c.cfg.Postgres.EventID}.Sanitize() + "::text FROM " + ident(c.Table)
-	none := func(err error) bool { return pgsink.IsUndefinedTable(err) || pgsink.IsUndefinedColumn(err) } // the sink never ran, or the table is not its
-	var id *string
+	if err := c.eventIDs.Open(ctx); err != nil {
+		return fmt.Errorf("verify: sink %s: %w", c.Name, err)
+	}
 	var rec [idSize]byte
-	return c.eachRow(ctx, "table", none, []any{&id}, func() error {
+	err := c.eventIDs.RowKeys(ctx, func(key string, null bool) error {
 		c.Rows++
-		if id == nil {
+		if null {
 			return nil
 		}
-		d := sha(*id)
+		d := sha(key)
 		return c.ids.add(int(d[0]), idRecord(rec[:], d, idRow))
-	}, q)
+	})
+	if pgsink.IsUndefinedTable(err) || pgsink.IsUndefinedColumn(err) {
+		return nil // the sink never ran, or the table is not its
+	}
+	if err != nil {
+		return fmt.Errorf("verify: sink %s: read table: %w", c.Name, err)
+	}
+	return nil
 }
 
 // readDeadLetters reads the sink's dead letters from its dead-letter

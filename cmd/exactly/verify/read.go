@@ -164,7 +164,7 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 				}
 				rep.Records++
 				for _, ro := range roles[r.Topic] {
-					if err := ro.handle(r, rec[:], idRec[:], cfg.EventID); err != nil && ferr == nil {
+					if err := ro.handle(ctx, r, rec[:], idRec[:], cfg.EventID); err != nil && ferr == nil {
 						ferr = err
 					}
 				}

@@ -35,7 +35,9 @@
 //
 // For a sink, every committed input record without a dead letter (and not a
 // skipped tombstone) must be a row whose event ID is the record's, and every
-// row must come from such a record. Input at or after the stored position is
+// row must come from such a record. Event IDs are read as the sink reads
+// them and compared as the table's event ID column compares them
+// (pgsink.EventIDs): 1 and 1.0 in numeric are one row. Input at or after the stored position is
 // pending: a row for it may or may not exist yet. A sink's dead letters
 // are read from its dead-letter table when it has one (exactly once: one
 // row per record) and from its dead-letter topic otherwise, where they are
@@ -70,6 +72,7 @@ import (
 
 	"github.com/exactly-io/exactly/cmd/exactly/status"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -187,6 +190,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := read(ctx, cfg, parts, p.roles, p.rep); err != nil {
 		return nil, err
 	}
+	for _, c := range p.rep.Sinks {
+		if err := c.flushKeys(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := openTransactions(ctx, adm, cfg, parts); err != nil {
 		return nil, err
 	}
@@ -226,6 +234,9 @@ type plan struct {
 func (p *plan) close() {
 	for _, s := range p.spills {
 		s.close()
+	}
+	for _, c := range p.rep.Sinks {
+		c.eventIDs.Close(context.Background())
 	}
 }
 
@@ -359,19 +370,19 @@ func newSinkCheck(f *topology.File, sk topology.Sink) (*SinkCheck, error) {
 	c := &SinkCheck{Name: sk.Name, Input: sk.Input.Topic, Table: sk.Postgres.Table, DeadLetter: sk.DeadLetter.Topic,
 		DeadLetterTable: sk.DeadLetter.Table, DeadLettersByReason: map[string]int64{}, cfg: sk,
 		positions: map[int32]int64{}, topicIDs: map[int32]string{}}
-	c.idSource = sk.Postgres.Columns[sk.Postgres.EventID]
+	idSource := sk.Postgres.Columns[sk.Postgres.EventID]
 	c.RowsChecked = true
 	switch {
 	case sk.Postgres.Tombstones == topology.TombstonesDelete:
 		c.RowsChecked, c.Note = false, "rows not compared: tombstones: delete makes the rows depend on order"
 	case sk.Postgres.Envelope == topology.EnvelopeDebezium:
 		c.RowsChecked, c.Note = false, "rows not compared: envelope: debezium applies changes (deletes among them)"
-	case strings.HasPrefix(c.idSource, "$") && c.idSource != topology.SourceKey:
-		c.RowsChecked, c.Note = false, "rows not compared: the event_id column is "+c.idSource
+	case strings.HasPrefix(idSource, "$") && idSource != topology.SourceKey:
+		c.RowsChecked, c.Note = false, "rows not compared: the event_id column is "+idSource
 	}
 	var err error
-	if c.codec, err = serde.NewCodec(kit.CodecConfig(f, sk.Input)); err != nil {
-		return nil, fmt.Errorf("verify: sink %s input: %w", sk.Name, err)
+	if c.eventIDs, err = pgsink.NewEventIDs(pgsink.SinkConfig(f, &sk, "verify")); err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	return c, nil
 }

@@ -2,17 +2,20 @@ package verify
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -236,11 +239,26 @@ func TestStageAccount(t *testing.T) {
 	}
 }
 
+// testEventIDs reads the event IDs of a json sink whose event_id column
+// id maps field id, with a body column of $value.
+func testEventIDs(t *testing.T) *pgsink.EventIDs {
+	t.Helper()
+	ids, err := pgsink.NewEventIDs(pgsink.Config{Sink: "pg", InstanceID: "verify", Brokers: []string{"127.0.0.1:9092"},
+		Input: "in", DeadLetter: "dlq", InputFormat: serde.JSON, DSN: "postgres://127.0.0.1/db", Table: "raw.t", EventID: "id",
+		Columns: []pgsink.Column{{Name: "id", Source: "id"}, {Name: "body", Source: topology.SourceValue}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
 func TestSinkAccount(t *testing.T) {
-	json, _ := serde.New(serde.JSON)
 	sinkInput := func(offset int64, id string) *kgo.Record {
-		if id == "" {
+		switch {
+		case id == "":
 			return &kgo.Record{Topic: "in", Offset: offset} // a tombstone
+		case strings.HasPrefix(id, "{"):
+			return &kgo.Record{Topic: "in", Offset: offset, Value: []byte(id)}
 		}
 		return input(offset, id)
 	}
@@ -268,20 +286,30 @@ func TestSinkAccount(t *testing.T) {
 			SinkCheck{In: 2, Expected: 1, Rows: 1, Skipped: 1}},
 		{"same event ID in two records is one row", 2, []string{"a", "a"}, nil, []string{"a"},
 			SinkCheck{In: 2, Expected: 1, Rows: 1}},
+		// The sink reads the event ID's field only: a lone surrogate in a
+		// field it does not map is stored, in $value, as it came.
+		{"lone surrogate in a field the sink does not map", 1, []string{`{"id":"s1","s":"\ud800"}`}, nil, []string{"s1"},
+			SinkCheck{In: 1, Expected: 1, Rows: 1}},
+		{"lone surrogate in the event ID: a dead letter", 1, []string{`{"id":"s\ud800"}`}, []int64{0}, nil,
+			SinkCheck{In: 1, DeadLettered: 1}},
+		{"a number is its text", 2, []string{`{"id":1}`, `{"id":2.50}`}, nil, []string{"1", "2.50"},
+			SinkCheck{In: 2, Expected: 2, Rows: 2}},
+		{"no event ID and no dead letter is lost", 1, []string{`{"b":"x"}`}, nil, nil,
+			SinkCheck{In: 1, Lost: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &SinkCheck{Name: "pg", Input: "in", Table: "raw.t", codec: json, idSource: "id", RowsChecked: true,
+			c := &SinkCheck{Name: "pg", Input: "in", Table: "raw.t", eventIDs: testEventIDs(t), RowsChecked: true,
 				positions: map[int32]int64{0: tc.position}, DeadLettersByReason: map[string]int64{},
 				cfg: topology.Sink{Postgres: topology.Postgres{Tombstones: topology.TombstonesSkip}}}
 			c.lineage, c.ids = newTestSpills(t)
 			var rec [linSize]byte
 			for i, id := range tc.in {
-				if err := c.handle(kIn, sinkInput(int64(i), id), rec[:]); err != nil {
+				if err := c.handle(context.Background(), kIn, sinkInput(int64(i), id), rec[:]); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for _, o := range tc.dlq {
-				if err := c.handle(kDLQ, deadLetter("pg", o), rec[:]); err != nil {
+				if err := c.handle(context.Background(), kDLQ, deadLetter("pg", o), rec[:]); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -292,6 +320,9 @@ func TestSinkAccount(t *testing.T) {
 				if err := c.ids.add(int(d[0]), idRecord(idRec[:], d, idRow)); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if err := c.flushKeys(context.Background()); err != nil {
+				t.Fatal(err)
 			}
 			if err := c.account(map[int32]int64{0: 0}); err != nil {
 				t.Fatal(err)
@@ -320,8 +351,10 @@ func TestAddChecksDeadLetterTable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &topology.File{Sinks: []topology.Sink{{Name: "pg", Input: topology.Endpoint{Topic: "in", Format: "json"}, DeadLetter: tt.dl,
-				Postgres: topology.Postgres{Table: "raw.events", EventID: "event_id", Columns: map[string]string{"event_id": "event_id"}}}}}
+			f := &topology.File{Kafka: topology.Kafka{Brokers: []string{"127.0.0.1:9092"}},
+				Sinks: []topology.Sink{{Name: "pg", Input: topology.Endpoint{Topic: "in", Format: "json"}, DeadLetter: tt.dl,
+					Postgres: topology.Postgres{DSN: "postgres://127.0.0.1/db", Table: "raw.events", EventID: "event_id",
+						Columns: map[string]string{"event_id": "event_id"}, ColumnOrder: []string{"event_id"}}}}}
 			p := &plan{dir: t.TempDir(), rep: &Report{}, roles: map[string][]role{}}
 			defer p.close()
 			if err := p.addChecks(f); err != nil {

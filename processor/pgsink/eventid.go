@@ -1,0 +1,193 @@
+package pgsink
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/topology"
+)
+
+// EventIDs reads the event IDs of a sink's input records as the sink
+// does, and compares them as its table's event ID column does, for
+// exactly verify: Of is the text the sink writes for a record's event ID,
+// Keys and RowKeys give equal values of the column's type one key (1 and
+// 1.0 in numeric, a UUID in either case).
+type EventIDs struct {
+	s    *Sink
+	conn *pgx.Conn
+	key  *colType // the event ID column's type; nil: compared as text
+}
+
+// NewEventIDs returns the event IDs of the sink cfg. It does no I/O.
+func NewEventIDs(cfg Config) (*EventIDs, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &EventIDs{s: s}, nil
+}
+
+// Of returns the event ID the sink writes for r, as text, read as the
+// sink reads it: of json input only the event ID's field is decoded, so
+// a field no column maps (a lone surrogate, say) changes nothing. ok is
+// false for a record that has no event ID, or whose value does not decode,
+// which the sink dead-letters, and for a tombstone it skips.
+func (e *EventIDs) Of(r *kgo.Record) (string, bool) {
+	s := e.s
+	if r.Value == nil || s.cfg.Envelope == topology.EnvelopeDebezium {
+		// The event ID of a change event is in after or before.
+		o, ok, err := s.toOp(r)
+		return o.id, ok && err == nil
+	}
+	src := s.cfg.Columns[s.eventIDIndex].Source
+	var obj map[string]any
+	if !strings.HasPrefix(src, "$") {
+		var err error
+		if _, obj, err = s.decode(r, []string{src}); err != nil {
+			return "", false
+		}
+	}
+	var t colType
+	if e.key != nil {
+		t = *e.key
+	}
+	id, err := s.columnText(r, obj, src, t)
+	text, _ := id.(string)
+	return text, err == nil && text != ""
+}
+
+// Open connects to the sink's database, with the sink's session settings
+// (TimeZone UTC: a time without a zone is read as the sink reads it), and
+// reads the event ID column's type. A table that does not exist yet
+// compares event IDs as text.
+func (e *EventIDs) Open(ctx context.Context) error {
+	cc, err := pgx.ParseConfig(e.s.cfg.DSN)
+	if err != nil {
+		return errBadDSN
+	}
+	setSessionParams(cc.RuntimeParams)
+	if e.conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	types, err := readColumnTypes(ctx, e.conn, e.s.table)
+	if IsUndefinedTable(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if t, ok := types[e.s.cfg.EventID]; ok && !textKey(t) {
+		e.key = &t
+	}
+	return nil
+}
+
+// Close closes the connection of Open.
+func (e *EventIDs) Close(ctx context.Context) {
+	if e.conn != nil {
+		_ = e.conn.Close(ctx)
+	}
+}
+
+// AsText reports whether event IDs compare as their text, so that Keys
+// would return each as it is.
+func (e *EventIDs) AsText() bool { return e.key == nil }
+
+// textKey reports whether the values of t are equal only when their text
+// is: text and varchar (char(n) ignores trailing spaces).
+func textKey(t colType) bool {
+	return !t.domain && (t.base == "text" || t.base == "character varying")
+}
+
+// keyText is the SQL text of v, a value of the event ID column's type t,
+// that every value equal to it in the type shares: the type's text, but a
+// numeric without its trailing zeros (1.0 = 1) and a float's zero without
+// its sign (-0 = 0).
+func keyText(v string, t colType) string {
+	switch t.base {
+	case "numeric":
+		return fmt.Sprintf("trim_scale(%s)::text", v)
+	case "real", "double precision":
+		return fmt.Sprintf("(CASE WHEN %s = 0 THEN '0' ELSE %s::text END)", v, v)
+	}
+	return v + "::text"
+}
+
+// Keys returns the key of each of ids, event ID texts as Of returns them:
+// the text that the values equal to it in the event ID column's type
+// share, or ok false for one the type cannot read (the sink dead-letters
+// it). A failed cast of a batch is split in halves down to the ID.
+func (e *EventIDs) Keys(ctx context.Context, ids []string) (keys []string, ok []bool, err error) {
+	keys, ok = make([]string, len(ids)), make([]bool, len(ids))
+	if e.key == nil {
+		copy(keys, ids)
+		for i := range ok {
+			ok[i] = true
+		}
+		return keys, ok, nil
+	}
+	q := "SELECT " + keyText("x::"+keyType(*e.key), *e.key) + " FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n"
+	var run func(lo, hi int) error
+	run = func(lo, hi int) error {
+		rows, _ := e.conn.Query(ctx, q, ids[lo:hi])
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		switch {
+		case err == nil && len(got) == hi-lo:
+			copy(keys[lo:hi], got)
+			for i := lo; i < hi; i++ {
+				ok[i] = true
+			}
+			return nil
+		case err == nil:
+			return fmt.Errorf("event id keys: %d of %d", len(got), hi-lo)
+		case !IsDataError(err):
+			return fmt.Errorf("event id keys: %w", err)
+		case hi-lo == 1:
+			return nil // not a value of the type
+		}
+		mid := (lo + hi) / 2
+		if err := run(lo, mid); err != nil {
+			return err
+		}
+		return run(mid, hi)
+	}
+	if len(ids) > 0 {
+		err = run(0, len(ids))
+	}
+	return keys, ok, err
+}
+
+// RowKeys calls fn with the key of each row's event ID (null for NULL),
+// as Keys gives the key of an input's: the sink's rows, as Postgres holds
+// them.
+func (e *EventIDs) RowKeys(ctx context.Context, fn func(key string, null bool) error) error {
+	col := pgx.Identifier{e.s.cfg.EventID}.Sanitize()
+	expr := col + "::text"
+	if e.key != nil {
+		expr = keyText(col, *e.key)
+	}
+	rows, err := e.conn.Query(ctx, "SELECT "+expr+" FROM "+e.s.table.String())
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var key *string
+	for rows.Next() {
+		if err := rows.Scan(&key); err != nil {
+			return err
+		}
+		if key == nil {
+			err = fn("", true)
+		} else {
+			err = fn(*key, false)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
