@@ -91,6 +91,9 @@ func TestValuesOnEveryPath(t *testing.T) {
 		"a5": `{"event_id":"a5","d":1.0,"f":0.1,"l":9223372036854775808,"i":1,"s":"x"}`,
 		"a6": `{"event_id":"a6","d":1e-400,"f":0.1,"l":1,"i":1,"s":"x"}`,
 		"a7": `{"event_id":"a7","d":9007199254740993,"f":0.1,"l":1,"i":1,"s":"x"}`,
+		"a8": `{"event_id":"a8","d":9223372036854775808,"f":0.1,"l":1,"i":1,"s":"x"}`,
+		"a9": `{"event_id":"a9","d":1.0,"f":18446744073709551616,"l":1,"i":1,"s":"x"}`,
+		"aa": `{"event_id":"aa","d":1.0,"f":16777217,"l":1,"i":1,"s":"x"}`,
 	}
 	avroLines := [][]byte{[]byte("a1|" + avroGood)}
 	for k, v := range avroBad {
@@ -163,9 +166,12 @@ func TestValuesOnEveryPath(t *testing.T) {
 		"a2": {kit.ReasonEncode, "d: unsupported value: number for Avro double: number 1e400 is beyond the range of a double"},
 		"a3": {kit.ReasonEncode, "i: unsupported value: number for Avro int: 2.0 is a double by its text, not an integer"},
 		"a4": {kit.ReasonDecode, `field "s": string has a lone surrogate \udc00, which is not text`},
-		"a5": {kit.ReasonEncode, "l: unsupported value: number for Avro long: integer 9223372036854775808 is beyond the range of a long"},
+		"a5": {kit.ReasonEncode, `field "l": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
 		"a6": {kit.ReasonEncode, "d: unsupported value: number for Avro double: number 1e-400 underflows to zero as a double"},
 		"a7": {kit.ReasonEncode, "d: unsupported value: number for Avro double: integer 9007199254740993 is not exactly a double"},
+		"a8": {kit.ReasonEncode, `field "d": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		"a9": {kit.ReasonEncode, `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`},
+		"aa": {kit.ReasonEncode, "f: unsupported value: number for Avro float: integer 16777217 is not exactly a float"},
 	})
 	checkExactValues(t, st["rawavro"].out, map[string]string{"r1": `{"d":2.0,"event_id":"r1","f":0.5,"i":1,"l":1,"s":"x"}`})
 	checkValueDeadLetters(t, st["rawavro"].dlq, map[string]deadLetter{

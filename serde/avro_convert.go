@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -56,16 +57,15 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 		return nil, nil
 	case "boolean":
 		return v, nil
-	case "int":
-		i := int64(v.(int32))
-		if r.kind == "float" || r.kind == "double" {
-			return float64(i), nil
+	case "int", "long":
+		var i int64
+		if w.kind == "int" {
+			i = int64(v.(int32))
+		} else {
+			i = v.(int64)
 		}
-		return i, nil
-	case "long":
-		i := v.(int64)
 		if r.kind == "float" || r.kind == "double" {
-			return float64(i), nil
+			return promote(w, r, i)
 		}
 		return i, nil
 	case "float":
@@ -124,7 +124,7 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 			}
 			x, err := fromAvro(wf.typ, rf.typ, in[wf.name])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", rf.name, err)
+				return nil, fieldErr(rf.name, err)
 			}
 			out[rf.name] = x
 		}
@@ -135,11 +135,52 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 
 var nullType = &avroType{kind: "null"}
 
+// promote reads integer i of writer type w (int or long) as reader type r
+// (float or double), a promotion of the specification's schema
+// resolution, only if r holds i exactly: long 9007199254740993 is no
+// double, int 16777217 no float. Rounding it would change the value
+// silently; the record is a dead letter instead, naming the field.
+func promote(w, r *avroType, i int64) (any, error) {
+	bits := 64
+	if r.kind == "float" {
+		bits = 32
+	}
+	f, err := intFloat(i, bits)
+	if err != nil {
+		return nil, valueErr("", fmt.Errorf("%s %d is not exactly a %s, the reader schema's type (it would be rounded)", w.kind, i, r.kind))
+	}
+	return f, nil
+}
+
+// fieldErr is err from the value of field name (or of "[3]", an array's
+// element, or a map's key): a *ValueError gets name in front of its path
+// (`field "a.b"`, `field "tags[3]"`), any other error "name: " in front
+// of its text.
+func fieldErr(name string, err error) error {
+	if ve, ok := errors.AsType[*ValueError](err); ok {
+		switch {
+		case ve.Path == "":
+			ve.Path = name
+		case ve.Path[0] == '[':
+			ve.Path = name + ve.Path
+		default:
+			ve.Path = name + "." + ve.Path
+		}
+		return err
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+func isValueErr(err error) bool {
+	_, ok := errors.AsType[*ValueError](err)
+	return ok
+}
+
 // convertItems returns conv of each element of in, or the first error;
 // with name, the error names the element's index ("[3]: ...").
 func convertItems(in []any, conv func(any) (any, error), name bool) ([]any, error) {
 	out := make([]any, len(in))
-	if err := convertAll(slices.All(in), conv, name, "[%d]: %w", func(i int, x any) { out[i] = x }); err != nil {
+	if err := convertAll(slices.All(in), conv, name, func(i int) string { return "[" + strconv.Itoa(i) + "]" }, func(i int, x any) { out[i] = x }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -149,20 +190,21 @@ func convertItems(in []any, conv func(any) (any, error), name bool) ([]any, erro
 // name, the error names the value's key ("key: ...").
 func convertValues(in map[string]any, conv func(any) (any, error), name bool) (map[string]any, error) {
 	out := make(map[string]any, len(in))
-	if err := convertAll(maps.All(in), conv, name, "%s: %w", func(k string, x any) { out[k] = x }); err != nil {
+	if err := convertAll(maps.All(in), conv, name, func(k string) string { return k }, func(k string, x any) { out[k] = x }); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // convertAll calls set with conv of each element that all yields, and
-// returns the first error, wrapped as format (the key, the error) with name.
-func convertAll[K any](all iter.Seq2[K, any], conv func(any) (any, error), name bool, format string, set func(K, any)) error {
+// returns the first error, named by seg of its key with name. A
+// *ValueError is named either way: its path says where the value is.
+func convertAll[K any](all iter.Seq2[K, any], conv func(any) (any, error), name bool, seg func(K) string, set func(K, any)) error {
 	for k, e := range all {
 		x, err := conv(e)
 		if err != nil {
-			if name {
-				err = fmt.Errorf(format, k, err)
+			if name || isValueErr(err) {
+				err = fieldErr(seg(k), err)
 			}
 			return err
 		}
@@ -305,7 +347,7 @@ func toAvro(t *avroType, v any) (any, error) {
 			}
 			return nil, fmt.Errorf("%w: null for a union without null", ErrUnsupported)
 		}
-		var first error
+		var first, inexact error
 		for _, b := range t.branches {
 			if b.kind == "null" {
 				continue
@@ -314,9 +356,18 @@ func toAvro(t *avroType, v any) (any, error) {
 			if err == nil {
 				return map[string]any{b.unionName(): n}, nil
 			}
+			if inexact == nil && isValueErr(err) {
+				inexact = err
+			}
 			if first == nil {
 				first = err
 			}
+		}
+		if inexact != nil {
+			// The value has no exact reading as a number (an integer
+			// beyond int64): that, not a branch's type, is why it fits
+			// none, in the words a transform would use.
+			return nil, inexact
 		}
 		return nil, fmt.Errorf("%w: %s matches no branch of the union (first: %v)", ErrUnsupported, describe(v), first)
 	case "null":
@@ -331,7 +382,7 @@ func toAvro(t *avroType, v any) (any, error) {
 	case "int":
 		i, err := integer(v)
 		if err != nil {
-			return nil, mismatchErr(t, v, err)
+			return nil, numberErr(t, v, err)
 		}
 		if i < math.MinInt32 || i > math.MaxInt32 {
 			return nil, fmt.Errorf("%w: %d overflows int", ErrUnsupported, i)
@@ -340,7 +391,7 @@ func toAvro(t *avroType, v any) (any, error) {
 	case "long":
 		i, err := integer(v)
 		if err != nil {
-			return nil, mismatchErr(t, v, err)
+			return nil, numberErr(t, v, err)
 		}
 		return i, nil
 	case "float", "double":
@@ -350,7 +401,7 @@ func toAvro(t *avroType, v any) (any, error) {
 		}
 		f, err := float(v, bits)
 		if err != nil {
-			return nil, mismatchErr(t, v, err)
+			return nil, numberErr(t, v, err)
 		}
 		if bits == 32 {
 			return float32(f), nil
@@ -427,7 +478,7 @@ func toAvro(t *avroType, v any) (any, error) {
 				return nil, fmt.Errorf("%w: field %q of %s is missing and has no default", ErrUnsupported, f.name, t.name)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f.name, err)
+				return nil, fieldErr(f.name, err)
 			}
 			out[f.name] = x
 		}
@@ -462,6 +513,16 @@ func mismatch(t *avroType, v any) error {
 
 func mismatchErr(t *avroType, v any, err error) error {
 	return fmt.Errorf("%w: %s for Avro %s: %v", ErrUnsupported, describe(v), t.unionName(), err)
+}
+
+// numberErr is mismatchErr, but a *ValueError (a number that has no
+// exact reading at all) as it is: the same words as when a transform
+// reads the field.
+func numberErr(t *avroType, v any, err error) error {
+	if isValueErr(err) {
+		return err
+	}
+	return mismatchErr(t, v, err)
 }
 
 // describe names the type of an in-memory value for messages, without the
@@ -508,11 +569,7 @@ func integer(v any) (int64, error) {
 		if IsDoubleText(string(n)) {
 			return 0, fmt.Errorf("%s is a double by its text, not an integer", truncateText(string(n)))
 		}
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("integer %s is beyond the range of a long", truncateText(string(n)))
-		}
-		return i, nil
+		return int64Text(string(n))
 	}
 	return 0, fmt.Errorf("not a number")
 }
@@ -539,12 +596,25 @@ func float(v any, bits int) (float64, error) {
 		if IsDoubleText(string(n)) {
 			return parseFloat(string(n), bits)
 		}
-		if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
-			return intFloat(i, bits)
+		// Integer text is read as an int64 first, as everywhere (README,
+		// "Values"): 2^63 is refused here too, though a double holds it.
+		i, err := int64Text(string(n))
+		if err != nil {
+			return 0, err
 		}
-		return exactFloat(string(n), bits)
+		return intFloat(i, bits)
 	}
 	return 0, fmt.Errorf("not a number")
+}
+
+// int64Text reads integer text as an int64; text beyond int64 is a
+// *ValueError, worded as ParseNumber words it.
+func int64Text(text string) (int64, error) {
+	i, err := ParseNumber(text, "")
+	if err != nil {
+		return 0, err
+	}
+	return i.(int64), nil
 }
 
 // intFloat converts i to a float of size bits if it is exact there.

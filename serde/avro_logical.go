@@ -94,7 +94,7 @@ func logicalToAvro(t *avroType, v any) (any, error) {
 	if !isString {
 		i, err := integer(v)
 		if err != nil {
-			return nil, mismatchErr(t, v, err)
+			return nil, numberErr(t, v, err)
 		}
 		if t.kind == "int" {
 			return toAvro(&avroType{kind: "int"}, i)

@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -560,5 +561,159 @@ func checkBadRecord(t *testing.T, c Codec, in []byte, wantErr error, wantMsg str
 	}
 	if IsTransient(err) {
 		t.Fatal("a bad record must not be transient")
+	}
+}
+
+// TestAvroEncodeNumbersExact: JSON numbers into Avro number fields read by
+// the same rules as a transform reads them. An integer beyond int64 is
+// refused on every number type and union, with the words a transform
+// uses, though a double may hold it (2^63, 2^64); integer text within
+// int64 goes into a float or double only if exact; a decimal takes any
+// number it holds exactly, trailing zeros beyond the scale included.
+func TestAvroEncodeNumbersExact(t *testing.T) {
+	const beyond = `field "n": integer %s is beyond the range of a 64-bit integer (int64)`
+	tests := []struct {
+		name, typ, n string
+		want         string // the JSON read back, or
+		wantErr      string // the whole error
+	}{
+		{"2^63 into double", `"double"`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^64 into double", `"double"`, "18446744073709551616", "", fmt.Sprintf(beyond, "18446744073709551616")},
+		{"-2^63-1 into double", `"double"`, "-9223372036854775809", "", fmt.Sprintf(beyond, "-9223372036854775809")},
+		{"2^63 into float", `"float"`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^63 into long", `"long"`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^63 into int", `"int"`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^63 into timestamp-millis", `{"type":"long","logicalType":"timestamp-millis"}`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^63 into null|long|double", `["null","long","double"]`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^64 into long|double", `["long","double"]`, "18446744073709551616", "", fmt.Sprintf(beyond, "18446744073709551616")},
+		{"2^63 into null|double|string", `["null","double","string"]`, "9223372036854775808", "", fmt.Sprintf(beyond, "9223372036854775808")},
+		{"2^63 in an array of doubles", `{"type":"array","items":"double"}`, "[1,9223372036854775808]", "",
+			`field "n[1]": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		{"2^63 in a map of doubles", `{"type":"map","values":"double"}`, `{"k":9223372036854775808}`, "",
+			`field "n.k": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		{"2^63 in a nested record", `{"type":"record","name":"In","fields":[{"name":"x","type":["null","double"]}]}`, `{"x":9223372036854775808}`, "",
+			`field "n.x": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		{"2^53+1 into double", `"double"`, "9007199254740993", "",
+			"n: unsupported value: number for Avro double: integer 9007199254740993 is not exactly a double (it would be rounded)"},
+		{"int64 max into double", `"double"`, "9223372036854775807", "",
+			"n: unsupported value: number for Avro double: integer 9223372036854775807 is not exactly a double (it would be rounded)"},
+		{"2^24+1 into float", `"float"`, "16777217", "",
+			"n: unsupported value: number for Avro float: integer 16777217 is not exactly a float (it would be rounded)"},
+		{"2^53+1 into double|float", `["null","double","float"]`, "9007199254740993", "",
+			"n: unsupported value: number matches no branch of the union (first: unsupported value: number for Avro double: integer 9007199254740993 is not exactly a double (it would be rounded))"},
+		{"2^63 into double|decimal takes the decimal", `["double",{"type":"bytes","logicalType":"decimal","precision":20,"scale":0}]`, "9223372036854775808", `"9223372036854775808"`, ""},
+		{"2^53 into double", `"double"`, "9007199254740992", `9007199254740992.0`, ""},
+		{"-2^63 into double", `"double"`, "-9223372036854775808", `-9223372036854776000.0`, ""}, // the shortest text of the double -2^63
+		{"2^24 into float", `"float"`, "16777216", `16777216.0`, ""},
+		{"2^53+1 into long|double takes long", `["long","double"]`, "9007199254740993", `9007199254740993`, ""},
+		{"2^63 into a decimal", `{"type":"bytes","logicalType":"decimal","precision":30,"scale":0}`, "9223372036854775808", `"9223372036854775808"`, ""},
+		{"trailing zero beyond the scale", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `"1.230"`, `"1.23"`, ""},
+		{"trailing zero beyond the scale, a number", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `1.2300`, `"1.23"`, ""},
+		{"a nonzero digit beyond the scale", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `"1.231"`, "",
+			"n: unsupported value: decimal 1.231 has more than 2 fractional digits (scale 2); it is not rounded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := `{"type":"record","name":"D","fields":[{"name":"id","type":"string"},{"name":"n","type":` + tc.typ + `}]}`
+			c := mustCodec(t, Config{Format: Avro, Schema: schema})
+			b, err := c.Encode(jsonValue(t, `{"id":"r2","n":`+tc.n+`}`))
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr {
+					t.Fatalf("Encode error = %v, want\n%s", err, tc.wantErr)
+				}
+				if strings.Contains(tc.wantErr, "64-bit") && (!errors.Is(err, ErrInexact) || !errors.As(err, new(*ValueError))) {
+					t.Fatalf("Encode error %v: want a *ValueError wrapping ErrInexact", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			v, err := c.Decode(b)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			out, err := jsonCodec{}.Encode(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `{"id":"r2","n":` + tc.want + `}`; string(out) != want {
+				t.Fatalf("JSON = %s, want %s", out, want)
+			}
+		})
+	}
+}
+
+// TestSchemaResolutionExact: a promotion (int to float or double, long to
+// float or double) holds the value the writer wrote, or the record is a
+// dead letter naming the field; never a rounded value. The stage and the
+// sink both read Avro through Decode.
+func TestSchemaResolutionExact(t *testing.T) {
+	const writer = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"long"},{"name":"i","type":"int"}]}`
+	const reader = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"double"},{"name":"i","type":"float"}]}`
+	rec := func(l int64, i int32) map[string]any { return map[string]any{"id": "p1", "l": l, "i": i} }
+	tests := []struct {
+		name, writer, reader string
+		in                   any
+		want                 string // the JSON read, or
+		wantErr              string // what the error ends with
+	}{
+		{"long 2^53+1 to double", writer, reader, rec(9007199254740993, 0), "",
+			`field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"int 2^24+1 to float", writer, reader, rec(1, 16777217), "",
+			`field "i": int 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
+		{"long int64 max to double", writer, reader, rec(9223372036854775807, 0), "",
+			`field "l": long 9223372036854775807 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"exact promotions pass", writer, reader, rec(9007199254740992, 16777216),
+			`{"i":16777216.0,"id":"p1","l":9007199254740992.0}`, ""},
+		{"long int64 min to double", writer, reader, rec(-9223372036854775808, -16777216),
+			`{"i":-16777216.0,"id":"p1","l":-9223372036854776000.0}`, ""},
+		{"long to float", `"long"`, `"float"`, int64(16777217), "",
+			`value: long 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
+		{"long 2^40 to float", `"long"`, `"float"`, int64(1) << 40, `1099511627776.0`, ""},
+		{"int to double always", `"int"`, `"double"`, int64(2147483647), `2147483647.0`, ""},
+		{"int to long", `"int"`, `"long"`, int64(-2147483648), `-2147483648`, ""},
+		{"float to double", `"float"`, `"double"`, float32(0.5), `0.5`, ""},
+		{"into a nullable union", `{"type":"record","name":"U","fields":[{"name":"l","type":"long"}]}`,
+			`{"type":"record","name":"U","fields":[{"name":"l","type":["null","double"]}]}`, map[string]any{"l": int64(9007199254740993)}, "",
+			`field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"from a writer union", `{"type":"record","name":"U","fields":[{"name":"l","type":["null","long"]}]}`,
+			`{"type":"record","name":"U","fields":[{"name":"l","type":["null","double"]}]}`, map[string]any{"l": int64(9007199254740993)}, "",
+			`field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"in an array", `{"type":"record","name":"U","fields":[{"name":"a","type":{"type":"array","items":"long"}}]}`,
+			`{"type":"record","name":"U","fields":[{"name":"a","type":{"type":"array","items":"double"}}]}`, map[string]any{"a": []any{int64(1), int64(9007199254740993)}}, "",
+			`field "a[1]": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"in a map", `{"type":"record","name":"U","fields":[{"name":"m","type":{"type":"map","values":"int"}}]}`,
+			`{"type":"record","name":"U","fields":[{"name":"m","type":{"type":"map","values":"float"}}]}`, map[string]any{"m": map[string]any{"k": int64(16777217)}}, "",
+			`field "m.k": int 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := srfake.New()
+			defer reg.Close()
+			id := register(t, reg, "s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
+			datum, err := mustCodec(t, Config{Format: Avro, Schema: tc.writer}).(*avroCodec).encodeRaw(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: tc.reader}})
+			got, err := c.Decode(frame(id, datum))
+			if tc.wantErr != "" {
+				if err == nil || !strings.HasSuffix(err.Error(), ": "+tc.wantErr) || !errors.Is(err, ErrInexact) || IsTransient(err) {
+					t.Fatalf("Decode error = %v, want a permanent ErrInexact ending\n%s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			out, err := jsonCodec{}.Encode(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(out) != tc.want {
+				t.Fatalf("Decode = %s, want %s", out, tc.want)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package serde
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"math/big"
 	"strconv"
@@ -79,21 +80,41 @@ const numbersSchema = `{"type":"record","name":"Nums","fields":[
  {"name":"s","type":"string"}
 ]}`
 
+// promotedSchema reads numbersSchema's records with the promotions of
+// schema resolution: long and float to double, int to float.
+const promotedSchema = `{"type":"record","name":"Nums","fields":[
+ {"name":"d","type":"double"},
+ {"name":"f","type":"double"},
+ {"name":"l","type":"double"},
+ {"name":"i","type":"float"},
+ {"name":"s","type":"string"}
+]}`
+
 // FuzzJSONAvroJSON is the JSON -> Avro -> JSON boundary: for any field
 // texts, the record either converts and comes back with the same values
 // by the text rule (an int as the same int, a double as the same double,
 // still written as a double; a float as the nearest float), or it fails,
-// and then exactly when a field has no exact form in its Avro type.
+// and then exactly when a field has no exact form in its Avro type. Read
+// again with promotedSchema as the reader schema, it decodes exactly when
+// the long is exactly a double and the int exactly a float, with the
+// same values.
 //
 //	go test -run '^$' -fuzz '^FuzzJSONAvroJSON$' -fuzztime 60s ./serde/
 func FuzzJSONAvroJSON(f *testing.F) {
 	c := mustCodec(f, Config{Format: Avro, Schema: numbersSchema})
+	reg := srfake.New()
+	f.Cleanup(reg.Close)
+	id := register(f, reg, "nums-value", sr.Schema{Schema: numbersSchema, Type: sr.TypeAvro})
+	promoted := mustCodec(f, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: promotedSchema}})
 	for _, s := range [][5]string{
 		{"2.0", "0.1", "9007199254740993", "-2147483648", `"x"`},
 		{"1e400", "1", "1", "1", `"\ud800"`},
 		{"1e-400", "3.4e39", "9223372036854775808", "2.0", `"\u00e9\ud83d\ude00"`},
 		{"-0.0", "1e-46", "-0", "1E2", `""`},
 		{"9007199254740993", "16777217", "0", "2147483648", `"a\"b"`},
+		{"9223372036854775808", "18446744073709551616", "9007199254740993", "16777217", `"x"`},
+		{"-9223372036854775808", "16777216", "9007199254740992", "-16777216", `"x"`},
+		{"1", "1", "9223372036854775807", "16777218", `"x"`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
@@ -151,6 +172,23 @@ func FuzzJSONAvroJSON(f *testing.F) {
 		if g["s"] != obj["s"] {
 			t.Fatalf("%s -> %s: s changed", in, out)
 		}
+
+		lv, _ := strconv.ParseInt(string(obj["l"].(json.Number)), 10, 64)
+		iv, _ := strconv.ParseInt(string(obj["i"].(json.Number)), 10, 32)
+		p, err := promoted.Decode(frame(id, bin))
+		if exact := fitsAvro(obj["l"], 64) && fitsAvro(obj["i"], 32); (err == nil) != exact {
+			t.Fatalf("%s: promoted Decode error %v, but l is exactly a double and i exactly a float: %v", in, err, exact)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrInexact) {
+				t.Fatalf("%s: promoted Decode error %v, want ErrInexact", in, err)
+			}
+			return
+		}
+		pm := p.(map[string]any)
+		if pm["l"] != float64(lv) || pm["i"] != float64(float32(iv)) || float64(float32(iv)) != float64(iv) {
+			t.Fatalf("%s: promoted to l=%v i=%v", in, pm["l"], pm["i"])
+		}
 	})
 }
 
@@ -186,6 +224,9 @@ func fitsAvro(v any, bits int) bool {
 	a := new(big.Int).Abs(z)
 	if a.Sign() == 0 {
 		return true
+	}
+	if !z.IsInt64() {
+		return false // integer text is an int64 first, whatever the type
 	}
 	// exact iff the significant bits fit the mantissa (and the exponent
 	// is in range: any integer this size is)

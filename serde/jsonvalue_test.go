@@ -169,7 +169,7 @@ func TestAvroValues(t *testing.T) {
 		{`{"d":1.5,"f":16777217,"l":1,"i":1,"s":"x"}`, "f: unsupported value: number for Avro float: integer 16777217 is not exactly a float"},
 		{`{"d":1.5,"f":0.5,"l":1,"i":2.0,"s":"x"}`, "i: unsupported value: number for Avro int: 2.0 is a double by its text, not an integer"},
 		{`{"d":1.5,"f":0.5,"l":1E2,"i":1,"s":"x"}`, "l: unsupported value: number for Avro long: 1E2 is a double by its text"},
-		{`{"d":1.5,"f":0.5,"l":9223372036854775808,"i":1,"s":"x"}`, "l: unsupported value: number for Avro long: integer 9223372036854775808 is beyond the range of a long"},
+		{`{"d":1.5,"f":0.5,"l":9223372036854775808,"i":1,"s":"x"}`, `field "l": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
 		{`{"d":1.5,"f":0.5,"l":1,"i":2147483648,"s":"x"}`, "i: unsupported value: 2147483648 overflows int"},
 	} {
 		v, err := jsonCodec{}.Decode([]byte(tc.in))

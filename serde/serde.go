@@ -35,7 +35,9 @@ type Codec interface {
 	// ErrSyntax.
 	Decode(b []byte) (any, error)
 	// Encode turns an in-memory value into bytes. Errors wrap
-	// ErrUnsupported.
+	// ErrUnsupported, or are a *ValueError (ErrInexact) naming the field
+	// of a value that has no exact form (an integer beyond int64, NaN in
+	// JSON).
 	Encode(v any) ([]byte, error)
 }
 

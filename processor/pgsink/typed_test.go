@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/serde"
@@ -288,6 +290,72 @@ func TestValidateTypes(t *testing.T) {
 			_, err := New(cfg)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestAvroPromotionExact: a sink reading with a reader schema that
+// promotes long to double and int to float (types from_schema: double
+// precision and real) loads a value only if the reader's type holds it
+// exactly, as a stage does (the same serde decode); otherwise the record
+// is a dead letter with reason decode, naming the field.
+func TestAvroPromotionExact(t *testing.T) {
+	const writer = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"long"},{"name":"i","type":"int"}]}`
+	const reader = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"double"},{"name":"i","type":"float"}]}`
+	reg := srfake.New()
+	defer reg.Close()
+	id, _, err := reg.RegisterSchema("in-value", sr.Schema{Schema: writer, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSink(t, func(c *Config) {
+		c.InputFormat = serde.Avro
+		c.InputCodec = serde.Config{Registry: serde.Registry{URL: reg.URL(), ReaderSchema: reader}}
+		c.Columns = []Column{{"id", "id"}, {"l", "l"}, {"i", "i"}}
+		c.EventID = "id"
+		c.Types = topology.TypesFromSchema
+	})
+	s.types = []colType{plainType("text"), plainType("double precision"), plainType("real")}
+	s.typed.tableCols = map[string]colType{"id": s.types[0], "l": s.types[1], "i": s.types[2]}
+	raw, err := serde.NewCodec(serde.Config{Format: serde.Avro, Schema: writer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		l       int64
+		i       int32
+		want    []any  // the row, or
+		wantErr string // the end of the decode error
+	}{
+		{"exact", 9007199254740992, 16777216, []any{"p1", "9007199254740992.0", "16777216.0"}, ""},
+		{"long 2^53+1", 9007199254740993, 1, nil, `field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"int 2^24+1", 1, 16777217, nil, `field "i": int 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
+		{"long int64 max", 9223372036854775807, 1, nil, `field "l": long 9223372036854775807 is not exactly a double`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			datum, err := raw.Encode(map[string]any{"id": "p1", "l": tc.l, "i": tc.i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr, _ := new(sr.ConfluentHeader).AppendEncode(nil, id, nil)
+			o, ok, err := s.toOp(&kgo.Record{Topic: "in", Value: append(hdr, datum...)})
+			if tc.wantErr != "" {
+				var re *kit.RecordError
+				if !errors.As(err, &re) || re.Reason != kit.ReasonDecode || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("toOp error = %v, want a decode dead letter with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !ok {
+				t.Fatalf("toOp: %v %v", ok, err)
+			}
+			for i := range tc.want {
+				if o.row[i] != tc.want[i] {
+					t.Errorf("column %s = %#v, want %#v", s.cfg.Columns[i].Name, o.row[i], tc.want[i])
+				}
 			}
 		})
 	}
