@@ -36,6 +36,10 @@ func TestSinkExactRules(t *testing.T) {
 		"nn_int_minus_zero":    {"nn", "-0", "0"},
 		"r_int_minus_zero":     {"r", "-0", "0"},
 		"nn_double_minus_zero": {"nn", "-0.0", "-0"},
+		// An integer a float holds exactly is stored, however long its
+		// shortest text is (2^60, 2^26).
+		"nn_exact_big_integer": {"nn", "1152921504606846976", "1.152921504606847e+18"},
+		"r_exact_big_integer":  {"r", "67108864", "6.7108864e+07"},
 		// 24:00:00 is a time of its own; in a timestamp, the same instant
 		// as the next day's midnight.
 		"tm_24": {"tm", `"24:00:00"`, "24:00:00"},
@@ -44,18 +48,19 @@ func TestSinkExactRules(t *testing.T) {
 		"ts_24": {"ts", `"2024-01-01T24:00:00"`, "2024-01-02 00:00:00"},
 	}
 	bad := map[string]typedCell{
-		"ts_now":       {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
-		"ts_precision": {"ts", `"2024-01-01T00:00:00.1234"`, `field "ts": '2024-01-01T00:00:00.1234' is not exactly a timestamp(3) without time zone: it would be stored as '2024-01-01 00:00:00.123'`},
-		"tz_micro":     {"tz", `"2024-01-01T00:00:00.1234567Z"`, `is not exactly a timestamp with time zone`},
-		"dt_today":     {"dt", `"today"`, `field "dt": 'today' is not a fixed time`},
-		"ch_long":      {"ch", `"hello!"`, `field "ch": 'hello!' is not exactly a character(5): it would be stored as 'hello'`},
-		"price_scale":  {"price", "9.999", `field "price" (column "amount"): '9.999' is not exactly a numeric(6,2): it would be stored as '10.00'`},
-		"price_cast":   {"price", `"ten"`, `field "price" (column "amount"): invalid input syntax for type numeric: "ten" (SQLSTATE 22P02)`},
-		"nn_integer":   {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
-		"b_maybe":      {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
-		"tm_offset":    {"tm", `"10:00+05"`, `field "tm": '10:00+05' is not exactly a time without time zone: it would be stored as '10:00:00'`},
-		"tm_24_offset": {"tm", `"24:00:00+05"`, `field "tm": '24:00:00+05' is not exactly a time without time zone`},
-		"dt_24":        {"dt", `"2024-01-01T24:00:00Z"`, `field "dt": '2024-01-01T24:00:00Z' is not exactly a date: it would be stored as '2024-01-01'`},
+		"ts_now":          {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
+		"ts_precision":    {"ts", `"2024-01-01T00:00:00.1234"`, `field "ts": '2024-01-01T00:00:00.1234' is not exactly a timestamp(3) without time zone: it would be stored as '2024-01-01 00:00:00.123'`},
+		"tz_micro":        {"tz", `"2024-01-01T00:00:00.1234567Z"`, `is not exactly a timestamp with time zone`},
+		"dt_today":        {"dt", `"today"`, `field "dt": 'today' is not a fixed time`},
+		"ch_long":         {"ch", `"hello!"`, `field "ch": 'hello!' is not exactly a character(5): it would be stored as 'hello'`},
+		"price_scale":     {"price", "9.999", `field "price" (column "amount"): '9.999' is not exactly a numeric(6,2): it would be stored as '10.00'`},
+		"price_cast":      {"price", `"ten"`, `field "price" (column "amount"): invalid input syntax for type numeric: "ten" (SQLSTATE 22P02)`},
+		"nn_integer":      {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
+		"nn_beyond_int64": {"nn", "9223372036854775808", `field "nn": '9223372036854775808' is not exactly a double precision`},
+		"b_maybe":         {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
+		"tm_offset":       {"tm", `"10:00+05"`, `field "tm": '10:00+05' is not exactly a time without time zone: it would be stored as '10:00:00'`},
+		"tm_24_offset":    {"tm", `"24:00:00+05"`, `field "tm": '24:00:00+05' is not exactly a time without time zone`},
+		"dt_24":           {"dt", `"2024-01-01T24:00:00Z"`, `field "dt": '2024-01-01T24:00:00Z' is not exactly a date: it would be stored as '2024-01-01'`},
 	}
 	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text, tm::text)", good, bad)
 	for k, c := range good {

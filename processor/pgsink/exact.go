@@ -115,6 +115,24 @@ const (
 // Other types are a plain cast, which is exact or fails. bit(n) is cast
 // as bit varying, so that a string of another length fails as the column
 // is assigned (22026) rather than being padded or cut by the cast.
+// exactFloatInteger is the SQL test that integer text x is a value of
+// the float type base exactly: within int64 (integers beyond it are
+// refused on every path), and its odd part (the integer without its
+// factors of 2) within the type's significand, 2^53 for double precision
+// and 2^24 for real (IEEE 754). The float's own text cannot tell: it is
+// the shortest text that reads back as the float, so 2^60 would read as
+// 1152921504606847000 and be refused though a double holds it.
+func exactFloatInteger(x, base string) string {
+	significand := int64(1) << 53
+	if base == "real" {
+		significand = 1 << 24
+	}
+	n := x + "::numeric"
+	return fmt.Sprintf("(CASE WHEN %[1]s < -9223372036854775808 OR %[1]s > 9223372036854775807 THEN false"+
+		" WHEN %[1]s = 0 OR %[1]s = -9223372036854775808 THEN true"+
+		" ELSE abs(%[2]s::int8) / (abs(%[2]s::int8) & -abs(%[2]s::int8)) < %[3]d END)", n, x, significand)
+}
+
 func castExpr(x, col string, t colType) string {
 	var checks []string
 	target := t.full
@@ -125,7 +143,7 @@ func castExpr(x, col string, t colType) string {
 			checks = append(checks, fmt.Sprintf("%s::numeric = %s::%s", x, x, t.full))
 		}
 	case "real", "double precision":
-		checks = append(checks, fmt.Sprintf("(%s !~ '%s' OR %s::numeric = %s::%s::text::numeric)", x, integerRE, x, x, t.base))
+		checks = append(checks, fmt.Sprintf("(%s !~ '%s' OR %s)", x, integerRE, exactFloatInteger(x, t.base)))
 		// Integer text is an int on every path, and the int -0 is 0:
 		// read through numeric, which has no negative zero. Other text
 		// is a float's (-0.0 stays -0).

@@ -21,8 +21,8 @@ func TestCastExpr(t *testing.T) {
 		{"numeric unconstrained", plainType("numeric"), []string{"c0::numeric"}, []string{"CASE"}},
 		{"numeric scale", numeric102, []string{"CASE WHEN c0 IS NULL THEN NULL", "WHEN c0::numeric = c0::numeric(10,2) THEN c0::numeric(10,2)", "ELSE " + refuseFunc + "(NULL::numeric(10,2), 'col'"}, nil},
 		// Integer text is read through numeric: the int -0 is 0.
-		{"real", plainType("real"), []string{"c0 !~ '" + integerRE + "' OR c0::numeric = c0::real::text::numeric", "THEN (CASE WHEN c0 ~ '" + integerRE + "' THEN c0::numeric::text ELSE c0 END)::real"}, nil},
-		{"double", plainType("double precision"), []string{"c0::double precision::text::numeric"}, nil},
+		{"real", plainType("real"), []string{"c0 !~ '" + integerRE + "' OR (CASE WHEN c0::numeric < -9223372036854775808", "& -abs(c0::int8)) < 16777216 END", "THEN (CASE WHEN c0 ~ '" + integerRE + "' THEN c0::numeric::text ELSE c0 END)::real"}, nil},
+		{"double", plainType("double precision"), []string{"& -abs(c0::int8)) < 9007199254740992 END"}, nil},
 		{"timestamp", plainType("timestamp without time zone"), []string{"WHEN lower(c0) ~ '" + relativeTimeRE + "' AND c0::timestamp without time zone IS NOT NULL THEN " + refuseFunc, "c0::timestamp = (c0::timestamptz AT TIME ZONE 'UTC') AND c0 !~ '" + subMicroRE + "'"}, nil},
 		{"timestamptz precision", colType{name: "timestamp(3) with time zone", base: "timestamp with time zone", full: "timestamp(3) with time zone", mod: 3}, []string{"c0::timestamptz = c0::timestamp(3) with time zone", "THEN c0::timestamp(3) with time zone"}, []string{"AT TIME ZONE"}},
 		// 24:00:00 is a time of its own: no AT TIME ZONE, which wraps it
