@@ -332,7 +332,11 @@ func dropStep(drop []string) runFunc {
 	}
 	return func(_ context.Context, r *Record) ([]Record, error) {
 		for _, f := range fields {
-			if deletePath(&r.Value, f) {
+			deleted, err := deletePath(&r.Value, f)
+			if err != nil {
+				return nil, err
+			}
+			if deleted {
 				r.Raw = nil
 			}
 		}
@@ -348,14 +352,19 @@ func renameStep(rename map[string]string) runFunc {
 	}
 	return func(_ context.Context, r *Record) ([]Record, error) {
 		for _, m := range moves {
-			v, found := getPath(r.Value, m.from)
+			v, found, err := getPath(r.Value, m.from)
+			if err != nil {
+				return nil, err
+			}
 			if !found {
 				continue
 			}
 			if o, ok := v.(*object); ok {
 				v = o.snapshot()
 			}
-			deletePath(&r.Value, m.from)
+			if _, err := deletePath(&r.Value, m.from); err != nil {
+				return nil, err
+			}
 			if err := setPath(&r.Value, m.to, v); err != nil {
 				return nil, err
 			}
