@@ -48,8 +48,8 @@ type object struct {
 	raw     []byte // "{...}" as it came; nil for an object a step built
 	path    string // where the object is in its record, for messages
 	indexed bool
+	dupKeys bool           // the index failed: raw has duplicate keys
 	members []serde.Member // of raw, in order, once indexed
-	err     error          // of the index: duplicate keys
 	edits   []edit         // in the order of their first change
 	buf     [8]serde.Member
 	ebuf    [4]edit
@@ -78,13 +78,24 @@ func fromNative(m map[string]any, path string) *object {
 // whatever reads it (serde.AppendMembers), and one that nothing reads is
 // copied as it came.
 func (o *object) index() error {
-	if !o.indexed {
+	switch {
+	case !o.indexed:
 		o.indexed = true
-		if o.raw != nil {
-			o.members, o.err = serde.AppendMembers(o.buf[:0], o.raw, o.path)
+		if o.raw == nil {
+			return nil
 		}
+		var err error
+		o.members, err = serde.AppendMembers(o.buf[:0], o.raw, o.path)
+		o.dupKeys = err != nil
+		return err
+	case o.dupKeys:
+		// The error again, made anew: a field for it would take every
+		// object past its 512-byte size class, for a record that is
+		// about to be dead-lettered.
+		_, err := serde.AppendMembers(nil, o.raw, o.path)
+		return err
 	}
-	return o.err
+	return nil
 }
 
 // changed reports whether any step edited o.
