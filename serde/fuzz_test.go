@@ -2,6 +2,7 @@ package serde
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"math/big"
 	"strconv"
@@ -83,7 +84,9 @@ const numbersSchema = `{"type":"record","name":"Nums","fields":[
 // texts, the record either converts and comes back with the same values
 // by the text rule (an int as the same int, a double as the same double,
 // still written as a double; a float as the nearest float), or it fails,
-// and then exactly when a field has no exact form in its Avro type.
+// and then exactly when a field has no exact form in its Avro type. A
+// field text that adds a member of a key already there (`1,"d":2`) makes
+// the decode fail with ErrDuplicateKey: no copy wins.
 //
 //	go test -run '^$' -fuzz '^FuzzJSONAvroJSON$' -fuzztime 60s ./serde/
 func FuzzJSONAvroJSON(f *testing.F) {
@@ -94,14 +97,18 @@ func FuzzJSONAvroJSON(f *testing.F) {
 		{"1e-400", "3.4e39", "9223372036854775808", "2.0", `"\u00e9\ud83d\ude00"`},
 		{"-0.0", "1e-46", "-0", "1E2", `""`},
 		{"9007199254740993", "16777217", "0", "2147483648", `"a\"b"`},
+		{`1,"d":2`, "1", "1", `1,"\u0069":2`, `"x","n":{"a":1,"a":2}`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
 	f.Fuzz(func(t *testing.T, d, fl, l, i, s string) {
 		in := []byte(`{"d":` + d + `,"f":` + fl + `,"l":` + l + `,"i":` + i + `,"s":` + s + `}`)
 		v, err := jsonCodec{}.Decode(in)
+		if dup, known := topLevelDup(in); known && dup && CheckJSON(in) == nil && !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("%s: duplicate keys, but Decode gave %v, %v", in, v, err)
+		}
 		if err != nil {
-			return // not JSON, or a string with no text form: a decode dead letter
+			return // not JSON, a string with no text form, duplicate keys: a decode dead letter
 		}
 		obj := v.(map[string]any)
 		if len(obj) != 5 {
