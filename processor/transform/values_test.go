@@ -267,10 +267,14 @@ func TestFuncStepValues(t *testing.T) {
 		t.Errorf("values set by a step reach a Go transform as %#v", seen)
 	}
 	for in, want := range map[string]string{
-		`{"n":1e400}`:                   `field "n": number 1e400 is beyond the range of a double`,
-		`{"n":99999999999999999999}`:    `field "n": integer 99999999999999999999 is beyond`,
-		`{"a":{"b":["\udc00"]}}`:        `field "a.b[0]": string has a lone surrogate`,
-		`{"ok":1,"tiny":[0.0,-1e-999]}`: `field "tiny[1]": number -1e-999 underflows to zero`,
+		`{"n":1e400}`:                         `field "n": number 1e400 is beyond the range of a double`,
+		`{"n":99999999999999999999}`:          `field "n": integer 99999999999999999999 is beyond`,
+		`{"a":{"b":["\udc00"]}}`:              `field "a.b[0]": string has a lone surrogate`,
+		`{"ok":1,"tiny":[0.0,-1e-999]}`:       `field "tiny[1]": number -1e-999 underflows to zero`,
+		`{"id":"t20","s":"x","id":"t20b"}`:    `field "id": duplicate key "id" in object`,
+		`{"id":"t01","s":"a","\u0073":"b"}`:   `field "s": duplicate key "s" in object (written "s" and "\u0073")`,
+		`{"id":"n1","n":{"m":{"c":1,"c":2}}}`: `field "n.m.c": duplicate key "c" in object`,
+		`{"l":[{"q":1},{"q":2,"q":3}]}`:       `field "l[1].q": duplicate key "q" in object`,
 	} {
 		if _, err := run(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", in, err, want)
