@@ -41,6 +41,11 @@ var attackValueIn = map[string]string{
 	"x12": `{"event_id":"x12","f":1} {"a":2}`,
 	"x16": `{"event_id":"x16","f":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
 	"x19": `{"event_id":"x19","f":{"b":1,"a":2,"b":3}}`,
+	// Duplicate keys (the outside tester's F5): the last copy must not
+	// win silently anywhere.
+	"t20": `{"event_id":"t20","f":"x","event_id":"t20b"}`,
+	"t01": `{"event_id":"t01","f":"a","\u0066":"b"}`,
+	"t21": `{"event_id":"t21","f":[{"q":1,"q":2}]}`,
 }
 
 const attackUnionSchema = `{"type":"record","name":"R","namespace":"it.attack14","fields":[
@@ -133,12 +138,32 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		want["filter"][k] = atkSame(k)
 		want["touch"][k] = atkAppend(k, `,"touched":true`)
 	}
+	// Duplicate keys in the top-level object: every path that reads it
+	// (a step, JSON → Avro) refuses it naming the key; pass-through and a
+	// step that reads nothing copy it as it came.
+	dupTop := map[string]string{
+		"x04": `field "f": duplicate key "f" in object`,
+		"t20": `field "event_id": duplicate key "event_id" in object`,
+		"t01": `field "f": duplicate key "f" in object (written "f" and "\u0066")`,
+	}
+	for k, e := range dupTop {
+		delete(want["touch"], k)
+		want["touch"] = mergeOutcome(want["touch"], k, atkDLQ(kit.ReasonTransform, e))
+		want["read"] = mergeOutcome(want["read"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
+		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
+		want["toavro"] = mergeOutcome(want["toavro"], k, atkDLQ(kit.ReasonDecode, e))
+	}
+	// Duplicates in a nested object: JSON → Avro decodes it and refuses
+	// it; a step that copies the value whole copies its bytes.
+	want["toavro"] = mergeOutcome(want["toavro"], "x19", atkDLQ(kit.ReasonDecode, `field "f.b": duplicate key "b" in object`))
+	want["toavro"] = mergeOutcome(want["toavro"], "t21", atkDLQ(kit.ReasonDecode, `field "f[0].q": duplicate key "q" in object`))
 	// A step that reads f: the value's type follows its text; the y it
 	// writes keeps a point if it is a double; what has no exact form is
 	// dead-lettered naming f.
 	readY := map[string]string{
 		"n01": "1.0", "n02": "0", "n05": "5e-324", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`, "s06": "\"\U0001D11E\"",
-		"s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x04": "2", "x08": "2.5", "x09": "1", "x19": `{"b":1,"a":2,"b":3}`,
+		"s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x08": "2.5", "x09": "1", "x19": `{"b":1,"a":2,"b":3}`,
+		"t21": `[{"q":1,"q":2}]`,
 	}
 	for k, y := range readY {
 		want["read"][k] = atkAppend(k, `,"y":`+y)
@@ -152,7 +177,7 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	// Avro → JSON writes a double with a point, the fields in schema order.
 	for k, f := range map[string]string{
 		"n01": "1.0", "n02": "0", "n05": "5e-324", "n07": "18446744073709552000.0", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`,
-		"s06": "\"\U0001D11E\"", "s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x04": "2", "x08": "2.5", "x09": "1", "x19": `{"a":2,"b":3}`,
+		"s06": "\"\U0001D11E\"", "s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x08": "2.5", "x09": "1",
 	} {
 		want["fromavro"][k] = atkOut(fmt.Sprintf(`{"event_id":%q,"f":%s}`, k, f))
 	}

@@ -70,13 +70,15 @@ func TestValuesOnEveryPath(t *testing.T) {
 		"b1": `{"event_id":"b1","id":123456789012345678901234567890,"u":18446744073709551615}`,
 		"w1": `{ "event_id" : "w1" ,"a":[1, 2.50, {"b" : null}] }`,
 		"e1": `{"event_id":"e1","s":"tab\tquote\"slash\\/\u00e9\ud83d\ude00\u2028","sub":{"x":1.0e0}}`,
-		"d1": `{"event_id":"d1","event_id":"d1","dup":1,"dup":2}`,
+		"d3": `{"event_id":"d3","n":{"dup":1,"dup":2},"l":[{"q":1,"\u0071":2}]}`, // duplicates that nothing reads
 	}
 	var lines [][]byte
 	for k, v := range plain {
 		lines = append(lines, []byte(k+"|"+v))
 	}
 	lines = append(lines, []byte(`k1|{"event_id":"\udc00k","n":1}`)) // a key field that is not text
+	// Duplicate keys in the top-level object, which the key field reads.
+	lines = append(lines, []byte(`d1|{"event_id":"d1","event_id":"d1","dup":1,"dup":2}`), []byte(`d2|{"event_id":"d2","s":"a","\u0073":"b"}`))
 	kcatProduce(t, in, lines)
 	kcatProduce(t, chainIn, [][]byte{
 		[]byte(`c1|{"event_id":"c1","f":2.0}`),
@@ -111,7 +113,7 @@ func TestValuesOnEveryPath(t *testing.T) {
 
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "v1")
 	want := map[string]int{ // topic -> records
-		st["pass"].out: len(plain), st["pass"].dlq: 1, st["touch"].out: len(plain), st["touch"].dlq: 1,
+		st["pass"].out: len(plain), st["pass"].dlq: 3, st["touch"].out: len(plain), st["touch"].dlq: 3,
 		st["mul2"].out: 1, st["mul1"].dlq: 2, st["nan"].dlq: 3,
 		st["fromavro"].out: 1, st["toavro"].dlq: len(avroBad), st["rawavro"].out: 1, st["rawavro"].dlq: 2,
 	}
@@ -141,9 +143,11 @@ func TestValuesOnEveryPath(t *testing.T) {
 		touched[k] = body + `,"touched":true` + v[len(body):]
 	}
 	checkExactValues(t, st["touch"].out, touched)
-	for _, s := range []string{"pass", "touch"} {
+	for s, dupReason := range map[string]string{"pass": kit.ReasonKey, "touch": kit.ReasonTransform} {
 		checkValueDeadLetters(t, st[s].dlq, map[string]deadLetter{
 			"k1": {kit.ReasonKey, `field "event_id": string has a lone surrogate \udc00, which is not text`},
+			"d1": {dupReason, `field "event_id": duplicate key "event_id" in object`},
+			"d2": {dupReason, `field "s": duplicate key "s" in object (written "s" and "\u0073")`},
 		})
 	}
 
@@ -234,12 +238,15 @@ func TestValuesSink(t *testing.T) {
 	good := map[string]string{
 		"p1": `{"event_id":"p1","f":2.0,"note":"ok"}`,
 		"p5": `{"event_id":"p5","f":-0.0,"note":"\ud83d\ude00","huge":1e400,"x":"\udc00","n":123456789012345678901234567890}`,
+		"p9": `{"event_id":"p9","f":1.0,"note":"ok","x":{"a":1,"a":2}}`, // a nested object that is not mapped: as it came
 	}
 	bad := map[string]deadLetter{
 		"p2": {pgsink.ReasonPostgres, "out of range for type double precision"},
 		"p3": {kit.ReasonDecode, `field "note": string has a lone surrogate \udc00, which is not text`},
 		"p4": {pgsink.ReasonPostgres, "out of range for type double precision"},
 		"p6": {pgsink.ReasonPostgres, ""},
+		"p7": {kit.ReasonDecode, `field "event_id": duplicate key "event_id" in object`},
+		"p8": {kit.ReasonDecode, `field "note": duplicate key "note" in object (written "note" and "\u006eote")`},
 	}
 	lines := [][]byte{
 		[]byte("p1|" + good["p1"]),
@@ -248,6 +255,9 @@ func TestValuesSink(t *testing.T) {
 		[]byte(`p4|{"event_id":"p4","f":1e-400}`),
 		[]byte("p5|" + good["p5"]),
 		[]byte(`p6|{"event_id":"p6","f":"2.0x"}`),
+		[]byte(`p7|{"event_id":"p7","f":1.0,"event_id":"p7b"}`),
+		[]byte(`p8|{"event_id":"p8","f":1.0,"note":"a","\u006eote":"b"}`),
+		[]byte("p9|" + good["p9"]),
 	}
 	kcatProduce(t, s.in, lines)
 	p := startSink(t, topo, "v1")
@@ -282,6 +292,7 @@ func TestValuesSink(t *testing.T) {
 	want := map[string]row{
 		"p1": {2, "ok", good["p1"]},
 		"p5": {math.Copysign(0, -1), "😀", good["p5"]},
+		"p9": {1, "ok", good["p9"]},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)

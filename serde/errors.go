@@ -22,6 +22,10 @@ var (
 	// *ValueError, which names the field. Such a value is dead-lettered,
 	// never rewritten into something else.
 	ErrInexact = errors.New("value cannot be represented exactly")
+	// ErrDuplicateKey means a JSON object that is read has two members
+	// with one key (by their text: "s" and "\u0073" are one key). It is
+	// wrapped by *ValueError, which names the key's path.
+	ErrDuplicateKey = errors.New("duplicate key")
 	// ErrUnknownFormat is returned by New for a format name it does not know.
 	ErrUnknownFormat = errors.New("unknown format")
 	// ErrConfig is returned by NewCodec for settings it cannot use, such as

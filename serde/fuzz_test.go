@@ -97,7 +97,8 @@ const promotedSchema = `{"type":"record","name":"Nums","fields":[
 // and then exactly when a field has no exact form in its Avro type. Read
 // again with promotedSchema as the reader schema, it decodes exactly when
 // the long is exactly a double and the int exactly a float, with the
-// same values.
+// same values. A field text that adds a member of a key already there
+// (`1,"d":2`) makes the decode fail with ErrDuplicateKey: no copy wins.
 //
 //	go test -run '^$' -fuzz '^FuzzJSONAvroJSON$' -fuzztime 60s ./serde/
 func FuzzJSONAvroJSON(f *testing.F) {
@@ -115,14 +116,18 @@ func FuzzJSONAvroJSON(f *testing.F) {
 		{"9223372036854775808", "18446744073709551616", "9007199254740993", "16777217", `"x"`},
 		{"-9223372036854775808", "16777216", "9007199254740992", "-16777216", `"x"`},
 		{"1", "1", "9223372036854775807", "16777218", `"x"`},
+		{`1,"d":2`, "1", "1", `1,"\u0069":2`, `"x","n":{"a":1,"a":2}`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
 	f.Fuzz(func(t *testing.T, d, fl, l, i, s string) {
 		in := []byte(`{"d":` + d + `,"f":` + fl + `,"l":` + l + `,"i":` + i + `,"s":` + s + `}`)
 		v, err := jsonCodec{}.Decode(in)
+		if dup, known := topLevelDup(in); known && dup && CheckJSON(in) == nil && !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("%s: duplicate keys, but Decode gave %v, %v", in, v, err)
+		}
 		if err != nil {
-			return // not JSON, or a string with no text form: a decode dead letter
+			return // not JSON, a string with no text form, duplicate keys: a decode dead letter
 		}
 		obj := v.(map[string]any)
 		if len(obj) != 5 {

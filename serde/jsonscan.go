@@ -74,32 +74,39 @@ func hasControl(b []byte) bool {
 
 // TopLevelField returns the raw bytes of the value of field in the JSON
 // object b, which must have passed CheckJSON. isObject is false when b is
-// not an object. Like encoding/json, the last of duplicate fields wins.
-func TopLevelField(b []byte, field string) (raw []byte, isObject, found bool) {
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return nil, false, false
+// not an object. An object with duplicate keys is an error (see
+// AppendMembers), whichever field is looked up.
+func TopLevelField(b []byte, field string) (raw []byte, isObject, found bool, err error) {
+	var buf [16]Member
+	obj, ms, isObject, err := topLevelMembers(b, buf[:0])
+	if !isObject || err != nil {
+		return nil, isObject, false, err
 	}
-	i = skipSpace(b, i+1)
-	for i < len(b) && b[i] != '}' {
-		kEnd := skipString(b, i)
-		key := b[i:kEnd]
-		i = skipSpace(b, kEnd)
-		i = skipSpace(b, i+1) // the ':'
-		vEnd := skipValue(b, i)
-		if keyIs(key, field) {
-			raw, found = b[i:vEnd], true
-		}
-		i = skipSpace(b, vEnd)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
-		}
-	}
-	return raw, true, found
+	raw, found = memberValue(obj, ms, field)
+	return raw, true, found, nil
 }
 
-// keyIs compares a quoted JSON key with field, unescaping only if needed.
-func keyIs(quoted []byte, field string) bool { return KeyIs(quoted, field) }
+// topLevelMembers returns the object b (checked) from its '{', and its
+// members appended to buf. isObject is false when b is not an object.
+func topLevelMembers(b []byte, buf []Member) (obj []byte, ms []Member, isObject bool, err error) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, nil, false, nil
+	}
+	obj = b[i:]
+	ms, err = AppendMembers(buf, obj, "")
+	return obj, ms, true, err
+}
+
+// memberValue returns the raw value of the member of obj named name.
+func memberValue(obj []byte, ms []Member, name string) ([]byte, bool) {
+	for _, m := range ms {
+		if m.KeyEnd-m.KeyStart >= len(name)+2 && KeyIs(m.Key(obj), name) {
+			return m.Value(obj), true
+		}
+	}
+	return nil, false
+}
 
 // syntaxError returns the error, wrapping ErrSyntax, that says why b
 // (which json.Valid refused) is not one JSON value.
@@ -196,11 +203,12 @@ func fieldValue(raw []byte, path string) (any, error) {
 // CheckJSON: the decoded value of field (nil for JSON null), isObject
 // false when b is not an object, found false when the field is absent.
 // An error (a *ValueError naming field) means the value cannot be read
-// exactly, such as a string with a lone surrogate.
+// exactly, such as a string with a lone surrogate, or that the object has
+// duplicate keys.
 func JSONField(b []byte, field string) (v any, isObject, found bool, err error) {
-	raw, isObject, found := TopLevelField(b, field)
-	if !found {
-		return nil, isObject, false, nil
+	raw, isObject, found, err := TopLevelField(b, field)
+	if !found || err != nil {
+		return nil, isObject, false, err
 	}
 	v, err = fieldValue(raw, field)
 	return v, isObject, true, err
@@ -211,21 +219,24 @@ func JSONField(b []byte, field string) (v any, isObject, found bool, err error) 
 // CheckJSON: the same as decoding b and picking the fields, without
 // decoding the rest. obj is nil when b is not an object. Fields that are
 // not read are not checked: a lone surrogate in one of them is no error.
+// The object's keys are read: duplicate keys are an error.
 func JSONFields(b []byte, fields []string) (obj map[string]any, err error) {
 	if err := CheckJSON(b); err != nil {
 		return nil, err
 	}
+	var buf [16]Member
+	o, ms, isObject, err := topLevelMembers(b, buf[:0])
+	if !isObject || err != nil {
+		return nil, err
+	}
 	obj = make(map[string]any, len(fields))
 	for _, f := range fields {
-		v, isObject, found, err := JSONField(b, f)
-		if !isObject {
-			return nil, nil
+		raw, found := memberValue(o, ms, f)
+		if !found {
+			continue
 		}
-		if err != nil {
+		if obj[f], err = fieldValue(raw, f); err != nil {
 			return nil, err
-		}
-		if found {
-			obj[f] = v
 		}
 	}
 	return obj, nil

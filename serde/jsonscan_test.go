@@ -11,11 +11,25 @@ import (
 )
 
 // checkAgainstDecode requires CheckJSON and TopLevelField to agree with
-// Decode and a map lookup on in.
+// Decode and a map lookup on in, and all three to refuse an object whose
+// top-level keys are not unique (by encoding/json's reading of the keys).
 func checkAgainstDecode(t *testing.T, in []byte, field string) {
 	c, _ := New(JSON)
 	v, decErr := c.Decode(in)
 	chkErr := CheckJSON(in)
+	if dup, known := topLevelDup(in); known && chkErr == nil {
+		fields, err := JSONFields(in, []string{field})
+		_, _, _, tlErr := TopLevelField(in, field)
+		// Decode also fails for duplicates deeper down; the top-level
+		// lookups only for the top level's.
+		if dup && !(errors.Is(decErr, ErrDuplicateKey) && errors.Is(err, ErrDuplicateKey) && errors.Is(tlErr, ErrDuplicateKey)) ||
+			!dup && (errors.Is(err, ErrDuplicateKey) || errors.Is(tlErr, ErrDuplicateKey)) {
+			t.Fatalf("%q field %q: duplicate top-level keys %v, but Decode: %v, JSONFields: %v, %v, TopLevelField: %v", in, field, dup, decErr, fields, err, tlErr)
+		}
+		if dup {
+			return
+		}
+	}
 	if errors.Is(decErr, ErrInexact) {
 		// A value with no exact form (a lone surrogate) somewhere: the
 		// bytes are JSON, and only a read of that value fails.
@@ -23,7 +37,7 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 			t.Fatalf("%q: Decode error %v, CheckJSON error %v", in, decErr, chkErr)
 		}
 		fields, err := JSONFields(in, []string{field})
-		raw, _, found := TopLevelField(in, field)
+		raw, _, found, _ := TopLevelField(in, field)
 		if !found {
 			return
 		}
@@ -53,8 +67,8 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 	if err != nil || (fields != nil) != wantObj || (wantObj && !reflect.DeepEqual(fields[field], want)) {
 		t.Fatalf("%q field %q: JSONFields = %v, %v; want %v", in, field, fields, err, want)
 	}
-	raw, isObj, found := TopLevelField(in, field)
-	if isObj != wantObj || found != wantFound {
+	raw, isObj, found, err := TopLevelField(in, field)
+	if err != nil || isObj != wantObj || found != wantFound {
 		t.Fatalf("%q field %q: TopLevelField object=%v found=%v, want %v %v", in, field, isObj, found, wantObj, wantFound)
 	}
 	if found {
@@ -68,6 +82,37 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 	}
 }
 
+// topLevelDup reports, by encoding/json's tokens, whether the object in has
+// two top-level keys with one text. known is false when in is no object,
+// or a key may hold a surrogate escape (encoding/json reads a lone one as
+// U+FFFD, which would make "\ud800" and "\udc00" one key).
+func topLevelDup(in []byte) (dup, known bool) {
+	if bytes.Contains(bytes.ToLower(in), []byte(`\ud`)) {
+		return false, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(in))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false, false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false, false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return true, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return false, false
+		}
+	}
+	return false, true
+}
+
 func TestTopLevelField(t *testing.T) {
 	for _, in := range []string{
 		`{"event_id":"e-1","n":1}`, ` { "n" : {"event_id":"inner"} , "event_id" : 7 } `, `{"a":[1,"]",{"event_id":1}],"event_id":"x\"y"}`,
@@ -75,13 +120,15 @@ func TestTopLevelField(t *testing.T) {
 		`{"event_id":true}`, `{"event_id":{"a":"}"}}`, `{"x":"\\","event_id":-1.5e3}`, "\t{\"event_id\":\"tab\"}\n",
 		`null`, ``, `{"event_id":`, "{\"event_id\":\"\xff\"}",
 		`{"event_id":"\udc00"}`, `{"x":"\ud800","event_id":"ok"}`, `{"event_id":"\ud83d\ude00"}`,
+		`{"event_id":"a","x":1,"x":2}`, `{"event_id":"a","\u0065vent_id":"b"}`, `{"n":{"a":1,"a":2},"event_id":"ok"}`,
 	} {
 		checkAgainstDecode(t, []byte(in), "event_id")
 	}
 }
 
 func FuzzTopLevelField(f *testing.F) {
-	for _, s := range []string{`{"event_id":"e"}`, `{"a":{"event_id":1},"event_id":[{"x":"}"}]}`, `[{"event_id":1}]`, `{"e\"":1}`} {
+	for _, s := range []string{`{"event_id":"e"}`, `{"a":{"event_id":1},"event_id":[{"x":"}"}]}`, `[{"event_id":1}]`, `{"e\"":1}`,
+		`{"event_id":1,"e":2,"\u0065":3}`, `{"x":[{"a":1,"a":2}],"event_id":"e"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -103,7 +150,7 @@ func BenchmarkPassThroughCheck(b *testing.B) {
 		if err := CheckJSON(rec); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, found := TopLevelField(rec, "event_id"); !found {
+		if _, _, found, _ := TopLevelField(rec, "event_id"); !found {
 			b.Fatal("not found")
 		}
 	}

@@ -219,8 +219,12 @@ func (m Member) Value(obj []byte) []byte { return obj[m.ValueStart:m.ValueEnd] }
 
 // AppendMembers appends the members of the JSON object obj, in order, to
 // dst. obj starts with '{' and passed CheckJSON (as a whole or as part of
-// a checked value).
-func AppendMembers(dst []Member, obj []byte) []Member {
+// a checked value). Two members with one key are an error, a *ValueError
+// wrapping ErrDuplicateKey that names the key under path (the object's
+// path), returned with the members: every reader of an object's members
+// goes through here, so that none reads an object with duplicate keys.
+func AppendMembers(dst []Member, obj []byte, path string) ([]Member, error) {
+	start := len(dst)
 	i := skipSpace(obj, 1)
 	for i < len(obj) && obj[i] != '}' {
 		var m Member
@@ -235,7 +239,153 @@ func AppendMembers(dst []Member, obj []byte) []Member {
 			i = skipSpace(obj, i+1)
 		}
 	}
+	return dst, checkKeys(obj, dst[start:], path)
+}
+
+// keysMapFrom is the member count from which checkKeys remembers the keys
+// in a map. Below it, comparing every pair is cheaper: mostly a length
+// test, without allocating.
+const keysMapFrom = 32
+
+// checkKeys returns the error of the first member of ms (members of obj)
+// whose key an earlier member has, nil if the keys are unique. RFC 8259
+// (section 4) says names SHOULD be unique and that readers of an object
+// with duplicates behave unpredictably: encoding/json takes the last,
+// others the first or both. Whichever one a stage chose, the next reader
+// (a stage, Postgres, a consumer) might choose another, so an object that
+// is read must have one meaning or be refused.
+func checkKeys(obj []byte, ms []Member, path string) error {
+	if len(ms) < 2 {
+		return nil
+	}
+	if len(ms) >= keysMapFrom {
+		return checkKeysMap(obj, ms, path)
+	}
+	var escaped uint64 // bit i: the key of ms[i] has an escape
+	for i, m := range ms {
+		if bytes.IndexByte(obj[m.KeyStart:m.KeyEnd], '\\') >= 0 {
+			escaped |= 1 << i
+		}
+	}
+	for j := 1; j < len(ms); j++ {
+		kj := ms[j].Key(obj)
+		for i := range j {
+			ki := ms[i].Key(obj)
+			var same bool
+			switch ei, ej := escaped>>i&1 != 0, escaped>>j&1 != 0; {
+			case !ei && !ej:
+				same = len(ki) == len(kj) && string(ki) == string(kj)
+			case !ei && len(ki) >= len(kj), !ej && len(kj) >= len(ki):
+				// An escape makes a key's text shorter than its bytes.
+			default:
+				same = sameKeyText(ki, kj)
+			}
+			if same {
+				return duplicateKey(ki, kj, path)
+			}
+		}
+	}
+	return nil
+}
+
+// checkKeysMap is checkKeys for a large object.
+func checkKeysMap(obj []byte, ms []Member, path string) error {
+	seen := make(map[string]int, len(ms))
+	var text []byte
+	for j, m := range ms {
+		text = appendKeyText(text[:0], m.Key(obj))
+		if i, dup := seen[string(text)]; dup {
+			return duplicateKey(ms[i].Key(obj), m.Key(obj), path)
+		}
+		seen[string(text)] = j
+	}
+	return nil
+}
+
+// sameKeyText reports whether the quoted JSON keys a and b have the same
+// text, character by character, with escapes decoded.
+func sameKeyText(a, b []byte) bool {
+	a, b = a[1:len(a)-1], b[1:len(b)-1]
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		var ra, rb rune
+		ra, i = keyRune(a, i)
+		rb, j = keyRune(b, j)
+		if ra != rb {
+			return false
+		}
+	}
+	return i == len(a) && j == len(b)
+}
+
+// appendKeyText appends the text of the quoted JSON key to dst, with
+// escapes decoded. A lone surrogate, which is no text, is written as its
+// 3-byte form (as WTF-8 does), so that it equals only itself.
+func appendKeyText(dst, quoted []byte) []byte {
+	body := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return append(dst, body...)
+	}
+	for i := 0; i < len(body); {
+		var r rune
+		r, i = keyRune(body, i)
+		if utf16.IsSurrogate(r) {
+			dst = append(dst, 0xe0|byte(r>>12), 0x80|byte(r>>6)&0x3f, 0x80|byte(r)&0x3f)
+			continue
+		}
+		dst = utf8.AppendRune(dst, r)
+	}
 	return dst
+}
+
+// keyRune returns the character at i of the body of a JSON string (valid,
+// in valid UTF-8) and the index after it: an escape decoded (a surrogate
+// pair as one character, a lone surrogate as itself), else one UTF-8
+// character.
+func keyRune(b []byte, i int) (rune, int) {
+	if c := b[i]; c != '\\' {
+		if c < utf8.RuneSelf {
+			return rune(c), i + 1
+		}
+		r, n := utf8.DecodeRune(b[i:])
+		return r, i + n
+	}
+	switch b[i+1] {
+	case 'u':
+		r := hex4(b[i+2 : i+6])
+		i += 6
+		if r >= 0xd800 && r < 0xdc00 && i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
+			if lo := hex4(b[i+2 : i+6]); lo >= 0xdc00 && lo <= 0xdfff {
+				return utf16.DecodeRune(r, lo), i + 6
+			}
+		}
+		return r, i
+	case 'b':
+		return '\b', i + 2
+	case 'f':
+		return '\f', i + 2
+	case 'n':
+		return '\n', i + 2
+	case 'r':
+		return '\r', i + 2
+	case 't':
+		return '\t', i + 2
+	}
+	return rune(b[i+1]), i + 2 // '"', '\\', '/'
+}
+
+// duplicateKey is the error of the quoted keys first and again, which
+// have one text, in the object at path. It names the key by its text, and
+// gives both spellings when they differ.
+func duplicateKey(first, again []byte, path string) error {
+	name, err := Unquote(again, "")
+	if err != nil {
+		name = string(again[1 : len(again)-1]) // no text: as written
+	}
+	if bytes.Equal(first, again) {
+		return valueErr(JoinPath(path, name), fmt.Errorf("%w %q in object", ErrDuplicateKey, name))
+	}
+	return valueErr(JoinPath(path, name), fmt.Errorf("%w %q in object (written %s and %s)", ErrDuplicateKey, name, first, again))
 }
 
 // AppendElements appends the [start, end) offsets of the elements of the
@@ -292,9 +442,10 @@ func DecodeValue(b []byte, path string, nums Numbers) (any, error) {
 func decodeAt(b []byte, i int, path string, nums Numbers) (any, int, error) {
 	switch c := b[i]; c {
 	case '{':
+		start, n := i, 0
 		obj := map[string]any{}
 		i = skipSpace(b, i+1)
-		for b[i] != '}' {
+		for ; b[i] != '}'; n++ {
 			kEnd := skipString(b, i)
 			k, err := Unquote(b[i:kEnd], path)
 			if err != nil {
@@ -305,10 +456,17 @@ func decodeAt(b []byte, i int, path string, nums Numbers) (any, int, error) {
 			if err != nil {
 				return nil, 0, err
 			}
-			obj[k] = v // the last of duplicate keys wins, as in encoding/json
+			obj[k] = v
 			i = skipSpace(b, next)
 			if b[i] == ',' {
 				i = skipSpace(b, i+1)
+			}
+		}
+		if len(obj) < n {
+			// Two members with one key: the map kept one. The rule and
+			// its error are AppendMembers', as on every other path.
+			if _, err := AppendMembers(nil, b[start:i+1], path); err != nil {
+				return nil, 0, err
 			}
 		}
 		return obj, i + 1, nil

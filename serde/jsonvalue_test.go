@@ -3,6 +3,7 @@ package serde
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -228,5 +229,89 @@ func TestAvroValues(t *testing.T) {
 	}
 	if out, err := (jsonCodec{}).Encode(v); err != nil || string(out) != `{"d":2.0,"f":0.1,"i":1,"l":1,"s":"x"}` {
 		t.Errorf("Avro -> JSON = %s, %v", out, err)
+	}
+}
+
+// bigObject returns an object of n members k0..k(n-1), then extra members.
+func bigObject(n int, extra string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String() + extra + "}"
+}
+
+// TestDuplicateKeys: an object with two members of one key (by their
+// text) is refused wherever it is read, naming the key's path; an object
+// that is not read (a nested one, for a top-level lookup) is no error.
+func TestDuplicateKeys(t *testing.T) {
+	tests := []struct {
+		name, in string
+		decode   string // DecodeValue's error, "" for none
+		top      string // the error of a top-level lookup (JSONFields, TopLevelField), "" for none
+	}{
+		{name: "unique", in: `{"id":"t0","s":"a","t":{"s":1}}`},
+		{name: "the last would win", in: `{"id":"t20","s":"x","id":"t20b"}`,
+			decode: `field "id": duplicate key "id" in object`, top: `field "id": duplicate key "id" in object`},
+		{name: "a duplicate value field", in: `{"id":"t02","s":"a","s":"b"}`,
+			decode: `field "s": duplicate key "s" in object`, top: `field "s": duplicate key "s" in object`},
+		{name: "an escaped duplicate", in: `{"id":"t01","s":"a","\u0073":"b"}`,
+			decode: `field "s": duplicate key "s" in object (written "s" and "\u0073")`, top: `duplicate key "s"`},
+		{name: "both escaped", in: `{"\u0073":1,"\u0073":2}`, decode: `field "s": duplicate key "s" in object`, top: `field "s": duplicate key "s"`},
+		{name: "a pair and its character", in: `{"\ud83d\ude00":1,"😀":2}`, decode: `duplicate key "😀"`, top: `duplicate key "😀"`},
+		{name: "escaped solidus", in: `{"a/b":1,"a\/b":2}`, decode: `duplicate key "a/b"`, top: `duplicate key "a/b"`},
+		{name: "escaped control", in: `{"a\nb":1,"a\u000ab":2}`, decode: `duplicate key "a\nb"`, top: `duplicate key "a\nb"`},
+		{name: "a lone surrogate key equals itself", in: `{"\ud800":1,"\uD800":2}`, decode: `lone surrogate`, top: `duplicate key "\\uD800"`},
+		{name: "lone surrogates differ", in: `{"\ud800":1,"\udc00":2}`, decode: `lone surrogate`},
+		{name: "an escape of another letter", in: `{"a":1,"\u0062":2,"ab":3,"a\u0062c":4}`},
+		{name: "a prefix is another key", in: `{"a":1,"ab":2,"\u0061b\u0063":3,"abc ":4}`},
+		{name: "nested", in: `{"id":"n1","n":{"a":1,"b":{"c":1,"c":2}}}`, decode: `field "n.b.c": duplicate key "c" in object`},
+		{name: "in an array of objects", in: `{"id":"a1","items":[{"q":1},{"q":2,"q":3}]}`, decode: `field "items[1].q": duplicate key "q" in object`},
+		{name: "top-level array", in: `[{"a":1},{"a":1,"\u0061":2}]`, decode: `field "[1].a": duplicate key "a"`},
+		{name: "large, unique", in: bigObject(100, `,"\u006b100":1`)},
+		{name: "large, at the end", in: bigObject(100, `,"k7":1`), decode: `field "k7": duplicate key "k7" in object`, top: `field "k7": duplicate key "k7"`},
+		{name: "large, escaped", in: bigObject(40, `,"\u006b39":1`), decode: `field "k39": duplicate key "k39" in object (written "k39" and "\u006b39")`, top: `duplicate key "k39"`},
+		{name: "large, lone surrogates", in: bigObject(40, `,"\ud800":1,"\udc00":2,"\uD800":3`), decode: `lone surrogate`, top: `duplicate key "\\uD800"`},
+		{name: "large, nested", in: `{"n":` + bigObject(33, `,"k32":0`) + `}`, decode: `field "n.k32": duplicate key "k32"`},
+	}
+	check := func(t *testing.T, what string, err error, want string) {
+		t.Helper()
+		switch {
+		case want == "" && err != nil:
+			t.Fatalf("%s: %v", what, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Fatalf("%s: error %v, want one containing %q", what, err, want)
+		case want != "" && strings.Contains(want, "duplicate") && !(errors.Is(err, ErrDuplicateKey) && errors.Is(err, ErrInexact)):
+			t.Fatalf("%s: error %v wraps neither ErrDuplicateKey nor ErrInexact", what, err)
+		}
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			if err := CheckJSON(in); err != nil {
+				t.Fatal(err)
+			}
+			for _, nums := range []Numbers{AsText, Typed} {
+				_, err := DecodeValue(in, "", nums)
+				check(t, "DecodeValue", err, tc.decode)
+			}
+			_, err := jsonCodec{}.Decode(in)
+			check(t, "Decode", err, tc.decode)
+			if in[0] != '{' {
+				return
+			}
+			_, err = JSONFields(in, []string{"id"})
+			check(t, "JSONFields", err, tc.top)
+			_, _, _, err = TopLevelField(in, "zz")
+			check(t, "TopLevelField", err, tc.top)
+			_, _, _, err = JSONField(in, "id")
+			check(t, "JSONField", err, tc.top)
+			_, err = AppendMembers(nil, in, "")
+			check(t, "AppendMembers", err, tc.top)
+		})
 	}
 }

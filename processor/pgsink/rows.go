@@ -212,15 +212,18 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	body := r.Value
-	raw, isObject, found := serde.TopLevelField(body, "op")
+	raw, isObject, found, err := serde.TopLevelField(body, "op")
 	if !isObject {
 		return op{}, false, envelopeError("the value is not a json object")
 	}
-	if !found {
-		if p, _, ok := serde.TopLevelField(body, envPayload); ok && len(p) > 0 && p[0] == '{' {
+	if !found && err == nil {
+		if p, _, ok, _ := serde.TopLevelField(body, envPayload); ok && len(p) > 0 && p[0] == '{' {
 			body = p
-			raw, _, found = serde.TopLevelField(body, "op")
+			raw, _, found, err = serde.TopLevelField(body, "op")
 		}
+	}
+	if err != nil { // duplicate keys
+		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
 	}
 	if !found {
 		return op{}, false, envelopeError(`no "op" field (nor a "payload" object holding one)`)
@@ -232,7 +235,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	kind, _ := v.(string)
 	switch kind {
 	case opCreate, opUpdate, opRead:
-		after, _, _ := serde.TopLevelField(body, "after")
+		after, _, _, _ := serde.TopLevelField(body, "after") // body's keys are checked
 		if len(after) == 0 || after[0] != '{' {
 			return op{}, false, envelopeError("op %q needs an \"after\" object (got %s)", kind, shownJSON(after))
 		}
@@ -243,7 +246,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		return s.rowOp(r, obj)
 	case opDelete:
 		return s.deleteOp(r, func(src string) (map[string]any, error) {
-			before, _, _ := serde.TopLevelField(body, "before")
+			before, _, _, _ := serde.TopLevelField(body, "before")
 			if len(before) == 0 || before[0] != '{' {
 				return nil, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
 			}

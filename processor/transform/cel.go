@@ -161,7 +161,7 @@ func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref
 		// A number keeps its text (README, Values): 1E2 stays 1E2, not
 		// the 100.0 of its double. It was read, so CEL holds it.
 		if p.field != nil {
-			if raw, ok := getPath(r.Value, p.field); ok {
+			if raw, ok, err := getPath(r.Value, p.field); err == nil && ok {
 				if t, isRaw := raw.(rawJSON); isRaw {
 					b = append(b[:0], t...)
 				}

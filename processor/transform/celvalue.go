@@ -33,10 +33,12 @@ var (
 	_ traits.Lister = listVal{}
 )
 
-// FindStringKey is cel-go's fast path for field selection.
+// FindStringKey is cel-go's fast path for field selection. An object that
+// cannot be read (duplicate keys) is "not found" here, so that cel-go
+// asks Find, whose error fails the selection and has() alike.
 func (o *object) FindStringKey(name string) (any, bool) {
-	raw, v, found := o.find(name)
-	if !found {
+	raw, v, found, err := o.find(name)
+	if !found || err != nil {
 		return nil, false
 	}
 	if raw != nil {
@@ -162,10 +164,12 @@ func celNative(v any, path string) ref.Val {
 // lone surrogate) is an error value in its place, which fails whatever
 // reads it.
 func (o *object) keys() []ref.Val {
+	if err := o.index(); err != nil {
+		return []ref.Val{types.WrapErr(err)}
+	}
 	var keys []ref.Val
 	seen := make(map[string]bool, len(o.members)+len(o.edits))
 	if o.raw != nil {
-		o.index()
 		for _, mb := range o.members {
 			k, err := serde.Unquote(mb.Key(o.raw), o.path)
 			if err != nil {
@@ -216,6 +220,9 @@ func (o *object) Find(key ref.Val) (ref.Val, bool) {
 	if !ok {
 		return types.ValOrErr(key, "unsupported key type: %v", key.Type()), false
 	}
+	if _, _, _, err := o.find(string(k)); err != nil {
+		return types.WrapErr(err), false
+	}
 	v, found := o.FindStringKey(string(k))
 	if !found {
 		return nil, false
@@ -243,8 +250,13 @@ func (o *object) Iterator() traits.Iterator {
 	return types.NewRefValList(types.DefaultTypeAdapter, o.keys()).Iterator()
 }
 
-// Size implements traits.Sizer.
-func (o *object) Size() ref.Val { return types.Int(len(o.keys())) }
+// Size implements traits.Sizer. An object with duplicate keys has no size.
+func (o *object) Size() ref.Val {
+	if err := o.index(); err != nil {
+		return types.WrapErr(err)
+	}
+	return types.Int(len(o.keys()))
+}
 
 // ConvertToNative implements ref.Val.
 func (o *object) ConvertToNative(t reflect.Type) (any, error) {

@@ -48,6 +48,7 @@ type object struct {
 	raw     []byte // "{...}" as it came; nil for an object a step built
 	path    string // where the object is in its record, for messages
 	indexed bool
+	dupKeys bool           // the index failed: raw has duplicate keys
 	members []serde.Member // of raw, in order, once indexed
 	edits   []edit         // in the order of their first change
 	buf     [8]serde.Member
@@ -72,31 +73,48 @@ func fromNative(m map[string]any, path string) *object {
 	return o
 }
 
-func (o *object) index() {
-	if !o.indexed {
+// index indexes o's members once. Every read or edit of a member of an
+// object comes here first, so that an object with duplicate keys fails
+// whatever reads it (serde.AppendMembers), and one that nothing reads is
+// copied as it came.
+func (o *object) index() error {
+	switch {
+	case !o.indexed:
 		o.indexed = true
-		if o.raw != nil {
-			o.members = serde.AppendMembers(o.buf[:0], o.raw)
+		if o.raw == nil {
+			return nil
 		}
+		var err error
+		o.members, err = serde.AppendMembers(o.buf[:0], o.raw, o.path)
+		o.dupKeys = err != nil
+		return err
+	case o.dupKeys:
+		// The error again, made anew: a field for it would take every
+		// object past its 512-byte size class, for a record that is
+		// about to be dead-lettered.
+		_, err := serde.AppendMembers(nil, o.raw, o.path)
+		return err
 	}
+	return nil
 }
 
 // changed reports whether any step edited o.
 func (o *object) changed() bool { return o.raw == nil || len(o.edits) > 0 }
 
-// member returns the raw value of the last member of raw named name.
-func (o *object) member(name string) ([]byte, bool) {
+// member returns the raw value of the member of raw named name.
+func (o *object) member(name string) ([]byte, bool, error) {
 	if o.raw == nil {
-		return nil, false
+		return nil, false, nil
 	}
-	o.index()
-	for i := len(o.members) - 1; i >= 0; i-- {
-		m := o.members[i]
+	if err := o.index(); err != nil {
+		return nil, false, err
+	}
+	for _, m := range o.members {
 		if keyLenCould(m, name) && serde.KeyIs(m.Key(o.raw), name) {
-			return m.Value(o.raw), true
+			return m.Value(o.raw), true, nil
 		}
 	}
-	return nil, false
+	return nil, false, nil
 }
 
 // keyLenCould is a cheap test that the raw key of m may be name: a key
@@ -113,58 +131,70 @@ func (o *object) editOf(name string) *edit {
 }
 
 // find returns the field name of o: raw bytes when it is as it came, else
-// its edit's value.
-func (o *object) find(name string) (raw []byte, v any, found bool) {
+// its edit's value. The error is the index's (duplicate keys).
+func (o *object) find(name string) (raw []byte, v any, found bool, err error) {
+	if err := o.index(); err != nil {
+		return nil, nil, false, err
+	}
 	if e := o.editOf(name); e != nil {
 		if e.deleted {
-			return nil, nil, false
+			return nil, nil, false, nil
 		}
-		return nil, e.val, true
+		return nil, e.val, true, nil
 	}
-	raw, found = o.member(name)
-	return raw, nil, found
+	raw, found, err = o.member(name)
+	return raw, nil, found, err
 }
 
 // lookup returns the field name of o as one value.
-func (o *object) lookup(name string) (any, bool) {
-	raw, v, found := o.find(name)
+func (o *object) lookup(name string) (any, bool, error) {
+	raw, v, found, err := o.find(name)
 	if raw != nil {
-		return rawJSON(raw), true
+		return rawJSON(raw), true, nil
 	}
-	return v, found
+	return v, found, err
 }
 
-func (o *object) put(name string, v any) {
+// put sets the field name of o. Setting a member is a read of the object:
+// it fails for an object with duplicate keys.
+func (o *object) put(name string, v any) error {
+	if err := o.index(); err != nil {
+		return err
+	}
 	if e := o.editOf(name); e != nil {
 		e.val, e.deleted = v, false
-		return
+		return nil
 	}
 	if o.edits == nil {
 		o.edits = o.ebuf[:0]
 	}
 	o.edits = append(o.edits, edit{key: name, val: v})
+	return nil
 }
 
-func (o *object) remove(name string) bool {
-	if _, _, found := o.find(name); !found {
-		return false
+func (o *object) remove(name string) (bool, error) {
+	if _, _, found, err := o.find(name); !found || err != nil {
+		return false, err
 	}
 	if e := o.editOf(name); e != nil {
 		e.val, e.deleted = nil, true
-		return true
+		return true, nil
 	}
 	if o.edits == nil {
 		o.edits = o.ebuf[:0]
 	}
 	o.edits = append(o.edits, edit{key: name, deleted: true})
-	return true
+	return true, nil
 }
 
 // child returns the object at field name of o for a change inside it:
 // an object field becomes an edit holding an *object, and a missing or
 // null field a new empty object. path is the full path, for messages.
 func (o *object) child(name string, path []string, depth int) (*object, error) {
-	v, _ := o.lookup(name)
+	v, _, err := o.lookup(name)
+	if err != nil {
+		return nil, err
+	}
 	var c *object
 	switch x := v.(type) {
 	case *object:
@@ -184,7 +214,9 @@ func (o *object) child(name string, path []string, depth int) (*object, error) {
 	if c == nil {
 		return nil, fmt.Errorf("cannot set %s: %s is not an object", strings.Join(path, "."), strings.Join(path[:depth+1], "."))
 	}
-	o.put(name, c)
+	if err := o.put(name, c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -220,19 +252,22 @@ func setPath(v *any, path []string, val any) error {
 			return err
 		}
 	}
-	o.put(path[len(path)-1], val)
-	return nil
+	return o.put(path[len(path)-1], val)
 }
 
-// getPath returns the value at path in v.
-func getPath(v any, path []string) (any, bool) {
+// getPath returns the value at path in v. The error is that of an object
+// on the way that has duplicate keys.
+func getPath(v any, path []string) (any, bool, error) {
+	at := ""
 	for _, p := range path {
 		switch x := v.(type) {
 		case *object:
-			raw, f, found := x.find(p)
+			raw, f, found, err := x.find(p)
 			switch {
+			case err != nil:
+				return nil, false, err
 			case !found:
-				return nil, false
+				return nil, false, nil
 			case raw != nil:
 				v = rawJSON(raw)
 			default:
@@ -240,39 +275,45 @@ func getPath(v any, path []string) (any, bool) {
 			}
 		case rawJSON:
 			if x[0] != '{' {
-				return nil, false
+				return nil, false, nil
 			}
 			var ok bool
-			if v, ok = newObject(x, "").lookup(p); !ok {
-				return nil, false
+			var err error
+			if v, ok, err = newObject(x, at).lookup(p); !ok || err != nil {
+				return nil, false, err
 			}
 		case map[string]any:
 			var ok bool
 			if v, ok = x[p]; !ok {
-				return nil, false
+				return nil, false, nil
 			}
 		default:
-			return nil, false
+			return nil, false, nil
 		}
+		at = serde.JoinPath(at, p)
 	}
-	return v, true
+	return v, true, nil
 }
 
 // deletePath removes the value at path from *v and reports whether there
-// was one.
-func deletePath(v *any, path []string) bool {
+// was one. The error is that of an object on the way that has duplicate
+// keys.
+func deletePath(v *any, path []string) (bool, error) {
 	if len(path) == 1 {
 		o, ok := asObject(v)
-		return ok && o.remove(path[0])
+		if !ok {
+			return false, nil
+		}
+		return o.remove(path[0])
 	}
-	if _, found := getPath(*v, path); !found {
-		return false
+	if _, found, err := getPath(*v, path); !found || err != nil {
+		return false, err
 	}
 	o, _ := asObject(v)
 	for i, p := range path[:len(path)-1] {
 		var err error
 		if o, err = o.child(p, path, i); err != nil {
-			return false // cannot happen: the path exists
+			return false, err
 		}
 	}
 	return o.remove(path[len(path)-1])
@@ -306,7 +347,9 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 		return append(b, o.raw...), nil
 	}
 	b = slices.Grow(b, len(o.raw)+16*len(o.edits))
-	o.index()
+	if err := o.index(); err != nil {
+		return nil, err
+	}
 	var planBuf [32]int
 	var placedBuf [8]bool
 	plan, placed := o.plan(planBuf[:0], placedBuf[:0])
@@ -347,30 +390,28 @@ func (o *object) AppendJSON(b []byte, path string) ([]byte, error) {
 	return append(b, o.raw[o.members[len(o.members)-1].ValueEnd:]...), nil
 }
 
-// plan says what becomes of each member of o: plan[i] is -1 when member i
-// is kept as it is, -2 when it is left out (deleted, or a duplicate of a
-// later member that is set), else the index of the edit whose value
-// replaces it. placed[e] is whether edit e has a member; the others are
-// new fields.
+// plan says what becomes of each member of o (whose keys are unique, as
+// index checked): plan[i] is -1 when member i is kept as it is, -2 when it
+// is deleted, else the index of the edit whose value replaces it.
+// placed[e] is whether edit e has a member; the others are new fields.
 func (o *object) plan(plan []int, placed []bool) ([]int, []bool) {
 	for range o.members {
 		plan = append(plan, -1)
 	}
 	for ei := range o.edits {
 		e := &o.edits[ei]
-		last := true
 		placed = append(placed, false)
-		for mi := len(o.members) - 1; mi >= 0; mi-- {
-			if !serde.KeyIs(o.members[mi].Key(o.raw), e.key) {
+		for mi, m := range o.members {
+			if !keyLenCould(m, e.key) || !serde.KeyIs(m.Key(o.raw), e.key) {
 				continue
 			}
 			placed[ei] = true
-			if e.deleted || !last {
+			if e.deleted {
 				plan[mi] = -2
 			} else {
 				plan[mi] = ei
 			}
-			last = false
+			break
 		}
 	}
 	return plan, placed
@@ -424,7 +465,9 @@ func withPath(err error, path string) error {
 func (o *object) Materialize(path string, nums serde.Numbers) (any, error) {
 	m := map[string]any{}
 	if o.raw != nil {
-		o.index()
+		if err := o.index(); err != nil {
+			return nil, err
+		}
 		for _, mb := range o.members {
 			k, err := serde.Unquote(mb.Key(o.raw), path)
 			if err != nil {
@@ -515,8 +558,10 @@ func Field(v any, name string) (fv any, isObject bool, err error) {
 	case map[string]any:
 		return x[name], true, nil
 	case *object:
-		raw, f, found := x.find(name)
+		raw, f, found, err := x.find(name)
 		switch {
+		case err != nil:
+			return nil, true, err
 		case !found:
 			return nil, true, nil
 		case raw != nil && (raw[0] == '{' || raw[0] == '['):

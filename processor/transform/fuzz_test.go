@@ -21,7 +21,10 @@ import (
 //   - a step that copies a field into a new one either writes a value
 //     equal to the input's by the text rule (same type, same value), or
 //     fails with serde.ErrInexact because that value has no exact form;
-//   - a step that drops a field removes only that field's members.
+//   - a step that drops a field removes only that field's members;
+//   - each of them fails, with serde.ErrDuplicateKey, when two top-level
+//     keys have one text (as serde.Unquote reads them), and an object
+//     copied whole keeps its bytes, duplicate keys inside or not.
 //
 // Run longer with:
 //
@@ -54,6 +57,8 @@ func FuzzJSONCELJSON(f *testing.F) {
 		`{ "a" : [1, 2.5e-3, {"b":null}] ,"a":true }`,
 		`{"s":"a\"b\\c\u00e9\u2028\n","n":-9223372036854775808}`,
 		`{}`, `[1,2]`, `"x"`,
+		`{"id":"t20","s":"x","id":"t20b"}`, `{"id":"t01","s":"a","\u0073":"b"}`,
+		`{"n":{"a":1,"a":2},"a":1}`, `{"l":[{"q":1,"q":2}],"k":0}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -70,21 +75,56 @@ func fuzzJSONCELJSON(t *testing.T, in []byte) {
 		if !ok {
 			return
 		}
-		o.index()
+		_ = o.index() // the members come with the error
+		dup, known := dupKeys(o.raw, o.members)
+		if !known {
+			return // a key that is not text
+		}
+		if dup {
+			fuzzDuplicate(t, in)
+			return
+		}
 		inMembers := memberTexts(o.raw, o.members, "")
 		key := ""
 		if len(o.members) > 0 {
-			k, err := serde.Unquote(o.members[0].Key(o.raw), "")
-			if err != nil {
-				return
-			}
-			key = k
+			key, _ = serde.Unquote(o.members[0].Key(o.raw), "")
 		}
 		fuzzAdd(t, in, inMembers)
 		if key != "" && key != "zz_copy" {
 			fuzzCopy(t, in, key, inMembers)
 			fuzzDrop(t, in, key)
 		}
+	}
+}
+
+// dupKeys reports whether two of the members ms of raw have one key, by
+// the keys' text. known is false when a key is not text.
+func dupKeys(raw []byte, ms []serde.Member) (dup, known bool) {
+	seen := map[string]bool{}
+	for _, m := range ms {
+		k, err := serde.Unquote(m.Key(raw), "")
+		if err != nil {
+			return false, false
+		}
+		dup = dup || seen[k]
+		seen[k] = true
+	}
+	return dup, true
+}
+
+// fuzzDuplicate: every step that reads the object in, whose top-level keys
+// are not unique, fails naming a duplicate key.
+func fuzzDuplicate(t *testing.T, in []byte) {
+	add, cp := fuzzPipelines(t)
+	drop := &Pipeline{steps: []step{{name: "drop", run: dropStep([]string{"zz_none"})}}}
+	for name, p := range map[string]*Pipeline{"add": add, "copy": cp, "drop": drop} {
+		if out, err := runFuzzSteps(t, p, in, Header{Key: "k", Value: []byte("zz_none")}); !errors.Is(err, serde.ErrDuplicateKey) {
+			t.Fatalf("%s: %s on duplicate keys gave %s, %v", in, name, out, err)
+		}
+	}
+	v, _ := FromJSON(in)
+	if _, _, err := Field(v, "zz_none"); !errors.Is(err, serde.ErrDuplicateKey) {
+		t.Fatalf("%s: the key field on duplicate keys: %v", in, err)
 	}
 }
 
@@ -129,7 +169,9 @@ func outMembers(t *testing.T, b []byte) ([]byte, []serde.Member) {
 		t.Fatalf("output %s: %v", b, err)
 	}
 	o := v.(*object)
-	o.index()
+	if err := o.index(); err != nil {
+		t.Fatalf("output %s: %v", b, err)
+	}
 	return o.raw, o.members
 }
 
@@ -162,6 +204,22 @@ func fuzzCopy(t *testing.T, in []byte, key string, inMembers []memberText) {
 			rawIn = []byte(m.value) // the last one is what is read
 		}
 	}
+	if rawIn[0] == '{' || rawIn[0] == '[' {
+		// An object or list is copied as its bytes: nothing reads an
+		// object's members (a list's elements are read, but not the
+		// members of its objects).
+		if err != nil {
+			if rawIn[0] == '{' || !errors.Is(err, serde.ErrInexact) {
+				t.Fatalf("%s: copying %q failed: %v", in, key, err)
+			}
+			return
+		}
+		raw, ms := outMembers(t, out)
+		if v, _ := memberValue(raw, ms, "zz_copy"); string(v) != string(rawIn) {
+			t.Fatalf("%s: copied %q as %s, want its bytes %s", in, key, v, rawIn)
+		}
+		return
+	}
 	want, wantErr := serde.DecodeValue(rawIn, key, serde.Typed)
 	if err != nil {
 		if !errors.Is(err, serde.ErrInexact) || wantErr == nil {
@@ -173,12 +231,7 @@ func fuzzCopy(t *testing.T, in []byte, key string, inMembers []memberText) {
 		t.Fatalf("%s: copying %q succeeded, but %s has no exact form: %v", in, key, rawIn, wantErr)
 	}
 	raw, ms := outMembers(t, out)
-	var copied []byte
-	for _, m := range ms {
-		if serde.KeyIs(m.Key(raw), "zz_copy") {
-			copied = m.Value(raw)
-		}
-	}
+	copied, _ := memberValue(raw, ms, "zz_copy")
 	got, err := serde.DecodeValue(copied, "zz_copy", serde.Typed)
 	if err != nil || !sameValue(got, want) {
 		t.Fatalf("%s: copied %q as %s (%v), want the value of %s", in, key, copied, err, rawIn)
@@ -189,6 +242,15 @@ func fuzzCopy(t *testing.T, in []byte, key string, inMembers []memberText) {
 	if got := memberTexts(raw, ms, "zz_copy"); !reflect.DeepEqual(got, memberTextsWithout(inMembers, "zz_copy")) {
 		t.Fatalf("%s: copying a field changed others:\n%s", in, out)
 	}
+}
+
+func memberValue(raw []byte, ms []serde.Member, key string) ([]byte, bool) {
+	for _, m := range ms {
+		if serde.KeyIs(m.Key(raw), key) {
+			return m.Value(raw), true
+		}
+	}
+	return nil, false
 }
 
 func memberTextsWithout(ms []memberText, key string) []memberText {
@@ -212,7 +274,7 @@ func fuzzDrop(t *testing.T, in []byte, key string) {
 	}
 	v, _ := FromJSON(in)
 	o := v.(*object)
-	o.index()
+	_ = o.index()
 	raw, ms := outMembers(t, out)
 	if got, want := memberTexts(raw, ms, ""), memberTexts(o.raw, o.members, key); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: drop %q gave %s", in, key, out)

@@ -335,7 +335,11 @@ func dropStep(drop []string) runFunc {
 	}
 	return func(_ context.Context, r *Record) ([]Record, error) {
 		for _, f := range fields {
-			if deletePath(&r.Value, f) {
+			deleted, err := deletePath(&r.Value, f)
+			if err != nil {
+				return nil, err
+			}
+			if deleted {
 				r.Raw = nil
 			}
 		}
@@ -359,7 +363,10 @@ func renameStep(rename map[string]string) runFunc {
 	return func(_ context.Context, r *Record) ([]Record, error) {
 		found := make([]move, 0, len(moves))
 		for _, m := range moves {
-			v, ok := getPath(r.Value, m.from)
+			v, ok, err := getPath(r.Value, m.from)
+			if err != nil {
+				return nil, err
+			}
 			if !ok {
 				continue
 			}
@@ -373,11 +380,17 @@ func renameStep(rename map[string]string) runFunc {
 			return nil, nil
 		}
 		for _, m := range found {
-			deletePath(&r.Value, m.from)
+			if _, err := deletePath(&r.Value, m.from); err != nil {
+				return nil, err
+			}
 		}
 		r.Raw = nil
 		for _, m := range found {
-			if _, taken := getPath(r.Value, m.to); taken {
+			_, taken, err := getPath(r.Value, m.to)
+			if err != nil {
+				return nil, err
+			}
+			if taken {
 				to := strings.Join(m.to, ".")
 				return nil, fmt.Errorf("field %q: cannot rename %s to %s: %s already holds a value, which a rename never overwrites (drop it first)",
 					to, strings.Join(m.from, "."), to, to)

@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -100,8 +101,54 @@ func TestValues(t *testing.T) {
 		{name: "a copied object keeps its bytes", steps: "      - set: { copy: 'value.o' }\n", in: `{"o":{"b":1.50,"a":1}}`, want: `{"o":{"b":1.50,"a":1},"copy":{"b":1.50,"a":1}}`},
 		{name: "a list with an unreadable element fails", steps: "      - set: { n: 'size(value.items)' }\n", in: `{"items":[1,1e400]}`,
 			wantErr: `field "items[1]": number 1e400 is beyond the range of a double`},
-		{name: "duplicate keys: the last is read and set", steps: "      - set: { b: 'value.a + 1' }\n", in: `{"a":1,"a":2}`, want: `{"a":1,"a":2,"b":3}`},
-		{name: "duplicate keys: set writes one", steps: "      - set: { a: '9' }\n", in: `{"a":1,"b":0,"a":2}`, want: `{"b":0,"a":9}`},
+		{name: "duplicate keys: a read fails", steps: "      - set: { b: 'value.a + 1' }\n", in: `{"a":1,"a":2}`,
+			wantErr: `b: field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: a set fails", steps: "      - set: { a: '9' }\n", in: `{"a":1,"b":0,"a":2}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: a new field fails", steps: touch, in: `{"id":"t20","s":"x","id":"t20b"}`,
+			wantErr: `field "id": duplicate key "id" in object`},
+		{name: "duplicate keys: reading another field fails", steps: "      - filter: 'value.id == \"t02\"'\n", in: `{"id":"t02","s":"a","s":"b"}`,
+			wantErr: `field "s": duplicate key "s" in object`},
+		{name: "duplicate keys: an escaped duplicate", steps: "      - set: { t: 'value.s' }\n", in: `{"id":"t01","s":"a","\u0073":"b"}`,
+			wantErr: `t: field "s": duplicate key "s" in object (written "s" and "\u0073")`},
+		{name: "duplicate keys: has() reads the keys", steps: "      - filter: 'has(value.z)'\n", in: `{"a":1,"a":2}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: rename fails", steps: "      - rename: { a: b }\n", in: `{"id":"e03","a":1,"a":2,"z":1}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: rename of another field fails", steps: "      - rename: { z: y }\n", in: `{"id":"e03","a":1,"a":2,"z":1}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: rename of a missing field fails", steps: "      - rename: { q: y }\n", in: `{"id":"e03","a":1,"a":2,"z":1}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: drop fails", steps: "      - drop: [a]\n", in: `{"a":1,"b":0,"a":2}`,
+			wantErr: `field "a": duplicate key "a" in object`},
+		{name: "duplicate keys: size fails", steps: "      - set: { n: 'size(value.x)' }\n", in: `{"x":{"b":1,"\u0062":2}}`,
+			wantErr: `field "x.b": duplicate key "b" in object`},
+		{name: "duplicate keys: iteration fails", steps: "      - set: { k: 'value.x.map(k, k)' }\n", in: `{"x":{"b":1,"d":0,"a":2,"b":3}}`,
+			wantErr: `field "x.b": duplicate key "b" in object`},
+		{name: "duplicate keys: a comparison fails", steps: "      - filter: 'value.x == {\"b\": 1}'\n", in: `{"x":{"b":1,"b":1}}`,
+			wantErr: `field "x.b": duplicate key "b" in object`},
+		{name: "duplicate keys: nested, read", steps: "      - set: { t: 'value.n.m.c' }\n", in: `{"n":{"m":{"c":1,"c":2}}}`,
+			wantErr: `t: field "n.m.c": duplicate key "c" in object`},
+		{name: "duplicate keys: nested, set inside", steps: "      - set: { n.m.d: '1' }\n", in: `{"n":{"m":{"c":1,"c":2}}}`,
+			wantErr: `field "n.m.c": duplicate key "c" in object`},
+		{name: "duplicate keys: nested, drop inside", steps: "      - drop: [n.c]\n", in: `{"n":{"c":1,"c":2}}`,
+			wantErr: `field "n.c": duplicate key "c" in object`},
+		{name: "duplicate keys: in an array of objects, read", steps: "      - set: { q: 'value.items[1].q' }\n", in: `{"items":[{"q":1},{"q":2,"q":3}]}`,
+			wantErr: `q: field "items[1].q": duplicate key "q" in object`},
+		{name: "duplicate keys: in an array of objects, explode", steps: "      - explode: 'value.items'\n      - set: { n: '1' }\n", in: `{"items":[{"q":1},{"q":2,"q":3}]}`,
+			wantErr: `field "q": duplicate key "q" in object`},
+		{name: "duplicate keys: a large object", steps: touch, in: bigObject(40, `,"k3":0`),
+			wantErr: `field "k3": duplicate key "k3" in object`},
+		{name: "duplicate keys: a large object, escaped", steps: "      - set: { y: 'value.k1' }\n", in: bigObject(40, `,"\u006b39":0`),
+			wantErr: `field "k39": duplicate key "k39" in object (written "k39" and "\u006b39")`},
+		{name: "duplicate keys: a large object, unique", steps: "      - set: { y: 'value.k39' }\n", in: bigObject(40, `,"\u006b40":0`),
+			want: bigObject(40, `,"\u006b40":0,"y":39`)},
+		{name: "duplicate keys: an untouched nested object passes", steps: touch, in: `{"id":"n1","n":{"a":1,"a":2},"l":[{"q":1,"q":2}]}`,
+			want: `{"id":"n1","n":{"a":1,"a":2},"l":[{"q":1,"q":2}],"touched":true}`},
+		{name: "duplicate keys: a copied object is not read", steps: "      - set: { c: 'value.n' }\n      - rename: { l: m }\n", in: `{"n":{"a":1,"a":2},"l":[{"q":1,"q":2}]}`,
+			want: `{"n":{"a":1,"a":2},"c":{"a":1,"a":2},"m":[{"q":1,"q":2}]}`},
+		{name: "duplicate keys: a nested object with one is not read by has()", steps: "      - filter: 'has(value.n)'\n", in: `{"n":{"a":1,"a":2}}`,
+			want: `{"n":{"a":1,"a":2}}`},
 		{name: "an escaped key is the same field", steps: "      - set: { a: 'value.a + 1' }\n", in: `{"\u0061":1}`, want: `{"\u0061":2}`},
 		{name: "escapes read and written", steps: "      - set: { t: 'value.s' }\n", in: `{"s":"a\"b\u00e9\n"}`, want: `{"s":"a\"b\u00e9\n","t":"a\"bé\n"}`},
 		{name: "filter, key, route leave the bytes", steps: "      - filter: 'value.n == 1'\n      - key: 'value.s'\n      - route: [{ topic: eu }]\n",
@@ -115,8 +162,8 @@ func TestValues(t *testing.T) {
 			want: `{"a":1.5,"b":true,"i":7,"n":null,"s":"x","u":7,"d":3.0,"isnull":true,"j":8,"nb":false,"t":"xx","v":8}`},
 		{name: "a value set by a step is renamed", steps: "      - set: { a: '2.0' }\n      - rename: { a: b.c }\n", in: `{"z":0}`, want: `{"z":0,"b":{"c":2.0}}`},
 		{name: "a null set by a step becomes an object", steps: "      - set: { a: 'null' }\n      - set: { a.b: '1' }\n", in: `{}`, want: `{"a":{"b":1}}`},
-		{name: "iteration follows the document", steps: "      - set: { x.c: '1' }\n      - drop: [x.d]\n      - set: { k: 'value.x.map(k, k)' }\n", in: `{"x":{"b":1,"d":0,"a":2,"b":3}}`,
-			want: `{"x":{"b":1,"a":2,"b":3,"c":1},"k":["b","a","c"]}`},
+		{name: "iteration follows the document", steps: "      - set: { x.c: '1' }\n      - drop: [x.d]\n      - set: { k: 'value.x.map(k, k)' }\n", in: `{"x":{"b":1,"d":0,"a":2,"e":3}}`,
+			want: `{"x":{"b":1,"a":2,"e":3,"c":1},"k":["b","a","e","c"]}`},
 		{name: "a comparison reads every field", steps: "      - set: { n: 'value.x == {\"y\": 1}' }\n", in: `{"x":{"y":1e400}}`,
 			wantErr: `field "x.y": number 1e400 is beyond the range of a double`},
 		{name: "a key that is not text fails iteration", steps: "      - filter: 'value.x.all(k, k != \"z\")'\n", in: `{"x":{"\udc00":1}}`,
@@ -220,10 +267,14 @@ func TestFuncStepValues(t *testing.T) {
 		t.Errorf("values set by a step reach a Go transform as %#v", seen)
 	}
 	for in, want := range map[string]string{
-		`{"n":1e400}`:                   `field "n": number 1e400 is beyond the range of a double`,
-		`{"n":99999999999999999999}`:    `field "n": integer 99999999999999999999 is beyond`,
-		`{"a":{"b":["\udc00"]}}`:        `field "a.b[0]": string has a lone surrogate`,
-		`{"ok":1,"tiny":[0.0,-1e-999]}`: `field "tiny[1]": number -1e-999 underflows to zero`,
+		`{"n":1e400}`:                         `field "n": number 1e400 is beyond the range of a double`,
+		`{"n":99999999999999999999}`:          `field "n": integer 99999999999999999999 is beyond`,
+		`{"a":{"b":["\udc00"]}}`:              `field "a.b[0]": string has a lone surrogate`,
+		`{"ok":1,"tiny":[0.0,-1e-999]}`:       `field "tiny[1]": number -1e-999 underflows to zero`,
+		`{"id":"t20","s":"x","id":"t20b"}`:    `field "id": duplicate key "id" in object`,
+		`{"id":"t01","s":"a","\u0073":"b"}`:   `field "s": duplicate key "s" in object (written "s" and "\u0073")`,
+		`{"id":"n1","n":{"m":{"c":1,"c":2}}}`: `field "n.m.c": duplicate key "c" in object`,
+		`{"l":[{"q":1},{"q":2,"q":3}]}`:       `field "l[1].q": duplicate key "q" in object`,
 	} {
 		if _, err := run(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", in, err, want)
@@ -245,6 +296,10 @@ func TestField(t *testing.T) {
 		{`{"x":1}`, "id", nil, true, ""},
 		{`[1]`, "id", nil, false, ""},
 		{`{"id":"\udc00"}`, "id", nil, true, `field "id": string has a lone surrogate`},
+		{`{"id":"t20","s":"x","id":"t20b"}`, "id", nil, true, `field "id": duplicate key "id" in object`},
+		{`{"id":"t02","s":"a","s":"b"}`, "id", nil, true, `field "s": duplicate key "s" in object`},
+		{`{"id":"t01","\u0069d":"b"}`, "id", nil, true, `field "id": duplicate key "id" in object (written "id" and "\u0069d")`},
+		{`{"id":"n1","n":{"a":1,"a":2}}`, "id", "n1", true, ""},
 	} {
 		v, err := FromJSON([]byte(tc.in))
 		if err != nil {
@@ -308,4 +363,17 @@ func TestNativeIterationOrder(t *testing.T) {
 			t.Fatalf("%s, %v; want %s", b, err, want)
 		}
 	}
+}
+
+// bigObject returns an object of n members k0..k(n-1), then extra members.
+func bigObject(n int, extra string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%d":%d`, i, i)
+	}
+	return b.String() + extra + "}"
 }
