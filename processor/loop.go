@@ -45,7 +45,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		// of their records is polled (franz-go runs this callback
 		// first, heartbeating meanwhile).
 		s.restoreState(ctx, assigned[s.cfg.Input])
-		s.sessionErr.Store(nil)
+		// A failed session's error stays until this one commits or has
+		// run for the stall limit (see Ready): a fault that comes back at
+		// every rebuild must not read as ready between two of them.
+		s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
 		s.metrics.Rebalance()
 		for topic, parts := range assigned {
 			s.log.Info("partitions assigned", "topic", topic, "partitions", parts)

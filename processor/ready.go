@@ -2,19 +2,23 @@ package processor
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Ready returns nil when the stage is healthy: it holds an assignment in
-// its consumer group (kit.Membership) and was not fenced out of it (kit.FencedError), its last session did not fail, and no transaction has been open
-// for longer than kit.StallFactor commit intervals. Otherwise the error says
+// its consumer group (kit.Membership) and was not fenced out of it
+// (kit.FencedError), its last session did not fail (or the session built
+// after the failure has since committed a transaction, or has run for the
+// stall limit without failing), and no transaction has been open for
+// longer than kit.StallFactor commit intervals. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
 	if err := s.fencedErr(); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
-	if errp := s.sessionErr.Load(); errp != nil && *errp != nil {
+	if errp := s.sessionErr.Load(); errp != nil && *errp != nil && !s.recovered() {
 		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
 	}
 	// Unreachable brokers first: they are also why no partitions come.
@@ -32,6 +36,18 @@ func (s *Stage) Ready() error {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	return nil
+}
+
+// recovered reports whether the session built after a failure has run
+// for the stall limit (kit.StallFactor commit intervals, at least
+// kit.StallMin) since its first assignment without failing. A commit
+// clears the failure at once; this covers an idle stage, which commits
+// nothing. A fault that recurs at every rebuild (a dead-letter topic
+// deleted, say) ends each session well before that, so the stage does
+// not flap to ready between rebuilds.
+func (s *Stage) recovered() bool {
+	up := s.sessionUp.Load()
+	return up != 0 && time.Since(time.Unix(0, up)) >= max(kit.StallFactor*s.cfg.CommitInterval, kit.StallMin)
 }
 
 // partitionsGone forgets the lag of partitions this instance no longer

@@ -193,6 +193,7 @@ type Stage struct {
 	member     kit.Membership
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
+	sessionUp  atomic.Int64          // Unix nanoseconds of the current session's first assignment; 0 before it
 	fenced     atomic.Pointer[error] // a *kit.FencedError of the current session
 	fences     kit.FenceHistory      // whether Run rejoins after a fence or stops
 	brokers    *kit.BrokerHealth
@@ -346,6 +347,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		s.metrics.rebuild()
 		s.member.Reset()
 		s.txnOpened.Store(0)
+		s.sessionUp.Store(0)
 		s.sessionErr.Store(&err)
 		wait := backoff.Next()
 		var changed *kit.TopicChangedError
