@@ -1,18 +1,12 @@
 package transform
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestRenameNeverOverwrites: a rename onto a field that holds a value is
 // an error (the record becomes a dead letter), never a silent overwrite;
 // the renames of one step move together.
 func TestRenameNeverOverwrites(t *testing.T) {
-	tests := []struct {
-		name, steps, in string
-		want, wantErr   string
-	}{
+	runValueCases(t, []valueCase{
 		{name: "onto an existing field", steps: "      - rename: { n: old_n }\n", in: `{"id":"r4","n":1.5,"old_n":"keep me"}`,
 			wantErr: `field "old_n": cannot rename n to old_n: old_n already holds a value`},
 		{name: "onto a null field", steps: "      - rename: { n: m }\n", in: `{"n":1,"m":null}`,
@@ -26,22 +20,5 @@ func TestRenameNeverOverwrites(t *testing.T) {
 		{name: "a missing source is skipped", steps: "      - rename: { q: n }\n", in: `{"n":1}`, want: `{"n":1}`},
 		{name: "onto itself", steps: "      - rename: { n: n }\n", in: `{"n":1,"m":2}`, want: `{"n":1,"m":2}`},
 		{name: "onto a field a later step frees", steps: "      - drop: [m]\n      - rename: { n: m }\n", in: `{"n":1,"m":2}`, want: `{"m":1}`},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := apply(t, tc.steps, tc.in)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want one containing %q (output %q)", err, tc.wantErr, got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := strings.Join(got, "|"); s != tc.want {
-				t.Fatalf("output %s, want %s", s, tc.want)
-			}
-		})
-	}
+	})
 }

@@ -47,11 +47,7 @@ func apply(t testing.TB, steps, in string) ([]string, error) {
 // text, and a value with no exact form is an error naming its field.
 func TestValues(t *testing.T) {
 	const touch = "      - set: { touched: 'true' }\n"
-	tests := []struct {
-		name, steps, in string
-		want            string // the output JSON, or
-		wantErr         string // the error
-	}{
+	tests := []valueCase{
 		{name: "untouched numbers keep their text and order", steps: touch,
 			in:   `{"event_id":"n1","f":2.0,"g":3.60,"e":1E2,"z":-0.0,"i":-0}`,
 			want: `{"event_id":"n1","f":2.0,"g":3.60,"e":1E2,"z":-0.0,"i":-0,"touched":true}`},
@@ -171,6 +167,19 @@ func TestValues(t *testing.T) {
 		{name: "size does not read the values", steps: "      - set: { n: 'size(value.x)' }\n", in: `{"x":{"y":1e400,"z":1}}`, want: `{"x":{"y":1e400,"z":1},"n":2}`},
 		{name: "a uint is written as an integer", steps: "      - set: { u: '18446744073709551615u' }\n", in: `{}`, want: `{"u":18446744073709551615}`},
 	}
+	runValueCases(t, tests)
+}
+
+// valueCase is steps run on the JSON in: the output JSON (records joined
+// by |) must be want, or the error contain wantErr.
+type valueCase struct {
+	name, steps, in string
+	want            string // the output JSON, or
+	wantErr         string // the error
+}
+
+func runValueCases(t *testing.T, tests []valueCase) {
+	t.Helper()
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := apply(t, tc.steps, tc.in)
