@@ -486,15 +486,7 @@ func TestSchemaResolution(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := srfake.New()
-			defer reg.Close()
-			id := register(t, reg, "s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
-			datum, err := mustCodec(t, Config{Format: Avro, Schema: tc.writer}).(*avroCodec).encodeRaw(tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: tc.reader}})
-			got, err := c.Decode(frame(id, datum))
+			got, err := resolveWith(t, tc.writer, tc.reader, tc.in)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("Decode error = %v, want %v", err, tc.wantErr)
 			}
@@ -689,15 +681,7 @@ func TestSchemaResolutionExact(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := srfake.New()
-			defer reg.Close()
-			id := register(t, reg, "s", sr.Schema{Schema: tc.writer, Type: sr.TypeAvro})
-			datum, err := mustCodec(t, Config{Format: Avro, Schema: tc.writer}).(*avroCodec).encodeRaw(tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: tc.reader}})
-			got, err := c.Decode(frame(id, datum))
+			got, err := resolveWith(t, tc.writer, tc.reader, tc.in)
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasSuffix(err.Error(), ": "+tc.wantErr) || !errors.Is(err, ErrInexact) || IsTransient(err) {
 					t.Fatalf("Decode error = %v, want a permanent ErrInexact ending\n%s", err, tc.wantErr)
@@ -716,4 +700,20 @@ func TestSchemaResolutionExact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resolveWith encodes in with the writer schema, registered in a fake
+// registry, and decodes it with the reader schema (Avro schema
+// resolution).
+func resolveWith(t *testing.T, writer, reader string, in any) (any, error) {
+	t.Helper()
+	reg := srfake.New()
+	defer reg.Close()
+	id := register(t, reg, "s", sr.Schema{Schema: writer, Type: sr.TypeAvro})
+	datum, err := mustCodec(t, Config{Format: Avro, Schema: writer}).(*avroCodec).encodeRaw(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: reader}})
+	return c.Decode(frame(id, datum))
 }
