@@ -39,16 +39,18 @@ func keyStage(t *testing.T, steps string) *Stage {
 	return s
 }
 
-// TestKeyFieldDuplicateKeys: the stage's key field reads the top-level
+// TestKeyFieldReads: the stage's key field reads the top-level
 // object, so a value whose top-level keys are not unique is a dead letter
 // (reason key) naming the duplicate, on the pass-through path and after
 // transform steps alike, and never keyed by one of the copies. Duplicates
-// inside a nested object, which the key lookup does not read, pass.
-func TestKeyFieldDuplicateKeys(t *testing.T) {
+// inside a nested object, which the key lookup does not read, pass. A
+// number key is its text when it has an exact value, else a dead letter.
+func TestKeyFieldReads(t *testing.T) {
 	tests := []struct {
 		name, in string
 		key      string // the output key, or
 		wantErr  string // the dead letter's error
+		inexact  bool   // wantErr is serde.ErrInexact's, not ErrDuplicateKey's
 	}{
 		{name: "unique", in: `{"ev":"a1","s":"x"}`, key: "a1"},
 		{name: "the key field twice", in: `{"ev":"t20","s":"x","ev":"t20b"}`, wantErr: `field "ev": duplicate key "ev" in object`},
@@ -57,6 +59,16 @@ func TestKeyFieldDuplicateKeys(t *testing.T) {
 		{name: "the key field escaped", in: `{"\u0065v":"t03","ev":"t03b"}`, wantErr: `field "ev": duplicate key "ev" in object (written "\u0065v" and "ev")`},
 		{name: "a nested object is not read", in: `{"ev":"n1","n":{"a":1,"a":2},"l":[{"q":1,"q":2}]}`, key: "n1"},
 		{name: "a large object", in: `{"ev":"b1",` + strings.Repeat(`"p":0,`, 40) + `"z":1}`, wantErr: `field "p": duplicate key "p" in object`},
+		// A number key is read as a key step reads it: its text, if it
+		// has an exact value (outside attack: the key field let 1e400
+		// and 2^63 through, which a key step dead-letters).
+		{name: "a number keeps its text", in: `{"ev":1E2}`, key: "1E2"},
+		{name: "int64 max", in: `{"ev":9223372036854775807}`, key: "9223372036854775807"},
+		{name: "minus zero", in: `{"ev":-0}`, key: "-0"},
+		{name: "beyond int64", in: `{"ev":9223372036854775808}`, inexact: true, wantErr: `field "ev": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		{name: "below int64", in: `{"ev":-9223372036854775809}`, inexact: true, wantErr: `is beyond the range of a 64-bit integer`},
+		{name: "overflows a double", in: `{"ev":1e400}`, inexact: true, wantErr: `field "ev": number 1e400 is beyond the range of a double`},
+		{name: "underflows a double", in: `{"ev":1e-400}`, inexact: true, wantErr: `field "ev": number 1e-400 underflows to zero`},
 	}
 	stages := map[string]string{
 		"pass-through":     "",
@@ -73,7 +85,11 @@ func TestKeyFieldDuplicateKeys(t *testing.T) {
 				outs, err := s.recordOutputs(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte(tc.in)})
 				if tc.wantErr != "" {
 					var re *kit.RecordError
-					if !errors.As(err, &re) || re.Reason != kit.ReasonKey || !errors.Is(err, serde.ErrDuplicateKey) || !strings.Contains(err.Error(), tc.wantErr) {
+					want := serde.ErrDuplicateKey
+					if tc.inexact {
+						want = serde.ErrInexact
+					}
+					if !errors.As(err, &re) || re.Reason != kit.ReasonKey || !errors.Is(err, want) || !strings.Contains(err.Error(), tc.wantErr) {
 						t.Fatalf("outputs %v, error %v; want a %q dead letter with %q", outs, err, kit.ReasonKey, tc.wantErr)
 					}
 					return
