@@ -20,8 +20,8 @@ import (
 // 9223372036854775808.0` false, so a filter would drop or keep a record
 // on a value it never had. exactComparisons is a cel-go decorator that
 // replaces ==, !=, <, <=, >, >= and `in` (over a list computed at run
-// time) where such a pair can meet; every other pair of operands gets the
-// result cel-go gives.
+// time) where such a pair can meet, at any depth of == and != on lists
+// and maps; every other pair of operands gets the result cel-go gives.
 
 // ExactComparisons is the cel-go program option of the comparisons above,
 // for every CEL expression of exactly (steps, and redrive's --where).
@@ -65,12 +65,10 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 		return i, nil
 	}
 	if op == opIn {
-		// A constant list is left to cel-go, whose set lookup (the
-		// Optimize decorator) compares numbers by value.
-		if _, isConst := args[1].(interpreter.InterpretableConst); isConst {
-			return i, nil
-		}
-		if _, isList := args[1].(interpreter.InterpretableConstructor); isList {
+		// A list of constant strings, bools and the like is left to
+		// cel-go (and its set lookup, the Optimize decorator): no
+		// number can meet one exactly or not.
+		if scalarConsts(args[1]) {
 			return i, nil
 		}
 		return &exactCmp{InterpretableCall: call, op: op, a: args[0], b: args[1]}, nil
@@ -82,8 +80,8 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 }
 
 // exactOperand reports whether a is a constant that cel-go already
-// compares exactly with any number: an int or uint within 2^53, or no
-// number at all.
+// compares exactly with any value: an int or uint within 2^53, or a
+// scalar that is no number.
 func exactOperand(a interpreter.InterpretableV2) bool {
 	c, ok := a.(interpreter.InterpretableConst)
 	if !ok {
@@ -94,10 +92,43 @@ func exactOperand(a interpreter.InterpretableV2) bool {
 		return v >= -maxExact && v <= maxExact
 	case types.Uint:
 		return v <= maxExact
-	case types.Double:
-		return false
+	case types.Double, traits.Lister, traits.Mapper:
+		return false // a list or map may hold a double or a large int
 	}
 	return true
+}
+
+// scalarConsts reports whether a is a constant list, or a list of
+// constants, whose elements are all exactOperand.
+func scalarConsts(a interpreter.InterpretableV2) bool {
+	switch c := a.(type) {
+	case interpreter.InterpretableConst:
+		l, ok := c.Value().(traits.Lister)
+		if !ok {
+			return false
+		}
+		for it := l.Iterator(); it.HasNext() == types.True; {
+			v := it.Next()
+			if isNumber(v) || v.Type().HasTrait(traits.IterableType) {
+				return false
+			}
+		}
+		return true
+	case interpreter.InterpretableConstructor:
+		if c.Type() != types.ListType {
+			return false
+		}
+		for _, e := range c.InitVals() {
+			if !exactOperand(e) {
+				return false
+			}
+			if k, ok := e.(interpreter.InterpretableConst); !ok || isNumber(k.Value()) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // exactCmp is a comparison evaluated exactly when its operands are an
@@ -134,9 +165,9 @@ func (e *exactCmp) Exec(f *interpreter.ExecutionFrame) ref.Val {
 	}
 	switch e.op {
 	case opEq:
-		return types.Equal(l, r)
+		return exactEqual(l, r)
 	case opNe:
-		eq := types.Equal(l, r)
+		eq := exactEqual(l, r)
 		if b, ok := eq.(types.Bool); ok {
 			return !b
 		}
@@ -173,22 +204,77 @@ func (e *exactCmp) in(l, r ref.Val) ref.Val {
 		}
 		return c.Contains(l)
 	}
-	if !isNumber(l) {
-		return list.Contains(l)
-	}
 	for it := list.Iterator(); it.HasNext() == types.True; {
-		x := it.Next()
-		if c, ok := compareMixed(l, x); ok {
-			if c == 0 {
-				return types.True
-			}
-			continue
-		}
-		if types.Equal(l, x) == types.True {
+		if exactEqual(l, it.Next()) == types.True {
 			return types.True
 		}
 	}
 	return types.False
+}
+
+// exactEqual is cel-go's equality (types.Equal) with numbers compared
+// exactly at any depth: lists element by element, maps key by key, as
+// cel-go's own list and map equality do, but through exactEqual. An
+// element that is not equal (false, or an error such as a field with no
+// exact value) is the result.
+func exactEqual(l, r ref.Val) ref.Val {
+	if c, ok := compareMixed(l, r); ok {
+		return types.Bool(c == 0)
+	}
+	switch a := l.(type) {
+	case traits.Lister:
+		b, ok := r.(traits.Lister)
+		if !ok {
+			break
+		}
+		n, m := a.Size(), b.Size()
+		if n != m {
+			if types.IsUnknownOrError(n) {
+				return n
+			}
+			if types.IsUnknownOrError(m) {
+				return m
+			}
+			return types.False
+		}
+		size, _ := n.(types.Int)
+		for i := types.Int(0); i < size; i++ {
+			if eq := exactEqual(a.Get(i), b.Get(i)); eq != types.True {
+				return eq
+			}
+		}
+		return types.True
+	case traits.Mapper:
+		b, ok := r.(traits.Mapper)
+		if !ok {
+			break
+		}
+		n, m := a.Size(), b.Size()
+		if n != m {
+			if types.IsUnknownOrError(n) {
+				return n
+			}
+			if types.IsUnknownOrError(m) {
+				return m
+			}
+			return types.False
+		}
+		for it := a.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			if types.IsUnknownOrError(k) {
+				return k
+			}
+			bv, found := b.Find(k)
+			if !found {
+				return types.False
+			}
+			if eq := exactEqual(a.Get(k), bv); eq != types.True {
+				return eq
+			}
+		}
+		return types.True
+	}
+	return types.Equal(l, r)
 }
 
 func holds(op cmpOp, c int) bool {

@@ -10,7 +10,7 @@ import (
 // to the real number line, where cel-go's own would round the integer to
 // a double first (2^53 + 1 would equal 2^53).
 func TestExactComparisons(t *testing.T) {
-	const big = `{"n":9007199254740993,"m":9223372036854775807,"d":9007199254740992.0,"h":0.5,"s":"x","l":[9007199254740992.0,1.5]}`
+	const big = `{"n":9007199254740993,"m":9223372036854775807,"d":9007199254740992.0,"h":0.5,"s":"x","l":[9007199254740992.0,1.5],"o":{"a":9007199254740993},"arr":[9007199254740993]}`
 	tests := []struct{ expr, want string }{
 		{`value.n == 9007199254740992.0`, "false"},
 		{`value.n != 9007199254740992.0`, "true"},
@@ -30,6 +30,22 @@ func TestExactComparisons(t *testing.T) {
 		{`dyn(18446744073709551615u) == 18446744073709551616.0`, "false"},
 		{`value.n in value.l`, "false"},
 		{`9007199254740992 in value.l`, "true"},
+		// At any depth of == and != (re-attack F2: these were true).
+		{`[value.n] == [9007199254740992.0]`, "false"},
+		{`[value.n] != [9007199254740992.0]`, "true"},
+		{`{"a": value.n} == {"a": 9007199254740992.0}`, "false"},
+		{`value.o == {"a": 9007199254740992.0}`, "false"},
+		{`value.o != {"a": 9007199254740992.0}`, "true"},
+		{`[9007199254740992.0] in [value.arr]`, "false"},
+		{`[[value.n]] == [[9007199254740993]]`, "true"},
+		{`value.o == {"a": 9007199254740993}`, "true"},
+		{`value.o == {"a": 9007199254740993, "b": 1}`, "false"},
+		// The literal 9007199254740993.0 is the double 2^53 already.
+		{`value.arr == [9007199254740993.0]`, "false"},
+		{`value.n in [9007199254740993, 1.5]`, "true"},
+		{`value.n in [9007199254740992.0, "x"]`, "false"},
+		{`"x" in ["x", "y"]`, "true"},
+		{`value.l == [9007199254740992, 1.5]`, "true"},
 		// What cel-go already did right stays as it was.
 		{`value.d == 9007199254740992`, "true"},
 		{`value.h > 0`, "true"},
