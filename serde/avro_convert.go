@@ -69,10 +69,19 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 		}
 		return i, nil
 	case "float":
-		// Through the shortest decimal text: float32 0.1 reads as 0.1,
-		// not 0.10000000149011612.
-		f, _ := strconv.ParseFloat(strconv.FormatFloat(float64(v.(float32)), 'g', -1, 32), 64)
-		return f, nil
+		f := v.(float32)
+		if r.kind == "double" {
+			// Promoted: the double is the float's value exactly, float64(f)
+			// (0x3DCCCCCD is 0.10000000149011612), as the README says.
+			// Through the float's shortest text it would be another value
+			// (0.1), the writer's float no longer.
+			return float64(f), nil
+		}
+		// Read as a float: through the float's shortest decimal text, so
+		// float32 0.1 reads as 0.1, not 0.10000000149011612, and reads back
+		// as the same float.
+		d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+		return d, nil
 	case "double":
 		return v, nil
 	case "string":

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -666,6 +667,24 @@ func TestSchemaResolutionExact(t *testing.T) {
 		{"int to double always", `"int"`, `"double"`, int64(2147483647), `2147483647.0`, ""},
 		{"int to long", `"int"`, `"long"`, int64(-2147483648), `-2147483648`, ""},
 		{"float to double", `"float"`, `"double"`, float32(0.5), `0.5`, ""},
+		// float to double is float64(f), the value the writer wrote, written
+		// as the double's shortest text; never the float's shortest text
+		// read as a double (0x3DCCCCCD is not 0.1, 0x00000001 not 1e-45).
+		{"float 0x3DCCCCCD to double", `"float"`, `"double"`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
+		{"float 0x00000001 to double", `"float"`, `"double"`, math.Float32frombits(0x00000001), `1.401298464324817e-45`, ""},
+		{"float 0x7F7FFFFF to double", `"float"`, `"double"`, math.Float32frombits(0x7F7FFFFF), `3.4028234663852886e+38`, ""},
+		{"float 0x80000001 to double", `"float"`, `"double"`, math.Float32frombits(0x80000001), `-1.401298464324817e-45`, ""},
+		{"float 0x3DCCCCCD to float", `"float"`, `"float"`, math.Float32frombits(0x3DCCCCCD), `0.1`, ""},
+		{"float 0x00000001 to float", `"float"`, `"float"`, math.Float32frombits(0x00000001), `1e-45`, ""},
+		{"float 0x3DCCCCCD to a nullable double", `"float"`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
+		{"float 0x3DCCCCCD to float|double takes the float", `"float"`, `["float","double"]`, math.Float32frombits(0x3DCCCCCD), `0.1`, ""},
+		{"float 0x3DCCCCCD from a writer union to double", `["null","float"]`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
+		{"floats in an array to doubles", `{"type":"array","items":"float"}`, `{"type":"array","items":"double"}`,
+			[]any{math.Float32frombits(0x3DCCCCCD), math.Float32frombits(0x00000001)}, `[0.10000000149011612,1.401298464324817e-45]`, ""},
+		{"floats in a map to doubles", `{"type":"map","values":"float"}`, `{"type":"map","values":"double"}`,
+			map[string]any{"a": math.Float32frombits(0x3DCCCCCD), "b": math.Float32frombits(0x00000001)}, `{"a":0.10000000149011612,"b":1.401298464324817e-45}`, ""},
+		{"long 2^40 to double", `"long"`, `"double"`, int64(1) << 40, `1099511627776.0`, ""},
+		{"int 2^24 to float", `"int"`, `"float"`, int64(1) << 24, `16777216.0`, ""},
 		{"into a nullable union", `{"type":"record","name":"U","fields":[{"name":"l","type":"long"}]}`,
 			`{"type":"record","name":"U","fields":[{"name":"l","type":["null","double"]}]}`, map[string]any{"l": int64(9007199254740993)}, "",
 			`field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},

@@ -97,7 +97,8 @@ const promotedSchema = `{"type":"record","name":"Nums","fields":[
 // and then exactly when a field has no exact form in its Avro type. Read
 // again with promotedSchema as the reader schema, it decodes exactly when
 // the long is exactly a double and the int exactly a float, with the
-// same values. A field text that adds a member of a key already there
+// same values, and the float promoted to double is the float's value
+// exactly (float64 of it, written as that double's shortest text). A field text that adds a member of a key already there
 // (`1,"d":2`) makes the decode fail with ErrDuplicateKey: no copy wins.
 //
 //	go test -run '^$' -fuzz '^FuzzJSONAvroJSON$' -fuzztime 60s ./serde/
@@ -117,6 +118,9 @@ func FuzzJSONAvroJSON(f *testing.F) {
 		{"-9223372036854775808", "16777216", "9007199254740992", "-16777216", `"x"`},
 		{"1", "1", "9223372036854775807", "16777218", `"x"`},
 		{`1,"d":2`, "1", "1", `1,"\u0069":2`, `"x","n":{"a":1,"a":2}`},
+		{"0.10000000149011612", "1e-45", "1", "1", `"x"`},
+		{"1", "1.401298464324817e-45", "1", "1", `"x"`},
+		{"1", "3.4028235e38", "1", "1", `"x"`},
 	} {
 		f.Add(s[0], s[1], s[2], s[3], s[4])
 	}
@@ -194,7 +198,37 @@ func FuzzJSONAvroJSON(f *testing.F) {
 		if pm["l"] != float64(lv) || pm["i"] != float64(float32(iv)) || float64(float32(iv)) != float64(iv) {
 			t.Fatalf("%s: promoted to l=%v i=%v", in, pm["l"], pm["i"])
 		}
+		// float to double: the float's value exactly, float64(f), not its
+		// shortest float text read as a double (0.1 is the float
+		// 0.10000000149011612); in JSON the double's shortest text.
+		wantF, _ := float(obj["f"], 32)
+		if pf, ok := pm["f"].(float64); !ok || math.Float64bits(pf) != math.Float64bits(wantF) {
+			t.Fatalf("%s: promoted f to %v, want float64 of the float, %v", in, pm["f"], wantF)
+		}
+		pout, err := jsonCodec{}.Encode(p)
+		if err != nil {
+			t.Fatalf("%s: promoted JSON: %v", in, err)
+		}
+		pg, err := jsonCodec{}.Decode(pout)
+		if err != nil {
+			t.Fatalf("%s -> %s: %v", in, pout, err)
+		}
+		ftext := string(pg.(map[string]any)["f"].(json.Number))
+		if back, err := strconv.ParseFloat(ftext, 64); err != nil || !IsDoubleText(ftext) || math.Float64bits(back) != math.Float64bits(wantF) ||
+			ftext != string(mustAppendDouble(t, wantF)) {
+			t.Fatalf("%s -> %s: promoted f is written %s, want the shortest text of the double %v", in, pout, ftext, wantF)
+		}
 	})
+}
+
+// mustAppendDouble is AppendDouble of f as a double.
+func mustAppendDouble(t *testing.T, f float64) []byte {
+	t.Helper()
+	b, err := AppendDouble(nil, f, 64, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // fitsAvro says, independently of the encoder, whether a JSON number

@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -299,10 +300,12 @@ func TestValidateTypes(t *testing.T) {
 // promotes long to double and int to float (types from_schema: double
 // precision and real) loads a value only if the reader's type holds it
 // exactly, as a stage does (the same serde decode); otherwise the record
-// is a dead letter with reason decode, naming the field.
+// is a dead letter with reason decode, naming the field. A float promoted
+// to double is loaded as the float's value exactly (float 0x3DCCCCCD is
+// 0.10000000149011612, not 0.1).
 func TestAvroPromotionExact(t *testing.T) {
-	const writer = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"long"},{"name":"i","type":"int"}]}`
-	const reader = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"double"},{"name":"i","type":"float"}]}`
+	const writer = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"long"},{"name":"i","type":"int"},{"name":"f","type":"float"}]}`
+	const reader = `{"type":"record","name":"P","fields":[{"name":"id","type":"string"},{"name":"l","type":"double"},{"name":"i","type":"float"},{"name":"f","type":"double"}]}`
 	reg := srfake.New()
 	defer reg.Close()
 	id, _, err := reg.RegisterSchema("in-value", sr.Schema{Schema: writer, Type: sr.TypeAvro})
@@ -312,12 +315,12 @@ func TestAvroPromotionExact(t *testing.T) {
 	s := newTestSink(t, func(c *Config) {
 		c.InputFormat = serde.Avro
 		c.InputCodec = serde.Config{Registry: serde.Registry{URL: reg.URL(), ReaderSchema: reader}}
-		c.Columns = []Column{{"id", "id"}, {"l", "l"}, {"i", "i"}}
+		c.Columns = []Column{{"id", "id"}, {"l", "l"}, {"i", "i"}, {"f", "f"}}
 		c.EventID = "id"
 		c.Types = topology.TypesFromSchema
 	})
-	s.types = []colType{plainType("text"), plainType("double precision"), plainType("real")}
-	s.typed.tableCols = map[string]colType{"id": s.types[0], "l": s.types[1], "i": s.types[2]}
+	s.types = []colType{plainType("text"), plainType("double precision"), plainType("real"), plainType("double precision")}
+	s.typed.tableCols = map[string]colType{"id": s.types[0], "l": s.types[1], "i": s.types[2], "f": s.types[3]}
 	raw, err := serde.NewCodec(serde.Config{Format: serde.Avro, Schema: writer})
 	if err != nil {
 		t.Fatal(err)
@@ -326,17 +329,20 @@ func TestAvroPromotionExact(t *testing.T) {
 		name    string
 		l       int64
 		i       int32
+		f       uint32 // the float's bits
 		want    []any  // the row, or
 		wantErr string // the end of the decode error
 	}{
-		{"exact", 9007199254740992, 16777216, []any{"p1", "9007199254740992.0", "16777216.0"}, ""},
-		{"long 2^53+1", 9007199254740993, 1, nil, `field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
-		{"int 2^24+1", 1, 16777217, nil, `field "i": int 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
-		{"long int64 max", 9223372036854775807, 1, nil, `field "l": long 9223372036854775807 is not exactly a double`},
+		{"exact", 9007199254740992, 16777216, 0x3F000000, []any{"p1", "9007199254740992.0", "16777216.0", "0.5"}, ""},
+		{"float 0x3DCCCCCD", 1, 1, 0x3DCCCCCD, []any{"p1", "1.0", "1.0", "0.10000000149011612"}, ""},
+		{"float 0x00000001", 1, 1, 0x00000001, []any{"p1", "1.0", "1.0", "1.401298464324817e-45"}, ""},
+		{"long 2^53+1", 9007199254740993, 1, 0, nil, `field "l": long 9007199254740993 is not exactly a double, the reader schema's type (it would be rounded)`},
+		{"int 2^24+1", 1, 16777217, 0, nil, `field "i": int 16777217 is not exactly a float, the reader schema's type (it would be rounded)`},
+		{"long int64 max", 9223372036854775807, 1, 0, nil, `field "l": long 9223372036854775807 is not exactly a double`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			datum, err := raw.Encode(map[string]any{"id": "p1", "l": tc.l, "i": tc.i})
+			datum, err := raw.Encode(map[string]any{"id": "p1", "l": tc.l, "i": tc.i, "f": math.Float32frombits(tc.f)})
 			if err != nil {
 				t.Fatal(err)
 			}
