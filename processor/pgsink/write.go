@@ -342,7 +342,11 @@ func (s *Sink) buildLoadSQL() {
 	staging = append(staging, ordColumn+" integer")
 	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
 	eidType := keyType(s.types[s.eventIDIndex])
-	key := fmt.Sprintf("c%d::%s", s.eventIDIndex, eidType)
+	// One row per event ID, compared in the column's type as the
+	// checked cast reads it: an ID the column cannot hold exactly raises
+	// (castExpr) before DISTINCT ON could drop it as equal to another, so
+	// that it is a dead letter whatever came before it in the batch.
+	key := "(" + castExpr(fmt.Sprintf("c%d", s.eventIDIndex), s.cfg.EventID, s.types[s.eventIDIndex]) + ")"
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
 		stagingTable, strings.Join(staging, ", "))
 	conflict, keep, into := "DO NOTHING", ordColumn+" ASC", s.table.String()
