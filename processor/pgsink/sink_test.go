@@ -255,7 +255,7 @@ func TestSQL(t *testing.T) {
 	}
 	s.types = []colType{plainType("text"), plainType("jsonb")}
 	s.buildSQL()
-	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON ((c0::text)) * FROM pg_temp.exactly_sink_staging ORDER BY (c0::text), ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
+	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
 	}
 	// An event ID is compared as the checked cast reads it: one the
@@ -263,7 +263,7 @@ func TestSQL(t *testing.T) {
 	// equal to an earlier one.
 	s.types = []colType{plainType("date"), plainType("jsonb")}
 	s.buildSQL()
-	if key := "DISTINCT ON ((" + castExpr("c0", "event_id", plainType("date")) + "))"; !strings.Contains(s.sql.insert, key) {
+	if key := "DISTINCT ON (" + castExpr("c0", "event_id", plainType("date")) + ")"; !strings.Contains(s.sql.insert, key) {
 		t.Errorf("insert:\n%s\nlacks\n%s", s.sql.insert, key)
 	}
 	for _, want := range []string{

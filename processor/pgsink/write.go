@@ -346,7 +346,7 @@ func (s *Sink) buildLoadSQL() {
 	// checked cast reads it: an ID the column cannot hold exactly raises
 	// (castExpr) before DISTINCT ON could drop it as equal to another, so
 	// that it is a dead letter whatever came before it in the batch.
-	key := "(" + castExpr(fmt.Sprintf("c%d", s.eventIDIndex), s.cfg.EventID, s.types[s.eventIDIndex]) + ")"
+	key := castExpr(fmt.Sprintf("c%d", s.eventIDIndex), s.cfg.EventID, s.types[s.eventIDIndex])
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
 		stagingTable, strings.Join(staging, ", "))
 	conflict, keep, into := "DO NOTHING", ordColumn+" ASC", s.table.String()
