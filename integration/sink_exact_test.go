@@ -141,18 +141,20 @@ func TestSinkExactRules(t *testing.T) {
 // DMY, which the sink overrides with PostgreSQL's default (ISO, MDY):
 // "1/2/2024" is January 2. In a date event-ID column, an ID the column
 // cannot hold exactly is a dead letter even after an equal ID in the same
-// batch, which DISTINCT ON would otherwise drop as its duplicate. $value
+// batch, which DISTINCT ON would otherwise drop as its duplicate, and so
+// is a record with such a value in another column. $value
 // into jsonb with a duplicate key at any depth is a dead letter.
 func TestSinkExactSession(t *testing.T) {
 	t.Parallel()
-	s, pool, topo := newTypedSink(t, "sb_exact_session", "{ event_id: d, tag: id, v: $value }",
-		"event_id date PRIMARY KEY, tag text, v jsonb")
+	s, pool, topo := newTypedSink(t, "sb_exact_session", "{ event_id: d, tag: id, v: $value, n: n }",
+		"event_id date PRIMARY KEY, tag text, v jsonb, n numeric(10,2)")
 	lines := [][]byte{
 		[]byte(`f1|{"id":"f1","d":"2024-01-01"}`),
 		[]byte(`f2|{"id":"f2","d":"2024-01-01T23:30:00-05:00"}`),
 		[]byte(`f3|{"id":"f3","d":"2024-01-01T00:00:00.0000001Z"}`),
 		[]byte(`f4|{"id":"f4","d":"1/2/2024"}`),
 		[]byte(`f5|{"id":"f5","d":"2024-03-01","o":{"b":{"c":1,"c":2}}}`),
+		[]byte(`f6|{"id":"f6","d":"2024-01-01","n":1.234}`),
 	}
 	kcatProduce(t, s.in, lines)
 	sep := "?"
@@ -162,7 +164,7 @@ func TestSinkExactSession(t *testing.T) {
 	p := startSink(t, topo, "a1", "PG_DSN="+pgDSN(t)+sep+"options=-c%20DateStyle%3DISO%2CDMY")
 	eventually(t, time.Minute, func() bool {
 		rows, _ := rowStats(t, pool, s.table())
-		return rows == 2 && kcatCount(t, s.dlq) == 3
+		return rows == 2 && kcatCount(t, s.dlq) == 4
 	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
 	p.stop()
 	stored := tableRows(t, pool, s.table(), "tag")
@@ -173,6 +175,9 @@ func TestSinkExactSession(t *testing.T) {
 		"f2": {"postgres", `field "d" (column "event_id"): '2024-01-01T23:30:00-05:00' is not exactly a date`},
 		"f3": {"postgres", `field "d" (column "event_id"): '2024-01-01T00:00:00.0000001Z' is not exactly a date`},
 		"f5": {"decode", `field "o.b.c": duplicate key "c" in object`},
+		// Another mapped value, as the event ID: refused, not dropped as
+		// a duplicate of f1.
+		"f6": {"postgres", `field "n": '1.234' is not exactly a numeric(10,2)`},
 	}
 	for _, r := range kcatReadJSON(t, s.dlq) {
 		w, ok := wantDead[r.Key]
