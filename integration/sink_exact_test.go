@@ -3,8 +3,11 @@
 package integration
 
 import (
+	"fmt"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exactly-io/exactly/processor/kit"
 )
@@ -17,8 +20,8 @@ import (
 // field maps to a column of another name).
 func TestSinkExactRules(t *testing.T) {
 	t.Parallel()
-	s, pool, topo := newTypedSink(t, "exact_rules", "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn, tm: tm }",
-		"event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision, tm time")
+	s, pool, topo := newTypedSink(t, "exact_rules", "{ event_id: event_id, n: n, r: r, ts: ts, tz: tz, dt: dt, ch: ch, b: b, amount: price, nn: nn, tm: tm, ttz: ttz, j: j, js: js }",
+		"event_id text PRIMARY KEY, n numeric(10,2), r real, ts timestamp(3), tz timestamptz, dt date, ch char(5), b boolean, amount numeric(6,2), nn double precision, tm time, ttz timetz, j jsonb, js json")
 	// good wants the column's text, bad a part of the dead-letter error.
 	good := map[string]typedCell{
 		"n_trailing_zero": {"n", "1.230", "1.23"},
@@ -46,6 +49,19 @@ func TestSinkExactRules(t *testing.T) {
 		"tm_z":  {"tm", `"10:00Z"`, "10:00:00"},
 		"tz_24": {"tz", `"2024-01-01T24:00:00Z"`, "2024-01-02 00:00:00+00"},
 		"ts_24": {"ts", `"2024-01-01T24:00:00"`, "2024-01-02 00:00:00"},
+		"tm_59": {"tm", `"23:59:59"`, "23:59:59"},
+		// A json column keeps the bytes as they came, duplicates and all;
+		// jsonb stores an object without them.
+		"js_dup":  {"js", `{"a":1,"a":2}`, `{"a":1,"a":2}`},
+		"j_plain": {"j", `{"a":1,"b":[{"c":2}]}`, `{"a": 1, "b": [{"c": 2}]}`},
+	}
+	// A duplicate key at any depth of a value jsonb would read: jsonb
+	// would keep the last copy.
+	badDecode := map[string]typedCell{
+		"j_dup":        {"j", `{"a":1,"a":2}`, `field "j.a": duplicate key "a" in object`},
+		"j_nested_dup": {"j", `{"a":{"b":1,"b":1}}`, `field "j.a.b": duplicate key "b" in object`},
+		"j_array_dup":  {"j", `[{"a":1,"a":2}]`, `field "j[0].a": duplicate key "a" in object`},
+		"j_string_dup": {"j", `"{\"a\":1,\"a\":2}"`, `field "j.a": duplicate key "a" in object`},
 	}
 	bad := map[string]typedCell{
 		"ts_now":          {"ts", `"now"`, `field "ts": 'now' is not a fixed time`},
@@ -56,17 +72,44 @@ func TestSinkExactRules(t *testing.T) {
 		"price_scale":     {"price", "9.999", `field "price" (column "amount"): '9.999' is not exactly a numeric(6,2): it would be stored as '10.00'`},
 		"price_cast":      {"price", `"ten"`, `field "price" (column "amount"): invalid input syntax for type numeric: "ten" (SQLSTATE 22P02)`},
 		"nn_integer":      {"nn", "18014398509481985", `field "nn": '18014398509481985' is not exactly a double precision`},
-		"nn_beyond_int64": {"nn", "9223372036854775808", `field "nn": '9223372036854775808' is not exactly a double precision`},
+		"nn_beyond_int64": {"nn", "9223372036854775808", `field "nn": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64) (SQLSTATE 22000)`},
 		"b_maybe":         {"b", `"maybe"`, `field "b": invalid input syntax for type boolean: "maybe" (SQLSTATE 22P02)`},
 		"tm_offset":       {"tm", `"10:00+05"`, `field "tm": '10:00+05' is not exactly a time without time zone: it would be stored as '10:00:00'`},
 		"tm_24_offset":    {"tm", `"24:00:00+05"`, `field "tm": '24:00:00+05' is not exactly a time without time zone`},
 		"dt_24":           {"dt", `"2024-01-01T24:00:00Z"`, `field "dt": '2024-01-01T24:00:00Z' is not exactly a date: it would be stored as '2024-01-01'`},
+		// A time of day finer than a microsecond, which a date would drop
+		// as a timestamp rounds it.
+		"dt_sub_micro":         {"dt", `"2024-01-01T00:00:00.0000001Z"`, `field "dt": '2024-01-01T00:00:00.0000001Z' is not exactly a date: it would be stored as '2024-01-01'`},
+		"dt_sub_micro_no_zone": {"dt", `"2024-01-01 00:00:00.0000001"`, `is not exactly a date`},
+		"dt_sub_micro_half":    {"dt", `"2024-01-01T00:00:00.0000005Z"`, `is not exactly a date`},
+		// A second of 60 moves the value to the next minute.
+		"tm_second_60":       {"tm", `"23:59:60"`, `field "tm": '23:59:60' is not exactly a time without time zone: it would be stored as '24:00:00'`},
+		"tm_second_60_00":    {"tm", `"00:00:60"`, `it would be stored as '00:01:00'`},
+		"tm_second_60_basic": {"tm", `"235960"`, `it would be stored as '24:00:00'`},
+		"ttz_second_60":      {"ttz", `"23:59:60+05"`, `field "ttz": '23:59:60+05' is not exactly a time with time zone: it would be stored as '24:00:00+05'`},
+		"ts_second_60":       {"ts", `"2024-01-01T23:59:60"`, `it would be stored as '2024-01-02 00:00:00'`},
+		"tz_second_60":       {"tz", `"2024-01-01T23:59:60Z"`, `it would be stored as '2024-01-02 00:00:00+00'`},
+		"dt_second_60":       {"dt", `"2024-01-01T23:59:60Z"`, `is not exactly a date`},
 	}
-	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text, tm::text)", good, bad)
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n::text, r::text, ts::text, tz::text, dt::text, ch::text, b::text, amount::text, nn::text, tm::text, ttz::text, j::text, js::text)", good, bad, badDecode)
 	for k, c := range good {
 		t.Run(k, func(t *testing.T) {
 			if got, ok := stored[k]; !ok || got != c.want {
 				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
+			}
+		})
+	}
+	for k, c := range badDecode {
+		t.Run(k, func(t *testing.T) {
+			if got, ok := stored[k]; ok {
+				t.Fatalf("%s=%s was stored as %q, want a dead letter", c.field, c.json, got)
+			}
+			r := dead[k]
+			if got := r.Headers[kit.HeaderReason]; got != "decode" {
+				t.Errorf("%s=%s: reason %q, want decode", c.field, c.json, got)
+			}
+			if e := r.Headers[kit.HeaderError]; !strings.Contains(e, c.want) {
+				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, c.want)
 			}
 		})
 	}
@@ -90,5 +133,63 @@ func TestSinkExactRules(t *testing.T) {
 				t.Errorf("dead-letter error %q names the sink's internals", e)
 			}
 		})
+	}
+}
+
+// TestSinkExactSession: a record's outcome depends on neither the DSN's
+// session settings nor the records before it. The DSN sets DateStyle
+// DMY, which the sink overrides with PostgreSQL's default (ISO, MDY):
+// "1/2/2024" is January 2. In a date event-ID column, an ID the column
+// cannot hold exactly is a dead letter even after an equal ID in the same
+// batch, which DISTINCT ON would otherwise drop as its duplicate, and so
+// is a record with such a value in another column. $value
+// into jsonb with a duplicate key at any depth is a dead letter.
+func TestSinkExactSession(t *testing.T) {
+	t.Parallel()
+	s, pool, topo := newTypedSink(t, "sb_exact_session", "{ event_id: d, tag: id, v: $value, n: n }",
+		"event_id date PRIMARY KEY, tag text, v jsonb, n numeric(10,2)")
+	lines := [][]byte{
+		[]byte(`f1|{"id":"f1","d":"2024-01-01"}`),
+		[]byte(`f2|{"id":"f2","d":"2024-01-01T23:30:00-05:00"}`),
+		[]byte(`f3|{"id":"f3","d":"2024-01-01T00:00:00.0000001Z"}`),
+		[]byte(`f4|{"id":"f4","d":"1/2/2024"}`),
+		[]byte(`f5|{"id":"f5","d":"2024-03-01","o":{"b":{"c":1,"c":2}}}`),
+		[]byte(`f6|{"id":"f6","d":"2024-01-01","n":1.234}`),
+	}
+	kcatProduce(t, s.in, lines)
+	sep := "?"
+	if strings.Contains(pgDSN(t), "?") {
+		sep = "&"
+	}
+	p := startSink(t, topo, "a1", "PG_DSN="+pgDSN(t)+sep+"options=-c%20DateStyle%3DISO%2CDMY")
+	eventually(t, time.Minute, func() bool {
+		rows, _ := rowStats(t, pool, s.table())
+		return rows == 2 && kcatCount(t, s.dlq) == 4
+	}, func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
+	p.stop()
+	stored := tableRows(t, pool, s.table(), "tag")
+	if want := map[string]string{"2024-01-01": "f1", "2024-01-02": "f4"}; !maps.Equal(stored, want) {
+		t.Errorf("stored %v, want %v", stored, want)
+	}
+	wantDead := map[string][2]string{
+		"f2": {"postgres", `field "d" (column "event_id"): '2024-01-01T23:30:00-05:00' is not exactly a date`},
+		"f3": {"postgres", `field "d" (column "event_id"): '2024-01-01T00:00:00.0000001Z' is not exactly a date`},
+		"f5": {"decode", `field "o.b.c": duplicate key "c" in object`},
+		// Another mapped value, as the event ID: refused, not dropped as
+		// a duplicate of f1.
+		"f6": {"postgres", `field "n": '1.234' is not exactly a numeric(10,2)`},
+	}
+	for _, r := range kcatReadJSON(t, s.dlq) {
+		w, ok := wantDead[r.Key]
+		if !ok {
+			t.Errorf("dead letter %s: %v", r.Key, r.Headers)
+			continue
+		}
+		if got := r.Headers[kit.HeaderReason]; got != w[0] {
+			t.Errorf("%s: reason %q, want %q", r.Key, got, w[0])
+		}
+		if e := r.Headers[kit.HeaderError]; !strings.Contains(e, w[1]) {
+			t.Errorf("%s: error %q, want it to contain %q", r.Key, e, w[1])
+		}
 	}
 }

@@ -242,6 +242,47 @@ func AppendMembers(dst []Member, obj []byte, path string) ([]Member, error) {
 	return dst, checkKeys(obj, dst[start:], path)
 }
 
+// CheckKeys returns the error of AppendMembers for the first object in
+// the JSON value b (checked), at any depth, with two members of one key,
+// named under path; nil if every object's keys are unique. It is for a
+// value that goes on as its bytes to a reader that decodes it (a jsonb
+// column keeps the last of the duplicates), so that the reader gets one
+// meaning or none.
+func CheckKeys(b []byte, path string) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || (b[i] != '{' && b[i] != '[') {
+		return nil
+	}
+	v := b[i:skipValue(b, i)]
+	if v[0] == '[' {
+		offs := AppendElements(nil, v)
+		for k := 0; k < len(offs); k += 2 {
+			if err := CheckKeys(v[offs[k]:offs[k+1]], IndexPath(path, k/2)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ms, err := AppendMembers(nil, v, path)
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		val := m.Value(v)
+		if val[0] != '{' && val[0] != '[' {
+			continue
+		}
+		name, err := Unquote(m.Key(v), "")
+		if err != nil {
+			name = string(m.Key(v)[1 : m.KeyEnd-m.KeyStart-1]) // no text: as written
+		}
+		if err := CheckKeys(val, JoinPath(path, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // keysMapFrom is the member count from which checkKeys remembers the keys
 // in a map. Below it, comparing every pair is cheaper: mostly a length
 // test, without allocating.

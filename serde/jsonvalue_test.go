@@ -315,3 +315,25 @@ func TestDuplicateKeys(t *testing.T) {
 		})
 	}
 }
+
+// CheckKeys refuses a duplicate key at any depth, in the words of
+// AppendMembers, and nothing else.
+func TestCheckKeys(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"a":1,"b":{"c":[1,{"d":2}]}}`, ""},
+		{`"{\"a\":1,\"a\":2}"`, ""}, // a string, not an object
+		{`[1,"x",null]`, ""},
+		{`{"a":1,"a":2}`, `field "o.a": duplicate key "a" in object`},
+		{` {"a":{"b":1,"b":1}}`, `field "o.a.b": duplicate key "b" in object`},
+		{`[{"x":1},{"a":1,"\u0061":2}]`, `field "o[1].a": duplicate key "a" in object (written "a" and "\u0061")`},
+		{`{"k":[[{"z":{"y":1,"y":2}}]]}`, `field "o.k[0][0].z.y": duplicate key "y" in object`},
+	} {
+		err := CheckKeys([]byte(tt.in), "o")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckKeys(%s) = %v, want nil", tt.in, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want || !errors.Is(err, ErrDuplicateKey)):
+			t.Errorf("CheckKeys(%s) = %v, want %s (ErrDuplicateKey)", tt.in, err, tt.want)
+		}
+	}
+}

@@ -82,6 +82,9 @@ func (e *EventIDs) Open(ctx context.Context) error {
 	}
 	if t, ok := types[e.s.cfg.EventID]; ok && !textKey(t) {
 		e.key = &t
+		if _, err := e.conn.Exec(ctx, refuseSQL); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -130,7 +133,9 @@ func (e *EventIDs) Keys(ctx context.Context, ids []string) (keys []string, ok []
 		}
 		return keys, ok, nil
 	}
-	q := "SELECT " + keyText("x::"+keyType(*e.key), *e.key) + " FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n"
+	// Read by the sink's checked cast: an ID the column cannot hold
+	// exactly is ok false, as the sink dead-letters it.
+	q := "SELECT " + keyText("("+castExpr("x", e.s.cfg.EventID, *e.key)+")", *e.key) + " FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n"
 	var run func(lo, hi int) error
 	run = func(lo, hi int) error {
 		rows, _ := e.conn.Query(ctx, q, ids[lo:hi])

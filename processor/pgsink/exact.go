@@ -59,12 +59,46 @@ END $exactly$`
 )
 
 // sessionParams are the settings of the sink's connections that the
-// checks of castExpr depend on, set whatever the DSN says: TimeZone UTC
-// (a time without a zone into timestamptz is read as UTC, and a
-// timestamp's text is compared with its UTC reading) and
-// extra_float_digits 3 (a float's text is the shortest that reads back
-// to it, PostgreSQL 12 and later).
-var sessionParams = map[string]string{"timezone": "UTC", "extra_float_digits": "3"}
+// reading of a value's text, and the checks of castExpr, depend on, set
+// whatever the DSN says (a DSN's parameter or its options=-c, or a
+// role's or database's default), so that one record gets one value.
+// Each is at PostgreSQL's own default except TimeZone and
+// extra_float_digits; see "Client Connection Defaults" and "Version and
+// Platform Compatibility" in the PostgreSQL documentation:
+//
+//   - TimeZone UTC: a time without a zone into timestamptz is read as
+//     UTC, and a timestamp's text is compared with its UTC reading
+//     (20.11.2, Locale and Formatting).
+//   - DateStyle 'ISO, MDY': 1/2/2024 is January 2 (with DMY it would
+//     be February 1), and a date's text, as the checks' messages and
+//     exactly verify's keys give it, is ISO 8601 (20.11.2).
+//   - IntervalStyle postgres: with sql_standard, the sign of
+//     '-1 2:03:04' would apply to every field (20.11.2; 8.5.4).
+//   - timezone_abbreviations Default: the abbreviations a time's zone
+//     may name ('EST', 'CEST'), and what offset each is (20.11.2).
+//   - extra_float_digits 3: a float's text is the shortest that reads
+//     back to it, PostgreSQL 12 and later (20.11.2).
+//   - lc_monetary C: money's input and output syntax (which character
+//     is the decimal point, which separates thousands) would otherwise
+//     follow the server's locale or the DSN's (20.11.2).
+//   - xmloption content: an xml column's input is read as content, not
+//     refused if it is not a single document (20.11.1, Statement
+//     Behavior).
+//   - array_nulls on: an unquoted NULL in an array's text is a null
+//     element, not the string 'NULL' (20.13.1).
+//   - standard_conforming_strings on: a backslash in the sink's SQL
+//     string literals (a column's name in an error) is itself (20.13.1).
+var sessionParams = map[string]string{
+	"timezone":                    "UTC",
+	"datestyle":                   "ISO, MDY",
+	"intervalstyle":               "postgres",
+	"timezone_abbreviations":      "Default",
+	"extra_float_digits":          "3",
+	"lc_monetary":                 "C",
+	"xmloption":                   "content",
+	"array_nulls":                 "on",
+	"standard_conforming_strings": "on",
+}
 
 // setSessionParams sets sessionParams in params, a connection's runtime
 // parameters, in place of any spelling of them the DSN gave.
@@ -87,8 +121,13 @@ const (
 	// another time.
 	relativeTimeRE = `(^|[^a-z])(now|today|tomorrow|yesterday)([^a-z]|$)`
 	// subMicroRE: a fraction of a second beyond microseconds, which
-	// Postgres rounds.
+	// Postgres rounds (and a date drops).
 	subMicroRE = `[.][0-9]{6}[0-9]*[1-9]`
+	// secondSixtyRE: a second of 60 (a leap second, "23:59:60", or
+	// "235960" in the basic form), which Postgres accepts and moves to
+	// the next minute: 23:59:60 is stored as 24:00:00, 00:00:60 as
+	// 00:01:00.
+	secondSixtyRE = `((^|[^0-9])[0-9]{1,2}:[0-9]{1,2}:0*60|(^|[Tt[:space:]])[0-9]{4}60)([^0-9]|$)`
 	// integerRE: integer text, which a float column must hold exactly.
 	integerRE = `^[[:space:]]*[-+]?[0-9]+[[:space:]]*$`
 )
@@ -128,9 +167,14 @@ func exactFloatInteger(x, base string) string {
 		significand = 1 << 24
 	}
 	n := x + "::numeric"
-	return fmt.Sprintf("(CASE WHEN %[1]s < -9223372036854775808 OR %[1]s > 9223372036854775807 THEN false"+
+	return fmt.Sprintf("(CASE WHEN %[4]s THEN false"+
 		" WHEN %[1]s = 0 OR %[1]s = -9223372036854775808 THEN true"+
-		" ELSE abs(%[2]s::int8) / (abs(%[2]s::int8) & -abs(%[2]s::int8)) < %[3]d END)", n, x, significand)
+		" ELSE abs(%[2]s::int8) / (abs(%[2]s::int8) & -abs(%[2]s::int8)) < %[3]d END)", n, x, significand, beyondInt64(x))
+}
+
+// beyondInt64 is the SQL test that integer text x is beyond int64.
+func beyondInt64(x string) string {
+	return fmt.Sprintf("(%[1]s::numeric < -9223372036854775808 OR %[1]s::numeric > 9223372036854775807)", x)
 }
 
 func castExpr(x, col string, t colType) string {
@@ -173,7 +217,11 @@ func castExpr(x, col string, t colType) string {
 	case "time with time zone":
 		checks = append(checks, timeChecks(x, "timetz", t)...)
 	case "date":
+		// The time of day is checked as a timestamp reads it, which
+		// rounds a fraction beyond microseconds (to midnight, for
+		// 00:00:00.0000001): timeChecks refuse those first.
 		checks = append(checks, fmt.Sprintf("%s::date = %s::timestamp AND %s::date = (%s::timestamptz AT TIME ZONE 'UTC')", x, x, x, x))
+		checks = append(checks, timeChecks(x, "date", t)...)
 	default:
 		// Cast without the modifier: assigning the value to the column
 		// applies it, with an error where it does not fit.
@@ -191,6 +239,12 @@ func castExpr(x, col string, t colType) string {
 		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
 			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
 	}
+	if t.base == "real" || t.base == "double precision" {
+		// In the words of every other path (serde), though a float may
+		// hold the value: its type follows its text, an int.
+		fmt.Fprintf(&b, " WHEN %s ~ '%s' AND %s THEN %s", x, integerRE, beyondInt64(x),
+			refuseCall(x, col, t, fmt.Sprintf("format('integer %%s is beyond the range of a 64-bit integer (int64)', left(btrim(%s), 100) || CASE WHEN char_length(btrim(%s)) > 100 THEN '...' ELSE '' END)", x, x)))
+	}
 	fmt.Fprintf(&b, " WHEN %s THEN %s ELSE %s END", strings.Join(checks, " AND "), cast,
 		refuseCall(x, col, t, fmt.Sprintf("format('%%s is not exactly a %%s: it would be stored as %%s', %s, %s, quote_literal(%s::%s::text))",
 			quotedValue(x), quoteLiteral(t.full), x, t.full)))
@@ -199,7 +253,7 @@ func castExpr(x, col string, t colType) string {
 
 // timeChecks are the checks of every time type of base name typ.
 func timeChecks(x, typ string, t colType) []string {
-	c := []string{fmt.Sprintf("%s !~ '%s'", x, subMicroRE)}
+	c := []string{fmt.Sprintf("%s !~ '%s'", x, subMicroRE), fmt.Sprintf("%s !~ '%s'", x, secondSixtyRE)}
 	if t.mod >= 0 {
 		c = append(c, fmt.Sprintf("%s::%s = %s::%s", x, typ, x, t.full))
 	}

@@ -141,7 +141,33 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 	if b, ok := obj[src].([]byte); ok {
 		return bytesText(b, t), nil
 	}
-	return s.columnValue(r, obj, src)
+	v, err := s.columnValue(r, obj, src)
+	if err == nil && t.base == "jsonb" {
+		err = jsonbKeys(v, src)
+	}
+	return v, err
+}
+
+// jsonbKeys refuses text v of the field src, going to a jsonb column,
+// that jsonb would read as JSON with an object of duplicate keys at any
+// depth (serde.CheckKeys): jsonb keeps the last copy, where every other
+// reader of an object refuses it. An object or array field and $value
+// are their JSON text; a string field is its contents, which jsonb
+// parses (text that is not JSON is left for Postgres to refuse). A json
+// column keeps the bytes as they came, and is not checked.
+func jsonbKeys(v any, src string) error {
+	text, _ := v.(string)
+	if !strings.ContainsAny(text, "{") {
+		return nil
+	}
+	path := src
+	if src == topology.SourceValue {
+		path = ""
+	}
+	if serde.CheckJSON([]byte(text)) != nil {
+		return nil
+	}
+	return serde.CheckKeys([]byte(text), path)
 }
 
 // columnValue returns the staging text of one column, or nil for NULL.

@@ -19,8 +19,8 @@
 //     two instances that both think they own a partition serialize there,
 //     and the second finds the position moved and rolls back (fencing).
 //  2. COPY into a session-local text staging table, then INSERT ... SELECT
-//     with a cast per column, one row per event ID as the column's type
-//     compares it (DISTINCT ON), ... ON CONFLICT (event_id) DO NOTHING (DO
+//     with a cast per column (every row's, in a materialized CTE), one row
+//     per event ID as the column's type compares it (DISTINCT ON), ... ON CONFLICT (event_id) DO NOTHING (DO
 //     UPDATE in upsert mode); a tombstone under the delete policy becomes
 //     a DELETE by event ID. Runs of the same kind are applied in record
 //     order. SET CONSTRAINTS ALL IMMEDIATE then checks what was deferred

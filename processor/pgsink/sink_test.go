@@ -255,8 +255,16 @@ func TestSQL(t *testing.T) {
 	}
 	s.types = []colType{plainType("text"), plainType("jsonb")}
 	s.buildSQL()
-	if want := `INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT c0::text, c1::jsonb FROM (SELECT DISTINCT ON (c0::text) * FROM pg_temp.exactly_sink_staging ORDER BY c0::text, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
+	if want := `WITH exactly_cast_rows AS MATERIALIZED (SELECT c0::text AS v0, c1::jsonb AS v1, ord FROM pg_temp.exactly_sink_staging) INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT v0, v1 FROM (SELECT DISTINCT ON (v0) * FROM exactly_cast_rows ORDER BY v0, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
+	}
+	// Every row is cast (castExpr) before DISTINCT ON: a value its
+	// column cannot hold exactly raises even in a row that an equal event
+	// ID would drop.
+	s.types = []colType{plainType("date"), plainType("jsonb")}
+	s.buildSQL()
+	if cast := "WITH exactly_cast_rows AS MATERIALIZED (SELECT " + castExpr("c0", "event_id", plainType("date")) + " AS v0, "; !strings.HasPrefix(s.sql.insert, cast) {
+		t.Errorf("insert:\n%s\nlacks\n%s", s.sql.insert, cast)
 	}
 	for _, want := range []string{
 		"ON CONFLICT (sink, topic, partition) DO UPDATE",

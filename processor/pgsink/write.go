@@ -327,14 +327,18 @@ func (s *Sink) stagingCopySQL() string {
 // of the greatest version, the first read of equal ones, and DO UPDATE
 // applies only WHERE the stored version is lower (or NULL): an older
 // record read later, from another partition or a replay, changes nothing.
+// castRows is the CTE of the load's cast rows.
+const castRows = "exactly_cast_rows"
+
 func (s *Sink) buildLoadSQL() {
-	var staging, target, casts, updates []string
+	var staging, target, casts, values, updates []string
 	for i, c := range s.cfg.Columns {
 		sc := fmt.Sprintf("c%d", i)
 		col := pgx.Identifier{c.Name}.Sanitize()
 		staging = append(staging, sc+" text")
 		target = append(target, col)
-		casts = append(casts, castExpr(sc, c.Name, s.types[i]))
+		casts = append(casts, fmt.Sprintf("%s AS v%d", castExpr(sc, c.Name, s.types[i]), i))
+		values = append(values, fmt.Sprintf("v%d", i))
 		if c.Name != s.cfg.EventID {
 			updates = append(updates, col+" = EXCLUDED."+col)
 		}
@@ -342,7 +346,14 @@ func (s *Sink) buildLoadSQL() {
 	staging = append(staging, ordColumn+" integer")
 	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
 	eidType := keyType(s.types[s.eventIDIndex])
-	key := fmt.Sprintf("c%d::%s", s.eventIDIndex, eidType)
+	// One row per event ID, compared in the column's type. Every row's
+	// values are cast first, in a materialized CTE (Postgres would
+	// otherwise evaluate the casts' volatile refusal only for the rows
+	// DISTINCT ON keeps): a value the column cannot hold exactly (castExpr)
+	// is refused in a row that an equal event ID earlier in the batch
+	// would drop, as it is when the equal ID is stored, so that a record's
+	// outcome does not depend on what came before it.
+	key := fmt.Sprintf("v%d", s.eventIDIndex)
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
 		stagingTable, strings.Join(staging, ", "))
 	conflict, keep, into := "DO NOTHING", ordColumn+" ASC", s.table.String()
@@ -356,14 +367,14 @@ func (s *Sink) buildLoadSQL() {
 			// equal ones; a stored row is replaced only by a greater
 			// version (or if it has none).
 			vc := pgx.Identifier{s.cfg.Version}.Sanitize()
-			keep = castExpr(fmt.Sprintf("c%d", s.versionIndex), s.cfg.Version, s.types[s.versionIndex]) + " DESC, " + ordColumn + " ASC"
+			keep = fmt.Sprintf("v%d DESC, %s ASC", s.versionIndex, ordColumn)
 			into += " AS " + versionTarget
 			conflict += fmt.Sprintf(" WHERE %s.%s < EXCLUDED.%s OR %s.%s IS NULL", versionTarget, vc, vc, versionTarget, vc)
 		}
 	}
-	s.sql.insert = fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM (SELECT DISTINCT ON (%s) * FROM pg_temp.%s ORDER BY %s, %s) AS staged ORDER BY %s ON CONFLICT (%s) %s",
-		into, strings.Join(target, ", "), strings.Join(casts, ", "),
-		key, stagingTable, key, keep, ordColumn, eid, conflict)
+	s.sql.insert = fmt.Sprintf("WITH %[1]s AS MATERIALIZED (SELECT %[2]s, %[3]s FROM pg_temp.%[4]s) INSERT INTO %[5]s (%[6]s) SELECT %[7]s FROM (SELECT DISTINCT ON (%[8]s) * FROM %[1]s ORDER BY %[8]s, %[9]s) AS staged ORDER BY %[3]s ON CONFLICT (%[10]s) %[11]s",
+		castRows, strings.Join(casts, ", "), ordColumn, stagingTable, into, strings.Join(target, ", "), strings.Join(values, ", "),
+		key, keep, eid, conflict)
 	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
 	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::text[]::%s[])", s.table, eid, eidType)
 }
