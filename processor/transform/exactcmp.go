@@ -227,17 +227,10 @@ func exactEqual(l, r ref.Val) ref.Val {
 		if !ok {
 			break
 		}
-		n, m := a.Size(), b.Size()
-		if n != m {
-			if types.IsUnknownOrError(n) {
-				return n
-			}
-			if types.IsUnknownOrError(m) {
-				return m
-			}
-			return types.False
+		if ne := sizeDiffers(a, b); ne != nil {
+			return ne
 		}
-		size, _ := n.(types.Int)
+		size, _ := a.Size().(types.Int)
 		for i := types.Int(0); i < size; i++ {
 			if eq := exactEqual(a.Get(i), b.Get(i)); eq != types.True {
 				return eq
@@ -249,15 +242,8 @@ func exactEqual(l, r ref.Val) ref.Val {
 		if !ok {
 			break
 		}
-		n, m := a.Size(), b.Size()
-		if n != m {
-			if types.IsUnknownOrError(n) {
-				return n
-			}
-			if types.IsUnknownOrError(m) {
-				return m
-			}
-			return types.False
+		if ne := sizeDiffers(a, b); ne != nil {
+			return ne
 		}
 		for it := a.Iterator(); it.HasNext() == types.True; {
 			k := it.Next()
@@ -275,6 +261,21 @@ func exactEqual(l, r ref.Val) ref.Val {
 		return types.True
 	}
 	return types.Equal(l, r)
+}
+
+// sizeDiffers is nil when the lists or maps a and b have one size, else
+// their equality: false, or the error of a size that cannot be known.
+func sizeDiffers(a, b traits.Sizer) ref.Val {
+	n, m := a.Size(), b.Size()
+	switch {
+	case types.IsUnknownOrError(n):
+		return n
+	case types.IsUnknownOrError(m):
+		return m
+	case n != m:
+		return types.False
+	}
+	return nil
 }
 
 func holds(op cmpOp, c int) bool {
