@@ -90,19 +90,7 @@ func runBadRowCase(t *testing.T, c badRowCase) {
 			return fmt.Sprintf("%d rows, want %d; positions %v, want partition 0 at %d; dead letters %d; lag metric %v, status lag %d",
 				n, len(want), storedPositions(t, pool, s.schema+".exactly_positions", s.in), end, len(kcatRead(t, s.dlq)), m, st)
 		})
-		got := map[string]string{}
-		rows, err := pool.Query(t.Context(), fmt.Sprintf("SELECT event_id::text, coalesce(%s::text, '<null>') FROM %s", c.valCol, s.table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id, v string
-			if err := rows.Scan(&id, &v); err != nil {
-				t.Fatal(err)
-			}
-			got[id] = v
-		}
-		rows.Close()
+		got := tableRows(t, pool, s.table, c.valCol)
 		for id, v := range want {
 			if g, ok := got[id]; !ok || g != v {
 				t.Errorf("row %s: %s = %q (present %v), want %q", id, c.valCol, g, ok, v)

@@ -8,7 +8,6 @@ package integration
 // partition, and measures of a process's log volume and CPU time.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/procfs"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -275,19 +275,19 @@ func keyCounts(t testing.TB, topic string) map[string]int {
 	return out
 }
 
-// cpuTicks returns the user+system CPU time of pid, in clock ticks.
-func cpuTicks(t testing.TB, pid int) int64 {
+// cpuSeconds returns the user+system CPU time of pid in seconds (procfs,
+// /proc/PID/stat), or -1 when the process has exited.
+func cpuSeconds(t testing.TB, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return -1 // the process has exited
+		return -1
 	}
-	// Fields after the command name (in parentheses): state is field 3,
-	// utime 14 and stime 15 of the whole line.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return u + s
+	st, err := p.Stat()
+	if err != nil {
+		return -1
+	}
+	return st.CPUTime()
 }
 
 // exited reports whether p has exited, without failing the test.

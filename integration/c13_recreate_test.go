@@ -56,7 +56,7 @@ func genKeys(gen [2][][]byte) []string { return append(keysOf(gen[0]), keysOf(ge
 func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() bool) bool {
 	t.Helper()
 	logStart := len(p.logs.String())
-	cpuStart, start := cpuTicks(t, p.cmd.Process.Pid), time.Now()
+	cpuStart, start := cpuSeconds(t, p.cmd.Process.Pid), time.Now()
 	logged := func() int { return len(p.logs.String()) - logStart }
 	for {
 		if n := logged(); n > c13LogBudget {
@@ -79,7 +79,7 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 		}
 		if time.Since(start) > c13RecreateWait {
 			secs := time.Since(start).Seconds()
-			cpu := float64(cpuTicks(t, p.cmd.Process.Pid)-cpuStart) / 100 / secs
+			cpu := (cpuSeconds(t, p.cmd.Process.Pid) - cpuStart) / secs
 			t.Fatalf("topic %s re-created: after %s the new records are not processed and the process runs on "+
 				"(%d bytes of log, %.2f cores); last lines:\n%s", topic, c13RecreateWait, logged(), cpu, tail(p.logs.String(), 10))
 		}
@@ -87,12 +87,12 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 	}
 	// Processed, and still running: it must now be idle, not spinning.
 	// Over a 5 s window the CPU it uses and the log it writes stay small.
-	logMark, cpuMark, markAt := logged(), cpuTicks(t, p.cmd.Process.Pid), time.Now()
+	logMark, cpuMark, markAt := logged(), cpuSeconds(t, p.cmd.Process.Pid), time.Now()
 	// A measurement window, not a wait for a condition: there is none to
 	// await when the claim is that nothing happens.
 	<-time.After(5 * time.Second)
 	p.alive()
-	cores := float64(cpuTicks(t, p.cmd.Process.Pid)-cpuMark) / 100 / time.Since(markAt).Seconds()
+	cores := (cpuSeconds(t, p.cmd.Process.Pid) - cpuMark) / time.Since(markAt).Seconds()
 	grew := logged() - logMark
 	t.Logf("topic %s re-created: new records processed in %s; then %.2f cores and %d bytes of log over 5 s",
 		topic, markAt.Sub(start).Round(100*time.Millisecond), cores, grew)

@@ -3,45 +3,27 @@
 package integration
 
 import (
-	"bufio"
+	"context"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/exactly-io/exactly/integration/opstest"
 )
 
-// scrape reads /metrics and returns every sample by its series text, e.g.
-// `exactly_stage_records_produced_total{stage="s",topic="t"}`.
+// scrape reads addr's /metrics (opstest.Scrape) and returns every sample
+// by its series text, e.g.
+// `exactly_stage_records_produced_total{stage="s", topic="t"}`.
 func scrape(t testing.TB, addr string) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := opstest.Scrape(context.Background(), "http://"+addr+"/metrics")
 	if err != nil {
-		t.Fatalf("scrape: %v", err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("scrape: bad line %q", line)
-		}
-		out[line[:i]] = v
-	}
-	return out
+	return m
 }
 
-// sum adds the samples of metric name whose labels include want, and
-// returns how many series matched.
 // waitMetric scrapes addr until the sum of the series of name with labels
 // is want, and returns that scrape; it fails the test after timeout.
 func waitMetric(t testing.TB, addr, name string, labels map[string]string, want float64, timeout time.Duration) map[string]float64 {
@@ -58,23 +40,10 @@ func waitMetric(t testing.TB, addr, name string, labels map[string]string, want 
 	return m
 }
 
+// sum adds the samples of metric name whose labels include want, and
+// returns how many series matched (opstest.Samples.Sum).
 func sum(m map[string]float64, name string, want map[string]string) (float64, int) {
-	total, n := 0.0, 0
-	for series, v := range m {
-		metric, labels, _ := strings.Cut(series, "{")
-		if metric != name {
-			continue
-		}
-		ok := true
-		for k, val := range want {
-			ok = ok && strings.Contains("{"+labels, fmt.Sprintf("%s=%q", k, val))
-		}
-		if ok {
-			total += v
-			n++
-		}
-	}
-	return total, n
+	return opstest.Samples(m).Sum(name, want)
 }
 
 // freeAddr is opstest.FreeAddr, for the tests that serve an ops endpoint.

@@ -131,13 +131,7 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 	// The metric counts what this run dead-lettered: the table's rows
 	// written after it started.
 	since := pgInt(t, pool, "SELECT count(*) FROM "+dead+" WHERE dead_lettered_at >= $1", restarted)
-	m := scrape(t, addr)
-	var counted float64
-	for series, v := range m {
-		if strings.HasPrefix(series, "exactly_sink_records_dead_lettered_total{") && strings.Contains(series, `sink="`+name+`"`) {
-			counted += v
-		}
-	}
+	counted, _ := sum(scrape(t, addr), "exactly_sink_records_dead_lettered_total", map[string]string{"sink": name})
 	if int64(counted) != since || since == 0 {
 		t.Errorf("exactly_sink_records_dead_lettered_total = %v after the restart; the table has %d dead letters written since (want equal, > 0)", counted, since)
 	}

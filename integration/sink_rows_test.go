@@ -62,9 +62,16 @@ func newRowsSink(t *testing.T, pool *pgxpool.Pool, ddl, columns, mode, tombstone
 // every row of table.
 func tableRows(t testing.TB, pool *pgxpool.Pool, table, col string) map[string]string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT event_id::text, coalesce(%s::text, '<null>') FROM %s", col, table))
+	return queryPairs(t, pool, fmt.Sprintf("SELECT event_id::text, coalesce(%s::text, '<null>') FROM %s", col, table))
+}
+
+// queryPairs returns the rows of q, a query of two text columns, as a map
+// from the first to the second.
+func queryPairs(t testing.TB, pool *pgxpool.Pool, q string) map[string]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q)
 	if err != nil {
-		t.Fatalf("read %s: %v", table, err)
+		t.Fatalf("%s: %v", q, err)
 	}
 	defer rows.Close()
 	got := map[string]string{}

@@ -75,18 +75,7 @@ func TestVerifySinkEventIDKeys(t *testing.T) {
 		if table == "sur" {
 			col = "body"
 		}
-		got := map[string]string{}
-		rows, err := pool.Query(context.Background(), fmt.Sprintf("SELECT id::text, %s::text FROM %s.%s", col, schema, table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id, v string
-			if err := rows.Scan(&id, &v); err != nil {
-				t.Fatal(err)
-			}
-			got[id] = v
-		}
+		got := queryPairs(t, pool, fmt.Sprintf("SELECT id::text, %s::text FROM %s.%s", col, schema, table))
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("table %s holds %v, want %v", table, got, want)
 		}

@@ -3,18 +3,15 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-)
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's utime and stime;
-// 100 on every Linux this runs on.
-const clockTicks = 100
+	"github.com/prometheus/procfs"
+)
 
 // cpuShares is the CPU each party used over a measurement window, in
 // cores (1.0 = one core busy the whole window).
@@ -89,57 +86,39 @@ func (m cpuMark) since(a cpuMark) cpuShares {
 	return s
 }
 
-// procCPU is the user+system CPU time of pid in seconds, 0 if unknown.
+// procCPU is the user+system CPU time of pid in seconds (procfs,
+// /proc/PID/stat), 0 if unknown.
 func procCPU(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name may hold spaces; the fields after it may not.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / clockTicks
+	return st.CPUTime()
 }
 
-// machineCPU is the busy and total jiffies of all CPUs (/proc/stat).
+// machineCPU is the busy and total CPU seconds of all CPUs (procfs,
+// /proc/stat): busy is all but idle and iowait.
 func machineCPU() (busy, all float64) {
-	b, err := os.ReadFile("/proc/stat")
+	st, err := procfs.NewStat()
 	if err != nil {
 		return 0, 0
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	for i, v := range f[1:] {
-		x, _ := strconv.ParseFloat(v, 64)
-		all += x
-		if i != 3 && i != 4 { // idle, iowait
-			busy += x
-		}
-	}
-	return busy, all
+	c := st.CPUTotal
+	busy = c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return busy, busy + c.Idle + c.Iowait
 }
 
+// numCPU is the number of CPUs /proc/stat lists.
 func numCPU() int {
-	b, err := os.ReadFile("/proc/stat")
+	st, err := procfs.NewStat()
 	if err != nil {
 		return 0
 	}
-	n := 0
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "cpu") && len(l) > 3 && l[3] >= '0' && l[3] <= '9' {
-			n++
-		}
-	}
-	return n
+	return len(st.CPU)
 }
 
 // listenerPID finds the process listening on the TCP address addr

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/integration/opstest"
 )
 
 type latencyResult struct {
@@ -124,7 +126,7 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 			return err
 		}
 	} else {
-		if metricsAddr, err = freeAddr(); err != nil {
+		if metricsAddr, err = opstest.Addr(); err != nil {
 			return err
 		}
 		prof := ""

@@ -7,22 +7,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // proc is a measured subprocess: exactly or the Kafka Streams JVM.
 type proc struct {
-	name    string
-	cmd     *exec.Cmd
-	log     string
-	started time.Time
-	exited  chan struct{}
-	err     error
-	hwmKiB  atomic.Int64 // VmHWM, sampled until the process exits
+	name     string
+	cmd      *exec.Cmd
+	log      string
+	started  time.Time
+	exited   chan struct{}
+	err      error
+	hwmBytes atomic.Int64 // VmHWM, sampled until the process exits
 }
 
 // usage is what getrusage says of a child that has exited.
@@ -94,7 +94,7 @@ func (p *proc) stop() (usage, error) {
 			<-p.exited
 		}
 	}
-	u := usage{PeakRSSMiB: float64(p.hwmKiB.Load()) / 1024}
+	u := usage{PeakRSSMiB: float64(p.hwmBytes.Load()) / (1 << 20)}
 	if ps := p.cmd.ProcessState; ps != nil {
 		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 			u.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
@@ -104,17 +104,20 @@ func (p *proc) stop() (usage, error) {
 }
 
 func (p *proc) readHWMNow() {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if hwm := vmStatus(p.cmd.Process.Pid).VmHWM; int64(hwm) > p.hwmBytes.Load() {
+		p.hwmBytes.Store(int64(hwm))
+	}
+}
+
+// vmStatus is procfs's reading of /proc/PID/status (VmHWM, VmRSS in
+// bytes), zero once the process has exited.
+func vmStatus(pid int) procfs.ProcStatus {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return
+		return procfs.ProcStatus{}
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			if kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64); err == nil && kb > p.hwmKiB.Load() {
-				p.hwmKiB.Store(kb)
-			}
-		}
-	}
+	st, _ := p.NewStatus()
+	return st
 }
 
 // failure describes a child that exited early.

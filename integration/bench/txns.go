@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/exactly-io/exactly/integration/opstest"
 )
 
 // txnStats is what a stage's /metrics says of its committed transactions:
@@ -47,53 +45,12 @@ func (s txnStats) String() string {
 
 // scrapeTxns reads the transaction series from the stage's /metrics at addr.
 func scrapeTxns(ctx context.Context, addr string) (txnStats, error) {
-	st := txnStats{Triggers: map[string]float64{}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	m, err := opstest.Scrape(ctx, "http://"+addr+"/metrics")
 	if err != nil {
-		return st, err
+		return txnStats{Triggers: map[string]float64{}}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		name, rest, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-		if err != nil {
-			continue
-		}
-		series, labels, _ := strings.Cut(name, "{")
-		switch series {
-		case "exactly_stage_transaction_commit_duration_seconds_count":
-			st.Committed += v
-		case "exactly_stage_transaction_commit_duration_seconds_sum":
-			st.EndSeconds += v
-		case "exactly_stage_transaction_triggers_total":
-			if _, t, ok := strings.Cut(labels, `trigger="`); ok {
-				t, _, _ = strings.Cut(t, `"`)
-				st.Triggers[t] += v
-			}
-		}
-	}
-	return st, sc.Err()
-}
-
-// freeAddr is a free 127.0.0.1 port's address.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	st := txnStats{Triggers: m.ByLabel("exactly_stage_transaction_triggers_total", "trigger")}
+	st.Committed, _ = m.Sum("exactly_stage_transaction_commit_duration_seconds_count", nil)
+	st.EndSeconds, _ = m.Sum("exactly_stage_transaction_commit_duration_seconds_sum", nil)
+	return st, nil
 }

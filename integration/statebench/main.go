@@ -277,19 +277,7 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 }
 
 // hwm returns the process's peak resident set size, VmHWM, in bytes.
-func hwm() int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
+func hwm() int64 { return int64(vmStatus(os.Getpid()).VmHWM) }
 
 func dirSize(dir string) int64 {
 	var n int64

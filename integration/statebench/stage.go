@@ -4,12 +4,9 @@ package main
 // dedupe step, rather than of the state code alone.
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
+
+	"github.com/exactly-io/exactly/integration/opstest"
 	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -252,7 +252,7 @@ func (b *stageBench) caughtUp(ctx context.Context, p *stageProc) error {
 
 // start runs `exactly run` for the phase, its logs in <dir>/<phase>.log.
 func (b *stageBench) start(ctx context.Context, phase string) (*stageProc, error) {
-	addr, err := freeAddr()
+	addr, err := opstest.Addr()
 	if err != nil {
 		return nil, err
 	}
@@ -321,13 +321,14 @@ func (p *stageProc) restored(ctx context.Context, timeout time.Duration) (int64,
 // finish reads the process's memory and metrics, then stops it with
 // SIGTERM and requires a clean exit.
 func (p *stageProc) finish(ctx context.Context) (stageMetrics, error) {
-	m := stageMetrics{hwm: p.hwm(), rss: procStatus(p.cmd.Process.Pid, "VmRSS:")}
-	vals, err := scrape(ctx, p.metrics)
+	m := stageMetrics{hwm: p.hwm(), rss: int64(vmStatus(p.cmd.Process.Pid).VmRSS)}
+	vals, err := opstest.Scrape(ctx, p.metrics)
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", p.phase, err)
 	}
-	m.heapInuse, m.goSys = vals["go_memstats_heap_inuse_bytes"], vals["go_memstats_sys_bytes"]
-	m.entries, m.deduplicated = int64(vals["exactly_stage_state_entries"]), int64(vals["exactly_stage_deduplicated_records_total"])
+	total := func(name string) float64 { v, _ := vals.Sum(name, nil); return v }
+	m.heapInuse, m.goSys = total("go_memstats_heap_inuse_bytes"), total("go_memstats_sys_bytes")
+	m.entries, m.deduplicated = int64(total("exactly_stage_state_entries")), int64(total("exactly_stage_deduplicated_records_total"))
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -340,7 +341,7 @@ func (p *stageProc) finish(ctx context.Context) (stageMetrics, error) {
 	return m, nil
 }
 
-func (p *stageProc) hwm() int64 { return procStatus(p.cmd.Process.Pid, "VmHWM:") }
+func (p *stageProc) hwm() int64 { return int64(vmStatus(p.cmd.Process.Pid).VmHWM) }
 
 func (p *stageProc) exited() bool {
 	select {
@@ -367,63 +368,15 @@ func (p *stageProc) tail() string {
 	return s
 }
 
-// procStatus returns the field (VmHWM:, VmRSS:) of /proc/<pid>/status in
-// bytes, or -1.
-func procStatus(pid int, field string) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// vmStatus is procfs's reading of /proc/PID/status (VmHWM, VmRSS in
+// bytes), zero once the process has exited.
+func vmStatus(pid int) procfs.ProcStatus {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return -1
+		return procfs.ProcStatus{}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
-}
-
-// scrape returns the samples of url's Prometheus text by metric name,
-// summed over labels.
-func scrape(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	vals := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, rest, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		if i := strings.IndexByte(name, '{'); i >= 0 {
-			name, rest = name[:i], line[strings.LastIndexByte(line, '}')+2:]
-		}
-		if v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64); err == nil {
-			vals[name] += v
-		}
-	}
-	return vals, sc.Err()
-}
-
-// freeAddr returns a loopback address with a port free right now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	st, _ := p.NewStatus()
+	return st
 }
 
 // teeBuf writes to the buffer and the log file.

@@ -345,7 +345,6 @@ func (s *Sink) buildLoadSQL() {
 	}
 	staging = append(staging, ordColumn+" integer")
 	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
-	eidType := keyType(s.types[s.eventIDIndex])
 	// One row per event ID, compared in the column's type. Every row's
 	// values are cast first, in a materialized CTE (Postgres would
 	// otherwise evaluate the casts' volatile refusal only for the rows
@@ -376,7 +375,14 @@ func (s *Sink) buildLoadSQL() {
 		castRows, strings.Join(casts, ", "), ordColumn, stagingTable, into, strings.Join(target, ", "), strings.Join(values, ", "),
 		key, keep, eid, conflict)
 	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
-	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1::text[]::%s[])", s.table, eid, eidType)
+	// A delete's event ID (a tombstone's key, a change event's before) is
+	// read as an inserted one is, by castExpr: a key the column cannot
+	// hold exactly raises the row error, so the load's bisection
+	// dead-letters that record, rather than being cast to another value
+	// (1.005 to 1.01 in numeric(10,2), an offset dropped in timestamp)
+	// whose row it would delete.
+	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY(ARRAY(SELECT %s FROM unnest($1::text[]) AS u(x)))",
+		s.table, eid, castExpr("x", s.cfg.EventID, s.types[s.eventIDIndex]))
 }
 
 // ranges returns the offsets of b per partition, as "p0 [10, 14), ...",
