@@ -59,6 +59,9 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 	if !ok {
 		return i, nil
 	}
+	if extComparing[call.Function()] {
+		return &exactExt{InterpretableCall: call, orig: i}, nil
+	}
 	op := cmpOps[call.Function()]
 	args := call.Args()
 	if op == opNone || len(args) != 2 {
@@ -376,4 +379,184 @@ func compareUintDouble(u uint64, d float64) int {
 		return -1
 	}
 	return 0
+}
+
+// The extension functions that compare values inside: cel-go's ext
+// library compares with the same rounding equality and ordering, so
+// sets.contains([9007199254740993], [9007199254740992.0]) was true and
+// math.least(9007199254740993, 9007199254740992.0) the int. Each is
+// decorated as exactExt: when its arguments hold an integer beyond 2^53
+// and a double (at any depth), it is computed here with exactEqual and
+// compareMixed; otherwise it is cel-go's own call, result and errors alike.
+const (
+	extMin          = "math.@min" // math.least, after cel-go's macro
+	extMax          = "math.@max" // math.greatest
+	extDistinct     = "distinct"
+	extSetsContains = "sets.contains"
+	extSetsEquiv    = "sets.equivalent"
+	extSetsInter    = "sets.intersects"
+)
+
+var extComparing = map[string]bool{extMin: true, extMax: true, extDistinct: true,
+	extSetsContains: true, extSetsEquiv: true, extSetsInter: true}
+
+// exactExt is one call of an extension function of extComparing.
+type exactExt struct {
+	interpreter.InterpretableCall
+	orig interpreter.InterpretableV2
+}
+
+// Eval implements interpreter.Interpretable.
+func (e *exactExt) Eval(act interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(act, e.Exec)
+}
+
+// Exec implements interpreter.InterpretableV2.
+func (e *exactExt) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	args := e.Args()
+	vals := make([]ref.Val, len(args))
+	var m mixed
+	for i, a := range args {
+		v := a.Exec(f)
+		if types.IsUnknownOrError(v) {
+			return e.orig.Exec(f)
+		}
+		vals[i] = v
+		m.scan(v)
+	}
+	if !m.bigInt || !m.double {
+		return e.orig.Exec(f)
+	}
+	if v, ok := e.exact(vals); ok {
+		return v
+	}
+	return e.orig.Exec(f)
+}
+
+// exact computes the call on vals exactly, or reports false for
+// arguments of shapes it leaves to cel-go (and its errors).
+func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
+	switch fn := e.Function(); fn {
+	case extMin, extMax:
+		nums := vals
+		if len(vals) == 1 {
+			l, ok := vals[0].(traits.Lister)
+			if !ok {
+				return nil, false
+			}
+			if nums = elems(l); len(nums) == 0 {
+				return nil, false
+			}
+		}
+		best := nums[0]
+		for _, v := range nums {
+			if !isNumber(v) {
+				return nil, false
+			}
+			c, ok := compareMixed(v, best)
+			if !ok {
+				cmp, isCmp := v.(traits.Comparer)
+				if !isCmp {
+					return nil, false
+				}
+				n, isInt := cmp.Compare(best).(types.Int)
+				if !isInt {
+					return nil, false
+				}
+				c = int(n)
+			}
+			// The first of equal values stays, as cel-go's minPair
+			// and maxPair keep it.
+			if (fn == extMin && c < 0) || (fn == extMax && c > 0) {
+				best = v
+			}
+		}
+		return best, true
+	case extDistinct:
+		l, ok := vals[0].(traits.Lister)
+		if !ok || len(vals) != 1 {
+			return nil, false
+		}
+		var out []ref.Val
+		for _, v := range elems(l) {
+			if !containsExact(out, v) {
+				out = append(out, v)
+			}
+		}
+		return types.DefaultTypeAdapter.NativeToValue(out), true
+	}
+	if len(vals) != 2 {
+		return nil, false
+	}
+	a, okA := vals[0].(traits.Lister)
+	b, okB := vals[1].(traits.Lister)
+	if !okA || !okB {
+		return nil, false
+	}
+	as, bs := elems(a), elems(b)
+	containsAll := func(in, of []ref.Val) bool {
+		for _, v := range of {
+			if !containsExact(in, v) {
+				return false
+			}
+		}
+		return true
+	}
+	switch e.Function() {
+	case extSetsContains:
+		return types.Bool(containsAll(as, bs)), true
+	case extSetsEquiv:
+		return types.Bool(containsAll(as, bs) && containsAll(bs, as)), true
+	default: // extSetsInter
+		for _, v := range bs {
+			if containsExact(as, v) {
+				return types.True, true
+			}
+		}
+		return types.False, true
+	}
+}
+
+// elems returns the elements of l.
+func elems(l traits.Lister) []ref.Val {
+	var out []ref.Val
+	for it := l.Iterator(); it.HasNext() == types.True; {
+		out = append(out, it.Next())
+	}
+	return out
+}
+
+// containsExact reports whether some element of list equals v exactly.
+func containsExact(list []ref.Val, v ref.Val) bool {
+	for _, x := range list {
+		if exactEqual(x, v) == types.True {
+			return true
+		}
+	}
+	return false
+}
+
+// mixed records what numbers a value holds at any depth: an integer
+// beyond 2^53 (which cel-go rounds against a double), a double.
+type mixed struct{ bigInt, double bool }
+
+func (m *mixed) scan(v ref.Val) {
+	switch x := v.(type) {
+	case types.Int:
+		m.bigInt = m.bigInt || x < -maxExact || x > maxExact
+	case types.Uint:
+		m.bigInt = m.bigInt || x > maxExact
+	case types.Double:
+		m.double = true
+	case traits.Lister:
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			m.scan(it.Next())
+		}
+	case traits.Mapper:
+		for it := x.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			m.scan(k)
+			m.scan(x.Get(k))
+		}
+	}
 }

@@ -59,6 +59,27 @@ func TestExactComparisons(t *testing.T) {
 		{`value.s != 1`, "true"},
 		{`1.5 in value.l`, "true"},
 		{`"x" in ["x"]`, "true"},
+		// The extension functions that compare inside (math.least and
+		// math.greatest, distinct, sets.*): these were the int, true,
+		// true, true and [9007199254740993].
+		{`math.least(value.n, value.d)`, "9007199254740992.0"},
+		{`math.greatest(value.d, value.n)`, "9007199254740993"},
+		{`math.least([value.n, value.d, 1.5])`, "1.5"},
+		{`math.greatest([value.d, value.n, 1.5])`, "9007199254740993"},
+		{`sets.contains([value.n], [value.d])`, "false"},
+		{`sets.contains([value.d, value.n], [9007199254740993])`, "true"},
+		{`sets.equivalent([value.n], [value.d])`, "false"},
+		{`sets.equivalent([value.n, value.d], [value.d, value.n])`, "true"},
+		{`sets.intersects([value.n], [value.d])`, "false"},
+		{`sets.intersects([value.n, 2.0], [2])`, "true"},
+		{`[value.n, value.d].distinct()`, "[9007199254740993,9007199254740992.0]"},
+		{`[value.n, value.n, 1, 1.0].distinct()`, "[9007199254740993,1]"},
+		{`[[value.n], [value.d]].distinct()`, "[[9007199254740993],[9007199254740992.0]]"},
+		// ... and as cel-go computes them otherwise.
+		{`math.least(1, 2.5)`, "1"},
+		{`math.greatest(value.h, 0)`, "0.5"},
+		{`sets.contains([dyn(1)], [dyn(1.0)])`, "true"},
+		{`[1, 1.0, 2].distinct()`, "[1,2]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.expr, func(t *testing.T) {
