@@ -24,6 +24,20 @@ type poison struct {
 	envelope bool
 }
 
+// windowID identifies one window of one group key in one input
+// partition: an emit-final result the broker refused is poisoned by it
+// (Stage.poisonedWindows), not by the input record that closed it, since
+// every later record that advances stream time would close it again.
+type windowID struct {
+	partition int32
+	key       string
+	start     int64
+}
+
+func (w windowID) String() string {
+	return fmt.Sprintf("partition %d, key %q, window from %d ms", w.partition, w.key, w.start)
+}
+
 // source identifies an input record.
 type source struct {
 	topic     string
@@ -63,6 +77,31 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 	}
 	s.metrics.abort(AbortRetry)
 	s.metrics.Retry(retryCause(produceErr))
+	if refused := t.refusedWindows(); len(refused) > 0 && kit.IsRecordFault(produceErr) {
+		// The broker refused window results (their timestamp, their
+		// size). A refusal in a batch of several may be another's: such a
+		// result becomes a suspect, produced alone on the retry; refused
+		// alone, it is poisoned, and the retry writes it as a dead letter,
+		// then as an envelope.
+		for w, err := range refused {
+			p, seen := s.poisonedWindows[w]
+			switch {
+			case seen && p.envelope:
+				return &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of the window result of %s: %w", s.cfg.DeadLetter, w, err)}
+			case seen:
+				s.poisonedWindows[w] = poison{err: p.err, envelope: true}
+				s.log.Warn("the broker refused the dead letter of a window result; sending a size-bounded envelope instead", "window", w.String(), "err", err)
+			case t.windowsAlone:
+				delete(s.suspectWindows, w)
+				s.poisonedWindows[w] = poison{err: err}
+				s.log.Warn("the broker refused a window result; dead-lettering it", "window", w.String(), "err", err)
+			default:
+				s.suspectWindows[w] = err
+				s.log.Warn("the broker refused a window result; retrying the results one at a time to find it", "window", w.String(), "err", err)
+			}
+		}
+		return &retryError{produceErr}
+	}
 	switch {
 	case !kit.IsRecordFault(produceErr):
 		if isTopicGone(produceErr) {

@@ -114,11 +114,7 @@ func (t *txn) finishAggregate() {
 			t.fail(t.last, err)
 			return
 		}
-		t.outputs++
-		if t.perTopic != nil {
-			t.perTopic[out.Topic]++
-		}
-		t.produce(t.last, out)
+		t.produceWindow(t.last, windowID{partition: res.Partition, key: string(res.Key), start: res.Window.Start}, out)
 	}
 }
 

@@ -174,6 +174,13 @@ type Stage struct {
 	// dead-lettered on its next read.
 	isolate  int
 	poisoned map[source]poison
+	// poisonedWindows are the emit-final window results the broker
+	// refused: the next time such a window closes, its result is a dead
+	// letter (see afterAbort).
+	poisonedWindows map[windowID]poison
+	// suspectWindows are window results refused in a batch with others:
+	// the retry produces each window result alone, to find the refused.
+	suspectWindows map[windowID]error
 
 	// passJSON: json in and out, no transform steps; records are checked
 	// and copied, never decoded whole (see passThroughJSON).
@@ -246,7 +253,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, brokers: kit.NewBrokerHealth(),
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, poisonedWindows: map[windowID]poison{}, suspectWindows: map[windowID]error{}, brokers: kit.NewBrokerHealth(),
 		fetchLog: logEvery{every: 30 * time.Second}}
 	for _, o := range opts {
 		o(s)

@@ -60,6 +60,15 @@ type txn struct {
 	lastOff   map[partition]int64
 	failed    []source
 	delivered map[partition]*deliveredRange
+	// windowsRefused are the window results (or their dead letters) the
+	// broker refused as a fault of the record (guarded by mu);
+	// windowsAlone is set when the transaction produced its window
+	// results one at a time, each alone in its batch, so that a refusal
+	// is that result's own (Stage.suspectWindows); windowsDead are the
+	// windows whose results went to the dead letters.
+	windowsRefused map[windowID]error
+	windowsAlone   bool
+	windowsDead    map[windowID]bool
 	// Acknowledged outputs by topic and dead letters by reason (guarded
 	// by mu): an at-least-once abort counts them, they are in their
 	// topics for good.
@@ -142,6 +151,7 @@ func (t *txn) begin() error {
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
 	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
+	t.windowsRefused, t.windowsAlone, t.windowsDead = nil, false, nil
 	t.acked = map[acked]int64{}
 	t.changelogEnds = map[int32]int64{}
 	if t.stage.metrics.m != nil {
@@ -273,16 +283,86 @@ func (t *txn) produce(src source, r *kgo.Record) {
 			t.changelogEnds[r.Partition] = max(t.changelogEnds[r.Partition], r.Offset+1)
 			t.mu.Unlock()
 		}
-		if t.stage.cfg.Guarantee != AtLeastOnce {
-			return // an aborted transaction leaves nothing behind
+		t.acknowledged(r)
+	}))
+}
+
+// acknowledged counts r, an output or dead letter the broker has
+// acknowledged, for an at-least-once abort.
+func (t *txn) acknowledged(r *kgo.Record) {
+	if t.stage.cfg.Guarantee != AtLeastOnce {
+		return // an aborted transaction leaves nothing behind
+	}
+	a := acked{topic: r.Topic}
+	if r.Topic == t.stage.cfg.DeadLetter {
+		a.reason, _ = audit.Header(r, kit.HeaderReason)
+	}
+	t.mu.Lock()
+	t.acked[a]++
+	t.mu.Unlock()
+}
+
+// refusedWindows returns the window results the broker refused in the
+// open transaction.
+func (t *txn) refusedWindows() map[windowID]error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.windowsRefused
+}
+
+// produceWindow produces out, the emit-final result of window w closed
+// by input record src, or its dead letter when the broker refused it
+// before (Stage.poisonedWindows). A refusal that is the record's fault is
+// noted for afterAbort. The broker refuses a whole batch for one bad
+// record in it (INVALID_TIMESTAMP, say), so while some refused results
+// are suspects (Stage.suspectWindows), each result is produced alone:
+// the next waits for its answer.
+func (t *txn) produceWindow(src source, w windowID, out *kgo.Record) {
+	var done chan struct{}
+	if len(t.stage.suspectWindows) > 0 || len(t.stage.poisonedWindows) > 0 {
+		t.windowsAlone = true
+		done = make(chan struct{})
+		defer func() { <-done }()
+	}
+	if p, ok := t.stage.poisonedWindows[w]; ok {
+		if t.windowsDead == nil {
+			t.windowsDead = map[windowID]bool{}
 		}
-		a := acked{topic: r.Topic}
-		if r.Topic == t.stage.cfg.DeadLetter {
-			a.reason, _ = audit.Header(r, kit.HeaderReason)
+		t.windowsDead[w] = true
+		re := &kit.RecordError{Reason: kit.ReasonProduce, Step: t.stage.aggregateStep.Step,
+			Err: fmt.Errorf("the broker refused the window result (record timestamp %d ms): %w", out.Timestamp.UnixMilli(), p.err)}
+		// The result as the dead letter's value, its source the record
+		// that closed the window.
+		r := &kgo.Record{Topic: src.topic, Partition: src.partition, Offset: src.offset, Key: out.Key, Value: out.Value, Timestamp: out.Timestamp}
+		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re)
+		if p.envelope {
+			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re)
 		}
-		t.mu.Lock()
-		t.acked[a]++
-		t.mu.Unlock()
+		t.countDeadLetter(r, re)
+		out = dl
+	} else {
+		t.outputs++
+		if t.perTopic != nil {
+			t.perTopic[out.Topic]++
+		}
+	}
+	t.sess.Produce(t.produceCtx, out, t.promises.Track(func(r *kgo.Record, err error) {
+		if done != nil {
+			defer close(done)
+		}
+		if err != nil {
+			if kit.IsRecordFault(err) {
+				t.mu.Lock()
+				if t.windowsRefused == nil {
+					t.windowsRefused = map[windowID]error{}
+				}
+				t.windowsRefused[w] = err
+				t.mu.Unlock()
+			}
+			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
+			return
+		}
+		t.acknowledged(r)
 	}))
 }
 
@@ -402,6 +482,12 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	s.metrics.commit(t, n, time.Now())
 	if s.isolate > 0 {
 		s.isolate--
+	}
+	if t.windowsAlone {
+		clear(s.suspectWindows) // each was accepted alone, or is poisoned
+	}
+	for w := range t.windowsDead {
+		delete(s.poisonedWindows, w) // its dead letter is written: closed
 	}
 	s.sessionErr.Store(nil)
 	s.produced.Add(t.outputs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -38,10 +39,37 @@ var ErrNoTime = errors.New("event time is null")
 // value: its input is not keyed by the group (see the keying rule).
 var ErrKeyNotGroup = errors.New("record key is not the group_by value (re-key in an earlier stage with a key step)")
 
-// Time returns the event time of r in Unix milliseconds: the record
-// timestamp, or the time expression's value, an int of Unix milliseconds
-// or an RFC 3339 string (or a CEL timestamp).
+// MinEventTime and MaxEventTime bound an event time, in Unix
+// milliseconds: a window's result is a Kafka record whose timestamp is its
+// largest event time, and a record timestamp is not negative (Kafka's
+// ProducerRecord refuses one; Kafka Streams' FailOnInvalidTimestamp calls
+// it invalid), nor later than the Go client can carry: franz-go writes a
+// timestamp as time.Time.UnixNano() / 1e6, an int64 of nanoseconds, whose
+// last instant is 2262-04-11T23:47:16.854Z.
+const (
+	MinEventTime = 0
+	MaxEventTime = math.MaxInt64 / int64(time.Millisecond)
+)
+
+// ErrEventTimeRange is the error of an event time outside [MinEventTime,
+// MaxEventTime]: its window's result could not be written, or would be
+// written with another timestamp.
+var ErrEventTimeRange = errors.New("event time is outside what a Kafka record timestamp can hold (1970-01-01T00:00:00Z to 2262-04-11T23:47:16.854Z)")
+
+// Time returns the event time of r in Unix milliseconds, within
+// [MinEventTime, MaxEventTime]: the record timestamp, or the time
+// expression's value, an int of Unix milliseconds or an RFC 3339 string
+// (or a CEL timestamp). An event time outside the range is
+// ErrEventTimeRange.
 func (a *Aggregate) Time(ctx context.Context, r *Record) (int64, error) {
+	ts, err := a.eventTime(ctx, r)
+	if err == nil && (ts < MinEventTime || ts > MaxEventTime) {
+		return 0, fmt.Errorf("time: %d ms: %w", ts, ErrEventTimeRange)
+	}
+	return ts, err
+}
+
+func (a *Aggregate) eventTime(ctx context.Context, r *Record) (int64, error) {
 	if a.time == nil {
 		return r.Timestamp.UnixMilli(), nil
 	}
