@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/exactly-io/exactly/serde"
 )
 
 // Exact numbers of aggregations. An integer (a CEL int, or a uint up to
@@ -47,6 +49,22 @@ func toNum(v any) (n num, ok bool, err error) {
 		return parseNum(string(v))
 	}
 	return num{}, false, fmt.Errorf("got %T: %w", v, ErrNotNumber)
+}
+
+// valueText is the JSON text of v, a native value that toNum read as n:
+// a double as the JSON writer writes it (-0.0 stays -0.0, 1e21 is
+// 1e+21), number text as it is, an integer in decimal. parseNum reads it
+// back as n.
+func valueText(v any, n num) string {
+	switch v := v.(type) {
+	case float64:
+		if b, err := serde.AppendJSON(nil, v, ""); err == nil {
+			return string(b)
+		}
+	case json.Number:
+		return string(v)
+	}
+	return n.text()
 }
 
 // parseNum reads number text by the text rule (a '.', 'e' or 'E' makes a

@@ -210,8 +210,12 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 			if !ok {
 				continue
 			}
+			extreme := kind == "min" || kind == "max"
 			if g.N == 0 {
 				g.N, g.S = 1, n.text()
+				if extreme {
+					g.S = valueText(v, n)
+				}
 				continue
 			}
 			cur, _, err := parseNum(g.S)
@@ -223,14 +227,14 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 				if cur, err = add(cur, n); err != nil {
 					return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
 				}
-			case "min":
-				if cmp(n, cur) < 0 {
-					cur = n
+			case "min", "max":
+				// The extreme value as it came (-0.0, 1e+21), not
+				// rewritten: the first of equal values stays.
+				if c := cmp(n, cur); (kind == "min" && c < 0) || (kind == "max" && c > 0) {
+					g.S = valueText(v, n)
 				}
-			case "max":
-				if cmp(n, cur) > 0 {
-					cur = n
-				}
+				g.N++
+				continue
 			}
 			g.N++
 			g.S = cur.text()

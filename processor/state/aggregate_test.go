@@ -145,7 +145,14 @@ func TestAggregateResults(t *testing.T) {
 		{name: "only nulls", events: []aggEvent{{ts: 1, values: []any{nil}}},
 			want: `[1,null,null,null,null,null,null]`},
 		{name: "big decimals keep every digit", events: []aggEvent{{ts: 1, values: []any{1e21}}, {ts: 1, values: []any{0.000001}}},
-			want: `[2,1000000000000000000000.000001,0.000001,1000000000000000000000.0,500000000000000000000.0000005,1e+21,0.000001]`},
+			want: `[2,1000000000000000000000.000001,0.000001,1e+21,500000000000000000000.0000005,1e+21,0.000001]`},
+		// min and max write the extreme value as it came, as first and
+		// last do (they rewrote -0.0 as 0.0 and 1e21 as
+		// 1000000000000000000000.0); the first of equal values stays.
+		{name: "min and max keep the value's text", events: []aggEvent{{ts: 1, values: []any{math.Copysign(0, -1)}}, {ts: 2, values: []any{0.0}}, {ts: 3, values: []any{int64(0)}}},
+			want: `[3,0.0,-0.0,-0.0,0.0,-0.0,0]`},
+		{name: "min and max of mixed ints and doubles", events: []aggEvent{{ts: 1, values: []any{int64(2)}}, {ts: 2, values: []any{1.5}}, {ts: 3, values: []any{2.0}}, {ts: 4, values: []any{1e21}}},
+			want: `[4,1000000000000000000005.5,1.5,1e+21,250000000000000000001.375,2,1e+21]`},
 		{name: "int overflow is an error, not a wrap", events: []aggEvent{{ts: 1, values: []any{int64(math.MaxInt64)}}, {ts: 2, values: []any{int64(1)}}},
 			errIs: ErrOverflow, errAt: 1, want: `[1,9223372036854775807,9223372036854775807,9223372036854775807,9223372036854775807.0,9223372036854775807,9223372036854775807]`},
 		{name: "uint beyond int64", events: []aggEvent{{ts: 1, values: []any{uint64(math.MaxUint64)}}}, errIs: ErrOverflow},
