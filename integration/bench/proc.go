@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
+	"github.com/exactly-io/exactly/integration/opstest"
 )
 
 // proc is a measured subprocess: exactly or the Kafka Streams JVM.
@@ -104,20 +104,9 @@ func (p *proc) stop() (usage, error) {
 }
 
 func (p *proc) readHWMNow() {
-	if hwm := vmStatus(p.cmd.Process.Pid).VmHWM; int64(hwm) > p.hwmBytes.Load() {
+	if hwm := opstest.VMStatus(p.cmd.Process.Pid).VmHWM; int64(hwm) > p.hwmBytes.Load() {
 		p.hwmBytes.Store(int64(hwm))
 	}
-}
-
-// vmStatus is procfs's reading of /proc/PID/status (VmHWM, VmRSS in
-// bytes), zero once the process has exited.
-func vmStatus(pid int) procfs.ProcStatus {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return procfs.ProcStatus{}
-	}
-	st, _ := p.NewStatus()
-	return st
 }
 
 // failure describes a child that exited early.

@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 )
 
 // Addr returns a loopback address (127.0.0.1:port) whose port is free
@@ -37,6 +38,17 @@ func FreeAddr(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// VMStatus is procfs's reading of /proc/PID/status: VmHWM (the peak
+// resident set) and VmRSS in bytes among it; zero once pid has exited.
+func VMStatus(pid int) procfs.ProcStatus {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStatus{}
+	}
+	st, _ := p.NewStatus()
+	return st
 }
 
 // Get returns the status code and body of url, or 0 and the error's text

@@ -39,6 +39,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/state"
+
+	"github.com/exactly-io/exactly/integration/opstest"
 )
 
 const partitions = 3
@@ -277,7 +279,7 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 }
 
 // hwm returns the process's peak resident set size, VmHWM, in bytes.
-func hwm() int64 { return int64(vmStatus(os.Getpid()).VmHWM) }
+func hwm() int64 { return int64(opstest.VMStatus(os.Getpid()).VmHWM) }
 
 func dirSize(dir string) int64 {
 	var n int64

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/exactly-io/exactly/integration/opstest"
 	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -321,7 +319,7 @@ func (p *stageProc) restored(ctx context.Context, timeout time.Duration) (int64,
 // finish reads the process's memory and metrics, then stops it with
 // SIGTERM and requires a clean exit.
 func (p *stageProc) finish(ctx context.Context) (stageMetrics, error) {
-	m := stageMetrics{hwm: p.hwm(), rss: int64(vmStatus(p.cmd.Process.Pid).VmRSS)}
+	m := stageMetrics{hwm: p.hwm(), rss: int64(opstest.VMStatus(p.cmd.Process.Pid).VmRSS)}
 	vals, err := opstest.Scrape(ctx, p.metrics)
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", p.phase, err)
@@ -341,7 +339,7 @@ func (p *stageProc) finish(ctx context.Context) (stageMetrics, error) {
 	return m, nil
 }
 
-func (p *stageProc) hwm() int64 { return int64(vmStatus(p.cmd.Process.Pid).VmHWM) }
+func (p *stageProc) hwm() int64 { return int64(opstest.VMStatus(p.cmd.Process.Pid).VmHWM) }
 
 func (p *stageProc) exited() bool {
 	select {
@@ -366,17 +364,6 @@ func (p *stageProc) tail() string {
 		s = s[i+1:]
 	}
 	return s
-}
-
-// vmStatus is procfs's reading of /proc/PID/status (VmHWM, VmRSS in
-// bytes), zero once the process has exited.
-func vmStatus(pid int) procfs.ProcStatus {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return procfs.ProcStatus{}
-	}
-	st, _ := p.NewStatus()
-	return st
 }
 
 // teeBuf writes to the buffer and the log file.
