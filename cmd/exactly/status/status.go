@@ -109,6 +109,11 @@ type Partition struct {
 	// For sinks: which instance stored the position, and when.
 	Writer    string     `json:"writer,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	// Void says why a sink's stored position is not its position (the
+	// topic was deleted and created again since it was stored; see the
+	// README's Topic identity): the sink starts the partition over at
+	// its first offset, and Committed and Lag say so. Empty otherwise.
+	Void string `json:"void,omitempty"`
 }
 
 // PositionsFunc reads a sink's stored positions; the default is
@@ -191,6 +196,17 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		return nil, fmt.Errorf("list start offsets: %w", err)
 	}
 	described, derr := adm.DescribeGroups(ctx, names...)
+	// Topic IDs and high watermarks, to tell a sink's stored position
+	// from one of an earlier topic of the same name.
+	ids := map[string]string{}
+	if md, err := adm.ListTopics(ctx, topics...); err == nil {
+		for name, d := range md {
+			if d.Err == nil {
+				ids[name] = d.ID.String()
+			}
+		}
+	}
+	hwm, _ := adm.ListEndOffsets(ctx, topics...)
 
 	for _, g := range groups {
 		if derr != nil {
@@ -200,6 +216,7 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		}
 		committed := map[int32]int64{}
 		writers := map[int32]pgsink.StoredPosition{}
+		voided := map[int32]string{}
 		if g.Kind == "stage" {
 			var resp kadm.OffsetResponses
 			err := kit.RetryRetriable(ctx, 10, func() (err error) {
@@ -223,11 +240,15 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 				g.Errors = append(g.Errors, err.Error())
 			}
 			for _, p := range pos {
-				committed[p.Partition] = p.NextOffset
 				writers[p.Partition] = p
+				if why := voidPosition(p, ids[g.Topic], hwm[g.Topic][p.Partition]); why != "" {
+					voided[p.Partition] = why
+					continue
+				}
+				committed[p.Partition] = p.NextOffset
 			}
 		}
-		partitions(g, lso[g.Topic], start[g.Topic], committed, writers)
+		partitions(g, lso[g.Topic], start[g.Topic], committed, writers, voided)
 		if g.Changelog != nil {
 			changelog(ctx, adm, g)
 		}
@@ -267,7 +288,22 @@ func describe(g *Group, d kadm.DescribedGroup) {
 	}
 }
 
-func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[int32]int64, writers map[int32]pgsink.StoredPosition) {
+// voidPosition says why the sink would not resume at stored position p
+// of a topic whose ID is now id and whose high watermark is end, as the
+// sink decides when it starts (the README's Topic identity table): the
+// position was stored under another topic ID, or, with no ID stored, it
+// is past the high watermark. "" when it is the sink's position.
+func voidPosition(p pgsink.StoredPosition, id string, end kadm.ListedOffset) string {
+	switch {
+	case p.TopicID != "" && id != "" && p.TopicID != id:
+		return fmt.Sprintf("stored at offset %d under topic ID %s; the topic is now %s (deleted and created again): the sink starts the partition over", p.NextOffset, p.TopicID, id)
+	case p.TopicID == "" && end.Err == nil && end.Topic != "" && p.NextOffset > end.Offset:
+		return fmt.Sprintf("stored at offset %d with no topic ID, past the high watermark %d (the topic was created again): the sink starts the partition over", p.NextOffset, end.Offset)
+	}
+	return ""
+}
+
+func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[int32]int64, writers map[int32]pgsink.StoredPosition, voided map[int32]string) {
 	owner := map[int32]string{}
 	for _, m := range g.Members {
 		name := m.InstanceID
@@ -294,11 +330,12 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 			pt.Committed = c
 		}
 		pt.Lag = kit.Lag(end.Offset, start[p].Offset, c, ok)
-		if w, ok := writers[p]; ok {
+		if w, ok := writers[p]; ok && voided[p] == "" {
 			pt.Writer = w.Owner
 			at := w.UpdatedAt.UTC()
 			pt.UpdatedAt = &at
 		}
+		pt.Void = voided[p]
 		g.Lag += pt.Lag
 		g.Partitions = append(g.Partitions, pt)
 	}
@@ -373,6 +410,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return err
+		}
+		for _, p := range g.Partitions {
+			if p.Void != "" {
+				fmt.Fprintf(w, "  %s/%d: position void: %s\n", g.Topic, p.Partition, p.Void)
+			}
 		}
 		if c := g.Changelog; c != nil {
 			fmt.Fprintf(w, "  changelog %s: %d offsets; a restore without a checkpoint reads up to that many (restore progress of running instances: %s)\n", c.Topic, c.Offsets, c.Progress)

@@ -107,6 +107,60 @@ func TestCollect(t *testing.T) {
 	if _, err := status.Collect(ctx, adm, f, status.Only("nope")); err == nil {
 		t.Error("Only(nope): no error")
 	}
+
+	// A position stored under another topic ID (the topic deleted and
+	// created again since), or with none and past the high watermark, is
+	// void, as the sink itself decides: the lag is the whole partition,
+	// not 0 (it was 0, with the old offset shown against the new LSO).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Partition: 0, Value: []byte("{}")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	md, err := adm.ListTopics(ctx, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := md["out"].ID.String()
+	other := kadm.TopicID{1}.String()
+	for _, tc := range []struct {
+		name string
+		pos  pgsink.StoredPosition
+		void bool
+		lag  int64
+	}{
+		{"same topic ID", pgsink.StoredPosition{NextOffset: 2, TopicID: id}, false, 1},
+		{"another topic ID", pgsink.StoredPosition{NextOffset: 2, TopicID: other}, true, 3},
+		{"another topic ID, past the end", pgsink.StoredPosition{NextOffset: 50, TopicID: other}, true, 3},
+		{"no ID, within the log", pgsink.StoredPosition{NextOffset: 3}, false, 0},
+		{"no ID, past the high watermark", pgsink.StoredPosition{NextOffset: 50}, true, 3},
+	} {
+		positions = func(context.Context, pgsink.Config) ([]pgsink.StoredPosition, error) {
+			p := tc.pos
+			p.Owner, p.UpdatedAt = "a", time.Now()
+			return []pgsink.StoredPosition{p}, nil
+		}
+		rep, err := status.Collect(ctx, adm, f, status.WithPositions(positions), status.Only("pg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rep.Sinks[0].Partitions[0]
+		if (got.Void != "") != tc.void || got.Lag != tc.lag || (tc.void && got.Committed != -1) {
+			t.Errorf("%s: %+v; want void %v, lag %d", tc.name, got, tc.void, tc.lag)
+		}
+		var table bytes.Buffer
+		if err := rep.WriteTable(&table); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(table.String(), "position void") != tc.void {
+			t.Errorf("%s: table:\n%s", tc.name, table.String())
+		}
+	}
 }
 
 func load(t *testing.T, addr string) *topology.File {
