@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/common/types"
@@ -83,7 +84,9 @@ func (a *Aggregate) eventTime(ctx context.Context, r *Record) (int64, error) {
 	case types.Timestamp:
 		return v.Time.UnixMilli(), nil
 	case types.String:
-		t, err := time.Parse(time.RFC3339Nano, string(v))
+		// RFC 3339 §5.6 allows "t" and "z" in lower case; Go's layout
+		// takes them in upper case only.
+		t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(string(v)))
 		if err != nil {
 			return 0, fmt.Errorf("time: %q is not an RFC 3339 time", string(v))
 		}
