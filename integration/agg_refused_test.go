@@ -33,7 +33,9 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
     grace: 0s
     aggregations: { n: count, last_id: { last: value.id } }
     emit: final`}.yaml()
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1},
+	// The dead-letter topic refuses the large result too (an envelope
+	// goes instead), and the dead letter of a large late record.
+	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1, config: map[string]string{"max.message.bytes": "3000"}},
 		{name: out, parts: 1, config: map[string]string{"message.timestamp.after.max.ms": "3600000", "max.message.bytes": "2048"}}}, body)
 
 	now := time.Now().Truncate(time.Minute).UnixMilli()
@@ -58,15 +60,16 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
 	kcatProducePartition(t, in, 1, [][]byte{
 		rec("p", "p1", past), rec("p", big, past+minute), rec("p", "p3", past+2*minute),
 		rec("p", "pre1970", -60_000), rec("p", "post2262", 9_300_000_000_000),
-		rec("p", "p4", past+3*minute),
+		rec("late", big, past), rec("p", "p4", past+3*minute),
 	})
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1", "--state-dir", t.TempDir())
 	// Outputs: the windows of p1 and p3; dead letters: f1's and f2's
-	// results, the large result, pre1970 and post2262.
+	// results, the large result's envelope, pre1970, post2262 and the
+	// late record's envelope.
 	eventually(t, 2*time.Minute, func() bool {
-		return kcatCount(t, out) >= 2 && kcatCount(t, dlq) >= 5
+		return kcatCount(t, out) >= 2 && kcatCount(t, dlq) >= 6
 	}, func() string {
-		return fmt.Sprintf("%d outputs, want 2; %d dead letters, want 5", kcatCount(t, out), kcatCount(t, dlq))
+		return fmt.Sprintf("%d outputs, want 2; %d dead letters, want 6", kcatCount(t, out), kcatCount(t, dlq))
 	})
 	p.stop()
 
@@ -80,11 +83,14 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
 	byWhat := map[string]kcatJSONRecord{}
 	for _, r := range kcatReadJSON(t, dlq) {
 		what := r.Headers["exactly.dlq.reason"] + " "
+		_, envelope := r.Headers["exactly.dlq.value.omitted"]
 		switch {
-		case strings.Contains(r.Payload, `"results"`) && strings.Contains(r.Payload, big):
-			what += "large result"
-		case strings.Contains(r.Payload, `"results"`):
+		case r.Headers["exactly.dlq.window.result"] == "true" && envelope:
+			what += "result envelope " + r.Key
+		case r.Headers["exactly.dlq.window.result"] == "true":
 			what += "result " + r.Key + " " + r.Payload[strings.Index(r.Payload, `"last_id"`):]
+		case envelope:
+			what = "envelope " + r.Key
 		default:
 			what += "record " + r.Payload
 		}
@@ -93,21 +99,34 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
 	for _, want := range []string{
 		`produce result f "last_id":"f1","n":1}}`,
 		`produce result f "last_id":"f2","n":1}}`,
-		`produce large result`,
+		`produce result envelope p`,
 		`transform record {"id":"pre1970","ts":-60000}`,
 		`transform record {"id":"post2262","ts":9300000000000}`,
+		`envelope late`,
 	} {
 		if _, ok := byWhat[want]; !ok {
 			t.Errorf("no dead letter %q; dead letters: %v", want, keys(byWhat))
 		}
 	}
-	if len(byWhat) != 5 {
-		t.Errorf("%d dead letters, want 5: %v", len(byWhat), keys(byWhat))
+	if len(byWhat) != 6 {
+		t.Errorf("%d dead letters, want 6: %v", len(byWhat), keys(byWhat))
 	}
 	for what, r := range byWhat {
 		if strings.HasPrefix(what, "transform") && !strings.Contains(r.Headers["exactly.dlq.error"], "outside what a Kafka record timestamp can hold") {
 			t.Errorf("%s: error %q, want the event time range", what, r.Headers["exactly.dlq.error"])
 		}
+		// A result's source is its own input partition (f on 0, p on 1).
+		if strings.Contains(what, "result") {
+			if want := map[string]string{"f": "0", "p": "1"}[r.Key]; r.Headers["exactly.dlq.source.partition"] != want {
+				t.Errorf("%s: source partition %s, want %s", what, r.Headers["exactly.dlq.source.partition"], want)
+			}
+		}
+	}
+	// A result is no input record: redrive leaves the three (and the
+	// late record's envelope), and sends back the two records.
+	got := exactlyCmd(t, "redrive", "--topology", topo, "--stage", stage, "--no-progress")
+	if !strings.Contains(got, "2 redriven") || !strings.Contains(got, "4 not redrivable") || strings.Count(got, "an aggregate window's result") != 3 {
+		t.Errorf("redrive:\n%s\nwant the 3 results and the envelope not redrivable", got)
 	}
 }
 

@@ -114,7 +114,7 @@ func (t *txn) finishAggregate() {
 			t.fail(t.last, err)
 			return
 		}
-		t.produceWindow(t.last, windowID{partition: res.Partition, key: string(res.Key), start: res.Window.Start}, out)
+		t.produceWindow(windowID{partition: res.Partition, key: string(res.Key), start: res.Window.Start}, out)
 	}
 }
 

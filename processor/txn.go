@@ -58,6 +58,7 @@ type txn struct {
 	// found already written, skipped when polled again (see rewind).
 	first     map[partition]int64
 	lastOff   map[partition]int64
+	lastTime  map[int32]time.Time // the timestamp of lastOff's record, by input partition
 	failed    []source
 	delivered map[partition]*deliveredRange
 	// windowsRefused are the window results (or their dead letters) the
@@ -114,6 +115,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 				t.first[tp] = p.Records[0].Offset
 			}
 			t.lastOff[tp] = p.Records[len(p.Records)-1].Offset
+			t.lastTime[p.Partition] = p.Records[len(p.Records)-1].Timestamp
 		}
 		data := 0
 		for _, r := range p.Records {
@@ -150,7 +152,7 @@ func (t *txn) begin() error {
 	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
-	t.first, t.lastOff, t.failed = map[partition]int64{}, map[partition]int64{}, nil
+	t.first, t.lastOff, t.lastTime, t.failed = map[partition]int64{}, map[partition]int64{}, map[int32]time.Time{}, nil
 	t.windowsRefused, t.windowsAlone, t.windowsDead = nil, false, nil
 	t.acked = map[acked]int64{}
 	t.changelogEnds = map[int32]int64{}
@@ -310,17 +312,27 @@ func (t *txn) refusedWindows() map[windowID]error {
 	return t.windowsRefused
 }
 
-// produceWindow produces out, the emit-final result of window w closed
-// by input record src, or its dead letter when the broker refused it
+// produceWindow produces out, the emit-final result of window w, closed
+// in this transaction, or its dead letter when the broker refused it
 // before (Stage.poisonedWindows). A refusal that is the record's fault is
 // noted for afterAbort. The broker refuses a whole batch for one bad
 // record in it (INVALID_TIMESTAMP, say), so while some refused results
 // are suspects (Stage.suspectWindows), each result is produced alone:
-// the next waits for its answer.
-func (t *txn) produceWindow(src source, w windowID, out *kgo.Record) {
+// after everything produced before it is answered, and the next waits for
+// its own answer.
+func (t *txn) produceWindow(w windowID, out *kgo.Record) {
+	// The source a refusal is charged to, and a dead letter names: the
+	// last record of the window's input partition in this transaction,
+	// whose stream time closed it.
+	tp := partition{t.stage.cfg.Input, w.partition}
+	src := source{tp.topic, tp.p, t.lastOff[tp]}
 	var done chan struct{}
 	if len(t.stage.suspectWindows) > 0 || len(t.stage.poisonedWindows) > 0 {
 		t.windowsAlone = true
+		if err := t.promises.Flush(t.produceCtx, t.sess.Client()); err != nil {
+			t.fail(src, err)
+			return
+		}
 		done = make(chan struct{})
 		defer func() { <-done }()
 	}
@@ -331,12 +343,13 @@ func (t *txn) produceWindow(src source, w windowID, out *kgo.Record) {
 		t.windowsDead[w] = true
 		re := &kit.RecordError{Reason: kit.ReasonProduce, Step: t.stage.aggregateStep.Step,
 			Err: fmt.Errorf("the broker refused the window result (record timestamp %d ms): %w", out.Timestamp.UnixMilli(), p.err)}
-		// The result as the dead letter's value, its source the record
-		// that closed the window.
-		r := &kgo.Record{Topic: src.topic, Partition: src.partition, Offset: src.offset, Key: out.Key, Value: out.Value, Timestamp: out.Timestamp}
-		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re)
+		// The result as the dead letter's value, marked as a result
+		// (redrive has no input record to send back).
+		r := &kgo.Record{Topic: src.topic, Partition: src.partition, Offset: src.offset, Key: out.Key, Value: out.Value, Timestamp: t.lastTime[w.partition]}
+		mark := kgo.RecordHeader{Key: kit.HeaderWindowResult, Value: []byte("true")}
+		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, mark)
 		if p.envelope {
-			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re)
+			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, mark)
 		}
 		t.countDeadLetter(r, re)
 		out = dl

@@ -19,6 +19,7 @@ const (
 	HeaderStep            = "exactly.dlq.step"             // the transform step that failed, for reason transform
 	HeaderValueOmitted    = "exactly.dlq.value.omitted"    // envelope: size of the value left out, bytes
 	HeaderKeyOmitted      = "exactly.dlq.key.omitted"      // envelope: size of the key left out, bytes
+	HeaderWindowResult    = "exactly.dlq.window.result"    // "true": the value is an aggregate window's result, not an input record
 	HeaderStage           = "exactly.dlq.stage"            // stage or sink name
 	HeaderSourceTopic     = "exactly.dlq.source.topic"     // input topic
 	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal

@@ -358,7 +358,10 @@ type DeadLetter struct {
 	SourceTime      time.Time
 	Count           int // times redriven before
 	Envelope        bool
-	Key, Value      []byte
+	// WindowResult is a dead letter holding an aggregate window's result
+	// the broker refused (kit.HeaderWindowResult): no input record.
+	WindowResult bool
+	Key, Value   []byte
 	Headers         []kgo.RecordHeader // the original record's own headers, without HeaderCount
 }
 
@@ -391,6 +394,8 @@ func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
 			}
 		case kit.HeaderValueOmitted, kit.HeaderKeyOmitted:
 			dl.Envelope = true
+		case kit.HeaderWindowResult:
+			dl.WindowResult = true
 		case HeaderCount:
 			dl.Count, _ = strconv.Atoi(v)
 		default:
@@ -433,6 +438,8 @@ func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip b
 		pending.OtherStage++
 	case !ok:
 		pending.Unredrivable = append(pending.Unredrivable, ref("no exactly.dlq.source.topic/partition headers"))
+	case dl.WindowResult:
+		pending.Unredrivable = append(pending.Unredrivable, ref("an aggregate window's result the broker refused, not an input record: there is nothing to send back"))
 	case dl.Envelope:
 		pending.Unredrivable = append(pending.Unredrivable, ref("envelope without the value (the dead letter was too large); read the record at its source "+
 			dl.SourceTopic+"/"+strconv.Itoa(int(dl.SourcePartition))+"@"+strconv.FormatInt(dl.SourceOffset, 10)))
