@@ -362,7 +362,7 @@ type DeadLetter struct {
 	// the broker refused (kit.HeaderWindowResult): no input record.
 	WindowResult bool
 	Key, Value   []byte
-	Headers         []kgo.RecordHeader // the original record's own headers, without HeaderCount
+	Headers      []kgo.RecordHeader // the original record's own headers, without HeaderCount
 }
 
 // Parse splits dead letter rec into the exactly.dlq.* headers and the
