@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A tombstone deletes the row whose event ID is the record key, read as
@@ -33,12 +35,21 @@ func TestSinkDeletesByExactEventID(t *testing.T) {
 			map[string]string{"1.6777216e+07": "1.6777216e+07"}, []string{"16777217"}},
 		{"char", "char(3)", []string{"ab", "cd"}, []string{"ab   ", "cd"},
 			map[string]string{"ab": "ab"}, []string{"ab   "}},
+		// citext off the search_path (as hosted Postgres often installs
+		// extensions): the delete compares with citext's =, as the
+		// primary key does; text's would keep Abc.
+		{"citext", "citext", []string{"Abc", "XyZ"}, []string{"aBC"},
+			map[string]string{"XyZ": "XyZ"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newSinkSpec("del_" + tc.name)
 			pool := pgPool(t)
-			for _, q := range []string{"CREATE SCHEMA " + s.schema, "CREATE TABLE " + s.table() + " (event_id " + tc.typ + " PRIMARY KEY)"} {
+			typ := tc.typ
+			if typ == "citext" {
+				typ = citextType(t, pool)
+			}
+			for _, q := range []string{"CREATE SCHEMA " + s.schema, "CREATE TABLE " + s.table() + " (event_id " + typ + " PRIMARY KEY)"} {
 				if _, err := pool.Exec(t.Context(), q); err != nil {
 					t.Fatal(err)
 				}
@@ -81,4 +92,21 @@ func TestSinkDeletesByExactEventID(t *testing.T) {
 			}
 		})
 	}
+}
+
+// citextType installs the citext extension in schema it_ext, off the
+// sink's search_path, unless it is installed already, and returns its
+// type, schema-qualified.
+func citextType(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	var ns string
+	if err := pool.QueryRow(t.Context(), "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'citext'").Scan(&ns); err == nil {
+		return ns + ".citext"
+	}
+	for _, q := range []string{"CREATE SCHEMA IF NOT EXISTS it_ext", "CREATE EXTENSION IF NOT EXISTS citext SCHEMA it_ext"} {
+		if _, err := pool.Exec(t.Context(), q); err != nil {
+			t.Fatalf("citext: %v", err)
+		}
+	}
+	return "it_ext.citext"
 }

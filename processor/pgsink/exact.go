@@ -27,6 +27,21 @@ type colType struct {
 	mod int32
 	// domain is whether name is a domain over base.
 	domain bool
+	// eq is the equality operator of base, schema-qualified
+	// ("OPERATOR(ext.=)"), when base has one of its own: an extension's
+	// type such as citext, whose operators resolve by search_path
+	// otherwise and, off it, fall back to text's (case-sensitive) while
+	// the primary key's index compares with citext's. "" for a type whose
+	// = is another's (varchar's is text's): then plain =.
+	eq string
+}
+
+// eqOp is t's equality operator for a WHERE: t.eq, or "=".
+func eqOp(t colType) string {
+	if t.eq != "" {
+		return t.eq
+	}
+	return "="
 }
 
 // plainType is the colType of a type without modifier.
@@ -38,7 +53,9 @@ func plainType(name string) colType { return colType{name: name, base: name, ful
 const readTypesSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
 	format_type(coalesce(d.typbasetype, a.atttypid), NULL),
 	format_type(coalesce(d.typbasetype, a.atttypid), coalesce(d.typtypmod, a.atttypmod)),
-	coalesce(d.typtypmod, a.atttypmod), d.oid IS NOT NULL
+	coalesce(d.typtypmod, a.atttypmod), d.oid IS NOT NULL,
+	coalesce((SELECT format('OPERATOR(%I.=)', n.nspname) FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+		WHERE o.oprname = '=' AND o.oprleft = coalesce(d.typbasetype, a.atttypid) AND o.oprright = o.oprleft ORDER BY o.oid LIMIT 1), '')
 FROM pg_attribute a LEFT JOIN pg_type d ON d.oid = a.atttypid AND d.typtype = 'd'
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`
 

@@ -217,7 +217,7 @@ func (s *Sink) setup(ctx context.Context) error {
 	for rows.Next() {
 		var name string
 		var t colType
-		if err := rows.Scan(&name, &t.name, &t.base, &t.full, &t.mod, &t.domain); err != nil {
+		if err := rows.Scan(&name, &t.name, &t.base, &t.full, &t.mod, &t.domain, &t.eq); err != nil {
 			return fmt.Errorf("read columns of %s: %w", s.table, err)
 		}
 		types[name] = t

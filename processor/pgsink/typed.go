@@ -373,7 +373,7 @@ func readColumnTypes(ctx context.Context, q querier, t table) (map[string]colTyp
 	for rows.Next() {
 		var name string
 		var ct colType
-		if err := rows.Scan(&name, &ct.name, &ct.base, &ct.full, &ct.mod, &ct.domain); err != nil {
+		if err := rows.Scan(&name, &ct.name, &ct.base, &ct.full, &ct.mod, &ct.domain, &ct.eq); err != nil {
 			return nil, fmt.Errorf("read columns of %s: %w", t, err)
 		}
 		types[name] = ct

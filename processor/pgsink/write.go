@@ -381,8 +381,10 @@ func (s *Sink) buildLoadSQL() {
 	// dead-letters that record, rather than being cast to another value
 	// (1.005 to 1.01 in numeric(10,2), an offset dropped in timestamp)
 	// whose row it would delete.
-	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s = ANY(ARRAY(SELECT %s FROM unnest($1::text[]) AS u(x)))",
-		s.table, eid, castExpr("x", s.cfg.EventID, s.types[s.eventIDIndex]))
+	// The column type's own = (eqOp): the one its primary key compares
+	// with, whatever the search_path.
+	s.sql.delete = fmt.Sprintf("DELETE FROM %s WHERE %s %s ANY(ARRAY(SELECT %s FROM unnest($1::text[]) AS u(x)))",
+		s.table, eid, eqOp(s.types[s.eventIDIndex]), castExpr("x", s.cfg.EventID, s.types[s.eventIDIndex]))
 }
 
 // ranges returns the offsets of b per partition, as "p0 [10, 14), ...",
