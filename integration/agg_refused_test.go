@@ -90,7 +90,7 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
 		case r.Headers["exactly.dlq.window.result"] == "true":
 			what += "result " + r.Key + " " + r.Payload[strings.Index(r.Payload, `"last_id"`):]
 		case envelope:
-			what = "envelope " + r.Key
+			what += "envelope " + r.Key // the record's own reason, late
 		default:
 			what += "record " + r.Payload
 		}
@@ -102,7 +102,7 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
 		`produce result envelope p`,
 		`transform record {"id":"pre1970","ts":-60000}`,
 		`transform record {"id":"post2262","ts":9300000000000}`,
-		`envelope late`,
+		`late envelope late`,
 	} {
 		if _, ok := byWhat[want]; !ok {
 			t.Errorf("no dead letter %q; dead letters: %v", want, keys(byWhat))

@@ -30,41 +30,12 @@ import (
 func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error) {
 	s := t.stage
 	a := s.aggregateStep
-	in, err := s.decodeInput(r)
-	if err != nil {
+	key, ts, values, err := t.aggregateInput(r)
+	if err != nil || key == nil {
 		return nil, err
 	}
-	recs := []transform.Record{in}
-	if s.pipeline.Len() > 0 {
-		if recs, err = s.pipeline.Apply(t.ctx, in); err != nil {
-			var se *transform.StepError
-			if errors.As(err, &se) {
-				return nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
-			}
-			return nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
-		}
-	}
-	if len(recs) == 0 {
-		return nil, nil // filtered
-	}
-	rec := &recs[0] // explode is refused before aggregate: one record
-	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
-	key, err := a.Group(t.ctx, rec)
-	if err != nil {
-		return nil, stepErr(kit.ReasonKey, err)
-	}
-	if key == nil {
-		return nil, stepErr(kit.ReasonKey, errors.New("null record key: an aggregate step groups by the record key"))
-	}
-	ts, err := a.Time(t.ctx, rec)
-	if err != nil {
-		return nil, stepErr(kit.ReasonTransform, err)
-	}
-	values, err := a.Values(t.ctx, rec)
-	if err != nil {
-		return nil, stepErr(kit.ReasonTransform, err)
-	}
 	updated, late, err := t.agg.Add(r.Partition, key, ts, values)
+	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
 	switch {
 	case errors.Is(err, state.ErrNotRestored):
 		t.stateLost = true
@@ -75,8 +46,7 @@ func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error)
 		t.fail(src, fmt.Errorf("aggregate state: %w", err))
 		return nil, nil
 	case late:
-		return nil, stepErr(kit.ReasonLate, fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
-			time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), r.Partition))
+		return nil, lateErr(a, r.Partition, ts)
 	}
 	outs := make([]*kgo.Record, 0, len(updated))
 	for _, res := range updated {
@@ -87,6 +57,66 @@ func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error)
 		outs = append(outs, out)
 	}
 	return outs, nil
+}
+
+func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
+	return &kit.RecordError{Reason: kit.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
+		time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), partition)}
+}
+
+// aggregateVerdict is the record error r would get from the aggregate
+// step (its other steps, group, time, values, lateness), changing
+// nothing: for the envelope of a dead letter the broker refused, which
+// keeps the record's own reason. nil when r would be aggregated.
+func (t *txn) aggregateVerdict(r *kgo.Record) error {
+	_, ts, _, err := t.aggregateInput(r)
+	if err != nil {
+		return err
+	}
+	if late, lerr := t.agg.Late(r.Partition, ts); lerr == nil && late {
+		return lateErr(t.stage.aggregateStep, r.Partition, ts)
+	}
+	return nil
+}
+
+// aggregateInput runs r through the stage's other steps and reads its
+// group key, event time and aggregation values; a nil key with a nil
+// error is a record filtered out.
+func (t *txn) aggregateInput(r *kgo.Record) (key []byte, ts int64, values []any, err error) {
+	s := t.stage
+	a := s.aggregateStep
+	in, err := s.decodeInput(r)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	recs := []transform.Record{in}
+	if s.pipeline.Len() > 0 {
+		if recs, err = s.pipeline.Apply(t.ctx, in); err != nil {
+			var se *transform.StepError
+			if errors.As(err, &se) {
+				return nil, 0, nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
+			}
+			return nil, 0, nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
+		}
+	}
+	if len(recs) == 0 {
+		return nil, 0, nil, nil // filtered
+	}
+	rec := &recs[0] // explode is refused before aggregate: one record
+	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
+	if key, err = a.Group(t.ctx, rec); err != nil {
+		return nil, 0, nil, stepErr(kit.ReasonKey, err)
+	}
+	if key == nil {
+		return nil, 0, nil, stepErr(kit.ReasonKey, errors.New("null record key: an aggregate step groups by the record key"))
+	}
+	if ts, err = a.Time(t.ctx, rec); err != nil {
+		return nil, 0, nil, stepErr(kit.ReasonTransform, err)
+	}
+	if values, err = a.Values(t.ctx, rec); err != nil {
+		return nil, 0, nil, stepErr(kit.ReasonTransform, err)
+	}
+	return key, ts, values, nil
 }
 
 // namedAggErr replaces the aggregation index in a state error by its name.

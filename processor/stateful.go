@@ -55,6 +55,9 @@ func (t *txn) statefulOutputs(r *kgo.Record, src source) (outs []*kgo.Record, sk
 // dead letter of a record whose output the broker refused, which says why
 // the record had failed first.
 func (t *txn) dryOutputs(r *kgo.Record) ([]*kgo.Record, error) {
+	if t.agg != nil {
+		return nil, t.aggregateVerdict(r)
+	}
 	if t.kv == nil {
 		return t.stage.recordOutputs(t.ctx, r)
 	}

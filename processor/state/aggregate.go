@@ -123,6 +123,22 @@ func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
 // Add adds a record of partition p with this key, event time ts (Unix
 // ms) and one native value per aggregation (ignored for count) to its
 // open windows, after advancing the stream time to ts. It returns the
+// Late reports whether a record of partition p with event time ts would
+// be late (every window of ts closed, Add's late), changing nothing.
+func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) {
+	tp, err := t.get(p)
+	if err != nil {
+		return false, err
+	}
+	st := max(tp.streamTime, ts)
+	for _, w := range t.a.Windows(ts) {
+		if !t.a.closed(w, st) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // results of the windows it changed (emit update), or late when every
 // window of ts is closed. An error is the record's (ErrOverflow,
 // ErrNotNumber, naming the aggregation by index), and it changes nothing,
