@@ -112,7 +112,7 @@ func TestCollect(t *testing.T) {
 	// created again since), or with none and past the high watermark, is
 	// void, as the sink itself decides: the lag is the whole partition,
 	// not 0 (it was 0, with the old offset shown against the new LSO).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
