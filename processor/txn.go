@@ -271,10 +271,17 @@ func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
 
 // produce produces r, an output or dead letter of input record src, into
 // the open transaction.
-func (t *txn) produce(src source, r *kgo.Record) {
+func (t *txn) produce(src source, r *kgo.Record) { t.produceThen(src, r, nil) }
+
+// produceThen is produce, calling then (if not nil) with the outcome once
+// the broker has answered and the outcome is counted.
+func (t *txn) produceThen(src source, r *kgo.Record, then func(error)) {
 	// The context is not the stage's: a canceled produce would fail the
 	// transaction that shutdown is about to commit.
 	t.sess.Produce(t.produceCtx, r, t.promises.Track(func(r *kgo.Record, err error) {
+		if then != nil {
+			defer then(err)
+		}
 		if err != nil {
 			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
 			return
@@ -285,23 +292,17 @@ func (t *txn) produce(src source, r *kgo.Record) {
 			t.changelogEnds[r.Partition] = max(t.changelogEnds[r.Partition], r.Offset+1)
 			t.mu.Unlock()
 		}
-		t.acknowledged(r)
+		if t.stage.cfg.Guarantee != AtLeastOnce {
+			return // an aborted transaction leaves nothing behind
+		}
+		a := acked{topic: r.Topic}
+		if r.Topic == t.stage.cfg.DeadLetter {
+			a.reason, _ = audit.Header(r, kit.HeaderReason)
+		}
+		t.mu.Lock()
+		t.acked[a]++
+		t.mu.Unlock()
 	}))
-}
-
-// acknowledged counts r, an output or dead letter the broker has
-// acknowledged, for an at-least-once abort.
-func (t *txn) acknowledged(r *kgo.Record) {
-	if t.stage.cfg.Guarantee != AtLeastOnce {
-		return // an aborted transaction leaves nothing behind
-	}
-	a := acked{topic: r.Topic}
-	if r.Topic == t.stage.cfg.DeadLetter {
-		a.reason, _ = audit.Header(r, kit.HeaderReason)
-	}
-	t.mu.Lock()
-	t.acked[a]++
-	t.mu.Unlock()
 }
 
 // refusedWindows returns the window results the broker refused in the
@@ -359,24 +360,19 @@ func (t *txn) produceWindow(w windowID, out *kgo.Record) {
 			t.perTopic[out.Topic]++
 		}
 	}
-	t.sess.Produce(t.produceCtx, out, t.promises.Track(func(r *kgo.Record, err error) {
-		if done != nil {
-			defer close(done)
-		}
-		if err != nil {
-			if kit.IsRecordFault(err) {
-				t.mu.Lock()
-				if t.windowsRefused == nil {
-					t.windowsRefused = map[windowID]error{}
-				}
-				t.windowsRefused[w] = err
-				t.mu.Unlock()
+	t.produceThen(src, out, func(err error) {
+		if err != nil && kit.IsRecordFault(err) {
+			t.mu.Lock()
+			if t.windowsRefused == nil {
+				t.windowsRefused = map[windowID]error{}
 			}
-			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
-			return
+			t.windowsRefused[w] = err
+			t.mu.Unlock()
 		}
-		t.acknowledged(r)
-	}))
+		if done != nil {
+			close(done)
+		}
+	})
 }
 
 // fail records that input record src failed, and the first error that
