@@ -104,6 +104,15 @@ func add(a, b num) (num, error) {
 	return num{dec: true, r: new(big.Rat).Add(a.rat(), b.rat())}, nil
 }
 
+// addExact returns a+b as add does, but past the int64 range it goes on
+// as an exact decimal instead of failing.
+func addExact(a, b num) num {
+	if s, err := add(a, b); err == nil {
+		return s
+	}
+	return num{dec: true, r: new(big.Rat).Add(a.rat(), b.rat())}
+}
+
 // cmp compares a and b exactly.
 func cmp(a, b num) int {
 	if !a.dec && !b.dec {

@@ -239,10 +239,16 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 				return fmt.Errorf("aggregation %d (%s): stored %w", i, kind, err)
 			}
 			switch kind {
-			case "sum", "avg":
+			case "sum":
 				if cur, err = add(cur, n); err != nil {
 					return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
 				}
+			case "avg":
+				// An average is written as a decimal whatever its
+				// values: its running sum goes on exactly past the
+				// int64 range (stored as decimal text) where a sum's
+				// own result could not be written as an int.
+				cur = addExact(cur, n)
 			case "min", "max":
 				// The extreme value as it came (-0.0, 1e+21), not
 				// rewritten: the first of equal values stays.

@@ -197,6 +197,30 @@ func TestAggregateResults(t *testing.T) {
 	}
 }
 
+// TestAggregateAvgPastInt64: an average of ints whose running sum leaves
+// the int64 range is still exact (a sum's own result could not be
+// written, an average is written as a decimal anyway), and survives a
+// restore from the changelog.
+func TestAggregateAvgPastInt64(t *testing.T) {
+	cfg := AggregateConfig{Size: time.Minute, Advance: time.Minute, Kinds: []string{"avg", "count"}, Update: true}
+	a := restoredAgg(t, openDB(t), cfg, 0)
+	var cl changelog
+	got, _ := runAgg(t, a, &cl, []aggEvent{
+		{"k", 1, []any{int64(math.MaxInt64), nil}},
+		{"k", 2, []any{int64(math.MaxInt64), nil}},
+		{"k", 3, []any{int64(1), nil}},
+	})
+	if v := values(got[len(got)-1]); v != `k 0-60000 [6148914691236517205.0,3]` {
+		t.Fatalf("avg = %s, want (2*MaxInt64+1)/3 = 6148914691236517205.0", v)
+	}
+	b := NewAggregate(openDB(t), cfg)
+	replay(t, b.Restore, &cl)
+	got, _ = runAgg(t, b, &cl, []aggEvent{{"k", 4, []any{int64(-9223372036854775807), nil}}})
+	if v := values(got[len(got)-1]); v != `k 0-60000 [2305843009213693952.0,4]` {
+		t.Fatalf("avg after restore = %s, want (MaxInt64+1)/4", v)
+	}
+}
+
 // TestAggregateAbortAndRestore: an aborted transaction leaves nothing; a
 // store rebuilt from the changelog gives the same final results.
 func TestAggregateAbortAndRestore(t *testing.T) {
