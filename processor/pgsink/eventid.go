@@ -15,7 +15,9 @@ import (
 // does, and compares them as its table's event ID column does, for
 // exactly verify: Of is the text the sink writes for a record's event ID,
 // Keys and RowKeys give equal values of the column's type one key (1 and
-// 1.0 in numeric, a UUID in either case).
+// 1.0 in numeric, a UUID in either case; an ID a row equals by the
+// column's = takes that row's key: citext, interval, a nondeterministic
+// collation).
 type EventIDs struct {
 	s    *Sink
 	conn *pgx.Conn
@@ -80,7 +82,20 @@ func (e *EventIDs) Open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if t, ok := types[e.s.cfg.EventID]; ok && !textKey(t) {
+	t, ok := types[e.s.cfg.EventID]
+	if ok && textKey(t) {
+		// text under a nondeterministic collation (ICU, case- or
+		// accent-insensitive; PostgreSQL 12+) equals other texts.
+		var nondet bool
+		err := e.conn.QueryRow(ctx, `SELECT coalesce((SELECT NOT c.collisdeterministic FROM pg_attribute a
+			JOIN pg_collation c ON c.oid = a.attcollation WHERE a.attrelid = $1::regclass AND a.attname = $2), false)`,
+			e.s.table.String(), e.s.cfg.EventID).Scan(&nondet)
+		if err != nil {
+			return fmt.Errorf("read the collation of %s: %w", e.s.cfg.EventID, err)
+		}
+		ok = nondet
+	}
+	if ok {
 		e.key = &t
 		if _, err := e.conn.Exec(ctx, refuseSQL); err != nil {
 			return err
@@ -134,8 +149,17 @@ func (e *EventIDs) Keys(ctx context.Context, ids []string) (keys []string, ok []
 		return keys, ok, nil
 	}
 	// Read by the sink's checked cast: an ID the column cannot hold
-	// exactly is ok false, as the sink dead-letters it.
-	q := "SELECT " + keyText("("+castExpr("x", e.s.cfg.EventID, *e.key)+")", *e.key) + " FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n) ORDER BY n"
+	// exactly is ok false, as the sink dead-letters it. An ID that a row
+	// equals by the column's own = (eqOp: citext's, an interval's, a
+	// nondeterministic collation's) takes that row's key, so that equal
+	// values whose texts differ ('Abc' and 'aBC' in citext, '1 day' and
+	// '24 hours') match; keyText alone makes the common types' equal
+	// values one key.
+	cast := "(" + castExpr("u.x", e.s.cfg.EventID, *e.key) + ")"
+	col := "t." + pgx.Identifier{e.s.cfg.EventID}.Sanitize()
+	q := "SELECT coalesce(r.k, " + keyText(cast, *e.key) + ") FROM unnest($1::text[]) WITH ORDINALITY AS u(x, n)" +
+		" LEFT JOIN LATERAL (SELECT " + keyText(col, *e.key) + " AS k FROM " + e.s.table.String() + " t WHERE " +
+		col + " " + eqOp(*e.key) + " " + cast + " LIMIT 1) r ON true ORDER BY u.n"
 	var run func(lo, hi int) error
 	run = func(lo, hi int) error {
 		rows, _ := e.conn.Query(ctx, q, ids[lo:hi])

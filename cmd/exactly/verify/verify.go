@@ -37,7 +37,9 @@
 // skipped tombstone) must be a row whose event ID is the record's, and every
 // row must come from such a record. Event IDs are read as the sink reads
 // them and compared as the table's event ID column compares them
-// (pgsink.EventIDs): 1 and 1.0 in numeric are one row. Input at or after the stored position is
+// (pgsink.EventIDs): 1 and 1.0 in numeric are one row, and an ID that a
+// row equals by the column's own = (citext, interval, a nondeterministic
+// collation) matches that row. Input at or after the stored position is
 // pending: a row for it may or may not exist yet. A sink's dead letters
 // are read from its dead-letter table when it has one (exactly once: one
 // row per record) and from its dead-letter topic otherwise, where they are
