@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -133,4 +134,57 @@ func TestDedupeCrashDuringRestore(t *testing.T) {
 		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
 	}
 	checkVerifyDeduplicated(t, topo, int64(16000+dups), 16000, int64(dups))
+}
+
+// TestDedupeChangelogRecreatedWarns: a dedupe stage stopped, its changelog
+// topic deleted and created again (empty), and started on the same state
+// dir: its checkpoints name the old topic, the state they recorded is
+// gone, and the stage says so at WARN for each partition, naming what a
+// user sees (resent events pass again) — not the INFO line of an ordinary
+// rebuild. It then goes on: new events pass once each.
+func TestDedupeChangelogRecreatedWarns(t *testing.T) {
+	in, out, _, stage, topo := dedupeTopology(t, 500)
+	exactlyCmd(t, "topics", "create", "--topology", topo)
+	changelog := "exactly-" + stage + "-dedupe-changelog"
+	stateDir := t.TempDir()
+	args := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
+
+	first := start(t, nil, args...)
+	dedupeBatch(t, in, 0, 300, 300)
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	first.stop()
+	if strings.Contains(first.logs.String(), "partition state lost") {
+		t.Fatalf("first run (no checkpoint yet) warned of lost state:\n%s", tail(first.logs.String(), 20))
+	}
+
+	if out, err := topicTool(t, "--delete", "--topic", changelog); err != nil {
+		t.Fatalf("delete %s: %v\n%s", changelog, err, out)
+	}
+	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, changelog); return id == "" },
+		func() string { return changelog + " still exists" })
+	eventually(t, time.Minute, func() bool {
+		_, err := exec.Command(exactlyBin, "topics", "create", "--topology", topo).CombinedOutput()
+		id, _ := topicInfo(t, changelog)
+		return err == nil && id != ""
+	}, func() string { return "exactly topics create did not make " + changelog + " again" })
+
+	second := start(t, nil, args...)
+	waitLogged(t, second, "state restored", 1, 2*time.Minute, "the restarted stage logged no restore")
+	logs := second.logs.String()
+	if n := strings.Count(logs, `level=WARN msg="partition state lost`); n != 3 {
+		t.Fatalf("%d WARN lines of lost state, want 3 (one per partition)\n%s", n, tail(logs, 20))
+	}
+	if !strings.Contains(logs, "the changelog topic was recreated") || !strings.Contains(logs, "pass the dedupe step again") {
+		t.Errorf("the warning names neither the cause nor the consequence:\n%s", tail(logs, 20))
+	}
+	dedupeBatch(t, in, 300, 400, 300)
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	second.stop()
+	// The first run wrote 300 events. The second batch is 100 new ones
+	// and 20 resent (every fifth of 300..399 as e-(i%300): e-0, e-5, …,
+	// e-95), whose IDs only the lost state held: they pass again, as
+	// warned, and nothing else is doubled.
+	if got := kcatCount(t, out); got != 420 {
+		t.Fatalf("%s holds %d records, want 300 + 100 + the 20 resent events the lost state held", out, got)
+	}
 }

@@ -105,6 +105,18 @@ func (s *Stage) openState() error {
 	return nil
 }
 
+// stateLossConsequence says what a partition whose state was lost does
+// until its state is whole again, for the warning of a lost changelog.
+func (s *Stage) stateLossConsequence() string {
+	switch {
+	case s.dedupe != nil:
+		return "event IDs the lost state held pass the dedupe step again (duplicates downstream) until their retention would have ended"
+	case s.aggregate != nil:
+		return "the windows the lost state held start over: their results count only the records read from now on"
+	}
+	return "the stateful function starts from the state the changelog still holds"
+}
+
 func (s *Stage) closeState() {
 	if s.db == nil {
 		return
@@ -217,7 +229,11 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 			}
 			rs[p] = r
 			behind += max(cls[p].End-r.From(), 0)
-			if why := r.Rebuild(); why != "" {
+			if why := r.Rebuild(); r.Lost() {
+				rebuilt = append(rebuilt, p)
+				s.log.Warn("partition state lost: its changelog no longer holds what the local checkpoint recorded; rebuilding from what it holds",
+					"topic", s.changelog, "partition", p, "reason", why, "consequence", s.stateLossConsequence())
+			} else if why != "" {
 				rebuilt = append(rebuilt, p)
 				s.log.Info("rebuilding partition state from its changelog", "topic", s.changelog, "partition", p, "reason", why)
 			} else {

@@ -51,13 +51,16 @@ func (c Checkpoint) Check(cl ChangelogPartition, now time.Time) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrCheckpoint, fmt.Sprintf(format, args...))
 	}
+	lost := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %w: %s", ErrCheckpoint, ErrStateLost, fmt.Sprintf(format, args...))
+	}
 	switch {
 	case c.TopicID != cl.TopicID:
-		return bad("the changelog topic was recreated (topic ID %x, checkpoint of %x)", cl.TopicID, c.TopicID)
+		return lost("the changelog topic was recreated (topic ID %x, checkpoint of %x)", cl.TopicID, c.TopicID)
 	case c.Offset < cl.Start:
-		return bad("the changelog starts at offset %d, after the checkpoint's %d (records were deleted)", cl.Start, c.Offset)
+		return lost("the changelog starts at offset %d, after the checkpoint's %d (records were deleted)", cl.Start, c.Offset)
 	case c.Offset > cl.End:
-		return bad("the changelog ends at offset %d, before the checkpoint's %d (it was truncated)", cl.End, c.Offset)
+		return lost("the changelog ends at offset %d, before the checkpoint's %d (it was truncated)", cl.End, c.Offset)
 	case cl.DeleteRetention <= 0:
 		return bad("the changelog's delete.retention.ms is unknown (tombstones after the checkpoint may be gone)")
 	case now.UnixMilli()-c.Since >= cl.DeleteRetention.Milliseconds():

@@ -24,15 +24,16 @@ func TestCheckpointCheck(t *testing.T) {
 		name string
 		cl   ChangelogPartition
 		ok   bool
+		lost bool // the changelog no longer holds the checkpoint's state
 	}{
-		{"valid, records after it", ChangelogPartition{topicA, 0, 150, day}, true},
-		{"valid, nothing after it", ChangelogPartition{topicA, 0, 100, day}, true},
-		{"valid, start at the checkpoint", ChangelogPartition{topicA, 100, 120, day}, true},
-		{"start offset past it (records deleted)", ChangelogPartition{topicA, 101, 150, day}, false},
-		{"recreated changelog topic", ChangelogPartition{topicB, 0, 150, day}, false},
-		{"changelog ends before it", ChangelogPartition{topicA, 0, 99, day}, false},
-		{"delete.retention.ms unknown", ChangelogPartition{topicA, 0, 150, 0}, false},
-		{"older than delete.retention.ms", ChangelogPartition{topicA, 0, 150, 30 * time.Minute}, false},
+		{"valid, records after it", ChangelogPartition{topicA, 0, 150, day}, true, false},
+		{"valid, nothing after it", ChangelogPartition{topicA, 0, 100, day}, true, false},
+		{"valid, start at the checkpoint", ChangelogPartition{topicA, 100, 120, day}, true, false},
+		{"start offset past it (records deleted)", ChangelogPartition{topicA, 101, 150, day}, false, true},
+		{"recreated changelog topic", ChangelogPartition{topicB, 0, 150, day}, false, true},
+		{"changelog ends before it", ChangelogPartition{topicA, 0, 99, day}, false, true},
+		{"delete.retention.ms unknown", ChangelogPartition{topicA, 0, 150, 0}, false, false},
+		{"older than delete.retention.ms", ChangelogPartition{topicA, 0, 150, 30 * time.Minute}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := cp.Check(tc.cl, now)
@@ -41,6 +42,9 @@ func TestCheckpointCheck(t *testing.T) {
 			}
 			if err != nil && !errors.Is(err, ErrCheckpoint) {
 				t.Fatalf("Check = %v, want ErrCheckpoint", err)
+			}
+			if errors.Is(err, ErrStateLost) != tc.lost {
+				t.Fatalf("Check = %v, want ErrStateLost %v", err, tc.lost)
 			}
 		})
 	}

@@ -30,3 +30,10 @@ var ErrLocked = errors.New("state directory is in use by another process")
 // does not match its changelog partition: the store is rebuilt from the
 // changelog's start.
 var ErrCheckpoint = errors.New("checkpoint not usable")
+
+// ErrStateLost is, beside ErrCheckpoint, the error of a checkpoint whose
+// changelog no longer holds the state it recorded: the changelog topic was
+// recreated (another topic ID), records before the checkpoint were deleted,
+// or it was truncated. The rebuilt store lacks that state (a dedupe step
+// lets the IDs it held pass again; an aggregate's windows start over).
+var ErrStateLost = errors.New("state lost")

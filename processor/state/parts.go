@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -224,6 +225,9 @@ type Restorer interface {
 	// Rebuild says why the store is rebuilt from the start ("" when the
 	// restore resumes from the checkpoint).
 	Rebuild() string
+	// Lost reports whether the rebuild loses state the checkpoint
+	// recorded (ErrStateLost): the changelog no longer holds it.
+	Lost() bool
 	// Apply applies the changelog record at offset (a nil value is a
 	// tombstone).
 	Apply(offset int64, key, value []byte) error
@@ -248,6 +252,7 @@ type restorer struct {
 	count   int64
 	from    int64
 	rebuild string
+	lost    bool
 	start   int64 // ms, before the changelog's offsets were listed
 	cl      ChangelogPartition
 }
@@ -275,7 +280,7 @@ func newRestorer(db *DB, set *partSet, p int32, cl ChangelogPartition, now time.
 		r.from = cp.Offset
 		return r, nil
 	}
-	r.rebuild = err.Error()
+	r.rebuild, r.lost = err.Error(), errors.Is(err, ErrStateLost)
 	b := db.NewBatch()
 	b.deleteCheckpoint(set.stores[0], p)
 	for _, st := range set.stores {
@@ -295,6 +300,9 @@ func (r *restorer) From() int64 { return r.from }
 
 // Rebuild says why the store is rebuilt ("" if it resumes).
 func (r *restorer) Rebuild() string { return r.rebuild }
+
+// Lost reports whether the rebuild loses the checkpoint's state.
+func (r *restorer) Lost() bool { return r.lost }
 
 // streamTime applies a stream-time record (the empty key).
 func (r *restorer) streamTime(offset int64, value []byte) error {
