@@ -19,6 +19,24 @@ const (
 
 var epochDay = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// ParseTime reads an RFC 3339 date-time (local: one without an offset, a
+// local-timestamp's), in every spelling RFC 3339 §5.6 allows: "T" or "t"
+// between date and time, or the space that its NOTE lets applications
+// use (as Python's str() of a datetime and PostgreSQL write it), and "Z"
+// or "z". Go's layouts take only "T" and "Z". The error is time.Parse's.
+func ParseTime(s string, local bool) (time.Time, error) {
+	if len(s) > 10 && (s[10] == ' ' || s[10] == 't') {
+		s = s[:10] + "T" + s[11:]
+	}
+	if local {
+		return time.Parse(localTimeLayout, s)
+	}
+	if n := len(s); n > 0 && s[n-1] == 'z' {
+		s = s[:n-1] + "Z"
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
 // logicalFromAvro renders the goavro native value v of the logical type t as
 // plain JSON-friendly values: see the README's conversion rules.
 func logicalFromAvro(t *avroType, v any) (any, error) {
@@ -127,11 +145,7 @@ func logicalToAvro(t *avroType, v any) (any, error) {
 	}
 	var ts time.Time
 	var err error
-	if strings.HasPrefix(t.logical, "local-") {
-		ts, err = time.Parse(localTimeLayout, s)
-	} else {
-		ts, err = time.Parse(time.RFC3339Nano, s)
-	}
+	ts, err = ParseTime(s, strings.HasPrefix(t.logical, "local-"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: timestamp %q: want RFC 3339", ErrUnsupported, s)
 	}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"cel.dev/cel-go/common/types"
 
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -84,9 +84,7 @@ func (a *Aggregate) eventTime(ctx context.Context, r *Record) (int64, error) {
 	case types.Timestamp:
 		return v.Time.UnixMilli(), nil
 	case types.String:
-		// RFC 3339 §5.6 allows "t" and "z" in lower case; Go's layout
-		// takes them in upper case only.
-		t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(string(v)))
+		t, err := serde.ParseTime(string(v), false)
 		if err != nil {
 			return 0, fmt.Errorf("time: %q is not an RFC 3339 time", string(v))
 		}
