@@ -36,6 +36,18 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 		}
 	}
 	if r.kind == "union" {
+		// A branch of the writer's own type first, then the first that
+		// matches (by promotion): a long written in ["double","long"] is
+		// read as its long, not promoted to a double (which would round
+		// it, or dead-letter a datum this very schema wrote). The Java
+		// implementation resolves the same way (ResolvingGrammarGenerator's
+		// bestBranch: same type, then promotable); the specification says
+		// only "the first schema in the reader's union that matches".
+		for _, b := range r.branches {
+			if b.kind == w.kind && b.logical == w.logical && matches(w, b) {
+				return fromAvro(w, b, v)
+			}
+		}
 		for _, b := range r.branches {
 			if matches(w, b) {
 				return fromAvro(w, b, v)

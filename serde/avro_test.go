@@ -685,6 +685,13 @@ func TestSchemaResolutionExact(t *testing.T) {
 		{"float 0x3DCCCCCD to a nullable double", `"float"`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
 		{"float 0x3DCCCCCD to float|double takes the float", `"float"`, `["float","double"]`, math.Float32frombits(0x3DCCCCCD), `0.1`, ""},
 		{"float 0x3DCCCCCD from a writer union to double", `["null","float"]`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
+		// A union branch of the writer's own type before a promotion (as
+		// Java's bestBranch): the long a ["double","long"] writer wrote
+		// reads back as that long with the same schema, not as a double.
+		{"long in a double|long union, same schema", `["double","long"]`, `["double","long"]`, int64(9007199254740993), `9007199254740993`, ""},
+		{"long into a double|long union", `"long"`, `["double","long"]`, int64(9223372036854775807), `9223372036854775807`, ""},
+		{"double in a double|long union", `["double","long"]`, `["double","long"]`, 1.5, `1.5`, ""},
+		{"int into a double|long union is promoted to the first", `"int"`, `["double","long"]`, int64(5), `5.0`, ""},
 		{"floats in an array to doubles", `{"type":"array","items":"float"}`, `{"type":"array","items":"double"}`,
 			[]any{math.Float32frombits(0x3DCCCCCD), math.Float32frombits(0x00000001)}, `[0.10000000149011612,1.401298464324817e-45]`, ""},
 		{"floats in a map to doubles", `{"type":"map","values":"float"}`, `{"type":"map","values":"double"}`,
