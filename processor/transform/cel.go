@@ -14,6 +14,7 @@ import (
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -72,6 +73,19 @@ type program struct {
 	// the value (value.a.b): text renders a number there as the text it
 	// came with.
 	field []string
+}
+
+// pathOr is the path of the field the expression only selects ("v",
+// "order.id"), for an error in its value, or def when it computes one.
+func (p *program) pathOr(def string) string {
+	if p.field == nil {
+		return def
+	}
+	path := ""
+	for _, f := range p.field {
+		path = serde.JoinPath(path, f)
+	}
+	return path
 }
 
 // fieldSelection matches an expression that only selects a field of the

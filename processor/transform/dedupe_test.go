@@ -45,6 +45,11 @@ func TestDedupeID(t *testing.T) {
 		{name: "null", value: `{"event_id":null}`, noID: true},
 		{name: "empty", value: `{"event_id":""}`, noID: true},
 		{name: "missing", value: `{"other":1}`, wantErr: "id: no such key: event_id"},
+		// A problem inside the selected value names its field, as every
+		// other path does (outside attack: it said "id.a", and the record
+		// had a field id of its own).
+		{name: "duplicate key inside names the field", value: `{"event_id":{"a":1,"a":2}}`, wantErr: `id: field "event_id.a": duplicate key "a"`},
+		{name: "lone surrogate inside names the field", value: `{"event_id":[{"x":"\ud800"}]}`, wantErr: `id: field "event_id[0].x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Record{Value: decodeJSON(t, tc.value)}

@@ -62,11 +62,14 @@ func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
 		// An object's text follows the input's key order and spacing;
 		// CEL holds {"a":1,"b":2} and {"b":2,"a":1} equal, and so does
 		// the ID: keys sorted, numbers by their text.
-		doc, err := serde.DecodeValue(b, "id", serde.AsText)
+		// An error inside names the field the expression selects
+		// (`field "v.a"`), as every other path names it.
+		path := d.id.pathOr("id")
+		doc, err := serde.DecodeValue(b, path, serde.AsText)
 		if err != nil {
 			return nil, fmt.Errorf("id: %w", err)
 		}
-		if b, err = serde.AppendJSON(nil, doc, "id"); err != nil {
+		if b, err = serde.AppendJSON(nil, doc, path); err != nil {
 			return nil, fmt.Errorf("id: %w", err)
 		}
 	}
