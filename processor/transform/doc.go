@@ -547,6 +547,19 @@ func FromJSON(b []byte) (any, error) {
 	return rawJSON(b[i:j]), nil
 }
 
+// CELJSON returns the CEL value of the JSON value b as a stage's
+// expressions see `value` (see FromJSON): an object's fields are decoded
+// as the expression reads them, so that one that cannot be read exactly
+// (1e400, a lone surrogate) fails only the expression that reads it, and
+// numbers follow the text rule. It fails as FromJSON does.
+func CELJSON(b []byte) (any, error) {
+	v, err := FromJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	return celValue(&Record{Value: v}), nil
+}
+
 // Field returns the top-level field name of v, a record's value after
 // Apply, as the stage's key field reads it: like serde.FieldValue (numbers
 // keep their text; an object or list is a value that serde.AppendJSON

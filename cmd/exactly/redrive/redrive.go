@@ -31,7 +31,6 @@ import (
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
-	"github.com/exactly-io/exactly/serde"
 )
 
 // HeaderCount counts how many times a record was redriven: decimal text,
@@ -514,13 +513,14 @@ func (s *Selector) Match(dl DeadLetter) (bool, error) {
 	if s == nil || s.prg == nil {
 		return true, nil
 	}
-	// JSON is read by the text rule of the transforms (README, "Values"):
-	// 204 is an int, 2.0 a double; a value that is no JSON is its text.
+	// JSON is read as a stage's steps read it (README, "Values"): 204 is
+	// an int, 2.0 a double, and a field is decoded when the expression
+	// reads it, so that a field with no exact value (1e400, the reason of
+	// the dead letter, say) fails only an expression that reads it. A
+	// value that is no JSON is its text.
 	var value any = string(dl.Value)
-	if serde.CheckJSON(dl.Value) == nil {
-		if decoded, err := serde.DecodeValue(dl.Value, "value", serde.Typed); err == nil {
-			value = decoded
-		}
+	if v, err := transform.CELJSON(dl.Value); err == nil {
+		value = v
 	}
 	headers := make(map[string]string, len(dl.Headers))
 	for _, h := range dl.Headers {

@@ -64,9 +64,12 @@ func TestParseAndRecord(t *testing.T) {
 }
 
 // bigInput is input("") with the value {"n":9007199254740993} (2^53 + 1).
-func bigInput() *kgo.Record {
+func bigInput() *kgo.Record { return valueInput(`{"n":9007199254740993}`) }
+
+// valueInput is input("") with the value v.
+func valueInput(v string) *kgo.Record {
 	r := input("")
-	r.Value = []byte(`{"n":9007199254740993}`)
+	r.Value = []byte(v)
 	return r
 }
 
@@ -101,6 +104,11 @@ func TestClassify(t *testing.T) {
 		{"where rejects", deadLetter("s", input("")), `step != "fail"`, func(r Report) bool { return r.NotSelected == 1 }},
 		// 2^53 + 1 is not 2^53: the int is not rounded to a double first.
 		{"where compares an int with a double exactly", deadLetter("s", bigInput()), `value.n != 9007199254740992.0`, func(r Report) bool { return r.Redriven == 1 }},
+		// A field with no exact value (the dead letter's reason, often)
+		// fails only an expression that reads it, as in a stage: the
+		// value was handed over as its text, and value.n was "no such key".
+		{"where reads a field beside one with no exact value", deadLetter("s", valueInput(`{"n":9007199254740993,"v":1e400,"s":"\ud800"}`)),
+			`value.n > 9007199254740992.0 && has(value.v) && size(value) == 3`, func(r Report) bool { return r.Redriven == 1 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,5 +151,34 @@ func TestReportPrint(t *testing.T) {
 `
 	if b.String() != want {
 		t.Fatalf("report:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// Match reads a field when the expression reads it: one with no exact
+// value is an error naming it, and a field beside it is read as it is.
+func TestMatchReadsOnlyWhatItNames(t *testing.T) {
+	dl := DeadLetter{Value: []byte(`{"n":2.50,"v":1e400}`)}
+	for _, tc := range []struct {
+		where, err string
+		want       bool
+	}{
+		{where: `value.n == 2.5`, want: true},
+		{where: `type(value.n) == double && type(value) == map`, want: true},
+		{where: `value.v > 0.0`, err: `field "v": number 1e400 is beyond the range of a double`},
+	} {
+		sel, err := Compile(tc.where)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := sel.Match(dl)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, %v; want an error naming %q", tc.where, got, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.where, got, err, tc.want)
+		}
 	}
 }
