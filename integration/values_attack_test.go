@@ -46,6 +46,10 @@ var attackValueIn = map[string]string{
 	"t20": `{"event_id":"t20","f":"x","event_id":"t20b"}`,
 	"t01": `{"event_id":"t01","f":"a","\u0066":"b"}`,
 	"t21": `{"event_id":"t21","f":[{"q":1,"q":2}]}`,
+	// A list holding a value with no exact form (outside attack, session
+	// 11: a step copying it was a dead letter, one copying an object
+	// holding the same value copied its bytes).
+	"t22": `{"event_id":"t22","f":[1, 1e400]}`,
 }
 
 const attackUnionSchema = `{"type":"record","name":"R","namespace":"it.attack14","fields":[
@@ -163,7 +167,7 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	readY := map[string]string{
 		"n01": "1.0", "n02": "0", "n05": "5e-324", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`, "s06": "\"\U0001D11E\"",
 		"s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x08": "2.5", "x09": "1", "x19": `{"b":1,"a":2,"b":3}`,
-		"t21": `[{"q":1,"q":2}]`,
+		"t21": `[{"q":1,"q":2}]`, "t22": `[1, 1e400]`,
 	}
 	for k, y := range readY {
 		want["read"][k] = atkAppend(k, `,"y":`+y)
@@ -182,8 +186,11 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		want["fromavro"][k] = atkOut(fmt.Sprintf(`{"event_id":%q,"f":%s}`, k, f))
 	}
 	for k, o := range map[string]attackOutcome{
-		"n06": atkDLQ(kit.ReasonEncode, "matches no branch of the union"),
-		"n26": atkDLQ(kit.ReasonEncode, "matches no branch of the union"),
+		// A number with no exact reading as a double has none in any
+		// branch: the union names that reason, in a transform's words.
+		"n06": atkDLQ(kit.ReasonEncode, underflow),
+		"n26": atkDLQ(kit.ReasonEncode, `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`),
+		"t22": atkDLQ(kit.ReasonEncode, `field "f[1]": number 1e400 is beyond the range of a double`),
 		"s04": atkDLQ(kit.ReasonDecode, surrogate),
 		// An integer beyond int64 is refused by JSON → Avro as by every
 		// reader of it, though the union's double would hold 2^64.

@@ -615,7 +615,18 @@ func float(v any, bits int) (float64, error) {
 		return exactFloat(strconv.FormatUint(n, 10), bits)
 	case json.Number:
 		if IsDoubleText(string(n)) {
-			return parseFloat(string(n), bits)
+			// Double text with no exact reading as a double (1e400,
+			// 2e-324) has none in any branch: a *ValueError, the reason a
+			// union names (README, union), in a transform's words. Text
+			// that is a double but no float is only a type mismatch.
+			f, err := parseFloat(string(n), 64)
+			if err != nil {
+				return 0, valueErr("", err)
+			}
+			if bits == 32 {
+				return parseFloat(string(n), 32)
+			}
+			return f, nil
 		}
 		// Integer text is read as an int64 first, as everywhere (README,
 		// "Values"): 2^63 is refused here too, though a double holds it.

@@ -332,15 +332,69 @@ func newList(raw []byte, path string) ref.Val {
 	var spans []int
 	spans = serde.AppendElements(spans, raw)
 	elems := make([]ref.Val, 0, len(spans)/2)
+	var bad ref.Val
 	for i := 0; i < len(spans); i += 2 {
 		e := celJSON(raw[spans[i]:spans[i+1]], serde.IndexPath(path, i/2), "")
-		if types.IsError(e) {
-			return e // a list with an element that cannot be read
+		if bad == nil && types.IsError(e) {
+			bad = e
 		}
 		elems = append(elems, e)
 	}
-	return listVal{Lister: types.NewRefValList(types.DefaultTypeAdapter, elems), raw: raw}
+	l := types.NewRefValList(types.DefaultTypeAdapter, elems)
+	if bad != nil {
+		// An element that cannot be read fails what reads it (the
+		// element, or the whole list), as a field of an object does;
+		// the list copied whole keeps its bytes.
+		l = badList{Lister: l, err: bad}
+	}
+	return listVal{Lister: l, raw: raw}
 }
+
+// badList is a list of the input with an element that has no exact value
+// (err, naming it): its size and its other elements read as they are;
+// anything that needs every element (==, in, +, iteration, conversion)
+// is err.
+type badList struct {
+	traits.Lister
+	err ref.Val
+}
+
+func (l badList) Equal(ref.Val) ref.Val    { return l.err }
+func (l badList) Contains(ref.Val) ref.Val { return l.err }
+func (l badList) Add(ref.Val) ref.Val      { return l.err }
+func (l badList) ConvertToType(ref.Type) ref.Val {
+	return l.err
+}
+func (l badList) ConvertToNative(reflect.Type) (any, error) {
+	return nil, errOf(l.err)
+}
+
+// errOf is the Go error of a CEL error value.
+func errOf(v ref.Val) error {
+	if err, ok := v.Value().(error); ok {
+		return err
+	}
+	return fmt.Errorf("%v", v.Value())
+}
+
+// Iterator yields err alone: a macro over the list reads every element.
+func (l badList) Iterator() traits.Iterator { return &errIterator{err: l.err} }
+
+type errIterator struct {
+	err  ref.Val
+	done bool
+}
+
+func (it *errIterator) HasNext() ref.Val { return types.Bool(!it.done) }
+func (it *errIterator) Next() ref.Val    { it.done = true; return it.err }
+
+// errIterator is a ref.Val as traits.Iterator requires; it is never a
+// value of an expression.
+func (it *errIterator) ConvertToNative(reflect.Type) (any, error) { return nil, errOf(it.err) }
+func (it *errIterator) ConvertToType(ref.Type) ref.Val            { return it.err }
+func (it *errIterator) Equal(ref.Val) ref.Val                     { return it.err }
+func (it *errIterator) Type() ref.Type                            { return types.IteratorType }
+func (it *errIterator) Value() any                                { return nil }
 
 // storable is native, except that a scalar result is stored as the CEL
 // value it is, without boxing it again (see scalar).

@@ -208,7 +208,11 @@ func (e *exactCmp) in(l, r ref.Val) ref.Val {
 		return c.Contains(l)
 	}
 	for it := list.Iterator(); it.HasNext() == types.True; {
-		if exactEqual(l, it.Next()) == types.True {
+		x := it.Next()
+		if types.IsError(x) {
+			return x // an element with no exact value might be l
+		}
+		if exactEqual(l, x) == types.True {
 			return types.True
 		}
 	}
@@ -424,6 +428,11 @@ func (e *exactExt) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		vals[i] = v
 		m.scan(v)
 	}
+	if m.err != nil {
+		// cel-go's call would convert the list, and report the failed
+		// conversion as "no such overload".
+		return m.err
+	}
 	if !m.bigInt || !m.double {
 		return e.orig.Exec(f)
 	}
@@ -444,7 +453,11 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 			if !ok {
 				return nil, false
 			}
-			if nums = elems(l); len(nums) == 0 {
+			var bad ref.Val
+			if nums, bad = elems(l); bad != nil {
+				return bad, true
+			}
+			if len(nums) == 0 {
 				return nil, false
 			}
 		}
@@ -477,8 +490,12 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 		if !ok || len(vals) != 1 {
 			return nil, false
 		}
+		all, bad := elems(l)
+		if bad != nil {
+			return bad, true
+		}
 		var out []ref.Val
-		for _, v := range elems(l) {
+		for _, v := range all {
 			if !containsExact(out, v) {
 				out = append(out, v)
 			}
@@ -493,7 +510,14 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 	if !okA || !okB {
 		return nil, false
 	}
-	as, bs := elems(a), elems(b)
+	as, bad := elems(a)
+	if bad != nil {
+		return bad, true
+	}
+	bs, bad := elems(b)
+	if bad != nil {
+		return bad, true
+	}
 	containsAll := func(in, of []ref.Val) bool {
 		for _, v := range of {
 			if !containsExact(in, v) {
@@ -517,13 +541,18 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 	}
 }
 
-// elems returns the elements of l.
-func elems(l traits.Lister) []ref.Val {
+// elems returns the elements of l, or the first that is an error (an
+// element of the input with no exact value).
+func elems(l traits.Lister) ([]ref.Val, ref.Val) {
 	var out []ref.Val
 	for it := l.Iterator(); it.HasNext() == types.True; {
-		out = append(out, it.Next())
+		v := it.Next()
+		if types.IsError(v) {
+			return nil, v
+		}
+		out = append(out, v)
 	}
-	return out
+	return out, nil
 }
 
 // containsExact reports whether some element of list equals v exactly.
@@ -538,9 +567,15 @@ func containsExact(list []ref.Val, v ref.Val) bool {
 
 // mixed records what numbers a value holds at any depth: an integer
 // beyond 2^53 (which cel-go rounds against a double), a double.
-type mixed struct{ bigInt, double bool }
+type mixed struct {
+	bigInt, double bool
+	err            ref.Val // the first error inside (an element of the input with no exact value)
+}
 
 func (m *mixed) scan(v ref.Val) {
+	if m.err == nil && types.IsError(v) {
+		m.err = v
+	}
 	switch x := v.(type) {
 	case types.Int:
 		m.bigInt = m.bigInt || x < -maxExact || x > maxExact
