@@ -534,3 +534,68 @@ func TestC13SinkRevokedMidSplit(t *testing.T) {
 	a.stop()
 	b.stop()
 }
+
+// The dead-letter topic of a running at-least-once stage is deleted; a
+// record that must be dead-lettered arrives between good ones, and its
+// dead letter fails until the topic is created again, each failure
+// rebuilding the session. The good records after it were written before
+// the first rewind: no rebuild may write them again (outside attack,
+// session 11: each was written once per rebuild, 7 times). Every good
+// record is output exactly once, and the bad one dead-lettered once.
+func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	const g = "at-least-once"
+	s := newRefusedStage(t, "c13dlqgone", 3, "100ms", 1000)
+	var want []string
+	ends := map[int32]int64{}
+	for p := range 3 {
+		lines := c13Events(fmt.Sprintf("p%d", p), 0, 20, 0)
+		kcatProducePartition(t, s.in, p, lines)
+		want = append(want, keysOf(lines)...)
+		ends[int32(p)] = 20
+	}
+	a := s.run(t, g, "c13-a")
+	s.waitCommitted(t, ends, time.Minute)
+
+	if out, err := topicTool(t, "--delete", "--topic", s.dlq); err != nil {
+		t.Fatalf("delete %s: %v\n%s", s.dlq, err, out)
+	}
+	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, s.dlq); return id == "" },
+		func() string { return s.dlq + " still exists" })
+	for p := range 3 {
+		lines := c13Events(fmt.Sprintf("q%d", p), 0, 20, 0)
+		want = append(want, keysOf(lines)...)
+		if p == 1 {
+			lines = append(append(append([][]byte{}, lines[:10]...), []byte("bad-1|not json")), lines[10:]...)
+		}
+		kcatProducePartition(t, s.in, p, lines)
+		ends[int32(p)] += int64(len(lines))
+	}
+	eventually(t, 2*time.Minute, func() bool {
+		a.alive()
+		return strings.Count(a.logs.String(), "rebuilding") >= 2
+	}, func() string { return "the stage did not rebuild its session twice while the dead-letter topic was gone" })
+	eventually(t, time.Minute, func() bool {
+		out, err := topicTool(t, "--create", "--topic", s.dlq, "--partitions", "1", "--replication-factor", "1")
+		return err == nil || strings.Contains(out, "already exists")
+	}, func() string { return "could not create " + s.dlq + " again" })
+	s.waitCommitted(t, ends, 2*time.Minute)
+	a.alive()
+	got := keyCounts(t, s.out)
+	var missing, doubled []string
+	for _, k := range want {
+		switch got[k] {
+		case 0:
+			missing = append(missing, k)
+		case 1:
+		default:
+			doubled = append(doubled, fmt.Sprintf("%s×%d", k, got[k]))
+		}
+	}
+	if len(missing) > 0 || len(doubled) > 0 || len(got) != len(want) {
+		t.Errorf("output %s: %d keys missing %v, %d written more than once %v; %d keys, want %d",
+			s.out, len(missing), c13Head(missing), len(doubled), c13Head(doubled), len(got), len(want))
+	}
+	s.checkDeadLetters(t, "exactly-once", []dlqSource{{1, 30, "decode"}})
+	a.stop()
+}

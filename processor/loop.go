@@ -92,6 +92,10 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		s.log.Warn("input topic was recreated; committed offsets of the old topic are not resumed", "topic", s.cfg.Input,
 			"old_topic_id", kit.TopicIDString(s.lastTopicID), "topic_id", kit.TopicIDString(topicID))
 	}
+	if topicID != s.lastTopicID || s.delivered == nil {
+		// Offsets of another topic name other records.
+		s.delivered = map[partition]*deliveredRange{}
+	}
 	s.lastTopicID = topicID
 	if err := s.checkGroup(ctx, adm); err != nil {
 		return false, err
@@ -126,7 +130,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
-	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: map[partition]*deliveredRange{}}
+	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: s.delivered}
 	if s.dedupe != nil {
 		t.dd = s.dedupe.Begin(t.emitChangelog)
 	}

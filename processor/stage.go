@@ -196,6 +196,13 @@ type Stage struct {
 	lastTopicID [16]byte
 	fetchLog    logEvery
 
+	// delivered (run goroutine only) is what at-least-once aborts wrote
+	// past their rewind point, per input partition (see rewind.go). It
+	// outlives a session: a session rebuilt after an abort (a dead-letter
+	// topic that is missing, say) polls those records again, and must not
+	// write them again. Cleared when the input topic's ID changes.
+	delivered map[partition]*deliveredRange
+
 	// Readiness, read by Ready from other goroutines.
 	member     kit.Membership
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
