@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,6 +253,47 @@ func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 	exactlyCmd(t, "reset", "--topology", topo, "--stage", st.name, "--to-latest", "--execute")
 	p = start(t, nil, "run", "--topology", topo, "--instance-id", "a")
 	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the stage did not start after the reset" })
+	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
+	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
+		return fmt.Sprintf("%s: %d outputs, want 1001 (the old 1000 and one new)", st.out, kcatCount(t, st.out))
+	})
+	p.stop()
+	checkOutput(t, st.out, 1001)
+}
+
+// TestResumeGuardAfterStageRenamed: 1,000 events processed, then the
+// stage renamed in the file (its group is exactly-<stage>: a new, empty
+// group). The renamed stage refuses, naming the old stage and the offsets
+// to resume after, and processes nothing again (outside attack, session
+// 11: it wrote all 1,000 again). After the reset it names, new events are
+// processed once.
+func TestResumeGuardAfterStageRenamed(t *testing.T) {
+	t.Parallel()
+	st := stageSpec{name: uniqueName("ops18_ren"), in: uniqueName("ops18_rin"), out: uniqueName("ops18_rout"), dlq: uniqueName("ops18_rdlq")}
+	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
+	exactlyCmd(t, "topics", "create", topo)
+	kcatProduce(t, st.in, crashInput(1000, 10))
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 && kcatCount(t, st.dlq) == 10 }, func() string { return "first run did not finish" })
+	p.stop()
+
+	renamed := st
+	renamed.name = uniqueName("ops18_ren_v2")
+	topo2 := topologyFile(t, []stageSpec{renamed}, "100ms", "10s", 500)
+	code, out := exactlyExit(t, nil, "run", "--topology", topo2, "--instance-id", "a", "--metrics-addr=")
+	if code == 0 || !strings.Contains(out, "no committed offsets") || !strings.Contains(out, `renamed from \"`+st.name+`\"`) {
+		t.Fatalf("run of the renamed stage: exit %d, want a refusal naming the old stage %s:\n%s", code, st.name, tail(out, 20))
+	}
+	if n := kcatCountUncommitted(t, st.out); n != 1000 {
+		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1000: something was processed again", st.out, n)
+	}
+	m := regexp.MustCompile(`--to-offsets ([0-9=,]+) --execute`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the refusal names no --to-offsets:\n%s", tail(out, 20))
+	}
+	exactlyCmd(t, "reset", "--topology", topo2, "--stage", renamed.name, "--to-offsets", m[1], "--execute")
+	p = start(t, nil, "run", "--topology", topo2, "--instance-id", "a")
+	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the renamed stage did not start after the reset" })
 	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
 	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
 		return fmt.Sprintf("%s: %d outputs, want 1001 (the old 1000 and one new)", st.out, kcatCount(t, st.out))

@@ -26,8 +26,10 @@ import (
 // offset would then write every output again. So before its first session
 // the stage looks at the tail of its output and dead-letter topics: if any
 // record there carries this stage's lineage for an input partition that
-// has no committed offset, Run refuses with a *ResumeError, which names
-// `exactly reset` and the offsets after the highest source offsets found.
+// has no committed offset (or, in the output topic, another stage's
+// lineage from this input: this stage before a rename), Run refuses with a
+// *ResumeError, which names `exactly reset` and the offsets after the
+// highest source offsets found.
 
 // guardScanRecords is how many records at the end of each output and
 // dead-letter partition the guard reads. Outputs are written in input
@@ -149,6 +151,9 @@ func (s *Stage) guard(ctx context.Context) error {
 		if re.Where == "" {
 			re.Where = l.where
 		}
+		if l.stage != s.cfg.Stage && re.Other == "" {
+			re.Other = l.stage
+		}
 	}
 	if len(re.Found) == 0 {
 		return nil
@@ -182,10 +187,16 @@ type lineage struct {
 	offset    int64
 	timestamp time.Time // the input record's: outputs keep it, dead letters name it
 	where     string    // the output's topic/partition@offset
+	// stage wrote it: this stage, or another that wrote this stage's
+	// output topic from its input (this stage before a rename).
+	stage string
 }
 
 // lineageOf returns where r, an output or a dead letter, came from, if
-// this stage wrote it from its input.
+// this stage wrote it from its input, or if r is in this stage's output
+// topic and another stage wrote it from this stage's input: the stage
+// renamed (its group is exactly-<stage>, so a rename loses its offsets),
+// or, rarely, another stage writing the same topic from the same input.
 func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 	var stage, topic, part, off string
 	ts := r.Timestamp
@@ -205,12 +216,17 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 			}
 		}
 	}
-	if stage != s.cfg.Stage || topic != s.cfg.Input {
+	if topic != s.cfg.Input || stage == "" {
+		return lineage{}, false
+	}
+	if stage != s.cfg.Stage && r.Topic != s.cfg.Output {
+		// A shared dead-letter topic holds other stages' dead letters of
+		// the same input: they say nothing of this stage.
 		return lineage{}, false
 	}
 	p, perr := strconv.ParseInt(part, 10, 32)
 	o, oerr := strconv.ParseInt(off, 10, 64)
-	return lineage{partition: int32(p), offset: o, timestamp: ts, where: fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)},
+	return lineage{partition: int32(p), offset: o, timestamp: ts, where: fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset), stage: stage},
 		perr == nil && oerr == nil
 }
 
@@ -372,6 +388,9 @@ type ResumeError struct {
 	Missing             []int32         // input partitions without a committed offset
 	Found               map[int32]int64 // of those, the highest source offset seen in outputs
 	Where               string          // topic/partition@offset of one such output
+	// Other is the stage named by such an output when it is not this one
+	// (this stage's name before a rename); "" if all are this stage's.
+	Other string
 }
 
 func (e *ResumeError) Error() string {
@@ -379,6 +398,13 @@ func (e *ResumeError) Error() string {
 	var offsets []string
 	for _, p := range parts {
 		offsets = append(offsets, fmt.Sprintf("%d=%d", p, e.Found[p]+1))
+	}
+	if e.Other != "" {
+		return fmt.Sprintf("%s: group %s has no committed offsets for %s partitions %v, but its output topic holds what stage %q wrote from them (e.g. %s); "+
+			"if this stage was renamed from %q, starting from the earliest offset would write them again: exactly reset --stage %s --to-offsets %s --execute "+
+			"resumes after the last records found. If %q is another stage that writes the same topic from the same input, "+
+			"exactly reset --stage %s --to-earliest --execute starts this one from the start on purpose",
+			ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, e.Other, e.Where, e.Other, e.Stage, strings.Join(offsets, ","), e.Other, e.Stage)
 	}
 	return fmt.Sprintf("%s: group %s has no committed offsets for %s partitions %v, but its outputs of partitions %v are already written (e.g. %s); "+
 		"starting from the earliest offset would write them again. Choose where to resume with exactly reset --stage %s "+

@@ -58,9 +58,18 @@ func TestResumeGuard(t *testing.T) {
 		inputAt   time.Time // timestamp of the input records; default inputTime
 		inputs    int       // input records per partition; default 10
 		want      map[int32]int64
+		other     string // the stage the refusal names when not s
 	}{
 		{name: "new stage, empty outputs"},
-		{name: "outputs of another stage", records: []*kgo.Record{lineageRecord("out", "other", 0, 5)}},
+		// The output topic holds what another stage wrote from this
+		// input: this stage before a rename (its group was
+		// exactly-other), whose outputs would all be written again
+		// (outside attack, session 11). Refused, naming both remedies.
+		{name: "outputs of another stage from this input", records: []*kgo.Record{lineageRecord("out", "other", 0, 5)},
+			want: map[int32]int64{0: 5}, other: "other"},
+		// A shared dead-letter topic holds other stages' dead letters of
+		// the same input: no sign of this stage.
+		{name: "dead letters of another stage", records: []*kgo.Record{deadLetterRecord("other", 0, 5)}},
 		{name: "offsets committed", committed: []int32{0, 1, 2},
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 		{name: "group lost its offsets", want: map[int32]int64{0: 7, 1: 9},
@@ -131,6 +140,9 @@ func TestResumeGuard(t *testing.T) {
 			}
 			if msg := err.Error(); !strings.Contains(msg, "exactly reset --stage s") || !strings.Contains(msg, "--to-offsets") {
 				t.Errorf("message does not name exactly reset: %s", msg)
+			}
+			if re.Other != tt.other || (tt.other != "" && !strings.Contains(err.Error(), "renamed from \""+tt.other+"\"")) {
+				t.Errorf("other stage %q, want %q: %s", re.Other, tt.other, err)
 			}
 		})
 	}
