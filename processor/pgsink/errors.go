@@ -133,6 +133,8 @@ func Classify(err error) Class {
 	switch code {
 	case "25006": // read_only_sql_transaction: a standby, until failover promotes it or the DSN finds the primary
 		return ClassTransient
+	case "25P03": // idle_in_transaction_session_timeout: the session was ended; a new connection retries
+		return ClassTransient
 	case "55P03", "55006": // lock_not_available (lock_timeout), object_in_use
 		return ClassTransient
 	case "57014": // query_canceled: statement_timeout or pg_cancel_backend

@@ -40,6 +40,7 @@ func TestClassifySQLState(t *testing.T) {
 		{"08006", ClassTransient},
 		{"08P01", ClassTransient},
 		{"25006", ClassTransient}, // read-only: a standby
+		{"25P03", ClassTransient}, // idle_in_transaction_session_timeout ended the session
 		{"40001", ClassTransient},
 		{"40P01", ClassTransient},
 		{"53100", ClassTransient}, // disk full
