@@ -218,19 +218,27 @@ func TestResetSinkToTime(t *testing.T) {
 	}
 }
 
-// TestResumeGuardAfterGroupDeleted: 1,000 events processed, the group
-// deleted (as offsets.retention.minutes would); the next run refuses,
-// naming exactly reset, and processes nothing again. After the reset it
-// names (--to-latest here), the stage runs and adds nothing.
-func TestResumeGuardAfterGroupDeleted(t *testing.T) {
-	t.Parallel()
-	st := stageSpec{name: uniqueName("ops18_guard"), in: uniqueName("ops18_gin"), out: uniqueName("ops18_gout"), dlq: uniqueName("ops18_gdlq")}
+// guardFirstRun makes a stage (names from prefix) and its topics, and
+// runs it over 1,000 events, 10 of them dead-lettered, to the end.
+func guardFirstRun(t *testing.T, prefix string) (stageSpec, string) {
+	t.Helper()
+	st := stageSpec{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), out: uniqueName(prefix + "_out"), dlq: uniqueName(prefix + "_dlq")}
 	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
 	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, st.in, crashInput(1000, 10))
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
 	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 && kcatCount(t, st.dlq) == 10 }, func() string { return "first run did not finish" })
 	p.stop()
+	return st, topo
+}
+
+// TestResumeGuardAfterGroupDeleted: 1,000 events processed, the group
+// deleted (as offsets.retention.minutes would); the next run refuses,
+// naming exactly reset, and processes nothing again. After the reset it
+// names (--to-latest here), the stage runs and adds nothing.
+func TestResumeGuardAfterGroupDeleted(t *testing.T) {
+	t.Parallel()
+	st, topo := guardFirstRun(t, "ops18_guard")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -251,7 +259,7 @@ func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 	}
 
 	exactlyCmd(t, "reset", "--topology", topo, "--stage", st.name, "--to-latest", "--execute")
-	p = start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
 	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the stage did not start after the reset" })
 	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
 	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
@@ -269,13 +277,7 @@ func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 // processed once.
 func TestResumeGuardAfterStageRenamed(t *testing.T) {
 	t.Parallel()
-	st := stageSpec{name: uniqueName("ops18_ren"), in: uniqueName("ops18_rin"), out: uniqueName("ops18_rout"), dlq: uniqueName("ops18_rdlq")}
-	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
-	exactlyCmd(t, "topics", "create", topo)
-	kcatProduce(t, st.in, crashInput(1000, 10))
-	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
-	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 && kcatCount(t, st.dlq) == 10 }, func() string { return "first run did not finish" })
-	p.stop()
+	st, _ := guardFirstRun(t, "ops18_ren")
 
 	renamed := st
 	renamed.name = uniqueName("ops18_ren_v2")
@@ -292,7 +294,7 @@ func TestResumeGuardAfterStageRenamed(t *testing.T) {
 		t.Fatalf("the refusal names no --to-offsets:\n%s", tail(out, 20))
 	}
 	exactlyCmd(t, "reset", "--topology", topo2, "--stage", renamed.name, "--to-offsets", m[1], "--execute")
-	p = start(t, nil, "run", "--topology", topo2, "--instance-id", "a")
+	p := start(t, nil, "run", "--topology", topo2, "--instance-id", "a")
 	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the renamed stage did not start after the reset" })
 	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
 	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
