@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,15 +109,11 @@ func (s *Stage) guard(ctx context.Context) error {
 	if err != nil || len(missing) == 0 {
 		return err
 	}
-	found := map[int32]lineage{} // input partition -> the output of its highest source offset seen
+	found := map[int32][]lineage{} // input partition -> the outputs seen of it
 	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
 		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
-			l, ok := s.lineageOf(r)
-			if !ok || !missing[l.partition] {
-				return
-			}
-			if cur, seen := found[l.partition]; !seen || l.offset > cur.offset {
-				found[l.partition] = l
+			if l, ok := s.lineageOf(r); ok && missing[l.partition] {
+				found[l.partition] = append(found[l.partition], l)
 			}
 		})
 		if err != nil {
@@ -131,20 +128,21 @@ func (s *Stage) guard(ctx context.Context) error {
 		}
 	}
 	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
-	for p, l := range found {
+	for p, ls := range found {
 		if !missing[p] {
 			continue
 		}
-		same, err := s.sameIncarnation(ctx, adm, cl, l)
+		l, ok, err := s.current(ctx, adm, cl, p, ls)
 		if err != nil {
 			return err
 		}
-		if !same {
+		if !ok {
 			// The input topic was deleted and created again (Kafka deletes
-			// a deleted topic's group offsets): the new topic is read from
-			// its start, as README "Topic identity and start positions" says.
+			// a deleted topic's group offsets), and nothing was written
+			// from the new topic: it is read from its start, as README
+			// "Topic identity and start positions" says.
 			s.log.Info("resume guard: outputs of partition came from an earlier incarnation of the input topic; starting it at the earliest offset",
-				"topic", s.cfg.Input, "partition", p, "output", l.where)
+				"topic", s.cfg.Input, "partition", p, "output", ls[0].where)
 			continue
 		}
 		re.Found[p] = l.offset
@@ -230,44 +228,70 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 		perr == nil && oerr == nil
 }
 
-// sameIncarnation reports whether l came from the input topic as it is
-// now: its source offset holds a committed record with l's timestamp
-// (outputs keep their input's timestamp). An offset the partition does
+// guardMaxChecks bounds the input records the guard reads per partition
+// to find the outputs of the input topic as it is now.
+const guardMaxChecks = 1000
+
+// current returns, of ls (the outputs seen of input partition p), the one
+// of the highest source offset that came from the input topic as it is
+// now, ok false if none did. An output came from it if its source offset
+// holds a committed record with the output's timestamp (outputs keep their
+// input's timestamp; dead letters name it). An offset the partition does
 // not reach is another incarnation's; one that retention deleted cannot
-// be checked and counts as this one's.
-func (s *Stage) sameIncarnation(ctx context.Context, adm *kadm.Client, base *kgo.Client, l lineage) (bool, error) {
+// be checked and counts as this one's. The outputs of an earlier
+// incarnation of a recreated topic may carry higher source offsets than
+// any of this one's (outside attack, session 11: the partition was then
+// started from its earliest offset, its outputs written twice), so each
+// candidate is checked, highest first.
+func (s *Stage) current(ctx context.Context, adm *kadm.Client, base *kgo.Client, p int32, ls []lineage) (lineage, bool, error) {
 	starts, err := adm.ListStartOffsets(ctx, s.cfg.Input)
 	if err == nil {
 		err = starts.Error()
 	}
 	if err != nil {
-		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+		return lineage{}, false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
 	}
 	ends, err := adm.ListCommittedOffsets(ctx, s.cfg.Input)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+		return lineage{}, false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
 	}
-	st, _ := starts.Lookup(s.cfg.Input, l.partition)
-	end, _ := ends.Lookup(s.cfg.Input, l.partition)
-	switch {
-	case l.offset >= end.Offset:
-		return false, nil
-	case l.offset < st.Offset:
-		return true, nil
-	}
-	var rec *kgo.Record
-	err = scanRange(ctx, base, s.cfg.Input, l.partition, l.offset, l.offset, func(r *kgo.Record) {
-		if rec == nil {
-			rec = r
+	st, _ := starts.Lookup(s.cfg.Input, p)
+	end, _ := ends.Lookup(s.cfg.Input, p)
+	slices.SortStableFunc(ls, func(a, b lineage) int { return cmp.Compare(b.offset, a.offset) })
+	read := map[int64]int64{} // offset -> the record's timestamp (ms); -1: none there
+	for _, l := range ls {
+		switch {
+		case l.offset >= end.Offset:
+			continue
+		case l.offset < st.Offset:
+			return l, true, nil
 		}
-	})
-	if err != nil {
-		return false, err
+		ts, ok := read[l.offset]
+		if !ok {
+			if len(read) >= guardMaxChecks {
+				s.log.Warn("resume guard: no output of partition matched the input topic within the records checked; starting it at the earliest offset",
+					"topic", s.cfg.Input, "partition", p, "checked", len(read))
+				break
+			}
+			ts = -1
+			err := scanRange(ctx, base, s.cfg.Input, p, l.offset, l.offset, func(r *kgo.Record) {
+				if ts == -1 && r.Offset == l.offset && !r.Attrs.IsControl() {
+					ts = r.Timestamp.UnixMilli()
+				}
+			})
+			if err != nil {
+				return lineage{}, false, err
+			}
+			read[l.offset] = ts
+		}
+		if ts == l.timestamp.UnixMilli() {
+			return l, true, nil
+		}
 	}
-	return rec != nil && rec.Offset == l.offset && !rec.Attrs.IsControl() && rec.Timestamp.UnixMilli() == l.timestamp.UnixMilli(), nil
+	return lineage{}, false, nil
 }
 
 // scanTail reads up to n records at the end of each partition of topic,

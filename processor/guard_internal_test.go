@@ -30,6 +30,14 @@ func lineageRecord(topic, stage string, p int32, o int64) *kgo.Record {
 	}}
 }
 
+// oldOutput is an output of stage s from input partition p, offset o, of
+// an earlier incarnation of the input topic: another timestamp.
+func oldOutput(p int32, o int64) *kgo.Record {
+	r := lineageRecord("out", "s", p, o)
+	r.Timestamp = inputTime.Add(-time.Hour)
+	return r
+}
+
 // deadLetterRecord is a dead letter of stage from input partition p, offset o.
 func deadLetterRecord(stage string, p int32, o int64) *kgo.Record {
 	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x"), Timestamp: inputTime}
@@ -86,6 +94,13 @@ func TestResumeGuard(t *testing.T) {
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 		{name: "input recreated, shorter", inputs: 3,
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
+		// The old incarnation's outputs carry higher source offsets than
+		// the current one holds or than its outputs: the current outputs
+		// below them still count (outside attack, session 11: the
+		// partition was started at its earliest offset, written twice).
+		{name: "input recreated, then processed, then the group lost", inputs: 3, want: map[int32]int64{0: 2, 1: 1},
+			records: []*kgo.Record{oldOutput(0, 7), oldOutput(0, 2), lineageRecord("out", "s", 0, 1), lineageRecord("out", "s", 0, 2),
+				oldOutput(1, 9), lineageRecord("out", "s", 1, 1), oldOutput(2, 8)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

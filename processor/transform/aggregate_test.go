@@ -28,7 +28,7 @@ func TestAggregateEventTimeRange(t *testing.T) {
 		{"1767225600000", 1767225600000, false},
 		{"9223372036854", 9223372036854, false},
 		{`"2262-04-11T23:47:16.854Z"`, 9223372036854, false},
-		{`"2026-01-01t00:00:01z"`, 1767225601000, false}, // RFC 3339 §5.6: t and z in either case
+		{`"2026-01-01t00:00:01z"`, 1767225601000, false},      // RFC 3339 §5.6: t and z in either case
 		{`"2026-01-01 00:00:01+00:00"`, 1767225601000, false}, // and the space of its NOTE
 		{"-1", 0, true},
 		{"-60000", 0, true},
