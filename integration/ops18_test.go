@@ -304,6 +304,59 @@ func TestResumeGuardAfterStageRenamed(t *testing.T) {
 	checkOutput(t, st.out, 1001)
 }
 
+// TestResumeGuardAfterInputRecreated: 1,000 events processed, the input
+// topic deleted and created again (Kafka deletes the group's offsets),
+// 30 events of the new topic processed, then the group deleted. The
+// outputs of the old topic carry higher source offsets than the new one
+// holds; the guard still finds the new topic's outputs below them and
+// refuses (outside attack, session 11: it started every partition at its
+// earliest offset and wrote the 30 again).
+func TestResumeGuardAfterInputRecreated(t *testing.T) {
+	t.Parallel()
+	st, topo := guardFirstRun(t, "ops18_rec")
+	recreateTopic(t, st.in, 3)
+	var lines [][]byte
+	for i := range 30 {
+		lines = append(lines, fmt.Appendf(nil, `k-n%d|{"event_id":"n-%d","n":%d}`, i, i, i))
+	}
+	kcatProduce(t, st.in, lines)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1030 }, func() string {
+		return fmt.Sprintf("%s: %d outputs, want 1030", st.out, kcatCount(t, st.out))
+	})
+	p.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ops18Admin(t).DeleteGroups(ctx, "exactly-"+st.name)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete group: %v", err)
+	}
+	code, out := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "a", "--metrics-addr=")
+	if code == 0 || !strings.Contains(out, "no committed offsets") {
+		t.Fatalf("run after the group was deleted: exit %d, want a refusal:\n%s", code, tail(out, 20))
+	}
+	if n := kcatCountUncommitted(t, st.out); n != 1030 {
+		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1030", st.out, n)
+	}
+	// The offsets it names are after the new topic's 30 records.
+	m := regexp.MustCompile(`--to-offsets ([0-9=,]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the refusal names no --to-offsets:\n%s", tail(out, 20))
+	}
+	total := 0
+	for _, po := range strings.Split(m[1], ",") {
+		_, o, _ := strings.Cut(po, "=")
+		n, _ := strconv.Atoi(o)
+		total += n
+	}
+	if total != 30 {
+		t.Errorf("--to-offsets %s: %d records in all, want the new topic's 30", m[1], total)
+	}
+}
+
 // TestRedriveExactlyOnce: a transform dead-letters 10 of 100 records; the
 // transform is fixed and the fixed stage runs; redrive is killed at
 // crash-before-commit@1 and run again. The input topic gains each of the
