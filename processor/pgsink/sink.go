@@ -13,6 +13,11 @@
 //
 // One batch is one transaction:
 //
+//  0. LOCK TABLE target IN ROW EXCLUSIVE MODE (an INSERT's own lock), and
+//     the mapped columns' types read again (checkTable): a table altered
+//     or recreated while the sink runs is written with its new types'
+//     casts and checks, never with the old ones (which Postgres's
+//     assignment cast would round to fit).
 //  1. The guarded position upsert, per partition: it only moves a stored
 //     position forward from the value the batch started at. It runs first
 //     so that it takes the position row's lock before any row is written:

@@ -2,7 +2,9 @@ package pgsink
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
+	if err := s.checkTable(ctx, tx); err != nil {
+		return err
+	}
 	if err := s.guard(ctx, tx, b); err != nil {
 		return err
 	}
@@ -97,6 +102,58 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return s.fp.Fire(s.log, kit.CrashAfterDBCommit, s.commits)
 	}
 	return nil
+}
+
+// errTableChanged is the error of a batch attempt that found the mapped
+// columns' types changed since the sink read them: the attempt is retried
+// (an error without a SQLSTATE is transient) with the types read again.
+var errTableChanged = errors.New("the target table's columns changed while the sink runs; the batch is retried with their new types")
+
+// checkTable locks the target in ROW EXCLUSIVE mode (the lock an INSERT
+// takes, which conflicts with every ALTER TABLE and DROP, and with no
+// other writer) and reads its columns' types: a table altered or dropped
+// and created again while the sink runs (a column's type changed from
+// numeric(10,2) to integer, say) would otherwise be written with the casts
+// and checks of the old types, and Postgres's assignment cast would round
+// 1.5 into 2 silently. When a mapped column's type changed, the SQL is
+// built again for the new types, and the attempt fails with
+// errTableChanged. It runs first in the transaction, so that a REPEATABLE
+// READ snapshot is taken after the lock.
+func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+s.table.String()+" IN ROW EXCLUSIVE MODE"); err != nil {
+		return fmt.Errorf("lock %s: %w", s.table, err)
+	}
+	types, err := readColumnTypes(ctx, tx, s.table)
+	if err != nil {
+		return err
+	}
+	var changed []string
+	for i, c := range s.cfg.Columns {
+		t, ok := types[c.Name]
+		if !ok {
+			return kit.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
+		}
+		if t != s.types[i] {
+			changed = append(changed, fmt.Sprintf("%s: %s -> %s", c.Name, s.types[i].name, t.name))
+		}
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	old := slices.Clone(s.types)
+	for i, c := range s.cfg.Columns {
+		s.types[i] = types[c.Name]
+	}
+	if err := s.checkVersionType(); err != nil {
+		s.types = old
+		return err
+	}
+	if s.typed.tableCols != nil {
+		s.typed.tableCols = types
+	}
+	s.rebuild()
+	s.log.Warn("target table columns changed while running; writing with their new types", "table", s.table, "changed", changed)
+	return errTableChanged
 }
 
 // guard moves each partition's stored position from where the batch
