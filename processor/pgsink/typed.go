@@ -368,6 +368,12 @@ func readColumnTypes(ctx context.Context, q querier, t table) (map[string]colTyp
 	if err != nil {
 		return nil, fmt.Errorf("read columns of %s: %w", t, err)
 	}
+	return scanColumnTypes(rows, t)
+}
+
+// scanColumnTypes reads the rows of readTypesSQL of table t, and closes
+// them.
+func scanColumnTypes(rows pgx.Rows, t table) (map[string]colType, error) {
 	defer rows.Close()
 	types := map[string]colType{}
 	for rows.Next() {

@@ -120,10 +120,25 @@ var errTableChanged = errors.New("the target table's columns changed while the s
 // errTableChanged. It runs first in the transaction, so that a REPEATABLE
 // READ snapshot is taken after the lock.
 func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+s.table.String()+" IN ROW EXCLUSIVE MODE"); err != nil {
+	// One round trip: the lock, then the catalog read after it.
+	var pb pgx.Batch
+	pb.Queue("LOCK TABLE " + s.table.String() + " IN ROW EXCLUSIVE MODE")
+	pb.Queue(readTypesSQL, s.table.String())
+	br := tx.SendBatch(ctx, &pb)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
 		return fmt.Errorf("lock %s: %w", s.table, err)
 	}
-	types, err := readColumnTypes(ctx, tx, s.table)
+	rows, err := br.Query()
+	var types map[string]colType
+	if err == nil {
+		types, err = scanColumnTypes(rows, s.table)
+	} else {
+		err = fmt.Errorf("read columns of %s: %w", s.table, err)
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("read columns of %s: %w", s.table, cerr)
+	}
 	if err != nil {
 		return err
 	}
