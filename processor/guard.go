@@ -110,14 +110,35 @@ func (s *Stage) guard(ctx context.Context) error {
 		return err
 	}
 	found := map[int32][]lineage{} // input partition -> the outputs seen of it
+	// Dead letters that other stages wrote from this input, by stage: a
+	// shared dead-letter topic's say nothing of this stage, but those of
+	// a stage whose outputs are in this stage's output topic (this stage
+	// before a rename) do.
+	others := map[string][]lineage{}
+	renamedFrom := map[string]bool{}
 	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
 		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
-			if l, ok := s.lineageOf(r); ok && missing[l.partition] {
-				found[l.partition] = append(found[l.partition], l)
+			l, ok := s.lineageOf(r)
+			if !ok || !missing[l.partition] {
+				return
 			}
+			switch {
+			case l.stage == s.cfg.Stage:
+			case r.Topic == s.cfg.Output:
+				renamedFrom[l.stage] = true
+			default:
+				others[l.stage] = append(others[l.stage], l)
+				return
+			}
+			found[l.partition] = append(found[l.partition], l)
 		})
 		if err != nil {
 			return err
+		}
+	}
+	for st := range renamedFrom {
+		for _, l := range others[st] {
+			found[l.partition] = append(found[l.partition], l)
 		}
 	}
 	if len(found) > 0 {
@@ -190,11 +211,12 @@ type lineage struct {
 	stage string
 }
 
-// lineageOf returns where r, an output or a dead letter, came from, if
-// this stage wrote it from its input, or if r is in this stage's output
-// topic and another stage wrote it from this stage's input: the stage
-// renamed (its group is exactly-<stage>, so a rename loses its offsets),
-// or, rarely, another stage writing the same topic from the same input.
+// lineageOf returns where r, an output or a dead letter, came from, if a
+// stage wrote it from this stage's input: this stage, or another one (the
+// guard counts another's in this stage's output topic: this stage before
+// a rename, whose group was exactly-<old name>; or, rarely, another stage
+// writing the same topic from the same input; and then that stage's dead
+// letters too).
 func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 	var stage, topic, part, off string
 	ts := r.Timestamp
@@ -215,11 +237,6 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 		}
 	}
 	if topic != s.cfg.Input || stage == "" {
-		return lineage{}, false
-	}
-	if stage != s.cfg.Stage && r.Topic != s.cfg.Output {
-		// A shared dead-letter topic holds other stages' dead letters of
-		// the same input: they say nothing of this stage.
 		return lineage{}, false
 	}
 	p, perr := strconv.ParseInt(part, 10, 32)

@@ -78,6 +78,11 @@ func TestResumeGuard(t *testing.T) {
 		// A shared dead-letter topic holds other stages' dead letters of
 		// the same input: no sign of this stage.
 		{name: "dead letters of another stage", records: []*kgo.Record{deadLetterRecord("other", 0, 5)}},
+		// Renamed, and the old name's last record of a partition was
+		// dead-lettered: the offsets named are after it (outside
+		// re-attack, session 11: following them wrote it again).
+		{name: "renamed, a dead letter last", records: []*kgo.Record{lineageRecord("out", "other", 0, 5), deadLetterRecord("other", 0, 6), deadLetterRecord("other", 1, 2)},
+			want: map[int32]int64{0: 6, 1: 2}, other: "other"},
 		{name: "offsets committed", committed: []int32{0, 1, 2},
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 		{name: "group lost its offsets", want: map[int32]int64{0: 7, 1: 9},
