@@ -142,8 +142,15 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
+	pending := map[int]bool{} // columns evolve is about to add (typed.go)
+	for _, p := range s.typed.pending {
+		pending[p.index] = true
+	}
 	var changed []string
 	for i, c := range s.cfg.Columns {
+		if pending[i] {
+			continue
+		}
 		t, ok := types[c.Name]
 		if !ok {
 			return kit.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
@@ -157,7 +164,9 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 	}
 	old := slices.Clone(s.types)
 	for i, c := range s.cfg.Columns {
-		s.types[i] = types[c.Name]
+		if !pending[i] {
+			s.types[i] = types[c.Name]
+		}
 	}
 	if err := s.checkVersionType(); err != nil {
 		s.types = old
