@@ -250,12 +250,28 @@ func (o *object) Iterator() traits.Iterator {
 	return types.NewRefValList(types.DefaultTypeAdapter, o.keys()).Iterator()
 }
 
-// Size implements traits.Sizer. An object with duplicate keys has no size.
+// Size implements traits.Sizer. An object with duplicate keys has no
+// size: CEL's size() and the comparisons fail on it (sizeErr), but Size
+// itself returns its count of members, since cel-go's runtime cost
+// tracking and its map equality assert that a Sizer's size is an Int (an
+// error there was a recovered panic: "internal error: interface
+// conversion").
 func (o *object) Size() ref.Val {
 	if err := o.index(); err != nil {
-		return types.WrapErr(err)
+		return types.Int(len(o.members))
 	}
 	return types.Int(len(o.keys()))
+}
+
+// sizeErr is the error of v's size: that of an object with duplicate
+// keys, naming the key; nil for any other value.
+func sizeErr(v ref.Val) ref.Val {
+	if o, ok := v.(*object); ok {
+		if err := o.index(); err != nil {
+			return types.WrapErr(err)
+		}
+	}
+	return nil
 }
 
 // ConvertToNative implements ref.Val.

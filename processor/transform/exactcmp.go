@@ -5,6 +5,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -61,6 +62,9 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 	}
 	if extComparing[call.Function()] {
 		return &exactExt{InterpretableCall: call, orig: i}, nil
+	}
+	if call.Function() == overloads.Size && len(call.Args()) == 1 {
+		return &sizeCall{InterpretableCall: call, orig: i}, nil
 	}
 	op := cmpOps[call.Function()]
 	args := call.Args()
@@ -273,6 +277,13 @@ func exactEqual(l, r ref.Val) ref.Val {
 // sizeDiffers is nil when the lists or maps a and b have one size, else
 // their equality: false, or the error of a size that cannot be known.
 func sizeDiffers(a, b traits.Sizer) ref.Val {
+	for _, v := range []traits.Sizer{a, b} {
+		if rv, ok := v.(ref.Val); ok {
+			if err := sizeErr(rv); err != nil {
+				return err
+			}
+		}
+	}
 	n, m := a.Size(), b.Size()
 	switch {
 	case types.IsUnknownOrError(n):
@@ -594,4 +605,26 @@ func (m *mixed) scan(v ref.Val) {
 			m.scan(x.Get(k))
 		}
 	}
+}
+
+// sizeCall is CEL's size() of one argument: an object with duplicate keys
+// has none (its error names the key), where cel-go would take the
+// member count that object.Size gives.
+type sizeCall struct {
+	interpreter.InterpretableCall
+	orig interpreter.InterpretableV2
+}
+
+// Eval implements interpreter.Interpretable.
+func (c *sizeCall) Eval(act interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(act, c.Exec)
+}
+
+// Exec implements interpreter.InterpretableV2.
+func (c *sizeCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	v := c.Args()[0].Exec(f)
+	if err := sizeErr(v); err != nil {
+		return err
+	}
+	return c.orig.Exec(f)
 }
