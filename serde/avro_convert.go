@@ -91,7 +91,13 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 		}
 		// Read as a float: through the float's shortest decimal text, so
 		// float32 0.1 reads as 0.1, not 0.10000000149011612, and reads back
-		// as the same float.
+		// as the same float. An integral float is its integer itself:
+		// float32 2147483648's shortest text, 2.1474836e+09, is another
+		// number to a reader of doubles (2147483600), while the integer
+		// reads back as the same float and the same double.
+		if d := float64(f); d == math.Trunc(d) && !math.IsInf(d, 0) {
+			return d, nil
+		}
 		d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
 		return d, nil
 	case "double":

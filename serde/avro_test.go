@@ -682,6 +682,12 @@ func TestSchemaResolutionExact(t *testing.T) {
 		{"float 0x80000001 to double", `"float"`, `"double"`, math.Float32frombits(0x80000001), `-1.401298464324817e-45`, ""},
 		{"float 0x3DCCCCCD to float", `"float"`, `"float"`, math.Float32frombits(0x3DCCCCCD), `0.1`, ""},
 		{"float 0x00000001 to float", `"float"`, `"float"`, math.Float32frombits(0x00000001), `1e-45`, ""},
+		// An integral float is its integer: its shortest float text
+		// (2.1474836e+09) is another number to a reader of doubles.
+		{"float 2^31 to float", `"float"`, `"float"`, float32(2147483648), `2147483648.0`, ""},
+		{"float 2^40 to float", `"float"`, `"float"`, float32(1 << 40), `1099511627776.0`, ""},
+		{"float max to float", `"float"`, `"float"`, float32(math.MaxFloat32), `3.4028234663852886e+38`, ""},
+		{"float -3 to float", `"float"`, `"float"`, float32(-3), `-3.0`, ""},
 		{"float 0x3DCCCCCD to a nullable double", `"float"`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
 		{"float 0x3DCCCCCD to float|double takes the float", `"float"`, `["float","double"]`, math.Float32frombits(0x3DCCCCCD), `0.1`, ""},
 		{"float 0x3DCCCCCD from a writer union to double", `["null","float"]`, `["null","double"]`, math.Float32frombits(0x3DCCCCCD), `0.10000000149011612`, ""},
