@@ -574,7 +574,9 @@ func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 	eventually(t, 2*time.Minute, func() bool {
 		a.alive()
 		return strings.Count(a.logs.String(), "rebuilding") >= 2
-	}, func() string { return "the stage did not rebuild its session twice while the dead-letter topic was gone" })
+	}, func() string {
+		return "the stage did not rebuild its session twice while the dead-letter topic was gone"
+	})
 	eventually(t, time.Minute, func() bool {
 		out, err := topicTool(t, "--create", "--topic", s.dlq, "--partitions", "1", "--replication-factor", "1")
 		return err == nil || strings.Contains(out, "already exists")

@@ -454,7 +454,9 @@ func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip b
 			// Not the dead letter's fault but the expression's: stop
 			// before the transaction commits, so that nothing is marked
 			// done that the operator did not select.
-			pending.whereErr = fmt.Errorf("--where on dead letter %s/%d@%d: %w", r.cfg.DeadLetter, rec.Partition, rec.Offset, err)
+			if pending.whereErr == nil { // the first, as the field's doc says
+				pending.whereErr = fmt.Errorf("--where on dead letter %s/%d@%d: %w", r.cfg.DeadLetter, rec.Partition, rec.Offset, err)
+			}
 			return nil, true
 		}
 		if !selected {
