@@ -250,15 +250,37 @@ func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 		t.Fatalf("delete group: %v", err)
 	}
 
-	code, out := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "a", "--metrics-addr=")
-	if code == 0 || !strings.Contains(out, "no committed offsets") || !strings.Contains(out, "exactly reset --stage "+st.name) {
-		t.Fatalf("run after the group was deleted: exit %d, want a refusal naming exactly reset:\n%s", code, tail(out, 20))
-	}
-	if n := kcatCountUncommitted(t, st.out); n != 1000 {
-		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1000: something was processed again", st.out, n)
-	}
+	guardRefusal(t, st, topo, 1000, "exactly reset --stage "+st.name)
+	guardResumeOne(t, st, topo, st.name, "--to-latest")
+}
 
-	exactlyCmd(t, "reset", "--topology", topo, "--stage", st.name, "--to-latest", "--execute")
+// guardRefusal runs the stage of topo and requires the resume guard's
+// refusal, its message holding each of says, with st's output still
+// holding want records (read_uncommitted: nothing written again). It
+// returns the output.
+func guardRefusal(t *testing.T, st stageSpec, topo string, want int, says ...string) string {
+	t.Helper()
+	code, out := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "a", "--metrics-addr=")
+	if code == 0 || !strings.Contains(out, "no committed offsets") {
+		t.Fatalf("exit %d, want the resume guard's refusal:\n%s", code, tail(out, 20))
+	}
+	for _, s := range says {
+		if !strings.Contains(out, s) {
+			t.Fatalf("the refusal does not say %q:\n%s", s, tail(out, 20))
+		}
+	}
+	if n := kcatCountUncommitted(t, st.out); n != want {
+		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want %d: something was processed again", st.out, n, want)
+	}
+	return out
+}
+
+// guardResumeOne resets stage of topo with reset (as exactly reset
+// arguments), runs it, and requires one new event to be its only new
+// output: st's output then holds its 1,000 events and e-1000, once each.
+func guardResumeOne(t *testing.T, st stageSpec, topo, stage string, reset ...string) {
+	t.Helper()
+	exactlyCmd(t, append([]string{"reset", "--topology", topo, "--stage", stage}, append(reset, "--execute")...)...)
 	p := start(t, nil, "run", "--topology", topo, "--instance-id", "a")
 	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the stage did not start after the reset" })
 	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
@@ -282,26 +304,12 @@ func TestResumeGuardAfterStageRenamed(t *testing.T) {
 	renamed := st
 	renamed.name = uniqueName("ops18_ren_v2")
 	topo2 := topologyFile(t, []stageSpec{renamed}, "100ms", "10s", 500)
-	code, out := exactlyExit(t, nil, "run", "--topology", topo2, "--instance-id", "a", "--metrics-addr=")
-	if code == 0 || !strings.Contains(out, "no committed offsets") || !strings.Contains(out, `renamed from \"`+st.name+`\"`) {
-		t.Fatalf("run of the renamed stage: exit %d, want a refusal naming the old stage %s:\n%s", code, st.name, tail(out, 20))
-	}
-	if n := kcatCountUncommitted(t, st.out); n != 1000 {
-		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1000: something was processed again", st.out, n)
-	}
+	out := guardRefusal(t, st, topo2, 1000, `renamed from \"`+st.name+`\"`)
 	m := regexp.MustCompile(`--to-offsets ([0-9=,]+) --execute`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("the refusal names no --to-offsets:\n%s", tail(out, 20))
 	}
-	exactlyCmd(t, "reset", "--topology", topo2, "--stage", renamed.name, "--to-offsets", m[1], "--execute")
-	p := start(t, nil, "run", "--topology", topo2, "--instance-id", "a")
-	eventually(t, time.Minute, func() bool { return strings.Contains(p.logs.String(), "partitions assigned") }, func() string { return "the renamed stage did not start after the reset" })
-	kcatProduce(t, st.in, [][]byte{[]byte(`k-x|{"event_id":"e-1000","n":1000}`)})
-	eventually(t, time.Minute, func() bool { return kcatCount(t, st.out) == 1001 }, func() string {
-		return fmt.Sprintf("%s: %d outputs, want 1001 (the old 1000 and one new)", st.out, kcatCount(t, st.out))
-	})
-	p.stop()
-	checkOutput(t, st.out, 1001)
+	guardResumeOne(t, st, topo2, renamed.name, "--to-offsets", m[1])
 }
 
 // TestResumeGuardAfterInputRecreated: 1,000 events processed, the input
@@ -334,13 +342,7 @@ func TestResumeGuardAfterInputRecreated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("delete group: %v", err)
 	}
-	code, out := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "a", "--metrics-addr=")
-	if code == 0 || !strings.Contains(out, "no committed offsets") {
-		t.Fatalf("run after the group was deleted: exit %d, want a refusal:\n%s", code, tail(out, 20))
-	}
-	if n := kcatCountUncommitted(t, st.out); n != 1030 {
-		t.Fatalf("%s holds %d records (read_uncommitted) after the refusal, want 1030", st.out, n)
-	}
+	out := guardRefusal(t, st, topo, 1030)
 	// The offsets it names are after the new topic's 30 records.
 	m := regexp.MustCompile(`--to-offsets ([0-9=,]+)`).FindStringSubmatch(out)
 	if m == nil {
