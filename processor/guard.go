@@ -115,7 +115,7 @@ func (s *Stage) guard(ctx context.Context) error {
 	// a stage whose outputs are in this stage's output topic (this stage
 	// before a rename) do.
 	others := map[string][]lineage{}
-	renamedFrom := map[string]bool{}
+	renamedFrom := map[string]string{} // stage -> one of its outputs in this stage's output topic
 	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
 		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
 			l, ok := s.lineageOf(r)
@@ -125,7 +125,7 @@ func (s *Stage) guard(ctx context.Context) error {
 			switch {
 			case l.stage == s.cfg.Stage:
 			case r.Topic == s.cfg.Output:
-				renamedFrom[l.stage] = true
+				renamedFrom[l.stage] = l.where
 			default:
 				others[l.stage] = append(others[l.stage], l)
 				return
@@ -170,8 +170,8 @@ func (s *Stage) guard(ctx context.Context) error {
 		if re.Where == "" {
 			re.Where = l.where
 		}
-		if l.stage != s.cfg.Stage && re.Other == "" {
-			re.Other = l.stage
+		if where, ok := renamedFrom[l.stage]; ok && re.Other == "" {
+			re.Other, re.Where = l.stage, where // the output the refusal cites
 		}
 	}
 	if len(re.Found) == 0 {
