@@ -148,6 +148,9 @@ type Sink struct {
 
 	pgcfg            *pgxpool.Config
 	table, positions table
+	// tableOID is the target table's OID as the last batch found it (0
+	// before the first): another is a table dropped and created again.
+	tableOID uint32
 	deadLetters      table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex     int
 	versionIndex     int        // the version column's index in Columns; -1 for none

@@ -123,11 +123,23 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 	// One round trip: the lock, then the catalog read after it.
 	var pb pgx.Batch
 	pb.Queue("LOCK TABLE " + s.table.String() + " IN ROW EXCLUSIVE MODE")
+	pb.Queue("SELECT $1::regclass::oid", s.table.String())
 	pb.Queue(readTypesSQL, s.table.String())
 	br := tx.SendBatch(ctx, &pb)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		return fmt.Errorf("lock %s: %w", s.table, err)
+	}
+	var oid uint32
+	if err := br.QueryRow().Scan(&oid); err != nil {
+		_ = br.Close()
+		return fmt.Errorf("look up %s: %w", s.table, err)
+	}
+	if s.tableOID != 0 && oid != s.tableOID {
+		// The rows written before the drop went with the old table; the
+		// positions say they were loaded.
+		s.log.Warn("target table was dropped and created again while running: rows loaded before are not in it (exactly reset --sink --to-earliest loads them again)",
+			"table", s.table, "old_oid", s.tableOID, "oid", oid)
 	}
 	rows, err := br.Query()
 	var types map[string]colType
@@ -160,6 +172,7 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if len(changed) == 0 {
+		s.tableOID = oid
 		return nil
 	}
 	old := slices.Clone(s.types)
@@ -176,6 +189,7 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		s.typed.tableCols = types
 	}
 	s.rebuild()
+	s.tableOID = oid
 	s.log.Warn("target table columns changed while running; writing with their new types", "table", s.table, "changed", changed)
 	return errTableChanged
 }
