@@ -150,15 +150,15 @@ type Sink struct {
 	table, positions table
 	// tableOID is the target table's OID as the last batch found it (0
 	// before the first): another is a table dropped and created again.
-	tableOID uint32
-	deadLetters      table // the dead-letter table, when Config.DeadLetterTable is set
-	eventIDIndex     int
-	versionIndex     int        // the version column's index in Columns; -1 for none
-	fieldSources     []string   // columns' source fields of the value ($-sources excluded)
-	passJSON         bool       // json input: check it and decode only fieldSources
-	types            []colType  // target column types, in Columns order
-	typed            typedState // avro input: derived types, added columns (typed.go)
-	sql              struct{ staging, insert, truncate, delete, guard, deadLetters, direct, directCheck string }
+	tableOID     uint32
+	deadLetters  table // the dead-letter table, when Config.DeadLetterTable is set
+	eventIDIndex int
+	versionIndex int        // the version column's index in Columns; -1 for none
+	fieldSources []string   // columns' source fields of the value ($-sources excluded)
+	passJSON     bool       // json input: check it and decode only fieldSources
+	types        []colType  // target column types, in Columns order
+	typed        typedState // avro input: derived types, added columns (typed.go)
+	sql          struct{ staging, insert, truncate, delete, guard, deadLetters, direct, directCheck string }
 	// direct is the choice of the direct path (direct.go); noDirect
 	// turns it off (DirectCopy(false)).
 	direct   directPath
