@@ -240,18 +240,25 @@ func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 	t.Parallel()
 	st, topo := guardFirstRun(t, "ops18_guard")
 
+	deleteGroup(t, "exactly-"+st.name)
+
+	guardRefusal(t, st, topo, 1000, "exactly reset --stage "+st.name)
+	guardResumeOne(t, st, topo, st.name, "--to-latest")
+}
+
+// deleteGroup deletes consumer group g, as offsets.retention.minutes
+// would once it is empty.
+func deleteGroup(t *testing.T, g string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := ops18Admin(t).DeleteGroups(ctx, "exactly-"+st.name)
+	resp, err := ops18Admin(t).DeleteGroups(ctx, g)
 	if err == nil {
 		err = resp.Error()
 	}
 	if err != nil {
-		t.Fatalf("delete group: %v", err)
+		t.Fatalf("delete group %s: %v", g, err)
 	}
-
-	guardRefusal(t, st, topo, 1000, "exactly reset --stage "+st.name)
-	guardResumeOne(t, st, topo, st.name, "--to-latest")
 }
 
 // guardRefusal runs the stage of topo and requires the resume guard's
@@ -333,15 +340,7 @@ func TestResumeGuardAfterInputRecreated(t *testing.T) {
 		return fmt.Sprintf("%s: %d outputs, want 1030", st.out, kcatCount(t, st.out))
 	})
 	p.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := ops18Admin(t).DeleteGroups(ctx, "exactly-"+st.name)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		t.Fatalf("delete group: %v", err)
-	}
+	deleteGroup(t, "exactly-"+st.name)
 	out := guardRefusal(t, st, topo, 1030)
 	// The offsets it names are after the new topic's 30 records.
 	m := regexp.MustCompile(`--to-offsets ([0-9=,]+)`).FindStringSubmatch(out)
