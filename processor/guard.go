@@ -149,11 +149,18 @@ func (s *Stage) guard(ctx context.Context) error {
 		}
 	}
 	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
+	var starts, ends kadm.ListedOffsets
 	for p, ls := range found {
 		if !missing[p] {
 			continue
 		}
-		l, ok, err := s.current(ctx, adm, cl, p, ls)
+		if starts == nil {
+			// The input's offsets, listed once for every partition.
+			if starts, ends, err = s.inputOffsets(ctx, adm); err != nil {
+				return err
+			}
+		}
+		l, ok, err := s.current(ctx, cl, starts, ends, p, ls)
 		if err != nil {
 			return err
 		}
@@ -245,6 +252,25 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 		perr == nil && oerr == nil
 }
 
+// inputOffsets lists the input's log start offsets and last stable
+// offsets.
+func (s *Stage) inputOffsets(ctx context.Context, adm *kadm.Client) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, s.cfg.Input)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err == nil {
+		ends, err = adm.ListCommittedOffsets(ctx, s.cfg.Input)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
+	}
+	return starts, ends, nil
+}
+
 // guardMaxChecks bounds the input records the guard reads per partition
 // to find the outputs of the input topic as it is now.
 const guardMaxChecks = 1000
@@ -260,21 +286,7 @@ const guardMaxChecks = 1000
 // any of this one's (outside attack, session 11: the partition was then
 // started from its earliest offset, its outputs written twice), so each
 // candidate is checked, highest first.
-func (s *Stage) current(ctx context.Context, adm *kadm.Client, base *kgo.Client, p int32, ls []lineage) (lineage, bool, error) {
-	starts, err := adm.ListStartOffsets(ctx, s.cfg.Input)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return lineage{}, false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
-	}
-	ends, err := adm.ListCommittedOffsets(ctx, s.cfg.Input)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return lineage{}, false, fmt.Errorf("list offsets of %s: %w", s.cfg.Input, err)
-	}
+func (s *Stage) current(ctx context.Context, base *kgo.Client, starts, ends kadm.ListedOffsets, p int32, ls []lineage) (lineage, bool, error) {
 	st, _ := starts.Lookup(s.cfg.Input, p)
 	end, _ := ends.Lookup(s.cfg.Input, p)
 	slices.SortStableFunc(ls, func(a, b lineage) int { return cmp.Compare(b.offset, a.offset) })
