@@ -81,11 +81,7 @@ func TestDedupeCheckpointRestart(t *testing.T) {
 	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
 	second.stop()
 
-	checkOutput(t, out, 4000)
-	if n := kcatCount(t, dlq); n != 0 {
-		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
-	}
-	checkVerifyDeduplicated(t, topo, int64(4000+dups), 4000, int64(dups))
+	checkDeduplicatedOnce(t, topo, out, dlq, 4000, dups)
 }
 
 // TestDedupeCrashDuringRestore: a stage is killed (SIGKILL) at
@@ -129,11 +125,7 @@ func TestDedupeCrashDuringRestore(t *testing.T) {
 		t.Errorf("the run after the crash logged no restore:\n%s", tail(run.logs.String(), 30))
 	}
 
-	checkOutput(t, out, 16000)
-	if n := kcatCount(t, dlq); n != 0 {
-		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
-	}
-	checkVerifyDeduplicated(t, topo, int64(16000+dups), 16000, int64(dups))
+	checkDeduplicatedOnce(t, topo, out, dlq, 16000, dups)
 }
 
 // TestDedupeChangelogRecreatedWarns: a dedupe stage stopped, its changelog

@@ -213,11 +213,7 @@ func TestDedupeRebalanceScale(t *testing.T) {
 	a.p.stop()
 
 	resent := resent2["it-a"] + resent2["it-b"] + resent2["it-c"] + resent3
-	checkOutput(t, out, scaleEvents)
-	if n := kcatCount(t, dlq); n != 0 {
-		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
-	}
-	checkVerifyDeduplicated(t, topo, int64(scaleEvents+resent), scaleEvents, int64(resent))
+	checkDeduplicatedOnce(t, topo, out, dlq, scaleEvents, resent)
 	t.Logf("%d distinct events, %d resent: %d dropped by it-b and it-c from rebuilt stores, %d by it-a before the scale-down and %d after it resumed its stale checkpoints; %d reused expired IDs passed; %s",
 		scaleEvents, resent, resent2["it-b"]+resent2["it-c"], resent2["it-a"], droppedA3, scaleNReused, time.Since(began).Round(time.Second))
 }

@@ -131,6 +131,18 @@ func line(i int) []byte {
 	return fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, i)
 }
 
+// checkDeduplicatedOnce checks a dedupe stage's result: out holds events
+// distinct events once each, dlq nothing, and verify counts the input as
+// those events plus dups resent ones, each of those deduplicated.
+func checkDeduplicatedOnce(t *testing.T, topo, out, dlq string, events, dups int) {
+	t.Helper()
+	checkOutput(t, out, events)
+	if n := kcatCount(t, dlq); n != 0 {
+		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
+	}
+	checkVerifyDeduplicated(t, topo, int64(events+dups), int64(events), int64(dups))
+}
+
 // checkVerifyDeduplicated runs exactly verify on topo: ok, with in inputs,
 // processed of them written and deduplicated dropped, none lost.
 func checkVerifyDeduplicated(t *testing.T, topo string, in, processed, deduplicated int64) {

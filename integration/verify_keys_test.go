@@ -43,12 +43,7 @@ func TestVerifySinkEventIDKeys(t *testing.T) {
 	})
 	kcatProduce(t, sur, [][]byte{[]byte(`1|{"id":"s1","s":"\ud800"}`), []byte(`2|{"id":"s2","s":"fine"}`)})
 
-	p := startSink(t, topo, "vf1")
-	positions := schema + ".exactly_positions"
-	eventually(t, time.Minute, func() bool {
-		return positionsTableAtEnd(t, pool, positions, num) && positionsTableAtEnd(t, pool, positions, uid) && positionsTableAtEnd(t, pool, positions, sur)
-	}, func() string { return "the sinks did not reach the end of their topics" })
-	p.stop()
+	loadAll(t, pool, topo, "vf1", schema, num, uid, sur)
 
 	for table, want := range map[string]map[string]string{
 		"num": {"1": "first", "0.0": "negative zero", "2.50": "two and a half"},
@@ -145,12 +140,7 @@ func TestVerifyKeysEqualByTheColumnsEquality(t *testing.T) {
 	})
 	kcatProduce(t, co, [][]byte{[]byte(`1|{"id":"Mixed","b":"first"}`), []byte(`2|{"id":"mIXED","b":"second"}`), []byte(`3|{"id":"y","b":"y"}`)})
 
-	p := startSink(t, topo, "vfeq")
-	positions := schema + ".exactly_positions"
-	eventually(t, time.Minute, func() bool {
-		return positionsTableAtEnd(t, pool, positions, ci) && positionsTableAtEnd(t, pool, positions, iv) && positionsTableAtEnd(t, pool, positions, co)
-	}, func() string { return "the sinks did not reach the end of their topics" })
-	p.stop()
+	loadAll(t, pool, topo, "vfeq", schema, ci, iv, co)
 
 	rows := map[string]int{}
 	for _, table := range []string{"ci", "iv", "co"} {
@@ -186,4 +176,21 @@ func TestVerifyKeysEqualByTheColumnsEquality(t *testing.T) {
 			t.Errorf("sink %s: %d failures after another table's row was deleted", c.Name, c.Failures())
 		}
 	}
+}
+
+// loadAll runs the sinks of topo as instance until the positions table in
+// schema holds the read_committed end of every topic, then stops them.
+func loadAll(t *testing.T, pool *pgxpool.Pool, topo, instance, schema string, topics ...string) {
+	t.Helper()
+	p := startSink(t, topo, instance)
+	defer p.stop()
+	positions := schema + ".exactly_positions"
+	eventually(t, time.Minute, func() bool {
+		for _, topic := range topics {
+			if !positionsTableAtEnd(t, pool, positions, topic) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return "the sinks did not reach the end of their topics" })
 }
