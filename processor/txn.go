@@ -201,6 +201,15 @@ func (t *txn) process(r *kgo.Record) {
 		t.produceDeadLetter(r, re)
 		return
 	}
+	if t.agg == nil {
+		// Outputs keep the input's timestamp (record.go): one the Kafka
+		// client would write as another time cannot be kept. A window
+		// result has its own timestamp (aggregate's MaxEventTime).
+		if err := kit.CheckWritableTimestamp(r.Timestamp); err != nil {
+			t.produceDeadLetter(r, &kit.RecordError{Reason: kit.ReasonProduce, Err: err})
+			return
+		}
+	}
 	var outs []*kgo.Record
 	var err error
 	if t.agg != nil {

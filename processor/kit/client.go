@@ -9,7 +9,9 @@ import (
 // ClientOpts are the options every Kafka client of a stage or a sink
 // starts with: its seed brokers and client.id.
 func ClientOpts(brokers []string, clientID string) []kgo.Opt {
-	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID)}
+	// Every record polled carries the timestamp it was written with
+	// (ExactTimestamp), also after 2262.
+	return []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID(clientID), kgo.WithHooks(exactTimestamps{})}
 }
 
 // GroupConsumerOpts are the consumer options that a stage and a sink

@@ -336,6 +336,7 @@ func TestDeadLetterArgs(t *testing.T) {
 		{src: rec(7, []byte("k"), []byte("{bad")), re: &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad \x00 json \xff")}},
 		{src: rec(9, nil, nil), re: &kit.RecordError{Reason: ReasonPostgres, Err: pgErr}},
 	}
+	dead[1].src.Timestamp = time.UnixMilli(kit.NoTimestamp) // record_timestamp NULL
 	b := newBatch()
 	b.start[2] = position{current: "topic-id-2"}
 	s := &Sink{cfg: Config{Sink: "pg"}}
@@ -343,7 +344,7 @@ func TestDeadLetterArgs(t *testing.T) {
 	code := "22P02"
 	want := []any{"pg", []string{"in", "in"}, []string{"topic-id-2", "topic-id-2"}, []int32{2, 2}, []int64{7, 9},
 		[][]byte{[]byte("k"), nil}, [][]byte{[]byte("{bad"), nil},
-		[]string{`[{"key":"h","value":"v"}]`, `[{"key":"h","value":"v"}]`}, []time.Time{ts, ts},
+		[]string{`[{"key":"h","value":"v"}]`, `[{"key":"h","value":"v"}]`}, []*time.Time{&ts, nil},
 		[]string{kit.ReasonDecode, ReasonPostgres}, []*string{nil, &code},
 		[]string{"bad \\x00 json \uFFFD", pgErr.Error()}}
 	if !reflect.DeepEqual(got, want) {

@@ -131,11 +131,14 @@ func (s *Sink) deadLetterArgs(b *batch, dead []deadLetter) []any {
 	topics, ids, reasons, msgs, hdrs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	parts, offs := make([]int32, n), make([]int64, n)
 	keys, vals := make([][]byte, n), make([][]byte, n)
-	ts := make([]time.Time, n)
+	ts := make([]*time.Time, n) // NULL for a record without a timestamp
 	states := make([]*string, n)
 	for i, d := range dead {
 		r := d.src
-		topics[i], parts[i], offs[i], keys[i], vals[i], ts[i] = r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Timestamp
+		topics[i], parts[i], offs[i], keys[i], vals[i], ts[i] = r.Topic, r.Partition, r.Offset, r.Key, r.Value, nil
+		if kit.HasTimestamp(r.Timestamp) {
+			ts[i] = &r.Timestamp
+		}
 		if b != nil {
 			ids[i] = b.start[r.Partition].current
 		}

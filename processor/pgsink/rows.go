@@ -195,6 +195,9 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 	case topology.SourceOffset:
 		return strconv.FormatInt(r.Offset, 10), nil
 	case topology.SourceTimestamp:
+		if !kit.HasTimestamp(r.Timestamp) {
+			return nil, nil // NULL, as Kafka Connect's null timestamp
+		}
 		return r.Timestamp.UTC().Format(time.RFC3339Nano), nil
 	}
 	fv, ok := obj[src]

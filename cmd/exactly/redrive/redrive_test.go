@@ -82,6 +82,10 @@ func TestClassify(t *testing.T) {
 	otherInput.Topic = "elsewhere"
 	bigPartition := input("")
 	bigPartition.Partition = 9
+	// A dead letter of a record from the year 3000: sent back, the Go
+	// client would write another timestamp (kit.CheckWritableTimestamp).
+	farFuture := input("")
+	farFuture.Timestamp = time.UnixMilli(32503680000000)
 	tests := []struct {
 		name  string
 		rec   *kgo.Record
@@ -100,6 +104,9 @@ func TestClassify(t *testing.T) {
 		{"no source headers", noSource, "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
 		{"another source topic", deadLetter("s", otherInput), "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
 		{"partition gone", deadLetter("s", bigPartition), "", func(r Report) bool { return len(r.Unredrivable) == 1 }},
+		{"timestamp the client cannot write", deadLetter("s", farFuture), "", func(r Report) bool {
+			return len(r.Unredrivable) == 1 && strings.Contains(r.Unredrivable[0].Why, "32503680000000 ms")
+		}},
 		{"where selects", deadLetter("s", input("")), `reason == "transform" && value.n == 1.0 && headers.trace == "t1"`, func(r Report) bool { return r.Redriven == 1 }},
 		{"where rejects", deadLetter("s", input("")), `step != "fail"`, func(r Report) bool { return r.NotSelected == 1 }},
 		// 2^53 + 1 is not 2^53: the int is not rounded to a double first.
