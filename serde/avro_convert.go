@@ -58,11 +58,28 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 	if !matches(w, r) {
 		return nil, fmt.Errorf("%w: writer type %s cannot be read as %s", ErrIncompatible, w.unionName(), r.unionName())
 	}
-	if r.logical != "" && r.kind == w.kind {
-		if r.logical == "decimal" && (w.logical != "decimal" || w.scale != r.scale) {
+	// The specification resolves the physical types and leaves logical
+	// types to the reader, so a writer's timestamp-millis read as
+	// timestamp-micros (or a date as timestamp-millis) would be the same
+	// number in another unit: another instant, silently. Two logical types
+	// that differ are incompatible instead; a writer's plain number read
+	// as a logical type is the reader's to interpret, as the specification
+	// says.
+	if w.logical != "" && r.logical != "" && w.logical != r.logical {
+		return nil, fmt.Errorf("%w: writer type %s (%s) cannot be read as %s (%s): the same number would be another value",
+			ErrIncompatible, w.logical, w.kind, r.logical, r.kind)
+	}
+	if r.logical != "" {
+		switch {
+		case r.logical == "decimal" && (w.logical != "decimal" || w.scale != r.scale):
 			return nil, fmt.Errorf("%w: writer decimal scale %d, reader scale %d", ErrIncompatible, w.scale, r.scale)
+		case r.kind == w.kind:
+			return logicalFromAvro(r, v)
+		case w.kind == "int" && r.kind == "long":
+			// Promoted, then the reader's logical type.
+			return logicalFromAvro(r, int64(v.(int32)))
 		}
-		return logicalFromAvro(r, v)
+		return nil, fmt.Errorf("%w: writer type %s cannot be read as %s (%s)", ErrIncompatible, w.unionName(), r.logical, r.kind)
 	}
 	switch w.kind {
 	case "null":

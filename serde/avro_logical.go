@@ -57,7 +57,11 @@ func logicalFromAvro(t *avroType, v any) (any, error) {
 		}
 		return v, nil
 	case "date":
-		return epochDay.AddDate(0, 0, int(v.(int32))).Format(dateLayout), nil
+		d := epochDay.AddDate(0, 0, int(v.(int32)))
+		if err := rfc3339Year(t, v, d); err != nil {
+			return nil, err
+		}
+		return d.Format(dateLayout), nil
 	case "time-millis", "time-micros":
 		var d time.Duration
 		if t.logical == "time-millis" {
@@ -81,10 +85,27 @@ func logicalFromAvro(t *avroType, v any) (any, error) {
 	default:
 		ts = time.Unix(0, n)
 	}
+	if err := rfc3339Year(t, v, ts.UTC()); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(t.logical, "local-") {
 		return ts.UTC().Format(localTimeLayout), nil
 	}
 	return ts.UTC().Format(time.RFC3339Nano), nil
+}
+
+// rfc3339Year returns an error for a date or timestamp d (value v of
+// logical type t) whose year RFC 3339 text cannot hold: its date-fullyear
+// is four digits, 0000 to 9999 (RFC 3339 §5.6). Go would write the year
+// 10000 (Long.MAX_VALUE milliseconds is the year 292278994) as more
+// digits, text that no RFC 3339 reader reads back, this codec's own
+// included; such a value has no exact text, and its record is a dead
+// letter naming the field.
+func rfc3339Year(t *avroType, v any, d time.Time) error {
+	if y := d.Year(); y < 0 || y > 9999 {
+		return valueErr("", fmt.Errorf("%s %v is in the year %d, outside the years 0000 to 9999 of RFC 3339 text", t.logical, v, y))
+	}
+	return nil
 }
 
 // logicalToAvro is the inverse of logicalFromAvro. It also accepts the

@@ -482,6 +482,29 @@ func TestSchemaResolution(t *testing.T) {
 		{"long to int is not allowed", `"long"`, `"int"`, int64(1), nil, ErrIncompatible},
 		{"enum default", `{"type":"enum","name":"E","symbols":["A","B"]}`, `{"type":"enum","name":"E","symbols":["A"],"default":"A"}`, "B", "A", nil},
 		{"enum without default", `{"type":"enum","name":"E","symbols":["A","B"]}`, `{"type":"enum","name":"E","symbols":["A"]}`, "B", nil, ErrIncompatible},
+		// Logical types: the specification resolves the physical types
+		// only, so the same long would be another instant in another
+		// unit; differing logical types are incompatible. A plain number
+		// read as a logical type is the reader's to interpret.
+		{"timestamp-millis read as timestamp-micros", `{"type":"long","logicalType":"timestamp-millis"}`, `{"type":"long","logicalType":"timestamp-micros"}`,
+			int64(1700000000123), nil, ErrIncompatible},
+		{"timestamp-micros read as timestamp-millis", `{"type":"long","logicalType":"timestamp-micros"}`, `{"type":"long","logicalType":"timestamp-millis"}`,
+			int64(1700000000123000), nil, ErrIncompatible},
+		{"date read as timestamp-millis", `{"type":"int","logicalType":"date"}`, `{"type":"long","logicalType":"timestamp-millis"}`,
+			int64(19782), nil, ErrIncompatible},
+		{"timestamp-millis read as local-timestamp-millis", `{"type":"long","logicalType":"timestamp-millis"}`, `{"type":"long","logicalType":"local-timestamp-millis"}`,
+			int64(1700000000123), nil, ErrIncompatible},
+		{"timestamp-millis into a nullable timestamp-micros", `{"type":"long","logicalType":"timestamp-millis"}`, `["null",{"type":"long","logicalType":"timestamp-micros"}]`,
+			int64(1700000000123), nil, ErrIncompatible},
+		{"timestamp-millis as itself", `{"type":"long","logicalType":"timestamp-millis"}`, `{"type":"long","logicalType":"timestamp-millis"}`,
+			int64(1700000000123), "2023-11-14T22:13:20.123Z", nil},
+		{"timestamp-millis read as a plain long", `{"type":"long","logicalType":"timestamp-millis"}`, `"long"`,
+			int64(1700000000123), int64(1700000000123), nil},
+		{"plain long read as timestamp-millis", `"long"`, `{"type":"long","logicalType":"timestamp-millis"}`,
+			int64(1700000000123), "2023-11-14T22:13:20.123Z", nil},
+		{"plain int read as timestamp-millis (promoted)", `"int"`, `{"type":"long","logicalType":"timestamp-millis"}`,
+			int64(86400000), "1970-01-02T00:00:00Z", nil},
+		{"plain int read as date", `"int"`, `{"type":"int","logicalType":"date"}`, int64(19782), "2024-02-29", nil},
 		{"record renamed via alias", `{"type":"record","name":"Old","fields":[{"name":"a","type":"int"}]}`,
 			`{"type":"record","name":"New","aliases":["Old"],"fields":[{"name":"b","aliases":["a"],"type":"long"}]}`,
 			map[string]any{"a": int64(1)}, map[string]any{"b": int64(1)}, nil},
@@ -754,4 +777,47 @@ func resolveWith(t *testing.T, writer, reader string, in any) (any, error) {
 	}
 	c := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL(), ReaderSchema: reader}})
 	return c.Decode(frame(id, datum))
+}
+
+// A date or timestamp whose year RFC 3339 text cannot hold (four digits,
+// 0000 to 9999) has no exact text: its record is a dead letter naming the
+// field, on every path (Avro to JSON, to Avro through the in-memory text,
+// to the sink), never text that no RFC 3339 reader reads back, this
+// codec's own included. Long.MAX_VALUE milliseconds, a common "never", is
+// the year 292278994.
+func TestAvroYearsOutsideRFC3339(t *testing.T) {
+	const schema = `{"type":"record","name":"T","fields":[{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+	  {"name":"lts","type":{"type":"long","logicalType":"local-timestamp-micros"}},{"name":"d","type":{"type":"int","logicalType":"date"}}]}`
+	rec := func(ts, lts int64, d int64) map[string]any { return map[string]any{"ts": ts, "lts": lts, "d": d} }
+	for _, tc := range []struct {
+		name    string
+		in      map[string]any
+		want    string
+		wantErr string
+	}{
+		{"the last instant of 9999 and the first day of year 0", rec(253402300799999, 253402300799999999, -719528),
+			`{"d":"0000-01-01","lts":"9999-12-31T23:59:59.999999","ts":"9999-12-31T23:59:59.999Z"}`, ""},
+		{"timestamp in 10000", rec(253402300800000, 0, 0), "", `field "ts": timestamp-millis 253402300800000 is in the year 10000`},
+		{"timestamp Long.MAX_VALUE", rec(math.MaxInt64, 0, 0), "", `field "ts": timestamp-millis 9223372036854775807 is in the year 292278994`},
+		{"local timestamp in 10000", rec(0, 253402300800000000, 0), "", `field "lts": local-timestamp-micros 253402300800000000 is in the year 10000`},
+		{"date in 10000", rec(0, 0, 2932897), "", `field "d": date 2932897 is in the year 10000`},
+		{"date before year 0", rec(0, 0, -719529), "", `field "d": date -719529 is in the year -1`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := resolveWith(t, schema, schema, tc.in)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrInexact) || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Decode error = %v, want ErrInexact with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := jsonCodec{}.Encode(got)
+			if err != nil || string(out) != tc.want {
+				t.Fatalf("Decode = %s, %v; want %s", out, err, tc.want)
+			}
+		})
+	}
 }
