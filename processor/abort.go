@@ -75,6 +75,9 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 		s.log.Info("transaction aborted; resuming from the last committed offsets", "topic", s.cfg.Input, "records", n)
 		return nil
 	}
+	if kit.IsFatal(produceErr) {
+		return produceErr // the schema registry refused us, say: no retry mends it
+	}
 	s.metrics.abort(AbortRetry)
 	s.metrics.Retry(retryCause(produceErr))
 	if refused := t.refusedWindows(); len(refused) > 0 && kit.IsRecordFault(produceErr) {

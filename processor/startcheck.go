@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // checkStart checks, once before the first session, what only the broker
@@ -29,6 +30,9 @@ func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
 		if err == nil {
 			err = s.checkLimits(ctx, adm)
 		}
+		if err == nil {
+			err = s.checkRegistry(ctx)
+		}
 		if err == nil || kit.IsFatal(err) {
 			s.sessionErr.Store(nil)
 			return err
@@ -45,6 +49,28 @@ func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// checkRegistry is checkStart's look at the schema registries of the
+// input and output codecs (serde.CheckRegistry): an output schema that the
+// subject refuses, or credentials that the registry refuses, stop the
+// stage now (serde.ErrRegistryRefused, fatal) instead of at its first
+// record. A registry that does not answer is logged and left to the
+// records, which wait for it (ErrTransient): the stage starts as before.
+func (s *Stage) checkRegistry(ctx context.Context) error {
+	for _, c := range []struct {
+		role  string
+		codec serde.Codec
+	}{{"input", s.in}, {"output", s.out}} {
+		err := serde.CheckRegistry(ctx, c.codec)
+		switch {
+		case serde.IsRegistryRefused(err):
+			return &kit.ConfigError{Err: fmt.Errorf("%s registry: %w", c.role, err)}
+		case err != nil:
+			s.log.Warn("schema registry check failed; records wait for the registry", "role", c.role, "err", err)
+		}
+	}
+	return nil
 }
 
 // checkTopics is checkStart's look at the topics.

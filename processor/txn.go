@@ -234,6 +234,13 @@ func (t *txn) process(r *kgo.Record) {
 	} else {
 		outs, err = s.recordOutputs(t.ctx, r)
 	}
+	if serde.IsRegistryRefused(err) {
+		// Not the record's fault, and no retry mends it (the registry
+		// refuses the credentials or the output schema): the stage stops
+		// (afterAbort), naming it, instead of dead-lettering every record.
+		t.fail(src, &kit.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
+		return
+	}
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.

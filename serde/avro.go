@@ -305,7 +305,7 @@ func (r *registry) schema(id int) (*avroSchema, error) {
 		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
 			return nil, fmt.Errorf("%w: schema id %d: the registry does not have it", ErrUnknownSchema, id)
 		}
-		return nil, fmt.Errorf("%w: schema id %d: %v", ErrTransient, id, err)
+		return nil, fmt.Errorf("%w: schema id %d: %s", registryErrClass(err, false), id, registryErrText(err))
 	}
 	if got.Type != sr.TypeAvro {
 		return nil, fmt.Errorf("%w: schema id %d is %s, not avro", ErrSyntax, id, got.Type)
@@ -341,7 +341,8 @@ func (r *registry) register(subject string, s *avroSchema) (int, error) {
 	if err != nil {
 		got, lerr := r.cl.LookupSchema(ctx, subject, schema)
 		if lerr != nil {
-			return 0, fmt.Errorf("%w: register schema under subject %q: %v", ErrTransient, subject, err)
+			return 0, fmt.Errorf("%w: register schema under subject %q: %s (and it is not registered there: %s)",
+				registryErrClass(err, true), subject, registryErrText(err), registryErrText(lerr))
 		}
 		id = got.ID
 	}
@@ -350,6 +351,63 @@ func (r *registry) register(subject string, s *avroSchema) (int, error) {
 	r.byID[id] = s
 	r.mu.Unlock()
 	return id, nil
+}
+
+// registryErrClass is the class of a registry request's failure: a
+// status that asking again cannot change is ErrRegistryRefused (401 and
+// 403, the credentials; for a registration, 409 and 422, the schema, per
+// the Confluent Schema Registry API), anything else ErrTransient (5xx,
+// 429, a timeout, a connection refused).
+func registryErrClass(err error, registering bool) error {
+	var re *sr.ResponseError
+	if errors.As(err, &re) {
+		switch re.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return ErrRegistryRefused
+		case http.StatusConflict, http.StatusUnprocessableEntity:
+			if registering {
+				return ErrRegistryRefused
+			}
+		}
+	}
+	return ErrTransient
+}
+
+// registryErrText is err with the HTTP status named, which a registry's
+// own message may not give.
+func registryErrText(err error) string {
+	var re *sr.ResponseError
+	if errors.As(err, &re) && re.StatusCode != 0 {
+		return fmt.Sprintf("HTTP %d %s: %v", re.StatusCode, http.StatusText(re.StatusCode), err)
+	}
+	return err.Error()
+}
+
+// CheckRegistry asks the schema registry of codec c, if it has one, what
+// its first record would: an output codec registers its writer schema
+// (so that a schema the subject refuses is found before the first
+// record), an input codec checks that the registry accepts its
+// credentials (GET /schemas/types). Errors are ErrRegistryRefused (not
+// worth a retry) or ErrTransient; a codec without a registry returns nil.
+func CheckRegistry(ctx context.Context, c Codec) error {
+	ac, ok := c.(*avroCodec)
+	if !ok || ac.reg == nil {
+		return nil
+	}
+	if ac.writer != nil && ac.subject != "" {
+		_, err := ac.reg.register(ac.subject, ac.writer)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ac.reg.timeout)
+	defer cancel()
+	if _, err := ac.reg.cl.SupportedTypes(ctx); err != nil {
+		var re *sr.ResponseError
+		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+			return nil // a registry without the endpoint (older versions)
+		}
+		return fmt.Errorf("%w: schema registry: %s", registryErrClass(err, false), registryErrText(err))
+	}
+	return nil
 }
 
 // redactURL drops the user information of a URL for messages.

@@ -1,11 +1,13 @@
 package serde
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -423,8 +425,11 @@ func TestRegistryBasicAuth(t *testing.T) {
 	}
 	bad := mustCodec(t, Config{Format: Avro, Topic: "t", Schema: v1Schema, Registry: Registry{URL: reg.URL(), Username: "user", Password: "wrong"}})
 	_, err := bad.Encode(map[string]any{"event_id": "x"})
-	if !IsTransient(err) || strings.Contains(err.Error(), "wrong") {
-		t.Fatalf("Encode with bad credentials: %v, want transient, without the password", err)
+	// Refused credentials are no record's fault and no retry mends them:
+	// the stage stops, naming the status (ErrRegistryRefused, not
+	// transient).
+	if !IsRegistryRefused(err) || IsTransient(err) || !strings.Contains(err.Error(), "HTTP 403") || strings.Contains(err.Error(), "wrong") {
+		t.Fatalf("Encode with bad credentials: %v, want refused (not transient), naming the status, without the password", err)
 	}
 	if s := (Registry{URL: "http://u:pw@h:1", Password: "pw"}).String(); strings.Contains(s, "pw") {
 		t.Fatalf("Registry.String shows a credential: %s", s)
@@ -819,5 +824,70 @@ func TestAvroYearsOutsideRFC3339(t *testing.T) {
 				t.Fatalf("Decode = %s, %v; want %s", out, err, tc.want)
 			}
 		})
+	}
+}
+
+// CheckRegistry asks at start what the first record would: an output
+// codec registers its schema, an input codec checks its credentials. A
+// status that asking again cannot change is ErrRegistryRefused; the rest
+// is transient.
+func TestCheckRegistry(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		register, lookup int // HTTP statuses
+		types            int
+		output           bool
+		want             error // nil, ErrRegistryRefused or ErrTransient
+	}{
+		{"output schema registered", 200, 404, 200, true, nil},
+		{"output schema incompatible with the subject", 409, 404, 200, true, ErrRegistryRefused},
+		{"output schema invalid for the registry", 422, 404, 200, true, ErrRegistryRefused},
+		{"output schema not registrable but registered already", 403, 200, 200, true, nil},
+		{"output: credentials refused", 401, 401, 200, true, ErrRegistryRefused},
+		{"output: registry failing", 503, 503, 200, true, ErrTransient},
+		{"input: credentials accepted", 0, 0, 200, false, nil},
+		{"input: credentials refused", 0, 0, 401, false, ErrRegistryRefused},
+		{"input: not authorized", 0, 0, 403, false, ErrRegistryRefused},
+		{"input: too many requests", 0, 0, 429, false, ErrTransient},
+		{"input: a registry without /schemas/types", 0, 0, 404, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				status := tc.types
+				switch {
+				case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/versions"):
+					status = tc.register
+				case r.Method == http.MethodPost:
+					status = tc.lookup
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(status)
+				switch {
+				case status != 200:
+					fmt.Fprintf(w, `{"error_code":%d,"message":"no"}`, status)
+				case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/versions"):
+					fmt.Fprint(w, `{"id":7}`)
+				case r.Method == http.MethodPost:
+					fmt.Fprint(w, `{"subject":"t-value","id":7,"version":1,"schema":"\"string\""}`)
+				default:
+					fmt.Fprint(w, `["AVRO"]`)
+				}
+			}))
+			defer srv.Close()
+			cfg := Config{Format: Avro, Topic: "t", Registry: Registry{URL: srv.URL}}
+			if tc.output {
+				cfg.Schema = v1Schema
+			}
+			err := CheckRegistry(context.Background(), mustCodec(t, cfg))
+			switch {
+			case tc.want == nil && err != nil, tc.want != nil && !errors.Is(err, tc.want):
+				t.Fatalf("CheckRegistry = %v, want %v", err, tc.want)
+			case errors.Is(err, ErrRegistryRefused) && IsTransient(err):
+				t.Fatalf("CheckRegistry = %v: refused and transient", err)
+			}
+		})
+	}
+	if err := CheckRegistry(context.Background(), mustCodec(t, Config{Format: JSON})); err != nil {
+		t.Fatalf("CheckRegistry(json) = %v", err)
 	}
 }

@@ -40,11 +40,22 @@ var (
 	// ErrIncompatible means data written with one Avro schema cannot be
 	// read with the reader schema (a field without a default, say).
 	ErrIncompatible = errors.New("incompatible schemas")
+	// ErrRegistryRefused means the schema registry answered what asking
+	// again cannot change: the credentials are refused (HTTP 401, 403), or
+	// the writer schema cannot be registered under its subject (409, an
+	// incompatible schema; 422, an invalid one) and is not there already.
+	// It is the configuration's fault, not the record's, and not
+	// transient: a stage or sink stops, naming it, instead of dead-lettering
+	// every record or retrying for ever.
+	ErrRegistryRefused = errors.New("refused by the schema registry")
 	// ErrTransient marks a failure that is not the record's fault and may
 	// pass on retry, such as a schema registry that is down or answers
 	// 5xx. The stage retries the record; it never dead-letters it.
 	ErrTransient = errors.New("transient")
 )
+
+// IsRegistryRefused reports whether err is ErrRegistryRefused.
+func IsRegistryRefused(err error) bool { return errors.Is(err, ErrRegistryRefused) }
 
 // IsTransient reports whether err is a transient failure (ErrTransient).
 func IsTransient(err error) bool { return errors.Is(err, ErrTransient) }

@@ -16,6 +16,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/exactly-io/exactly/serde"
 )
 
 // ErrCrashed is returned by a stage's or a sink's Run when a failpoint's
@@ -52,7 +54,9 @@ func IsFatal(err error) bool {
 		errors.Is(err, kerr.FencedInstanceID) ||
 		IsCertificateError(err) ||
 		// transaction_timeout above the broker's transaction.max.timeout.ms
-		errors.Is(err, kerr.InvalidTransactionTimeout)
+		errors.Is(err, kerr.InvalidTransactionTimeout) ||
+		// the schema registry refuses the credentials or the schema
+		serde.IsRegistryRefused(err)
 }
 
 // IsCertificateError reports whether err is a TLS peer certificate that

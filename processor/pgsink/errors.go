@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // Dead-letter reasons of the sink, written to the exactly.dlq.reason header
@@ -123,7 +124,7 @@ func (c Class) String() string {
 // which are fatal.
 func Classify(err error) Class {
 	var ce *kit.ConfigError
-	if errors.As(err, &ce) || kit.IsCertificateError(err) {
+	if errors.As(err, &ce) || kit.IsCertificateError(err) || serde.IsRegistryRefused(err) {
 		return ClassFatal
 	}
 	code := sqlState(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // Every SQLSTATE class of the README's table gets the class it promises.
@@ -92,6 +93,10 @@ func TestClassifyOther(t *testing.T) {
 		{"dial", &pgconn.ConnectError{}, ClassTransient},
 		{"deadline", context.DeadlineExceeded, ClassTransient},
 		{"config", kit.NewConfigError("x"), ClassFatal},
+		// A record's decode that the schema registry refuses (HTTP 401):
+		// the sink stops, it neither dead-letters nor retries for ever.
+		{"registry refused", &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 401", serde.ErrRegistryRefused)}, ClassFatal},
+		{"registry down", &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 503", serde.ErrTransient)}, ClassTransient},
 		{"stuck", &stuckError{err: &pgconn.PgError{Code: "55000"}}, ClassUnknown},
 	}
 	for _, tt := range tests {

@@ -355,6 +355,14 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 	}
+	// Credentials the schema registry refuses stop the sink now, not at
+	// its first record (serde.ErrRegistryRefused); a registry that does
+	// not answer is left to the records, which wait for it.
+	if err := serde.CheckRegistry(ctx, s.codec); serde.IsRegistryRefused(err) {
+		return fmt.Errorf("sink %q: %w", s.cfg.Sink, &kit.ConfigError{Err: fmt.Errorf("input registry: %w", err)})
+	} else if err != nil {
+		s.log.Warn("schema registry check failed; records wait for the registry", "err", err)
+	}
 
 	var cl *kgo.Client
 	for {
