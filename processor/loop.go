@@ -48,7 +48,9 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		// A failed session's error stays until this one commits or has
 		// run for the stall limit (see Ready): a fault that comes back at
 		// every rebuild must not read as ready between two of them.
-		s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
+		if s.cfg.Guarantee == AtLeastOnce || s.producerReady.Load() {
+			s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
+		}
 		s.metrics.Rebalance()
 		for topic, parts := range assigned {
 			s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
@@ -97,6 +99,8 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		s.delivered = map[partition]*deliveredRange{}
 	}
 	s.lastTopicID = topicID
+	s.producerReady.Store(false)
+	s.sessionBuilt.Store(time.Now().UnixNano())
 	if err := s.checkGroup(ctx, adm); err != nil {
 		return false, err
 	}
@@ -123,9 +127,20 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		// (between TxnOffsetCommit and EndTxn) would stall this session
 		// for the transaction timeout. The restore of a store's
 		// partitions waits for the same abort.
-		if _, _, err := sess.Client().ProducerID(ctx); err != nil && ctx.Err() == nil {
+		slow := time.AfterFunc(s.stallLimit(), func() {
+			s.log.Warn("the transactional producer is still waiting for its producer ID; the stage is not ready",
+				"transactional_id", s.cfg.TransactionalID(), "waited", s.stallLimit(),
+				"why", "InitProducerId ends the open transaction of this transactional ID first, and waits while an output partition refuses its markers (no leader, too few in-sync replicas)")
+		})
+		_, _, err := sess.Client().ProducerID(ctx)
+		slow.Stop()
+		if err != nil && ctx.Err() == nil {
 			return false, fmt.Errorf("init producer id: %w", err)
 		}
+		s.producerReady.Store(true)
+		// The session is up once it is assigned and can produce: this
+		// starts the stall limit after which a past failure is forgotten.
+		s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
 	}
 
 	// Transforms see a context that shutdown does not cancel: a record

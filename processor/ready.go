@@ -28,6 +28,12 @@ func (s *Stage) Ready() error {
 	if err := s.member.Check(s.cfg.Group()); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
+	if s.cfg.Guarantee == ExactlyOnce && !s.producerReady.Load() {
+		if at := s.sessionBuilt.Load(); at != 0 && time.Since(time.Unix(0, at)) >= s.stallLimit() {
+			return fmt.Errorf("stage %s: the transactional producer has had no producer ID for %s: InitProducerId waits for the transaction coordinator to end this transactional ID's open transaction (an output partition that refuses writes holds it up)",
+				s.cfg.Stage, time.Since(time.Unix(0, at)).Round(time.Second))
+		}
+	}
 	what := "transaction"
 	if s.cfg.Guarantee == AtLeastOnce {
 		what = "batch" // polled, not yet committed: there is no transaction
@@ -47,7 +53,14 @@ func (s *Stage) Ready() error {
 // not flap to ready between rebuilds.
 func (s *Stage) recovered() bool {
 	up := s.sessionUp.Load()
-	return up != 0 && time.Since(time.Unix(0, up)) >= max(kit.StallFactor*s.cfg.CommitInterval, kit.StallMin)
+	return up != 0 && time.Since(time.Unix(0, up)) >= s.stallLimit()
+}
+
+// stallLimit is how long a session may go without progress before the
+// stage reads as not ready: kit.StallFactor commit intervals, at least
+// kit.StallMin.
+func (s *Stage) stallLimit() time.Duration {
+	return max(kit.StallFactor*s.cfg.CommitInterval, kit.StallMin)
 }
 
 // partitionsGone forgets the lag of partitions this instance no longer

@@ -208,6 +208,13 @@ type Stage struct {
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
 	sessionUp  atomic.Int64          // Unix nanoseconds of the current session's first assignment; 0 before it
+	// sessionBuilt is when the current session began (Unix nanoseconds),
+	// producerReady whether its transactional producer has its producer
+	// ID (exactly-once; InitProducerId can wait on the coordinator for
+	// as long as an output partition refuses the markers of the
+	// predecessor's open transaction).
+	sessionBuilt  atomic.Int64
+	producerReady atomic.Bool
 	fenced     atomic.Pointer[error] // a *kit.FencedError of the current session
 	fences     kit.FenceHistory      // whether Run rejoins after a fence or stops
 	brokers    *kit.BrokerHealth
