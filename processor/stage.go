@@ -207,7 +207,7 @@ type Stage struct {
 	member     kit.Membership
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
-	sessionUp  atomic.Int64          // Unix nanoseconds of the current session's first assignment; 0 before it
+	sessionUp  atomic.Int64 // Unix nanoseconds of the current session's first assignment; 0 before it
 	// sessionBuilt is when the current session began (Unix nanoseconds),
 	// producerReady whether its transactional producer has its producer
 	// ID (exactly-once; InitProducerId can wait on the coordinator for
@@ -215,9 +215,9 @@ type Stage struct {
 	// predecessor's open transaction).
 	sessionBuilt  atomic.Int64
 	producerReady atomic.Bool
-	fenced     atomic.Pointer[error] // a *kit.FencedError of the current session
-	fences     kit.FenceHistory      // whether Run rejoins after a fence or stops
-	brokers    *kit.BrokerHealth
+	fenced        atomic.Pointer[error] // a *kit.FencedError of the current session
+	fences        kit.FenceHistory      // whether Run rejoins after a fence or stops
+	brokers       *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	deduplicated                               atomic.Int64
