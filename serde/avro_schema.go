@@ -328,3 +328,27 @@ func namesMatch(w, r *avroType) bool {
 func bigPow10(n int) *big.Int {
 	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
 }
+
+// CheckSchema reports whether text is an Avro schema that an Avro codec
+// accepts (the specification's rules and the logical types this package
+// implements), without building a codec: topology's validation uses it,
+// so that `exactly validate` refuses what a stage or sink would refuse at
+// start. The error says what is wrong.
+func CheckSchema(text []byte) error {
+	_, err := newAvroSchema(string(text))
+	return err
+}
+
+// SchemaFieldNames returns the names of the fields of text, an Avro
+// record schema, in order; nil when text is not a record schema.
+func SchemaFieldNames(text []byte) []string {
+	s, err := newAvroSchema(string(text))
+	if err != nil || s.typ.kind != "record" {
+		return nil
+	}
+	names := make([]string, len(s.typ.fields))
+	for i, f := range s.typ.fields {
+		names[i] = f.name
+	}
+	return names
+}

@@ -24,6 +24,16 @@ func avroDir(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "schemas", "bad.avsc"), []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// JSON, but no Avro schema a codec accepts (an outside attack: validate
+	// said ok, run exited 2).
+	for name, text := range map[string]string{
+		"typo.avsc":       `{"type":"record","name":"R","fields":[{"name":"a","type":"strin"}]}`,
+		"baddefault.avsc": `{"type":"record","name":"R","fields":[{"name":"a","type":"string","default":5}]}`,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "schemas", name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return filepath.Join(dir, "topology.yaml")
 }
 
@@ -86,6 +96,12 @@ func TestParseAvroValidation(t *testing.T) {
 		{"schema file not JSON",
 			`{ topic: in, format: avro, schema: schemas/bad.avsc }`,
 			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/bad.avsc" is not JSON (want an Avro schema, .avsc)`}, ""},
+		{"schema file with an unknown type",
+			`{ topic: in, format: avro, schema: schemas/typo.avsc }`,
+			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/typo.avsc" is not a valid Avro schema: R.a: unknown type "strin"`}, ""},
+		{"schema file with a default of the wrong type",
+			`{ topic: in, format: avro, schema: schemas/baddefault.avsc }`,
+			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/baddefault.avsc" is not a valid Avro schema: invalid schema: Record "R" field "a": default value ought to have a string type got: float64`}, ""},
 		{"schema on json",
 			`{ topic: in, schema: schemas/order.avsc }`,
 			nil, []string{`10:33: stages[0].input.schema: only for format avro (format is "json")`}, ""},
@@ -169,5 +185,37 @@ func TestRegistryPasswordNeverShown(t *testing.T) {
 	// What a log line or a %v of the config would print.
 	if s := fmt.Sprintf("%v %+v", f.Stages[0].Input, f.Stages[0].Input.Registry); strings.Contains(s, "hunter2") {
 		t.Fatalf("password shown: %s", s)
+	}
+}
+
+// A sink column mapped to a field that the input's Avro schema (known
+// offline) does not have would be NULL in every row: validate says so,
+// naming the fields there are (an outside attack: amout for amount).
+func TestSinkColumnsInAvroSchema(t *testing.T) {
+	path := avroDir(t)
+	sink := func(input, columns string) string {
+		return head + "sinks:\n  - name: pg\n    input: " + input + "\n    dead_letter: { topic: dlq }\n" +
+			"    postgres: { dsn: \"postgres://u@h/db\", table: raw.events, event_id: event_id, columns: " + columns + " }\n"
+	}
+	for _, tc := range []struct {
+		name, input, columns string
+		want                 string // a message, or "" for none
+	}{
+		{"fields of the schema", `{ topic: in, format: avro, schema: schemas/order.avsc }`, `{ event_id: event_id, v: $value }`, ""},
+		{"a typo", `{ topic: in, format: avro, schema: schemas/order.avsc }`, `{ event_id: event_id, amt: amout }`,
+			`sinks[0].postgres.columns.amt: field "amout" is not in the input's Avro schema schemas/order.avsc (its fields: event_id): the column would be NULL in every row`},
+		{"reader schema of a registry input", `{ topic: in, format: avro, registry: { url: "http://sr", reader_schema: schemas/order.avsc } }`, `{ event_id: event_id, amt: amout }`,
+			`field "amout" is not in the input's Avro schema`},
+		{"registry alone: not known offline", `{ topic: in, format: avro, registry: { url: "http://sr" } }`, `{ event_id: event_id, amt: amout }`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(path, []byte(sink(tc.input, tc.columns)), nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Parse = %v, want %q", err, tc.want)
+			}
+		})
 	}
 }

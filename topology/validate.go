@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/exactly-io/exactly/serde"
 )
 
 var (
@@ -359,8 +361,9 @@ func (v *validator) avro(path string, e Endpoint) {
 }
 
 // schemaFile checks that the Avro schema file at path (relative to the
-// topology file) can be read and is JSON; the serde package checks the rest
-// when the stage starts.
+// topology file) can be read and is an Avro schema that the stage's or
+// sink's codec accepts (serde.CheckSchema), so that validate refuses what
+// start would.
 func (v *validator) schemaFile(path, name string) {
 	if name == "" {
 		v.report(path, "must not be empty")
@@ -372,6 +375,10 @@ func (v *validator) schemaFile(path, name string) {
 		v.report(path, "cannot read schema file %s (relative paths start at the topology file's directory)", v.q(path, name))
 	case !json.Valid(data):
 		v.report(path, "schema file %s is not JSON (want an Avro schema, .avsc)", v.q(path, name))
+	default:
+		if err := serde.CheckSchema(data); err != nil {
+			v.report(path, "schema file %s is not a valid Avro schema: %v", v.q(path, name), err)
+		}
 	}
 }
 

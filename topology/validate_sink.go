@@ -2,12 +2,15 @@ package topology
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/exactly-io/exactly/serde"
 )
 
 var (
@@ -154,6 +157,7 @@ func (v *validator) postgres(p string, s Sink) {
 		}
 	}
 	v.schemaTypes(p, s)
+	v.columnsInSchema(p, s)
 
 	ep := p + ".event_id"
 	switch _, ok := pg.Columns[pg.EventID]; {
@@ -318,5 +322,43 @@ func (v *validator) schemaTypes(p string, s Sink) {
 	}
 	if pg.AutoColumns && pg.Types != TypesFromSchema {
 		v.report(ap, "needs types: from_schema (each new field's column takes its type from the Avro schema)")
+	}
+}
+
+// columnsInSchema checks, for an Avro input whose schema is known offline
+// (a raw Avro schema file, or a registry's reader_schema), that every
+// column mapped to a field names a field of that record schema: a field
+// it does not have would be NULL in every row, silently (a typo such as
+// amout for amount). A schema from the registry alone is known only at
+// run time, and a Debezium envelope's columns name fields of its after
+// record.
+func (v *validator) columnsInSchema(p string, s Sink) {
+	pg := s.Postgres
+	if s.Input.Format != "avro" || pg.Envelope == EnvelopeDebezium {
+		return
+	}
+	name := s.Input.Schema
+	if s.Input.Registry.URL != "" || v.has(strings.TrimSuffix(p, ".postgres")+".input.registry") {
+		name = s.Input.Registry.ReaderSchema
+	}
+	if name == "" {
+		return
+	}
+	data, err := os.ReadFile(v.f.Resolve(name))
+	if err != nil {
+		return // reported with the schema field
+	}
+	fields := serde.SchemaFieldNames(data)
+	if fields == nil {
+		return
+	}
+	for _, c := range pg.ColumnOrder {
+		src := pg.Columns[c]
+		if src == "" || strings.HasPrefix(src, "$") || slices.Contains(fields, src) {
+			continue
+		}
+		path := p + ".columns." + c
+		v.report(path, "field %s is not in the input's Avro schema %s (its fields: %s): the column would be NULL in every row",
+			v.q(path, src), name, strings.Join(fields, ", "))
 	}
 }
