@@ -432,6 +432,7 @@ func (dl DeadLetter) Record() *kgo.Record {
 func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip bool) {
 	dl, ok := Parse(rec)
 	ref := func(why string) Ref { return Ref{Partition: rec.Partition, Offset: rec.Offset, Why: why} }
+	tsErr := kit.CheckWritableTimestamp(dl.SourceTime)
 	switch {
 	case dl.Stage != r.cfg.Stage:
 		pending.OtherStage++
@@ -446,10 +447,10 @@ func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip b
 		pending.Unredrivable = append(pending.Unredrivable, ref("source topic "+dl.SourceTopic+" is not the stage's input "+r.cfg.Input))
 	case dl.SourcePartition >= r.parts:
 		pending.Unredrivable = append(pending.Unredrivable, ref(fmt.Sprintf("source partition %d does not exist (%s has %d)", dl.SourcePartition, r.cfg.Input, r.parts)))
-	case kit.CheckWritableTimestamp(dl.SourceTime) != nil:
+	case tsErr != nil:
 		// Sent back with another timestamp, it would not be the record
 		// that failed.
-		pending.Unredrivable = append(pending.Unredrivable, ref(kit.CheckWritableTimestamp(dl.SourceTime).Error()))
+		pending.Unredrivable = append(pending.Unredrivable, ref(tsErr.Error()))
 	case dl.Count >= r.cfg.MaxRedrives:
 		pending.Exhausted = append(pending.Exhausted, ref(fmt.Sprintf("redriven %d times already (limit %d): %s", dl.Count, r.cfg.MaxRedrives, dl.Error)))
 	default:
