@@ -9,7 +9,7 @@ import (
 	_ "embed"
 	"encoding/json"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 var (

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // decoder walks a yaml.Node tree into a value, guided by the yaml struct
@@ -76,7 +76,7 @@ func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
 // there is none.
 func (d *decoder) root(data []byte) (root *yaml.Node) {
 	defer func() {
-		// yaml.v3 has panicked on hostile input before; Parse must not.
+		// yaml has panicked on hostile input before; Parse must not.
 		if r := recover(); r != nil {
 			d.add(Position{}, "", "invalid YAML: %v", r)
 			root = nil
@@ -121,23 +121,49 @@ func (d *decoder) root(data []byte) (root *yaml.Node) {
 	return n
 }
 
-// syntax records a YAML syntax error, keeping the line number yaml.v3 puts
-// in its message ("yaml: line 3: mapping values are not allowed ...").
+// syntax records a YAML syntax error (see SyntaxError).
 func (d *decoder) syntax(err error, data []byte) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	d.errs = append(d.errs, SyntaxError(d.file, data, err))
+}
+
+// SyntaxError turns err, a YAML library error from parsing data (the text
+// of file), into an *Error "file:line:col: invalid YAML: message" at the
+// place the parser stopped (yaml.LoadError's Mark; line and column count
+// from 1). It names the construct the parser was reading and where that
+// began (ContextMark), which is often where the mistake is: an unclosed
+// '[' or quote, a key without ':'. An error without a mark keeps the line
+// its message names ("yaml: line 3: ..."), or has no position.
+func SyntaxError(file string, data []byte, err error) *Error {
+	var le *yaml.LoadError
+	var pos Position
+	var msg string
+	if errors.As(err, &le) && le.Mark.Line > 0 {
+		pos = Position{Line: le.Mark.Line, Col: le.Mark.Column}
+		msg = le.Message
+		if c := le.ContextMark; le.ContextMsg != "" && c.Line > 0 && (c.Line != pos.Line || c.Column != pos.Col) {
+			msg += fmt.Sprintf(" (%s that began at line %d, column %d)", le.ContextMsg, c.Line, c.Column)
+		}
+	} else {
+		msg = strings.TrimPrefix(err.Error(), "yaml: ")
+		if rest, ok := strings.CutPrefix(msg, "line "); ok {
+			if num, text, ok := strings.Cut(rest, ": "); ok {
+				if line, err := strconv.Atoi(num); err == nil && line > 0 {
+					pos.Line, msg = line, text
+				}
+			}
+		}
+	}
+	if pos.Line > 0 && pos.Col > 0 {
+		lines := bytes.Split(data, []byte("\n"))
+		if pos.Line <= len(lines) && pos.Col <= len(lines[pos.Line-1]) && lines[pos.Line-1][pos.Col-1] == '\t' {
+			msg += " (a tab: YAML indents with spaces only)"
+		}
+	}
 	if bytes.Contains(data, []byte("${")) && strings.Contains(msg, "did not find expected ','") {
 		// Braces are syntax in flow collections: [${X}] does not parse.
 		msg += ` (quote values holding ${...} inside [...] or {...}: "${VAR}")`
 	}
-	var pos Position
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, text, ok := strings.Cut(rest, ": "); ok {
-			if line, err := strconv.Atoi(num); err == nil && line > 0 {
-				pos.Line, msg = line, text
-			}
-		}
-	}
-	d.add(pos, "", "invalid YAML: %s", msg)
+	return &Error{File: file, Pos: pos, Msg: "invalid YAML: " + msg}
 }
 
 // decode stores n into v, which must be addressable.

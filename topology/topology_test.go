@@ -363,9 +363,21 @@ func TestParseDocument(t *testing.T) {
 		{"null", "~\n", []string{"t.yaml: empty topology file (want a mapping with version, kafka, topics and stages)"}},
 		{"sequence", "- a\n", []string{`t.yaml:1:1: topology must be a mapping with version, kafka, topics and stages (got a sequence)`}},
 		{"scalar", "hello\n", []string{`t.yaml:1:1: topology must be a mapping with version, kafka, topics and stages (got "hello")`}},
-		{"syntax", "version: 1\nkafka: [\n", []string{`t.yaml:2: invalid YAML: did not find expected node content`}},
+		{"syntax", "version: 1\nkafka: [\n", []string{`t.yaml:3:1: invalid YAML: did not find expected node content`}},
 		{"unquoted variable in flow sequence", "kafka: { brokers: [${KAFKA}] }\n",
-			[]string{`t.yaml: invalid YAML: did not find expected ',' or ']' (quote values holding ${...} inside [...] or {...}: "${VAR}")`}},
+			[]string{`t.yaml:1:21: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence that began at line 1, column 19) (quote values holding ${...} inside [...] or {...}: "${VAR}")`}},
+		// A syntax error is reported where the parser stopped, line and
+		// column, with the construct it was reading and where that began.
+		{"bad indentation", "version: 1\ntopics:\n  - name: x\n   partitions: 3\n",
+			[]string{`t.yaml:4:4: invalid YAML: did not find expected '-' indicator (while parsing a block collection that began at line 3, column 3)`}},
+		{"unclosed flow sequence", "version: 1\nkafka:\n  brokers: [a:1\ntopics: []\n",
+			[]string{`t.yaml:4:7: invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence that began at line 3, column 12)`}},
+		{"tab", "version: 1\nkafka:\n\tbrokers: [a]\n",
+			[]string{`t.yaml:3:1: invalid YAML: found character that cannot start any token (a tab: YAML indents with spaces only)`}},
+		{"key without colon", "version: 1\ntopics:\n  - name: x\n  bad\n",
+			[]string{`t.yaml:5:1: invalid YAML: could not find expected ':' (while scanning a simple key that began at line 4, column 3)`}},
+		{"unclosed quote", "version: 1\nkafka:\n  brokers: [\"a:1]\ntopics: []\n",
+			[]string{`t.yaml:5:1: invalid YAML: found unexpected end of stream (while scanning a quoted scalar that began at line 3, column 13)`}},
 		{"two documents", head + "---\n" + head, []string{`t.yaml:8:1: more than one YAML document (a topology file holds exactly one)`}},
 	}
 	for _, tt := range tests {

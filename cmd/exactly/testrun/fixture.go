@@ -43,7 +43,9 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
+
+	"github.com/exactly-io/exactly/topology"
 )
 
 // Fixture is a decoded fixture file.
@@ -87,7 +89,7 @@ func Load(path string) (*Fixture, error) {
 func Parse(name string, data []byte) (*Fixture, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, syntaxError(name, err)
+		return nil, topology.SyntaxError(name, data, err)
 	}
 	p := &parser{file: name}
 	fx := &Fixture{Path: name}
@@ -261,21 +263,4 @@ func (p *parser) bytes(n *yaml.Node, path string, b64 bool) ([]byte, bool) {
 // equalBytes compares keys and values, null differing from empty.
 func equalBytes(a, b []byte) bool {
 	return (a == nil) == (b == nil) && bytes.Equal(a, b)
-}
-
-// syntaxError places a YAML syntax error at name:line, the line yaml.v3
-// names in its message ("yaml: line 3: ..."), as topology does for a
-// topology file. yaml.v3 names the line where the token it could not
-// finish began or the last one it read, which for an unclosed [ or { can
-// be the line before the mistake.
-func syntaxError(name string, err error) error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, text, ok := strings.Cut(rest, ": "); ok {
-			if line, aerr := strconv.Atoi(num); aerr == nil && line > 0 {
-				return fmt.Errorf("%s:%d: invalid YAML: %s", name, line, text)
-			}
-		}
-	}
-	return fmt.Errorf("%s: invalid YAML: %s", name, msg)
 }
