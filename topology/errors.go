@@ -79,6 +79,9 @@ func (es Errors) Unwrap() []error {
 	return out
 }
 
+// Sorted returns es sorted by line and column, each problem once.
+func (es Errors) Sorted() Errors { return es.sorted() }
+
 // sorted orders es by position, keeping discovery order for ties, and drops
 // repeats: a node reached through several YAML aliases would otherwise
 // report the same problem once per alias.

@@ -29,6 +29,30 @@ func Load(path string) (*File, error) {
 // found, sorted by position. Parse does not touch the network and does not
 // panic, whatever data holds.
 func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	f, err := ParseDraft(name, data, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// LoadDraft is Load that, on failure, also returns the file as far as it
+// decoded (see ParseDraft).
+func LoadDraft(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load topology: %w", err)
+	}
+	return ParseDraft(path, data, os.LookupEnv)
+}
+
+// ParseDraft is Parse that, on failure, also returns the file as far as it
+// decoded, when it decoded at all (nil for a YAML syntax error or a file
+// that is not a mapping), so that checks made outside this package (the
+// CEL of transform steps) can report their problems with the file's own in
+// one run. Such a draft is for checking only: it may hold zero values where
+// a problem was, and Problem says where one was reported.
+func ParseDraft(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
@@ -46,7 +70,11 @@ func Parse(name string, data []byte, lookupEnv func(string) (string, bool)) (*Fi
 	v.defaults()
 	v.validate()
 	if len(d.errs) > 0 {
-		return nil, d.errs.sorted()
+		f.problems = make(map[string]bool, len(d.errs))
+		for _, e := range d.errs {
+			f.problems[e.Path] = true
+		}
+		return f, d.errs.sorted()
 	}
 	v.resolveKafkaFiles()
 	f.warnings = f.warnings.sorted()

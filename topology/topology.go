@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v4"
@@ -142,6 +143,27 @@ type File struct {
 	// warnings are problems that do not stop the file from working, such
 	// as a literal password.
 	warnings Errors
+	// problems are the field paths of the problems of a draft (ParseDraft).
+	problems map[string]bool
+}
+
+// Problem reports whether a problem of a draft (ParseDraft) was reported
+// at path, above it (the mapping that holds it, up to the file) or below
+// it. It is false for every path of a file that Parse accepted.
+func (f *File) Problem(path string) bool {
+	if len(f.problems) == 0 {
+		return false
+	}
+	if f.problems[""] {
+		return true
+	}
+	for p := range f.problems {
+		if p == path || strings.HasPrefix(p, path+".") || strings.HasPrefix(p, path+"[") ||
+			strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
 }
 
 // Warnings returns the file's warnings, sorted by position: settings that

@@ -62,6 +62,9 @@ func newCompiler(f *topology.File) (*compiler, error) {
 }
 
 func (c *compiler) fail(path, format string, args ...any) {
+	if c.f.Problem(path) {
+		return // a draft's problem there is reported already
+	}
 	c.errs = append(c.errs, &topology.Error{File: c.f.Path, Pos: c.f.Position(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 

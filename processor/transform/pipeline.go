@@ -104,7 +104,9 @@ var errDrop = errors.New("dropped")
 // transforms from reg (nil means Default). It returns the pipelines by stage
 // name, or topology.Errors with the position of each bad step or
 // expression: an expression that does not parse or type-check, a `func`
-// that is not registered, a call to a non-deterministic function.
+// that is not registered, a call to a non-deterministic function. f may
+// be a draft (topology.ParseDraft), for checking: its steps with a problem
+// are skipped, and no problem is reported twice.
 func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 	if reg == nil {
 		reg = Default
@@ -118,6 +120,11 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		st := &f.Stages[i]
 		p := &Pipeline{}
 		for j := range st.Transform {
+			if c.f.Problem(fmt.Sprintf("stages[%d].transform[%d]", i, j)) {
+				// A draft's step with a problem of its own (ParseDraft):
+				// reported already, nothing to compile.
+				continue
+			}
 			jsonOut := st.Output.Format != serde.Avro
 			if st.Transform[j].Op() == "dedupe" {
 				if d, ok := c.dedupe(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {

@@ -323,16 +323,39 @@ func cmdRun(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 // load reads and validates a topology file and compiles its transforms,
 // all before any network I/O. Errors are topology.Errors, one problem a
 // line with its file:line:col.
+//
+// Every problem is reported at once: when the file has problems of its
+// own, the transform steps without one are still compiled, so that their
+// CEL errors come in the same list.
 func load(path string) (*topology.File, map[string]*transform.Pipeline, error) {
-	f, err := topology.Load(path)
+	f, err := topology.LoadDraft(path)
 	if err != nil {
-		return nil, nil, err
+		var errs topology.Errors
+		if f == nil || !errors.As(err, &errs) {
+			return nil, nil, err
+		}
+		return nil, nil, append(errs, draftStepErrors(f)...).Sorted()
 	}
 	pipelines, err := transform.Compile(f, nil)
 	if err != nil {
 		return nil, nil, err
 	}
 	return f, pipelines, nil
+}
+
+// draftStepErrors compiles the steps of draft, a file with problems
+// (topology.LoadDraft), and returns the problems of the steps that had none
+// of their own. A compiler that trips over what is missing in the draft
+// adds nothing: the file's own problems come first.
+func draftStepErrors(draft *topology.File) (errs topology.Errors) {
+	defer func() {
+		if recover() != nil {
+			errs = nil
+		}
+	}()
+	_, err := transform.Compile(draft, nil)
+	errors.As(err, &errs)
+	return errs
 }
 
 var validateCommand = command{
