@@ -55,6 +55,13 @@ func logicalFromAvro(t *avroType, v any) (any, error) {
 			h := hex.EncodeToString(b)
 			return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
 		}
+		// A string that is no UUID does not match the schema (the Avro
+		// spec: a uuid string conforms to RFC 4122); writing it back as
+		// Avro would be refused, so reading it is too: one outcome on
+		// every path.
+		if _, err := parseUUID(v.(string)); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+		}
 		return v, nil
 	case "date":
 		d := epochDay.AddDate(0, 0, int(v.(int32)))

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 )
@@ -889,5 +890,46 @@ func TestCheckRegistry(t *testing.T) {
 	}
 	if err := CheckRegistry(context.Background(), mustCodec(t, Config{Format: JSON})); err != nil {
 		t.Fatalf("CheckRegistry(json) = %v", err)
+	}
+}
+
+// A uuid string datum that is no UUID does not match its schema (the Avro
+// spec: it conforms to RFC 4122). Encoding refuses it, so decoding does
+// too: the same record is a dead letter whether the stage writes JSON or
+// Avro, never passed on one path and refused on the other.
+func TestAvroUUIDStringMustBeAUUID(t *testing.T) {
+	const schema = `{"type":"record","name":"T","fields":[{"name":"u","type":{"type":"string","logicalType":"uuid"}}]}`
+	// A uuid string is a string on the wire: another writer's datum is
+	// made with the plain string schema, which checks nothing.
+	plain, err := goavro.NewCodec(`{"type":"record","name":"T","fields":[{"name":"u","type":"string"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := srfake.New()
+	defer reg.Close()
+	id := register(t, reg, "s", sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	dec := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL()}})
+	decode := func(u string) (any, error) {
+		datum, err := plain.BinaryFromNative(nil, map[string]any{"u": u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec.Decode(frame(id, datum))
+	}
+	got, err := decode("123e4567-e89b-12d3-a456-426614174000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := (jsonCodec{}).Encode(got); err != nil || string(out) != `{"u":"123e4567-e89b-12d3-a456-426614174000"}` {
+		t.Fatalf("Decode = %s, %v", out, err)
+	}
+	enc := mustCodec(t, Config{Format: Avro, Schema: schema})
+	for _, bad := range []string{"not-a-uuid", "", "123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"} {
+		if _, err := decode(bad); !errors.Is(err, ErrSyntax) || !strings.Contains(err.Error(), "is not a UUID") {
+			t.Errorf("Decode of uuid %q: error %v, want ErrSyntax naming it", bad, err)
+		}
+		if _, err := enc.Encode(map[string]any{"u": bad}); err == nil {
+			t.Errorf("Encode of uuid %q succeeded, want it refused as on decode", bad)
+		}
 	}
 }
