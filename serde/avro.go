@@ -301,8 +301,7 @@ func (r *registry) schema(id int) (*avroSchema, error) {
 	defer cancel()
 	got, err := r.cl.SchemaByID(ctx, id)
 	if err != nil {
-		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		if registryNotFound(err) {
 			return nil, fmt.Errorf("%w: schema id %d: the registry does not have it", ErrUnknownSchema, id)
 		}
 		return nil, fmt.Errorf("%w: schema id %d: %s", registryErrClass(err, false), id, registryErrText(err))
@@ -326,8 +325,9 @@ func (r *registry) schema(id int) (*avroSchema, error) {
 // register returns the ID of s under subject, registering it the first
 // time. Registering is idempotent: an existing schema keeps its ID. When
 // registering is not allowed (read-only credentials), a lookup finds the ID.
-// Every failure is transient: it is not the record's fault, and an
-// incompatible schema must stop the stage, not dead-letter all its records.
+// No failure is the record's: it is ErrRegistryRefused or ErrTransient
+// (registryErrClass), since an incompatible schema must stop the stage,
+// not dead-letter all its records.
 func (r *registry) register(subject string, s *avroSchema) (int, error) {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
@@ -353,12 +353,34 @@ func (r *registry) register(subject string, s *avroSchema) (int, error) {
 	return id, nil
 }
 
+// registryNotFound reports whether err is the registry's own "not found"
+// for a subject, version or schema: HTTP 404 with an error code 40401 to
+// 40499 (40403 is "schema not found"; the Confluent Schema Registry API
+// reference, Errors). A 404 without such a code is a path the server does
+// not serve: the URL is wrong (registryUnknownPath).
+func registryNotFound(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode/100 == 404
+}
+
+// registryUnknownPath reports whether err is a 404 for a path the server
+// does not serve (a typo in the URL's path, a URL that is no registry),
+// not a registry's own "not found" (registryNotFound).
+func registryUnknownPath(err error) bool {
+	var re *sr.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.ErrorCode/100 != 404
+}
+
 // registryErrClass is the class of a registry request's failure: a
 // status that asking again cannot change is ErrRegistryRefused (401 and
 // 403, the credentials; for a registration, 409 and 422, the schema, per
-// the Confluent Schema Registry API), anything else ErrTransient (5xx,
-// 429, a timeout, a connection refused).
+// the Confluent Schema Registry API; a 404 for a path that the server does
+// not serve, a wrong URL), anything else ErrTransient (5xx, 429, a
+// timeout, a connection refused).
 func registryErrClass(err error, registering bool) error {
+	if registryUnknownPath(err) {
+		return ErrRegistryRefused
+	}
 	var re *sr.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
@@ -374,11 +396,16 @@ func registryErrClass(err error, registering bool) error {
 }
 
 // registryErrText is err with the HTTP status named, which a registry's
-// own message may not give.
+// own message may not give, and for a path the server does not serve, the
+// likely cause.
 func registryErrText(err error) string {
 	var re *sr.ResponseError
 	if errors.As(err, &re) && re.StatusCode != 0 {
-		return fmt.Sprintf("HTTP %d %s: %v", re.StatusCode, http.StatusText(re.StatusCode), err)
+		text := fmt.Sprintf("HTTP %d %s: %v", re.StatusCode, http.StatusText(re.StatusCode), err)
+		if registryUnknownPath(err) {
+			text += " (no schema registry API at this URL: check the path of registry.url)"
+		}
+		return text
 	}
 	return err.Error()
 }
@@ -387,7 +414,8 @@ func registryErrText(err error) string {
 // its first record would: an output codec registers its writer schema
 // (so that a schema the subject refuses is found before the first
 // record), an input codec checks that the registry accepts its
-// credentials (GET /schemas/types). Errors are ErrRegistryRefused (not
+// credentials and that the URL serves the registry API (GET
+// /schemas/types, or GET /subjects where that is missing). Errors are ErrRegistryRefused (not
 // worth a retry) or ErrTransient; a codec without a registry returns nil.
 func CheckRegistry(ctx context.Context, c Codec) error {
 	ac, ok := c.(*avroCodec)
@@ -400,11 +428,13 @@ func CheckRegistry(ctx context.Context, c Codec) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, ac.reg.timeout)
 	defer cancel()
-	if _, err := ac.reg.cl.SupportedTypes(ctx); err != nil {
-		var re *sr.ResponseError
-		if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
-			return nil // a registry without the endpoint (older versions)
-		}
+	_, err := ac.reg.cl.SupportedTypes(ctx)
+	if registryUnknownPath(err) {
+		// A registry without the endpoint (Confluent's before 5.5), or a
+		// URL with no registry there: every registry serves /subjects.
+		_, err = ac.reg.cl.Subjects(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("%w: schema registry: %s", registryErrClass(err, false), registryErrText(err))
 	}
 	return nil

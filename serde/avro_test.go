@@ -836,21 +836,26 @@ func TestCheckRegistry(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
 		register, lookup int // HTTP statuses
-		types            int
+		types, subjects  int
 		output           bool
 		want             error // nil, ErrRegistryRefused or ErrTransient
 	}{
-		{"output schema registered", 200, 404, 200, true, nil},
-		{"output schema incompatible with the subject", 409, 404, 200, true, ErrRegistryRefused},
-		{"output schema invalid for the registry", 422, 404, 200, true, ErrRegistryRefused},
-		{"output schema not registrable but registered already", 403, 200, 200, true, nil},
-		{"output: credentials refused", 401, 401, 200, true, ErrRegistryRefused},
-		{"output: registry failing", 503, 503, 200, true, ErrTransient},
-		{"input: credentials accepted", 0, 0, 200, false, nil},
-		{"input: credentials refused", 0, 0, 401, false, ErrRegistryRefused},
-		{"input: not authorized", 0, 0, 403, false, ErrRegistryRefused},
-		{"input: too many requests", 0, 0, 429, false, ErrTransient},
-		{"input: a registry without /schemas/types", 0, 0, 404, false, nil},
+		{"output schema registered", 200, 404, 200, 200, true, nil},
+		{"output schema incompatible with the subject", 409, 404, 200, 200, true, ErrRegistryRefused},
+		{"output schema invalid for the registry", 422, 404, 200, 200, true, ErrRegistryRefused},
+		{"output schema not registrable but registered already", 403, 200, 200, 200, true, nil},
+		{"output: credentials refused", 401, 401, 200, 200, true, ErrRegistryRefused},
+		{"output: registry failing", 503, 503, 200, 200, true, ErrTransient},
+		// A 404 without a registry's error code 404xx is a path the
+		// server does not serve: a wrong URL, which no retry mends.
+		{"output: no registry API at the URL", 404, 404, 404, 404, true, ErrRegistryRefused},
+		{"input: credentials accepted", 0, 0, 200, 200, false, nil},
+		{"input: credentials refused", 0, 0, 401, 200, false, ErrRegistryRefused},
+		{"input: not authorized", 0, 0, 403, 200, false, ErrRegistryRefused},
+		{"input: too many requests", 0, 0, 429, 200, false, ErrTransient},
+		{"input: a registry without /schemas/types", 0, 0, 404, 200, false, nil},
+		{"input: no registry API at the URL", 0, 0, 404, 404, false, ErrRegistryRefused},
+		{"input: no registry API at the URL, no error body", 0, 0, 404, 404, false, ErrRegistryRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -860,6 +865,13 @@ func TestCheckRegistry(t *testing.T) {
 					status = tc.register
 				case r.Method == http.MethodPost:
 					status = tc.lookup
+				case strings.HasSuffix(r.URL.Path, "/subjects"):
+					status = tc.subjects
+				}
+				if status == 404 && strings.HasSuffix(tc.name, "no error body") {
+					w.WriteHeader(status)
+					fmt.Fprint(w, "<html>Not Found</html>")
+					return
 				}
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
@@ -870,6 +882,8 @@ func TestCheckRegistry(t *testing.T) {
 					fmt.Fprint(w, `{"id":7}`)
 				case r.Method == http.MethodPost:
 					fmt.Fprint(w, `{"subject":"t-value","id":7,"version":1,"schema":"\"string\""}`)
+				case strings.HasSuffix(r.URL.Path, "/subjects"):
+					fmt.Fprint(w, `[]`)
 				default:
 					fmt.Fprint(w, `["AVRO"]`)
 				}
@@ -931,5 +945,38 @@ func TestAvroUUIDStringMustBeAUUID(t *testing.T) {
 		if _, err := enc.Encode(map[string]any{"u": bad}); err == nil {
 			t.Errorf("Encode of uuid %q succeeded, want it refused as on decode", bad)
 		}
+	}
+}
+
+// A 404 for a schema ID is the record's only when the registry says so,
+// with its error code 40403 (schema not found): the record is then a dead
+// letter. A 404 without it is a path the server does not serve, a wrong
+// URL: every record would get it, so it stops the stage instead
+// (ErrRegistryRefused), never dead-letters a valid record.
+func TestRegistrySchemaNotFoundOrWrongURL(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		want error
+	}{
+		{"schema not found", `{"error_code":40403,"message":"Schema 1 not found"}`, ErrUnknownSchema},
+		{"no such path, JSON body", `{"error_code":404,"message":"RESTEASY003210: Could not find resource for full path"}`, ErrRegistryRefused},
+		{"no such path, HTML body", `<html><body>404 Not Found</body></html>`, ErrRegistryRefused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprint(w, tc.body)
+			}))
+			defer srv.Close()
+			c := mustCodec(t, Config{Format: Avro, Topic: "t", Registry: Registry{URL: srv.URL}})
+			_, err := c.Decode(frame(1, []byte{0}))
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Decode = %v, want %v", err, tc.want)
+			}
+			if tc.want == ErrRegistryRefused && !strings.Contains(err.Error(), "check the path of registry.url") {
+				t.Errorf("Decode = %v, want the likely cause named", err)
+			}
+		})
 	}
 }
