@@ -56,6 +56,32 @@ func TestRegistryRefusalsStopTheStage(t *testing.T) {
 		}
 	})
 
+	// A registry URL with a typo in its path: the real registry answers
+	// 404 for a path it does not serve, which is no "schema not found"
+	// (error code 40403). Before, every valid record was dead-lettered as
+	// an unknown schema ID while /readyz said ready.
+	t.Run("registry URL with a wrong path", func(t *testing.T) {
+		reg := registryURL(t)
+		in, out, dlq, stage := uniqueName("r404_in"), uniqueName("r404_out"), uniqueName("r404_dlq"), uniqueName("r404")
+		id := srRegister(t, reg, in+"-value", `{"type":"record","name":"R","fields":[{"name":"a","type":"string"}]}`)
+		topo := stagesTopology{txnTimeout: "60s", stages: []stageYAML{{
+			name: stage, in: in, out: out, dlq: dlq, outFormat: "json",
+			inFormat: fmt.Sprintf("avro, registry: { url: %q }", reg+"-typo"),
+		}}}.write(t)
+		exactlyCmd(t, "topics", "create", topo)
+		framed := make([]byte, 5, 7)
+		binary.BigEndian.PutUint32(framed[1:], uint32(id))
+		kgoProduce(t, in, []*kgo.Record{{Topic: in, Key: []byte("k"), Value: append(framed, 2, 'x')}})
+
+		code, logs := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "i1", "--metrics-addr", "")
+		if code != 1 || !strings.Contains(logs, "HTTP 404") || !strings.Contains(logs, "check the path of registry.url") || strings.Contains(logs, "transaction aborted; retrying") {
+			t.Fatalf("exit %d, want 1 at start naming HTTP 404 and the URL's path:\n%s", code, tail(logs, 20))
+		}
+		if n, d := kcatCount(t, out), kcatCount(t, dlq); n != 0 || d != 0 {
+			t.Fatalf("%d outputs and %d dead letters, want none: the record is not at fault", n, d)
+		}
+	})
+
 	// A registry of our own that refuses the credentials: from the start,
 	// or only once records come (the schema lookup by ID).
 	for _, tc := range []struct {
