@@ -308,6 +308,7 @@ const (
 	endInterval = "interval"    // commit.interval since Begin
 	endIsolate  = "isolate"     // one record while isolating a refused one
 	endShutdown = "shutdown"    // the stage is stopping
+	endHalted   = "halted"      // a record failed for a fault not its own: it aborts now
 )
 
 // endNow says why t ends now, after a poll that returned polled records,
@@ -326,6 +327,8 @@ func (s *Stage) endNow(t *txn, polled int, now time.Time) string {
 	switch {
 	case !t.open:
 		return ""
+	case t.halted:
+		return endHalted
 	case t.caughtUp && (polled == 0 || !t.buffered):
 		return endCaughtUp
 	case t.records >= s.cfg.MaxRecords:

@@ -88,7 +88,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
 			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
 		triggers: counter("transaction_triggers_total", "Transactions the stage ended, by what ended them: caught_up (its last fetch read all the broker had), "+
-			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one) or shutdown.", "trigger"),
+			"interval (commit.interval since Begin), max_records, isolate (one record while isolating a refused one), "+
+			"halted (a record failed for a fault not its own, a registry down or refusing: it aborts at once) or shutdown.", "trigger"),
 	}
 	if err := f.Register(reg); err != nil {
 		return nil, err

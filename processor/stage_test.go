@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/exactly-io/exactly/processor/audit"
 	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/exactly-io/exactly/processor/transform"
+	"github.com/exactly-io/exactly/serde"
 )
 
 // produceInput writes n valid events and the bad records, and returns the
@@ -187,7 +189,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestStageTransientErrorRetries(t *testing.T) {
 	seeds := newCluster(t)
 	produceInput(t, seeds, 300)
-	fail := failTransiently(120, nil)
+	fail := failTransiently(3, nil)
 	p := funcPipeline(t, "flaky", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
 		if err := fail(r); err != nil {
 			return nil, err
@@ -202,6 +204,42 @@ func TestStageTransientErrorRetries(t *testing.T) {
 		t.Fatalf("no transaction was aborted: %+v", st)
 	}
 	checkExactlyOnce(t, seeds, 300, 6)
+}
+
+// A fault that is not the record's (a lookup that is down) aborts the
+// transaction at its first record: the records after it in the fetch are
+// not tried, each waiting out the same fault (a registry timeout per
+// record would make one attempt last records x timeout, beyond the
+// transaction timeout). Once the fault passes, every record comes out
+// once.
+func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
+	seeds := newCluster(t)
+	produceInput(t, seeds, 200)
+	var down atomic.Bool
+	var calls atomic.Int64
+	down.Store(true)
+	p := funcPipeline(t, "lookup", func(_ context.Context, r transform.Record) ([]transform.Record, error) {
+		calls.Add(1)
+		if down.Load() {
+			return nil, fmt.Errorf("lookup down: %w", serde.ErrTransient)
+		}
+		return []transform.Record{r}, nil
+	})
+	s := newStage(t, seeds, processor.WithTransform(p))
+	stop, _ := runInBackground(t, s)
+	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Aborted >= 3 })
+	down.Store(false)
+	st := s.Stats()
+	// Each attempt tried one record; one more may be in flight.
+	if c := calls.Load(); c > st.Aborted+1 {
+		t.Errorf("%d records tried in %d aborted transactions, want one each", c, st.Aborted)
+	}
+	if st.Committed != 0 || st.Produced != 0 {
+		t.Errorf("committed %d transactions, %d records while the lookup was down", st.Committed, st.Produced)
+	}
+	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
+	stop()
+	checkExactlyOnce(t, seeds, 200, 6)
 }
 
 // An output the broker refuses (here: larger than the producer's batch

@@ -77,6 +77,12 @@ type txn struct {
 
 	mu         sync.Mutex
 	produceErr error
+	// halted: a record failed for a fault that is not its own (a registry
+	// down or refusing): the transaction will abort, so the records after
+	// it are not processed (each would wait out the same fault: a registry
+	// timeout per record). The abort rewinds to the committed offsets, so
+	// they are polled again.
+	halted bool
 	// promises counts the open transaction's produce callbacks still to
 	// come: end decides only once all have answered (see kit.Promises).
 	promises *kit.Promises
@@ -151,7 +157,7 @@ func (t *txn) begin() error {
 	t.promises = &kit.Promises{}
 	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
 	t.stage.txnOpened.Store(t.started.UnixNano())
-	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost = 0, 0, 0, 0, nil, false
+	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost, t.halted = 0, 0, 0, 0, nil, false, false
 	t.first, t.lastOff, t.lastTime, t.failed = map[partition]int64{}, map[partition]int64{}, map[int32]time.Time{}, nil
 	t.windowsRefused, t.windowsAlone, t.windowsDead = nil, false, nil
 	t.acked = map[acked]int64{}
@@ -168,6 +174,9 @@ func (t *txn) process(r *kgo.Record) {
 	t.records++
 	if r.Attrs.IsControl() {
 		return // a transaction marker: its offset commits, it is no record
+	}
+	if t.halted {
+		return // the transaction aborts; the record is polled again
 	}
 	if t.perTopic != nil {
 		t.timestamps = append(t.timestamps, r.Timestamp)
@@ -239,12 +248,14 @@ func (t *txn) process(r *kgo.Record) {
 		// refuses the credentials or the output schema): the stage stops
 		// (afterAbort), naming it, instead of dead-lettering every record.
 		t.fail(src, &kit.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
+		t.halted = true
 		return
 	}
 	if serde.IsTransient(err) {
 		// Not the record's fault (a registry that is down): the whole
 		// transaction is aborted and retried, nothing is dead-lettered.
 		t.fail(src, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+		t.halted = true
 		return
 	}
 	if err != nil {
