@@ -396,6 +396,11 @@ func toAvro(t *avroType, v any) (any, error) {
 			if b.kind == "null" {
 				continue
 			}
+			if b.kind == "float" && t.hasBranch("double") && !floatHoldsDouble(v) {
+				// 16777217.0 fits a float only rounded (to 16777216):
+				// the union's double holds it as read, so it goes there.
+				continue
+			}
 			n, err := toAvro(b, v)
 			if err == nil {
 				return map[string]any{b.unionName(): n}, nil
@@ -698,4 +703,22 @@ func narrow(f float64, bits int) (float64, error) {
 		return 0, fmt.Errorf("%v underflows to zero as a float", f)
 	}
 	return float64(f32), nil
+}
+
+// hasBranch reports whether union t has a branch of kind.
+func (t *avroType) hasBranch(kind string) bool {
+	for _, b := range t.branches {
+		if b.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// floatHoldsDouble reports whether the number v, read as a double, is
+// held by a float as it is (true for what is no number: the float branch
+// then says why it does not fit).
+func floatHoldsDouble(v any) bool {
+	f, err := float(v, 64)
+	return err != nil || float64(float32(f)) == f
 }

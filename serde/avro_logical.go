@@ -117,8 +117,24 @@ func rfc3339Year(t *avroType, v any, d time.Time) error {
 
 // logicalToAvro is the inverse of logicalFromAvro. It also accepts the
 // number of units itself (days, milliseconds, ...) for the integer-based
-// types.
+// types. What it writes, logicalFromAvro reads: a value that reading
+// refuses (a time-millis of 86400000, outside one day; a date in the year
+// 10000, which RFC 3339 text cannot hold) is refused here too, with the
+// same words, so that no record goes out that every reader dead-letters.
 func logicalToAvro(t *avroType, v any) (any, error) {
+	n, err := logicalToAvroUnchecked(t, v)
+	if err != nil || t.logical == "decimal" || t.logical == "uuid" {
+		return n, err // decimalBytes and parseUUID check what reading would
+	}
+	if _, err := logicalFromAvro(t, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// logicalToAvroUnchecked is logicalToAvro without the check that reading
+// takes the value back.
+func logicalToAvroUnchecked(t *avroType, v any) (any, error) {
 	switch t.logical {
 	case "decimal":
 		return decimalBytes(t, v)

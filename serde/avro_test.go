@@ -634,6 +634,11 @@ func TestAvroEncodeNumbersExact(t *testing.T) {
 		{"-2^63 into double", `"double"`, "-9223372036854775808", `-9223372036854776000.0`, ""}, // the shortest text of the double -2^63
 		{"2^24 into float", `"float"`, "16777216", `16777216.0`, ""},
 		{"2^53+1 into long|double takes long", `["long","double"]`, "9007199254740993", `9007199254740993`, ""},
+		// A float holds 16777217.0 only rounded; the union's double holds
+		// it as read, so the value goes there, whatever the branch order.
+		{"2^24+1 as a double into null|float|double takes the double", `["null","float","double"]`, "16777217.0", `16777217.0`, ""},
+		{"0.1 into float|double takes the double", `["float","double"]`, "0.1", `0.1`, ""},
+		{"0.5 into float|double takes the float", `["float","double"]`, "0.5", `0.5`, ""},
 		{"2^63 into a decimal", `{"type":"bytes","logicalType":"decimal","precision":30,"scale":0}`, "9223372036854775808", `"9223372036854775808"`, ""},
 		{"trailing zero beyond the scale", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `"1.230"`, `"1.23"`, ""},
 		{"trailing zero beyond the scale, a number", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `1.2300`, `"1.23"`, ""},
@@ -785,6 +790,33 @@ func resolveWith(t *testing.T, writer, reader string, in any) (any, error) {
 	return c.Decode(frame(id, datum))
 }
 
+// decodeForeign decodes in as written by another writer: encoded by goavro
+// with plain, a schema of the same wire form that checks no logical type,
+// and read with schema, the writer schema in the registry.
+func decodeForeign(t *testing.T, schema, plain string, in map[string]any) (any, error) {
+	t.Helper()
+	pc, err := goavro.NewCodec(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	native := make(map[string]any, len(in))
+	for k, v := range in {
+		if i, ok := v.(int64); ok && strings.Contains(plain, `"name":"`+k+`","type":"int"`) {
+			native[k] = int32(i)
+		} else {
+			native[k] = v
+		}
+	}
+	datum, err := pc.BinaryFromNative(nil, native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := srfake.New()
+	defer reg.Close()
+	id := register(t, reg, "s", sr.Schema{Schema: schema, Type: sr.TypeAvro})
+	return mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL()}}).Decode(frame(id, datum))
+}
+
 // A date or timestamp whose year RFC 3339 text cannot hold (four digits,
 // 0000 to 9999) has no exact text: its record is a dead letter naming the
 // field, on every path (Avro to JSON, to Avro through the in-memory text,
@@ -810,10 +842,16 @@ func TestAvroYearsOutsideRFC3339(t *testing.T) {
 		{"date before year 0", rec(0, 0, -719529), "", `field "d": date -719529 is in the year -1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := resolveWith(t, schema, schema, tc.in)
+			// Another writer's datum: the same fields without logical
+			// types, which check nothing; this codec refuses to write
+			// what it would refuse to read.
+			got, err := decodeForeign(t, schema, `{"type":"record","name":"T","fields":[{"name":"ts","type":"long"},{"name":"lts","type":"long"},{"name":"d","type":"int"}]}`, tc.in)
 			if tc.wantErr != "" {
 				if !errors.Is(err, ErrInexact) || err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Decode error = %v, want ErrInexact with %q", err, tc.wantErr)
+				}
+				if _, err := mustCodec(t, Config{Format: Avro, Schema: schema}).Encode(tc.in); !errors.Is(err, ErrInexact) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Encode error = %v, want ErrInexact with %q, as on decode", err, tc.wantErr)
 				}
 				return
 			}
@@ -915,20 +953,8 @@ func TestAvroUUIDStringMustBeAUUID(t *testing.T) {
 	const schema = `{"type":"record","name":"T","fields":[{"name":"u","type":{"type":"string","logicalType":"uuid"}}]}`
 	// A uuid string is a string on the wire: another writer's datum is
 	// made with the plain string schema, which checks nothing.
-	plain, err := goavro.NewCodec(`{"type":"record","name":"T","fields":[{"name":"u","type":"string"}]}`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := srfake.New()
-	defer reg.Close()
-	id := register(t, reg, "s", sr.Schema{Schema: schema, Type: sr.TypeAvro})
-	dec := mustCodec(t, Config{Format: Avro, Registry: Registry{URL: reg.URL()}})
 	decode := func(u string) (any, error) {
-		datum, err := plain.BinaryFromNative(nil, map[string]any{"u": u})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return dec.Decode(frame(id, datum))
+		return decodeForeign(t, schema, `{"type":"record","name":"T","fields":[{"name":"u","type":"string"}]}`, map[string]any{"u": u})
 	}
 	got, err := decode("123e4567-e89b-12d3-a456-426614174000")
 	if err != nil {
@@ -978,5 +1004,31 @@ func TestRegistrySchemaNotFoundOrWrongURL(t *testing.T) {
 				t.Errorf("Decode = %v, want the likely cause named", err)
 			}
 		})
+	}
+}
+
+// A time of day is within one day: a time-millis of 86400000 or -1 is no
+// time, so writing it is refused with the words reading uses, and no
+// record goes out that every reader dead-letters.
+func TestAvroTimeOutsideOneDay(t *testing.T) {
+	const schema = `{"type":"record","name":"T","fields":[{"name":"tm","type":{"type":"int","logicalType":"time-millis"}},{"name":"tu","type":{"type":"long","logicalType":"time-micros"}}]}`
+	c := mustCodec(t, Config{Format: Avro, Schema: schema})
+	for _, tc := range []struct {
+		in   map[string]any
+		want string // "" when it is written
+	}{
+		{map[string]any{"tm": int64(86399999), "tu": int64(86399999999)}, ""},
+		{map[string]any{"tm": "23:59:59.999", "tu": "00:00:00"}, ""},
+		{map[string]any{"tm": int64(86400000), "tu": int64(0)}, "time-millis 86400000 is outside one day"},
+		{map[string]any{"tm": int64(-1), "tu": int64(0)}, "time-millis -1 is outside one day"},
+		{map[string]any{"tm": int64(0), "tu": int64(86400000000)}, "time-micros 86400000000 is outside one day"},
+	} {
+		_, err := c.Encode(tc.in)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Encode(%v) = %v", tc.in, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Encode(%v) = %v, want %q", tc.in, err, tc.want)
+		}
 	}
 }
