@@ -71,6 +71,7 @@ func (e *EventIDs) Open(ctx context.Context) error {
 	if err != nil {
 		return errBadDSN
 	}
+	withConnectTimeout(e.s.cfg.DSN, cc)
 	setSessionParams(cc.RuntimeParams)
 	if e.conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -115,6 +116,22 @@ var sessionParams = map[string]string{
 	"xmloption":                   "content",
 	"array_nulls":                 "on",
 	"standard_conforming_strings": "on",
+}
+
+// DefaultConnectTimeout bounds connecting to PostgreSQL (the TCP
+// connection, TLS and authentication) when the DSN sets no
+// connect_timeout: a server that accepts the connection and never answers
+// would otherwise hold the sink for ever, silent, since libpq's default,
+// which pgx follows, is to wait without end. The attempt then fails and
+// is retried with backoff, and /readyz names it.
+const DefaultConnectTimeout = 15 * time.Second
+
+// withConnectTimeout gives cc, parsed from dsn, DefaultConnectTimeout
+// unless dsn sets connect_timeout (0 included: the user's choice).
+func withConnectTimeout(dsn string, cc *pgx.ConnConfig) {
+	if cc.ConnectTimeout == 0 && !strings.Contains(dsn, "connect_timeout") {
+		cc.ConnectTimeout = DefaultConnectTimeout
+	}
 }
 
 // setSessionParams sets sessionParams in params, a connection's runtime

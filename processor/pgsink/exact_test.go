@@ -5,7 +5,9 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -134,6 +136,30 @@ func TestFieldError(t *testing.T) {
 		}
 		if sqlState(e) != "22021" || !IsDataError(e) {
 			t.Errorf("SQLSTATE lost: %q", sqlState(e))
+		}
+	}
+}
+
+// A DSN without connect_timeout gets DefaultConnectTimeout, so that a
+// server that accepts the connection and never answers cannot hold the
+// sink for ever; a DSN that sets one, 0 included, keeps it.
+func TestConnectTimeoutDefault(t *testing.T) {
+	for _, tc := range []struct {
+		dsn  string
+		want time.Duration
+	}{
+		{"postgres://u@127.0.0.1:5432/db", DefaultConnectTimeout},
+		{"host=127.0.0.1 user=u dbname=db", DefaultConnectTimeout},
+		{"postgres://u@127.0.0.1:5432/db?connect_timeout=3", 3 * time.Second},
+		{"host=127.0.0.1 user=u connect_timeout=0", 0},
+	} {
+		cc, err := pgx.ParseConfig(tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withConnectTimeout(tc.dsn, cc)
+		if cc.ConnectTimeout != tc.want {
+			t.Errorf("%s: connect timeout %v, want %v", tc.dsn, cc.ConnectTimeout, tc.want)
 		}
 	}
 }

@@ -79,6 +79,7 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 		// The parse error would quote the DSN.
 		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
 	}
+	withConnectTimeout(cfg.DSN, pgcfg)
 	conn, err := pgx.ConnectConfig(ctx, pgcfg)
 	if err != nil {
 		return nil, fmt.Errorf("sink %q: connect to postgres: %w", cfg.Sink, err)
@@ -118,6 +119,7 @@ func ResetPositions(ctx context.Context, cfg Config, positions []StoredPosition)
 	if err != nil {
 		return fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
 	}
+	withConnectTimeout(cfg.DSN, pgcfg)
 	conn, err := pgx.ConnectConfig(ctx, pgcfg)
 	if err != nil {
 		return fmt.Errorf("sink %q: connect to postgres: %w", cfg.Sink, err)

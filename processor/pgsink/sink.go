@@ -232,6 +232,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		// The parse error would quote the DSN, password and all.
 		if pgcfg, perr = pgxpool.ParseConfig(cfg.DSN); perr != nil {
 			err = errors.Join(err, errBadDSN)
+		} else {
+			withConnectTimeout(cfg.DSN, pgcfg.ConnConfig)
 		}
 	}
 	if err != nil {
