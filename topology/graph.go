@@ -7,11 +7,33 @@ import (
 
 // cycles reports each loop of stages (A's output is B's input) once, at the
 // input topic of its first stage in file order. A stage reading its own
-// output is reported by stages instead.
+// output is reported by stages instead. A loop that only dead letters
+// close (A's dead letters are B's input, and B's output or dead letters
+// A's) is reported too: a record that fails in every stage on it would go
+// round for ever, the topics growing without end.
 func (v *validator) cycles() {
-	adj := v.f.graph()
+	v.loops(v.f.graph(false), "cycle: ", nil)
+	plain := make([]int, len(v.f.Stages)) // the component of each stage in the plain graph
+	for n, comp := range sccs(v.f.graph(false)) {
+		for _, c := range comp {
+			plain[c] = n
+		}
+	}
+	v.loops(v.f.graph(true), "cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): ", func(comp []int) bool {
+		for _, c := range comp {
+			if plain[c] != plain[comp[0]] {
+				return false
+			}
+		}
+		return true // a loop without dead letters, reported already
+	})
+}
+
+// loops reports each loop of adj, its message starting with prefix, but
+// none whose stages seen says were reported already.
+func (v *validator) loops(adj [][]int, prefix string, seen func(comp []int) bool) {
 	for _, comp := range sccs(adj) {
-		if len(comp) < 2 {
+		if len(comp) < 2 || seen != nil && seen(comp) {
 			continue
 		}
 		start := comp[0]
@@ -27,7 +49,7 @@ func (v *validator) cycles() {
 			names[i] = v.name(fmt.Sprintf("stages[%d].name", s), v.f.Stages[s].Name)
 			onLoop[s] = true
 		}
-		msg := "cycle: " + strings.Join(names, " -> ")
+		msg := prefix + strings.Join(names, " -> ")
 		var others []string
 		for i := range v.f.Stages {
 			if in[i] && !onLoop[i] {

@@ -809,7 +809,7 @@ func (f *File) Where(path string) string {
 // (which Parse rejects) come last, in file order.
 func (f *File) StagesInOrder() []*Stage {
 	n := len(f.Stages)
-	adj := f.graph()
+	adj := f.graph(false)
 	indeg := make([]int, n)
 	for _, outs := range adj {
 		for _, j := range outs {
@@ -846,8 +846,9 @@ func (f *File) StagesInOrder() []*Stage {
 }
 
 // graph returns, for each stage index, the stages reading its output topic
-// (itself excluded), in file order.
-func (f *File) graph() [][]int {
+// (itself excluded), in file order; with deadLetters, its dead-letter topic
+// too.
+func (f *File) graph(deadLetters bool) [][]int {
 	readers := make(map[string][]int)
 	for i, s := range f.Stages {
 		if s.Input.Topic != "" {
@@ -856,7 +857,11 @@ func (f *File) graph() [][]int {
 	}
 	adj := make([][]int, len(f.Stages))
 	for i, s := range f.Stages {
-		for _, t := range s.OutputTopics() {
+		writes := s.OutputTopics()
+		if deadLetters && s.DeadLetter.Topic != "" {
+			writes = append(writes, s.DeadLetter.Topic)
+		}
+		for _, t := range writes {
 			for _, j := range readers[t] {
 				if j != i && !slices.Contains(adj[i], j) {
 					adj[i] = append(adj[i], j)

@@ -300,6 +300,16 @@ func TestParseValidation(t *testing.T) {
 			"  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }\n" +
 				"  - { name: b, input: { topic: out }, output: { topic: in }, dead_letter: { topic: dlq } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle: a -> b -> a`}},
+		// Dead letters close a loop as outputs do: a record failing on
+		// both stages would go round for ever.
+		{"cycle through dead letters", stages(
+			"  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }\n" +
+				"  - { name: b, input: { topic: dlq }, output: { topic: out }, dead_letter: { topic: in } }\n"),
+			[]string{`t.yaml:9:32: stages[0].input.topic: cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): a -> b -> a`}},
+		{"cycle through a retry stage", stages(
+			"  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }\n" +
+				"  - { name: b, input: { topic: dlq }, output: { topic: in }, dead_letter: { topic: out } }\n"),
+			[]string{`t.yaml:9:32: stages[0].input.topic: cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
 			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes, max_buffered_bytes)`}},
 		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
@@ -582,7 +592,10 @@ func TestEnv(t *testing.T) {
 }
 
 func TestParseAnchors(t *testing.T) {
-	src := head + `stages:
+	// b's dead letters go to a topic of their own: into in, they would
+	// close a loop through a (a cycle through dead-letter topics).
+	src := head + `  - { name: b_dlq, partitions: 1 }
+stages:
   - name: a
     input: { topic: in }
     output: { topic: out }
@@ -592,14 +605,14 @@ func TestParseAnchors(t *testing.T) {
     name: b
     input: { topic: out }
     output: { topic: dlq }
-    dead_letter: { topic: in }
+    dead_letter: { topic: b_dlq }
 `
 	f := check(t, src, env(nil))
 	b, _ := f.Stage("b")
 	if b.Commit.Interval.Duration != time.Second || b.Commit.MaxRecords != 5 {
 		t.Errorf("merged commit = %+v", b.Commit)
 	}
-	if b.DeadLetter.Topic != "in" {
+	if b.DeadLetter.Topic != "b_dlq" {
 		t.Errorf("own key lost to merge: dead letter %q", b.DeadLetter.Topic)
 	}
 
