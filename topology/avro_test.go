@@ -219,3 +219,40 @@ func TestSinkColumnsInAvroSchema(t *testing.T) {
 		})
 	}
 }
+
+// A stage's key names a field of its output value: with an Avro output
+// whose schema file is known, a field of that schema; without transform
+// steps (the output value is the input value), a field of the input's
+// schema too. A typo would dead-letter every record, so validate finds
+// it; a step may make the field, so the input is not checked then.
+func TestStageKeyInAvroSchema(t *testing.T) {
+	path := avroDir(t)
+	stage := func(input, output, rest string) string {
+		return head + "stages:\n  - name: s\n    input: " + input + "\n    output: " + output + "\n    dead_letter: { topic: dlq }\n" + rest
+	}
+	const avroIn = `{ topic: in, format: avro, schema: schemas/order.avsc }`
+	for _, tc := range []struct {
+		name, input, output, rest string
+		want                      string // a message, or "" for none
+	}{
+		{"a field of the input", avroIn, `{ topic: out }`, "    key: event_id\n", ""},
+		{"a typo", avroIn, `{ topic: out }`, "    key: event_idd\n",
+			`stages[0].key: field "event_idd" is not in the input's Avro schema schemas/order.avsc (its fields: event_id): every record would be a dead letter for its missing key`},
+		{"reader schema of a registry input", `{ topic: in, format: avro, registry: { url: "http://sr", reader_schema: schemas/order.avsc } }`, `{ topic: out }`, "    key: id\n",
+			`stages[0].key: field "id" is not in the input's Avro schema`},
+		{"a step may make the field", avroIn, `{ topic: out }`, "    key: id\n    transform:\n      - set: { id: 'value.event_id' }\n", ""},
+		{"not in the output schema", `{ topic: in }`, `{ topic: out, format: avro, schema: schemas/order.avsc }`, "    key: id\n    transform:\n      - set: { id: '1' }\n",
+			`stages[0].key: field "id" is not in the output's Avro schema schemas/order.avsc`},
+		{"json in, registry alone: not known offline", `{ topic: in, format: avro, registry: { url: "http://sr" } }`, `{ topic: out }`, "    key: id\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(path, []byte(stage(tc.input, tc.output, tc.rest)), nil)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Parse: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Parse = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -227,6 +227,8 @@ func (v *validator) stages(declared map[string]bool) {
 		case s.Key != "" && (s.Input.Format == "string" || s.Input.Format == "bytes"):
 			v.report(kp, "key needs input format json or avro, since the key is a field of the record's value (input format is %s)",
 				v.q(p+".input.format", s.Input.Format))
+		default:
+			v.keyInSchema(p, s)
 		}
 		v.transform(p, s, declared)
 	}

@@ -334,21 +334,10 @@ func (v *validator) schemaTypes(p string, s Sink) {
 // record.
 func (v *validator) columnsInSchema(p string, s Sink) {
 	pg := s.Postgres
-	if s.Input.Format != "avro" || pg.Envelope == EnvelopeDebezium {
+	if pg.Envelope == EnvelopeDebezium {
 		return
 	}
-	name := s.Input.Schema
-	if s.Input.Registry.URL != "" || v.has(strings.TrimSuffix(p, ".postgres")+".input.registry") {
-		name = s.Input.Registry.ReaderSchema
-	}
-	if name == "" {
-		return
-	}
-	data, err := os.ReadFile(v.f.Resolve(name))
-	if err != nil {
-		return // reported with the schema field
-	}
-	fields := serde.SchemaFieldNames(data)
+	name, fields := v.avroFields(strings.TrimSuffix(p, ".postgres")+".input", s.Input, true)
 	if fields == nil {
 		return
 	}
@@ -360,5 +349,55 @@ func (v *validator) columnsInSchema(p string, s Sink) {
 		path := p + ".columns." + c
 		v.report(path, "field %s is not in the input's Avro schema %s (its fields: %s): the column would be NULL in every row",
 			v.q(path, src), name, strings.Join(fields, ", "))
+	}
+}
+
+// avroFields returns the name and top-level field names of the Avro schema
+// that endpoint e (at path) is read with (input) or written with, when the
+// file names it: its schema file, or for an input with a registry, its
+// reader_schema. fields is nil when that is not known offline (no such
+// file, a registry's writer schemas, not a record).
+func (v *validator) avroFields(path string, e Endpoint, input bool) (name string, fields []string) {
+	if e.Format != "avro" {
+		return "", nil
+	}
+	name = e.Schema // an output's writer schema, with a registry or without
+	if input && (e.Registry.URL != "" || v.has(path+".registry")) {
+		name = e.Registry.ReaderSchema // the writers' come with the records
+	}
+	if name == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(v.f.Resolve(name))
+	if err != nil {
+		return "", nil // reported with the schema field
+	}
+	return name, serde.SchemaFieldNames(data)
+}
+
+// keyInSchema checks a stage's key against the Avro schemas known offline:
+// the output's (the key is a field of the output value, and an Avro
+// output value holds only its schema's fields) and, for a stage without
+// transform steps (whose output value is its input value), the input's.
+// A key that is in neither would dead-letter every record.
+func (v *validator) keyInSchema(p string, s Stage) {
+	if s.Key == "" {
+		return
+	}
+	kp := p + ".key"
+	check := func(endpoint string, e Endpoint, input bool) bool {
+		name, fields := v.avroFields(p+"."+endpoint, e, input)
+		if fields == nil || slices.Contains(fields, s.Key) {
+			return true
+		}
+		v.report(kp, "field %s is not in the %s's Avro schema %s (its fields: %s): every record would be a dead letter for its missing key",
+			v.q(kp, s.Key), endpoint, name, strings.Join(fields, ", "))
+		return false
+	}
+	if !check("output", s.Output, false) {
+		return
+	}
+	if len(s.Transform) == 0 {
+		check("input", s.Input, true)
 	}
 }
