@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -108,8 +109,14 @@ func createTopics(ctx context.Context, adm *kadm.Client, f *topology.File) ([]Re
 			cfg[k] = &v
 		}
 		resp, err := adm.CreateTopic(ctx, t.Partitions, t.ReplicationFactor, cfg, t.Name)
-		if err == nil {
+		if resp.Err != nil {
+			// CreateTopic returns the topic's Err as its error too.
 			err = resp.Err
+			if resp.ErrMessage != "" && !strings.Contains(err.Error(), resp.ErrMessage) {
+				// The broker's own reason ("Unknown topic config name:
+				// retention.mss"), which the error code alone does not give.
+				err = fmt.Errorf("%w: %s", err, resp.ErrMessage)
+			}
 		}
 		switch {
 		case err == nil:
