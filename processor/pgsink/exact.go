@@ -212,9 +212,44 @@ func beyondInt64(x string) string {
 }
 
 func castExpr(x, col string, t colType) string {
-	var checks []string
-	target := t.full
-	value := x // the text the cast reads
+	if elem, ok := arrayElement(t); ok {
+		return arrayCastExpr(x, col, t, elem)
+	}
+	checks, value, target, plain := scalarChecks(x, t)
+	if plain != "" {
+		return plain
+	}
+	cast := withDomain(fmt.Sprintf("%s::%s", value, target), t)
+	if len(checks) == 0 {
+		return cast
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN NULL", x)
+	if isTimeType(t.base) {
+		// The cast after the match: text that is no time at all
+		// ('yesterday-ish') fails as the type's input (22007).
+		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
+			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
+	}
+	if t.base == "real" || t.base == "double precision" {
+		// In the words of every other path (serde), though a float may
+		// hold the value: its type follows its text, an int.
+		fmt.Fprintf(&b, " WHEN %s ~ '%s' AND %s THEN %s", x, integerRE, beyondInt64(x),
+			refuseCall(x, col, t, fmt.Sprintf("format('integer %%s is beyond the range of a 64-bit integer (int64)', left(btrim(%s), 100) || CASE WHEN char_length(btrim(%s)) > 100 THEN '...' ELSE '' END)", x, x)))
+	}
+	fmt.Fprintf(&b, " WHEN %s THEN %s ELSE %s END", strings.Join(checks, " AND "), cast,
+		refuseCall(x, col, t, fmt.Sprintf("format('%%s is not exactly a %%s: it would be stored as %%s', %s, %s, quote_literal(%s::%s::text))",
+			quotedValue(x), quoteLiteral(t.full), x, t.full)))
+	return b.String()
+}
+
+// scalarChecks returns the checks that text x is exactly a value of t, a
+// type that is no array, the text the cast reads (value) and the type it
+// casts to (target); or, for a type whose cast needs no check, the whole
+// expression (plain).
+func scalarChecks(x string, t colType) (checks []string, value, target, plain string) {
+	target = t.full
+	value = x // the text the cast reads
 	switch t.base {
 	case "numeric":
 		if t.mod >= 0 {
@@ -232,9 +267,20 @@ func castExpr(x, col string, t colType) string {
 		} else if t.base == "character" {
 			target = "bpchar" // "character" alone is character(1)
 		}
+	case "money":
+		// The cast rounds to the currency's fraction digits (lc_monetary):
+		// 1.234 would be stored as $1.23.
+		checks = append(checks, fmt.Sprintf("%s::numeric = %s::money::numeric", x, x))
+	case "oid", "xid", "xid8", "cid", "regproc", "regclass", "regtype":
+		if t.base == "oid" || t.base == "xid" || t.base == "xid8" || t.base == "cid" {
+			// The casts wrap: -1 would be stored as 4294967295.
+			checks = append(checks, fmt.Sprintf("%s::numeric = %s::%s::text::numeric", x, x, t.base))
+		} else {
+			return nil, "", "", fmt.Sprintf("%s::%s", x, keyType(t))
+		}
 	case "bit", "bit varying":
 		// The column's assignment checks the length exactly.
-		return withDomain(fmt.Sprintf("%s::varbit", x), t)
+		return nil, "", "", withDomain(fmt.Sprintf("%s::varbit", x), t)
 	case "timestamp without time zone":
 		checks = append(checks, fmt.Sprintf("%s::timestamp = (%s::timestamptz AT TIME ZONE 'UTC')", x, x))
 		checks = append(checks, timeChecks(x, "timestamp", t)...)
@@ -259,30 +305,67 @@ func castExpr(x, col string, t colType) string {
 	default:
 		// Cast without the modifier: assigning the value to the column
 		// applies it, with an error where it does not fit.
-		return fmt.Sprintf("%s::%s", x, keyType(t))
+		return nil, "", "", fmt.Sprintf("%s::%s", x, keyType(t))
 	}
-	cast := withDomain(fmt.Sprintf("%s::%s", value, target), t)
+	return checks, value, target, ""
+}
+
+// arrayElement returns the element type of t when t is an array type
+// ("numeric(5,2)[]": base "numeric", full "numeric(5,2)", the same
+// modifier, which Postgres applies to each element).
+func arrayElement(t colType) (colType, bool) {
+	base, ok := strings.CutSuffix(t.base, "[]")
+	if !ok {
+		return colType{}, false
+	}
+	for {
+		b, more := strings.CutSuffix(base, "[]")
+		if !more {
+			break
+		}
+		base = b
+	}
+	full := t.full
+	for {
+		f, more := strings.CutSuffix(full, "[]")
+		if !more {
+			break
+		}
+		full = f
+	}
+	return colType{name: full, base: base, full: full, mod: t.mod}, true
+}
+
+// arrayCastExpr is castExpr for an array column of element type elem:
+// every element (of every dimension) passes the checks its scalar type
+// would, the refusals of relative times and integers beyond int64
+// included, or the value is refused naming the column. Before, an array
+// was a plain cast, which rounded 1.234 into numeric(5,2)[] and dropped a
+// +05 offset into timestamp[] without a word.
+func arrayCastExpr(x, col string, t, elem colType) string {
+	const e = "elem"
+	checks, value, _, _ := scalarChecks(e, elem)
+	if isTimeType(elem.base) {
+		checks = append(checks, fmt.Sprintf("lower(%s) !~ '%s'", e, relativeTimeRE))
+	}
+	if elem.base == "real" || elem.base == "double precision" {
+		checks = append([]string{fmt.Sprintf("NOT (%s ~ '%s' AND %s)", e, integerRE, beyondInt64(e))}, checks...)
+	}
+	cast := withDomain(fmt.Sprintf("%s::%s", x, t.full), t)
+	if value != e && value != "" {
+		// Integer text of a float array reads through numeric (-0 is 0).
+		cast = withDomain(fmt.Sprintf("ARRAY(SELECT %s FROM unnest(%s::text[]) AS u(%s))::%s", value, x, e, t.full), t)
+		if strings.Count(t.base, "[]") > 1 {
+			cast = withDomain(fmt.Sprintf("%s::%s", x, t.full), t) // unnest flattens: keep the dimensions
+		}
+	}
 	if len(checks) == 0 {
 		return cast
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "CASE WHEN %s IS NULL THEN NULL", x)
-	if isTimeType(t.base) {
-		// The cast after the match: text that is no time at all
-		// ('yesterday-ish') fails as the type's input (22007).
-		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
-			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
-	}
-	if t.base == "real" || t.base == "double precision" {
-		// In the words of every other path (serde), though a float may
-		// hold the value: its type follows its text, an int.
-		fmt.Fprintf(&b, " WHEN %s ~ '%s' AND %s THEN %s", x, integerRE, beyondInt64(x),
-			refuseCall(x, col, t, fmt.Sprintf("format('integer %%s is beyond the range of a 64-bit integer (int64)', left(btrim(%s), 100) || CASE WHEN char_length(btrim(%s)) > 100 THEN '...' ELSE '' END)", x, x)))
-	}
-	fmt.Fprintf(&b, " WHEN %s THEN %s ELSE %s END", strings.Join(checks, " AND "), cast,
-		refuseCall(x, col, t, fmt.Sprintf("format('%%s is not exactly a %%s: it would be stored as %%s', %s, %s, quote_literal(%s::%s::text))",
-			quotedValue(x), quoteLiteral(t.full), x, t.full)))
-	return b.String()
+	return fmt.Sprintf("CASE WHEN %[1]s IS NULL THEN NULL WHEN (SELECT coalesce(bool_and(%[2]s IS NULL OR (%[3]s)), true) FROM unnest(%[1]s::text[]) AS u(%[2]s)) THEN %[4]s ELSE %[5]s END",
+		x, e, strings.Join(checks, " AND "), cast,
+		refuseCall(x, col, t, fmt.Sprintf("format('%%s has an element that is not exactly a %%s: it would be stored as %%s', %s, %s, quote_literal(%s::%s::text))",
+			quotedValue(x), quoteLiteral(elem.full), x, t.full)))
 }
 
 // timeChecks are the checks of every time type of base name typ.
