@@ -144,6 +144,12 @@ func (s *Stage) transformOutputs(ctx context.Context, r *kgo.Record, in transfor
 // output of input record in.
 func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transformed bool) (*kgo.Record, error) {
 	key := rec.Key
+	if rec.Value == nil && rec.Raw == nil && s.cfg.OutputFormat == serde.JSON {
+		// A step made the value JSON null (explode of a list holding
+		// null): no event, refused as every JSON reader would refuse it.
+		_, err := s.out.Encode(nil)
+		return nil, &kit.RecordError{Reason: kit.ReasonEncode, Err: err}
+	}
 	if s.cfg.KeyField != "" {
 		var err error
 		if key, err = keyOf(rec.Value, s.cfg.KeyField); err != nil {

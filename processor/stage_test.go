@@ -330,3 +330,34 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
 	}
 }
+
+// A step that makes a value JSON null (explode of a list holding null)
+// dead-letters its input record, naming the null value: the literal null
+// is no event, and the next stage or the sink would refuse it as one.
+// Before, the null went out, to be dead-lettered downstream instead.
+func TestStageNullOutputValueIsDeadLettered(t *testing.T) {
+	seeds := newCluster(t)
+	cl := newClient(t, seeds)
+	recs := []*kgo.Record{
+		{Topic: inTopic, Key: []byte("a"), Value: []byte(`{"event_id":"a","items":[{"event_id":"a1"},null]}`)},
+		{Topic: inTopic, Key: []byte("b"), Value: []byte(`{"event_id":"b","items":[{"event_id":"b1"},{"event_id":"b2"}]}`)},
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s := newStage(t, seeds, processor.WithTransform(cleanPipeline(t, nil, "      - explode: 'value.items'\n")))
+	if err := runUntil(t, s, 3); err != nil {
+		t.Fatal(err)
+	}
+	out, dead := drain(t, seeds, outTopic), drain(t, seeds, dlqTopic)
+	got := map[string]bool{}
+	for _, r := range out {
+		got[string(r.Value)] = true
+	}
+	if len(out) != 2 || !got[`{"event_id":"b1"}`] || !got[`{"event_id":"b2"}`] {
+		t.Fatalf("outputs %v, want b's two elements only", got)
+	}
+	if len(dead) != 1 || string(dead[0].Key) != "a" || header(dead[0], kit.HeaderReason) != kit.ReasonEncode || !strings.Contains(header(dead[0], kit.HeaderError), "JSON null") {
+		t.Fatalf("dead letters %d (%v), want record a naming the null value", len(dead), dead[0].Headers)
+	}
+}

@@ -76,6 +76,12 @@ func (jsonCodec) Decode(b []byte) (any, error) {
 
 // Encode writes v as JSON text by AppendJSON's rules.
 func (jsonCodec) Encode(v any) ([]byte, error) {
+	if v == nil {
+		// The literal null is read as a null value (ErrNullValue) by
+		// every JSON reader here, the next stage's and the sink's: it is
+		// refused as it is written, not passed on to be refused there.
+		return nil, fmt.Errorf("%w: the value is JSON null, which carries no event", ErrNullValue)
+	}
 	return AppendJSON(nil, v, "")
 }
 
