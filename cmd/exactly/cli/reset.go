@@ -11,20 +11,21 @@ import (
 	"github.com/exactly-io/exactly/cmd/exactly/reset"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/topology"
 )
 
 // resetFlags are the flags of exactly reset.
 type resetFlags struct {
-	path, stage, sink *string
-	earliest, latest  *bool
-	datetime, offsets *string
-	execute           *bool
-	timeout           *time.Duration
-	target            reset.Target
+	path, stage, sink  *string
+	earliest, latest   *bool
+	datetime, offsets  *string
+	execute, keepState *bool
+	timeout            *time.Duration
+	target             reset.Target
 }
 
 var resetCommand = command{
-	synopsis: "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute]",
+	synopsis: "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute] [--keep-state]",
 	desc: `Moves where a stage or a sink resumes reading its input topic: a stage's
 consumer group offsets (exactly-<stage>), or a sink's positions stored in
 Postgres. It prints the plan, per partition the current and the new
@@ -37,6 +38,11 @@ Outputs already written stay: a reset to an earlier position makes the stage
 or sink process those records again, so downstream sees them twice (a sink's
 event-ID keys absorb the replay); a reset to a later position skips records.
 
+A stage with a state store (dedupe, aggregate, stateful) keeps its state:
+records read again meet it (a dedupe drops the event IDs it has seen). Its
+reset is refused unless --keep-state is given; to reprocess with empty
+state, delete and re-create its changelog topic first (the message says how).
+
 --to-datetime takes RFC 3339 (2024-05-01T12:00:00Z); each partition moves
 to its first record at or after that time, or its end if there is none.
 --to-offsets moves the partitions given and leaves the others as they are.
@@ -47,15 +53,16 @@ EXACTLY_BROKERS overrides kafka.brokers.`,
 
 func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	f := resetFlags{
-		path:     topologyFlag(fs),
-		stage:    fs.String("stage", "", "reset this stage's consumer group offsets"),
-		sink:     fs.String("sink", "", "reset this sink's positions in Postgres"),
-		earliest: fs.Bool("to-earliest", false, "to the first offset of each partition"),
-		latest:   fs.Bool("to-latest", false, "to the end of each partition (skip every record there now)"),
-		datetime: fs.String("to-datetime", "", "to the first record at or after this RFC 3339 time"),
-		offsets:  fs.String("to-offsets", "", "to these offsets: PARTITION=OFFSET[,PARTITION=OFFSET...]"),
-		execute:  fs.Bool("execute", false, "apply the plan (default: print it only)"),
-		timeout:  fs.Duration("timeout", 30*time.Second, "give up after this long"),
+		path:      topologyFlag(fs),
+		stage:     fs.String("stage", "", "reset this stage's consumer group offsets"),
+		sink:      fs.String("sink", "", "reset this sink's positions in Postgres"),
+		earliest:  fs.Bool("to-earliest", false, "to the first offset of each partition"),
+		latest:    fs.Bool("to-latest", false, "to the end of each partition (skip every record there now)"),
+		datetime:  fs.String("to-datetime", "", "to the first record at or after this RFC 3339 time"),
+		offsets:   fs.String("to-offsets", "", "to these offsets: PARTITION=OFFSET[,PARTITION=OFFSET...]"),
+		execute:   fs.Bool("execute", false, "apply the plan (default: print it only)"),
+		keepState: fs.Bool("keep-state", false, "reset a stage with a state store (dedupe, aggregate, stateful) and keep its state: replayed records meet it"),
+		timeout:   fs.Duration("timeout", 30*time.Second, "give up after this long"),
 	}
 	if code, done := parseTopology(fs, args, f.path, "reset", stderr); done {
 		return code
@@ -75,10 +82,11 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	defer closeAdm()
 
 	var (
-		plan    reset.Plan
-		group   string
-		err     error
-		execute func() error
+		plan         reset.Plan
+		group        string
+		err          error
+		execute      func() error
+		stateWarning string // a stage with a state store: what a reset does not reset
 	)
 	switch {
 	case *f.stage != "":
@@ -91,6 +99,17 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 		group = cfg.Group()
 		plan, err = reset.PlanStage(ctx, adm, st.Name, group, cfg.Input, f.target)
 		execute = func() error { return reset.ExecuteStage(ctx, adm, plan) }
+		if store := st.StateStore(); store != "" {
+			// The state is not reset with the offsets (Kafka Streams'
+			// reset tool deletes its internal topics for the same
+			// reason): records read again meet what the store holds.
+			stateWarning = fmt.Sprintf("stage %q keeps state (store %q, changelog topic %s): the records it reads again meet that state, "+
+				"so a dedupe drops the event IDs it has seen and an aggregate dead-letters records of windows it has closed (reason late), "+
+				"instead of writing their outputs again. To reprocess with empty state, stop the stage, delete the changelog topic "+
+				"(kafka-topics.sh --delete --topic %s), re-create it with `exactly topics create %s`, then reset with --keep-state (the state kept is then empty); "+
+				"--keep-state alone resets the offsets and keeps the state as it is",
+				st.Name, store, topology.ChangelogTopic(st.Name, store), topology.ChangelogTopic(st.Name, store), *f.path)
+		}
 	default:
 		var cfg pgsink.Config
 		found := false
@@ -121,6 +140,13 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	if idleErr != nil {
 		fmt.Fprintln(stderr, "exactly reset:", idleErr)
 		return exitFailure
+	}
+	if stateWarning != "" && !*f.keepState {
+		fmt.Fprintln(stderr, "exactly reset: warning:", stateWarning)
+		if *f.execute {
+			fmt.Fprintln(stderr, "exactly reset: nothing changed")
+			return exitUsage
+		}
 	}
 	if !*f.execute {
 		fmt.Fprintln(stdout, plan.Summary(false))
