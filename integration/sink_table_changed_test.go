@@ -67,3 +67,43 @@ func TestSinkTableChangedWhileRunning(t *testing.T) {
 		}
 	}
 }
+
+// A target table dropped while the sink is stopped is created again, empty,
+// at the next start, and the sink resumes after what it loaded: it says
+// so at WARN, naming the table and the reset that loads the rows again,
+// instead of carrying on without a word.
+func TestSinkTableDroppedWhileStopped(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("tbldrop")
+	pool := pgPool(t)
+	if _, err := pool.Exec(t.Context(), "CREATE SCHEMA "+s.schema); err != nil {
+		t.Fatal(err)
+	}
+	b := sinkYAMLHead(t, s, 1, "{ event_id: event_id, amount: amount }")
+	b.WriteString("    commit: { interval: 50ms, max_records: 1000 }\n")
+	topo := writeSinkTopology(t, s, "dropped.yaml", b.String())
+	kcatProduce(t, s.in, [][]byte{[]byte(`a|{"event_id":"a","amount":1.25}`)})
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool {
+		pos := storedPositions(t, pool, s.positions(), s.in)
+		return len(pos) == 1 && pos[0] == 1
+	}, func() string { return fmt.Sprintf("positions %v", storedPositions(t, pool, s.positions(), s.in)) })
+	if strings.Contains(p.logs.String(), "created empty") {
+		t.Fatalf("a new table with no stored positions was warned about:\n%s", tail(p.logs.String(), 10))
+	}
+	p.stop()
+	if _, err := pool.Exec(t.Context(), "DROP TABLE "+s.table()); err != nil {
+		t.Fatal(err)
+	}
+	p = startSink(t, topo, "a1")
+	kcatProduce(t, s.in, [][]byte{[]byte(`b|{"event_id":"b","amount":2}`)})
+	eventually(t, time.Minute, func() bool {
+		pos := storedPositions(t, pool, s.positions(), s.in)
+		return len(pos) == 1 && pos[0] == 2
+	}, func() string { return fmt.Sprintf("positions %v", storedPositions(t, pool, s.positions(), s.in)) })
+	p.stop()
+	logs := p.logs.String()
+	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "created empty") || !strings.Contains(logs, s.table()) || !strings.Contains(logs, "exactly reset --sink") {
+		t.Fatalf("no WARN naming the re-created table and the reset:\n%s", tail(logs, 20))
+	}
+}

@@ -195,9 +195,20 @@ func (s *Sink) setup(ctx context.Context) error {
 	if err := s.prepareCreate(ctx, conn); err != nil {
 		return err
 	}
+	var existed bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table.String()).Scan(&existed); err != nil {
+		return fmt.Errorf("look up table %s: %w", s.table, err)
+	}
+	var loaded int64 // partitions whose stored position is past offset 0
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, q := range s.setupSQL() {
 			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		if !existed {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+s.positions.String()+` WHERE sink = $1 AND topic = $2 AND next_offset > 0`,
+				s.cfg.Sink, s.cfg.Input).Scan(&loaded); err != nil {
 				return err
 			}
 		}
@@ -205,6 +216,13 @@ func (s *Sink) setup(ctx context.Context) error {
 	})
 	if err != nil {
 		return fmt.Errorf("create tables: %w", err)
+	}
+	if !existed && loaded > 0 {
+		// The table was dropped while the sink was stopped (or it is new
+		// but the positions are an old table's): the rows loaded before
+		// are not in it, and the sink resumes after them.
+		s.log.Warn("the target table did not exist and was created empty, but the sink's stored positions are past records it loaded: those rows are not in the new table; `exactly reset --sink NAME --to-earliest --execute` loads them again",
+			"table", s.table.String(), "positions_table", s.positions.String(), "topic", s.cfg.Input, "partitions_with_positions", loaded)
 	}
 	types := map[string]colType{}
 	// The type with its modifier: castExpr checks that a value reads the
