@@ -206,6 +206,8 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			// hiccup): the session rewound to the last committed
 			// offsets; wait, then poll the records again.
 			wait := retryBackoff.Next()
+			s.retrying.CompareAndSwap(0, time.Now().UnixNano())
+			s.retryErr.Store(&retry.err)
 			s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
 			select {
 			case <-ctx.Done():
@@ -216,6 +218,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		case committed:
 			progressed = true
 			retryBackoff.Reset()
+			s.retrying.Store(0)
 		}
 	}
 }

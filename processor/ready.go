@@ -11,8 +11,9 @@ import (
 // its consumer group (kit.Membership) and was not fenced out of it
 // (kit.FencedError), its last session did not fail (or the session built
 // after the failure has since committed a transaction, or has run for the
-// stall limit without failing), and no transaction has been open for
-// longer than kit.StallFactor commit intervals. Otherwise the error says
+// stall limit without failing), no transaction has been open for longer
+// than kit.StallFactor commit intervals, and its transactions have not all
+// aborted for a fault that may pass (a registry down) for that long. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
 	if err := s.fencedErr(); err != nil {
@@ -33,6 +34,14 @@ func (s *Stage) Ready() error {
 			return fmt.Errorf("stage %s: the transactional producer has had no producer ID for %s: InitProducerId waits for the transaction coordinator to end this transactional ID's open transaction (an output partition that refuses writes holds it up)",
 				s.cfg.Stage, time.Since(time.Unix(0, at)).Round(time.Second))
 		}
+	}
+	if at := s.retrying.Load(); at != 0 && time.Since(time.Unix(0, at)) >= s.stallLimit() {
+		var last error
+		if errp := s.retryErr.Load(); errp != nil {
+			last = *errp
+		}
+		return fmt.Errorf("stage %s: every transaction for %s aborted and was retried, none committed (the last for: %v)",
+			s.cfg.Stage, time.Since(time.Unix(0, at)).Round(time.Second), last)
 	}
 	what := "transaction"
 	if s.cfg.Guarantee == AtLeastOnce {

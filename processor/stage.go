@@ -215,6 +215,12 @@ type Stage struct {
 	// predecessor's open transaction).
 	sessionBuilt  atomic.Int64
 	producerReady atomic.Bool
+	// retrying is when the transactions began to abort for a fault that
+	// may pass (Unix nanoseconds; 0 after a commit), retryErr the last
+	// such fault: a registry down aborts every attempt quickly, so no
+	// transaction stays open long enough to read as a stall.
+	retrying atomic.Int64
+	retryErr atomic.Pointer[error]
 	fenced        atomic.Pointer[error] // a *kit.FencedError of the current session
 	fences        kit.FenceHistory      // whether Run rejoins after a fence or stops
 	brokers       *kit.BrokerHealth

@@ -228,6 +228,16 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 	s := newStage(t, seeds, processor.WithTransform(p))
 	stop, _ := runInBackground(t, s)
 	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Aborted >= 3 })
+	// Every attempt aborts at once, so no transaction stays open long
+	// enough to read as a stall: past the stall limit (kit.StallMin),
+	// readiness says the transactions keep aborting.
+	deadline := time.Now().Add(kit.StallMin + 20*time.Second)
+	for err := s.Ready(); err == nil || !strings.Contains(err.Error(), "aborted and was retried"); err = s.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Ready = %v while every transaction aborts, want not ready naming the retries", err)
+		}
+		<-time.After(50 * time.Millisecond)
+	}
 	down.Store(false)
 	st := s.Stats()
 	// Each attempt tried one record; one more may be in flight.
@@ -238,6 +248,9 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 		t.Errorf("committed %d transactions, %d records while the lookup was down", st.Committed, st.Produced)
 	}
 	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
+	if err := s.Ready(); err != nil {
+		t.Errorf("Ready = %v after the fault passed and transactions committed", err)
+	}
 	stop()
 	checkExactlyOnce(t, seeds, 200, 6)
 }
