@@ -221,9 +221,9 @@ type Stage struct {
 	// transaction stays open long enough to read as a stall.
 	retrying atomic.Int64
 	retryErr atomic.Pointer[error]
-	fenced        atomic.Pointer[error] // a *kit.FencedError of the current session
-	fences        kit.FenceHistory      // whether Run rejoins after a fence or stops
-	brokers       *kit.BrokerHealth
+	fenced   atomic.Pointer[error] // a *kit.FencedError of the current session
+	fences   kit.FenceHistory      // whether Run rejoins after a fence or stops
+	brokers  *kit.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	deduplicated                               atomic.Int64
