@@ -3,10 +3,7 @@
 package integration
 
 import (
-	"strings"
 	"testing"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // TestSinkExactArraysAndWrappingTypes: the exactness rules hold for every
@@ -47,28 +44,6 @@ func TestSinkExactArraysAndWrappingTypes(t *testing.T) {
 		"o_wrapped":   {"o", "-1", `field "o": '-1' is not exactly a oid: it would be stored as '4294967295'`},
 	}
 	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(na::text, ta::text, ra::text, tsa::text, va::text, tza::text, m::text, o::text)", good, bad, nil)
-	for k, c := range good {
-		t.Run(k, func(t *testing.T) {
-			if got, ok := stored[k]; !ok || got != c.want {
-				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
-			}
-		})
-	}
-	for k, c := range bad {
-		t.Run(k, func(t *testing.T) {
-			if got, ok := stored[k]; ok {
-				t.Fatalf("%s=%s was stored as %q, want a dead letter", c.field, c.json, got)
-			}
-			r, ok := dead[k]
-			if !ok {
-				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
-			}
-			if got := r.Headers[kit.HeaderReason]; got != "postgres" {
-				t.Errorf("reason %q, want postgres", got)
-			}
-			if e := r.Headers[kit.HeaderError]; !strings.Contains(e, c.want) {
-				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, c.want)
-			}
-		})
-	}
+	checkStoredCells(t, stored, dead, good)
+	checkRefusedCells(t, stored, dead, bad, "postgres")
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // pgDSN returns PG_DSN or fails the test.
@@ -121,6 +123,52 @@ func newTypedSink(t testing.TB, prefix, columns, cols string) (sinkSpec, *pgxpoo
 // JSON value, and what the test wants of it (the column's text for a value
 // that fits, a part of the dead-letter error for one that does not).
 type typedCell struct{ field, json, want string }
+
+// checkStoredCells checks that each cell of good was stored as the text
+// it wants (stored and dead as loadTypedCells returns them).
+func checkStoredCells(t *testing.T, stored map[string]string, dead map[string]kcatJSONRecord, good map[string]typedCell) {
+	t.Helper()
+	for k, c := range good {
+		t.Run(k, func(t *testing.T) {
+			if got, ok := stored[k]; !ok || got != c.want {
+				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
+			}
+		})
+	}
+}
+
+// checkRefusedCells checks that each cell of bad is a dead letter, never
+// a row, with the reason and an error holding the cell's want (or, when
+// want is empty, the field's quoted name), in words that name none of
+// the sink's internals; reason "" takes any.
+func checkRefusedCells(t *testing.T, stored map[string]string, dead map[string]kcatJSONRecord, bad map[string]typedCell, reason string) {
+	t.Helper()
+	for k, c := range bad {
+		t.Run(k, func(t *testing.T) {
+			if got, ok := stored[k]; ok {
+				t.Fatalf("%s=%s was stored as %q: a value the column cannot hold exactly must be dead-lettered, never rewritten", c.field, c.json, got)
+			}
+			r, ok := dead[k]
+			if !ok {
+				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
+			}
+			if got := r.Headers[kit.HeaderReason]; reason != "" && got != reason {
+				t.Errorf("%s=%s: reason %q, want %s", c.field, c.json, got, reason)
+			}
+			want := c.want
+			if want == "" {
+				want = fmt.Sprintf("%q", c.field)
+			}
+			e := r.Headers[kit.HeaderError]
+			if !strings.Contains(e, want) {
+				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, want)
+			}
+			if strings.Contains(e, "staging") || strings.Contains(e, "exactly_refuse") || strings.Contains(e, "$1") {
+				t.Errorf("dead-letter error %q names the sink's internals", e)
+			}
+		})
+	}
+}
 
 // loadTypedCells produces one record a cell to s.in (key k, value
 // {"event_id":k, field: json}), runs the sink of topo until each record

@@ -314,26 +314,6 @@ func TestAttackValuesSinkTypedColumns(t *testing.T) {
 		"bB": {"ts", `"2024-01-01 00:00:00 America/New_York"`, ""}, // zone name dropped
 	}
 	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(n102::text, n50::text, r::text, d::text, ts::text, dt::text, vc::text, tx)", good, bad)
-	for k, c := range good {
-		t.Run(k+"_"+c.field+"_fits", func(t *testing.T) {
-			if got, ok := stored[k]; !ok || got != c.want {
-				t.Errorf("%s=%s: stored %q (present %v), want %q; dead letter %v", c.field, c.json, got, ok, c.want, dead[k].Headers)
-			}
-		})
-	}
-	for k, c := range bad {
-		t.Run(k+"_"+c.field+"_refused", func(t *testing.T) {
-			if got, ok := stored[k]; ok {
-				t.Errorf("%s=%s was stored as %q: a value the column cannot hold exactly must be dead-lettered, never rewritten", c.field, c.json, got)
-				return
-			}
-			r, ok := dead[k]
-			if !ok {
-				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
-			}
-			if e := r.Headers[kit.HeaderError]; !strings.Contains(e, fmt.Sprintf("%q", c.field)) {
-				t.Errorf("%s=%s: dead-letter error %q does not name the field %q", c.field, c.json, e, c.field)
-			}
-		})
-	}
+	checkStoredCells(t, stored, dead, good)
+	checkRefusedCells(t, stored, dead, bad, "")
 }

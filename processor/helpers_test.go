@@ -151,21 +151,6 @@ func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) 
 	}
 }
 
-// eventuallyStats waits up to 30 s for done(s.Stats()) of a running stage.
-func eventuallyStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !done(s.Stats()) {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out: stats %+v", s.Stats())
-		case <-tick.C:
-		}
-	}
-}
-
 // crashStage runs the stage that newStage builds on seeds with failpoint
 // fp armed at its nth hit, its connections cut at the crash (so that
 // nothing more reaches the cluster), and returns its stats once Run

@@ -226,8 +226,8 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 		return []transform.Record{r}, nil
 	})
 	s := newStage(t, seeds, processor.WithTransform(p))
-	stop, _ := runInBackground(t, s)
-	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Aborted >= 3 })
+	stop, done := runInBackground(t, s)
+	waitStats(t, s, done, func(st processor.Stats) bool { return st.Aborted >= 3 })
 	// Every attempt aborts at once, so no transaction stays open long
 	// enough to read as a stall: past the stall limit (kit.StallMin),
 	// readiness says the transactions keep aborting.
@@ -247,7 +247,7 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 	if st.Committed != 0 || st.Produced != 0 {
 		t.Errorf("committed %d transactions, %d records while the lookup was down", st.Committed, st.Produced)
 	}
-	eventuallyStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
+	waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
 	if err := s.Ready(); err != nil {
 		t.Errorf("Ready = %v after the fault passed and transactions committed", err)
 	}
