@@ -14,11 +14,11 @@ const BrokersEnv = "EXACTLY_BROKERS"
 // Load reads the topology file at path and parses it with the process
 // environment. See Parse.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	f, err := LoadDraft(path)
 	if err != nil {
-		return nil, fmt.Errorf("load topology: %w", err)
+		return nil, err
 	}
-	return Parse(path, data, os.LookupEnv)
+	return f, nil
 }
 
 // Parse decodes, expands, defaults and validates a topology file. name is
