@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
@@ -230,10 +231,20 @@ func (a activation) ResolveName(name string) (any, bool) {
 	case "offset":
 		return r.Offset, true
 	case "timestamp":
+		if r.Timestamp.Equal(noTimestamp) {
+			// Kafka's NO_TIMESTAMP (-1, a record of message format v0):
+			// no instant, not 1969-12-31T23:59:59.999Z; the sink stores
+			// NULL for it. An expression that reads it fails its record.
+			return types.NewErr("the record has no timestamp (-1, Kafka's NO_TIMESTAMP)"), true
+		}
 		return r.Timestamp, true
 	}
 	return nil, false
 }
+
+// noTimestamp is how a record without a timestamp (-1 milliseconds)
+// reads as a time.Time.
+var noTimestamp = time.UnixMilli(-1)
 
 func (activation) Parent() interpreter.Activation { return nil }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/exactly-io/exactly/serde"
 )
@@ -428,4 +429,35 @@ func bigObject(n int, extra string) string {
 		fmt.Fprintf(&b, `"k%d":%d`, i, i)
 	}
 	return b.String() + extra + "}"
+}
+
+// A record without a timestamp (Kafka's NO_TIMESTAMP, -1) has no instant:
+// an expression that reads `timestamp` fails its record, naming it,
+// instead of reading 1969-12-31T23:59:59.999Z (the sink stores NULL for
+// the same record). An expression that does not read it is unaffected.
+func TestNoTimestampInCEL(t *testing.T) {
+	p, err := compileSteps(t, "      - set: { y: 'string(timestamp)' }\n", NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := []byte(`{"event_id":"a"}`)
+	v, err := FromJSON(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Apply(context.Background(), Record{Value: v, Raw: in, Timestamp: time.UnixMilli(-1)})
+	if err == nil || !strings.Contains(err.Error(), "no timestamp") {
+		t.Fatalf("Apply = %v, want an error naming the missing timestamp", err)
+	}
+	out, err := p.Apply(context.Background(), Record{Value: v, Raw: in, Timestamp: time.UnixMilli(0)})
+	if err != nil || len(out) != 1 {
+		t.Fatalf("Apply at the epoch = %v, %v; want one record", out, err)
+	}
+	q, err := compileSteps(t, "      - set: { y: '1' }\n", NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Apply(context.Background(), Record{Value: v, Raw: in, Timestamp: time.UnixMilli(-1)}); err != nil {
+		t.Fatalf("a step that does not read timestamp: %v", err)
+	}
 }
