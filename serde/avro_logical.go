@@ -189,8 +189,13 @@ func logicalToAvroUnchecked(t *avroType, v any) (any, error) {
 	}
 	var ts time.Time
 	var err error
-	ts, err = ParseTime(s, strings.HasPrefix(t.logical, "local-"))
+	local := strings.HasPrefix(t.logical, "local-")
+	ts, err = ParseTime(s, local)
 	if err != nil {
+		if local {
+			// A local timestamp has no zone: "…Z" or "+05:00" names one.
+			return nil, fmt.Errorf("%w: %s %q: want a date and time without a zone or offset (2006-01-02T15:04:05[.fraction])", ErrUnsupported, t.logical, s)
+		}
 		return nil, fmt.Errorf("%w: timestamp %q: want RFC 3339", ErrUnsupported, s)
 	}
 	unit := time.Nanosecond

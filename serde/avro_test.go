@@ -1032,3 +1032,17 @@ func TestAvroTimeOutsideOneDay(t *testing.T) {
 		}
 	}
 }
+
+// A local timestamp has no zone: text with one is refused in words that
+// say so, not as text that is not RFC 3339 (it is).
+func TestAvroLocalTimestampWithZone(t *testing.T) {
+	const schema = `{"type":"record","name":"T","fields":[{"name":"l","type":{"type":"long","logicalType":"local-timestamp-millis"}}]}`
+	c := mustCodec(t, Config{Format: Avro, Schema: schema})
+	if _, err := c.Encode(map[string]any{"l": "2024-01-01T00:00:00"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Encode(map[string]any{"l": "2024-01-01T00:00:00Z"})
+	if err == nil || !strings.Contains(err.Error(), "without a zone or offset") {
+		t.Fatalf("Encode of a local timestamp with Z = %v, want the zone named as the problem", err)
+	}
+}
