@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -105,5 +106,42 @@ func TestSinkTableDroppedWhileStopped(t *testing.T) {
 	logs := p.logs.String()
 	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "created empty") || !strings.Contains(logs, s.table()) || !strings.Contains(logs, "exactly reset --sink") {
 		t.Fatalf("no WARN naming the re-created table and the reset:\n%s", tail(logs, 20))
+	}
+}
+
+// A sink whose role may write its target table but not create the
+// positions table next to it stops at start naming the statement that was
+// refused: before, "create tables: permission denied for schema" left the
+// reader to guess which table, the target existing.
+func TestSinkSetupNamesTheRefusedStatement(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("setupref")
+	pool := pgPool(t)
+	role := s.schema + "_role"
+	for _, q := range []string{
+		"CREATE SCHEMA " + s.schema,
+		"CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, amount numeric)",
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + s.schema + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE ON " + s.table() + " TO " + role,
+	} {
+		if _, err := pool.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+s.schema+" CASCADE")
+		_, _ = pool.Exec(context.Background(), "DROP ROLE IF EXISTS "+role)
+	})
+	topo := writeSinkTopology(t, s, "refused.yaml", sinkYAMLHead(t, s, 1, "{ event_id: event_id, amount: amount }").String())
+	dsn := strings.Replace(pgDSN(t), "postgres://postgres@", "postgres://"+role+"@", 1)
+	if !strings.Contains(dsn, role) {
+		t.Fatalf("PG_DSN %q names no postgres user to replace", pgDSN(t))
+	}
+	code, logs := exactlyExit(t, []string{"PG_DSN=" + dsn}, "sink", "--topology", topo, "--instance-id", "a1", "--metrics-addr", "")
+	// The statement, as logfmt quotes it: CREATE TABLE IF NOT EXISTS "schema"."positions".
+	want := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS \"%s\".\"positions\"`, s.schema)
+	if code != 1 || !strings.Contains(logs, want) || !strings.Contains(logs, "permission denied") {
+		t.Fatalf("exit %d, want 1 naming the positions table's creation and the refusal:\n%s", code, tail(logs, 15))
 	}
 }

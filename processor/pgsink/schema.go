@@ -203,7 +203,10 @@ func (s *Sink) setup(ctx context.Context) error {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		for _, q := range s.setupSQL() {
 			if _, err := tx.Exec(ctx, q); err != nil {
-				return err
+				// Say which statement: the positions table's creation
+				// can be refused where the target table exists.
+				what, _, _ := strings.Cut(q, "\n")
+				return fmt.Errorf("%s: %w", strings.TrimSuffix(strings.TrimSpace(what), " ("), err)
 			}
 		}
 		if !existed {
