@@ -375,7 +375,8 @@ func registryUnknownPath(err error) bool {
 // status that asking again cannot change is ErrRegistryRefused (401 and
 // 403, the credentials; for a registration, 409 and 422, the schema, per
 // the Confluent Schema Registry API; a 404 for a path that the server does
-// not serve, a wrong URL), anything else ErrTransient (5xx, 429, a
+// not serve, a wrong URL, or 405 for a URL that names a resource of the
+// API rather than its root), anything else ErrTransient (5xx, 429, a
 // timeout, a connection refused).
 func registryErrClass(err error, registering bool) error {
 	if registryUnknownPath(err) {
@@ -384,7 +385,9 @@ func registryErrClass(err error, registering bool) error {
 	var re *sr.ResponseError
 	if errors.As(err, &re) {
 		switch re.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed:
+			// 405: the URL names a resource of the API, not its root
+			// (".../subjects"): no retry changes the method's meaning.
 			return ErrRegistryRefused
 		case http.StatusConflict, http.StatusUnprocessableEntity:
 			if registering {
@@ -401,9 +404,9 @@ func registryErrClass(err error, registering bool) error {
 func registryErrText(err error) string {
 	var re *sr.ResponseError
 	if errors.As(err, &re) && re.StatusCode != 0 {
-		text := fmt.Sprintf("HTTP %d %s: %v", re.StatusCode, http.StatusText(re.StatusCode), err)
-		if registryUnknownPath(err) {
-			text += " (no schema registry API at this URL: check the path of registry.url)"
+		text := fmt.Sprintf("HTTP %d %s: %v", re.StatusCode, http.StatusText(re.StatusCode), truncateText(strings.TrimSpace(err.Error())))
+		if registryUnknownPath(err) || re.StatusCode == http.StatusMethodNotAllowed {
+			text += fmt.Sprintf(" (no schema registry API at this URL, %s %s: check the path of registry.url)", re.Method, redactURL(re.URL))
 		}
 		return text
 	}

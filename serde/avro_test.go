@@ -894,6 +894,7 @@ func TestCheckRegistry(t *testing.T) {
 		{"input: a registry without /schemas/types", 0, 0, 404, 200, false, nil},
 		{"input: no registry API at the URL", 0, 0, 404, 404, false, ErrRegistryRefused},
 		{"input: no registry API at the URL, no error body", 0, 0, 404, 404, false, ErrRegistryRefused},
+		{"input: a URL that names a resource of the API (405)", 0, 0, 405, 405, false, ErrRegistryRefused},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -1000,8 +1001,8 @@ func TestRegistrySchemaNotFoundOrWrongURL(t *testing.T) {
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Decode = %v, want %v", err, tc.want)
 			}
-			if tc.want == ErrRegistryRefused && !strings.Contains(err.Error(), "check the path of registry.url") {
-				t.Errorf("Decode = %v, want the likely cause named", err)
+			if tc.want == ErrRegistryRefused && (!strings.Contains(err.Error(), "check the path of registry.url") || !strings.Contains(err.Error(), "GET "+srv.URL+"/schemas/ids/1")) {
+				t.Errorf("Decode = %v, want the URL asked and the likely cause named", err)
 			}
 		})
 	}
