@@ -206,7 +206,14 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			// hiccup): the session rewound to the last committed
 			// offsets; wait, then poll the records again.
 			wait := retryBackoff.Next()
-			s.retrying.CompareAndSwap(0, time.Now().UnixNano())
+			// From the Begin of the first aborted transaction: its
+			// fault (a registry timeout) may have taken most of the
+			// stall limit already.
+			since := time.Now()
+			if !t.started.IsZero() && t.started.Before(since) {
+				since = t.started
+			}
+			s.retrying.CompareAndSwap(0, since.UnixNano())
 			s.retryErr.Store(&retry.err)
 			s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
 			select {

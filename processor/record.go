@@ -144,10 +144,14 @@ func (s *Stage) transformOutputs(ctx context.Context, r *kgo.Record, in transfor
 // output of input record in.
 func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transformed bool) (*kgo.Record, error) {
 	key := rec.Key
-	if rec.Value == nil && rec.Raw == nil && s.cfg.OutputFormat == serde.JSON {
-		// A step made the value JSON null (explode of a list holding
-		// null): no event, refused as every JSON reader would refuse it.
-		_, err := s.out.Encode(nil)
+	if rec.Value == nil && rec.Raw == nil {
+		// A step made the value null (explode of a list holding null):
+		// no event, refused as every reader here refuses a null value
+		// (JSON null, an Avro null datum), in every output format.
+		err := fmt.Errorf("%w: the value is JSON null, which carries no event", serde.ErrNullValue)
+		if _, eerr := s.out.Encode(nil); eerr != nil {
+			err = eerr
+		}
 		return nil, &kit.RecordError{Reason: kit.ReasonEncode, Err: err}
 	}
 	if s.cfg.KeyField != "" {

@@ -197,6 +197,12 @@ func (c *avroCodec) Decode(b []byte) (v any, err error) {
 // Encode writes v with the writer schema, after registering it when the
 // codec has a registry.
 func (c *avroCodec) Encode(v any) ([]byte, error) {
+	if v == nil {
+		// Decode refuses a null datum (ErrNullValue): what is written is
+		// what every reader here takes, so neither is it written, even
+		// where the schema is a union with null.
+		return nil, fmt.Errorf("%w: the value is null, which carries no event", ErrNullValue)
+	}
 	if c.writer == nil {
 		return nil, fmt.Errorf("%w: no avro schema to write with (set a schema file)", ErrUnsupported)
 	}

@@ -1047,3 +1047,20 @@ func TestAvroLocalTimestampWithZone(t *testing.T) {
 		t.Fatalf("Encode of a local timestamp with Z = %v, want the zone named as the problem", err)
 	}
 }
+
+// A null value is refused on encode as on decode, even where the schema
+// is a union with null: no record goes out that every reader here
+// refuses as a null value.
+func TestAvroEncodeNullValue(t *testing.T) {
+	c := mustCodec(t, Config{Format: Avro, Schema: `["null","string"]`})
+	if _, err := c.Encode(nil); !errors.Is(err, ErrNullValue) {
+		t.Fatalf("Encode(nil) = %v, want ErrNullValue", err)
+	}
+	b, err := c.Encode("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Decode(b); err != nil || v != "x" {
+		t.Fatalf("Decode = %v, %v", v, err)
+	}
+}

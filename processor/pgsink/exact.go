@@ -147,6 +147,10 @@ func setSessionParams(params map[string]string) {
 	}
 }
 
+// moneyRoundedRE matches money text with a nonzero digit beyond the
+// second after the point, which money's input would round.
+const moneyRoundedRE = `[.][0-9]{2}[0-9]*[1-9]`
+
 // SQL regular expressions of the checks (POSIX classes: no backslashes,
 // whatever standard_conforming_strings says).
 const (
@@ -268,9 +272,12 @@ func scalarChecks(x string, t colType) (checks []string, value, target, plain st
 			target = "bpchar" // "character" alone is character(1)
 		}
 	case "money":
-		// The cast rounds to the currency's fraction digits (lc_monetary):
-		// 1.234 would be stored as $1.23.
-		checks = append(checks, fmt.Sprintf("%s::numeric = %s::money::numeric", x, x))
+		// The cast rounds to the currency's fraction digits, 2 under the
+		// sessions' lc_monetary=C: 1.234 would be stored as $1.23. Any
+		// text money's input takes ($12.30, 1,000.50, ($1.25)) is fine
+		// with no nonzero digit past the second after the point; an
+		// exponent, which money's input reads as no number, fails there.
+		checks = append(checks, fmt.Sprintf("%s !~ '%s'", x, moneyRoundedRE))
 	case "oid", "xid", "xid8", "cid", "regproc", "regclass", "regtype":
 		if t.base == "oid" || t.base == "xid" || t.base == "xid8" || t.base == "cid" {
 			// The casts wrap: -1 would be stored as 4294967295.
