@@ -12,26 +12,40 @@ import (
 // A's) is reported too: a record that fails in every stage on it would go
 // round for ever, the topics growing without end.
 func (v *validator) cycles() {
-	v.loops(v.f.graph(false), "cycle: ", nil)
+	stage := func(i int) (namePath, name, at string) {
+		return fmt.Sprintf("stages[%d].name", i), v.f.Stages[i].Name, fmt.Sprintf("stages[%d].input.topic", i)
+	}
+	v.loops(v.f.graph(), "cycle: ", nil, stage)
 	plain := make([]int, len(v.f.Stages)) // the component of each stage in the plain graph
-	for n, comp := range sccs(v.f.graph(false)) {
+	for n, comp := range sccs(v.f.graph()) {
 		for _, c := range comp {
 			plain[c] = n
 		}
 	}
-	v.loops(v.f.graph(true), "cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): ", func(comp []int) bool {
+	// With dead letters, sinks are nodes too (after the stages): a sink's
+	// dead-letter topic read by a stage upstream of it closes a loop.
+	ns := len(v.f.Stages)
+	node := func(i int) (namePath, name, at string) {
+		if i < ns {
+			return stage(i)
+		}
+		j := i - ns
+		return fmt.Sprintf("sinks[%d].name", j), "sink " + v.f.Sinks[j].Name, fmt.Sprintf("sinks[%d].input.topic", j)
+	}
+	v.loops(v.f.deadLetterGraph(), "cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): ", func(comp []int) bool {
 		for _, c := range comp {
-			if plain[c] != plain[comp[0]] {
+			if c >= ns || plain[c] != plain[comp[0]] {
 				return false
 			}
 		}
 		return true // a loop without dead letters, reported already
-	})
+	}, node)
 }
 
 // loops reports each loop of adj, its message starting with prefix, but
-// none whose stages seen says were reported already.
-func (v *validator) loops(adj [][]int, prefix string, seen func(comp []int) bool) {
+// none whose nodes seen says were reported already; node names node i
+// (the path of its name, the name, and the path the loop is reported at).
+func (v *validator) loops(adj [][]int, prefix string, seen func(comp []int) bool, node func(int) (namePath, name, at string)) {
 	for _, comp := range sccs(adj) {
 		if len(comp) < 2 || seen != nil && seen(comp) {
 			continue
@@ -46,20 +60,23 @@ func (v *validator) loops(adj [][]int, prefix string, seen func(comp []int) bool
 		names := make([]string, len(loop))
 		onLoop := make(map[int]bool, len(loop))
 		for i, s := range loop {
-			names[i] = v.name(fmt.Sprintf("stages[%d].name", s), v.f.Stages[s].Name)
+			path, name, _ := node(s)
+			names[i] = v.name(path, name)
 			onLoop[s] = true
 		}
 		msg := prefix + strings.Join(names, " -> ")
 		var others []string
-		for i := range v.f.Stages {
+		for i := range adj {
 			if in[i] && !onLoop[i] {
-				others = append(others, v.name(fmt.Sprintf("stages[%d].name", i), v.f.Stages[i].Name))
+				path, name, _ := node(i)
+				others = append(others, v.name(path, name))
 			}
 		}
 		if len(others) > 0 {
 			msg += " (also in this loop: " + strings.Join(others, ", ") + ")"
 		}
-		v.report(fmt.Sprintf("stages[%d].input.topic", start), "%s", msg)
+		_, _, at := node(start)
+		v.report(at, "%s", msg)
 	}
 }
 

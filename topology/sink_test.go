@@ -304,3 +304,22 @@ func TestParseSinkAvroValidation(t *testing.T) {
 		})
 	}
 }
+
+// A sink's dead letters that lead back to the stage feeding it close a
+// loop: a record both refuse would go round for ever.
+func TestSinkDeadLettersCloseACycle(t *testing.T) {
+	src := head + `stages:
+  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+sinks:
+` + strings.Replace(sink, "dead_letter: { topic: dlq }", "dead_letter: { topic: in }", 1)
+	_, err := Parse("t.yaml", []byte(src), env(map[string]string{"PG_DSN": secretDSN}))
+	want := "t.yaml:9:32: stages[0].input.topic: cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): a -> sink pg -> a"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Parse = %v, want %s", err, want)
+	}
+	// Into a topic no stage reads, the sink's dead letters close nothing.
+	if _, err := Parse("t.yaml", []byte(head+"stages:\n  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }\nsinks:\n"+sink),
+		env(map[string]string{"PG_DSN": secretDSN})); err != nil {
+		t.Fatal(err)
+	}
+}

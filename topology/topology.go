@@ -809,7 +809,7 @@ func (f *File) Where(path string) string {
 // (which Parse rejects) come last, in file order.
 func (f *File) StagesInOrder() []*Stage {
 	n := len(f.Stages)
-	adj := f.graph(false)
+	adj := f.graph()
 	indeg := make([]int, n)
 	for _, outs := range adj {
 		for _, j := range outs {
@@ -845,10 +845,45 @@ func (f *File) StagesInOrder() []*Stage {
 	return out
 }
 
+// deadLetterGraph is graph(true) with the sinks as nodes after the stages
+// (node len(Stages)+j is Sinks[j]): a stage's outputs and dead letters
+// lead to the stages and sinks reading them, a sink's dead-letter topic to
+// the stages and sinks reading it.
+func (f *File) deadLetterGraph() [][]int {
+	ns := len(f.Stages)
+	readers := make(map[string][]int)
+	for i, s := range f.Stages {
+		if s.Input.Topic != "" {
+			readers[s.Input.Topic] = append(readers[s.Input.Topic], i)
+		}
+	}
+	for j, s := range f.Sinks {
+		if s.Input.Topic != "" {
+			readers[s.Input.Topic] = append(readers[s.Input.Topic], ns+j)
+		}
+	}
+	adj := make([][]int, ns+len(f.Sinks))
+	link := func(i int, topics []string) {
+		for _, t := range topics {
+			for _, j := range readers[t] {
+				if j != i && !slices.Contains(adj[i], j) {
+					adj[i] = append(adj[i], j)
+				}
+			}
+		}
+	}
+	for i, s := range f.Stages {
+		link(i, append(s.OutputTopics(), s.DeadLetter.Topic))
+	}
+	for j, s := range f.Sinks {
+		link(ns+j, []string{s.DeadLetter.Topic})
+	}
+	return adj
+}
+
 // graph returns, for each stage index, the stages reading its output topic
-// (itself excluded), in file order; with deadLetters, its dead-letter topic
-// too.
-func (f *File) graph(deadLetters bool) [][]int {
+// (itself excluded), in file order.
+func (f *File) graph() [][]int {
 	readers := make(map[string][]int)
 	for i, s := range f.Stages {
 		if s.Input.Topic != "" {
@@ -857,11 +892,7 @@ func (f *File) graph(deadLetters bool) [][]int {
 	}
 	adj := make([][]int, len(f.Stages))
 	for i, s := range f.Stages {
-		writes := s.OutputTopics()
-		if deadLetters && s.DeadLetter.Topic != "" {
-			writes = append(writes, s.DeadLetter.Topic)
-		}
-		for _, t := range writes {
+		for _, t := range s.OutputTopics() {
 			for _, j := range readers[t] {
 				if j != i && !slices.Contains(adj[i], j) {
 					adj[i] = append(adj[i], j)
