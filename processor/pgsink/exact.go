@@ -278,13 +278,9 @@ func scalarChecks(x string, t colType) (checks []string, value, target, plain st
 		// with no nonzero digit past the second after the point; an
 		// exponent, which money's input reads as no number, fails there.
 		checks = append(checks, fmt.Sprintf("%s !~ '%s'", x, moneyRoundedRE))
-	case "oid", "xid", "xid8", "cid", "regproc", "regclass", "regtype":
-		if t.base == "oid" || t.base == "xid" || t.base == "xid8" || t.base == "cid" {
-			// The casts wrap: -1 would be stored as 4294967295.
-			checks = append(checks, fmt.Sprintf("%s::numeric = %s::%s::text::numeric", x, x, t.base))
-		} else {
-			return nil, "", "", fmt.Sprintf("%s::%s", x, keyType(t))
-		}
+	case "oid", "xid", "xid8", "cid":
+		// The casts wrap: -1 would be stored as 4294967295.
+		checks = append(checks, fmt.Sprintf("%s::numeric = %s::%s::text::numeric", x, x, t.base))
 	case "bit", "bit varying":
 		// The column's assignment checks the length exactly.
 		return nil, "", "", withDomain(fmt.Sprintf("%s::varbit", x), t)
@@ -321,26 +317,23 @@ func scalarChecks(x string, t colType) (checks []string, value, target, plain st
 // ("numeric(5,2)[]": base "numeric", full "numeric(5,2)", the same
 // modifier, which Postgres applies to each element).
 func arrayElement(t colType) (colType, bool) {
-	base, ok := strings.CutSuffix(t.base, "[]")
-	if !ok {
+	if !strings.HasSuffix(t.base, "[]") {
 		return colType{}, false
 	}
+	full := elementName(t.full)
+	return colType{name: full, base: elementName(t.base), full: full, mod: t.mod}, true
+}
+
+// elementName is array type name s without its dimensions: "numeric(5,2)"
+// for "numeric(5,2)[][]".
+func elementName(s string) string {
 	for {
-		b, more := strings.CutSuffix(base, "[]")
-		if !more {
-			break
+		e, ok := strings.CutSuffix(s, "[]")
+		if !ok {
+			return s
 		}
-		base = b
+		s = e
 	}
-	full := t.full
-	for {
-		f, more := strings.CutSuffix(full, "[]")
-		if !more {
-			break
-		}
-		full = f
-	}
-	return colType{name: full, base: base, full: full, mod: t.mod}, true
 }
 
 // arrayCastExpr is castExpr for an array column of element type elem:
