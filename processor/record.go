@@ -148,7 +148,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 		// A step made the value null (explode of a list holding null):
 		// no event, refused as every reader here refuses a null value
 		// (JSON null, an Avro null datum), in every output format.
-		err := fmt.Errorf("%w: the value is JSON null, which carries no event", serde.ErrNullValue)
+		err := fmt.Errorf("%w: a step made the value null, which carries no event (output format %s)", serde.ErrNullValue, s.cfg.OutputFormat)
 		if _, eerr := s.out.Encode(nil); eerr != nil {
 			err = eerr
 		}
