@@ -99,6 +99,9 @@ func (v *validator) defaults() {
 				pg.PositionsTable = schema + "." + DefaultPositionsTable
 			}
 		}
+		if !v.has(p + ".postgres.timeout") {
+			pg.Timeout.Duration = DefaultPostgresTimeout
+		}
 		if pg.Types == "" && !v.has(p+".postgres.types") {
 			pg.Types = TypesDeclared
 		}

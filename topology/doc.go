@@ -65,6 +65,7 @@
 //	      mode: insert                  # insert (default: ON CONFLICT DO NOTHING) or upsert
 //	      version: v                    # optional, mode upsert only: a column; a row is replaced only by a greater version
 //	      envelope: none                # none (default) or debezium (change events; needs mode upsert)
+//	      timeout: 1m                   # bounds one attempt at a PostgreSQL call (a batch's transaction); 1s to 1h; default 1m
 //	    commit: { interval: 200ms, max_records: 10000 } # the defaults; the batch is held in memory
 //	    session_timeout: 45s            # consumer group session timeout; default 45s
 //	    metadata_max_age: 30s           # as a stage's; default 30s

@@ -608,6 +608,15 @@ type Postgres struct {
 	// mapped from after, d deletes the row whose event ID is in before;
 	// needs mode upsert).
 	Envelope string `yaml:"envelope"`
+	// Timeout bounds one attempt at a call to PostgreSQL: a batch's
+	// transaction from taking a connection to COMMIT, a read of the
+	// stored positions, the set-up of the sink's tables. A server that
+	// stops answering on an open connection (no reset, no error) would
+	// otherwise hold the sink for ever: libpq and pgx wait without end.
+	// The attempt is then cancelled and retried with backoff, like any
+	// transient fault. Default 1m (DefaultPostgresTimeout), between 1s
+	// and 1h.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // ColumnSources maps a sink's columns to their sources (see
@@ -700,7 +709,12 @@ const (
 	// 1 KiB records.
 	DefaultSinkCommitMaxRecords = 10000
 	DefaultSinkSessionTimeout   = 45 * time.Second
-	DefaultPositionsTable       = "exactly_positions" // in the schema of the target table
+	// DefaultPostgresTimeout bounds one attempt at a call to PostgreSQL
+	// (Postgres.Timeout).
+	DefaultPostgresTimeout = time.Minute
+	// MinPostgresTimeout and MaxPostgresTimeout bound Postgres.Timeout.
+	MinPostgresTimeout, MaxPostgresTimeout = time.Second, time.Hour
+	DefaultPositionsTable                  = "exactly_positions" // in the schema of the target table
 )
 
 // ReaderDefaults are the defaults that differ between the two readers of

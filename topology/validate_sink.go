@@ -134,6 +134,9 @@ func (v *validator) postgres(p string, s Sink) {
 	if pg.PositionsTable != "" && pg.PositionsTable == pg.Table {
 		v.report(p+".positions_table", "must differ from table")
 	}
+	if tp := p + ".timeout"; pg.Timeout.Duration < MinPostgresTimeout || pg.Timeout.Duration > MaxPostgresTimeout {
+		v.report(tp, "must be between 1s and 1h (got %s)", v.num(tp, pg.Timeout.String()))
+	}
 
 	cp := p + ".columns"
 	if len(pg.Columns) == 0 {

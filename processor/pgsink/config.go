@@ -65,6 +65,11 @@ type Config struct {
 	Version string
 	// Envelope is topology.EnvelopeNone (default) or EnvelopeDebezium.
 	Envelope string
+	// Timeout bounds one attempt at a call to PostgreSQL (a batch's
+	// transaction, from taking a connection to COMMIT; a read of the
+	// positions; the set-up); default topology.DefaultPostgresTimeout. An
+	// attempt past it is cancelled and retried as a transient fault.
+	Timeout time.Duration
 
 	// CommitInterval bounds how long records are gathered into one
 	// database transaction; default 200ms.
@@ -138,6 +143,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		Mode:                   s.Postgres.Mode,
 		Version:                s.Postgres.Version,
 		Envelope:               s.Postgres.Envelope,
+		Timeout:                s.Postgres.Timeout.Duration,
 		CommitInterval:         s.Commit.Interval.Duration,
 		MaxRecords:             s.Commit.MaxRecords,
 		SessionTimeout:         s.SessionTimeout.Duration,
@@ -207,6 +213,9 @@ func (cfg *Config) validate() error {
 	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
 	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
 	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = topology.DefaultPostgresTimeout
+	}
 	errs := kit.Required([]kit.Field{
 		{Name: "sink", Value: cfg.Sink}, {Name: "instance id", Value: cfg.InstanceID}, {Name: "input topic", Value: cfg.Input},
 		{Name: "postgres dsn", Value: cfg.DSN}, {Name: "table", Value: cfg.Table}, {Name: "event id column", Value: cfg.EventID},
@@ -214,6 +223,9 @@ func (cfg *Config) validate() error {
 	errs = append(errs, rd.Check()...)
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
 		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
+	}
+	if cfg.Timeout < topology.MinPostgresTimeout || cfg.Timeout > topology.MaxPostgresTimeout {
+		errs = append(errs, kit.NewConfigError("postgres timeout %s must be between %s and %s", cfg.Timeout, topology.MinPostgresTimeout, topology.MaxPostgresTimeout))
 	}
 	kit.OrDefault(&cfg.Types, topology.TypesDeclared)
 	if _, err := serde.NewCodec(cfg.inputCodec()); err != nil {

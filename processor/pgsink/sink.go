@@ -188,6 +188,9 @@ type Sink struct {
 	member      kit.Membership
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
+	// step is where the running attempt at a PostgreSQL call is, for
+	// /readyz and the timeout's error; nil between attempts.
+	step atomic.Pointer[attemptStep]
 	// fatal is an error found in a group callback (adjust), returned by
 	// the loop.
 	fatal         atomic.Pointer[error]
@@ -290,6 +293,9 @@ func (s *Sink) Ready() error {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
 	if err := kit.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
+		if st := s.step.Load(); st != nil {
+			return fmt.Errorf("sink %s: %w: %s", s.cfg.Sink, err, st.waiting())
+		}
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
 	return nil
@@ -315,7 +321,7 @@ func (s *Sink) Stats() Stats {
 // kit.IsFatal for Kafka), or kit.ErrCrashed.
 func (s *Sink) Run(ctx context.Context) error {
 	s.log.Info("sink starting", "input", s.cfg.Input, "table", s.cfg.Table, "group", s.cfg.Group())
-	if err := s.retry(ctx, "set up schema", s.setup); err != nil {
+	if err := s.retry(ctx, "set up schema", s.bounded("PostgreSQL: set up the tables", s.setup)); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -471,7 +477,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 	}
 	var stored map[int32]StoredPosition
 	var ts topicState
-	err := s.retry(ctx, "read positions", func(ctx context.Context) (err error) {
+	err := s.retry(ctx, "read positions", s.bounded(stepPositions, func(ctx context.Context) (err error) {
 		if stored, err = s.readPositions(ctx, parts); err != nil {
 			return err
 		}
@@ -480,7 +486,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		}
 		ts, err = s.readTopic(ctx, parts)
 		return err
-	})
+	}))
 	if err != nil {
 		if IsFatal(err) {
 			s.fatal.Store(&err)
@@ -670,7 +676,7 @@ func (s *Sink) loop(ctx context.Context) error {
 			// otherwise the next owner reads it again.
 			if b.open {
 				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				err := s.write(wctx, b)
+				err := s.attempt(wctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 				cancel()
 				if errors.Is(err, kit.ErrCrashed) || IsFatal(err) {
 					return err
@@ -790,9 +796,9 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
 	unexplained := 0
 	for {
-		err := s.write(ctx, b)
+		err := s.attempt(ctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 		if err == nil && !s.targetChecked.Load() {
-			if err = s.checkTarget(ctx); err == nil {
+			if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
 				s.targetChecked.Store(true)
 			}
 		}
@@ -840,13 +846,13 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 func (s *Sink) reseek(ctx context.Context, b *batch) error {
 	var stored map[int32]StoredPosition
 	var ts topicState
-	err := s.retry(ctx, "read positions", func(ctx context.Context) (err error) {
+	err := s.retry(ctx, "read positions", s.bounded(stepPositions, func(ctx context.Context) (err error) {
 		if stored, err = s.readPositions(ctx, b.order); err != nil {
 			return err
 		}
 		ts, err = s.readTopic(ctx, b.order)
 		return err
-	})
+	}))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

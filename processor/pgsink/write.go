@@ -25,6 +25,78 @@ type result struct {
 	first        error
 }
 
+// attemptStep is where an attempt at a PostgreSQL call is, and since when.
+type attemptStep struct {
+	name  string
+	since time.Time
+}
+
+// waiting says where the attempt is, for /readyz.
+func (st *attemptStep) waiting() string {
+	return fmt.Sprintf("its write has been at %s for %s", st.name, time.Since(st.since).Round(time.Second))
+}
+
+// The steps of a batch's attempt (write), named in /readyz and in the
+// error of an attempt past the timeout.
+const (
+	stepDecode  = "decode the records"
+	stepConnect = "PostgreSQL: take a connection"
+	stepBegin   = "PostgreSQL: BEGIN"
+	stepLock    = "PostgreSQL: lock the target table"
+	stepGuard   = "PostgreSQL: check the stored positions"
+	stepEvolve  = "PostgreSQL: add columns"
+	stepLoad    = "PostgreSQL: write the rows"
+	stepDead    = "record the dead letters"
+	stepCommit  = "PostgreSQL: COMMIT"
+	// stepPositions reads the stored positions at an assignment, or after
+	// the position guard failed.
+	stepPositions = "PostgreSQL: read the stored positions"
+)
+
+// at records that the running attempt has reached step name.
+func (s *Sink) at(name string) { s.step.Store(&attemptStep{name: name, since: time.Now()}) }
+
+// attemptTimeoutError is an attempt at a PostgreSQL call that the sink
+// cancelled at cfg.Timeout: the server stopped answering, or the work
+// needs longer than the timeout allows. It has no SQLSTATE, so it is
+// transient (Classify): the attempt is retried with backoff. An attempt
+// cancelled at COMMIT may have committed; the retry's position guard
+// finds out (ErrFenced, then the positions are read again).
+type attemptTimeoutError struct {
+	step    string
+	timeout time.Duration
+	err     error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	return fmt.Sprintf("no answer within postgres.timeout %s, at %s: the attempt was cancelled and is retried (raise timeout if the work needs longer): %v", e.timeout, e.step, e.err)
+}
+
+func (e *attemptTimeoutError) Unwrap() error { return e.err }
+
+// attempt runs f, one attempt at a PostgreSQL call whose first step is
+// first, under cfg.Timeout; s.step says where it is until it returns.
+func (s *Sink) attempt(ctx context.Context, first string, f func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	s.at(first)
+	defer s.step.Store(nil)
+	err := f(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		step := first
+		if st := s.step.Load(); st != nil {
+			step = st.name
+		}
+		return &attemptTimeoutError{step: step, timeout: s.cfg.Timeout, err: err}
+	}
+	return err
+}
+
+// bounded is f as attempts under cfg.Timeout, for retry.
+func (s *Sink) bounded(first string, f func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error { return s.attempt(ctx, first, f) }
+}
+
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
 func (s *Sink) write(ctx context.Context, b *batch) error {
@@ -39,26 +111,39 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 			return err
 		}
 	}
+	s.at(stepConnect)
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
+	s.at(stepBegin)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
+	defer func() {
+		// A no-op after Commit. Bounded too: after a fault outside
+		// Postgres (the dead-letter topic's), the connection is still
+		// open, and the server may have stopped answering meanwhile.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 
+	s.at(stepLock)
 	if err := s.checkTable(ctx, tx); err != nil {
 		return err
 	}
+	s.at(stepGuard)
 	if err := s.guard(ctx, tx, b); err != nil {
 		return err
 	}
+	s.at(stepEvolve)
 	if err := s.evolve(ctx, tx); err != nil { // typed.go
 		return err
 	}
+	s.at(stepLoad)
 	res := &result{dead: dead}
 	loaded, decoded := len(ops), len(dead)
 	switch stream {
@@ -79,6 +164,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		// In the dead-letter table, in this transaction: exactly once.
 		// In the topic, durable in Kafka before the position skipping
 		// the records commits in Postgres: at least once, never lost.
+		s.at(stepDead)
 		if err := s.recordDeadLetters(ctx, tx, b, res.dead); err != nil {
 			return err
 		}
@@ -87,6 +173,7 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	if s.fp.Armed(kit.CrashBeforeDBCommit, s.commits) {
 		return s.fp.Fire(s.log, kit.CrashBeforeDBCommit, s.commits)
 	}
+	s.at(stepCommit)
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
