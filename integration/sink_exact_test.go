@@ -154,3 +154,41 @@ func TestSinkExactSession(t *testing.T) {
 		}
 	}
 }
+
+// TestSinkNamedZoneLocalTimes: a local time in a named time zone that the
+// zone's clocks skip (a daylight-saving gap) or show twice (the clock
+// goes back) names no single instant. PostgreSQL reads it all the same,
+// as an instant the text does not name (2024-03-10 02:30 in New York as
+// 03:30 EDT) or as one of the two it names; the sink dead-letters it,
+// naming the field, in every time type and in an array. Times in a named
+// zone that name one instant, abbreviations and offsets are stored.
+func TestSinkNamedZoneLocalTimes(t *testing.T) {
+	t.Parallel()
+	s, pool, topo := newTypedSink(t, "zone_gaps", "{ event_id: event_id, tz: tz, ts: ts, ttz: ttz, tza: tza }",
+		"event_id text PRIMARY KEY, tz timestamptz, ts timestamp, ttz timetz, tza timestamptz[]")
+	good := map[string]typedCell{
+		"tz_summer":        {"tz", `"2024-07-01 12:00 America/New_York"`, "2024-07-01 16:00:00+00"},
+		"tz_after_overlap": {"tz", `"2024-10-27 02:30 Europe/London"`, "2024-10-27 02:30:00+00"},
+		"tz_abbreviation":  {"tz", `"2024-03-10 02:30 EST"`, "2024-03-10 07:30:00+00"},
+		"tz_offset":        {"tz", `"2024-11-03T01:30:00-04:00"`, "2024-11-03 05:30:00+00"},
+		"tz_pm":            {"tz", `"2024-03-10 02:30 pm"`, "2024-03-10 14:30:00+00"},
+		"tz_zulu":          {"tz", `"2024-03-10T02:30:00Z"`, "2024-03-10 02:30:00+00"},
+		"ts_london_winter": {"ts", `"2024-01-10 01:30 Europe/London"`, "2024-01-10 01:30:00"},
+		"tza_fine":         {"tza", `"{\"2024-07-01 12:00 America/New_York\",\"2024-03-10 02:30 EST\"}"`, `{"2024-07-01 16:00:00+00","2024-03-10 07:30:00+00"}`},
+	}
+	bad := map[string]typedCell{
+		"tz_gap":       {"tz", `"2024-03-10 02:30 America/New_York"`, `field "tz": '2024-03-10 02:30 America/New_York' names no single instant: 2024-03-10 02:30:00 is skipped in time zone America/New_York`},
+		"tz_gap_posix": {"tz", `"2024-03-10 02:30 EST5EDT"`, `is skipped in time zone EST5EDT`},
+		"tz_overlap":   {"tz", `"2024-11-03 01:30 america/new_york"`, `occurs twice in time zone america/new_york (its clocks go back): it names two instants, 2024-11-03 05:30:00 and 2024-11-03 06:30:00 UTC`},
+		// Lord Howe's clocks go back by 30 minutes.
+		"tz_overlap_half_hour": {"tz", `"2024-04-07 01:45 Australia/Lord_Howe"`, `occurs twice in time zone Australia/Lord_Howe`},
+		// At UTC's offset in winter, a time the column would keep as
+		// written, but the clocks skip it.
+		"ts_gap_london": {"ts", `"2024-03-31 01:30 Europe/London"`, `field "ts": '2024-03-31 01:30 Europe/London' names no single instant`},
+		"ttz_gap":       {"ttz", `"2024-03-10 02:30 America/New_York"`, `field "ttz": '2024-03-10 02:30 America/New_York' names no single instant`},
+		"tza_gap":       {"tza", `"{\"2024-07-01 12:00 America/New_York\",\"2024-03-10 02:30 America/New_York\"}"`, `field "tza": '{"2024-07-01 12:00 America/New_York","2024-03-10 02:30 America/New_York"}' has an element that is not exactly a timestamp with time zone`},
+	}
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(tz::text, ts::text, ttz::text, tza::text)", good, bad)
+	checkStoredCells(t, stored, dead, good)
+	checkRefusedCells(t, stored, dead, bad, "postgres")
+}

@@ -98,8 +98,10 @@ func (e *EventIDs) Open(ctx context.Context) error {
 	}
 	if ok {
 		e.key = &t
-		if _, err := e.conn.Exec(ctx, refuseSQL); err != nil {
-			return err
+		for _, q := range tempFuncsSQL {
+			if _, err := e.conn.Exec(ctx, q); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

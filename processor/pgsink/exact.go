@@ -76,6 +76,57 @@ BEGIN
 END $exactly$`
 )
 
+// localTimeFunc returns why time text t names no single instant, or NULL:
+// a local time in a named time zone ('2024-03-10 02:30
+// America/New_York') that the zone's clocks skip (a daylight-saving gap)
+// or show twice (the clock goes back). PostgreSQL reads such text all the
+// same: a skipped time with the offset before the gap (02:30 as 03:30
+// EDT), a doubled one as standard time ("Date/Time Input
+// Interpretation", B.1, in the PostgreSQL documentation), which would
+// store an instant the text does not name, or one of two it names. The
+// zone is the text's last word; an abbreviation (EST, CEST) or an offset
+// is a fixed offset, whose times are all single instants, and a word that
+// is no zone (pm, BC) or text without a date is left to the cast. The
+// sink creates it with refuseFunc.
+const (
+	localTimeFunc = "pg_temp.exactly_local_time"
+	localTimeSQL  = `CREATE OR REPLACE FUNCTION ` + localTimeFunc + `(t text) RETURNS text
+LANGUAGE plpgsql STABLE AS $exactly$
+DECLARE
+	z text := substring(t from '([A-Za-z][A-Za-z0-9_/+-]*)[[:space:]]*$');
+	i timestamptz;
+	w timestamp;
+	before interval;
+	after interval;
+BEGIN
+	IF z IS NULL OR lower(z) IN ('z', 'zulu', 'utc', 'ut', 'gmt') THEN
+		RETURN NULL;
+	END IF;
+	BEGIN
+		i := t::timestamptz;
+		w := t::timestamp; -- the local time as written: the zone is ignored
+		IF (i AT TIME ZONE z) <> w THEN
+			RETURN format('%s is skipped in time zone %s (its clocks jump over it): PostgreSQL would read it as %s there',
+				w, z, (i AT TIME ZONE z));
+		END IF;
+		before := (i - interval '1 day') AT TIME ZONE z - (i - interval '1 day') AT TIME ZONE 'UTC';
+		after := (i + interval '1 day') AT TIME ZONE z - (i + interval '1 day') AT TIME ZONE 'UTC';
+		IF before <> after AND ((w - before) AT TIME ZONE 'UTC') AT TIME ZONE z = w
+			AND ((w - after) AT TIME ZONE 'UTC') AT TIME ZONE z = w THEN
+			RETURN format('%s occurs twice in time zone %s (its clocks go back): it names two instants, %s and %s UTC; write it with an offset to name one',
+				w, z, least(w - before, w - after), greatest(w - before, w - after));
+		END IF;
+	EXCEPTION WHEN invalid_datetime_format OR invalid_parameter_value OR datetime_field_overflow OR invalid_time_zone_displacement_value OR feature_not_supported THEN
+		RETURN NULL; -- no date, no zone (pm): the cast decides
+	END;
+	RETURN NULL;
+END $exactly$`
+)
+
+// tempFuncsSQL creates the functions the sink's statements call, on each
+// connection, in pg_temp.
+var tempFuncsSQL = []string{refuseSQL, localTimeSQL}
+
 // sessionParams are the settings of the sink's connections that the
 // reading of a value's text, and the checks of castExpr, depend on, set
 // whatever the DSN says (a DSN's parameter or its options=-c, or a
@@ -166,6 +217,9 @@ const (
 	// the next minute: 23:59:60 is stored as 24:00:00, 00:00:60 as
 	// 00:01:00.
 	secondSixtyRE = `((^|[^0-9])[0-9]{1,2}:[0-9]{1,2}:0*60|(^|[Tt[:space:]])[0-9]{4}60)([^0-9]|$)`
+	// zoneWordRE: time text that ends in a word of two or more
+	// characters, which may name a time zone (localTimeFunc).
+	zoneWordRE = `[A-Za-z][A-Za-z0-9_/+-]+[[:space:]]*$`
 	// integerRE: integer text, which a float column must hold exactly.
 	integerRE = `^[[:space:]]*[-+]?[0-9]+[[:space:]]*$`
 )
@@ -234,6 +288,8 @@ func castExpr(x, col string, t colType) string {
 		// ('yesterday-ish') fails as the type's input (22007).
 		fmt.Fprintf(&b, " WHEN lower(%s) ~ '%s' AND %s::%s IS NOT NULL THEN %s", x, relativeTimeRE, x, keyType(t),
 			refuseCall(x, col, t, fmt.Sprintf("format('%%s is not a fixed time: it names a time relative to now, which a replay would read as another', %s)", quotedValue(x))))
+		fmt.Fprintf(&b, " WHEN %s ~ '%s' AND %s(%s) IS NOT NULL THEN %s", x, zoneWordRE, localTimeFunc, x,
+			refuseCall(x, col, t, fmt.Sprintf("format('%%s names no single instant: %%s', %s, %s(%s))", quotedValue(x), localTimeFunc, x)))
 	}
 	if t.base == "real" || t.base == "double precision" {
 		// In the words of every other path (serde), though a float may
@@ -346,7 +402,8 @@ func arrayCastExpr(x, col string, t, elem colType) string {
 	const e = "elem"
 	checks, value, _, _ := scalarChecks(e, elem)
 	if isTimeType(elem.base) {
-		checks = append(checks, fmt.Sprintf("lower(%s) !~ '%s'", e, relativeTimeRE))
+		checks = append(checks, fmt.Sprintf("lower(%s) !~ '%s'", e, relativeTimeRE),
+			fmt.Sprintf("(%s !~ '%s' OR %s(%s) IS NULL)", e, zoneWordRE, localTimeFunc, e))
 	}
 	if elem.base == "real" || elem.base == "double precision" {
 		checks = append([]string{fmt.Sprintf("NOT (%s ~ '%s' AND %s)", e, integerRE, beyondInt64(e))}, checks...)

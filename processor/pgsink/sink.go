@@ -341,8 +341,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		if _, err := c.Exec(ctx, s.sql.staging); err != nil {
 			return err
 		}
-		_, err := c.Exec(ctx, refuseSQL)
-		return err
+		for _, q := range tempFuncsSQL {
+			if _, err := c.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
