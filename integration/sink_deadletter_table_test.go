@@ -229,3 +229,40 @@ func TestSinkDeadLetterTableMissingColumn(t *testing.T) {
 		}
 	}
 }
+
+// A target table that exists without columns the file maps stops the sink
+// at start with one error per missing column, each at the column's line
+// and column in the topology file, with the statement that adds it.
+func TestSinkTargetTableMissingColumns(t *testing.T) {
+	pool := pgPool(t)
+	schema := c13Schema(t, pool, "s18_mc")
+	name, in, dlq := uniqueName("s18-mc"), uniqueName("s18_mc_in"), uniqueName("s18_mc_dlq")
+	pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY)")
+	topo := c13Topology(t, []c13Topic{{name: in, parts: 1}, {name: dlq, parts: 1}}, fmt.Sprintf(`sinks:
+  - name: %s
+    input: { topic: %s, format: json }
+    dead_letter: { topic: %s }
+    postgres:
+      dsn: ${PG_DSN}
+      table: %s.events
+      event_id: event_id
+      columns:
+        event_id: event_id
+        amount: amount
+        note: { field: note, type: varchar(10) }
+`, name, in, dlq, schema))
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c1")
+	if err := p.wait(time.Minute); err == nil {
+		t.Fatalf("sink started with a table lacking mapped columns:\n%s", tail(p.logs.String(), 20))
+	}
+	logs := strings.ReplaceAll(p.logs.String(), `\"`, `"`)
+	table := `"` + schema + `"."events"`
+	for _, want := range []string{
+		`topology.yaml:20:17: sinks[0].postgres.columns.amount: table ` + table + ` has no column "amount" (add it, e.g. ALTER TABLE ` + table + ` ADD COLUMN "amount" text; or remove it from columns)`,
+		`topology.yaml:21:15: sinks[0].postgres.columns.note: table ` + table + ` has no column "note" (add it, e.g. ALTER TABLE ` + table + ` ADD COLUMN "note" varchar(10); or remove it from columns)`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the sink's error does not say %q:\n%s", want, tail(p.logs.String(), 20))
+		}
+	}
+}

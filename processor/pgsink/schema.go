@@ -248,12 +248,18 @@ func (s *Sink) setup(ctx context.Context) error {
 	}
 	s.typed.tableCols = types
 	s.types = make([]colType, len(s.cfg.Columns))
+	var missing []error
 	for i, c := range s.cfg.Columns {
 		t, ok := types[c.Name]
 		if !ok {
-			return kit.NewConfigError("table %s has no column %q", s.table, c.Name)
+			// Every missing column at once, each at its line of the file.
+			missing = append(missing, fmt.Errorf("%s: table %s has no column %q (add it, e.g. ALTER TABLE %s ADD COLUMN %s %s; or remove it from columns)",
+				s.cfg.Origin.Field("postgres.columns."+c.Name), s.table, c.Name, s.table, pgx.Identifier{c.Name}.Sanitize(), s.createType(c)))
 		}
 		s.types[i] = t
+	}
+	if len(missing) > 0 {
+		return &kit.ConfigError{Err: errors.Join(missing...)}
 	}
 	if err := s.checkVersionType(); err != nil {
 		return err
@@ -295,9 +301,9 @@ func (s *Sink) checkVersionType() error {
 		if c.Name != s.cfg.Version || orderedTypes[s.types[i].base] {
 			continue
 		}
-		return kit.NewConfigError("version column %q of table %s is %s, whose order is not the versions' (as text, \"10\" < \"9\"): "+
+		return kit.NewConfigError("%s: version column %q of table %s is %s, whose order is not the versions' (as text, \"10\" < \"9\"): "+
 			"make it a number or a time, e.g. ALTER TABLE %s ALTER COLUMN %s TYPE bigint USING %s::bigint",
-			c.Name, s.table, s.types[i].name, s.table, pgx.Identifier{c.Name}.Sanitize(), pgx.Identifier{c.Name}.Sanitize())
+			s.cfg.Origin.Field("postgres.version"), c.Name, s.table, s.types[i].name, s.table, pgx.Identifier{c.Name}.Sanitize(), pgx.Identifier{c.Name}.Sanitize())
 	}
 	return nil
 }
