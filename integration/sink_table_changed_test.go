@@ -107,6 +107,25 @@ func TestSinkTableDroppedWhileStopped(t *testing.T) {
 	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "created empty") || !strings.Contains(logs, s.table()) || !strings.Contains(logs, "exactly reset --sink") {
 		t.Fatalf("no WARN naming the re-created table and the reset:\n%s", tail(logs, 20))
 	}
+	if strings.Contains(logs, "target table is empty") {
+		t.Fatalf("a table holding row b was warned about as empty:\n%s", tail(logs, 20))
+	}
+
+	// Dropped and created again by hand, empty, while the sink is
+	// stopped: the table exists at start, and the sink still says that
+	// the rows it loaded are not in it.
+	for _, q := range []string{"DROP TABLE " + s.table(), "CREATE TABLE " + s.table() + " (event_id text PRIMARY KEY, amount numeric)"} {
+		if _, err := pool.Exec(t.Context(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p = startSink(t, topo, "a1")
+	waitLogged(t, p, "the target table is empty, but the sink's stored positions are past records it loaded", 1, time.Minute,
+		"a WARN that the table created again by hand is empty while the positions are past records loaded")
+	p.stop()
+	if logs := p.logs.String(); !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, "exactly reset --sink") {
+		t.Fatalf("the empty-table warning is no WARN naming the reset:\n%s", tail(logs, 20))
+	}
 }
 
 // A sink whose role may write its target table but not create the

@@ -176,6 +176,26 @@ func (s *Sink) claimLegacy(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// warnIfEmpty warns when the target table, which existed, holds no row
+// while the sink's stored positions are past records it loaded: a table
+// dropped and created again by hand, or truncated, while the sink was
+// stopped. The sink resumes after the stored positions, so the rows
+// loaded before are not in it. A table emptied by the stream itself (every
+// record a dead letter, or deleted by tombstones) looks the same, hence a
+// warning, not a stop. A role that may not read the table (the sink needs
+// no SELECT on it) skips the check.
+func (s *Sink) warnIfEmpty(ctx context.Context, conn *pgx.Conn, loaded int64) {
+	var empty bool
+	if err := conn.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM `+s.table.String()+`)`).Scan(&empty); err != nil {
+		s.log.Debug("could not check whether the target table is empty", "table", s.table.String(), "err", err)
+		return
+	}
+	if empty {
+		s.log.Warn("the target table is empty, but the sink's stored positions are past records it loaded: if the table was dropped and created again, or truncated, while the sink was stopped, those rows are not in it (the sink resumes after its positions); `exactly reset --sink NAME --to-earliest --execute` loads them again. A stream whose records were all dead-lettered or deleted by tombstones leaves it empty too",
+			"table", s.table.String(), "positions_table", s.positions.String(), "topic", s.cfg.Input, "partitions_with_positions", loaded)
+	}
+}
+
 // guardArgs are the arguments of the guard statement for partition p of
 // batch b.
 func (s *Sink) guardArgs(b *batch, p int32) []any {
@@ -209,11 +229,9 @@ func (s *Sink) setup(ctx context.Context) error {
 				return fmt.Errorf("%s: %w", strings.TrimSuffix(strings.TrimSpace(what), " ("), err)
 			}
 		}
-		if !existed {
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+s.positions.String()+` WHERE sink = $1 AND topic = $2 AND next_offset > 0`,
-				s.cfg.Sink, s.cfg.Input).Scan(&loaded); err != nil {
-				return err
-			}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+s.positions.String()+` WHERE sink = $1 AND topic = $2 AND next_offset > 0`,
+			s.cfg.Sink, s.cfg.Input).Scan(&loaded); err != nil {
+			return err
 		}
 		return s.claimLegacy(ctx, tx)
 	})
@@ -226,6 +244,9 @@ func (s *Sink) setup(ctx context.Context) error {
 		// are not in it, and the sink resumes after them.
 		s.log.Warn("the target table did not exist and was created empty, but the sink's stored positions are past records it loaded: those rows are not in the new table; `exactly reset --sink NAME --to-earliest --execute` loads them again",
 			"table", s.table.String(), "positions_table", s.positions.String(), "topic", s.cfg.Input, "partitions_with_positions", loaded)
+	}
+	if existed && loaded > 0 {
+		s.warnIfEmpty(ctx, conn, loaded)
 	}
 	types := map[string]colType{}
 	// The type with its modifier: castExpr checks that a value reads the
