@@ -286,10 +286,11 @@ func (s *Sink) Ready() error {
 	if errp := s.topicTrouble.gone.Load(); errp != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, *errp)
 	}
-	if err := s.member.Check(s.cfg.Group()); err != nil {
+	// Unreachable brokers first: they are also why no partitions come.
+	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
-	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
+	if err := s.member.Check(s.cfg.Group()); err != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
 	}
 	if err := kit.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {

@@ -105,6 +105,11 @@ func runAll[R runner](ctx context.Context, cmd, kind, metricsAddr string, reg *p
 		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
 		return exitUsage
 	}
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		watchReady(ctx, ready, log, t.C, notReadyWarnAfter, 10*time.Minute)
+	}()
 	errs := make(chan error, len(runners))
 	for _, r := range runners {
 		go func() {
@@ -127,4 +132,43 @@ func runAll[R runner](ctx context.Context, cmd, kind, metricsAddr string, reg *p
 		code = exitFailure
 	}
 	return code
+}
+
+// notReadyWarnAfter is how long a process stays not ready before it logs
+// why: longer than a start or a rebalance takes.
+const notReadyWarnAfter = 30 * time.Second
+
+// watchReady logs, at WARN, why the process is not ready once it has been
+// so for first (as seen at the ticks of ticks), then again at doubling
+// intervals up to most while it lasts, and at INFO when it is ready again:
+// a process that is stuck says so in its log, not only on /readyz, which
+// nobody may be polling (a broker that accepts connections and never
+// answers, a database that stopped answering, a partition with no
+// leader). It returns when ctx ends.
+func watchReady(ctx context.Context, ready func() error, log *slog.Logger, ticks <-chan time.Time, first, most time.Duration) {
+	var since, next time.Time // not ready since (zero while ready), next warning
+	wait := first
+	warned := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-ticks:
+			err := ready()
+			switch {
+			case err == nil:
+				if warned {
+					log.Info("ready again", "after", now.Sub(since).Round(time.Second))
+				}
+				since, wait, warned = time.Time{}, first, false
+			case since.IsZero():
+				since, next = now, now.Add(wait)
+			case !now.Before(next):
+				log.Warn("not ready", "for", now.Sub(since).Round(time.Second), "why", err.Error())
+				warned = true
+				wait = min(2*wait, most)
+				next = now.Add(wait)
+			}
+		}
+	}
 }
