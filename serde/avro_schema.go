@@ -56,15 +56,23 @@ type avroSchema struct {
 	codec *goavro.Codec
 }
 
-func newAvroSchema(text string) (*avroSchema, error) {
+// parseSchemaText parses text, an Avro schema, into its tree, its parser
+// (which holds what it ignored) and its JSON with the logicalType keys
+// removed: the physical schema.
+func parseSchemaText(text string) (*avroType, *schemaParser, any, error) {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
 	var raw any
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("schema is not JSON: %v", err)
+		return nil, nil, nil, fmt.Errorf("schema is not JSON: %v", err)
 	}
 	p := &schemaParser{named: make(map[string]*avroType)}
 	t, err := p.parse(raw, "")
+	return t, p, raw, err
+}
+
+func newAvroSchema(text string) (*avroSchema, error) {
+	t, _, raw, err := parseSchemaText(text)
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +92,9 @@ func newAvroSchema(text string) (*avroSchema, error) {
 type schemaParser struct {
 	named map[string]*avroType
 	depth int
+	// ignored says, for each logical type of the specification that the
+	// schema gives where it is invalid, what is read instead.
+	ignored []string
 }
 
 var primitives = map[string]bool{
@@ -237,15 +248,24 @@ func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, erro
 			return nil, fmt.Errorf("unknown type %q", kind)
 		}
 	}
-	t.setLogical(logical, m)
+	if why := t.setLogical(logical, m); why != "" {
+		p.ignored = append(p.ignored, why)
+	}
 	return t, nil
 }
 
-// setLogical keeps a logical type only where it is valid: the specification
-// says an invalid one is ignored and the underlying type used.
-func (t *avroType) setLogical(logical string, m map[string]any) {
+// setLogical keeps a logical type only where it is valid: the
+// specification says an invalid one is ignored and the underlying type
+// used ("Logical Types", Avro 1.11 specification). For a logical type of
+// the specification that it ignores, it says why; "" otherwise (a valid
+// one, none, or one the specification does not define, which any reader
+// ignores).
+func (t *avroType) setLogical(logical string, m map[string]any) string {
 	ok := false
+	why := ""
 	switch logical {
+	case "":
+		return ""
 	case "decimal":
 		prec, err1 := intAttr(m, "precision")
 		scale := 0
@@ -255,21 +275,43 @@ func (t *avroType) setLogical(logical string, m map[string]any) {
 		}
 		ok = (t.kind == "bytes" || t.kind == "fixed") && err1 == nil && err2 == nil &&
 			prec > 0 && scale >= 0 && scale <= prec
+		switch {
+		case t.kind != "bytes" && t.kind != "fixed":
+			why = "it needs bytes or fixed"
+		case err1 != nil || prec <= 0:
+			why = "its precision must be an integer of at least 1"
+		case err2 != nil || scale < 0 || scale > prec:
+			why = fmt.Sprintf("its scale must be an integer from 0 to the precision %d", prec)
+		}
 		if ok && t.kind == "fixed" {
-			ok = prec <= maxFixedPrecision(t.size)
+			if most := maxFixedPrecision(t.size); prec > most {
+				ok = false
+				why = fmt.Sprintf("precision %d does not fit in a fixed of %d bytes, which holds at most %d digits", prec, t.size, most)
+			}
 		}
 		t.precision, t.scale = prec, scale
 	case "uuid":
 		ok = t.kind == "string" || (t.kind == "fixed" && t.size == 16)
+		why = "it needs string or a fixed of 16 bytes"
 	case "date", "time-millis":
 		ok = t.kind == "int"
+		why = "it needs int"
 	case "time-micros", "timestamp-millis", "timestamp-micros", "timestamp-nanos",
 		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
 		ok = t.kind == "long"
+		why = "it needs long"
+	default:
+		return ""
 	}
 	if ok {
 		t.logical = logical
+		return ""
 	}
+	what := t.kind
+	if t.name != "" {
+		what = fmt.Sprintf("%s %q", t.kind, t.name)
+	}
+	return fmt.Sprintf("logicalType %q on %s is ignored, as the Avro specification says of an invalid one (%s): its values are read as plain %s", logical, what, why, t.kind)
 }
 
 // maxFixedPrecision is floor(log10(2^(8n-1) - 1)), the most digits a fixed
@@ -337,6 +379,20 @@ func bigPow10(n int) *big.Int {
 func CheckSchema(text []byte) error {
 	_, err := newAvroSchema(string(text))
 	return err
+}
+
+// SchemaWarnings returns what text, an Avro schema, declares that a reader
+// ignores: each logical type of the specification given where it is
+// invalid (a decimal whose precision does not fit its fixed size, a date
+// on a long), whose values are then read as the plain underlying type.
+// Nil when there is none or text is not a valid schema (CheckSchema says
+// why).
+func SchemaWarnings(text []byte) []string {
+	_, p, _, err := parseSchemaText(string(text))
+	if err != nil {
+		return nil
+	}
+	return p.ignored
 }
 
 // SchemaFieldNames returns the names of the fields of text, an Avro

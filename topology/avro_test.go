@@ -29,6 +29,11 @@ func avroDir(t *testing.T) string {
 	for name, text := range map[string]string{
 		"typo.avsc":       `{"type":"record","name":"R","fields":[{"name":"a","type":"strin"}]}`,
 		"baddefault.avsc": `{"type":"record","name":"R","fields":[{"name":"a","type":"string","default":5}]}`,
+		// Valid schemas whose logical types a reader ignores.
+		"ignored.avsc": `{"type":"record","name":"R","fields":[` +
+			`{"name":"a","type":{"type":"fixed","name":"Amount","size":4,"logicalType":"decimal","precision":20,"scale":2}},` +
+			`{"name":"d","type":{"type":"long","logicalType":"date"}},` +
+			`{"name":"c","type":{"type":"string","logicalType":"my-own"}}]}`,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, "schemas", name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -145,6 +150,30 @@ func TestParseAvroValidation(t *testing.T) {
 				t.Fatalf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// A logical type of the Avro specification given where it is invalid is
+// ignored by every reader (the specification says so), which reads the
+// plain underlying type: validate warns, naming the type and why, and
+// says nothing of a logical type the specification does not define.
+func TestParseAvroIgnoredLogicalTypesWarn(t *testing.T) {
+	path := avroDir(t)
+	src := head + "stages:\n  - name: s\n    input: { topic: in, format: avro, schema: schemas/ignored.avsc }\n    output: { topic: out }\n    dead_letter: { topic: dlq }\n"
+	f, err := Parse(path, []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range f.Warnings() {
+		got = append(got, strings.TrimPrefix(w.Error(), path+":"))
+	}
+	want := []string{
+		`10:47: stages[0].input.schema: schema file "schemas/ignored.avsc": logicalType "decimal" on fixed "Amount" is ignored, as the Avro specification says of an invalid one (precision 20 does not fit in a fixed of 4 bytes, which holds at most 9 digits): its values are read as plain fixed`,
+		`10:47: stages[0].input.schema: schema file "schemas/ignored.avsc": logicalType "date" on long is ignored, as the Avro specification says of an invalid one (it needs int): its values are read as plain long`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

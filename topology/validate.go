@@ -380,6 +380,10 @@ func (v *validator) schemaFile(path, name string) {
 	default:
 		if err := serde.CheckSchema(data); err != nil {
 			v.report(path, "schema file %s is not a valid Avro schema: %v", v.q(path, name), err)
+			return
+		}
+		for _, w := range serde.SchemaWarnings(data) {
+			v.warn(path, "schema file %s: %s", v.q(path, name), w)
 		}
 	}
 }
