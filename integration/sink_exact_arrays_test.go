@@ -54,3 +54,47 @@ func TestSinkExactArraysAndWrappingTypes(t *testing.T) {
 	checkStoredCells(t, stored, dead, good)
 	checkRefusedCells(t, stored, dead, bad, "postgres")
 }
+
+// TestSinkJSONArraysIntoArrayColumns: a JSON array into an array column is
+// its elements, each by its type's rules, in every dimension: a number as
+// its JSON text (1.50 into numeric(5,2)[] is 1.50, 1.234 refused), a
+// string as its contents (quotes, backslashes, commas and braces kept),
+// null as NULL; into jsonb[], each element's JSON. Before, the array's
+// JSON text was cast as an array literal and every such record was
+// dead-lettered (22P02).
+func TestSinkJSONArraysIntoArrayColumns(t *testing.T) {
+	t.Parallel()
+	s, pool, topo := newTypedSink(t, "json_arrays", "{ event_id: event_id, na: na, ia: ia, xa: xa, ba: ba, ja: ja, tza: tza }",
+		"event_id text PRIMARY KEY, na numeric(5,2)[], ia bigint[], xa text[], ba boolean[], ja jsonb[], tza timestamptz[]")
+	good := map[string]typedCell{
+		"na_numbers":   {"na", `[1.50, 2, null, -0.0]`, "{1.50,2.00,NULL,0.00}"},
+		"na_2d":        {"na", `[[1, 2], [3, 4]]`, "{{1.00,2.00},{3.00,4.00}}"},
+		"na_empty":     {"na", `[]`, "{}"},
+		"ia_big":       {"ia", `[9223372036854775807, -9223372036854775808]`, "{9223372036854775807,-9223372036854775808}"},
+		"xa_awkward":   {"xa", `["a,b", "c\"d", "e\\f", "{g}", "NULL", "", " h "]`, `{"a,b","c\"d","e\\f","{g}","NULL",""," h "}`},
+		"xa_unicode":   {"xa", `["\u00e9", "\ud83d\ude00"]`, "{é,😀}"},
+		"ba_bools":     {"ba", `[true, false, null]`, "{t,f,NULL}"},
+		"ja_objects":   {"ja", `[{"a": 1}, [1, 2], "s", 2.50]`, `{"{\"a\": 1}","[1, 2]","\"s\"",2.50}`},
+		"tza_iso":      {"tza", `["2024-01-01T05:00:00+05:00"]`, `{"2024-01-01 00:00:00+00"}`},
+		"xa_numbers":   {"xa", `[1.0, 1e2, -0]`, "{1.0,1e2,-0}"},
+		"ia_as_string": {"ia", `"{1,2}"`, "{1,2}"},
+	}
+	bad := map[string]typedCell{
+		"na_scale":    {"na", `[1.234]`, `field "na": '{"1.234"}' has an element that is not exactly a numeric(5,2)`},
+		"na_ragged":   {"na", `[[1], [2, 3]]`, `field "na"`},
+		"ia_fraction": {"ia", `[1.5]`, `field "ia"`},
+		"ia_beyond":   {"ia", `[9223372036854775808]`, `field "ia"`},
+		"ba_number":   {"ba", `[2]`, `field "ba"`},
+		"tza_gap":     {"tza", `["2024-03-10 02:30 America/New_York"]`, `has an element that is not exactly a timestamp with time zone`},
+	}
+	// Read by the JSON rules of every path: a lone surrogate is no text,
+	// and jsonb would keep the last of duplicate keys.
+	badDecode := map[string]typedCell{
+		"xa_lone_surrogate": {"xa", `["ok", "\ud800x"]`, `field "xa[1]"`},
+		"ja_duplicate_key":  {"ja", `[{"a": 1, "a": 2}]`, `field "ja[0].a": duplicate key "a" in object`},
+	}
+	stored, dead := loadTypedCells(t, pool, s, topo, "coalesce(na::text, ia::text, xa::text, ba::text, ja::text, tza::text)", good, bad, badDecode)
+	checkStoredCells(t, stored, dead, good)
+	checkRefusedCells(t, stored, dead, bad, "postgres")
+	checkRefusedCells(t, stored, dead, badDecode, "decode")
+}

@@ -61,7 +61,7 @@ func TestSinkAvroTypedColumns(t *testing.T) {
 	s := newSinkSpec("typ17_typed")
 	id := srRegister(t, reg, s.in+"-value", typedSchema)
 	codec := mustCodec(t, typedSchema)
-	topo := avroSinkTopology(t, s, `{ event_id: event_id, amount: { field: amount, type: "numeric(12,2)" }, price: price, at: at, day: day, n: n, small: small, ok: ok, d: d, blob: blob, note: note, tags: tags, body: $value }`,
+	topo := avroSinkTopology(t, s, `{ event_id: event_id, amount: { field: amount, type: "numeric(12,2)" }, price: price, at: at, day: day, n: n, small: small, ok: ok, d: d, blob: blob, note: note, tags: tags, tag_list: { field: tags, type: "text[]" }, body: $value }`,
 		"      types: from_schema\n")
 	at := time.Date(2024, 2, 29, 12, 34, 56, 789_000_000, time.UTC)
 	var recs []*kgo.Record
@@ -92,16 +92,16 @@ func TestSinkAvroTypedColumns(t *testing.T) {
 	p.stop()
 
 	wantTypes := []string{"event_id text", "amount numeric(12,2)", "price numeric(10,4)", "at timestamp with time zone", "day date",
-		"n bigint", "small integer", "ok boolean", "d double precision", "blob bytea", "note text", "tags jsonb", "body jsonb"}
+		"n bigint", "small integer", "ok boolean", "d double precision", "blob bytea", "note text", "tags jsonb", "tag_list text[]", "body jsonb"}
 	if got := columnTypes(t, s.table()); strings.Join(got, ",") != strings.Join(wantTypes, ",") {
 		t.Fatalf("columns\n%v\nwant\n%v", got, wantTypes)
 	}
-	got := psqlLines(t, "SET TIME ZONE 'UTC'; SELECT concat_ws('|', event_id, amount, price, at, day, n, small, ok, d, encode(blob, 'hex'), coalesce(note, '<null>'), tags, body->>'amount', body->>'at') FROM "+s.table()+" ORDER BY event_id")
+	got := psqlLines(t, "SET TIME ZONE 'UTC'; SELECT concat_ws('|', event_id, amount, price, at, day, n, small, ok, d, encode(blob, 'hex'), coalesce(note, '<null>'), tags, tag_list, body->>'amount', body->>'at') FROM "+s.table()+" ORDER BY event_id")
 	want := []string{
 		`SET`,
-		`t-0|1234567890.12|0.0015|2024-02-29 12:34:56.789+00|2024-02-29|4611686018427387904|-7|t|0.1|0001feff|<null>|["a", "b"]|1234567890.12|2024-02-29T12:34:56.789Z`,
-		`t-1|1234567890.13|0.0015|2024-02-29 12:34:56.79+00|2024-02-29|4611686018427387904|-7|f|0.1|0001feff|x"y|["a", "b"]|1234567890.13|2024-02-29T12:34:56.79Z`,
-		`t-2|1234567890.14|0.0015|2024-02-29 12:34:56.791+00|2024-02-29|4611686018427387904|-7|t|0.1|0001feff|<null>|["a", "b"]|1234567890.14|2024-02-29T12:34:56.791Z`,
+		`t-0|1234567890.12|0.0015|2024-02-29 12:34:56.789+00|2024-02-29|4611686018427387904|-7|t|0.1|0001feff|<null>|["a", "b"]|{a,b}|1234567890.12|2024-02-29T12:34:56.789Z`,
+		`t-1|1234567890.13|0.0015|2024-02-29 12:34:56.79+00|2024-02-29|4611686018427387904|-7|f|0.1|0001feff|x"y|["a", "b"]|{a,b}|1234567890.13|2024-02-29T12:34:56.79Z`,
+		`t-2|1234567890.14|0.0015|2024-02-29 12:34:56.791+00|2024-02-29|4611686018427387904|-7|t|0.1|0001feff|<null>|["a", "b"]|{a,b}|1234567890.14|2024-02-29T12:34:56.791Z`,
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

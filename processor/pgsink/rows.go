@@ -141,11 +141,93 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 	if b, ok := obj[src].([]byte); ok {
 		return bytesText(b, t), nil
 	}
+	if elem, ok := arrayElement(t); ok {
+		// An array into an array column: its elements, as Postgres's
+		// array literal; each is then checked by its type's rules. An
+		// Avro array is read as its JSON (the conversion rules).
+		raw, isJSON := obj[src].(json.RawMessage)
+		if a, isAvro := obj[src].([]any); isAvro {
+			enc, err := s.jsonCodec.Encode(a)
+			if err != nil {
+				return nil, err
+			}
+			raw, isJSON = enc, true
+		}
+		if isJSON && len(raw) > 0 && raw[0] == '[' {
+			return arrayLiteral(raw, src, elem.base == "jsonb" || elem.base == "json")
+		}
+	}
 	v, err := s.columnValue(r, obj, src)
 	if err == nil && t.base == "jsonb" {
 		err = jsonbKeys(v, src)
 	}
 	return v, err
+}
+
+// arrayLiteral is raw, the JSON array of field src, as the text of a
+// Postgres array literal ("Array Value Input", 8.15.2 in the PostgreSQL
+// documentation): each element double-quoted, with its backslashes and
+// double quotes escaped, null as an unquoted NULL, a nested array as a
+// sub-array (Postgres refuses sub-arrays of different lengths, 22P02;
+// but for asJSON, below). An
+// element keeps its JSON text, for the element's type to read and check:
+// a number as written (1.50 stays 1.50), a string its contents (a lone
+// surrogate is an error naming the element, never U+FFFD), true and
+// false, an object its bytes. With asJSON (jsonb[], json[]) every element
+// but null is its JSON text, a string with its quotes; jsonb would keep
+// the last of duplicate keys, so they are refused, as in a jsonb column.
+func arrayLiteral(raw []byte, src string, asJSON bool) (string, error) {
+	b := make([]byte, 0, len(raw)+8)
+	b, err := appendArrayLiteral(b, raw, src, asJSON)
+	return string(b), err
+}
+
+func appendArrayLiteral(b, arr []byte, path string, asJSON bool) ([]byte, error) {
+	b = append(b, '{')
+	var buf [32]int
+	el := serde.AppendElements(buf[:0], arr)
+	for i := 0; i < len(el); i += 2 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		e, at := arr[el[i]:el[i+1]], serde.IndexPath(path, i/2)
+		text := string(e)
+		switch e[0] {
+		case 'n':
+			b = append(b, "NULL"...)
+			continue
+		case '[':
+			if asJSON {
+				break // a JSON array element of jsonb[]: its text
+			}
+			var err error
+			if b, err = appendArrayLiteral(b, e, at, asJSON); err != nil {
+				return nil, err
+			}
+			continue
+		case '"':
+			unquoted, err := serde.Unquote(e, at)
+			if err != nil {
+				return nil, err
+			}
+			if !asJSON {
+				text = unquoted
+			}
+		case '{':
+			if err := serde.CheckKeys(e, at); err != nil && asJSON {
+				return nil, err
+			}
+		}
+		b = append(b, '"')
+		for k := 0; k < len(text); k++ {
+			if c := text[k]; c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, text[k])
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
 }
 
 // jsonbKeys refuses text v of the field src, going to a jsonb column,
