@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,17 +75,23 @@ func (e *attemptTimeoutError) Error() string {
 
 func (e *attemptTimeoutError) Unwrap() error { return e.err }
 
-// attempt runs f, one attempt at a PostgreSQL call whose first step is
-// first, under cfg.Timeout; s.step says where it is until it returns.
+// attempt runs f, one attempt at writing a batch whose first step is
+// first, under cfg.Timeout; s.step says where it is until it returns, for
+// /readyz and the timeout's error.
 func (s *Sink) attempt(ctx context.Context, first string, f func(context.Context) error) error {
+	return s.attemptAt(ctx, &s.step, first, f)
+}
+
+// attemptAt is attempt for an attempt whose steps slot holds.
+func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep], first string, f func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	s.at(first)
-	defer s.step.Store(nil)
+	slot.Store(&attemptStep{name: first, since: time.Now()})
+	defer slot.Store(nil)
 	err := f(actx)
 	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
 		step := first
-		if st := s.step.Load(); st != nil {
+		if st := slot.Load(); st != nil {
 			step = st.name
 		}
 		return &attemptTimeoutError{step: step, timeout: s.cfg.Timeout, err: err}
@@ -92,9 +99,14 @@ func (s *Sink) attempt(ctx context.Context, first string, f func(context.Context
 	return err
 }
 
-// bounded is f as attempts under cfg.Timeout, for retry.
-func (s *Sink) bounded(first string, f func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error { return s.attempt(ctx, first, f) }
+// bounded is f, a call of one step (name) that is no batch's write (the
+// set-up, a read of the positions at an assignment, which runs beside a
+// batch's write), as attempts under cfg.Timeout, for retry.
+func (s *Sink) bounded(name string, f func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var own atomic.Pointer[attemptStep]
+		return s.attemptAt(ctx, &own, name, f)
+	}
 }
 
 // write runs one attempt at batch b in one database transaction (see the
