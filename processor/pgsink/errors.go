@@ -224,14 +224,16 @@ func (e *stuckError) Unwrap() []error { return []error{ErrStuck, e.err} }
 
 // rowError is a record's rejection by Postgres, as its dead letter's
 // exactly.dlq.error header says it: the message, the SQLSTATE, and the
-// detail, constraint, column and table where Postgres gives them.
+// detail, constraint, column, table and context ("where", its lines
+// joined by " <- ": a trigger's function and line) where Postgres gives
+// them.
 type rowError struct{ pe *pgconn.PgError }
 
 func (e *rowError) Error() string {
 	var b strings.Builder
 	b.WriteString(clip(e.pe.Message))
 	b.WriteString(" (SQLSTATE " + e.pe.Code + ")")
-	for _, kv := range [][2]string{{"detail", e.pe.Detail}, {"constraint", e.pe.ConstraintName}, {"column", e.pe.ColumnName}, {"table", e.pe.TableName}, {"where", e.pe.Where}} {
+	for _, kv := range [][2]string{{"detail", e.pe.Detail}, {"constraint", e.pe.ConstraintName}, {"column", e.pe.ColumnName}, {"table", e.pe.TableName}, {"where", strings.ReplaceAll(e.pe.Where, "\n", " <- ")}} {
 		if kv[1] != "" {
 			b.WriteString("; " + kv[0] + ": " + clip(kv[1]))
 		}

@@ -191,6 +191,9 @@ type Sink struct {
 	// step is where the running attempt at a PostgreSQL call is, for
 	// /readyz and the timeout's error; nil between attempts.
 	step atomic.Pointer[attemptStep]
+	// isolating is set while the batch being written keeps timing out
+	// (see timeoutsBeforeIsolating); only the loop reads or writes it.
+	isolating bool
 	// fatal is an error found in a group callback (adjust), returned by
 	// the loop.
 	fatal         atomic.Pointer[error]
@@ -799,9 +802,10 @@ const maxUnexplained = 6
 // sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
-	unexplained := 0
+	unexplained, timeouts := 0, 0
+	defer func() { s.isolating = false }()
 	for {
-		err := s.attempt(ctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
+		err := s.attemptFor(ctx, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 		if err == nil && !s.targetChecked.Load() {
 			if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
 				s.targetChecked.Store(true)
@@ -827,10 +831,22 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 			return nil
 		}
 		class := Classify(err)
-		if class != ClassTransient {
+		if class != ClassTransient || s.isolating {
+			// While isolating, the batch's timeouts are its records'
+			// (the probe answered): they count as unexplained too.
 			if unexplained++; unexplained >= maxUnexplained {
 				return &stuckError{topic: s.cfg.Input, ranges: b.ranges(), attempts: unexplained, err: err}
 			}
+		}
+		if timedOutWriting(err) {
+			timeouts++
+		} else {
+			timeouts = 0
+		}
+		if timeouts >= timeoutsBeforeIsolating && !s.isolating && s.probe(ctx) == nil {
+			s.isolating = true
+			s.log.Warn("the batch's rows keep timing out while PostgreSQL answers other work: looking for the records they follow, one statement timeout each",
+				"topic", s.cfg.Input, "partitions", b.order, "attempts", timeouts, "statement_timeout", s.cfg.Timeout, "err", err)
 		}
 		s.failing.Store(&err)
 		s.retries.Add(1)

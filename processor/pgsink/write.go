@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,9 @@ type result struct {
 	// is the first such error.
 	unclassified int
 	first        error
+	// timedOut counts the ops whose rows timed out alone while
+	// isolating (see timeoutsBeforeIsolating).
+	timedOut int
 }
 
 // attemptStep is where an attempt at a PostgreSQL call is, and since when.
@@ -79,12 +83,17 @@ func (e *attemptTimeoutError) Unwrap() error { return e.err }
 // first, under cfg.Timeout; s.step says where it is until it returns, for
 // /readyz and the timeout's error.
 func (s *Sink) attempt(ctx context.Context, first string, f func(context.Context) error) error {
-	return s.attemptAt(ctx, &s.step, first, f)
+	return s.attemptFor(ctx, s.cfg.Timeout, first, f)
 }
 
-// attemptAt is attempt for an attempt whose steps slot holds.
-func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep], first string, f func(context.Context) error) error {
-	actx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+// attemptFor is attempt under timeout.
+func (s *Sink) attemptFor(ctx context.Context, timeout time.Duration, first string, f func(context.Context) error) error {
+	return s.attemptAt(ctx, &s.step, timeout, first, f)
+}
+
+// attemptAt is attemptFor for an attempt whose steps slot holds.
+func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep], timeout time.Duration, first string, f func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	slot.Store(&attemptStep{name: first, since: time.Now()})
 	defer slot.Store(nil)
@@ -94,7 +103,7 @@ func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep],
 		if st := slot.Load(); st != nil {
 			step = st.name
 		}
-		return &attemptTimeoutError{step: step, timeout: s.cfg.Timeout, err: err}
+		return &attemptTimeoutError{step: step, timeout: timeout, err: err}
 	}
 	return err
 }
@@ -105,9 +114,65 @@ func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep],
 func (s *Sink) bounded(name string, f func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		var own atomic.Pointer[attemptStep]
-		return s.attemptAt(ctx, &own, name, f)
+		return s.attemptAt(ctx, &own, s.cfg.Timeout, name, f)
 	}
 }
+
+// A batch whose rows keep timing out is isolated (write, load): after
+// timeoutsBeforeIsolating attempts in a row that timed out writing its
+// rows, while a probe shows that PostgreSQL answers, the fault follows
+// the batch's data (a trigger that sleeps on one record, a row lock a
+// record waits on): a fault that recurs for ever is not transient. Each
+// attempt then loads the rows with the staged load under a statement
+// timeout of cfg.Timeout (or the session's own, when shorter), which
+// cancels a statement where the client deadline would close the
+// connection, and bisects the timeouts (SQLSTATE 57014) like an error of
+// no known class: a record whose rows time out alone while the rest of
+// the batch is written is dead-lettered with the error (reason postgres);
+// more than maxIsolatedTimeouts of them in one attempt, or every record,
+// and the timeouts follow no record. Every failed attempt while isolating
+// counts towards maxUnexplained, after which the sink stops naming the
+// batch's offsets. The attempt's deadline is cfg.Timeout times
+// isolateTimeoutFactor, for the bisection's statements.
+const (
+	timeoutsBeforeIsolating = 3
+	maxIsolatedTimeouts     = 3
+	isolateTimeoutFactor    = 40
+)
+
+// writeTimeout is the deadline of one attempt at a batch.
+func (s *Sink) writeTimeout() time.Duration {
+	if s.isolating {
+		return isolateTimeoutFactor * s.cfg.Timeout
+	}
+	return s.cfg.Timeout
+}
+
+// timedOutWriting reports whether err, an attempt's, is a timeout while
+// the batch's rows were written: the client's deadline at stepLoad, or a
+// statement cancelled by statement_timeout (57014).
+func timedOutWriting(err error) bool {
+	var te *attemptTimeoutError
+	if errors.As(err, &te) {
+		return te.step == stepLoad
+	}
+	return sqlState(err) == "57014"
+}
+
+// probe asks PostgreSQL the least it can answer, to tell a server that
+// does not answer from work that takes too long.
+func (s *Sink) probe(ctx context.Context) error {
+	return s.attempt(ctx, "PostgreSQL: probe", func(ctx context.Context) error {
+		var one int
+		return s.pool.QueryRow(ctx, "SELECT 1").Scan(&one)
+	})
+}
+
+// statementTimeoutSQL sets the statement timeout of an isolating
+// attempt's transaction to $1 (milliseconds), unless the session's own is
+// shorter.
+const statementTimeoutSQL = `SELECT set_config('statement_timeout', CASE WHEN current_setting('statement_timeout') = '0'
+	OR current_setting('statement_timeout')::interval > ($1 || ' ms')::interval THEN $1 ELSE current_setting('statement_timeout') END, true)`
 
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
@@ -115,6 +180,9 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	// A streamable batch is decoded inside its COPY (loadStream,
 	// loadStreamStaged); any other before the transaction starts.
 	stream := s.streamable(b)
+	if s.isolating {
+		stream = streamNone // the staged load bisects; see timeoutsBeforeIsolating
+	}
 	var ops []op
 	var dead []deadLetter
 	if stream == streamNone {
@@ -143,6 +211,11 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		_ = tx.Rollback(rctx)
 	}()
 
+	if s.isolating {
+		if _, err := tx.Exec(ctx, statementTimeoutSQL, strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10)); err != nil {
+			return err
+		}
+	}
 	s.at(stepLock)
 	if err := s.checkTable(ctx, tx); err != nil {
 		return err
@@ -362,6 +435,15 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 		return err
 	}
 	class := Classify(err)
+	if s.isolating && sqlState(err) == "57014" {
+		// A statement timeout: bisected, to find the records it
+		// follows (see timeoutsBeforeIsolating).
+		if class = ClassUnknown; len(ops) == 1 {
+			if res.timedOut++; res.timedOut > maxIsolatedTimeouts {
+				return fmt.Errorf("more than %d records' rows time out alone: the timeouts follow no record: %w", maxIsolatedTimeouts, err)
+			}
+		}
+	}
 	if class != ClassRow && class != ClassUnknown {
 		return err
 	}
