@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,9 +99,9 @@ func readyzSays(t *testing.T, addr, want string) {
 
 // slowRecordSink creates a sink of 1 partition whose table's trigger
 // sleeps 3 s on each record whose event ID matches the SQL regular
-// expression slow, with postgres.timeout 1s and batches of maxRecords; it
-// returns the spec, a direct pool and the topology file.
-func slowRecordSink(t *testing.T, prefix, slow string, maxRecords int) (sinkSpec, *pgxpool.Pool, string) {
+// expression slow, with postgres.timeout timeout and batches of
+// maxRecords; it returns the spec, a direct pool and the topology file.
+func slowRecordSink(t *testing.T, prefix, slow, timeout string, maxRecords int) (sinkSpec, *pgxpool.Pool, string) {
 	t.Helper()
 	s := newSinkSpec(prefix)
 	pool := pgPool(t)
@@ -115,7 +116,7 @@ func slowRecordSink(t *testing.T, prefix, slow string, maxRecords int) (sinkSpec
 		}
 	}
 	b := sinkYAMLHead(t, s, 1, "{ event_id: event_id, body: $value }")
-	b.WriteString("      timeout: 1s\n")
+	fmt.Fprintf(b, "      timeout: %s\n", timeout)
 	fmt.Fprintf(b, "    commit: { interval: 50ms, max_records: %d }\n", maxRecords)
 	return s, pool, writeSinkTopology(t, s, "topology.yaml", b.String())
 }
@@ -129,7 +130,7 @@ func slowRecordSink(t *testing.T, prefix, slow string, maxRecords int) (sinkSpec
 func TestSinkSlowRecordIsFoundAndDeadLettered(t *testing.T) {
 	t.Parallel()
 	const n = 40
-	s, pool, topo := slowRecordSink(t, "slowrec", "^slowrec-17$", 100)
+	s, pool, topo := slowRecordSink(t, "slowrec", "^slowrec-17$", "1s", 100)
 	kcatProduce(t, s.in, events("slowrec", 0, n))
 	p := startSink(t, topo, "a1")
 	eventually(t, 3*time.Minute, func() bool {
@@ -160,7 +161,7 @@ func TestSinkSlowRecordIsFoundAndDeadLettered(t *testing.T) {
 // of dead-lettering records for a fault of the database's.
 func TestSinkTimeoutsThatFollowNoRecordStopTheSink(t *testing.T) {
 	t.Parallel()
-	s, pool, topo := slowRecordSink(t, "slowall", ".", 4)
+	s, pool, topo := slowRecordSink(t, "slowall", ".", "1s", 4)
 	kcatProduce(t, s.in, events("slowall", 0, 4))
 	p := startSink(t, topo, "a1")
 	if err := p.wait(5 * time.Minute); err == nil {
@@ -175,4 +176,71 @@ func TestSinkTimeoutsThatFollowNoRecordStopTheSink(t *testing.T) {
 	if rows, _ := rowStats(t, pool, s.table()); rows != 0 || kcatCount(t, s.dlq) != 0 {
 		t.Errorf("%d rows and %d dead letters, want none of either", rows, kcatCount(t, s.dlq))
 	}
+}
+
+// An idle_in_transaction_session_timeout that the DSN gives in
+// options=-c is the session's, as one given as a parameter is: the sink
+// sets its own (twice the session timeout, at least 30 s) only where
+// nothing set one. A sink process stopped (SIGSTOP) inside a batch's
+// transaction has its backend ended after the DSN's 3 s; before, the
+// sink's startup parameter overrode options=-c, and it took 30 s.
+func TestSinkKeepsTheDSNsIdleInTransactionTimeout(t *testing.T) {
+	t.Parallel()
+	s, pool, topo := slowRecordSink(t, "idletx", "^idletx-1$", "30s", 100)
+	sep := "?"
+	if strings.Contains(pgDSN(t), "?") {
+		sep = "&"
+	}
+	dsn := pgDSN(t) + sep + "options=-c%20idle_in_transaction_session_timeout%3D3000"
+	kcatProduce(t, s.in, events("idletx", 0, 3))
+	p := start(t, []string{"PG_DSN=" + dsn}, "sink", "--topology", topo, "--instance-id", "a1", "--metrics-addr=")
+	// The sink's backend sleeps in the trigger of idletx-1, inside the
+	// batch's transaction: stop the process there.
+	var sleeping int
+	eventually(t, time.Minute, func() bool {
+		err := pool.QueryRow(t.Context(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE wait_event = 'PgSleep' AND query ILIKE '%' || $1 || '%' AND pid <> pg_backend_pid()`, s.schema).Scan(&sleeping)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sleeping != 0
+	}, func() string { return "the sink's backend never slept in the trigger" })
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	})
+	// The trigger ends after 3 s; the backend is then idle in its
+	// transaction, its client stopped, until the timeout ends it.
+	var idleSince time.Time
+	eventually(t, time.Minute, func() bool {
+		var state string
+		err := pool.QueryRow(t.Context(), `SELECT coalesce((SELECT state FROM pg_stat_activity WHERE pid = $1), 'gone')`, sleeping).Scan(&state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == "idle in transaction" && idleSince.IsZero() {
+			idleSince = time.Now()
+		}
+		return state == "gone"
+	}, func() string { return "the stopped sink's backend was never ended" })
+	if idleSince.IsZero() {
+		t.Fatal("the backend was never seen idle in its transaction")
+	}
+	if idle := time.Since(idleSince); idle > 15*time.Second {
+		t.Errorf("the backend was ended %s after it went idle in its transaction, want about the DSN's 3 s (the sink's own is 30 s)", idle.Round(time.Second))
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	eventually(t, 2*time.Minute, func() bool {
+		rows, _ := rowStats(t, pool, s.table())
+		return rows == 3 && positionsAtEnd(t, pool, s)
+	}, func() string { rows, _ := rowStats(t, pool, s.table()); return fmt.Sprintf("%d of 3 rows", rows) })
+	p.stop()
 }

@@ -333,15 +333,18 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	pcfg := s.pgcfg.Copy()
 	pcfg.MaxConns = 4
-	if _, set := pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set {
+	setSessionParams(pcfg.ConnConfig.RuntimeParams)
+	idle := strconv.FormatInt(max(2*s.cfg.SessionTimeout, 30*time.Second).Milliseconds(), 10)
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		// An instance paused inside a batch's transaction (SIGSTOP, a VM
 		// freeze) holds its position rows' locks, and the partitions' new
 		// owner waits on them. Postgres ends such a transaction after
-		// this long; the guard makes either outcome safe.
-		pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(max(2*s.cfg.SessionTimeout, 30*time.Second).Milliseconds(), 10)
-	}
-	setSessionParams(pcfg.ConnConfig.RuntimeParams)
-	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		// this long; the guard makes either outcome safe. Only where
+		// nothing set one (the DSN, as a parameter or in options=-c, the
+		// role or the database): the session's value is 0 then.
+		if _, err := c.Exec(ctx, idleTimeoutSQL, idle); err != nil {
+			return err
+		}
 		if _, err := c.Exec(ctx, s.sql.staging); err != nil {
 			return err
 		}
@@ -577,6 +580,11 @@ func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 		s.log.Info("partitions revoked", "topic", s.cfg.Input, "partitions", lost[s.cfg.Input])
 	}
 }
+
+// idleTimeoutSQL sets idle_in_transaction_session_timeout to $1
+// (milliseconds) for the session when it has none.
+const idleTimeoutSQL = `SELECT set_config('idle_in_transaction_session_timeout', $1, false)
+	WHERE current_setting('idle_in_transaction_session_timeout') = '0'`
 
 // forget drops every partition, before a new client is assigned them.
 func (s *Sink) forget() {
