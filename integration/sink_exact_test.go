@@ -192,3 +192,33 @@ func TestSinkNamedZoneLocalTimes(t *testing.T) {
 	checkStoredCells(t, stored, dead, good)
 	checkRefusedCells(t, stored, dead, bad, "postgres")
 }
+
+// TestSinkKeyAndValueIntoBytea: $key and $value into bytea columns are the
+// record's bytes as they came, never read as bytea's text input: before,
+// the keys \x41 and \101 (four bytes each) were both stored as the one
+// byte 0x41, and a key that is no UTF-8 was refused (22021).
+func TestSinkKeyAndValueIntoBytea(t *testing.T) {
+	t.Parallel()
+	s, pool, topo := newTypedSink(t, "key_bytea", "{ event_id: event_id, kb: $key, vb: $value }",
+		"event_id text PRIMARY KEY, kb bytea, vb bytea")
+	lines := [][]byte{
+		[]byte(`\x41|{"event_id":"k1"}`),
+		[]byte(`\101|{"event_id":"k2"}`),
+		append([]byte{0xff, 0xfe}, []byte(`|{"event_id":"k3","s":"a\\nb"}`)...),
+	}
+	kcatProduce(t, s.in, lines)
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool { n, _ := rowStats(t, pool, s.table()); return n == len(lines) },
+		func() string { return fmt.Sprintf("%d dead letters", kcatCount(t, s.dlq)) })
+	p.stop()
+	got := tableRows(t, pool, s.table(), "encode(kb, 'hex') || ' ' || encode(vb, 'hex')")
+	hexOf := func(b string) string { return fmt.Sprintf("%x", b) }
+	want := map[string]string{
+		"k1": hexOf(`\x41`) + " " + hexOf(`{"event_id":"k1"}`),
+		"k2": hexOf(`\101`) + " " + hexOf(`{"event_id":"k2"}`),
+		"k3": "fffe " + hexOf(`{"event_id":"k3","s":"a\\nb"}`),
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("stored (key hex, value hex) %v, want %v", got, want)
+	}
+}

@@ -141,6 +141,22 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 	if b, ok := obj[src].([]byte); ok {
 		return bytesText(b, t), nil
 	}
+	if t.base == "bytea" {
+		// The key's and the value's bytes as they came, never read as
+		// bytea's text input: "\x41" would be the one byte 0x41, and a
+		// byte that is no UTF-8 no text at all.
+		switch src {
+		case topology.SourceKey:
+			if r.Key == nil {
+				return nil, nil
+			}
+			return bytesText(r.Key, t), nil
+		case topology.SourceValue:
+			if !s.typed.avro {
+				return bytesText(r.Value, t), nil
+			}
+		}
+	}
 	if elem, ok := arrayElement(t); ok {
 		// An array into an array column: its elements, as Postgres's
 		// array literal; each is then checked by its type's rules. An
