@@ -503,6 +503,12 @@ func native(v ref.Val, path string, jsonOut bool) (any, error) {
 				return nil, err
 			}
 			name := fmt.Sprint(kn)
+			if _, twice := out[name]; twice {
+				// {1: "a", "1": "b"}: one key of a JSON object, and
+				// which value won would follow the map's iteration
+				// order, another on each run.
+				return nil, &serde.ValueError{Path: path, Err: fmt.Errorf("the map has two keys that both write the object key %q (one of them a %s): a JSON object holds one", name, k.Type().TypeName())}
+			}
 			if out[name], err = native(v.Get(k), serde.JoinPath(path, name), jsonOut); err != nil {
 				return nil, err
 			}

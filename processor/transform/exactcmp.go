@@ -2,6 +2,7 @@ package transform
 
 import (
 	"math"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/operators"
@@ -65,6 +66,9 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 	}
 	if call.Function() == overloads.Size && len(call.Args()) == 1 {
 		return &sizeCall{InterpretableCall: call, orig: i}, nil
+	}
+	if call.Function() == overloads.TypeConvertDouble && len(call.Args()) == 1 {
+		return &doubleCall{InterpretableCall: call, orig: i}, nil
 	}
 	op := cmpOps[call.Function()]
 	args := call.Args()
@@ -627,4 +631,51 @@ func (c *sizeCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 		return err
 	}
 	return c.orig.Exec(f)
+}
+
+// doubleCall is double(x) refusing a string that underflows to zero, as
+// reading a JSON number does (README, Values): cel-go's conversion
+// (strconv.ParseFloat) refuses "1e400" but reads "1e-400" as 0.0.
+type doubleCall struct {
+	interpreter.InterpretableCall
+	orig interpreter.InterpretableV2
+}
+
+// Eval implements interpreter.Interpretable.
+func (c *doubleCall) Eval(act interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(act, c.Exec)
+}
+
+// Exec implements interpreter.InterpretableV2.
+func (c *doubleCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	v := c.orig.Exec(f)
+	if d, ok := v.(types.Double); ok && d == 0 {
+		if s, ok := c.Args()[0].Exec(f).(types.String); ok && nonzeroMantissa(string(s)) {
+			return types.NewErr("string %q underflows to zero as a double", clipText(string(s)))
+		}
+	}
+	return v
+}
+
+// nonzeroMantissa reports whether s, float text that strconv.ParseFloat
+// read, has a nonzero digit before its exponent (decimal "e", or "p" for
+// a hexadecimal float): a number that is not zero.
+func nonzeroMantissa(s string) bool {
+	s = strings.ToLower(strings.TrimLeft(s, "+-"))
+	digits, exp := "123456789", "e"
+	if strings.HasPrefix(s, "0x") {
+		s, digits, exp = s[2:], "123456789abcdef", "p"
+	}
+	if i := strings.Index(s, exp); i >= 0 {
+		s = s[:i]
+	}
+	return strings.ContainsAny(s, digits)
+}
+
+// clipText is s, cut to 100 bytes for an error.
+func clipText(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "..."
+	}
+	return s
 }

@@ -66,6 +66,28 @@ func TestValues(t *testing.T) {
 		{name: "a written double keeps its point", steps: "      - set: { d: '6.0 / 2.0', big: '1e21 * 1.0', small: '0.0000001' }\n", in: `{}`,
 			want: `{"big":1e+21,"d":3.0,"small":1e-7}`},
 		{name: "negative zero read and written", steps: "      - set: { z2: 'value.z' }\n", in: `{"z":-0.0}`, want: `{"z":-0.0,"z2":-0.0}`},
+		// A number that a set only selects keeps its text, as in a key or
+		// a header: through its double, 12345678901234567890.12 would be
+		// 12345678901234567000.0 (an outside attack, case 13).
+		{name: "a selected number keeps its text", steps: "      - set: { copy: 'value.amount', e2: 'value.e', g2: 'value.g', n2: 'value.o.n', i2: 'value.i' }\n",
+			in:   `{"amount":12345678901234567890.12,"e":1E2,"g":3.60,"o":{"n":1.00000000000000000001},"i":-0}`,
+			want: `{"amount":12345678901234567890.12,"e":1E2,"g":3.60,"o":{"n":1.00000000000000000001},"i":-0,"copy":12345678901234567890.12,"e2":1E2,"g2":3.60,"i2":-0,"n2":1.00000000000000000001}`},
+		// Keys of a CEL map that write one JSON key: one entry would be
+		// lost, which one by the map's iteration order (case 30).
+		{name: "map keys that collide as JSON keys fail", steps: "      - set: { m: '{1: \"int\", \"1\": \"str\"}' }\n", in: `{}`,
+			wantErr: `field "m": the map has two keys that both write the object key "1"`},
+		{name: "bool and string keys collide too", steps: "      - set: { m: '{true: 1, \"true\": 2}' }\n", in: `{}`,
+			wantErr: `field "m": the map has two keys that both write the object key "true"`},
+		// An explicit conversion refuses an underflow as it refuses an
+		// overflow (case 8): the nearest double of 1e-400 is no number
+		// the text names.
+		{name: "double of a string that underflows fails", steps: "      - set: { d: 'double(value.s)' }\n", in: `{"s":"1e-400"}`,
+			wantErr: `d: string "1e-400" underflows to zero as a double`},
+		{name: "double of a hex string that underflows fails", steps: "      - set: { d: 'double(value.s)' }\n", in: `{"s":"-0x1p-2000"}`,
+			wantErr: `underflows to zero as a double`},
+		{name: "double of zero strings is zero", steps: "      - set: { a: 'double(\"0.0\")', b: 'double(\"-0e5\")', c: 'double(\"0x0p-3\")', d: 'double(\"5e-324\")' }\n", in: `{}`,
+			want: `{"a":0.0,"b":-0.0,"c":0.0,"d":5e-324}`},
+		{name: "a computed number is its double", steps: "      - set: { l: '[value.g]', y: 'value.g + 0.0' }\n", in: `{"g":3.60}`, want: `{"g":3.60,"l":[3.6],"y":3.6}`},
 		{name: "reading an underflow fails", steps: "      - set: { y: 'value.tiny * 2.0' }\n", in: `{"tiny":1e-400}`,
 			wantErr: `y: field "tiny": number 1e-400 underflows to zero as a double`},
 		{name: "reading an overflow fails", steps: "      - filter: 'value.huge > 0.0'\n", in: `{"huge":-1e400}`,
