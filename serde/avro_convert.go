@@ -391,6 +391,19 @@ func toAvro(t *avroType, v any) (any, error) {
 			}
 			return nil, fmt.Errorf("%w: null for a union without null", ErrUnsupported)
 		}
+		if isIntegerValue(v) {
+			// A number's type follows its text: an integer goes to the
+			// first integer branch it fits, before any float or double
+			// (2147483648 into ["int","float","long"] is a long, not the
+			// float 2147483648.0, whose type a later step would read).
+			for _, b := range t.branches {
+				if (b.kind == "int" || b.kind == "long") && b.logical == "" {
+					if n, err := toAvro(b, v); err == nil {
+						return map[string]any{b.unionName(): n}, nil
+					}
+				}
+			}
+		}
 		var first, inexact error
 		for _, b := range t.branches {
 			if b.kind == "null" {
@@ -599,6 +612,18 @@ func describe(v any) string {
 // integer accepts the integer shapes of the in-memory representation. A
 // double is not an integer, even 2.0: a number's type follows its text
 // (README, "Values"), and a transform converts with int().
+// isIntegerValue reports whether v is an integer by its type or, for a
+// JSON number, by its text (no ".", "e" or "E").
+func isIntegerValue(v any) bool {
+	switch n := v.(type) {
+	case int64, int, int32, uint64:
+		return true
+	case json.Number:
+		return !IsDoubleText(string(n))
+	}
+	return false
+}
+
 func integer(v any) (int64, error) {
 	switch n := v.(type) {
 	case int64:

@@ -638,6 +638,14 @@ func TestAvroEncodeNumbersExact(t *testing.T) {
 		// it as read, so the value goes there, whatever the branch order.
 		{"2^24+1 as a double into null|float|double takes the double", `["null","float","double"]`, "16777217.0", `16777217.0`, ""},
 		{"0.1 into float|double takes the double", `["float","double"]`, "0.1", `0.1`, ""},
+		// An integer goes to an integer branch first: its type follows
+		// its text (an outside attack: 2147483648 became the float
+		// 2147483648.0, which value.v + 1 then refused).
+		{"2^31 into null|int|float|long|double takes the long", `["null","int","float","long","double"]`, "2147483648", `2147483648`, ""},
+		{"2^31-1 into null|int|float|long|double takes the int", `["null","int","float","long","double"]`, "2147483647", `2147483647`, ""},
+		{"5 into double|long takes the long", `["double","long"]`, "5", `5`, ""},
+		{"5.0 into double|long takes the double", `["double","long"]`, "5.0", `5.0`, ""},
+		{"5 into double|string takes the double", `["double","string"]`, "5", `5.0`, ""},
 		{"0.5 into float|double takes the float", `["float","double"]`, "0.5", `0.5`, ""},
 		{"2^63 into a decimal", `{"type":"bytes","logicalType":"decimal","precision":30,"scale":0}`, "9223372036854775808", `"9223372036854775808"`, ""},
 		{"trailing zero beyond the scale", `{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}`, `"1.230"`, `"1.23"`, ""},
