@@ -13,11 +13,14 @@ package integration
 // CPU) without doing either.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/exactly-io/exactly/processor/kit"
 )
 
 const (
@@ -217,4 +220,41 @@ func TestC13RecreatedTopicSinkStopped(t *testing.T) {
 		p.stop()
 	}
 	t.Logf("stored positions at the end: %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in))
+}
+
+// A record whose output the broker refused (too large) is dead-lettered;
+// then the input topic is deleted and created again while the stage runs.
+// The new topic's record at the same offset is another record, and goes
+// to the output: before, the stage remembered the refusal by topic name,
+// partition and offset, and dead-lettered it unread with the old
+// record's error, logging nothing (an outside attack, in both
+// guarantees). Each dead letter names its topic's ID
+// (exactly.dlq.source.topic_id), which tells the two topics apart.
+func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
+	for _, g := range []string{"exactly-once", "at-least-once"} {
+		t.Run(g, func(t *testing.T) {
+			t.Parallel()
+			s := newRefusedStage(t, "rcpois", 1, "100ms", 10000)
+			old := append(append(c13Events("old", 0, 1, 0), c13Events("old", 1, 1, 6000)...), c13Events("old", 2, 1, 0)...)
+			kcatProduce(t, s.in, old)
+			p := s.run(t, g, "i1")
+			eventually(t, time.Minute, func() bool { return kcatCount(t, s.dlq) == 1 && kcatCount(t, s.out) == 2 },
+				func() string { return fmt.Sprintf("%d outputs, %d dead letters", kcatCount(t, s.out), kcatCount(t, s.dlq)) })
+			oldID, newID := recreateTopic(t, s.in, 1)
+			fresh := c13Events("new", 0, 3, 0) // offsets 0, 1, 2 again
+			kcatProduce(t, s.in, fresh)
+			eventually(t, 2*time.Minute, func() bool { got := keyCounts(t, s.out); return got["new-0"] > 0 && got["new-1"] > 0 && got["new-2"] > 0 },
+				func() string {
+					return fmt.Sprintf("outputs %v, dead letters %v; logs:\n%s", keyCounts(t, s.out), s.deadLetters(t), tail(p.logs.String(), 15))
+				})
+			dead := kcatReadJSON(t, s.dlq)
+			if len(dead) != 1 || dead[0].Key != "old-1" {
+				t.Fatalf("dead letters %+v, want only old-1, the record the broker refused", dead)
+			}
+			if got := dead[0].Headers[kit.HeaderSourceTopicID]; got != oldID {
+				t.Errorf("the dead letter's %s is %q, want the old topic's ID %q (the new one is %q)", kit.HeaderSourceTopicID, got, oldID, newID)
+			}
+			p.stop()
+		})
+	}
 }

@@ -148,6 +148,9 @@ func TestSinkSlowRecordIsFoundAndDeadLettered(t *testing.T) {
 	if h := dead[0].Headers; h[kit.HeaderReason] != "postgres" || !strings.Contains(h[kit.HeaderError], "statement timeout (SQLSTATE 57014)") {
 		t.Errorf("dead letter headers %v, want reason postgres and the statement timeout", h)
 	}
+	if id, _ := topicInfo(t, s.in); dead[0].Headers[kit.HeaderSourceTopicID] != id {
+		t.Errorf("dead letter's %s is %q, want the input topic's ID %q", kit.HeaderSourceTopicID, dead[0].Headers[kit.HeaderSourceTopicID], id)
+	}
 	if rows := tableRows(t, pool, s.table(), "event_id"); rows["slowrec-17"] != "" || len(rows) != n-1 {
 		t.Errorf("table holds %d rows (slowrec-17 %q), want the %d others", len(rows), rows["slowrec-17"], n-1)
 	}

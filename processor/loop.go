@@ -95,8 +95,16 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			"old_topic_id", kit.TopicIDString(s.lastTopicID), "topic_id", kit.TopicIDString(topicID))
 	}
 	if topicID != s.lastTopicID || s.delivered == nil {
-		// Offsets of another topic name other records.
+		// Offsets of another topic name other records: what was
+		// delivered, and which records (and window results) the broker
+		// refused, are the old topic's. A refused record's offset in the
+		// new topic is another record, which a remembered refusal would
+		// dead-letter unread.
 		s.delivered = map[partition]*deliveredRange{}
+		clear(s.poisoned)
+		clear(s.poisonedWindows)
+		clear(s.suspectWindows)
+		s.isolate = 0
 	}
 	s.lastTopicID = topicID
 	s.producerReady.Store(false)

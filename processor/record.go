@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/kit"
@@ -266,5 +267,14 @@ func keyText(fv any, isObject bool, field string) ([]byte, error) {
 // envelope is the dead letter of r when its full dead letter is too large
 // for the dead-letter topic (kit.Envelope).
 func (s *Stage) envelope(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Stage, r, re)
+	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Stage, r, re, s.topicIDHeader()...)
+}
+
+// topicIDHeader is the dead letters' header naming the input topic's ID
+// (kit.HeaderSourceTopicID), from the session being run.
+func (s *Stage) topicIDHeader() []kgo.RecordHeader {
+	if s.lastTopicID == ([16]byte{}) {
+		return nil
+	}
+	return kit.SourceTopicIDHeader(kadm.TopicID(s.lastTopicID).String())
 }

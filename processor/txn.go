@@ -283,7 +283,7 @@ func (t *txn) process(r *kgo.Record) {
 // transaction.
 func (t *txn) produceDeadLetter(r *kgo.Record, re *kit.RecordError) {
 	t.countDeadLetter(r, re)
-	t.produce(source{r.Topic, r.Partition, r.Offset}, kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re))
+	t.produce(source{r.Topic, r.Partition, r.Offset}, kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, t.stage.topicIDHeader()...))
 }
 
 // countDeadLetter counts the dead letter (or envelope) of r in the open
@@ -374,10 +374,10 @@ func (t *txn) produceWindow(w windowID, out *kgo.Record) {
 		// The result as the dead letter's value, marked as a result
 		// (redrive has no input record to send back).
 		r := &kgo.Record{Topic: src.topic, Partition: src.partition, Offset: src.offset, Key: out.Key, Value: out.Value, Timestamp: t.lastTime[w.partition]}
-		mark := kgo.RecordHeader{Key: kit.HeaderWindowResult, Value: []byte("true")}
-		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, mark)
+		extra := append([]kgo.RecordHeader{{Key: kit.HeaderWindowResult, Value: []byte("true")}}, t.stage.topicIDHeader()...)
+		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
 		if p.envelope {
-			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, mark)
+			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
 		}
 		t.countDeadLetter(r, re)
 		out = dl

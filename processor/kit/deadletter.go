@@ -25,7 +25,22 @@ const (
 	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal
 	HeaderSourceOffset    = "exactly.dlq.source.offset"    // decimal
 	HeaderSourceTimestamp = "exactly.dlq.source.timestamp" // Unix milliseconds, decimal
+	// HeaderSourceTopicID is the input topic's ID (KIP-516), base64 as
+	// kadm.TopicID prints it: a topic deleted and created again under
+	// its name starts its offsets at 0 again, and only the ID tells its
+	// dead letters from the old topic's.
+	HeaderSourceTopicID = "exactly.dlq.source.topic_id"
 )
+
+// SourceTopicIDHeader is the HeaderSourceTopicID header of a dead letter
+// of an input topic whose ID (kadm.TopicID.String()) is id; none when the
+// ID is not known ("").
+func SourceTopicIDHeader(id string) []kgo.RecordHeader {
+	if id == "" {
+		return nil
+	}
+	return []kgo.RecordHeader{{Key: HeaderSourceTopicID, Value: []byte(id)}}
+}
 
 // Dead-letter reasons, written to the HeaderReason header. They name the
 // step of the pipeline that rejected the record. A sink adds its own

@@ -31,13 +31,22 @@ func (s *Sink) newDeadLetter(r *kgo.Record, re *kit.RecordError) deadLetter {
 // they came, plus the exactly.dlq.* headers of kit.DeadLetter, with the
 // sink's name as the stage, and the SQLSTATE for a Postgres rejection.
 func (s *Sink) deadLetterOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.sqlStateHeader(re)...)
+	return kit.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
 }
 
 // envelopeOf returns the size-bounded envelope of r (kit.Envelope), sent
 // instead of its dead letter when the broker refused that.
 func (s *Sink) envelopeOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.sqlStateHeader(re)...)
+	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
+}
+
+// extraHeaders are the sink's headers of r's dead letter: the input
+// topic's ID (kit.HeaderSourceTopicID) and the SQLSTATE.
+func (s *Sink) extraHeaders(r *kgo.Record, re *kit.RecordError) []kgo.RecordHeader {
+	s.mu.Lock()
+	id := s.pos[r.Partition].current
+	s.mu.Unlock()
+	return append(kit.SourceTopicIDHeader(id), s.sqlStateHeader(re)...)
 }
 
 func (s *Sink) sqlStateHeader(re *kit.RecordError) []kgo.RecordHeader {

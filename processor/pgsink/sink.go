@@ -289,12 +289,17 @@ func (s *Sink) Ready() error {
 	if errp := s.topicTrouble.gone.Load(); errp != nil {
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, *errp)
 	}
-	// Unreachable brokers first: they are also why no partitions come.
-	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
-	}
-	if err := s.member.Check(s.cfg.Group()); err != nil {
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
+	// Both, when both fail: silent brokers are one reason no partitions
+	// come, and a join that the group coordinator holds (while another
+	// member is slow to rejoin) leaves every broker silent too.
+	memberErr, brokerErr := s.member.Check(s.cfg.Group()), s.brokers.Check(kit.BrokerSilenceLimit)
+	switch {
+	case memberErr != nil && brokerErr != nil:
+		return fmt.Errorf("sink %s: %w; and %w", s.cfg.Sink, memberErr, brokerErr)
+	case memberErr != nil:
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, memberErr)
+	case brokerErr != nil:
+		return fmt.Errorf("sink %s: %w", s.cfg.Sink, brokerErr)
 	}
 	if err := kit.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
 		if st := s.step.Load(); st != nil {
