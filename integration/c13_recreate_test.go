@@ -239,11 +239,16 @@ func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
 			kcatProduce(t, s.in, old)
 			p := s.run(t, g, "i1")
 			eventually(t, time.Minute, func() bool { return kcatCount(t, s.dlq) == 1 && kcatCount(t, s.out) == 2 },
-				func() string { return fmt.Sprintf("%d outputs, %d dead letters", kcatCount(t, s.out), kcatCount(t, s.dlq)) })
+				func() string {
+					return fmt.Sprintf("%d outputs, %d dead letters", kcatCount(t, s.out), kcatCount(t, s.dlq))
+				})
 			oldID, newID := recreateTopic(t, s.in, 1)
 			fresh := c13Events("new", 0, 3, 0) // offsets 0, 1, 2 again
 			kcatProduce(t, s.in, fresh)
-			eventually(t, 2*time.Minute, func() bool { got := keyCounts(t, s.out); return got["new-0"] > 0 && got["new-1"] > 0 && got["new-2"] > 0 },
+			eventually(t, 2*time.Minute, func() bool {
+				got := keyCounts(t, s.out)
+				return got["new-0"] > 0 && got["new-1"] > 0 && got["new-2"] > 0
+			},
 				func() string {
 					return fmt.Sprintf("outputs %v, dead letters %v; logs:\n%s", keyCounts(t, s.out), s.deadLetters(t), tail(p.logs.String(), 15))
 				})
