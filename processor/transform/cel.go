@@ -174,19 +174,30 @@ func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref
 	if err != nil {
 		return nil, nil, err
 	}
-	switch v.(type) {
-	case types.Int, types.Uint, types.Double:
-		// A number keeps its text (README, Values): 1E2 stays 1E2, not
-		// the 100.0 of its double. It was read, so CEL holds it.
-		if p.field != nil {
-			if raw, ok, err := getPath(r.Value, p.field); err == nil && ok {
-				if t, isRaw := raw.(rawJSON); isRaw {
-					b = append(b[:0], t...)
-				}
-			}
-		}
+	if t, ok := p.selectedNumber(r, v); ok {
+		b = append(b[:0], t...)
 	}
 	return b, v, nil
+}
+
+// selectedNumber is the JSON text of the number v that p only selects
+// (value.a.b) from r's value: a number keeps its text (README, Values),
+// 1E2 stays 1E2, not the 100.0 of its double, in a key, a header or a
+// set. ok is false when p computes its value, v is no number, or the
+// field is no longer the input's text (a step before wrote it).
+func (p *program) selectedNumber(r *Record, v ref.Val) (rawJSON, bool) {
+	if p.field == nil {
+		return nil, false
+	}
+	switch v.(type) {
+	case types.Int, types.Uint, types.Double:
+		// It was read, so CEL holds it.
+		if raw, ok, err := getPath(r.Value, p.field); err == nil && ok {
+			t, isRaw := raw.(rawJSON)
+			return t, isRaw
+		}
+	}
+	return nil, false
 }
 
 func (p *program) bool(ctx context.Context, r *Record) (bool, error) {

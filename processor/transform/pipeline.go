@@ -326,19 +326,10 @@ func (b *builder) set(fields map[string]string) runFunc {
 			if err != nil {
 				return nil, err
 			}
-			if f := a.prg.field; f != nil {
-				// A number that is only selected (copy: value.amount)
-				// keeps its text, as in a key or a header: its double
-				// would write 12345678901234567890.12 as
-				// 12345678901234567000.0, 1E2 as 100.0.
-				switch v.(type) {
-				case types.Int, types.Uint, types.Double:
-					if raw, ok, err := getPath(r.Value, f); err == nil && ok {
-						if t, isRaw := raw.(rawJSON); isRaw {
-							nv = rawJSON(append([]byte(nil), t...))
-						}
-					}
-				}
+			if t, ok := a.prg.selectedNumber(r, v); ok {
+				// copy: value.amount keeps 12345678901234567890.12, not
+				// the 12345678901234567000.0 of its double.
+				nv = rawJSON(append([]byte(nil), t...))
 			}
 			vals = append(vals, nv)
 		}
