@@ -98,10 +98,8 @@ func (e *EventIDs) Open(ctx context.Context) error {
 	}
 	if ok {
 		e.key = &t
-		for _, q := range tempFuncsSQL {
-			if _, err := e.conn.Exec(ctx, q); err != nil {
-				return err
-			}
+		if err := createTempFuncs(ctx, e.conn); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -123,9 +123,16 @@ BEGIN
 END $exactly$`
 )
 
-// tempFuncsSQL creates the functions the sink's statements call, on each
-// connection, in pg_temp.
-var tempFuncsSQL = []string{refuseSQL, localTimeSQL}
+// createTempFuncs creates, on connection c, in pg_temp, the functions the
+// sink's statements call (refuseFunc, localTimeFunc).
+func createTempFuncs(ctx context.Context, c *pgx.Conn) error {
+	for _, q := range []string{refuseSQL, localTimeSQL} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // sessionParams are the settings of the sink's connections that the
 // reading of a value's text, and the checks of castExpr, depend on, set

@@ -353,12 +353,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		if _, err := c.Exec(ctx, s.sql.staging); err != nil {
 			return err
 		}
-		for _, q := range tempFuncsSQL {
-			if _, err := c.Exec(ctx, q); err != nil {
-				return err
-			}
-		}
-		return nil
+		return createTempFuncs(ctx, c)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
@@ -818,7 +813,7 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	unexplained, timeouts := 0, 0
 	defer func() { s.isolating = false }()
 	for {
-		err := s.attemptFor(ctx, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
+		err := s.attemptAt(ctx, &s.step, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 		if err == nil && !s.targetChecked.Load() {
 			if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
 				s.targetChecked.Store(true)

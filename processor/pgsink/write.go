@@ -83,15 +83,11 @@ func (e *attemptTimeoutError) Unwrap() error { return e.err }
 // first, under cfg.Timeout; s.step says where it is until it returns, for
 // /readyz and the timeout's error.
 func (s *Sink) attempt(ctx context.Context, first string, f func(context.Context) error) error {
-	return s.attemptFor(ctx, s.cfg.Timeout, first, f)
+	return s.attemptAt(ctx, &s.step, s.cfg.Timeout, first, f)
 }
 
-// attemptFor is attempt under timeout.
-func (s *Sink) attemptFor(ctx context.Context, timeout time.Duration, first string, f func(context.Context) error) error {
-	return s.attemptAt(ctx, &s.step, timeout, first, f)
-}
-
-// attemptAt is attemptFor for an attempt whose steps slot holds.
+// attemptAt is attempt under timeout, for an attempt whose steps slot
+// holds.
 func (s *Sink) attemptAt(ctx context.Context, slot *atomic.Pointer[attemptStep], timeout time.Duration, first string, f func(context.Context) error) error {
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
