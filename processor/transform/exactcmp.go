@@ -65,10 +65,10 @@ func exactComparisons(i interpreter.InterpretableV2) (interpreter.InterpretableV
 		return &exactExt{InterpretableCall: call, orig: i}, nil
 	}
 	if call.Function() == overloads.Size && len(call.Args()) == 1 {
-		return &sizeCall{InterpretableCall: call, orig: i}, nil
+		return &checkedCall{InterpretableCall: call, orig: i, exec: execSize}, nil
 	}
 	if call.Function() == overloads.TypeConvertDouble && len(call.Args()) == 1 {
-		return &doubleCall{InterpretableCall: call, orig: i}, nil
+		return &checkedCall{InterpretableCall: call, orig: i, exec: execDouble}, nil
 	}
 	op := cmpOps[call.Function()]
 	args := call.Args()
@@ -611,21 +611,26 @@ func (m *mixed) scan(v ref.Val) {
 	}
 }
 
-// sizeCall is CEL's size() of one argument: an object with duplicate keys
-// has none (its error names the key), where cel-go would take the
-// member count that object.Size gives.
-type sizeCall struct {
+// checkedCall is a call of cel-go's own function (orig) with a check
+// around it: exec runs orig and the check, in the order the check needs.
+type checkedCall struct {
 	interpreter.InterpretableCall
 	orig interpreter.InterpretableV2
+	exec func(c *checkedCall, f *interpreter.ExecutionFrame) ref.Val
 }
 
 // Eval implements interpreter.Interpretable.
-func (c *sizeCall) Eval(act interpreter.Activation) ref.Val {
+func (c *checkedCall) Eval(act interpreter.Activation) ref.Val {
 	return interpreter.EvalActivation(act, c.Exec)
 }
 
 // Exec implements interpreter.InterpretableV2.
-func (c *sizeCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
+func (c *checkedCall) Exec(f *interpreter.ExecutionFrame) ref.Val { return c.exec(c, f) }
+
+// execSize is CEL's size() of one argument: an object with duplicate keys
+// has none (its error names the key), where cel-go would take the
+// member count that object.Size gives.
+func execSize(c *checkedCall, f *interpreter.ExecutionFrame) ref.Val {
 	v := c.Args()[0].Exec(f)
 	if err := sizeErr(v); err != nil {
 		return err
@@ -633,21 +638,10 @@ func (c *sizeCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
 	return c.orig.Exec(f)
 }
 
-// doubleCall is double(x) refusing a string that underflows to zero, as
+// execDouble is double(x) refusing a string that underflows to zero, as
 // reading a JSON number does (README, Values): cel-go's conversion
 // (strconv.ParseFloat) refuses "1e400" but reads "1e-400" as 0.0.
-type doubleCall struct {
-	interpreter.InterpretableCall
-	orig interpreter.InterpretableV2
-}
-
-// Eval implements interpreter.Interpretable.
-func (c *doubleCall) Eval(act interpreter.Activation) ref.Val {
-	return interpreter.EvalActivation(act, c.Exec)
-}
-
-// Exec implements interpreter.InterpretableV2.
-func (c *doubleCall) Exec(f *interpreter.ExecutionFrame) ref.Val {
+func execDouble(c *checkedCall, f *interpreter.ExecutionFrame) ref.Val {
 	v := c.orig.Exec(f)
 	if d, ok := v.(types.Double); ok && d == 0 {
 		if s, ok := c.Args()[0].Exec(f).(types.String); ok && nonzeroMantissa(string(s)) {
