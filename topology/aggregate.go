@@ -208,11 +208,6 @@ func (v *validator) aggregate(p, sp string, i int, s Stage, a Aggregate) {
 	if v.has(ap+".group_by") && strings.TrimSpace(a.GroupBy) == "" {
 		v.report(ap+".group_by", "must not be empty (key, or an expression the record key equals)")
 	}
-	switch a.Emit {
-	case "", EmitFinal, EmitUpdate:
-	default:
-		v.report(ap+".emit", "must be final or update (got %s)", v.q(ap+".emit", a.Emit))
-	}
 	if len(a.Aggregations) == 0 {
 		v.report(ap+".aggregations", "required: at least one result, e.g. aggregations: { n: count, total: { sum: value.amount } }")
 	}

@@ -50,60 +50,29 @@ func (v *validator) overrideBrokers() {
 	}
 }
 
+// defaults applies the spec's defaults (applyDefaults), then those that
+// depend on other settings, and normalizes what may be written in any case.
 func (v *validator) defaults() {
 	f := v.f
-	if f.Kafka.ClientID == "" {
-		f.Kafka.ClientID = DefaultClientID
-	}
-	if !v.has("kafka.transaction_timeout") {
-		f.Kafka.TransactionTimeout.Duration = DefaultTransactionTimeout
-	}
+	v.applyDefaults()
 	if v.has("kafka.tls") && !v.has("kafka.tls.enabled") {
 		f.Kafka.TLS.Enabled = true
 	}
-	for i := range f.Topics {
-		if !v.has(fmt.Sprintf("topics[%d].replication_factor", i)) {
-			f.Topics[i].ReplicationFactor = DefaultReplicationFactor
-		}
+	if s := &f.Kafka.SASL; slices.Contains(specOf("kafka.sasl.mechanism").enum, strings.ToUpper(s.Mechanism)) {
+		s.Mechanism = strings.ToUpper(s.Mechanism)
 	}
 	for i := range f.Stages {
 		s, p := &f.Stages[i], fmt.Sprintf("stages[%d]", i)
-		if s.Input.Format == "" {
-			s.Input.Format = DefaultFormat
-		}
-		if s.Output.Format == "" {
-			s.Output.Format = DefaultFormat
-		}
-		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, StageDefaults)
-		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, StageDefaults.FetchMaxBytes)
-		if !v.has(p + ".max_buffered_bytes") {
-			s.MaxBufferedBytes = DefaultMaxBufferedBytes
-		}
+		v.capPartitionFetch(p, s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
 	}
 	for i := range f.Sinks {
 		s, p := &f.Sinks[i], fmt.Sprintf("sinks[%d]", i)
-		if s.Input.Format == "" {
-			s.Input.Format = DefaultFormat
-		}
-		v.defaultReader(p, &s.Commit, &s.SessionTimeout, &s.MetadataMaxAge, SinkDefaults)
-		v.defaultFetch(p, &s.FetchMaxBytes, &s.MaxPartitionFetchBytes, SinkDefaults.FetchMaxBytes)
+		v.capPartitionFetch(p, s.FetchMaxBytes, &s.MaxPartitionFetchBytes)
 		pg := &s.Postgres
-		if pg.Tombstones == "" && !v.has(p+".postgres.tombstones") {
-			pg.Tombstones = TombstonesSkip
-		}
-		if pg.Mode == "" && !v.has(p+".postgres.mode") {
-			pg.Mode = ModeInsert
-		}
 		if pg.PositionsTable == "" && !v.has(p+".postgres.positions_table") {
 			if schema, _, ok := strings.Cut(pg.Table, "."); ok {
-				pg.PositionsTable = schema + "." + DefaultPositionsTable
+				pg.PositionsTable = schema + "." + defaultPositionsTable
 			}
-		}
-		if !v.has(p + ".postgres.timeout") {
-			pg.Timeout.Duration = DefaultPostgresTimeout
-		}
-		if pg.Types == "" && !v.has(p+".postgres.types") {
-			pg.Types = TypesDeclared
 		}
 		for c := range pg.Columns {
 			if t, ok := v.d.types[p+".postgres.columns."+c]; ok {
@@ -132,32 +101,15 @@ func (v *validator) defaults() {
 	}
 }
 
-// defaultReader applies the defaults d of the stage or sink at path to its
-// commit mapping and group settings, for the fields the file leaves out.
-func (v *validator) defaultReader(path string, c *Commit, session, metadata *Duration, d ReaderDefaults) {
-	if !v.has(path + ".commit.interval") {
-		c.Interval.Duration = d.CommitInterval
-	}
-	if !v.has(path + ".commit.max_records") {
-		c.MaxRecords = d.CommitMaxRecords
-	}
-	if !v.has(path + ".session_timeout") {
-		session.Duration = d.SessionTimeout
-	}
-	if !v.has(path + ".metadata_max_age") {
-		metadata.Duration = DefaultMetadataMaxAge
-	}
-}
+// defaultPositionsTable is the positions table in the schema of the
+// target table, when positions_table is left out.
+const defaultPositionsTable = "exactly_positions"
 
-// defaultFetch applies the defaults of the fetch sizes of the stage or
-// sink at path (maxBytesDefault: DefaultFetchMaxBytes or
-// DefaultSinkFetchMaxBytes), for the fields the file leaves out. A partition's default
-// share is no more than the fetch_max_bytes written.
-func (v *validator) defaultFetch(path string, maxBytes, partitionBytes *int32, maxBytesDefault int32) {
-	if !v.has(path + ".fetch_max_bytes") {
-		*maxBytes = maxBytesDefault
-	}
+// capPartitionFetch lowers the default max_partition_fetch_bytes of the
+// stage or sink at path to its fetch_max_bytes: a partition's default
+// share is no more than the whole fetch.
+func (v *validator) capPartitionFetch(path string, maxBytes int32, partitionBytes *int32) {
 	if !v.has(path + ".max_partition_fetch_bytes") {
-		*partitionBytes = min(DefaultMaxPartitionFetchBytes, *maxBytes)
+		*partitionBytes = min(*partitionBytes, maxBytes)
 	}
 }

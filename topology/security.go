@@ -76,15 +76,12 @@ func (v *validator) kafkaSASL() {
 		return
 	}
 	mp := p + ".mechanism"
-	if up := strings.ToUpper(s.Mechanism); slices.Contains(mechanisms, up) {
-		s.Mechanism = up
-	}
+	mechanisms := specOf("kafka.sasl.mechanism").enum
 	switch {
 	case !v.has(mp):
 		v.report(mp, "required (one of %s)", strings.Join(mechanisms, ", "))
 		return
-	case !slices.Contains(mechanisms, s.Mechanism):
-		v.report(mp, "unknown SASL mechanism %s (valid: %s)", v.q(mp, s.Mechanism), strings.Join(mechanisms, ", "))
+	case !slices.Contains(mechanisms, s.Mechanism): // reported by checkSpec
 		return
 	}
 	takes := saslFields[s.Mechanism]
@@ -119,8 +116,6 @@ func (v *validator) kafkaSASL() {
 		}
 	}
 }
-
-var mechanisms = []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}
 
 // saslFields are the fields of kafka.sasl that each mechanism takes,
 // besides mechanism itself.

@@ -20,7 +20,6 @@ var (
 	// stageName keeps stage names safe inside transactional IDs and group
 	// names.
 	stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-	formats   = []string{"json", "string", "bytes", "avro"}
 )
 
 func (v *validator) validate() {
@@ -31,6 +30,7 @@ func (v *validator) validate() {
 	case f.Version != 1:
 		v.report("version", "unsupported version %s (want 1)", v.num("version", strconv.Itoa(f.Version)))
 	}
+	v.checkSpec()
 	v.kafka()
 	declared := v.topics()
 	v.stages(declared)
@@ -57,14 +57,6 @@ func (v *validator) kafka() {
 		default:
 			v.report(p, "invalid broker address %s: %s (want host:port, e.g. 127.0.0.1:9092)", v.q(p, b), why)
 		}
-	}
-	switch p, t := "kafka.transaction_timeout", k.TransactionTimeout.Duration; {
-	case t < time.Second:
-		v.report(p, "must be at least 1s (got %s)", v.num(p, t.String()))
-	case t > MaxWireTimeout:
-		// The broker's transaction.max.timeout.ms (15 min by default)
-		// is checked at start; this is the client's own limit.
-		v.report(p, "must be at most %s (got %s)", MaxWireTimeout, v.num(p, t.String()))
 	}
 	v.kafkaTLS()
 	v.kafkaSASL()
@@ -130,16 +122,8 @@ func (v *validator) topics() map[string]bool {
 			metric[m] = i
 		}
 
-		pp := p + ".partitions"
-		switch {
-		case !v.has(pp):
+		if pp := p + ".partitions"; !v.has(pp) {
 			v.report(pp, "required (number of partitions, at least 1)")
-		case t.Partitions < 1:
-			v.report(pp, "must be at least 1 (got %s)", v.num(pp, strconv.Itoa(int(t.Partitions))))
-		}
-		if rf := t.ReplicationFactor; rf != -1 && rf < 1 {
-			rp := p + ".replication_factor"
-			v.report(rp, "must be -1 (broker default) or at least 1 (got %s)", v.num(rp, strconv.Itoa(int(rf))))
 		}
 	}
 	return declared
@@ -209,12 +193,7 @@ func (v *validator) stages(declared map[string]bool) {
 			v.report(dp+".topic", "dead letter topic %s is also the stage's output topic", v.q(dp+".topic", dl))
 		}
 
-		v.commitBounds(p+".commit", s.Commit)
-		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		v.fetchSizes(p, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
-		if bp := p + ".max_buffered_bytes"; s.MaxBufferedBytes < MinBufferedBytes || s.MaxBufferedBytes > MaxBufferedBytes {
-			v.report(bp, "must be between %d (1 MiB) and %d (1 GiB) bytes (got %s)", MinBufferedBytes, MaxBufferedBytes, v.num(bp, strconv.Itoa(s.MaxBufferedBytes)))
-		}
 		if ip, tt := p+".commit.interval", v.f.Kafka.TransactionTimeout.Duration; tt >= time.Second && s.Commit.Interval.Duration >= tt {
 			// The broker aborts a transaction open longer than this.
 			v.report(ip, "must be below kafka.transaction_timeout %s (got %s)", v.num("kafka.transaction_timeout", tt.String()), v.num(ip, s.Commit.Interval.String()))
@@ -244,50 +223,23 @@ func (v *validator) deadLetterTopic(path, topic string, declared map[string]bool
 	}
 }
 
-// commitBounds checks the commit mapping at path.
-func (v *validator) commitBounds(path string, c Commit) {
-	if ip := path + ".interval"; c.Interval.Duration <= 0 {
-		v.report(ip, "must be greater than 0 (got %s)", v.num(ip, c.Interval.String()))
-	}
-	if mp := path + ".max_records"; c.MaxRecords < 1 {
-		v.report(mp, "must be at least 1 (got %s)", v.num(mp, strconv.Itoa(c.MaxRecords)))
-	}
-}
-
-// Bounds of metadata_max_age: franz-go refuses more than 1h, and refreshes
-// at most every 5s (its metadata min age) unless told otherwise.
-const (
-	minMetadataMaxAge = time.Second
-	maxMetadataMaxAge = time.Hour
-)
-
-// groupSettings checks session_timeout and metadata_max_age of the stage or
-// sink at path.
-func (v *validator) groupSettings(path string, session, metadata Duration) {
-	v.sessionTimeout(path+".session_timeout", session)
-	if mp := path + ".metadata_max_age"; metadata.Duration < minMetadataMaxAge || metadata.Duration > maxMetadataMaxAge {
-		v.report(mp, "must be between 1s and 1h (got %s)", v.num(mp, metadata.String()))
-	}
-}
-
 // fetchSizes checks fetch_max_bytes and max_partition_fetch_bytes of the
 // stage or sink at path.
 func (v *validator) fetchSizes(path string, maxBytes, partitionBytes int32) {
 	mp, pp := path+".fetch_max_bytes", path+".max_partition_fetch_bytes"
-	maxOK := maxBytes >= MinFetchBytes && maxBytes <= MaxFetchBytes
-	if !maxOK {
-		v.report(mp, "must be between %d (1 KiB) and %d (100 MiB) bytes (got %s)", MinFetchBytes, MaxFetchBytes, v.num(mp, strconv.Itoa(int(maxBytes))))
-	}
+	s := specOf(stripIndexes(pp))
+	lo, hi := Bounds[int32](stripIndexes(pp))
+	maxOK := maxBytes >= lo && maxBytes <= hi // reported by checkSpec
 	// Every problem at once: a written max_partition_fetch_bytes is
 	// checked against its own bounds even when fetch_max_bytes is wrong
 	// (a defaulted one follows fetch_max_bytes, and is not reported), and
 	// against fetch_max_bytes when that is right.
 	written := v.has(pp)
 	switch {
-	case partitionBytes < MinFetchBytes && (maxOK || written):
-		v.report(pp, "must be at least %d (1 KiB) bytes (got %s)", MinFetchBytes, v.num(pp, strconv.Itoa(int(partitionBytes))))
-	case !maxOK && written && partitionBytes > MaxFetchBytes:
-		v.report(pp, "must be at most %d (100 MiB) bytes (got %s)", MaxFetchBytes, v.num(pp, strconv.Itoa(int(partitionBytes))))
+	case partitionBytes < lo && (maxOK || written):
+		v.report(pp, "must be at least %s bytes (got %s)", s.text(s.min), v.num(pp, strconv.Itoa(int(partitionBytes))))
+	case !maxOK && written && partitionBytes > hi:
+		v.report(pp, "must be at most %s bytes (got %s)", s.text(s.max), v.num(pp, strconv.Itoa(int(partitionBytes))))
 	case maxOK && partitionBytes > maxBytes:
 		v.report(pp, "must not exceed fetch_max_bytes %s (got %s)", v.num(mp, strconv.Itoa(int(maxBytes))), v.num(pp, strconv.Itoa(int(partitionBytes))))
 	}
@@ -300,10 +252,6 @@ func (v *validator) endpoint(path string, e Endpoint, declared map[string]bool, 
 		return
 	}
 	v.topicRef(path+".topic", e.Topic, declared)
-	fp := path + ".format"
-	if !slices.Contains(formats, e.Format) {
-		v.report(fp, "unknown format %s (valid: %s)", v.q(fp, e.Format), strings.Join(formats, ", "))
-	}
 	v.avro(path, e)
 }
 

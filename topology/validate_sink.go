@@ -19,11 +19,7 @@ var (
 	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 	// fieldFormats are the input formats whose values have fields.
 	fieldFormats = []string{"json", "avro"}
-	typeSources  = []string{TypesDeclared, TypesFromSchema}
 	sources      = []string{SourceValue, SourceKey, SourceTopic, SourcePartition, SourceOffset, SourceTimestamp}
-	tombstones   = []string{TombstonesSkip, TombstonesDelete}
-	sinkModes    = []string{ModeInsert, ModeUpsert}
-	envelopes    = []string{EnvelopeNone, EnvelopeDebezium}
 )
 
 func (v *validator) sinks(declared map[string]bool) {
@@ -45,8 +41,6 @@ func (v *validator) sinks(declared map[string]bool) {
 		v.endpoint(p+".input", s.Input, declared, "orders.clean")
 		v.sinkDeadLetter(p+".dead_letter", i, declared)
 
-		v.commitBounds(p+".commit", s.Commit)
-		v.groupSettings(p, s.SessionTimeout, s.MetadataMaxAge)
 		v.fetchSizes(p, s.FetchMaxBytes, s.MaxPartitionFetchBytes)
 		v.postgres(p+".postgres", s)
 	}
@@ -134,9 +128,6 @@ func (v *validator) postgres(p string, s Sink) {
 	if pg.PositionsTable != "" && pg.PositionsTable == pg.Table {
 		v.report(p+".positions_table", "must differ from table")
 	}
-	if tp := p + ".timeout"; pg.Timeout.Duration < MinPostgresTimeout || pg.Timeout.Duration > MaxPostgresTimeout {
-		v.report(tp, "must be between 1s and 1h (got %s)", v.num(tp, pg.Timeout.String()))
-	}
 
 	cp := p + ".columns"
 	if len(pg.Columns) == 0 {
@@ -171,12 +162,6 @@ func (v *validator) postgres(p string, s Sink) {
 	case len(pg.Columns) > 0 && !ok:
 		v.report(ep, "column %s is not in columns (add it, e.g. %s: %s)", v.q(ep, pg.EventID), pg.EventID, pg.EventID)
 	}
-	if tp := p + ".tombstones"; !slices.Contains(tombstones, pg.Tombstones) {
-		v.report(tp, "unknown tombstone policy %s (valid: %s)", v.q(tp, pg.Tombstones), strings.Join(tombstones, ", "))
-	}
-	if mp := p + ".mode"; !slices.Contains(sinkModes, pg.Mode) {
-		v.report(mp, "unknown mode %s (valid: %s)", v.q(mp, pg.Mode), strings.Join(sinkModes, ", "))
-	}
 	v.version(p, pg)
 	v.envelope(p, s)
 }
@@ -201,16 +186,6 @@ func (v *validator) version(p string, pg Postgres) {
 // envelope checks the envelope of a sink s's postgres block at p.
 func (v *validator) envelope(p string, s Sink) {
 	pg, ep := s.Postgres, p+".envelope"
-	if pg.Envelope == "" {
-		if v.has(ep) {
-			v.report(ep, "must not be empty (valid: %s)", strings.Join(envelopes, ", "))
-		}
-		return
-	}
-	if !slices.Contains(envelopes, pg.Envelope) {
-		v.report(ep, "unknown envelope %s (valid: %s)", v.q(ep, pg.Envelope), strings.Join(envelopes, ", "))
-		return
-	}
 	if pg.Envelope != EnvelopeDebezium {
 		return
 	}
@@ -243,20 +218,6 @@ func (v *validator) qualified(path, name, example string) {
 	schema, table, ok := strings.Cut(name, ".")
 	if !ok || !identifier.MatchString(schema) || !identifier.MatchString(table) {
 		v.report(path, "invalid table %s (want schema.table, each a letter or '_' then letters, digits or '_', e.g. %s)", v.q(path, name), example)
-	}
-}
-
-// sessionTimeout checks a consumer group session timeout at path against
-// what the client accepts: at least its heartbeat interval, at most what
-// the protocol carries. The broker's own bounds
-// (group.min.session.timeout.ms, 6s, and group.max.session.timeout.ms, 30
-// min, by default) are checked at start, since only the broker knows them.
-func (v *validator) sessionTimeout(path string, d Duration) {
-	switch {
-	case d.Duration < HeartbeatInterval:
-		v.report(path, "must be at least %s, the client's heartbeat interval (got %s)", HeartbeatInterval, v.num(path, d.String()))
-	case d.Duration > MaxWireTimeout:
-		v.report(path, "must be at most %s (got %s)", MaxWireTimeout, v.num(path, d.String()))
 	}
 }
 
@@ -316,8 +277,7 @@ func (v *validator) columnType(path, t string) {
 func (v *validator) schemaTypes(p string, s Sink) {
 	pg, tp, ap := s.Postgres, p+".types", p+".auto_columns"
 	switch {
-	case !slices.Contains(typeSources, pg.Types):
-		v.report(tp, "unknown types %s (valid: %s)", v.q(tp, pg.Types), strings.Join(typeSources, ", "))
+	case !slices.Contains(specOf("sinks[].postgres.types").enum, pg.Types): // reported by checkSpec
 	case pg.Types == TypesFromSchema && s.Input.Format != "avro":
 		v.report(tp, "from_schema needs input format avro (input format is %s)", v.q(strings.TrimSuffix(p, ".postgres")+".input.format", s.Input.Format))
 	case pg.Types == TypesFromSchema && pg.Envelope == EnvelopeDebezium:
