@@ -19,13 +19,16 @@ import (
 type decoder struct {
 	file   string
 	lookup func(string) (string, bool)
-	errs   Errors
-	pos    map[string]Position
-	null   map[string]bool   // paths written as null (~, null or nothing)
-	src    map[string]string // source text of scalars that referenced variables
-	failed map[string]bool   // paths whose value could not be decoded
-	types  map[string]string // column path -> type, of columns written in the long form
-	nodes  int               // nodes decoded so far, aliases counted each time
+	// offline checks a file where it will not run (LoadOffline): a
+	// variable that is not set leaves its value unknown, not wrong.
+	offline bool
+	errs    Errors
+	pos     map[string]Position
+	null    map[string]bool   // paths written as null (~, null or nothing)
+	src     map[string]string // source text of scalars that referenced variables
+	failed  map[string]bool   // paths whose value could not be decoded
+	types   map[string]string // column path -> type, of columns written in the long form
+	nodes   int               // nodes decoded so far, aliases counted each time
 }
 
 // scalarDecoder is implemented by types decoded from one scalar string.
@@ -292,7 +295,13 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (s string, refs, ok bo
 		d.fail(n, path, "expected %s, got %s", want, kindName(n))
 		return "", false, false
 	}
-	s, refs, problems := expand(n.Value, d.lookup)
+	s, refs, problems, unset := expand(n.Value, d.lookup)
+	if d.offline && len(unset) > 0 && len(unset) == len(problems) {
+		// Unknown until run: no check may judge the value.
+		d.src[path] = n.Value
+		d.failed[path] = true
+		return "", refs, false
+	}
 	for _, p := range problems {
 		d.fail(n, path, "%s", p)
 	}

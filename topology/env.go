@@ -11,10 +11,11 @@ import (
 //
 // refs reports whether s referenced any variable, in which case out may
 // hold a secret and must not appear in messages. problems never contain a
-// variable's value.
-func expand(s string, lookup func(string) (string, bool)) (out string, refs bool, problems []string) {
+// variable's value; unset lists the variables that are not set, whose
+// problems are among them.
+func expand(s string, lookup func(string) (string, bool)) (out string, refs bool, problems, unset []string) {
 	if !strings.Contains(s, "$") {
-		return s, false, nil
+		return s, false, nil, nil
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -54,9 +55,10 @@ func expand(s string, lookup func(string) (string, bool)) (out string, refs bool
 			b.WriteString(def)
 		default:
 			problems = append(problems, fmt.Sprintf("environment variable %q is not set", name))
+			unset = append(unset, name)
 		}
 	}
-	return b.String(), refs, problems
+	return b.String(), refs, problems, unset
 }
 
 // isEnvName reports whether s is a portable environment variable name.

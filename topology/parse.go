@@ -46,6 +46,20 @@ func LoadDraft(path string) (*File, error) {
 	return ParseDraft(path, data, os.LookupEnv)
 }
 
+// LoadOffline is LoadDraft for checking a file where it will not run
+// (exactly validate, CI): it needs none of the secrets the file refers
+// to. A ${VAR} that is not set leaves its value unknown, and the checks of
+// that value to the process that runs the file, which reports it unset; a
+// connection string from the environment is not parsed, nor are AWS
+// credentials looked for.
+func LoadOffline(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load topology: %w", err)
+	}
+	return parse(path, data, os.LookupEnv, true)
+}
+
 // ParseDraft is Parse that, on failure, also returns the file as far as it
 // decoded, when it decoded at all (nil for a YAML syntax error or a file
 // that is not a mapping), so that checks made outside this package (the
@@ -53,10 +67,16 @@ func LoadDraft(path string) (*File, error) {
 // one run. Such a draft is for checking only: it may hold zero values where
 // a problem was, and Problem says where one was reported.
 func ParseDraft(name string, data []byte, lookupEnv func(string) (string, bool)) (*File, error) {
+	return parse(name, data, lookupEnv, false)
+}
+
+// parse is ParseDraft, offline (see LoadOffline) or not.
+func parse(name string, data []byte, lookupEnv func(string) (string, bool), offline bool) (*File, error) {
 	if lookupEnv == nil {
 		lookupEnv = func(string) (string, bool) { return "", false }
 	}
 	d := newDecoder(name, lookupEnv)
+	d.offline = offline
 	root := d.root(data)
 	if root == nil {
 		return nil, d.errs.sorted()

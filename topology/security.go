@@ -196,7 +196,7 @@ func (v *validator) awsCredentials(p string, c *AWSCredentials) {
 			return Secret(s)
 		}
 		c.AccessKeyID, c.SecretAccessKey, c.SessionToken = get(EnvAWSAccessKeyID), get(EnvAWSSecretAccessKey), get(EnvAWSSessionToken)
-		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
+		if (c.AccessKeyID == "" || c.SecretAccessKey == "") && !v.d.offline {
 			v.report(p, "required: AWS_MSK_IAM takes its credentials from %s and %s (and %s for temporary ones), which are not both set; "+
 				"set them, or write aws: { access_key_id: ${...}, secret_access_key: ${...} }",
 				EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken)

@@ -203,6 +203,11 @@ func (v *validator) stages(declared map[string]bool) {
 		switch {
 		case s.Key == "" && v.has(kp):
 			v.report(kp, "must be a non-empty field name (or leave key out)")
+		case !plainField(s.Key):
+			// A CEL expression here would pass, then dead-letter every
+			// record for a missing field named like the expression.
+			v.report(kp, "%s is not a field name: a stage's key names a top-level field of the output value (for an expression, add a transform step instead: - key: %s)",
+				v.q(kp, s.Key), v.name(kp, s.Key))
 		case s.Key != "" && (s.Input.Format == "string" || s.Input.Format == "bytes"):
 			v.report(kp, "key needs input format json or avro, since the key is a field of the record's value (input format is %s)",
 				v.q(p+".input.format", s.Input.Format))
@@ -211,6 +216,13 @@ func (v *validator) stages(declared map[string]bool) {
 		}
 		v.transform(p, s, declared)
 	}
+}
+
+// plainField reports whether name reads as a top-level field name rather
+// than a path or an expression: no dots, brackets, parentheses, operators,
+// quotes or spaces.
+func plainField(name string) bool {
+	return !strings.ContainsAny(name, ".[](){}+*/%<>=!&|?:,'\" \t")
 }
 
 // deadLetterTopic checks the dead_letter mapping at path; example is a
