@@ -76,8 +76,8 @@ type Aggregation struct {
 	Last  string `yaml:"last"`
 }
 
-// AggregationKinds are the kinds of Aggregation, in the order documented.
-var AggregationKinds = []string{"count", "sum", "min", "max", "avg", "first", "last"}
+// aggregationKinds are the kinds of Aggregation, in the order documented.
+var aggregationKinds = []string{"count", "sum", "min", "max", "avg", "first", "last"}
 
 // Kind returns the aggregation's kind and expression ("" for count), or
 // "" if none or several fields are set.
@@ -118,7 +118,7 @@ const TimestampTime = "$timestamp"
 
 // Emit modes of an aggregate step.
 const (
-	EmitFinal  = "final"
+	emitFinal  = "final"
 	EmitUpdate = "update"
 )
 
@@ -150,8 +150,8 @@ func (s *Stage) StateStore() string {
 		return DedupeStore
 	case s.AggregateStep() != nil:
 		return AggregateStore
-	case s.StatefulStep() != nil:
-		return s.StatefulStep().StoreName()
+	case s.statefulStep() != nil:
+		return s.statefulStep().StoreName()
 	}
 	return ""
 }
@@ -219,7 +219,7 @@ func (v *validator) aggregate(p, sp string, i int, s Stage, a Aggregate) {
 	for _, name := range names {
 		np := ap + ".aggregations." + name
 		if kind, expr := a.Aggregations[name].Kind(); kind == "" {
-			v.report(np, "want count, or one of %s with an expression (e.g. { sum: value.amount })", strings.Join(AggregationKinds[1:], ", "))
+			v.report(np, "want count, or one of %s with an expression (e.g. { sum: value.amount })", strings.Join(aggregationKinds[1:], ", "))
 		} else if kind != "count" && strings.TrimSpace(expr) == "" {
 			v.report(np, "expression must not be empty")
 		}

@@ -192,20 +192,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if mapping {
 			want = mt.alsoMapping()
 		}
-		s, refs, ok := d.scalar(n, path, want)
-		if !ok {
-			return
-		}
-		switch err := sd.parseScalar(s); {
-		case errors.Is(err, errBadAggregation):
-			d.fail(n, path, "invalid aggregation %s (want count, or a mapping of one of sum, min, max, avg, first, last to an expression)", shown(n.Value, refs))
-		case errors.Is(err, errRetentionTooLong):
-			d.fail(n, path, "retention %s is longer than 100 years (36500d), the most a retention may be", shown(n.Value, refs))
-		case errors.Is(err, errBadRetention):
-			d.fail(n, path, "invalid retention %s (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)", shown(n.Value, refs))
-		case err != nil:
-			d.fail(n, path, "invalid duration %s (want a number and a unit such as 100ms, 5s or 1m)", shown(n.Value, refs))
-		}
+		d.decodeScalar(n, sd, path, want)
 		return
 	}
 	if cs, ok := v.Addr().Interface().(*ColumnSources); ok {
@@ -216,63 +203,97 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	case reflect.Struct:
 		d.decodeStruct(n, v, path)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.fail(n, path, "expected a sequence, got %s", kindName(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, c := range n.Content {
-			d.decode(c, s.Index(i), path+"["+strconv.Itoa(i)+"]")
-		}
-		v.Set(s)
+		d.decodeSlice(n, v, path)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			d.fail(n, path, "expected a mapping, got %s", kindName(n))
-			return
-		}
-		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
-		for _, e := range d.entries(n, path) {
-			ev := reflect.New(v.Type().Elem()).Elem()
-			d.decode(e.val, ev, join(path, e.key))
-			m.SetMapIndex(reflect.ValueOf(e.key).Convert(v.Type().Key()), ev)
-		}
-		v.Set(m)
+		d.decodeMap(n, v, path)
 	case reflect.String:
 		if s, _, ok := d.scalar(n, path, "a string"); ok {
 			v.SetString(s)
 		}
 	case reflect.Bool:
-		s, refs, ok := d.scalar(n, path, "true or false")
-		if !ok {
-			return
-		}
-		switch s {
-		case "true":
-			v.SetBool(true)
-		case "false":
-			v.SetBool(false)
-		default:
-			d.fail(n, path, "expected true or false, got %s", shown(n.Value, refs))
-		}
+		d.decodeBool(n, v, path)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		s, refs, ok := d.scalar(n, path, "an integer")
-		if !ok {
-			return
-		}
-		bits := v.Type().Bits()
-		i, err := strconv.ParseInt(s, 10, bits)
-		switch {
-		case errors.Is(err, strconv.ErrRange):
-			lim := int64(1)<<(bits-1) - 1
-			d.fail(n, path, "integer %s is out of range (%d..%d)", shown(n.Value, refs), -lim-1, lim)
-		case err != nil:
-			d.fail(n, path, "expected an integer, got %s", shown(n.Value, refs))
-		default:
-			v.SetInt(i)
-		}
+		d.decodeInt(n, v, path)
 	default:
 		// Unreachable for the types of this package.
 		d.fail(n, path, "cannot decode into %s", v.Type())
+	}
+}
+
+// decodeScalar stores scalar n into sd; want says what is expected.
+func (d *decoder) decodeScalar(n *yaml.Node, sd scalarDecoder, path, want string) {
+	s, refs, ok := d.scalar(n, path, want)
+	if !ok {
+		return
+	}
+	switch err := sd.parseScalar(s); {
+	case errors.Is(err, errBadAggregation):
+		d.fail(n, path, "invalid aggregation %s (want count, or a mapping of one of sum, min, max, avg, first, last to an expression)", shown(n.Value, refs))
+	case errors.Is(err, errRetentionTooLong):
+		d.fail(n, path, "retention %s is longer than 100 years (36500d), the most a retention may be", shown(n.Value, refs))
+	case errors.Is(err, errBadRetention):
+		d.fail(n, path, "invalid retention %s (want numbers with units d, h, m or s, such as 7d, 12h or 1d12h)", shown(n.Value, refs))
+	case err != nil:
+		d.fail(n, path, "invalid duration %s (want a number and a unit such as 100ms, 5s or 1m)", shown(n.Value, refs))
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "expected a sequence, got %s", kindName(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, c := range n.Content {
+		d.decode(c, s.Index(i), path+"["+strconv.Itoa(i)+"]")
+	}
+	v.Set(s)
+}
+
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		d.fail(n, path, "expected a mapping, got %s", kindName(n))
+		return
+	}
+	m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	for _, e := range d.entries(n, path) {
+		ev := reflect.New(v.Type().Elem()).Elem()
+		d.decode(e.val, ev, join(path, e.key))
+		m.SetMapIndex(reflect.ValueOf(e.key).Convert(v.Type().Key()), ev)
+	}
+	v.Set(m)
+}
+
+func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string) {
+	s, refs, ok := d.scalar(n, path, "true or false")
+	if !ok {
+		return
+	}
+	switch s {
+	case "true":
+		v.SetBool(true)
+	case "false":
+		v.SetBool(false)
+	default:
+		d.fail(n, path, "expected true or false, got %s", shown(n.Value, refs))
+	}
+}
+
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string) {
+	s, refs, ok := d.scalar(n, path, "an integer")
+	if !ok {
+		return
+	}
+	bits := v.Type().Bits()
+	i, err := strconv.ParseInt(s, 10, bits)
+	switch {
+	case errors.Is(err, strconv.ErrRange):
+		lim := int64(1)<<(bits-1) - 1
+		d.fail(n, path, "integer %s is out of range (%d..%d)", shown(n.Value, refs), -lim-1, lim)
+	case err != nil:
+		d.fail(n, path, "expected an integer, got %s", shown(n.Value, refs))
+	default:
+		v.SetInt(i)
 	}
 }
 

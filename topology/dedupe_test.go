@@ -27,15 +27,15 @@ func TestParseRetention(t *testing.T) {
 		{in: "1d 2h", bad: true},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			got, err := ParseRetention(tc.in)
+			got, err := parseRetention(tc.in)
 			if tc.bad {
 				if err == nil {
-					t.Fatalf("ParseRetention(%q) = %v, want an error", tc.in, got)
+					t.Fatalf("parseRetention(%q) = %v, want an error", tc.in, got)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("ParseRetention(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+				t.Fatalf("parseRetention(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 			}
 		})
 	}

@@ -22,9 +22,9 @@ var cloudEnv = env(map[string]string{
 	"MSK_KEY_ID":          testAccessKeyID,
 	"MSK_SECRET":          testSecretKey,
 	"MSK_SESSION":         testSessionToken,
-	EnvAWSAccessKeyID:     testAccessKeyID,
-	EnvAWSSecretAccessKey: testSecretKey,
-	EnvAWSSessionToken:    testSessionToken,
+	envAWSAccessKeyID:     testAccessKeyID,
+	envAWSSecretAccessKey: testSecretKey,
+	envAWSSessionToken:    testSessionToken,
 	"EMPTY":               "",
 })
 
@@ -67,7 +67,7 @@ func TestParseManagedKafkaSASL(t *testing.T) {
 			SASL{Mechanism: MechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID,
 				SecretAccessKey: testSecretKey, SessionToken: testSessionToken}}},
 		{"msk iam, long-term keys without a session token", "  tls: {}\n  sasl: { mechanism: AWS_MSK_IAM }\n",
-			env(map[string]string{EnvAWSAccessKeyID: testAccessKeyID, EnvAWSSecretAccessKey: testSecretKey}),
+			env(map[string]string{envAWSAccessKeyID: testAccessKeyID, envAWSSecretAccessKey: testSecretKey}),
 			SASL{Mechanism: MechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID, SecretAccessKey: testSecretKey}}},
 	}
 	for _, tt := range tests {
@@ -108,7 +108,7 @@ func TestParseManagedKafkaSASLValidation(t *testing.T) {
 			[]string{`t.yaml:4:91: kafka.sasl.token: not used by SCRAM-SHA-512 (it takes username, password, password_file)`}},
 		{"msk iam without credentials", "  sasl: { mechanism: AWS_MSK_IAM }\n", env(nil),
 			[]string{`t.yaml:4:9: kafka.sasl.aws: required: AWS_MSK_IAM takes its credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), which are not both set; set them, or write aws: { access_key_id: ${...}, secret_access_key: ${...} }`}},
-		{"msk iam with only the key ID in the environment", "  sasl: { mechanism: AWS_MSK_IAM }\n", env(map[string]string{EnvAWSAccessKeyID: testAccessKeyID}),
+		{"msk iam with only the key ID in the environment", "  sasl: { mechanism: AWS_MSK_IAM }\n", env(map[string]string{envAWSAccessKeyID: testAccessKeyID}),
 			[]string{`t.yaml:4:9: kafka.sasl.aws: required: AWS_MSK_IAM takes its credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), which are not both set; set them, or write aws: { access_key_id: ${...}, secret_access_key: ${...} }`}},
 		{"msk iam mapping without the secret", "  sasl: { mechanism: AWS_MSK_IAM, aws: { access_key_id: \"${MSK_KEY_ID}\" } }\n", cloudEnv,
 			[]string{`t.yaml:4:40: kafka.sasl.aws.secret_access_key: required (e.g. secret_access_key: ${AWS_SECRET_ACCESS_KEY})`}},

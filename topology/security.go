@@ -195,11 +195,11 @@ func (v *validator) awsCredentials(p string, c *AWSCredentials) {
 			s, _ := v.d.lookup(name)
 			return Secret(s)
 		}
-		c.AccessKeyID, c.SecretAccessKey, c.SessionToken = get(EnvAWSAccessKeyID), get(EnvAWSSecretAccessKey), get(EnvAWSSessionToken)
+		c.AccessKeyID, c.SecretAccessKey, c.SessionToken = get(envAWSAccessKeyID), get(envAWSSecretAccessKey), get(envAWSSessionToken)
 		if (c.AccessKeyID == "" || c.SecretAccessKey == "") && !v.d.offline {
 			v.report(p, "required: AWS_MSK_IAM takes its credentials from %s and %s (and %s for temporary ones), which are not both set; "+
 				"set them, or write aws: { access_key_id: ${...}, secret_access_key: ${...} }",
-				EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken)
+				envAWSAccessKeyID, envAWSSecretAccessKey, envAWSSessionToken)
 		}
 		return
 	}
@@ -207,8 +207,8 @@ func (v *validator) awsCredentials(p string, c *AWSCredentials) {
 		name, env string
 		val       Secret
 	}{
-		{"access_key_id", EnvAWSAccessKeyID, c.AccessKeyID},
-		{"secret_access_key", EnvAWSSecretAccessKey, c.SecretAccessKey},
+		{"access_key_id", envAWSAccessKeyID, c.AccessKeyID},
+		{"secret_access_key", envAWSSecretAccessKey, c.SecretAccessKey},
 	} {
 		fp := p + "." + f.name
 		switch {
@@ -218,7 +218,7 @@ func (v *validator) awsCredentials(p string, c *AWSCredentials) {
 			v.report(fp, "must not be empty")
 		}
 	}
-	for _, f := range []struct{ name, env string }{{"secret_access_key", EnvAWSSecretAccessKey}, {"session_token", EnvAWSSessionToken}} {
+	for _, f := range []struct{ name, env string }{{"secret_access_key", envAWSSecretAccessKey}, {"session_token", envAWSSessionToken}} {
 		if fp := p + "." + f.name; v.literal(fp) {
 			v.warn(fp, "%s written literally in the file (write it as ${%s}, so that it stays out of version control)", f.name, f.env)
 		}

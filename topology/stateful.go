@@ -45,8 +45,8 @@ func (s Stateful) StoreName() string {
 	return s.Func
 }
 
-// StatefulStep returns the stage's stateful step, nil if it has none.
-func (s *Stage) StatefulStep() *Stateful {
+// statefulStep returns the stage's stateful step, nil if it has none.
+func (s *Stage) statefulStep() *Stateful {
 	for i := range s.Transform {
 		if s.Transform[i].Op() == "stateful" {
 			return &s.Transform[i].Stateful

@@ -24,8 +24,8 @@ func TestParseStateful(t *testing.T) {
 				t.Fatalf("Parse: %v", err)
 			}
 			st := &f.Stages[0]
-			if sf := st.StatefulStep(); sf == nil || *sf != tc.want {
-				t.Fatalf("StatefulStep() = %+v, want %+v", sf, tc.want)
+			if sf := st.statefulStep(); sf == nil || *sf != tc.want {
+				t.Fatalf("statefulStep() = %+v, want %+v", sf, tc.want)
 			}
 			if op := st.Transform[1].Op(); op != "stateful" {
 				t.Fatalf("Op() = %q, want stateful", op)

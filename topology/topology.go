@@ -67,7 +67,7 @@ type Retention struct{ time.Duration }
 
 // parseScalar implements scalarDecoder.
 func (r *Retention) parseScalar(s string) error {
-	v, err := ParseRetention(s)
+	v, err := parseRetention(s)
 	if err != nil {
 		return err
 	}
@@ -79,10 +79,10 @@ func (r *Retention) parseScalar(s string) error {
 // round-trips.
 func (r Retention) MarshalYAML() (any, error) { return r.String(), nil }
 
-// ParseRetention parses s, one or more non-negative integers each followed
+// parseRetention parses s, one or more non-negative integers each followed
 // by a unit d, h, m or s ("7d", "1d12h"), at most 100 years in all. It
 // returns errBadRetention or errRetentionTooLong, which do not repeat s.
-func ParseRetention(s string) (time.Duration, error) {
+func parseRetention(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, errBadRetention
 	}
@@ -263,9 +263,9 @@ type AWSCredentials struct {
 // Standard AWS environment variables, read for AWS_MSK_IAM when the
 // topology has no kafka.sasl.aws mapping.
 const (
-	EnvAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
-	EnvAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
-	EnvAWSSessionToken    = "AWS_SESSION_TOKEN"
+	envAWSAccessKeyID     = "AWS_ACCESS_KEY_ID"
+	envAWSSecretAccessKey = "AWS_SECRET_ACCESS_KEY"
+	envAWSSessionToken    = "AWS_SESSION_TOKEN"
 )
 
 // SASL mechanisms.

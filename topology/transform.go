@@ -6,8 +6,8 @@ import (
 	"strings"
 )
 
-// StepOps are the operation fields of a Step, in the order documented.
-var StepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe", "aggregate", "stateful"}
+// stepOps are the operation fields of a Step, in the order documented.
+var stepOps = []string{"filter", "set", "drop", "rename", "key", "route", "explode", "headers", "func", "dedupe", "aggregate", "stateful"}
 
 // Op returns the name of the step's operation, or "" if none or several
 // are set.
@@ -21,7 +21,7 @@ func (st *Step) Op() string {
 // ops lists the operation fields that are set.
 func (st *Step) ops() []string {
 	var ops []string
-	for _, op := range StepOps {
+	for _, op := range stepOps {
 		if st.has(op) {
 			ops = append(ops, op)
 		}
@@ -76,7 +76,7 @@ func (v *validator) transform(p string, s Stage, declared map[string]bool) {
 		}
 		switch len(ops) {
 		case 0:
-			v.report(sp, "a step needs one operation (one of: %s)", strings.Join(StepOps, ", "))
+			v.report(sp, "a step needs one operation (one of: %s)", strings.Join(stepOps, ", "))
 			continue
 		case 1:
 		default:
