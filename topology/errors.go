@@ -14,7 +14,7 @@ var errBadDuration = errors.New("invalid duration")
 // errBadAggregation is returned by Aggregation.parseScalar.
 var errBadAggregation = errors.New("invalid aggregation")
 
-// errBadRetention is returned by ParseRetention.
+// errBadRetention is returned by parseRetention.
 var errBadRetention = errors.New("invalid retention")
 
 // errRetentionTooLong is a retention beyond maxRetention (100 years).
