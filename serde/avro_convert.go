@@ -18,46 +18,101 @@ import (
 // Avro specification's "Schema Resolution" says. Without a reader schema r
 // is w. Errors wrap ErrIncompatible or ErrSyntax.
 func fromAvro(w, r *avroType, v any) (any, error) {
-	if w.kind == "union" {
-		if v == nil {
-			return fromAvro(nullType, r, nil)
-		}
-		m, ok := v.(map[string]any)
-		if !ok || len(m) != 1 {
-			return nil, fmt.Errorf("%w: union value %T", ErrSyntax, v)
-		}
-		for name, inner := range m {
-			for _, b := range w.branches {
-				if b.unionName() == name {
-					return fromAvro(b, r, inner)
-				}
-			}
-			return nil, fmt.Errorf("%w: union has no branch %q", ErrSyntax, name)
-		}
+	if w.kind == kindUnion {
+		return fromAvroUnion(w, r, v)
 	}
-	if r.kind == "union" {
-		// A branch of the writer's own type first, then the first that
-		// matches (by promotion): a long written in ["double","long"] is
-		// read as its long, not promoted to a double (which would round
-		// it, or dead-letter a datum this very schema wrote). The Java
-		// implementation resolves the same way (ResolvingGrammarGenerator's
-		// bestBranch: same type, then promotable); the specification says
-		// only "the first schema in the reader's union that matches".
-		for _, b := range r.branches {
-			if b.kind == w.kind && b.logical == w.logical && matches(w, b) {
-				return fromAvro(w, b, v)
-			}
-		}
-		for _, b := range r.branches {
-			if matches(w, b) {
-				return fromAvro(w, b, v)
-			}
-		}
-		return nil, fmt.Errorf("%w: writer type %s matches no branch of the reader's union", ErrIncompatible, w.unionName())
+	if r.kind == kindUnion {
+		return fromAvroIntoUnion(w, r, v)
 	}
 	if !matches(w, r) {
 		return nil, fmt.Errorf("%w: writer type %s cannot be read as %s", ErrIncompatible, w.unionName(), r.unionName())
 	}
+	if r.logical != logicalNone {
+		return fromAvroLogical(w, r, v)
+	}
+	return fromAvroKind(w, r, v)
+}
+
+// fromAvroKind is fromAvro of a writer type that is no union into a
+// reader type that matches it and has no logical type.
+func fromAvroKind(w, r *avroType, v any) (any, error) {
+	switch w.kind {
+	case kindNull:
+		return nil, nil
+	case kindBoolean, kindDouble:
+		return v, nil
+	case kindInt:
+		return fromAvroInteger(r, int64(v.(int32)), w)
+	case kindLong:
+		return fromAvroInteger(r, v.(int64), w)
+	case kindFloat:
+		return fromAvroFloat(r, v.(float32)), nil
+	case kindString:
+		if r.kind == kindBytes {
+			return []byte(v.(string)), nil
+		}
+		return v, nil
+	case kindBytes, kindFixed:
+		return fromAvroBytes(r, v.([]byte))
+	case kindEnum:
+		return fromAvroEnum(r, v.(string))
+	case kindArray:
+		return convertItems(v.([]any), func(e any) (any, error) { return fromAvro(w.items, r.items, e) }, false)
+	case kindMap:
+		return convertValues(v.(map[string]any), func(e any) (any, error) { return fromAvro(w.values, r.values, e) }, false)
+	case kindRecord:
+		return fromAvroRecord(w, r, v.(map[string]any))
+	}
+	return nil, fmt.Errorf("%w: type %s", ErrSyntax, w.kind)
+}
+
+// fromAvroUnion reads v, a value of writer union w, as its branch.
+func fromAvroUnion(w, r *avroType, v any) (any, error) {
+	if v == nil {
+		return fromAvro(nullType, r, nil)
+	}
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return nil, fmt.Errorf("%w: union value %T", ErrSyntax, v)
+	}
+	var name string
+	var inner any
+	for name, inner = range m {
+	}
+	for _, b := range w.branches {
+		if b.unionName() == name {
+			return fromAvro(b, r, inner)
+		}
+	}
+	return nil, fmt.Errorf("%w: union has no branch %q", ErrSyntax, name)
+}
+
+// fromAvroIntoUnion reads v, of writer type w (not a union), as a branch
+// of reader union r.
+func fromAvroIntoUnion(w, r *avroType, v any) (any, error) {
+	// A branch of the writer's own type first, then the first that
+	// matches (by promotion): a long written in ["double","long"] is
+	// read as its long, not promoted to a double (which would round
+	// it, or dead-letter a datum this very schema wrote). The Java
+	// implementation resolves the same way (ResolvingGrammarGenerator's
+	// bestBranch: same type, then promotable); the specification says
+	// only "the first schema in the reader's union that matches".
+	for _, b := range r.branches {
+		if b.kind == w.kind && b.logical == w.logical && matches(w, b) {
+			return fromAvro(w, b, v)
+		}
+	}
+	for _, b := range r.branches {
+		if matches(w, b) {
+			return fromAvro(w, b, v)
+		}
+	}
+	return nil, fmt.Errorf("%w: writer type %s matches no branch of the reader's union", ErrIncompatible, w.unionName())
+}
+
+// fromAvroLogical reads v, of writer type w, as r, which has a logical
+// type.
+func fromAvroLogical(w, r *avroType, v any) (any, error) {
 	// The specification resolves the physical types and leaves logical
 	// types to the reader, so a writer's timestamp-millis read as
 	// timestamp-micros (or a date as timestamp-millis) would be the same
@@ -65,119 +120,113 @@ func fromAvro(w, r *avroType, v any) (any, error) {
 	// that differ are incompatible instead; a writer's plain number read
 	// as a logical type is the reader's to interpret, as the specification
 	// says.
-	if w.logical != "" && r.logical != "" && w.logical != r.logical {
+	if w.logical != logicalNone && w.logical != r.logical {
 		return nil, fmt.Errorf("%w: writer type %s (%s) cannot be read as %s (%s): the same number would be another value",
 			ErrIncompatible, w.logical, w.kind, r.logical, r.kind)
 	}
-	if r.logical != "" {
-		switch {
-		case r.logical == "decimal" && (w.logical != "decimal" || w.scale != r.scale):
-			return nil, fmt.Errorf("%w: writer decimal scale %d, reader scale %d", ErrIncompatible, w.scale, r.scale)
-		case r.kind == w.kind:
-			return logicalFromAvro(r, v)
-		case w.kind == "int" && r.kind == "long":
-			// Promoted, then the reader's logical type.
-			return logicalFromAvro(r, int64(v.(int32)))
-		}
-		return nil, fmt.Errorf("%w: writer type %s cannot be read as %s (%s)", ErrIncompatible, w.unionName(), r.logical, r.kind)
+	switch {
+	case r.logical == logicalDecimal && (w.logical != logicalDecimal || w.scale != r.scale):
+		return nil, fmt.Errorf("%w: writer decimal scale %d, reader scale %d", ErrIncompatible, w.scale, r.scale)
+	case r.kind == w.kind:
+		return logicalFromAvro(r, v)
+	case w.kind == kindInt && r.kind == kindLong:
+		// Promoted, then the reader's logical type.
+		return logicalFromAvro(r, int64(v.(int32)))
 	}
-	switch w.kind {
-	case "null":
-		return nil, nil
-	case "boolean":
-		return v, nil
-	case "int", "long":
-		var i int64
-		if w.kind == "int" {
-			i = int64(v.(int32))
-		} else {
-			i = v.(int64)
-		}
-		if r.kind == "float" || r.kind == "double" {
-			return promote(w, r, i)
-		}
-		return i, nil
-	case "float":
-		f := v.(float32)
-		if r.kind == "double" {
-			// Promoted: the double is the float's value exactly, float64(f)
-			// (0x3DCCCCCD is 0.10000000149011612), as the README says.
-			// Through the float's shortest text it would be another value
-			// (0.1), the writer's float no longer.
-			return float64(f), nil
-		}
-		// Read as a float: through the float's shortest decimal text, so
-		// float32 0.1 reads as 0.1, not 0.10000000149011612, and reads back
-		// as the same float. An integral float is its integer itself:
-		// float32 2147483648's shortest text, 2.1474836e+09, is another
-		// number to a reader of doubles (2147483600), while the integer
-		// reads back as the same float and the same double.
-		if d := float64(f); d == math.Trunc(d) && !math.IsInf(d, 0) {
-			return d, nil
-		}
-		d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
-		return d, nil
-	case "double":
-		return v, nil
-	case "string":
-		if r.kind == "bytes" {
-			return []byte(v.(string)), nil
-		}
-		return v, nil
-	case "bytes", "fixed":
-		b := v.([]byte)
-		if r.kind == "string" {
-			if !utf8.Valid(b) {
-				return nil, fmt.Errorf("%w: bytes read as string", ErrInvalidUTF8)
-			}
-			return string(b), nil
-		}
-		return b, nil
-	case "enum":
-		s := v.(string)
-		for _, sym := range r.symbols {
-			if sym == s {
-				return s, nil
-			}
-		}
-		if r.enumDefault != nil {
-			return *r.enumDefault, nil
-		}
-		return nil, fmt.Errorf("%w: enum symbol %q is not in the reader's %s", ErrIncompatible, s, r.name)
-	case "array":
-		return convertItems(v.([]any), func(e any) (any, error) { return fromAvro(w.items, r.items, e) }, false)
-	case "map":
-		return convertValues(v.(map[string]any), func(e any) (any, error) { return fromAvro(w.values, r.values, e) }, false)
-	case "record":
-		in := v.(map[string]any)
-		out := make(map[string]any, len(r.fields))
-		for _, rf := range r.fields {
-			wf := writerField(w, rf)
-			if wf == nil {
-				// Added in the reader: its default (writer fields absent
-				// from the reader are dropped by not being looked at).
-				if !rf.hasDef {
-					return nil, fmt.Errorf("%w: field %q of %s is not written and has no default", ErrIncompatible, rf.name, r.name)
-				}
-				x, err := defaultValue(rf.typ, rf.def)
-				if err != nil {
-					return nil, fmt.Errorf("%w: default of %s.%s: %v", ErrIncompatible, r.name, rf.name, err)
-				}
-				out[rf.name] = x
-				continue
-			}
-			x, err := fromAvro(wf.typ, rf.typ, in[wf.name])
-			if err != nil {
-				return nil, fieldErr(rf.name, err)
-			}
-			out[rf.name] = x
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("%w: type %s", ErrSyntax, w.kind)
+	return nil, fmt.Errorf("%w: writer type %s cannot be read as %s (%s)", ErrIncompatible, w.unionName(), r.logical, r.kind)
 }
 
-var nullType = &avroType{kind: "null"}
+// fromAvroInteger reads i, of writer type w (int or long), as r.
+func fromAvroInteger(r *avroType, i int64, w *avroType) (any, error) {
+	if r.kind == kindFloat || r.kind == kindDouble {
+		return promote(w, r, i)
+	}
+	return i, nil
+}
+
+// fromAvroFloat reads float f as r (float or double).
+func fromAvroFloat(r *avroType, f float32) any {
+	if r.kind == kindDouble {
+		// Promoted: the double is the float's value exactly, float64(f)
+		// (0x3DCCCCCD is 0.10000000149011612), as the README says.
+		// Through the float's shortest text it would be another value
+		// (0.1), the writer's float no longer.
+		return float64(f)
+	}
+	// Read as a float: through the float's shortest decimal text, so
+	// float32 0.1 reads as 0.1, not 0.10000000149011612, and reads back
+	// as the same float. An integral float is its integer itself:
+	// float32 2147483648's shortest text, 2.1474836e+09, is another
+	// number to a reader of doubles (2147483600), while the integer
+	// reads back as the same float and the same double.
+	if d := float64(f); d == math.Trunc(d) && !math.IsInf(d, 0) {
+		return d
+	}
+	d, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return d
+}
+
+// fromAvroBytes reads b, bytes or a fixed, as r (bytes, fixed or string).
+func fromAvroBytes(r *avroType, b []byte) (any, error) {
+	if r.kind == kindString {
+		if !utf8.Valid(b) {
+			return nil, fmt.Errorf("%w: bytes read as string", ErrInvalidUTF8)
+		}
+		return string(b), nil
+	}
+	return b, nil
+}
+
+// fromAvroEnum reads symbol s as a symbol of r, or r's default.
+func fromAvroEnum(r *avroType, s string) (any, error) {
+	if slices.Contains(r.symbols, s) {
+		return s, nil
+	}
+	if r.enumDefault != nil {
+		return *r.enumDefault, nil
+	}
+	return nil, fmt.Errorf("%w: enum symbol %q is not in the reader's %s", ErrIncompatible, s, r.name)
+}
+
+// fromAvroRecord reads record in, of writer type w, as r: by field name
+// or alias, with r's defaults for the fields w does not have.
+func fromAvroRecord(w, r *avroType, in map[string]any) (any, error) {
+	out := make(map[string]any, len(r.fields))
+	for _, rf := range r.fields {
+		wf := writerField(w, rf)
+		if wf == nil {
+			// Added in the reader: its default (writer fields absent
+			// from the reader are dropped by not being looked at).
+			x, err := readerDefault(r, rf)
+			if err != nil {
+				return nil, err
+			}
+			out[rf.name] = x
+			continue
+		}
+		x, err := fromAvro(wf.typ, rf.typ, in[wf.name])
+		if err != nil {
+			return nil, fieldErr(rf.name, err)
+		}
+		out[rf.name] = x
+	}
+	return out, nil
+}
+
+// readerDefault is the value of field rf of reader record r that the
+// writer does not have: its default.
+func readerDefault(r *avroType, rf *avroField) (any, error) {
+	if !rf.hasDef {
+		return nil, fmt.Errorf("%w: field %q of %s is not written and has no default", ErrIncompatible, rf.name, r.name)
+	}
+	x, err := defaultValue(rf.typ, rf.def)
+	if err != nil {
+		return nil, fmt.Errorf("%w: default of %s.%s: %v", ErrIncompatible, r.name, rf.name, err)
+	}
+	return x, nil
+}
+
+var nullType = &avroType{kind: kindNull}
 
 // promote reads integer i of writer type w (int or long) as reader type r
 // (float or double), a promotion of the specification's schema
@@ -186,7 +235,7 @@ var nullType = &avroType{kind: "null"}
 // silently; the record is a dead letter instead, naming the field.
 func promote(w, r *avroType, i int64) (any, error) {
 	bits := 64
-	if r.kind == "float" {
+	if r.kind == kindFloat {
 		bits = 32
 	}
 	f, err := intFloat(i, bits)
@@ -277,20 +326,22 @@ func writerField(w *avroType, rf *avroField) *avroField {
 // union), with the promotions of the specification.
 func matches(w, r *avroType) bool {
 	switch r.kind {
-	case "record", "enum", "fixed":
-		return w.kind == r.kind && namesMatch(w, r) && (r.kind != "fixed" || w.size == r.size)
-	case "long":
-		return w.kind == "long" || w.kind == "int"
-	case "float":
-		return w.kind == "float" || w.kind == "int" || w.kind == "long"
-	case "double":
-		return w.kind == "double" || w.kind == "float" || w.kind == "int" || w.kind == "long"
-	case "string":
-		return w.kind == "string" || w.kind == "bytes"
-	case "bytes":
-		return w.kind == "bytes" || w.kind == "string"
+	case kindRecord, kindEnum:
+		return w.kind == r.kind && namesMatch(w, r)
+	case kindFixed:
+		return w.kind == r.kind && namesMatch(w, r) && w.size == r.size
 	}
-	return w.kind == r.kind
+	return w.kind == r.kind || promotedFrom[r.kind]&(1<<w.kind) != 0
+}
+
+// promotedFrom holds, for each reader kind, the set (by bit) of the other
+// writer kinds the specification promotes to it.
+var promotedFrom = [kindFixed + 1]uint16{
+	kindLong:   1 << kindInt,
+	kindFloat:  1<<kindInt | 1<<kindLong,
+	kindDouble: 1<<kindInt | 1<<kindLong | 1<<kindFloat,
+	kindString: 1 << kindBytes,
+	kindBytes:  1 << kindString,
 }
 
 // defaultValue converts a field default, written in the schema as JSON, to
@@ -306,9 +357,9 @@ func defaultValue(t *avroType, d any) (any, error) {
 // defaultNative converts a JSON default into the goavro native value.
 func defaultNative(t *avroType, d any) (any, error) {
 	switch t.kind {
-	case "union":
+	case kindUnion:
 		b := t.branches[0]
-		if b.kind == "null" {
+		if b.kind == kindNull {
 			return nil, nil
 		}
 		n, err := defaultNative(b, d)
@@ -316,48 +367,17 @@ func defaultNative(t *avroType, d any) (any, error) {
 			return nil, err
 		}
 		return map[string]any{b.unionName(): n}, nil
-	case "bytes", "fixed":
-		// Bytes defaults are strings whose code points 0-255 are the bytes.
-		s, ok := d.(string)
-		if !ok {
-			return nil, fmt.Errorf("want a string")
-		}
-		b := make([]byte, 0, len(s))
-		for _, c := range s {
-			if c > 255 {
-				return nil, fmt.Errorf("code point above 255")
-			}
-			b = append(b, byte(c))
-		}
-		return b, nil
-	case "record":
-		m, ok := d.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("want an object")
-		}
-		out := make(map[string]any, len(t.fields))
-		for _, f := range t.fields {
-			fd, ok := m[f.name]
-			if !ok {
-				if !f.hasDef {
-					return nil, fmt.Errorf("field %q missing", f.name)
-				}
-				fd = f.def
-			}
-			x, err := defaultNative(f.typ, fd)
-			if err != nil {
-				return nil, err
-			}
-			out[f.name] = x
-		}
-		return out, nil
-	case "array":
+	case kindBytes, kindFixed:
+		return defaultBytes(d)
+	case kindRecord:
+		return defaultRecord(t, d)
+	case kindArray:
 		a, ok := d.([]any)
 		if !ok {
 			return nil, fmt.Errorf("want an array")
 		}
 		return convertItems(a, func(e any) (any, error) { return defaultNative(t.items, e) }, false)
-	case "map":
+	case kindMap:
 		m, ok := d.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("want an object")
@@ -366,6 +386,48 @@ func defaultNative(t *avroType, d any) (any, error) {
 	}
 	// Scalars: the JSON value goes through the encoder's rules.
 	return toAvro(t, d)
+}
+
+// defaultBytes converts the default of a bytes or a fixed: a string whose
+// code points 0-255 are the bytes.
+func defaultBytes(d any) (any, error) {
+	s, ok := d.(string)
+	if !ok {
+		return nil, fmt.Errorf("want a string")
+	}
+	b := make([]byte, 0, len(s))
+	for _, c := range s {
+		if c > 255 {
+			return nil, fmt.Errorf("code point above 255")
+		}
+		b = append(b, byte(c))
+	}
+	return b, nil
+}
+
+// defaultRecord converts the default of record t: an object, with the
+// fields' own defaults for the fields it leaves out.
+func defaultRecord(t *avroType, d any) (any, error) {
+	m, ok := d.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("want an object")
+	}
+	out := make(map[string]any, len(t.fields))
+	for _, f := range t.fields {
+		fd, ok := m[f.name]
+		if !ok {
+			if !f.hasDef {
+				return nil, fmt.Errorf("field %q missing", f.name)
+			}
+			fd = f.def
+		}
+		x, err := defaultNative(f.typ, fd)
+		if err != nil {
+			return nil, err
+		}
+		out[f.name] = x
+	}
+	return out, nil
 }
 
 // toAvro converts v, in the in-memory representation (or as decoded from
@@ -378,195 +440,272 @@ func toAvro(t *avroType, v any) (any, error) {
 			return nil, err
 		}
 	}
-	if t.logical != "" {
+	if t.logical != logicalNone {
 		return logicalToAvro(t, v)
 	}
+	return toAvroKind(t, v)
+}
+
+// toAvroKind is toAvro of a type without a logical type.
+func toAvroKind(t *avroType, v any) (any, error) {
 	switch t.kind {
-	case "union":
-		if v == nil {
-			for _, b := range t.branches {
-				if b.kind == "null" {
-					return nil, nil
-				}
-			}
-			return nil, fmt.Errorf("%w: null for a union without null", ErrUnsupported)
-		}
-		if isIntegerValue(v) {
-			// A number's type follows its text: an integer goes to the
-			// first integer branch it fits, before any float or double
-			// (2147483648 into ["int","float","long"] is a long, not the
-			// float 2147483648.0, whose type a later step would read).
-			for _, b := range t.branches {
-				if (b.kind == "int" || b.kind == "long") && b.logical == "" {
-					if n, err := toAvro(b, v); err == nil {
-						return map[string]any{b.unionName(): n}, nil
-					}
-				}
-			}
-		}
-		var first, inexact error
-		for _, b := range t.branches {
-			if b.kind == "null" {
-				continue
-			}
-			if b.kind == "float" && t.hasBranch("double") && !floatHoldsDouble(v) {
-				// 16777217.0 fits a float only rounded (to 16777216):
-				// the union's double holds it as read, so it goes there.
-				continue
-			}
-			n, err := toAvro(b, v)
-			if err == nil {
-				return map[string]any{b.unionName(): n}, nil
-			}
-			if inexact == nil && isValueErr(err) {
-				inexact = err
-			}
-			if first == nil {
-				first = err
-			}
-		}
-		if inexact != nil {
-			// The value has no exact reading as a number (an integer
-			// beyond int64): that, not a branch's type, is why it fits
-			// none, in the words a transform would use.
-			return nil, inexact
-		}
-		return nil, fmt.Errorf("%w: %s matches no branch of the union (first: %v)", ErrUnsupported, describe(v), first)
-	case "null":
-		if v != nil {
-			return nil, mismatch(t, v)
-		}
-		return nil, nil
-	case "boolean":
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-	case "int":
-		i, err := integer(v)
-		if err != nil {
-			return nil, numberErr(t, v, err)
-		}
-		if i < math.MinInt32 || i > math.MaxInt32 {
-			return nil, fmt.Errorf("%w: %d overflows int", ErrUnsupported, i)
-		}
-		return int32(i), nil
-	case "long":
-		i, err := integer(v)
-		if err != nil {
-			return nil, numberErr(t, v, err)
-		}
-		return i, nil
-	case "float", "double":
-		bits := 64
-		if t.kind == "float" {
-			bits = 32
-		}
-		f, err := float(v, bits)
-		if err != nil {
-			return nil, numberErr(t, v, err)
-		}
-		if bits == 32 {
-			return float32(f), nil
-		}
-		return f, nil
-	case "string":
-		switch s := v.(type) {
-		case string:
-			if !utf8.ValidString(s) {
-				return nil, fmt.Errorf("%w: string is not valid UTF-8", ErrUnsupported)
-			}
-			return s, nil
-		case []byte:
-			if utf8.Valid(s) {
-				return string(s), nil
-			}
-		}
-	case "bytes", "fixed":
-		var b []byte
-		switch s := v.(type) {
-		case []byte:
-			b = s
-		case string:
-			// JSON carries bytes as base64 (what encoding/json writes).
-			d, err := base64.StdEncoding.DecodeString(s)
-			if err != nil {
-				return nil, fmt.Errorf("%w: string for %s is not base64", ErrUnsupported, t.unionName())
-			}
-			b = d
-		default:
-			return nil, mismatch(t, v)
-		}
-		if t.kind == "fixed" && len(b) != t.size {
-			return nil, fmt.Errorf("%w: %d bytes for %s of size %d", ErrUnsupported, len(b), t.name, t.size)
-		}
-		return b, nil
-	case "enum":
-		if s, ok := v.(string); ok {
-			for _, sym := range t.symbols {
-				if sym == s {
-					return s, nil
-				}
-			}
-			return nil, fmt.Errorf("%w: %q is not a symbol of %s", ErrUnsupported, s, t.name)
-		}
-	case "array":
-		if a, ok := v.([]any); ok {
-			return convertItems(a, func(e any) (any, error) { return toAvro(t.items, e) }, true)
-		}
-	case "map":
-		if m, ok := v.(map[string]any); ok {
-			return convertValues(m, func(e any) (any, error) { return toAvro(t.values, e) }, true)
-		}
-	case "record":
-		m, ok := v.(map[string]any)
-		if !ok {
-			break
-		}
-		out := make(map[string]any, len(t.fields))
-		present := 0
-		for _, f := range t.fields {
-			e, ok := m[f.name]
-			var x any
-			var err error
-			switch {
-			case ok:
-				present++
-				x, err = toAvro(f.typ, e)
-			case f.hasDef:
-				x, err = defaultNative(f.typ, f.def)
-			case nullable(f.typ):
-				x = nil
-			default:
-				return nil, fmt.Errorf("%w: field %q of %s is missing and has no default", ErrUnsupported, f.name, t.name)
-			}
-			if err != nil {
-				return nil, fieldErr(f.name, err)
-			}
-			out[f.name] = x
-		}
-		if len(m) > present {
-			for k := range m {
-				if _, ok := out[k]; !ok {
-					// Never drop data silently: a transform can drop it.
-					return nil, fmt.Errorf("%w: field %q is not in %s", ErrUnsupported, k, t.name)
-				}
-			}
-		}
-		return out, nil
+	case kindUnion:
+		return toAvroUnion(t, v)
+	case kindNull:
+		return toAvroNull(t, v)
+	case kindBoolean:
+		return toAvroBoolean(t, v)
+	case kindInt:
+		return toAvroInt(t, v)
+	case kindLong:
+		return toAvroLong(t, v)
+	case kindFloat, kindDouble:
+		return toAvroFloat(t, v)
+	case kindString:
+		return toAvroString(t, v)
+	case kindBytes, kindFixed:
+		return toAvroBytes(t, v)
+	case kindEnum:
+		return toAvroEnum(t, v)
+	case kindArray:
+		return toAvroArray(t, v)
+	case kindMap:
+		return toAvroMap(t, v)
+	case kindRecord:
+		return toAvroRecord(t, v)
 	}
 	return nil, mismatch(t, v)
 }
 
-func nullable(t *avroType) bool {
-	if t.kind != "union" {
-		return t.kind == "null"
+// toAvroUnion converts v into a branch of union t: null into its null
+// branch, an integer into its first integer branch that holds it, any
+// other value into the first branch that holds it.
+func toAvroUnion(t *avroType, v any) (any, error) {
+	if v == nil {
+		if t.hasBranch(kindNull) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: null for a union without null", ErrUnsupported)
 	}
+	if n, ok := toAvroIntegerBranch(t, v); ok {
+		return n, nil
+	}
+	var first, inexact error
 	for _, b := range t.branches {
-		if b.kind == "null" {
-			return true
+		if b.kind == kindNull {
+			continue
+		}
+		if b.kind == kindFloat && t.hasBranch(kindDouble) && !floatHoldsDouble(v) {
+			// 16777217.0 fits a float only rounded (to 16777216):
+			// the union's double holds it as read, so it goes there.
+			continue
+		}
+		n, err := toAvro(b, v)
+		if err == nil {
+			return map[string]any{b.unionName(): n}, nil
+		}
+		if inexact == nil && isValueErr(err) {
+			inexact = err
+		}
+		if first == nil {
+			first = err
 		}
 	}
-	return false
+	if inexact != nil {
+		// The value has no exact reading as a number (an integer
+		// beyond int64): that, not a branch's type, is why it fits
+		// none, in the words a transform would use.
+		return nil, inexact
+	}
+	return nil, fmt.Errorf("%w: %s matches no branch of the union (first: %v)", ErrUnsupported, describe(v), first)
+}
+
+// toAvroIntegerBranch converts v, if it is an integer, into the first
+// int or long branch of union t that holds it; false if none does.
+func toAvroIntegerBranch(t *avroType, v any) (any, bool) {
+	if !isIntegerValue(v) {
+		return nil, false
+	}
+	// A number's type follows its text: an integer goes to the
+	// first integer branch it fits, before any float or double
+	// (2147483648 into ["int","float","long"] is a long, not the
+	// float 2147483648.0, whose type a later step would read).
+	for _, b := range t.branches {
+		if (b.kind == kindInt || b.kind == kindLong) && b.logical == logicalNone {
+			if n, err := toAvro(b, v); err == nil {
+				return map[string]any{b.unionName(): n}, true
+			}
+		}
+	}
+	return nil, false
+}
+
+func toAvroNull(t *avroType, v any) (any, error) {
+	if v != nil {
+		return nil, mismatch(t, v)
+	}
+	return nil, nil
+}
+
+func toAvroBoolean(t *avroType, v any) (any, error) {
+	if b, ok := v.(bool); ok {
+		return b, nil
+	}
+	return nil, mismatch(t, v)
+}
+
+func toAvroInt(t *avroType, v any) (any, error) {
+	i, err := integer(v)
+	if err != nil {
+		return nil, numberErr(t, v, err)
+	}
+	if i < math.MinInt32 || i > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d overflows int", ErrUnsupported, i)
+	}
+	return int32(i), nil
+}
+
+func toAvroLong(t *avroType, v any) (any, error) {
+	i, err := integer(v)
+	if err != nil {
+		return nil, numberErr(t, v, err)
+	}
+	return i, nil
+}
+
+// toAvroFloat converts number v into float or double t, exactly where
+// v is an integer.
+func toAvroFloat(t *avroType, v any) (any, error) {
+	bits := 64
+	if t.kind == kindFloat {
+		bits = 32
+	}
+	f, err := float(v, bits)
+	if err != nil {
+		return nil, numberErr(t, v, err)
+	}
+	if bits == 32 {
+		return float32(f), nil
+	}
+	return f, nil
+}
+
+// toAvroString converts v, a string or bytes, into a string of valid
+// UTF-8.
+func toAvroString(t *avroType, v any) (any, error) {
+	switch s := v.(type) {
+	case string:
+		if !utf8.ValidString(s) {
+			return nil, fmt.Errorf("%w: string is not valid UTF-8", ErrUnsupported)
+		}
+		return s, nil
+	case []byte:
+		if utf8.Valid(s) {
+			return string(s), nil
+		}
+	}
+	return nil, mismatch(t, v)
+}
+
+// toAvroBytes converts v, bytes or their base64 text, into bytes or a
+// fixed t of its size.
+func toAvroBytes(t *avroType, v any) (any, error) {
+	var b []byte
+	switch s := v.(type) {
+	case []byte:
+		b = s
+	case string:
+		// JSON carries bytes as base64 (what encoding/json writes).
+		d, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: string for %s is not base64", ErrUnsupported, t.unionName())
+		}
+		b = d
+	default:
+		return nil, mismatch(t, v)
+	}
+	if t.kind == kindFixed && len(b) != t.size {
+		return nil, fmt.Errorf("%w: %d bytes for %s of size %d", ErrUnsupported, len(b), t.name, t.size)
+	}
+	return b, nil
+}
+
+func toAvroEnum(t *avroType, v any) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, mismatch(t, v)
+	}
+	if slices.Contains(t.symbols, s) {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: %q is not a symbol of %s", ErrUnsupported, s, t.name)
+}
+
+// toAvroArray converts each element of array v into t's items; an error
+// names the element's index.
+func toAvroArray(t *avroType, v any) (any, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return nil, mismatch(t, v)
+	}
+	return convertItems(a, func(e any) (any, error) { return toAvro(t.items, e) }, true)
+}
+
+// toAvroMap converts each value of object v into t's values; an error
+// names the value's key.
+func toAvroMap(t *avroType, v any) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, mismatch(t, v)
+	}
+	return convertValues(m, func(e any) (any, error) { return toAvro(t.values, e) }, true)
+}
+
+// toAvroRecord converts object v into record t: each field from v, or
+// its default, or null; a key of v that t has no field for is an error.
+func toAvroRecord(t *avroType, v any) (any, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, mismatch(t, v)
+	}
+	out := make(map[string]any, len(t.fields))
+	present := 0
+	for _, f := range t.fields {
+		e, ok := m[f.name]
+		var x any
+		var err error
+		switch {
+		case ok:
+			present++
+			x, err = toAvro(f.typ, e)
+		case f.hasDef:
+			x, err = defaultNative(f.typ, f.def)
+		case nullable(f.typ):
+			x = nil
+		default:
+			return nil, fmt.Errorf("%w: field %q of %s is missing and has no default", ErrUnsupported, f.name, t.name)
+		}
+		if err != nil {
+			return nil, fieldErr(f.name, err)
+		}
+		out[f.name] = x
+	}
+	if len(m) > present {
+		for k := range m {
+			if _, ok := out[k]; !ok {
+				// Never drop data silently: a transform can drop it.
+				return nil, fmt.Errorf("%w: field %q is not in %s", ErrUnsupported, k, t.name)
+			}
+		}
+	}
+	return out, nil
+}
+
+func nullable(t *avroType) bool {
+	if t.kind != kindUnion {
+		return t.kind == kindNull
+	}
+	return t.hasBranch(kindNull)
 }
 
 func mismatch(t *avroType, v any) error {
@@ -731,7 +870,7 @@ func narrow(f float64, bits int) (float64, error) {
 }
 
 // hasBranch reports whether union t has a branch of kind.
-func (t *avroType) hasBranch(kind string) bool {
+func (t *avroType) hasBranch(kind avroKind) bool {
 	for _, b := range t.branches {
 		if b.kind == kind {
 			return true

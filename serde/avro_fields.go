@@ -106,7 +106,7 @@ func LatestSchema(ctx context.Context, c Codec) (RecordSchema, error) {
 }
 
 func recordSchema(s *avroSchema, id int) (RecordSchema, error) {
-	if s == nil || s.typ.kind != "record" {
+	if s == nil || s.typ.kind != kindRecord {
 		return RecordSchema{}, fmt.Errorf("%w: schema id %d is not a record", ErrUnsupported, id)
 	}
 	out := RecordSchema{ID: id, Fields: make([]Field, 0, len(s.typ.fields))}
@@ -117,10 +117,10 @@ func recordSchema(s *avroSchema, id int) (RecordSchema, error) {
 }
 
 func fieldType(t *avroType) FieldType {
-	if t.kind == "union" {
+	if t.kind == kindUnion {
 		var other []*avroType
 		for _, b := range t.branches {
-			if b.kind != "null" {
+			if b.kind != kindNull {
 				other = append(other, b)
 			}
 		}
@@ -132,5 +132,5 @@ func fieldType(t *avroType) FieldType {
 		}
 		return FieldType{Kind: "union", Nullable: nullable}
 	}
-	return FieldType{Kind: t.kind, Logical: t.logical, Precision: t.precision, Scale: t.scale, Nullable: t.kind == "null"}
+	return FieldType{Kind: t.kind.String(), Logical: t.logical.String(), Precision: t.precision, Scale: t.scale, Nullable: t.kind == kindNull}
 }

@@ -41,53 +41,66 @@ func ParseTime(s string, local bool) (time.Time, error) {
 // plain JSON-friendly values: see the README's conversion rules.
 func logicalFromAvro(t *avroType, v any) (any, error) {
 	switch t.logical {
-	case "decimal":
-		s := decimalString(v.([]byte), t.scale)
-		// A datum with more digits than its schema's precision does not
-		// match the schema; reading it would make a value no codec writes.
-		if digits := significantDigits(s); digits > t.precision {
-			return nil, fmt.Errorf("%w: decimal has %d digits, more than precision %d", ErrSyntax, digits, t.precision)
-		}
-		return s, nil
-	case "uuid":
-		if t.kind == "fixed" {
-			b := v.([]byte)
-			h := hex.EncodeToString(b)
-			return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
-		}
-		// A string that is no UUID does not match the schema (the Avro
-		// spec: a uuid string conforms to RFC 4122); writing it back as
-		// Avro would be refused, so reading it is too: one outcome on
-		// every path.
-		if _, err := parseUUID(v.(string)); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
-		}
-		return v, nil
-	case "date":
+	case logicalDecimal:
+		return decimalFromAvro(t, v.([]byte))
+	case logicalUUID:
+		return uuidFromAvro(t, v)
+	case logicalDate:
 		d := epochDay.AddDate(0, 0, int(v.(int32)))
 		if err := rfc3339Year(t, v, d); err != nil {
 			return nil, err
 		}
 		return d.Format(dateLayout), nil
-	case "time-millis", "time-micros":
-		var d time.Duration
-		if t.logical == "time-millis" {
-			d = time.Duration(v.(int32)) * time.Millisecond
-		} else {
-			d = time.Duration(v.(int64)) * time.Microsecond
-		}
-		if d < 0 || d >= 24*time.Hour {
-			return nil, fmt.Errorf("%w: %s %d is outside one day", ErrSyntax, t.logical, v)
-		}
-		return epochDay.Add(d).Format(timeLayout), nil
+	case logicalTimeMillis:
+		return timeFromAvro(t, v, time.Duration(v.(int32))*time.Millisecond)
+	case logicalTimeMicros:
+		return timeFromAvro(t, v, time.Duration(v.(int64))*time.Microsecond)
 	}
-	// Timestamps: a long count of units since the epoch.
+	return timestampFromAvro(t, v)
+}
+
+func decimalFromAvro(t *avroType, b []byte) (any, error) {
+	s := decimalString(b, t.scale)
+	// A datum with more digits than its schema's precision does not
+	// match the schema; reading it would make a value no codec writes.
+	if digits := significantDigits(s); digits > t.precision {
+		return nil, fmt.Errorf("%w: decimal has %d digits, more than precision %d", ErrSyntax, digits, t.precision)
+	}
+	return s, nil
+}
+
+func uuidFromAvro(t *avroType, v any) (any, error) {
+	if t.kind == kindFixed {
+		b := v.([]byte)
+		h := hex.EncodeToString(b)
+		return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+	}
+	// A string that is no UUID does not match the schema (the Avro
+	// spec: a uuid string conforms to RFC 4122); writing it back as
+	// Avro would be refused, so reading it is too: one outcome on
+	// every path.
+	if _, err := parseUUID(v.(string)); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrSyntax, err)
+	}
+	return v, nil
+}
+
+// timeFromAvro renders d, the time of day v of type t since midnight.
+func timeFromAvro(t *avroType, v any, d time.Duration) (any, error) {
+	if d < 0 || d >= 24*time.Hour {
+		return nil, fmt.Errorf("%w: %s %d is outside one day", ErrSyntax, t.logical, v)
+	}
+	return epochDay.Add(d).Format(timeLayout), nil
+}
+
+// timestampFromAvro renders v, a long count of t's units since the epoch.
+func timestampFromAvro(t *avroType, v any) (any, error) {
 	n := v.(int64)
 	var ts time.Time
-	switch t.logical {
-	case "timestamp-millis", "local-timestamp-millis":
+	switch t.logical.unit() {
+	case time.Millisecond:
 		ts = time.UnixMilli(n)
-	case "timestamp-micros", "local-timestamp-micros":
+	case time.Microsecond:
 		ts = time.UnixMicro(n)
 	default:
 		ts = time.Unix(0, n)
@@ -95,7 +108,7 @@ func logicalFromAvro(t *avroType, v any) (any, error) {
 	if err := rfc3339Year(t, v, ts.UTC()); err != nil {
 		return nil, err
 	}
-	if strings.HasPrefix(t.logical, "local-") {
+	if t.logical.isLocal() {
 		return ts.UTC().Format(localTimeLayout), nil
 	}
 	return ts.UTC().Format(time.RFC3339Nano), nil
@@ -123,7 +136,7 @@ func rfc3339Year(t *avroType, v any, d time.Time) error {
 // same words, so that no record goes out that every reader dead-letters.
 func logicalToAvro(t *avroType, v any) (any, error) {
 	n, err := logicalToAvroUnchecked(t, v)
-	if err != nil || t.logical == "decimal" || t.logical == "uuid" {
+	if err != nil || t.logical == logicalDecimal || t.logical == logicalUUID {
 		return n, err // decimalBytes and parseUUID check what reading would
 	}
 	if _, err := logicalFromAvro(t, n); err != nil {
@@ -132,65 +145,87 @@ func logicalToAvro(t *avroType, v any) (any, error) {
 	return n, nil
 }
 
+// intType is Avro's int, which a date is.
+var intType = &avroType{kind: kindInt}
+
 // logicalToAvroUnchecked is logicalToAvro without the check that reading
 // takes the value back.
 func logicalToAvroUnchecked(t *avroType, v any) (any, error) {
 	switch t.logical {
-	case "decimal":
+	case logicalDecimal:
 		return decimalBytes(t, v)
-	case "uuid":
-		s, ok := v.(string)
-		if !ok {
-			return nil, mismatch(t, v)
-		}
-		b, err := parseUUID(s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
-		}
-		if t.kind == "fixed" {
-			return b, nil
-		}
-		return s, nil
+	case logicalUUID:
+		return uuidToAvro(t, v)
 	}
 	s, isString := v.(string)
-	if !isString {
-		i, err := integer(v)
-		if err != nil {
-			return nil, numberErr(t, v, err)
-		}
-		if t.kind == "int" {
-			return toAvro(&avroType{kind: "int"}, i)
-		}
-		return i, nil
-	}
-	switch t.logical {
-	case "date":
+	switch {
+	case !isString:
+		return unitsToAvro(t, v)
+	case t.logical == logicalDate:
 		d, err := time.Parse(dateLayout, s)
 		if err != nil {
 			return nil, fmt.Errorf("%w: date %q: want YYYY-MM-DD", ErrUnsupported, s)
 		}
-		return toAvro(&avroType{kind: "int"}, d.Unix()/86400) // midnight UTC: exact
-	case "time-millis", "time-micros":
-		d, err := time.Parse(timeLayout, s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: time %q: want HH:MM:SS[.fraction]", ErrUnsupported, s)
-		}
-		since := d.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
-		if t.logical == "time-millis" {
-			if since%time.Millisecond != 0 {
-				return nil, fmt.Errorf("%w: time %q has more precision than time-millis", ErrUnsupported, s)
-			}
-			return int32(since / time.Millisecond), nil
-		}
-		if since%time.Microsecond != 0 {
-			return nil, fmt.Errorf("%w: time %q has more precision than time-micros", ErrUnsupported, s)
-		}
-		return int64(since / time.Microsecond), nil
+		return toAvro(intType, d.Unix()/86400) // midnight UTC: exact
+	case t.logical.isTime():
+		return timeToAvro(t, s)
 	}
-	var ts time.Time
-	var err error
-	local := strings.HasPrefix(t.logical, "local-")
-	ts, err = ParseTime(s, local)
+	return timestampToAvro(t, s)
+}
+
+func uuidToAvro(t *avroType, v any) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, mismatch(t, v)
+	}
+	b, err := parseUUID(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+	}
+	if t.kind == kindFixed {
+		return b, nil
+	}
+	return s, nil
+}
+
+// unitsToAvro converts v, the number of t's units itself (days,
+// milliseconds, ...), into t's int or long.
+func unitsToAvro(t *avroType, v any) (any, error) {
+	i, err := integer(v)
+	if err != nil {
+		return nil, numberErr(t, v, err)
+	}
+	if t.kind == kindInt {
+		return toAvro(intType, i)
+	}
+	return i, nil
+}
+
+// timeToAvro converts s, a time of day, into the count of t's units since
+// midnight.
+func timeToAvro(t *avroType, s string) (any, error) {
+	d, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: time %q: want HH:MM:SS[.fraction]", ErrUnsupported, s)
+	}
+	since := d.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))
+	if t.logical == logicalTimeMillis {
+		if since%time.Millisecond != 0 {
+			return nil, fmt.Errorf("%w: time %q has more precision than time-millis", ErrUnsupported, s)
+		}
+		return int32(since / time.Millisecond), nil
+	}
+	if since%time.Microsecond != 0 {
+		return nil, fmt.Errorf("%w: time %q has more precision than time-micros", ErrUnsupported, s)
+	}
+	return int64(since / time.Microsecond), nil
+}
+
+// timestampToAvro converts s, RFC 3339 text (without a zone for a local
+// timestamp), into the count of t's units since the epoch.
+func timestampToAvro(t *avroType, s string) (any, error) {
+	local := t.logical.isLocal()
+	ts, err := ParseTime(s, local)
 	if err != nil {
 		if local {
 			// A local timestamp has no zone: "…Z" or "+05:00" names one.
@@ -198,13 +233,7 @@ func logicalToAvroUnchecked(t *avroType, v any) (any, error) {
 		}
 		return nil, fmt.Errorf("%w: timestamp %q: want RFC 3339", ErrUnsupported, s)
 	}
-	unit := time.Nanosecond
-	switch {
-	case strings.HasSuffix(t.logical, "-millis"):
-		unit = time.Millisecond
-	case strings.HasSuffix(t.logical, "-micros"):
-		unit = time.Microsecond
-	}
+	unit := t.logical.unit()
 	// Divide without UnixNano, which overflows outside 1678-2262.
 	secs, nanos := ts.Unix(), int64(ts.Nanosecond())
 	if nanos%int64(unit) != 0 {
@@ -280,7 +309,7 @@ func decimalBytes(t *avroType, v any) ([]byte, error) {
 		return nil, fmt.Errorf("%w: decimal %s needs %d digits, more than precision %d", ErrUnsupported, truncateText(text), digits, t.precision)
 	}
 	b := twosComplement(unscaled)
-	if t.kind == "fixed" {
+	if t.kind == kindFixed {
 		if len(b) > t.size {
 			return nil, fmt.Errorf("%w: decimal %s does not fit in %d bytes", ErrUnsupported, truncateText(text), t.size)
 		}

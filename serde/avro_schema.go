@@ -16,10 +16,10 @@ import (
 // does not do for us: logical types, conversion to and from the in-memory
 // representation, and writer -> reader resolution.
 type avroType struct {
-	kind    string   // null, boolean, int, long, float, double, bytes, string, record, enum, array, map, union, fixed
+	kind    avroKind
 	name    string   // full name of a named type
 	aliases []string // full names
-	logical string   // a logical type we implement, or ""
+	logical avroLogical
 	// precision and scale of a decimal.
 	precision, scale int
 	size             int // of a fixed
@@ -43,7 +43,7 @@ func (t *avroType) unionName() string {
 	if t.name != "" {
 		return t.name
 	}
-	return t.kind
+	return t.kind.String()
 }
 
 // avroSchema is a parsed schema with its goavro codec. goavro gets the
@@ -97,11 +97,6 @@ type schemaParser struct {
 	ignored []string
 }
 
-var primitives = map[string]bool{
-	"null": true, "boolean": true, "int": true, "long": true,
-	"float": true, "double": true, "bytes": true, "string": true,
-}
-
 func fullName(name, ns string) string {
 	if strings.Contains(name, ".") || ns == "" {
 		return name
@@ -125,8 +120,8 @@ func (p *schemaParser) parse(v any, ns string) (*avroType, error) {
 	defer func() { p.depth-- }()
 	switch v := v.(type) {
 	case string:
-		if primitives[v] {
-			return &avroType{kind: v}, nil
+		if k, ok := parsePrimitive(v); ok {
+			return &avroType{kind: k}, nil
 		}
 		if t, ok := p.named[fullName(v, ns)]; ok {
 			return t, nil
@@ -136,29 +131,33 @@ func (p *schemaParser) parse(v any, ns string) (*avroType, error) {
 		}
 		return nil, fmt.Errorf("unknown type %q", v)
 	case []any:
-		u := &avroType{kind: "union"}
-		for _, b := range v {
-			bt, err := p.parse(b, ns)
-			if err != nil {
-				return nil, err
-			}
-			if bt.kind == "union" {
-				return nil, fmt.Errorf("a union must not hold a union")
-			}
-			u.branches = append(u.branches, bt)
-		}
-		if len(u.branches) == 0 {
-			return nil, fmt.Errorf("empty union")
-		}
-		return u, nil
+		return p.parseUnion(v, ns)
 	case map[string]any:
 		return p.parseObject(v, ns)
 	}
 	return nil, fmt.Errorf("invalid schema element %v", v)
 }
 
+func (p *schemaParser) parseUnion(v []any, ns string) (*avroType, error) {
+	u := &avroType{kind: kindUnion}
+	for _, b := range v {
+		bt, err := p.parse(b, ns)
+		if err != nil {
+			return nil, err
+		}
+		if bt.kind == kindUnion {
+			return nil, fmt.Errorf("a union must not hold a union")
+		}
+		u.branches = append(u.branches, bt)
+	}
+	if len(u.branches) == 0 {
+		return nil, fmt.Errorf("empty union")
+	}
+	return u, nil
+}
+
 func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, error) {
-	kind, ok := m["type"].(string)
+	name, ok := m["type"].(string)
 	if !ok {
 		if m["type"] == nil {
 			return nil, fmt.Errorf("schema object without a type")
@@ -167,91 +166,117 @@ func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, erro
 	}
 	logical, _ := m["logicalType"].(string)
 	delete(m, "logicalType") // goavro sees the physical schema only; see avroSchema
-	t := &avroType{kind: kind}
-	switch kind {
-	case "record", "error", "enum", "fixed":
-		name, _ := m["name"].(string)
-		if name == "" {
-			return nil, fmt.Errorf("%s without a name", kind)
+	kind, ok := parseKind(name)
+	if !ok || kind == kindUnion {
+		if nt, ok := p.named[fullName(name, ns)]; ok {
+			return nt, nil
 		}
-		if n, ok := m["namespace"].(string); ok && !strings.Contains(name, ".") {
-			ns = n
-		}
-		t.name = fullName(name, ns)
-		if _, dup := p.named[t.name]; dup {
-			return nil, fmt.Errorf("type %q defined twice", t.name)
-		}
-		p.named[t.name] = t // before the fields: records may be recursive
-		t.aliases = aliasesOf(m, namespaceOf(t.name))
-		ns = namespaceOf(t.name)
+		return nil, fmt.Errorf("unknown type %q", name)
 	}
-	switch kind {
-	case "record", "error":
-		t.kind = "record"
-		fs, _ := m["fields"].([]any)
-		if fs == nil {
-			return nil, fmt.Errorf("record %q without fields", t.name)
-		}
-		seen := make(map[string]bool, len(fs))
-		for _, f := range fs {
-			fm, ok := f.(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("record %q: a field must be an object", t.name)
-			}
-			name, _ := fm["name"].(string)
-			if name == "" || seen[name] {
-				return nil, fmt.Errorf("record %q: missing or duplicate field name %q", t.name, name)
-			}
-			seen[name] = true
-			ft, err := p.parse(fm["type"], ns)
-			if err != nil {
-				return nil, fmt.Errorf("%s.%s: %w", t.name, name, err)
-			}
-			def, hasDef := fm["default"]
-			t.fields = append(t.fields, &avroField{name: name, aliases: aliasesOf(fm, ""), typ: ft, def: def, hasDef: hasDef})
-		}
-	case "enum":
-		syms, _ := m["symbols"].([]any)
-		for _, s := range syms {
-			str, ok := s.(string)
-			if !ok {
-				return nil, fmt.Errorf("enum %q: symbols must be strings", t.name)
-			}
-			t.symbols = append(t.symbols, str)
-		}
-		if d, ok := m["default"].(string); ok {
-			t.enumDefault = &d
-		}
-	case "fixed":
-		n, err := intAttr(m, "size")
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("fixed %q: invalid size", t.name)
-		}
-		t.size = n
-	case "array":
-		it, err := p.parse(m["items"], ns)
-		if err != nil {
-			return nil, err
-		}
-		t.items = it
-	case "map":
-		vt, err := p.parse(m["values"], ns)
-		if err != nil {
-			return nil, err
-		}
-		t.values = vt
-	default:
-		if !primitives[kind] {
-			if nt, ok := p.named[fullName(kind, ns)]; ok {
-				return nt, nil
-			}
-			return nil, fmt.Errorf("unknown type %q", kind)
-		}
+	t := &avroType{kind: kind}
+	if err := p.parseAttrs(t, name, m, ns); err != nil {
+		return nil, err
 	}
 	if why := t.setLogical(logical, m); why != "" {
 		p.ignored = append(p.ignored, why)
 	}
 	return t, nil
+}
+
+// parseAttrs sets what the attributes of m give to t, of kind name: a
+// named type's name, a record's fields, an enum's symbols, a fixed's size,
+// an array's items, a map's values.
+func (p *schemaParser) parseAttrs(t *avroType, name string, m map[string]any, ns string) error {
+	var err error
+	switch t.kind {
+	case kindRecord:
+		if ns, err = p.define(t, name, m, ns); err == nil {
+			err = p.parseFields(t, m, ns)
+		}
+	case kindEnum:
+		if _, err = p.define(t, name, m, ns); err == nil {
+			err = parseSymbols(t, m)
+		}
+	case kindFixed:
+		if _, err = p.define(t, name, m, ns); err == nil {
+			err = parseSize(t, m)
+		}
+	case kindArray:
+		t.items, err = p.parse(m["items"], ns)
+	case kindMap:
+		t.values, err = p.parse(m["values"], ns)
+	}
+	return err
+}
+
+// define names t, a record, enum or fixed of kind name ("error" for a
+// record), and registers it; it returns the namespace t gives to the
+// types it encloses.
+func (p *schemaParser) define(t *avroType, kind string, m map[string]any, ns string) (string, error) {
+	name, _ := m["name"].(string)
+	if name == "" {
+		return "", fmt.Errorf("%s without a name", kind)
+	}
+	if n, ok := m["namespace"].(string); ok && !strings.Contains(name, ".") {
+		ns = n
+	}
+	t.name = fullName(name, ns)
+	if _, dup := p.named[t.name]; dup {
+		return "", fmt.Errorf("type %q defined twice", t.name)
+	}
+	p.named[t.name] = t // before the fields: records may be recursive
+	t.aliases = aliasesOf(m, namespaceOf(t.name))
+	return namespaceOf(t.name), nil
+}
+
+func (p *schemaParser) parseFields(t *avroType, m map[string]any, ns string) error {
+	fs, _ := m["fields"].([]any)
+	if fs == nil {
+		return fmt.Errorf("record %q without fields", t.name)
+	}
+	seen := make(map[string]bool, len(fs))
+	for _, f := range fs {
+		fm, ok := f.(map[string]any)
+		if !ok {
+			return fmt.Errorf("record %q: a field must be an object", t.name)
+		}
+		name, _ := fm["name"].(string)
+		if name == "" || seen[name] {
+			return fmt.Errorf("record %q: missing or duplicate field name %q", t.name, name)
+		}
+		seen[name] = true
+		ft, err := p.parse(fm["type"], ns)
+		if err != nil {
+			return fmt.Errorf("%s.%s: %w", t.name, name, err)
+		}
+		def, hasDef := fm["default"]
+		t.fields = append(t.fields, &avroField{name: name, aliases: aliasesOf(fm, ""), typ: ft, def: def, hasDef: hasDef})
+	}
+	return nil
+}
+
+func parseSymbols(t *avroType, m map[string]any) error {
+	syms, _ := m["symbols"].([]any)
+	for _, s := range syms {
+		str, ok := s.(string)
+		if !ok {
+			return fmt.Errorf("enum %q: symbols must be strings", t.name)
+		}
+		t.symbols = append(t.symbols, str)
+	}
+	if d, ok := m["default"].(string); ok {
+		t.enumDefault = &d
+	}
+	return nil
+}
+
+func parseSize(t *avroType, m map[string]any) error {
+	n, err := intAttr(m, "size")
+	if err != nil || n < 0 {
+		return fmt.Errorf("fixed %q: invalid size", t.name)
+	}
+	t.size = n
+	return nil
 }
 
 // setLogical keeps a logical type only where it is valid: the
@@ -260,58 +285,61 @@ func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, erro
 // the specification that it ignores, it says why; "" otherwise (a valid
 // one, none, or one the specification does not define, which any reader
 // ignores).
-func (t *avroType) setLogical(logical string, m map[string]any) string {
-	ok := false
-	why := ""
-	switch logical {
-	case "":
-		return ""
-	case "decimal":
-		prec, err1 := intAttr(m, "precision")
-		scale := 0
-		var err2 error
-		if _, has := m["scale"]; has {
-			scale, err2 = intAttr(m, "scale")
-		}
-		ok = (t.kind == "bytes" || t.kind == "fixed") && err1 == nil && err2 == nil &&
-			prec > 0 && scale >= 0 && scale <= prec
-		switch {
-		case t.kind != "bytes" && t.kind != "fixed":
-			why = "it needs bytes or fixed"
-		case err1 != nil || prec <= 0:
-			why = "its precision must be an integer of at least 1"
-		case err2 != nil || scale < 0 || scale > prec:
-			why = fmt.Sprintf("its scale must be an integer from 0 to the precision %d", prec)
-		}
-		if ok && t.kind == "fixed" {
-			if most := maxFixedPrecision(t.size); prec > most {
-				ok = false
-				why = fmt.Sprintf("precision %d does not fit in a fixed of %d bytes, which holds at most %d digits", prec, t.size, most)
-			}
-		}
-		t.precision, t.scale = prec, scale
-	case "uuid":
-		ok = t.kind == "string" || (t.kind == "fixed" && t.size == 16)
-		why = "it needs string or a fixed of 16 bytes"
-	case "date", "time-millis":
-		ok = t.kind == "int"
-		why = "it needs int"
-	case "time-micros", "timestamp-millis", "timestamp-micros", "timestamp-nanos",
-		"local-timestamp-millis", "local-timestamp-micros", "local-timestamp-nanos":
-		ok = t.kind == "long"
-		why = "it needs long"
-	default:
+func (t *avroType) setLogical(name string, m map[string]any) string {
+	logical, ok := parseLogical(name)
+	if !ok {
 		return ""
 	}
-	if ok {
+	why := ""
+	switch logical {
+	case logicalDecimal:
+		why = t.setDecimal(m)
+	case logicalUUID:
+		if t.kind != kindString && (t.kind != kindFixed || t.size != 16) {
+			why = "it needs string or a fixed of 16 bytes"
+		}
+	case logicalDate, logicalTimeMillis:
+		if t.kind != kindInt {
+			why = "it needs int"
+		}
+	default:
+		if t.kind != kindLong {
+			why = "it needs long"
+		}
+	}
+	if why == "" {
 		t.logical = logical
 		return ""
 	}
-	what := t.kind
+	what := t.kind.String()
 	if t.name != "" {
 		what = fmt.Sprintf("%s %q", t.kind, t.name)
 	}
-	return fmt.Sprintf("logicalType %q on %s is ignored, as the Avro specification says of an invalid one (%s): its values are read as plain %s", logical, what, why, t.kind)
+	return fmt.Sprintf("logicalType %q on %s is ignored, as the Avro specification says of an invalid one (%s): its values are read as plain %s", name, what, why, t.kind)
+}
+
+// setDecimal sets the precision and scale of a decimal of t from m, and
+// says why the decimal is invalid; "" when it is valid.
+func (t *avroType) setDecimal(m map[string]any) string {
+	prec, err1 := intAttr(m, "precision")
+	scale := 0
+	var err2 error
+	if _, has := m["scale"]; has {
+		scale, err2 = intAttr(m, "scale")
+	}
+	t.precision, t.scale = prec, scale
+	switch {
+	case t.kind != kindBytes && t.kind != kindFixed:
+		return "it needs bytes or fixed"
+	case err1 != nil || prec <= 0:
+		return "its precision must be an integer of at least 1"
+	case err2 != nil || scale < 0 || scale > prec:
+		return fmt.Sprintf("its scale must be an integer from 0 to the precision %d", prec)
+	}
+	if most := maxFixedPrecision(t.size); t.kind == kindFixed && prec > most {
+		return fmt.Sprintf("precision %d does not fit in a fixed of %d bytes, which holds at most %d digits", prec, t.size, most)
+	}
+	return ""
 }
 
 // maxFixedPrecision is floor(log10(2^(8n-1) - 1)), the most digits a fixed
@@ -399,7 +427,7 @@ func SchemaWarnings(text []byte) []string {
 // record schema, in order; nil when text is not a record schema.
 func SchemaFieldNames(text []byte) []string {
 	s, err := newAvroSchema(string(text))
-	if err != nil || s.typ.kind != "record" {
+	if err != nil || s.typ.kind != kindRecord {
 		return nil
 	}
 	names := make([]string, len(s.typ.fields))

@@ -554,7 +554,7 @@ func TestDecimalBytes(t *testing.T) {
 		{"9223372036854775808", 0, "008000000000000000"},
 	}
 	for _, tc := range tests {
-		typ := &avroType{kind: "bytes", logical: "decimal", precision: 38, scale: tc.scale}
+		typ := &avroType{kind: kindBytes, logical: logicalDecimal, precision: 38, scale: tc.scale}
 		b, err := decimalBytes(typ, tc.text)
 		if err != nil {
 			t.Fatal(err)
