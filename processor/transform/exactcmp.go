@@ -462,61 +462,89 @@ func (e *exactExt) Exec(f *interpreter.ExecutionFrame) ref.Val {
 func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 	switch fn := e.Function(); fn {
 	case extMin, extMax:
-		nums := vals
-		if len(vals) == 1 {
-			l, ok := vals[0].(traits.Lister)
-			if !ok {
-				return nil, false
-			}
-			var bad ref.Val
-			if nums, bad = elems(l); bad != nil {
-				return bad, true
-			}
-			if len(nums) == 0 {
-				return nil, false
-			}
-		}
-		best := nums[0]
-		for _, v := range nums {
-			if !isNumber(v) {
-				return nil, false
-			}
-			c, ok := compareMixed(v, best)
-			if !ok {
-				cmp, isCmp := v.(traits.Comparer)
-				if !isCmp {
-					return nil, false
-				}
-				n, isInt := cmp.Compare(best).(types.Int)
-				if !isInt {
-					return nil, false
-				}
-				c = int(n)
-			}
-			// The first of equal values stays, as cel-go's minPair
-			// and maxPair keep it.
-			if (fn == extMin && c < 0) || (fn == extMax && c > 0) {
-				best = v
-			}
-		}
-		return best, true
+		return exactMinMax(fn, vals)
 	case extDistinct:
+		return exactDistinct(vals)
+	}
+	return e.exactSets(vals)
+}
+
+// exactMinMax is min or max (fn) of vals, or of the list that is vals'
+// one element.
+func exactMinMax(fn string, vals []ref.Val) (ref.Val, bool) {
+	nums := vals
+	if len(vals) == 1 {
 		l, ok := vals[0].(traits.Lister)
-		if !ok || len(vals) != 1 {
+		if !ok {
 			return nil, false
 		}
-		all, bad := elems(l)
-		if bad != nil {
+		var bad ref.Val
+		if nums, bad = elems(l); bad != nil {
 			return bad, true
 		}
-		var out []ref.Val
-		for _, v := range all {
-			if !containsExact(out, v) {
-				out = append(out, v)
-			}
+		if len(nums) == 0 {
+			return nil, false
 		}
-		return types.DefaultTypeAdapter.NativeToValue(out), true
 	}
+	best := nums[0]
+	for _, v := range nums {
+		c, ok := compareNumber(v, best)
+		if !ok {
+			return nil, false
+		}
+		// The first of equal values stays, as cel-go's minPair
+		// and maxPair keep it.
+		if (fn == extMin && c < 0) || (fn == extMax && c > 0) {
+			best = v
+		}
+	}
+	return best, true
+}
+
+// compareNumber compares number v with best: exactly across types, else
+// as cel-go compares them; false when v is no number or the comparison
+// gives no integer.
+func compareNumber(v, best ref.Val) (int, bool) {
+	if !isNumber(v) {
+		return 0, false
+	}
+	if c, ok := compareMixed(v, best); ok {
+		return c, true
+	}
+	cmp, isCmp := v.(traits.Comparer)
+	if !isCmp {
+		return 0, false
+	}
+	n, isInt := cmp.Compare(best).(types.Int)
+	if !isInt {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// exactDistinct is the list of vals' one element without its repeats,
+// first of each kept, compared exactly.
+func exactDistinct(vals []ref.Val) (ref.Val, bool) {
+	l, ok := vals[0].(traits.Lister)
+	if !ok || len(vals) != 1 {
+		return nil, false
+	}
+	all, bad := elems(l)
+	if bad != nil {
+		return bad, true
+	}
+	var out []ref.Val
+	for _, v := range all {
+		if !containsExact(out, v) {
+			out = append(out, v)
+		}
+	}
+	return types.DefaultTypeAdapter.NativeToValue(out), true
+}
+
+// exactSets is sets.contains, sets.equivalent or sets.intersects of the
+// two lists vals, their elements compared exactly.
+func (e *exactExt) exactSets(vals []ref.Val) (ref.Val, bool) {
 	if len(vals) != 2 {
 		return nil, false
 	}
@@ -533,14 +561,6 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 	if bad != nil {
 		return bad, true
 	}
-	containsAll := func(in, of []ref.Val) bool {
-		for _, v := range of {
-			if !containsExact(in, v) {
-				return false
-			}
-		}
-		return true
-	}
 	switch e.Function() {
 	case extSetsContains:
 		return types.Bool(containsAll(as, bs)), true
@@ -554,6 +574,17 @@ func (e *exactExt) exact(vals []ref.Val) (ref.Val, bool) {
 		}
 		return types.False, true
 	}
+}
+
+// containsAll reports whether in holds every element of of, compared
+// exactly.
+func containsAll(in, of []ref.Val) bool {
+	for _, v := range of {
+		if !containsExact(in, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // elems returns the elements of l, or the first that is an error (an
