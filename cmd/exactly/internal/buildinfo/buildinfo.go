@@ -9,11 +9,15 @@
 // (deploy/container/build.sh does this). A plain `go build` or `go install`
 // from a clone leaves them empty; Get then falls back to what the Go
 // toolchain stamps into every binary (runtime/debug.ReadBuildInfo): the
-// module version and the vcs.revision and vcs.modified settings.
+// module version and the vcs.revision and vcs.modified settings. `go
+// install module@commit` stamps no vcs.* settings, but its module version
+// is a pseudo-version that ends in the commit's first 12 hex digits.
+// Stamping is off with -buildvcs=false (in GOFLAGS too) and under `go run`.
 package buildinfo
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 )
@@ -32,6 +36,10 @@ type Info struct {
 	GoVersion string `json:"go_version"` // e.g. go1.26.0
 	Platform  string `json:"platform"`   // GOOS/GOARCH
 }
+
+// pseudoRevision matches a pseudo-version's commit (golang.org/ref/mod#pseudo-versions):
+// v0.0.0-20260101120000-0123456789ab, v1.2.4-0.20260101120000-0123456789ab.
+var pseudoRevision = regexp.MustCompile(`[-.]\d{14}-([0-9a-f]{12})(\+incompatible)?$`)
 
 // Get returns the running binary's Info: the -X values where set, else the
 // toolchain's build settings.
@@ -62,6 +70,9 @@ func get(version, commit string, bi *debug.BuildInfo) Info {
 	}
 	if info.Version == "" {
 		info.Version = "(devel)"
+	}
+	if m := pseudoRevision.FindStringSubmatch(info.Version); info.Commit == "" && m != nil {
+		info.Commit = m[1]
 	}
 	if info.Commit == "" {
 		info.Commit = "unknown"

@@ -21,6 +21,13 @@ func TestGet(t *testing.T) {
 			Info{Version: "(devel)", Commit: "abc123", Modified: true, GoVersion: "go1.26.0"}},
 		{"go install module@version", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.2.0"}},
 			Info{Version: "v0.2.0", Commit: "unknown", GoVersion: "go1.26.0"}},
+		{"go install module@commit: the pseudo-version's commit", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20261204042406-2ae052f7493c"}},
+			Info{Version: "v0.0.0-20261204042406-2ae052f7493c", Commit: "2ae052f7493c", GoVersion: "go1.26.0"}},
+		{"a pseudo-version after a tag", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.1.1-0.20261204042406-2ae052f7493c+incompatible"}},
+			Info{Version: "v0.1.1-0.20261204042406-2ae052f7493c+incompatible", Commit: "2ae052f7493c", GoVersion: "go1.26.0"}},
+		{"the stamp wins over the pseudo-version", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.0.0-20261204042406-2ae052f7493c"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}}},
+			Info{Version: "v0.0.0-20261204042406-2ae052f7493c", Commit: "abc123", GoVersion: "go1.26.0"}},
 		{"nothing known", "", "", &debug.BuildInfo{GoVersion: "go1.26.0"},
 			Info{Version: "(devel)", Commit: "unknown", GoVersion: "go1.26.0"}},
 	} {
