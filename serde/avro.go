@@ -80,21 +80,11 @@ func NewCodec(cfg Config) (Codec, error) {
 		return New(cfg.Format)
 	}
 	c := &avroCodec{}
-	text := cfg.Schema
-	if text == "" && cfg.SchemaFile != "" {
-		b, err := os.ReadFile(cfg.SchemaFile)
-		if err != nil {
-			return nil, fmt.Errorf("%w: avro schema: %v", ErrConfig, err)
-		}
-		text = string(b)
+	s, err := writerSchema(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if text != "" {
-		s, err := newAvroSchema(text)
-		if err != nil {
-			return nil, fmt.Errorf("%w: avro schema %s: %v", ErrConfig, cfg.SchemaFile, err)
-		}
-		c.writer = s
-	}
+	c.writer = s
 	if cfg.Registry.URL == "" {
 		if c.writer == nil {
 			return nil, fmt.Errorf("%w: format avro needs a schema file or a registry", ErrConfig)
@@ -113,22 +103,52 @@ func NewCodec(cfg Config) (Codec, error) {
 	if c.subject == "" {
 		c.subject = cfg.Topic + "-value"
 	}
-	if rs := cfg.Registry.ReaderSchema; rs != "" {
-		text := rs
-		if t := strings.TrimSpace(rs); !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") && !strings.HasPrefix(t, `"`) {
-			b, err := os.ReadFile(rs)
-			if err != nil {
-				return nil, fmt.Errorf("%w: reader schema: %v", ErrConfig, err)
-			}
-			text = string(b)
+	if c.reader, err = readerSchema(cfg.Registry.ReaderSchema); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// writerSchema is the schema cfg gives, as text or in a file; nil for
+// none.
+func writerSchema(cfg Config) (*avroSchema, error) {
+	text := cfg.Schema
+	if text == "" && cfg.SchemaFile != "" {
+		b, err := os.ReadFile(cfg.SchemaFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: avro schema: %v", ErrConfig, err)
 		}
-		s, err := newAvroSchema(text)
+		text = string(b)
+	}
+	if text == "" {
+		return nil, nil
+	}
+	s, err := newAvroSchema(text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: avro schema %s: %v", ErrConfig, cfg.SchemaFile, err)
+	}
+	return s, nil
+}
+
+// readerSchema is the reader schema rs, a schema's JSON text or the path
+// of its file; nil for "".
+func readerSchema(rs string) (*avroSchema, error) {
+	if rs == "" {
+		return nil, nil
+	}
+	text := rs
+	if t := strings.TrimSpace(rs); !strings.HasPrefix(t, "{") && !strings.HasPrefix(t, "[") && !strings.HasPrefix(t, `"`) {
+		b, err := os.ReadFile(rs)
 		if err != nil {
 			return nil, fmt.Errorf("%w: reader schema: %v", ErrConfig, err)
 		}
-		c.reader = s
+		text = string(b)
 	}
-	return c, nil
+	s, err := newAvroSchema(text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reader schema: %v", ErrConfig, err)
+	}
+	return s, nil
 }
 
 // avroCodec reads and writes Avro, raw (reg == nil) or framed in the
@@ -262,22 +282,9 @@ func newRegistry(cfg Registry) (*registry, error) {
 		}
 		pass = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	}
-	hc := &http.Client{Timeout: timeout}
-	if cfg.CAFile != "" || cfg.InsecureSkipVerify {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // opt-in
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("%w: registry ca_file: %v", ErrConfig, err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: registry ca_file: no PEM certificate in %s", ErrConfig, cfg.CAFile)
-			}
-		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = tc
-		hc.Transport = tr
+	hc, err := registryHTTPClient(cfg, timeout)
+	if err != nil {
+		return nil, err
 	}
 	opts := []sr.ClientOpt{
 		sr.URLs(u.String()),
@@ -292,6 +299,30 @@ func newRegistry(cfg Registry) (*registry, error) {
 		return nil, fmt.Errorf("%w: registry: %v", ErrConfig, err)
 	}
 	return &registry{cl: cl, timeout: timeout, byID: make(map[int]*avroSchema), ids: make(map[string]int)}, nil
+}
+
+// registryHTTPClient is the HTTP client for the registry cfg describes:
+// with its CA file, or without verifying its certificate, if it says so.
+func registryHTTPClient(cfg Registry, timeout time.Duration) (*http.Client, error) {
+	hc := &http.Client{Timeout: timeout}
+	if cfg.CAFile == "" && !cfg.InsecureSkipVerify {
+		return hc, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.InsecureSkipVerify} //nolint:gosec // opt-in
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: registry ca_file: %v", ErrConfig, err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: registry ca_file: no PEM certificate in %s", ErrConfig, cfg.CAFile)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	hc.Transport = tr
+	return hc, nil
 }
 
 // schema returns the writer schema with ID id. A 404 is permanent

@@ -274,23 +274,8 @@ func decimalString(b []byte, scale int) string {
 // fractional digits than the scale, or more digits than the precision, is an
 // error: decimals are money, and rounding them silently is a loss.
 func decimalBytes(t *avroType, v any) ([]byte, error) {
-	var text string
-	switch n := v.(type) {
-	case string:
-		text = n
-	case json.Number:
-		text = string(n)
-	case int64:
-		text = strconv.FormatInt(n, 10)
-	case uint64:
-		text = strconv.FormatUint(n, 10)
-	case int:
-		text = strconv.Itoa(n)
-	case float64:
-		// The shortest text that reads back as n: 0.1 is "0.1", not the
-		// binary fraction's 55 digits.
-		text = strconv.FormatFloat(n, 'f', -1, 64)
-	default:
+	text, ok := decimalText(v)
+	if !ok {
 		return nil, mismatch(t, v)
 	}
 	if len(text) > 1000 {
@@ -310,21 +295,49 @@ func decimalBytes(t *avroType, v any) ([]byte, error) {
 	}
 	b := twosComplement(unscaled)
 	if t.kind == kindFixed {
-		if len(b) > t.size {
-			return nil, fmt.Errorf("%w: decimal %s does not fit in %d bytes", ErrUnsupported, truncateText(text), t.size)
-		}
-		pad := byte(0)
-		if unscaled.Sign() < 0 {
-			pad = 0xff
-		}
-		out := make([]byte, t.size)
-		for i := range t.size - len(b) {
-			out[i] = pad
-		}
-		copy(out[t.size-len(b):], b)
-		return out, nil
+		return signExtend(t, b, unscaled.Sign() < 0, text)
 	}
 	return b, nil
+}
+
+// decimalText is the decimal text of v: a decimal string, a JSON number
+// or a Go number; false for any other value.
+func decimalText(v any) (string, bool) {
+	switch n := v.(type) {
+	case string:
+		return n, true
+	case json.Number:
+		return string(n), true
+	case int64:
+		return strconv.FormatInt(n, 10), true
+	case uint64:
+		return strconv.FormatUint(n, 10), true
+	case int:
+		return strconv.Itoa(n), true
+	case float64:
+		// The shortest text that reads back as n: 0.1 is "0.1", not the
+		// binary fraction's 55 digits.
+		return strconv.FormatFloat(n, 'f', -1, 64), true
+	}
+	return "", false
+}
+
+// signExtend widens b, the two's complement of the decimal text (negative
+// if neg), to the size of fixed t.
+func signExtend(t *avroType, b []byte, neg bool, text string) ([]byte, error) {
+	if len(b) > t.size {
+		return nil, fmt.Errorf("%w: decimal %s does not fit in %d bytes", ErrUnsupported, truncateText(text), t.size)
+	}
+	pad := byte(0)
+	if neg {
+		pad = 0xff
+	}
+	out := make([]byte, t.size)
+	for i := range t.size - len(b) {
+		out[i] = pad
+	}
+	copy(out[t.size-len(b):], b)
+	return out, nil
 }
 
 // twosComplement returns the shortest big-endian two's-complement form of n.

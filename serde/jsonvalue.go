@@ -154,38 +154,45 @@ func Unquote(raw []byte, path string) (string, error) {
 			i++
 			continue
 		}
-		switch body[i+1] {
-		case 'u':
-			r := hex4(body[i+2 : i+6])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if r < 0xdc00 && i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
-					if lo := hex4(body[i+2 : i+6]); lo >= 0xdc00 && lo <= 0xdfff {
-						out = utf8.AppendRune(out, utf16.DecodeRune(r, lo))
-						i += 6
-						continue
-					}
-				}
-				return "", valueErr(path, fmt.Errorf(`string has a lone surrogate \u%04x, which is not text`, r))
-			}
-			out = utf8.AppendRune(out, r)
+		if body[i+1] != 'u' {
+			out = append(out, unescape(body[i+1]))
+			i += 2
 			continue
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		default: // '"', '\\', '/'
-			out = append(out, body[i+1])
 		}
-		i += 2
+		var r rune
+		if r, i = unicodeEscape(body, i); utf16.IsSurrogate(r) {
+			return "", valueErr(path, fmt.Errorf(`string has a lone surrogate \u%04x, which is not text`, r))
+		}
+		out = utf8.AppendRune(out, r)
 	}
 	return string(out), nil
+}
+
+// simpleEscapes maps the letter of each one-letter JSON escape that is
+// not its own character (\n) to the character it stands for.
+var simpleEscapes = [256]byte{'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// unescape returns the character that the escape of c (a backslash then
+// c, not \u) stands for: '\n' for 'n', c itself for '"', '\\' and '/'.
+func unescape(c byte) byte {
+	if e := simpleEscapes[c]; e != 0 {
+		return e
+	}
+	return c
+}
+
+// unicodeEscape decodes the \u escape at i of the body of a JSON string,
+// and a second that makes a surrogate pair with it, and returns the index
+// after them. A lone surrogate is returned as itself.
+func unicodeEscape(b []byte, i int) (rune, int) {
+	r := hex4(b[i+2 : i+6])
+	i += 6
+	if r >= 0xd800 && r < 0xdc00 && i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
+		if lo := hex4(b[i+2 : i+6]); lo >= 0xdc00 && lo <= 0xdfff {
+			return utf16.DecodeRune(r, lo), i + 6
+		}
+	}
+	return r, i
 }
 
 func hex4(b []byte) rune {
@@ -391,28 +398,10 @@ func keyRune(b []byte, i int) (rune, int) {
 		r, n := utf8.DecodeRune(b[i:])
 		return r, i + n
 	}
-	switch b[i+1] {
-	case 'u':
-		r := hex4(b[i+2 : i+6])
-		i += 6
-		if r >= 0xd800 && r < 0xdc00 && i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
-			if lo := hex4(b[i+2 : i+6]); lo >= 0xdc00 && lo <= 0xdfff {
-				return utf16.DecodeRune(r, lo), i + 6
-			}
-		}
-		return r, i
-	case 'b':
-		return '\b', i + 2
-	case 'f':
-		return '\f', i + 2
-	case 'n':
-		return '\n', i + 2
-	case 'r':
-		return '\r', i + 2
-	case 't':
-		return '\t', i + 2
+	if b[i+1] == 'u' {
+		return unicodeEscape(b, i)
 	}
-	return rune(b[i+1]), i + 2 // '"', '\\', '/'
+	return rune(unescape(b[i+1])), i + 2
 }
 
 // duplicateKey is the error of the quoted keys first and again, which
@@ -483,49 +472,9 @@ func DecodeValue(b []byte, path string, nums Numbers) (any, error) {
 func decodeAt(b []byte, i int, path string, nums Numbers) (any, int, error) {
 	switch c := b[i]; c {
 	case '{':
-		start, n := i, 0
-		obj := map[string]any{}
-		i = skipSpace(b, i+1)
-		for ; b[i] != '}'; n++ {
-			kEnd := skipString(b, i)
-			k, err := Unquote(b[i:kEnd], path)
-			if err != nil {
-				return nil, 0, err
-			}
-			i = skipSpace(b, skipSpace(b, kEnd)+1)
-			v, next, err := decodeAt(b, i, JoinPath(path, k), nums)
-			if err != nil {
-				return nil, 0, err
-			}
-			obj[k] = v
-			i = skipSpace(b, next)
-			if b[i] == ',' {
-				i = skipSpace(b, i+1)
-			}
-		}
-		if len(obj) < n {
-			// Two members with one key: the map kept one. The rule and
-			// its error are AppendMembers', as on every other path.
-			if _, err := AppendMembers(nil, b[start:i+1], path); err != nil {
-				return nil, 0, err
-			}
-		}
-		return obj, i + 1, nil
+		return decodeObject(b, i, path, nums)
 	case '[':
-		arr := []any{}
-		i = skipSpace(b, i+1)
-		for b[i] != ']' {
-			v, next, err := decodeAt(b, i, IndexPath(path, len(arr)), nums)
-			if err != nil {
-				return nil, 0, err
-			}
-			arr = append(arr, v)
-			i = skipSpace(b, next)
-			if b[i] == ',' {
-				i = skipSpace(b, i+1)
-			}
-		}
-		return arr, i + 1, nil
+		return decodeArray(b, i, path, nums)
 	case '"':
 		end := skipString(b, i)
 		s, err := Unquote(b[i:end], path)
@@ -544,6 +493,56 @@ func decodeAt(b []byte, i int, path string, nums Numbers) (any, int, error) {
 	}
 	v, err := ParseNumber(text, path)
 	return v, end, err
+}
+
+// decodeObject is decodeAt of the object at i.
+func decodeObject(b []byte, i int, path string, nums Numbers) (any, int, error) {
+	start, n := i, 0
+	obj := map[string]any{}
+	i = skipSpace(b, i+1)
+	for ; b[i] != '}'; n++ {
+		kEnd := skipString(b, i)
+		k, err := Unquote(b[i:kEnd], path)
+		if err != nil {
+			return nil, 0, err
+		}
+		i = skipSpace(b, skipSpace(b, kEnd)+1)
+		v, next, err := decodeAt(b, i, JoinPath(path, k), nums)
+		if err != nil {
+			return nil, 0, err
+		}
+		obj[k] = v
+		i = skipSpace(b, next)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if len(obj) < n {
+		// Two members with one key: the map kept one. The rule and
+		// its error are AppendMembers', as on every other path.
+		if _, err := AppendMembers(nil, b[start:i+1], path); err != nil {
+			return nil, 0, err
+		}
+	}
+	return obj, i + 1, nil
+}
+
+// decodeArray is decodeAt of the array at i.
+func decodeArray(b []byte, i int, path string, nums Numbers) (any, int, error) {
+	arr := []any{}
+	i = skipSpace(b, i+1)
+	for b[i] != ']' {
+		v, next, err := decodeAt(b, i, IndexPath(path, len(arr)), nums)
+		if err != nil {
+			return nil, 0, err
+		}
+		arr = append(arr, v)
+		i = skipSpace(b, next)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return arr, i + 1, nil
 }
 
 // JSONAppender is an in-memory value that writes its own JSON text, such
@@ -583,12 +582,6 @@ func AppendJSON(b []byte, v any, path string) ([]byte, error) {
 		return appendString(b, v, path)
 	case int64:
 		return strconv.AppendInt(b, v, 10), nil
-	case int:
-		return strconv.AppendInt(b, int64(v), 10), nil
-	case int32:
-		return strconv.AppendInt(b, int64(v), 10), nil
-	case uint64:
-		return strconv.AppendUint(b, v, 10), nil
 	case float64:
 		return AppendDouble(b, v, 64, path)
 	case float32:
@@ -605,75 +598,113 @@ func AppendJSON(b []byte, v any, path string) ([]byte, error) {
 		b = base64.StdEncoding.AppendEncode(b, v)
 		return append(b, '"'), nil
 	case []any:
-		b = append(b, '[')
-		for i, e := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = AppendJSON(b, e, IndexPath(path, i)); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, ']'), nil
+		return appendArray(b, v, path)
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var err error
-			if b, err = appendString(b, k, path); err != nil {
-				return nil, err
-			}
-			b = append(b, ':')
-			if b, err = AppendJSON(b, v[k], JoinPath(path, k)); err != nil {
-				return nil, err
-			}
-		}
-		return append(b, '}'), nil
+		return appendObject(b, v, path)
 	case JSONAppender:
 		return v.AppendJSON(b, path)
 	}
+	return appendOtherInteger(b, v, path)
+}
+
+// appendOtherInteger is AppendJSON of the integer types other than int64,
+// and its error for a type that JSON has no form for.
+func appendOtherInteger(b []byte, v any, path string) ([]byte, error) {
+	switch v := v.(type) {
+	case int:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, v, 10), nil
+	}
 	return nil, fmt.Errorf("%w: %T has no JSON form (at %q)", ErrUnsupported, v, path)
+}
+
+func appendArray(b []byte, v []any, path string) ([]byte, error) {
+	b = append(b, '[')
+	for i, e := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = AppendJSON(b, e, IndexPath(path, i)); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, ']'), nil
+}
+
+// appendObject appends the JSON object of v, its keys in sorted order.
+func appendObject(b []byte, v map[string]any, path string) ([]byte, error) {
+	keys := make([]string, 0, len(v))
+	for k := range v {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendString(b, k, path); err != nil {
+			return nil, err
+		}
+		b = append(b, ':')
+		if b, err = AppendJSON(b, v[k], JoinPath(path, k)); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
 }
 
 // AppendDouble appends f as a JSON double (see AppendJSON): the shortest
 // text for a float of size bits, in encoding/json's style (exponent below
 // 1e-6 and from 1e21), with ".0" added to an integral value.
 func AppendDouble(b []byte, f float64, bits int, path string) ([]byte, error) {
-	switch {
-	case math.IsNaN(f):
-		return nil, valueErr(path, errors.New("NaN cannot be written as JSON"))
-	case math.IsInf(f, 1):
-		return nil, valueErr(path, errors.New("+Inf cannot be written as JSON"))
-	case math.IsInf(f, -1):
-		return nil, valueErr(path, errors.New("-Inf cannot be written as JSON"))
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return nil, nonFinite(f, path)
 	}
 	start := len(b)
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, bits)
-	if format == 'e' {
-		// 1e-07 -> 1e-7, as encoding/json writes it.
-		if n := len(b); n-start >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
+	if !exponentFormat(f, bits) {
+		b = strconv.AppendFloat(b, f, 'f', -1, bits)
+		if bytes.IndexByte(b[start:], '.') < 0 {
+			b = append(b, ".0"...)
 		}
 		return b, nil
 	}
-	if bytes.IndexByte(b[start:], '.') < 0 {
-		b = append(b, ".0"...)
+	b = strconv.AppendFloat(b, f, 'e', -1, bits)
+	// 1e-07 -> 1e-7, as encoding/json writes it.
+	if n := len(b); n-start >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1]
+		b = b[:n-1]
 	}
 	return b, nil
+}
+
+// nonFinite is the error of NaN or ±Inf f, which JSON cannot hold.
+func nonFinite(f float64, path string) error {
+	switch {
+	case math.IsNaN(f):
+		return valueErr(path, errors.New("NaN cannot be written as JSON"))
+	case math.IsInf(f, 1):
+		return valueErr(path, errors.New("+Inf cannot be written as JSON"))
+	}
+	return valueErr(path, errors.New("-Inf cannot be written as JSON"))
+}
+
+// exponentFormat reports whether encoding/json writes f, a float of size
+// bits, with an exponent: below 1e-6 and from 1e21, zero aside.
+func exponentFormat(f float64, bits int) bool {
+	abs := math.Abs(f)
+	if abs == 0 {
+		return false
+	}
+	if bits == 32 {
+		return float32(abs) < 1e-6 || float32(abs) >= 1e21
+	}
+	return abs < 1e-6 || abs >= 1e21
 }
 
 // AppendString appends s as a JSON string. s must be valid UTF-8.
@@ -729,21 +760,12 @@ func appendString(b []byte, s, path string) ([]byte, error) {
 
 // validNumber reports whether s is one JSON number (RFC 8259, section 6).
 func validNumber(s string) bool {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(s) && s[i] == '0':
-		i++
-	case i < len(s) && s[i] >= '1' && s[i] <= '9':
-		i = digits(s, i)
-	default:
+	i, ok := numberInteger(s)
+	if !ok {
 		return false
 	}
 	if i < len(s) && s[i] == '.' {
-		d := i + 1
-		if i = digits(s, d); i == d {
+		if i, ok = someDigits(s, i+1); !ok {
 			return false
 		}
 	}
@@ -752,12 +774,34 @@ func validNumber(s string) bool {
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
-		d := i
-		if i = digits(s, d); i == d {
+		if i, ok = someDigits(s, i); !ok {
 			return false
 		}
 	}
 	return i == len(s)
+}
+
+// numberInteger returns the index in s after the integer part of a JSON
+// number at its start (a '-', then 0 or digits without a leading 0);
+// false if there is none.
+func numberInteger(s string) (int, bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		return i + 1, true
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		return digits(s, i), true
+	}
+	return i, false
+}
+
+// someDigits is digits, false when there is no digit at i.
+func someDigits(s string, i int) (int, bool) {
+	end := digits(s, i)
+	return end, end > i
 }
 
 // digits returns the index in s after the run of ASCII digits at i.
