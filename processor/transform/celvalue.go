@@ -482,12 +482,7 @@ func native(v ref.Val, path string, jsonOut bool) (any, error) {
 		s, _ := scalar(v)
 		return s, nil
 	case types.Double:
-		f := float64(v)
-		if jsonOut && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			_, err := serde.AppendDouble(nil, f, 64, path)
-			return nil, err
-		}
-		return f, nil
+		return nativeDouble(float64(v), path, jsonOut)
 	case types.Bytes:
 		return []byte(v), nil
 	case types.Timestamp:
@@ -495,35 +490,55 @@ func native(v ref.Val, path string, jsonOut bool) (any, error) {
 	case types.Duration:
 		return v.Duration.String(), nil
 	case traits.Mapper:
-		out := map[string]any{}
-		for it := v.Iterator(); it.HasNext() == types.True; {
-			k := it.Next()
-			kn, err := native(k, path, jsonOut)
-			if err != nil {
-				return nil, err
-			}
-			name := fmt.Sprint(kn)
-			if _, twice := out[name]; twice {
-				// {1: "a", "1": "b"}: one key of a JSON object, and
-				// which value won would follow the map's iteration
-				// order, another on each run.
-				return nil, &serde.ValueError{Path: path, Err: fmt.Errorf("the map has two keys that both write the object key %q (one of them a %s): a JSON object holds one", name, k.Type().TypeName())}
-			}
-			if out[name], err = native(v.Get(k), serde.JoinPath(path, name), jsonOut); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return nativeMap(v, path, jsonOut)
 	case traits.Lister:
-		n := int(v.Size().(types.Int))
-		out := make([]any, n)
-		for i := range n {
-			var err error
-			if out[i], err = native(v.Get(types.Int(i)), serde.IndexPath(path, i), jsonOut); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+		return nativeList(v, path, jsonOut)
 	}
 	return v.Value(), nil
+}
+
+// nativeDouble is native of a double f: refused if it is NaN or ±Inf and
+// jsonOut.
+func nativeDouble(f float64, path string, jsonOut bool) (any, error) {
+	if jsonOut && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		_, err := serde.AppendDouble(nil, f, 64, path)
+		return nil, err
+	}
+	return f, nil
+}
+
+// nativeMap is native of a map: an object keyed by each key's text.
+func nativeMap(v traits.Mapper, path string, jsonOut bool) (any, error) {
+	out := map[string]any{}
+	for it := v.Iterator(); it.HasNext() == types.True; {
+		k := it.Next()
+		kn, err := native(k, path, jsonOut)
+		if err != nil {
+			return nil, err
+		}
+		name := fmt.Sprint(kn)
+		if _, twice := out[name]; twice {
+			// {1: "a", "1": "b"}: one key of a JSON object, and
+			// which value won would follow the map's iteration
+			// order, another on each run.
+			return nil, &serde.ValueError{Path: path, Err: fmt.Errorf("the map has two keys that both write the object key %q (one of them a %s): a JSON object holds one", name, k.Type().TypeName())}
+		}
+		if out[name], err = native(v.Get(k), serde.JoinPath(path, name), jsonOut); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// nativeList is native of a list.
+func nativeList(v traits.Lister, path string, jsonOut bool) (any, error) {
+	n := int(v.Size().(types.Int))
+	out := make([]any, n)
+	for i := range n {
+		var err error
+		if out[i], err = native(v.Get(types.Int(i)), serde.IndexPath(path, i), jsonOut); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }

@@ -117,37 +117,7 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 	}
 	out := make(map[string]*Pipeline, len(f.Stages))
 	for i := range f.Stages {
-		st := &f.Stages[i]
-		p := &Pipeline{}
-		for j := range st.Transform {
-			if c.f.Problem(fmt.Sprintf("stages[%d].transform[%d]", i, j)) {
-				// A draft's step with a problem of its own (ParseDraft):
-				// reported already, nothing to compile.
-				continue
-			}
-			jsonOut := st.Output.Format != serde.Avro
-			if st.Transform[j].Op() == "dedupe" {
-				if d, ok := c.dedupe(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {
-					p.dedupe = d
-				}
-				continue
-			}
-			if st.Transform[j].Op() == "aggregate" {
-				if a, ok := c.aggregate(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j]); ok {
-					p.aggregate = a
-				}
-				continue
-			}
-			if s, ok := c.step(fmt.Sprintf("stages[%d].transform[%d]", i, j), j, &st.Transform[j], reg, jsonOut); ok {
-				p.steps = append(p.steps, s)
-				op := st.Transform[j].Op()
-				p.hasFuncs = p.hasFuncs || op == "func" || op == "stateful"
-				if op == "stateful" {
-					p.stateful = &Stateful{Step: s.name, Index: j, Store: st.Transform[j].Stateful.StoreName()}
-				}
-			}
-		}
-		out[st.Name] = p
+		out[f.Stages[i].Name] = c.pipeline(i, &f.Stages[i], reg)
 	}
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(a, b int) bool {
@@ -157,6 +127,49 @@ func Compile(f *topology.File, reg *Registry) (map[string]*Pipeline, error) {
 		return nil, c.errs
 	}
 	return out, nil
+}
+
+// pipeline compiles the steps of st, stage i of the file; the steps that
+// do not compile are left out, their problems in c.errs.
+func (c *compiler) pipeline(i int, st *topology.Stage, reg *Registry) *Pipeline {
+	p := &Pipeline{}
+	jsonOut := st.Output.Format != serde.Avro
+	for j := range st.Transform {
+		path := fmt.Sprintf("stages[%d].transform[%d]", i, j)
+		if c.f.Problem(path) {
+			// A draft's step with a problem of its own (ParseDraft):
+			// reported already, nothing to compile.
+			continue
+		}
+		ts := &st.Transform[j]
+		switch ts.Op() {
+		case "dedupe":
+			if d, ok := c.dedupe(path, j, ts); ok {
+				p.dedupe = d
+			}
+		case "aggregate":
+			if a, ok := c.aggregate(path, j, ts); ok {
+				p.aggregate = a
+			}
+		default:
+			c.addStep(p, path, j, ts, reg, jsonOut)
+		}
+	}
+	return p
+}
+
+// addStep compiles ts, step j at path, and adds it to p if it compiles.
+func (c *compiler) addStep(p *Pipeline, path string, j int, ts *topology.Step, reg *Registry, jsonOut bool) {
+	s, ok := c.step(path, j, ts, reg, jsonOut)
+	if !ok {
+		return
+	}
+	p.steps = append(p.steps, s)
+	op := ts.Op()
+	p.hasFuncs = p.hasFuncs || op == "func" || op == "stateful"
+	if op == "stateful" {
+		p.stateful = &Stateful{Step: s.name, Index: j, Store: ts.Stateful.StoreName()}
+	}
 }
 
 func (c *compiler) dedupe(path string, idx int, st *topology.Step) (*Dedupe, bool) {
@@ -252,29 +265,14 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry, 
 	case "explode":
 		s.run = b.explode(st.Explode)
 	case "func":
-		fn, found := reg.Lookup(st.Func)
+		fn, found := c.lookupFunc(path, st.Func, reg)
 		if !found {
-			hint := ""
-			if _, stateful := reg.LookupStateful(st.Func); stateful {
-				hint = fmt.Sprintf(" (%q is a stateful transform: call it with stateful: %s)", st.Func, st.Func)
-			}
-			c.fail(path+".func", "no Go transform is registered as %q%s (registered: %s)", st.Func, hint, namesOrNone(reg.Names()))
 			return s, false
 		}
 		s.run = funcStep(fn)
 	case "stateful":
-		name := st.Stateful.Func
-		fn, found := reg.LookupStateful(name)
+		fn, found := c.lookupStateful(path, st.Stateful.Func, reg)
 		if !found {
-			hint := ""
-			if _, stateless := reg.Lookup(name); stateless {
-				hint = fmt.Sprintf(" (%q is a stateless transform: call it with func: %s)", name, name)
-			}
-			fp := path + ".stateful.func"
-			if c.f.Position(fp) == (topology.Position{}) {
-				fp = path + ".stateful" // the scalar form
-			}
-			c.fail(fp, "no stateful Go transform is registered as %q%s (registered with transform.RegisterStateful: %s)", name, hint, namesOrNone(reg.StatefulNames()))
 			return s, false
 		}
 		s.run = statefulStep(fn)
@@ -282,6 +280,40 @@ func (c *compiler) step(path string, idx int, st *topology.Step, reg *Registry, 
 		return s, false // topology validation reported it
 	}
 	return s, b.ok
+}
+
+// lookupFunc returns the Go transform registered as name, or reports at
+// path that there is none.
+func (c *compiler) lookupFunc(path, name string, reg *Registry) (Func, bool) {
+	fn, found := reg.Lookup(name)
+	if found {
+		return fn, true
+	}
+	hint := ""
+	if _, stateful := reg.LookupStateful(name); stateful {
+		hint = fmt.Sprintf(" (%q is a stateful transform: call it with stateful: %s)", name, name)
+	}
+	c.fail(path+".func", "no Go transform is registered as %q%s (registered: %s)", name, hint, namesOrNone(reg.Names()))
+	return nil, false
+}
+
+// lookupStateful returns the stateful Go transform registered as name,
+// or reports at path that there is none.
+func (c *compiler) lookupStateful(path, name string, reg *Registry) (StatefulFunc, bool) {
+	fn, found := reg.LookupStateful(name)
+	if found {
+		return fn, true
+	}
+	hint := ""
+	if _, stateless := reg.Lookup(name); stateless {
+		hint = fmt.Sprintf(" (%q is a stateless transform: call it with func: %s)", name, name)
+	}
+	fp := path + ".stateful.func"
+	if c.f.Position(fp) == (topology.Position{}) {
+		fp = path + ".stateful" // the scalar form
+	}
+	c.fail(fp, "no stateful Go transform is registered as %q%s (registered with transform.RegisterStateful: %s)", name, hint, namesOrNone(reg.StatefulNames()))
+	return nil, false
 }
 
 type runFunc = func(ctx context.Context, r *Record) ([]Record, error)
