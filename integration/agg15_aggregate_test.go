@@ -13,8 +13,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // TestAggregateCrashRestart is the aggregate crash check: order
@@ -112,9 +110,9 @@ func TestAggregateCrashRestart(t *testing.T) {
 	stateDir := t.TempDir()
 	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
 	group := "exactly-" + stage
-	kinds := []string{"sigkill", kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashDuringRestore}
+	kinds := []string{"sigkill", crashBeforeCommit, crashAfterCommit, crashDuringRestore}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	if kinds[0] == kit.CrashDuringRestore { // the changelog is empty before the first kill
+	if kinds[0] == crashDuringRestore { // the changelog is empty before the first kill
 		kinds[0], kinds[1] = kinds[1], kinds[0]
 	}
 	fired := map[string]int{}
@@ -126,10 +124,10 @@ func TestAggregateCrashRestart(t *testing.T) {
 		var env []string
 		wait := time.Duration(200+rng.Int64N(killWindow.Milliseconds())) * time.Millisecond
 		switch kind {
-		case kit.CrashBeforeCommit, kit.CrashAfterCommit:
-			env = []string{kit.FailpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(10))}
+		case crashBeforeCommit, crashAfterCommit:
+			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(10))}
 			wait = 3 * time.Minute // the failpoint picks the point
-		case kit.CrashDuringRestore:
+		case crashDuringRestore:
 			restorable := sumOffsets(committedEnds(t, changelog)) / 2 // markers take offsets too
 			if restorable == 0 {
 				kind = "sigkill" // nothing to restore yet
@@ -138,7 +136,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 			if err := os.RemoveAll(stateDir); err != nil {
 				t.Fatal(err)
 			}
-			env = []string{kit.FailpointEnv + "=" + kind + "@" + strconv.FormatInt(1+rng.Int64N(restorable), 10)}
+			env = []string{failpointEnv + "=" + kind + "@" + strconv.FormatInt(1+rng.Int64N(restorable), 10)}
 			wait = 3 * time.Minute
 		}
 		started := time.Now()
@@ -275,9 +273,9 @@ func killAt(t *testing.T, p *proc, kind string, deadline time.Time, group, topic
 			return kill("deadline")
 		case <-tick.C:
 			switch {
-			case kind == kit.CrashDuringRestore && strings.Contains(p.logs.String(), "state restored"):
+			case kind == crashDuringRestore && strings.Contains(p.logs.String(), "state restored"):
 				return kill("the restore ended first")
-			case (kind == kit.CrashBeforeCommit || kind == kit.CrashAfterCommit) && sumOffsets(groupOffsets(t, group, topic)) >= sumOffsets(committedEnds(t, topic)):
+			case (kind == crashBeforeCommit || kind == crashAfterCommit) && sumOffsets(groupOffsets(t, group, topic)) >= sumOffsets(committedEnds(t, topic)):
 				return kill("every input record was committed first")
 			}
 		}

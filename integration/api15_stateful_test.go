@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // payment is the i-th payment of TestStatefulRunningBalance: account
@@ -68,8 +66,8 @@ func TestStatefulRunningBalance(t *testing.T) {
 	args := func(dir string) []string {
 		return []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", dir}
 	}
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
-		p := startBin(t, bin, []string{kit.FailpointEnv + "=" + fp + "@4"}, args(dir)...)
+	for _, fp := range []string{crashBeforeCommit, crashAfterCommit} {
+		p := startBin(t, bin, []string{failpointEnv + "=" + fp + "@4"}, args(dir)...)
 		_ = p.wait(3 * time.Minute)
 		if !p.killedBySIGKILL() {
 			t.Fatalf("want the process killed by SIGKILL at %s@4, got %v\n%s", fp, p.cmd.ProcessState, tail(p.logs.String(), 40))

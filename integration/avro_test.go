@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -359,7 +359,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 	}
 	kcatProduce(t, in, lines)
 
-	crashAndRecover(t, topo, kit.CrashBeforeCommit, out, dlq1, events, bad, 3*time.Minute)
+	crashAndRecover(t, topo, crashBeforeCommit, out, dlq1, events, bad, 3*time.Minute)
 
 	checkOutput(t, out, events)
 	checkExactValues(t, out, want)
@@ -368,7 +368,7 @@ func TestAvroChainCrashCheck(t *testing.T) {
 		t.Fatalf("the Avro → JSON stage dead-lettered %d records; its input held only valid frames", n)
 	}
 	for _, r := range kcatReadJSON(t, dlq1) {
-		if r.Headers[kit.HeaderReason] == "" || r.Headers[kit.HeaderError] == "" {
+		if r.Headers[deadletter.HeaderReason] == "" || r.Headers[deadletter.HeaderError] == "" {
 			t.Errorf("dead letter %s lacks a reason or error: %v", r.Key, r.Headers)
 		}
 	}
@@ -529,10 +529,10 @@ func TestAvroBadFramesDeadLettered(t *testing.T) {
 			t.Errorf("%s: no dead letter", c.key)
 			continue
 		}
-		if got := r.Headers[kit.HeaderReason]; got != kit.ReasonDecode {
-			t.Errorf("%s: reason %q, want %q", c.key, got, kit.ReasonDecode)
+		if got := r.Headers[deadletter.HeaderReason]; got != deadletter.ReasonDecode {
+			t.Errorf("%s: reason %q, want %q", c.key, got, deadletter.ReasonDecode)
 		}
-		if msg := r.Headers[kit.HeaderError]; !strings.Contains(msg, c.want) {
+		if msg := r.Headers[deadletter.HeaderError]; !strings.Contains(msg, c.want) {
 			t.Errorf("%s: error %q does not say %q", c.key, msg, c.want)
 		} else {
 			t.Logf("%-16s → %s", c.key, msg)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 const (
@@ -256,8 +256,8 @@ func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
 			if len(dead) != 1 || dead[0].Key != "old-1" {
 				t.Fatalf("dead letters %+v, want only old-1, the record the broker refused", dead)
 			}
-			if got := dead[0].Headers[kit.HeaderSourceTopicID]; got != oldID {
-				t.Errorf("the dead letter's %s is %q, want the old topic's ID %q (the new one is %q)", kit.HeaderSourceTopicID, got, oldID, newID)
+			if got := dead[0].Headers[deadletter.HeaderSourceTopicID]; got != oldID {
+				t.Errorf("the dead letter's %s is %q, want the old topic's ID %q (the new one is %q)", deadletter.HeaderSourceTopicID, got, oldID, newID)
 			}
 			p.stop()
 		})

@@ -18,11 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/exactly-io/exactly/processor"
 
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The chaos suite: a 3-stage chain and a Postgres sink, 2 instances each,
@@ -307,7 +305,7 @@ func (c *chaos) kills(n int) int {
 // random N, waits for it to die by SIGKILL there, and restarts it clean.
 func (c *chaos) failpoints() int {
 	fired := 0
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterOffsetCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{crashBeforeCommit, crashAfterOffsetCommit, crashAfterCommit, crashBeforeDBCommit, crashAfterDBCommit} {
 		c.fireFailpoint(fp)
 		fired++
 	}
@@ -323,7 +321,7 @@ func (c *chaos) fireFailpoint(fp string) {
 	_ = in.p.cmd.Process.Kill()
 	<-in.p.done
 	n := 1 + rand.N(4)
-	c.launch(in, kit.FailpointEnv+"="+fp+"@"+strconv.Itoa(n))
+	c.launch(in, failpointEnv+"="+fp+"@"+strconv.Itoa(n))
 	select {
 	case <-in.p.done:
 	case <-time.After(90 * time.Second):
@@ -454,12 +452,12 @@ func (c *chaos) wait() {
 
 // verify runs `exactly verify` and requires no loss and no duplicate; at
 // the end also the exact dead letters and rows.
-func (c *chaos) verify(final bool) *verify.Report {
+func (c *chaos) verify(final bool) *processor.VerifyReport {
 	cmd := exec.Command(c.bin, "verify", "--topology", c.topo, "--event-id", "event_id", "--json", "--timeout", "3m")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	var rep verify.Report
+	var rep processor.VerifyReport
 	if jerr := json.Unmarshal(out, &rep); jerr != nil {
 		c.t.Fatalf("exactly verify: %v (%v)\n%s\n%s", err, jerr, out, stderr.String())
 	}
@@ -494,7 +492,7 @@ func (c *chaos) markers() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, tp := range c.outputs {
-		if _, err := audit.Drain(ctx, strings.Split(kcatBrokers(c.t), ","), tp); err != nil {
+		if _, err := drainMarkers(ctx, strings.Split(kcatBrokers(c.t), ","), tp); err != nil {
 			c.t.Fatalf("end markers of %s: %v", tp, err)
 		}
 	}
@@ -524,7 +522,7 @@ func newDupReader(t *testing.T, topic string) *dupReader {
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			fs.EachRecord(func(rec *kgo.Record) {
-				if audit.IsMarker(rec) {
+				if isMarker(rec) {
 					return
 				}
 				k := string(rec.Key)

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // restoredLine matches the log line of a restore, with what it read.
@@ -106,7 +104,7 @@ func TestDedupeCrashDuringRestore(t *testing.T) {
 	// killed after 6,000 records.
 	stateDir := t.TempDir()
 	args := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
-	crashing := start(t, []string{kit.FailpointEnv + "=" + kit.CrashDuringRestore + "@6000"}, args...)
+	crashing := start(t, []string{failpointEnv + "=" + crashDuringRestore + "@6000"}, args...)
 	_ = crashing.wait(3 * time.Minute)
 	if !crashing.killedBySIGKILL() || !strings.Contains(crashing.logs.String(), "crash-during-restore@6000") {
 		t.Fatalf("want the process killed by SIGKILL at crash-during-restore@6000, got %v\n%s", crashing.cmd.ProcessState, tail(crashing.logs.String(), 30))

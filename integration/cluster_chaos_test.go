@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // clusterChaosKinds are the fault kinds of the cluster chaos profile, in
@@ -205,7 +204,7 @@ func (cc *clusterChaos) killTimed(node int32, timing, topic string) {
 // failpoint restarts a random instance with one of the four failpoints
 // (cycling) armed at a small N, and restarts it clean once it fired.
 func (cc *clusterChaos) failpoint() int {
-	fps := []string{kit.CrashBeforeCommit, kit.CrashAfterCommit, kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit}
+	fps := []string{crashBeforeCommit, crashAfterCommit, crashBeforeDBCommit, crashAfterDBCommit}
 	fp := fps[cc.fps%len(fps)]
 	cc.fps++
 	cc.ch.fireFailpoint(fp)

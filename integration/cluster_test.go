@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // clusterFault is one fault family of the cluster crash check. inject
@@ -71,9 +70,9 @@ func TestClusterCrashCheck(t *testing.T) {
 		stages[i] = s
 	}
 	for i, f := range clusterFaults {
-		fp := kit.CrashBeforeCommit
+		fp := crashBeforeCommit
 		if i%2 == 1 {
-			fp = kit.CrashAfterCommit
+			fp = crashAfterCommit
 		}
 		t.Run(f.name, func(t *testing.T) { clusterCrashCheck(t, c, f, stages[i], fp) })
 	}
@@ -86,7 +85,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 	topo := s.topo
 	feed := startFeed(t, s.in, crashInput(events, bad), 200, 400*time.Millisecond)
 
-	crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+	crashing := start(t, []string{failpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
 	_ = crashing.wait(2 * time.Minute)
 	if !crashing.killedBySIGKILL() {
 		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
@@ -127,7 +126,7 @@ func clusterCrashCheck(t *testing.T, c *cluster, f clusterFault, s clusterStage,
 		var body string
 		func() {
 			defer clusterProxies[n].Restore()
-			eventually(t, kit.StallMin+40*time.Second, func() bool {
+			eventually(t, stallMin+40*time.Second, func() bool {
 				var code int
 				code, body = get(t, "http://"+addr+"/readyz")
 				return code == http.StatusServiceUnavailable && strings.TrimSpace(body) != ""

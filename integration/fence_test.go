@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // fenceSink writes the topology of one sink named like prefix, reading
@@ -44,17 +42,17 @@ func TestSinkRejoinsAfterOneFence(t *testing.T) {
 	waitRows(t, pool, schema+".events", 100, 60*time.Second, p)
 
 	group := "exactly-sink-" + name
-	intruder := kit.NewFenceWatch(group, group+"-h1", nil)
+	intruder := &fenceWatch{}
 	cl := kafkaClient(t, kgo.ConsumerGroup(group), kgo.InstanceID(group+"-h1"), kgo.ConsumeTopics(in),
 		kgo.DisableAutoCommit(), kgo.WithHooks(intruder))
 	defer cl.Close()
-	intruder.Attach(cl)
+	intruder.attach(cl)
 	go func() {
 		for cl.Context().Err() == nil {
 			cl.PollFetches(cl.Context())
 		}
 	}()
-	eventually(t, 60*time.Second, func() bool { p.alive(); return intruder.Err() != nil },
+	eventually(t, 60*time.Second, func() bool { p.alive(); return intruder.fenced() != nil },
 		func() string { return "the sink never took its group.instance.id back" })
 
 	kcatProduce(t, in, c13Events("b", 0, 100, 0))

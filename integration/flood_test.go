@@ -20,8 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // floodKind is what the stage must do with a generated record.
@@ -410,7 +409,7 @@ func TestBadInputFlood(t *testing.T) {
 		}
 		retried, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": processor.AbortRetry})
 		byReason := map[string]float64{}
-		for _, reason := range []string{kit.ReasonDecode, kit.ReasonKey, kit.ReasonTransform, kit.ReasonEncode, kit.ReasonProduce} {
+		for _, reason := range []string{deadletter.ReasonDecode, deadletter.ReasonKey, deadletter.ReasonTransform, deadletter.ReasonEncode, deadletter.ReasonProduce} {
 			byReason[reason], _ = sum(m, "exactly_stage_records_dead_lettered_total", map[string]string{"stage": s.name, "reason": reason})
 		}
 		t.Logf("%s: %v committed transactions, the longest ≤ %vs; %v aborted and retried (refused records); dead letters by reason %v",
@@ -434,8 +433,8 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 	t.Helper()
 	seen := map[[2]int64]string{} // input position -> "output" or "dead letter"
 	source := func(r *kgo.Record, what, partHeader, offHeader string) (*floodRecord, bool) {
-		ps, _ := audit.Header(r, partHeader)
-		offs, _ := audit.Header(r, offHeader)
+		ps, _ := header(r, partHeader)
+		offs, _ := header(r, offHeader)
 		p, err1 := strconv.ParseInt(ps, 10, 32)
 		o, err2 := strconv.ParseInt(offs, 10, 64)
 		if err1 != nil || err2 != nil {
@@ -481,16 +480,16 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 	envelopes, maxDL := 0, 0
 	for _, r := range dls {
 		maxDL = max(maxDL, len(r.Value))
-		src, ok := source(r, "dead letter", kit.HeaderSourcePartition, kit.HeaderSourceOffset)
+		src, ok := source(r, "dead letter", deadletter.HeaderSourcePartition, deadletter.HeaderSourceOffset)
 		if !ok {
 			continue
 		}
-		reason, _ := audit.Header(r, kit.HeaderReason)
-		errText, _ := audit.Header(r, kit.HeaderError)
+		reason, _ := header(r, deadletter.HeaderReason)
+		errText, _ := header(r, deadletter.HeaderError)
 		if reason == "" || errText == "" {
 			t.Errorf("%s: dead letter of %s lacks a reason or error: %q, %q", stage, src.what, reason, errText)
 		}
-		if topic, _ := audit.Header(r, kit.HeaderSourceTopic); topic != in {
+		if topic, _ := header(r, deadletter.HeaderSourceTopic); topic != in {
 			t.Errorf("%s: dead letter of %s names source topic %q, want %q", stage, src.what, topic, in)
 		}
 		switch src.kind {
@@ -500,10 +499,10 @@ func checkFlood(t *testing.T, stage, in, out, dlq string, filters bool, bySource
 			}
 		case floodHuge:
 			envelopes++
-			omitted, _ := audit.Header(r, kit.HeaderValueOmitted)
-			if r.Value != nil || omitted != strconv.Itoa(len(src.value)) || reason != kit.ReasonProduce || !bytes.Equal(r.Key, src.key) {
+			omitted, _ := header(r, deadletter.HeaderValueOmitted)
+			if r.Value != nil || omitted != strconv.Itoa(len(src.value)) || reason != deadletter.ReasonProduce || !bytes.Equal(r.Key, src.key) {
 				t.Errorf("%s: dead letter of %s: reason %q, %d value bytes, key %q, %s=%q; want an envelope: reason %s, no value, key %q, %s=%d",
-					stage, src.what, reason, len(r.Value), r.Key, kit.HeaderValueOmitted, omitted, kit.ReasonProduce, src.key, kit.HeaderValueOmitted, len(src.value))
+					stage, src.what, reason, len(r.Value), r.Key, deadletter.HeaderValueOmitted, omitted, deadletter.ReasonProduce, src.key, deadletter.HeaderValueOmitted, len(src.value))
 			}
 		default:
 			t.Errorf("%s: %s was dead-lettered (%s: %s); want it output", stage, src.what, reason, errText)
@@ -615,7 +614,7 @@ func TestSlowTransform(t *testing.T) {
 	}{
 		{"exactly_stage_records_produced_total", st, events + 100 - 1},
 		{"exactly_stage_records_dead_lettered_total", st, 1},
-		{"exactly_stage_records_dead_lettered_total", map[string]string{"stage": stage, "reason": kit.ReasonTransform}, 1},
+		{"exactly_stage_records_dead_lettered_total", map[string]string{"stage": stage, "reason": deadletter.ReasonTransform}, 1},
 		{"exactly_stage_transactions_aborted_total", st, 0},
 		{"exactly_stage_session_rebuilds_total", st, 0},
 	} {
@@ -649,10 +648,10 @@ func TestSlowTransform(t *testing.T) {
 		t.Fatalf("%s: %d dead letters, want 1 (e-13)", dlq, len(dls))
 	}
 	r := dls[0]
-	reason, _ := audit.Header(r, kit.HeaderReason)
-	errText, _ := audit.Header(r, kit.HeaderError)
-	step, _ := audit.Header(r, kit.HeaderStep)
-	if string(r.Key) != "k-13" || reason != kit.ReasonTransform || !strings.Contains(errText, "timed out") || !utf8.Valid(r.Value) ||
+	reason, _ := header(r, deadletter.HeaderReason)
+	errText, _ := header(r, deadletter.HeaderError)
+	step, _ := header(r, deadletter.HeaderStep)
+	if string(r.Key) != "k-13" || reason != deadletter.ReasonTransform || !strings.Contains(errText, "timed out") || !utf8.Valid(r.Value) ||
 		!strings.Contains(string(r.Value), `"e-13"`) {
 		t.Errorf("dead letter: key %q, reason %q, step %q, error %q, value %q; want k-13's record, reason transform, an error saying timed out",
 			r.Key, reason, step, errText, r.Value)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/exactly-io/exactly/processor"
 
-	"github.com/exactly-io/exactly/cmd/exactly/status"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A transaction left open on an output partition by a producer that never
@@ -54,7 +54,7 @@ func TestHangingTransaction(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.EndTransaction(context.Background(), kgo.TryAbort) })
 
-	find := func(txns []status.OpenTxn) *status.OpenTxn {
+	find := func(txns []processor.OpenTxn) *processor.OpenTxn {
 		for i := range txns {
 			if txns[i].TransactionalID == txnID {
 				return &txns[i]
@@ -62,10 +62,10 @@ func TestHangingTransaction(t *testing.T) {
 		}
 		return nil
 	}
-	statusJSON := func(args ...string) status.Report {
+	statusJSON := func(args ...string) processor.StatusReport {
 		t.Helper()
 		raw := exactlyCmd(t, append([]string{"status", "--topology", topo, "--json"}, args...)...)
-		var rep status.Report
+		var rep processor.StatusReport
 		if err := json.Unmarshal([]byte(raw), &rep); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, raw)
 		}
@@ -78,7 +78,7 @@ func TestHangingTransaction(t *testing.T) {
 	}
 	// Older than --hanging-after: listed, with what an operator needs.
 	const after = 2 * time.Second
-	var got *status.OpenTxn
+	var got *processor.OpenTxn
 	eventually(t, 30*time.Second, func() bool {
 		got = find(statusJSON("--hanging-after", after.String()).HangingTransactions)
 		return got != nil

@@ -28,9 +28,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
+	"github.com/exactly-io/exactly/processor"
+
 	"github.com/exactly-io/exactly/integration/syncbuf"
-	"github.com/exactly-io/exactly/processor/kit"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -134,7 +134,7 @@ func waitLogged(t testing.TB, p *proc, text string, n int, timeout time.Duration
 // timeout).
 func crashAndRecover(t testing.TB, topo, fp, out, dlq string, events, bad int, timeout time.Duration) {
 	t.Helper()
-	crashing := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+	crashing := start(t, []string{failpointEnv + "=" + fp + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
 	_ = crashing.wait(2 * time.Minute)
 	if !crashing.killedBySIGKILL() {
 		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", fp, crashing.cmd.ProcessState)
@@ -436,13 +436,13 @@ func kcatCountUncommitted(t testing.TB, topic string) int {
 
 // runVerify runs exactly verify --json on topo, with event IDs in field
 // event_id, and returns its report and exit code.
-func runVerify(t *testing.T, topo string, args ...string) (verify.Report, int) {
+func runVerify(t *testing.T, topo string, args ...string) (processor.VerifyReport, int) {
 	t.Helper()
 	return runVerifyBin(t, exactlyBin, topo, "event_id", args...)
 }
 
 // runVerifyBin is runVerify with another exactly binary and event ID field.
-func runVerifyBin(t *testing.T, bin, topo, eventID string, args ...string) (verify.Report, int) {
+func runVerifyBin(t *testing.T, bin, topo, eventID string, args ...string) (processor.VerifyReport, int) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"verify", "--topology", topo, "--event-id", eventID, "--json", "--timeout", "2m"}, args...)...)
 	var stderr strings.Builder
@@ -454,9 +454,20 @@ func runVerifyBin(t *testing.T, bin, topo, eventID string, args ...string) (veri
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	var rep verify.Report
+	var rep processor.VerifyReport
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatalf("verify --json (exit %d): %v\n%s\n%s", code, err, raw, stderr.String())
 	}
 	return rep, code
+}
+
+// psqlLines runs query with psql (a client the sink does not use), and
+// extra arguments, and returns its unaligned output lines.
+func psqlLines(t *testing.T, query string, extra ...string) []string {
+	t.Helper()
+	out, err := exec.Command("psql", append([]string{pgDSN(t), "-X", "-At", "-c", query}, extra...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql %q: %v\n%s", query, err, out)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }

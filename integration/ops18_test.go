@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactly-io/exactly/cmd/exactly/redrive"
 )
 
 // Operating a pipeline over its lifetime (issue 18): reset, the resume
@@ -395,9 +395,9 @@ func TestRedriveExactlyOnce(t *testing.T) {
 	}
 	redriven := map[string]int{}
 	for _, r := range recs {
-		if c, ok := r.Headers[redrive.HeaderCount]; ok {
+		if c, ok := r.Headers[deadletter.HeaderRedriveCount]; ok {
 			if c != "1" {
-				t.Errorf("%s: record %s has %s=%s, want 1", in, r.Key, redrive.HeaderCount, c)
+				t.Errorf("%s: record %s has %s=%s, want 1", in, r.Key, deadletter.HeaderRedriveCount, c)
 			}
 			redriven[r.Key]++
 		}
@@ -464,7 +464,7 @@ func TestRedriveSecondStageVerifies(t *testing.T) {
 	p.stop()
 	checkOutput(t, out, 50)
 	for _, r := range kcatRead(t, mid) {
-		if _, redriven := r.Headers[redrive.HeaderCount]; redriven && r.Headers["exactly.stage"] != "" {
+		if _, redriven := r.Headers[deadletter.HeaderRedriveCount]; redriven && r.Headers["exactly.stage"] != "" {
 			t.Errorf("%s: redriven record %s carries the first stage's lineage (exactly.stage=%s)", mid, r.Key, r.Headers["exactly.stage"])
 		}
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // waitReady waits until addr's /readyz answers 200.
@@ -115,7 +113,7 @@ func kafkaScript(t testing.TB, cmd string) {
 }
 
 // A stage whose broker is gone turns not-ready within
-// kit.BrokerSilenceLimit (plus one probe), while /healthz stays
+// brokerSilenceLimit (plus one probe), while /healthz stays
 // 200, and ready again once the broker is back; then it moves records
 // again. The broker is stopped and resumed on its data: it must not run
 // concurrently with other tests on the same broker.
@@ -134,7 +132,7 @@ func TestReadinessFollowsTheBroker(t *testing.T) {
 	t.Cleanup(func() { kafkaScript(t, "resume") }) // a no-op when running
 	kafkaScript(t, "stop")
 	down := time.Now()
-	limit := kit.BrokerSilenceLimit + 5*time.Second
+	limit := brokerSilenceLimit + 5*time.Second
 	var body string
 	eventually(t, limit, func() bool {
 		var code int

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // TestDedupeCrashRestart: N events (EXACTLY_S15_EVENTS, default 20,000;
@@ -48,8 +46,8 @@ func TestDedupeCrashRestart(t *testing.T) {
 
 	stateDir := t.TempDir()
 	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
-		p := start(t, []string{kit.FailpointEnv + "=" + fp + "@4"}, runArgs...)
+	for _, fp := range []string{crashBeforeCommit, crashAfterCommit} {
+		p := start(t, []string{failpointEnv + "=" + fp + "@4"}, runArgs...)
 		_ = p.wait(3 * time.Minute)
 		if !p.killedBySIGKILL() {
 			t.Fatalf("want the process killed by SIGKILL at %s@4, got %v\n%s", fp, p.cmd.ProcessState, tail(p.logs.String(), 40))
@@ -64,10 +62,10 @@ func TestDedupeCrashRestart(t *testing.T) {
 	if err := os.RemoveAll(stateDir); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, []string{kit.FailpointEnv + "=" + kit.CrashDuringRestore + "@50"}, runArgs...)
+	p := start(t, []string{failpointEnv + "=" + crashDuringRestore + "@50"}, runArgs...)
 	_ = p.wait(3 * time.Minute)
 	if !p.killedBySIGKILL() {
-		t.Fatalf("want the process killed by SIGKILL at %s@50, got %v\n%s", kit.CrashDuringRestore, p.cmd.ProcessState, tail(p.logs.String(), 40))
+		t.Fatalf("want the process killed by SIGKILL at %s@50, got %v\n%s", crashDuringRestore, p.cmd.ProcessState, tail(p.logs.String(), 40))
 	}
 
 	run := start(t, nil, runArgs...)

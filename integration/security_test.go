@@ -21,8 +21,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // saslService is Kafka's SASL_SSL listener (SCRAM-SHA-512; PLAIN for
@@ -209,11 +207,11 @@ func TestSASLCrashCheck(t *testing.T) {
 	out.add("topics create", s.createTopics(t, topo))
 	s.produce(t, raw, crashInput(events, bad))
 
-	crashing := start(t, s.env(kit.FailpointEnv+"="+kit.CrashBeforeCommit+"@3"), "run", "--topology", topo, "--instance-id", "it-1", "--log-level", "debug", "--metrics-addr", "")
+	crashing := start(t, s.env(failpointEnv+"="+crashBeforeCommit+"@3"), "run", "--topology", topo, "--instance-id", "it-1", "--log-level", "debug", "--metrics-addr", "")
 	_ = crashing.wait(2 * time.Minute)
 	out.add("run (crashing)", crashing.logs.String())
 	if !crashing.killedBySIGKILL() {
-		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", kit.CrashBeforeCommit, crashing.cmd.ProcessState)
+		t.Fatalf("want the process killed by SIGKILL at %s@3, got %v", crashBeforeCommit, crashing.cmd.ProcessState)
 	}
 	before := len(s.keys(t, clean))
 	if before >= events {

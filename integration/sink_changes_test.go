@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // A Debezium change stream, one record per database transaction:
@@ -28,7 +27,7 @@ func TestSinkDebeziumChanges(t *testing.T) {
 		[]byte(`{"id":2}|{"schema":{"type":"struct","name":"x.Envelope"},"payload":{"before":{"id":2,"a":"c"},"after":{"id":2,"a":"d"},"op":"u"}}`),
 		[]byte(`{"id":3}|{"before":null,"after":{"id":3,"a":"e"},"op":"t"}`),
 	}
-	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{crashBeforeDBCommit, crashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
 			s := newSinkSpec("s17a_cdc")
@@ -50,13 +49,13 @@ func checkChangesCrash(t *testing.T, s sinkSpec, topo, fp string) {
 	t.Helper()
 	// What the table holds after the commits before the crash (records
 	// 1-2 at crash-before-db-commit@3, 1-3 after).
-	atCrash := map[string]string{kit.CrashBeforeDBCommit: "1|b", kit.CrashAfterDBCommit: ""}
+	atCrash := map[string]string{crashBeforeDBCommit: "1|b", crashAfterDBCommit: ""}
 	pool := pgPool(t)
 	read := func() string {
 		return strings.Join(versionRows(t, pool, s.table(), "event_id, a"), ",")
 	}
 
-	p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
+	p := startSink(t, topo, "c1", failpointEnv+"="+fp+"@3")
 	_ = p.wait(2 * time.Minute)
 	if !p.killedBySIGKILL() {
 		t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
@@ -75,7 +74,7 @@ func checkChangesCrash(t *testing.T, s sinkSpec, topo, fp string) {
 		t.Fatalf("table %q, want the one row 2|d", got)
 	}
 	dl := kcatReadJSON(t, s.dlq)
-	if len(dl) != 1 || dl[0].Headers[kit.HeaderReason] != pgsink.ReasonEnvelope || !strings.Contains(dl[0].Headers[kit.HeaderError], `unknown op "t"`) {
+	if len(dl) != 1 || dl[0].Headers[deadletter.HeaderReason] != deadletter.ReasonEnvelope || !strings.Contains(dl[0].Headers[deadletter.HeaderError], `unknown op "t"`) {
 		t.Fatalf("dead letters %+v, want the one event of op t, reason envelope", dl)
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // dlBad is one kind of rejected record in TestSinkDeadLetterTableExactlyOnce.
@@ -85,8 +83,8 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 	deadRows := func() (rows, distinct int64) {
 		return pgInt(t, pool, "SELECT count(*) FROM "+dead), pgInt(t, pool, `SELECT count(DISTINCT (topic, partition, "offset")) FROM `+dead)
 	}
-	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
-		p := start(t, []string{kit.FailpointEnv + "=" + fp + "@3"}, "sink", "--topology", topo, "--instance-id", "c1", "--log-level", "debug")
+	for _, fp := range []string{crashBeforeDBCommit, crashAfterDBCommit} {
+		p := start(t, []string{failpointEnv + "=" + fp + "@3"}, "sink", "--topology", topo, "--instance-id", "c1", "--log-level", "debug")
 		_ = p.wait(2 * time.Minute)
 		if !p.killedBySIGKILL() {
 			t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // TestSinkExactRules loads the README's examples of the sink's value
@@ -146,10 +146,10 @@ func TestSinkExactSession(t *testing.T) {
 			t.Errorf("dead letter %s: %v", r.Key, r.Headers)
 			continue
 		}
-		if got := r.Headers[kit.HeaderReason]; got != w[0] {
+		if got := r.Headers[deadletter.HeaderReason]; got != w[0] {
 			t.Errorf("%s: reason %q, want %q", r.Key, got, w[0])
 		}
-		if e := r.Headers[kit.HeaderError]; !strings.Contains(e, w[1]) {
+		if e := r.Headers[deadletter.HeaderError]; !strings.Contains(e, w[1]) {
 			t.Errorf("%s: error %q, want it to contain %q", r.Key, e, w[1])
 		}
 	}

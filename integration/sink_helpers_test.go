@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // pgDSN returns PG_DSN or fails the test.
@@ -157,14 +157,14 @@ func checkRefusedCells(t *testing.T, stored map[string]string, dead map[string]k
 			if !ok {
 				t.Fatalf("%s=%s: neither stored nor dead-lettered", c.field, c.json)
 			}
-			if got := r.Headers[kit.HeaderReason]; reason != "" && got != reason {
+			if got := r.Headers[deadletter.HeaderReason]; reason != "" && got != reason {
 				t.Errorf("%s=%s: reason %q, want %s", c.field, c.json, got, reason)
 			}
 			want := c.want
 			if want == "" {
 				want = fmt.Sprintf("%q", c.field)
 			}
-			e := r.Headers[kit.HeaderError]
+			e := r.Headers[deadletter.HeaderError]
 			if !strings.Contains(e, want) {
 				t.Errorf("%s=%s: dead-letter error %q, want it to contain %q", c.field, c.json, e, want)
 			}

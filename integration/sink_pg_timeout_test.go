@@ -15,7 +15,7 @@ import (
 
 	"github.com/exactly-io/exactly/integration/internal/tcpproxy"
 	"github.com/exactly-io/exactly/integration/opstest"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // proxiedDSN returns PG_DSN with its host and port replaced by a TCP proxy
@@ -145,11 +145,11 @@ func TestSinkSlowRecordIsFoundAndDeadLettered(t *testing.T) {
 	if len(dead) != 1 || dead[0].Key != "slowrec-17" {
 		t.Fatalf("dead letters %+v, want the one record slowrec-17", dead)
 	}
-	if h := dead[0].Headers; h[kit.HeaderReason] != "postgres" || !strings.Contains(h[kit.HeaderError], "statement timeout (SQLSTATE 57014)") {
+	if h := dead[0].Headers; h[deadletter.HeaderReason] != "postgres" || !strings.Contains(h[deadletter.HeaderError], "statement timeout (SQLSTATE 57014)") {
 		t.Errorf("dead letter headers %v, want reason postgres and the statement timeout", h)
 	}
-	if id, _ := topicInfo(t, s.in); dead[0].Headers[kit.HeaderSourceTopicID] != id {
-		t.Errorf("dead letter's %s is %q, want the input topic's ID %q", kit.HeaderSourceTopicID, dead[0].Headers[kit.HeaderSourceTopicID], id)
+	if id, _ := topicInfo(t, s.in); dead[0].Headers[deadletter.HeaderSourceTopicID] != id {
+		t.Errorf("dead letter's %s is %q, want the input topic's ID %q", deadletter.HeaderSourceTopicID, dead[0].Headers[deadletter.HeaderSourceTopicID], id)
 	}
 	if rows := tableRows(t, pool, s.table(), "event_id"); rows["slowrec-17"] != "" || len(rows) != n-1 {
 		t.Errorf("table holds %d rows (slowrec-17 %q), want the %d others", len(rows), rows["slowrec-17"], n-1)

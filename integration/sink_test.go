@@ -12,8 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // The crash check: 10,000 events on 3 partitions, the sink killed by
@@ -21,7 +20,7 @@ import (
 // Afterwards the table holds each event once and every stored position is
 // its partition's read_committed end.
 func TestSinkCrash(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{crashBeforeDBCommit, crashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			t.Parallel()
 			const n = 10000
@@ -30,7 +29,7 @@ func TestSinkCrash(t *testing.T) {
 			kcatProduce(t, s.in, events("e", 0, n))
 			pool := pgPool(t)
 
-			p := startSink(t, topo, "c1", kit.FailpointEnv+"="+fp+"@3")
+			p := startSink(t, topo, "c1", failpointEnv+"="+fp+"@3")
 			_ = p.wait(2 * time.Minute)
 			if !p.killedBySIGKILL() {
 				t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
@@ -179,12 +178,12 @@ func TestSinkPoison(t *testing.T) {
 	dl := kcatRead(t, s.dlq)
 	got := map[string]string{}
 	for _, r := range dl {
-		got[r.Key] = r.Headers[kit.HeaderReason]
-		if r.Headers[kit.HeaderStage] != s.name || r.Headers[kit.HeaderSourceTopic] != s.in || r.Headers[kit.HeaderSourceOffset] == "" {
+		got[r.Key] = r.Headers[deadletter.HeaderReason]
+		if r.Headers[deadletter.HeaderStage] != s.name || r.Headers[deadletter.HeaderSourceTopic] != s.in || r.Headers[deadletter.HeaderSourceOffset] == "" {
 			t.Errorf("dead letter %s: headers %v", r.Key, r.Headers)
 		}
-		if got[r.Key] == pgsink.ReasonPostgres && r.Headers[pgsink.HeaderSQLState][:2] != "22" {
-			t.Errorf("dead letter %s: sqlstate %q", r.Key, r.Headers[pgsink.HeaderSQLState])
+		if got[r.Key] == deadletter.ReasonPostgres && r.Headers[deadletter.HeaderSQLState][:2] != "22" {
+			t.Errorf("dead letter %s: sqlstate %q", r.Key, r.Headers[deadletter.HeaderSQLState])
 		}
 	}
 	if len(dl) != len(bad) || fmt.Sprint(got) != fmt.Sprint(bad) {

@@ -12,8 +12,6 @@ import (
 
 	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // avroSinkTopology writes a one-sink topology reading s.in as Avro in the
@@ -169,10 +167,10 @@ func TestSinkAvroEvolution(t *testing.T) {
 	produce(id2, evolveV2, 20, 20, func(i int) map[string]any {
 		return map[string]any{"note": goavro.Union("string", "note-"+strconv.Itoa(i)), "amount": goavro.Union("bytes.decimal", big.NewRat(int64(i)*100+5, 100))}
 	})
-	p = startSink(t, topo, "a1", kit.FailpointEnv+"="+kit.CrashBeforeDBCommit+"@1")
+	p = startSink(t, topo, "a1", failpointEnv+"="+crashBeforeDBCommit+"@1")
 	_ = p.wait(2 * time.Minute)
 	if !p.killedBySIGKILL() {
-		t.Fatalf("sink did not die at %s@1: %v\n%s", kit.CrashBeforeDBCommit, p.err, tail(p.logs.String(), 40))
+		t.Fatalf("sink did not die at %s@1: %v\n%s", crashBeforeDBCommit, p.err, tail(p.logs.String(), 40))
 	}
 	if got := columnTypes(t, s.table()); strings.Join(got, ",") != "event_id text,n bigint" {
 		t.Fatalf("columns after the crash: %v, want v1's alone (the ADD COLUMN rolled back with its batch)", got)
@@ -270,7 +268,7 @@ func TestSinkDebeziumAvroChanges(t *testing.T) {
 		{key: `{"id":2}`, op: "u", before: row(2, "c"), after: row(2, "d")},
 		{key: `{"id":3}`, op: "t", after: row(3, "e")},
 	}
-	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{crashBeforeDBCommit, crashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			s := newSinkSpec("typ17_dbz")
 			s.maxRecords = 1

@@ -11,8 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // changeSinkTopology writes a one-sink topology for s (input s.in with
@@ -124,11 +123,11 @@ func TestSinkVersionGuard(t *testing.T) {
 		t.Fatalf("%d dead letters, want the 2 records without a version and the one not a bigint: %+v", len(dl), dl)
 	}
 	for _, d := range dl[:2] {
-		if d.Headers[kit.HeaderReason] != pgsink.ReasonVersion || !strings.Contains(d.Headers[kit.HeaderError], `version column "v"`) {
+		if d.Headers[deadletter.HeaderReason] != deadletter.ReasonVersion || !strings.Contains(d.Headers[deadletter.HeaderError], `version column "v"`) {
 			t.Errorf("dead letter %+v: want reason version naming the column", d)
 		}
 	}
-	if d := dl[2]; d.Headers[kit.HeaderReason] != pgsink.ReasonPostgres || d.Headers[pgsink.HeaderSQLState] != "22P02" || !strings.Contains(d.Headers[kit.HeaderError], `field "v"`) {
+	if d := dl[2]; d.Headers[deadletter.HeaderReason] != deadletter.ReasonPostgres || d.Headers[deadletter.HeaderSQLState] != "22P02" || !strings.Contains(d.Headers[deadletter.HeaderError], `field "v"`) {
 		t.Errorf("dead letter %+v: want reason postgres, 22P02, naming field v", d)
 	}
 
@@ -200,7 +199,7 @@ func TestSinkVersionColumnMustOrder(t *testing.T) {
 		t.Fatalf("%d dead letters, want the 3 records whose version is NaN or an infinity: %+v", len(dl), dl)
 	}
 	for _, d := range dl {
-		if d.Headers[kit.HeaderReason] != pgsink.ReasonVersion || !strings.Contains(d.Headers[kit.HeaderError], "no later version") {
+		if d.Headers[deadletter.HeaderReason] != deadletter.ReasonVersion || !strings.Contains(d.Headers[deadletter.HeaderError], "no later version") {
 			t.Errorf("dead letter %+v: want reason version saying it could never be replaced", d)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -81,14 +81,14 @@ func checkDeadLetters(t *testing.T, topic, source string, bad int) {
 	keys, sources := map[string]bool{}, map[string]bool{}
 	for _, r := range recs {
 		keys[r.Key] = true
-		off, ok := r.Headers[kit.HeaderSourceOffset]
+		off, ok := r.Headers[deadletter.HeaderSourceOffset]
 		if !ok {
-			t.Fatalf("%s: dead letter %s has no %s header: %v", topic, r.Key, kit.HeaderSourceOffset, r.Headers)
+			t.Fatalf("%s: dead letter %s has no %s header: %v", topic, r.Key, deadletter.HeaderSourceOffset, r.Headers)
 		}
-		if r.Headers[kit.HeaderSourceTopic] != source {
-			t.Errorf("%s: dead letter %s names source topic %q, want %q", topic, r.Key, r.Headers[kit.HeaderSourceTopic], source)
+		if r.Headers[deadletter.HeaderSourceTopic] != source {
+			t.Errorf("%s: dead letter %s names source topic %q, want %q", topic, r.Key, r.Headers[deadletter.HeaderSourceTopic], source)
 		}
-		src := r.Headers[kit.HeaderSourcePartition] + "/" + off
+		src := r.Headers[deadletter.HeaderSourcePartition] + "/" + off
 		if sources[src] {
 			t.Errorf("%s: two dead letters name source %s", topic, src)
 		}
@@ -106,7 +106,7 @@ func checkDeadLetters(t *testing.T, topic, source string, bad int) {
 func TestCrashCheck(t *testing.T) {
 	const events, bad = 10000, 50
 	for _, chain := range []bool{false, true} {
-		for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
+		for _, fp := range []string{crashBeforeCommit, crashAfterCommit} {
 			name := fp
 			if chain {
 				name = "chain/" + fp
@@ -146,7 +146,7 @@ func TestCrashCheck(t *testing.T) {
 // with it open. A long commit interval alone no longer keeps it open,
 // since a caught-up stage commits at once.
 func TestStuckTransactionFencedOnRestart(t *testing.T) {
-	restartAfterOpenTransaction(t, kit.CrashBeforeCommit)
+	restartAfterOpenTransaction(t, crashBeforeCommit)
 }
 
 // A process killed inside End, after TxnOffsetCommit and before EndTxn
@@ -156,7 +156,7 @@ func TestStuckTransactionFencedOnRestart(t *testing.T) {
 // aborts it at once (InitProducerId before its first poll) instead of
 // waiting out the transaction timeout.
 func TestCrashBetweenOffsetCommitAndEndTxn(t *testing.T) {
-	restartAfterOpenTransaction(t, kit.CrashAfterOffsetCommit)
+	restartAfterOpenTransaction(t, crashAfterOffsetCommit)
 }
 
 // restartAfterOpenTransaction runs a stage (transaction timeout 5m) on
@@ -171,7 +171,7 @@ func restartAfterOpenTransaction(t *testing.T, fp string) {
 	exactlyCmd(t, "topics", "create", topo)
 	kcatProduce(t, in, crashInput(events, 1)[:events])
 
-	p := start(t, []string{kit.FailpointEnv + "=" + fp + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
+	p := start(t, []string{failpointEnv + "=" + fp + "@1"}, "run", "--topology", topo, "--instance-id", "it-1")
 	if err := p.wait(60 * time.Second); !p.killedBySIGKILL() || !strings.Contains(p.logs.String(), fp+"@1") {
 		t.Fatalf("the process ended with %v, not by the SIGKILL of %s@1; logs:\n%s", err, fp, tail(p.logs.String(), 30))
 	}

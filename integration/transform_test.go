@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // TestTransformChainCrashCheck runs a stage that filters out half of the
@@ -63,7 +63,7 @@ func TestTransformChainCrashCheck(t *testing.T) {
 	}
 	kcatProduce(t, in, lines)
 
-	crashing := start(t, []string{kit.FailpointEnv + "=" + kit.CrashBeforeCommit + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
+	crashing := start(t, []string{failpointEnv + "=" + crashBeforeCommit + "@3"}, "run", "--topology", topo, "--instance-id", "it-1")
 	_ = crashing.wait(2 * time.Minute)
 	if !crashing.killedBySIGKILL() {
 		t.Fatalf("want a SIGKILL at the failpoint, got %v", crashing.cmd.ProcessState)
@@ -126,8 +126,8 @@ func TestTransformChainCrashCheck(t *testing.T) {
 		t.Fatalf("%d dead letters, want %d", len(dls), poison)
 	}
 	for _, r := range dls {
-		if r.Headers[kit.HeaderReason] != kit.ReasonTransform || r.Headers[kit.HeaderStep] != "items" {
-			t.Errorf("dead letter %s: reason %q step %q, want transform and items", r.Key, r.Headers[kit.HeaderReason], r.Headers[kit.HeaderStep])
+		if r.Headers[deadletter.HeaderReason] != deadletter.ReasonTransform || r.Headers[deadletter.HeaderStep] != "items" {
+			t.Errorf("dead letter %s: reason %q step %q, want transform and items", r.Key, r.Headers[deadletter.HeaderReason], r.Headers[deadletter.HeaderStep])
 		}
 	}
 	t.Logf("%d orders in, %d items out across 3 topics, %d dead letters", orders+poison, total, len(dls))

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // Values invented by an outside attacker for issue 14 (see the README's
@@ -126,7 +126,7 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		beyond    = `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`
 		surrogate = `field "f": string has a lone surrogate \udfff, which is not text`
 	)
-	bad := map[string]attackOutcome{"n10": atkDLQ(kit.ReasonDecode, syntax0), "x12": atkDLQ(kit.ReasonDecode, trailing), "x16": atkDLQ(kit.ReasonDecode, tooDeep)}
+	bad := map[string]attackOutcome{"n10": atkDLQ(deadletter.ReasonDecode, syntax0), "x12": atkDLQ(deadletter.ReasonDecode, trailing), "x16": atkDLQ(deadletter.ReasonDecode, tooDeep)}
 	want := map[string]map[string]attackOutcome{"pass": {}, "touch": {}, "filter": {}, "read": {}, "chain2": {}, "fromavro": {}}
 	for k := range attackValueIn {
 		if o, ok := bad[k]; ok { // invalid JSON: refused alike on every path
@@ -152,15 +152,15 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	}
 	for k, e := range dupTop {
 		delete(want["touch"], k)
-		want["touch"] = mergeOutcome(want["touch"], k, atkDLQ(kit.ReasonTransform, e))
-		want["read"] = mergeOutcome(want["read"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
-		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
-		want["toavro"] = mergeOutcome(want["toavro"], k, atkDLQ(kit.ReasonDecode, e))
+		want["touch"] = mergeOutcome(want["touch"], k, atkDLQ(deadletter.ReasonTransform, e))
+		want["read"] = mergeOutcome(want["read"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
+		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
+		want["toavro"] = mergeOutcome(want["toavro"], k, atkDLQ(deadletter.ReasonDecode, e))
 	}
 	// Duplicates in a nested object: JSON → Avro decodes it and refuses
 	// it; a step that copies the value whole copies its bytes.
-	want["toavro"] = mergeOutcome(want["toavro"], "x19", atkDLQ(kit.ReasonDecode, `field "f.b": duplicate key "b" in object`))
-	want["toavro"] = mergeOutcome(want["toavro"], "t21", atkDLQ(kit.ReasonDecode, `field "f[0].q": duplicate key "q" in object`))
+	want["toavro"] = mergeOutcome(want["toavro"], "x19", atkDLQ(deadletter.ReasonDecode, `field "f.b": duplicate key "b" in object`))
+	want["toavro"] = mergeOutcome(want["toavro"], "t21", atkDLQ(deadletter.ReasonDecode, `field "f[0].q": duplicate key "q" in object`))
 	// A step that reads f: what has no exact form is dead-lettered naming
 	// f; a number that the step only selects (y: value.f) keeps its text,
 	// as in a key or a header (an outside attack: through its double,
@@ -175,8 +175,8 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		want["chain2"][k] = atkAppend(k, `,"y":`+y+`,"z":`+y)
 	}
 	for k, e := range map[string]string{"n06": underflow, "n07": beyond, "n26": `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`, "s04": surrogate} {
-		want["read"][k] = atkDLQ(kit.ReasonTransform, "y: "+e)
-		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(kit.ReasonTransform, "y: "+e))
+		want["read"][k] = atkDLQ(deadletter.ReasonTransform, "y: "+e)
+		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
 	}
 	// JSON → Avro → JSON: the union takes the first branch the value fits;
 	// Avro → JSON writes a double with a point, the fields in schema order.
@@ -189,18 +189,18 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	for k, o := range map[string]attackOutcome{
 		// A number with no exact reading as a double has none in any
 		// branch: the union names that reason, in a transform's words.
-		"n06": atkDLQ(kit.ReasonEncode, underflow),
-		"n26": atkDLQ(kit.ReasonEncode, `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`),
-		"t22": atkDLQ(kit.ReasonEncode, `field "f[1]": number 1e400 is beyond the range of a double`),
-		"s04": atkDLQ(kit.ReasonDecode, surrogate),
+		"n06": atkDLQ(deadletter.ReasonEncode, underflow),
+		"n26": atkDLQ(deadletter.ReasonEncode, `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`),
+		"t22": atkDLQ(deadletter.ReasonEncode, `field "f[1]": number 1e400 is beyond the range of a double`),
+		"s04": atkDLQ(deadletter.ReasonDecode, surrogate),
 		// An integer beyond int64 is refused by JSON → Avro as by every
 		// reader of it, though the union's double would hold 2^64.
-		"n07": atkDLQ(kit.ReasonEncode, beyond),
+		"n07": atkDLQ(deadletter.ReasonEncode, beyond),
 	} {
 		want["toavro"] = mergeOutcome(want["toavro"], k, o)
 	}
 	want["compute"] = map[string]attackOutcome{"c1": atkOut(`{"event_id":"c1","i":2,"a":0.30000000000000004,"d3":3.0,"dbl":2.0,"e21":1e+21,"e7":1e-7,"l":[1.0,-0.0,2.5e-8],"m":{"k":1e+100},"nz":-0.0,"u":18446744073709551615}`)}
-	want["nanlist"] = map[string]attackOutcome{"c1": atkDLQ(kit.ReasonTransform, `field "o[1]": NaN cannot be written as JSON`)}
+	want["nanlist"] = map[string]attackOutcome{"c1": atkDLQ(deadletter.ReasonTransform, `field "o[1]": NaN cannot be written as JSON`)}
 
 	// Split each path's expectations into its output and dead-letter topics.
 	expOut, expDLQ := map[string]map[string]string{}, map[string]map[string]deadLetter{}

@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // The README's value rules on the real broker, with the inputs of issue 14:
@@ -143,9 +142,9 @@ func TestValuesOnEveryPath(t *testing.T) {
 		touched[k] = body + `,"touched":true` + v[len(body):]
 	}
 	checkExactValues(t, st["touch"].out, touched)
-	for s, dupReason := range map[string]string{"pass": kit.ReasonKey, "touch": kit.ReasonTransform} {
+	for s, dupReason := range map[string]string{"pass": deadletter.ReasonKey, "touch": deadletter.ReasonTransform} {
 		checkValueDeadLetters(t, st[s].dlq, map[string]deadLetter{
-			"k1": {kit.ReasonKey, `field "event_id": string has a lone surrogate \udc00, which is not text`},
+			"k1": {deadletter.ReasonKey, `field "event_id": string has a lone surrogate \udc00, which is not text`},
 			"d1": {dupReason, `field "event_id": duplicate key "event_id" in object`},
 			"d2": {dupReason, `field "s": duplicate key "s" in object (written "s" and "\u0073")`},
 		})
@@ -154,13 +153,13 @@ func TestValuesOnEveryPath(t *testing.T) {
 	// A double is a double in stage 1 and stage 2.
 	checkExactValues(t, st["mul2"].out, map[string]string{"c1": `{"event_id":"c1","f":2.0,"y":3.0}`})
 	checkValueDeadLetters(t, st["mul1"].dlq, map[string]deadLetter{
-		"c2": {kit.ReasonTransform, "y: no such overload"},
-		"c3": {kit.ReasonTransform, `y: field "f": number 1e-400 underflows to zero as a double`},
+		"c2": {deadletter.ReasonTransform, "y: no such overload"},
+		"c3": {deadletter.ReasonTransform, `y: field "f": number 1e-400 underflows to zero as a double`},
 	})
 	checkValueDeadLetters(t, st["nan"].dlq, map[string]deadLetter{
-		"c1": {kit.ReasonTransform, `field "inf": +Inf cannot be written as JSON`},
-		"c2": {kit.ReasonTransform, `field "inf": +Inf cannot be written as JSON`},
-		"c3": {kit.ReasonTransform, `inf: field "f": number 1e-400 underflows to zero as a double`},
+		"c1": {deadletter.ReasonTransform, `field "inf": +Inf cannot be written as JSON`},
+		"c2": {deadletter.ReasonTransform, `field "inf": +Inf cannot be written as JSON`},
+		"c3": {deadletter.ReasonTransform, `inf: field "f": number 1e-400 underflows to zero as a double`},
 	})
 
 	// JSON -> Avro -> JSON keeps every value, and refuses what Avro
@@ -169,20 +168,20 @@ func TestValuesOnEveryPath(t *testing.T) {
 	checkValueDeadLetters(t, st["toavro"].dlq, map[string]deadLetter{
 		// No exact reading as a double at all: named as a transform names
 		// it (the integer beyond int64 below likewise).
-		"a2": {kit.ReasonEncode, `field "d": number 1e400 is beyond the range of a double`},
-		"a3": {kit.ReasonEncode, "i: unsupported value: number for Avro int: 2.0 is a double by its text, not an integer"},
-		"a4": {kit.ReasonDecode, `field "s": string has a lone surrogate \udc00, which is not text`},
-		"a5": {kit.ReasonEncode, `field "l": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
-		"a6": {kit.ReasonEncode, `field "d": number 1e-400 underflows to zero as a double`},
-		"a7": {kit.ReasonEncode, "d: unsupported value: number for Avro double: integer 9007199254740993 is not exactly a double"},
-		"a8": {kit.ReasonEncode, `field "d": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
-		"a9": {kit.ReasonEncode, `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`},
-		"aa": {kit.ReasonEncode, "f: unsupported value: number for Avro float: integer 16777217 is not exactly a float"},
+		"a2": {deadletter.ReasonEncode, `field "d": number 1e400 is beyond the range of a double`},
+		"a3": {deadletter.ReasonEncode, "i: unsupported value: number for Avro int: 2.0 is a double by its text, not an integer"},
+		"a4": {deadletter.ReasonDecode, `field "s": string has a lone surrogate \udc00, which is not text`},
+		"a5": {deadletter.ReasonEncode, `field "l": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		"a6": {deadletter.ReasonEncode, `field "d": number 1e-400 underflows to zero as a double`},
+		"a7": {deadletter.ReasonEncode, "d: unsupported value: number for Avro double: integer 9007199254740993 is not exactly a double"},
+		"a8": {deadletter.ReasonEncode, `field "d": integer 9223372036854775808 is beyond the range of a 64-bit integer (int64)`},
+		"a9": {deadletter.ReasonEncode, `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`},
+		"aa": {deadletter.ReasonEncode, "f: unsupported value: number for Avro float: integer 16777217 is not exactly a float"},
 	})
 	checkExactValues(t, st["rawavro"].out, map[string]string{"r1": `{"d":2.0,"event_id":"r1","f":0.5,"i":1,"l":1,"s":"x"}`})
 	checkValueDeadLetters(t, st["rawavro"].dlq, map[string]deadLetter{
-		"r2": {kit.ReasonEncode, `field "d": NaN cannot be written as JSON`},
-		"r3": {kit.ReasonEncode, `field "d": -Inf cannot be written as JSON`},
+		"r2": {deadletter.ReasonEncode, `field "d": NaN cannot be written as JSON`},
+		"r3": {deadletter.ReasonEncode, `field "d": -Inf cannot be written as JSON`},
 	})
 }
 
@@ -219,10 +218,10 @@ func checkValueDeadLetters(t *testing.T, topic string, want map[string]deadLette
 			t.Errorf("%s: unexpected dead letter %s: %v", topic, r.Key, r.Headers)
 			continue
 		}
-		if got := r.Headers[kit.HeaderReason]; got != w.reason {
-			t.Errorf("%s: %s: reason %q, want %q (error %q)", topic, r.Key, got, w.reason, r.Headers[kit.HeaderError])
+		if got := r.Headers[deadletter.HeaderReason]; got != w.reason {
+			t.Errorf("%s: %s: reason %q, want %q (error %q)", topic, r.Key, got, w.reason, r.Headers[deadletter.HeaderError])
 		}
-		if got := r.Headers[kit.HeaderError]; !strings.Contains(got, w.err) {
+		if got := r.Headers[deadletter.HeaderError]; !strings.Contains(got, w.err) {
 			t.Errorf("%s: %s: error\n %q\nwant it to contain\n %q", topic, r.Key, got, w.err)
 		}
 	}
@@ -243,12 +242,12 @@ func TestValuesSink(t *testing.T) {
 		"p9": `{"event_id":"p9","f":1.0,"note":"ok","x":{"a":1,"a":2}}`, // a nested object that is not mapped: as it came
 	}
 	bad := map[string]deadLetter{
-		"p2": {pgsink.ReasonPostgres, "out of range for type double precision"},
-		"p3": {kit.ReasonDecode, `field "note": string has a lone surrogate \udc00, which is not text`},
-		"p4": {pgsink.ReasonPostgres, "out of range for type double precision"},
-		"p6": {pgsink.ReasonPostgres, ""},
-		"p7": {kit.ReasonDecode, `field "event_id": duplicate key "event_id" in object`},
-		"p8": {kit.ReasonDecode, `field "note": duplicate key "note" in object (written "note" and "\u006eote")`},
+		"p2": {deadletter.ReasonPostgres, "out of range for type double precision"},
+		"p3": {deadletter.ReasonDecode, `field "note": string has a lone surrogate \udc00, which is not text`},
+		"p4": {deadletter.ReasonPostgres, "out of range for type double precision"},
+		"p6": {deadletter.ReasonPostgres, ""},
+		"p7": {deadletter.ReasonDecode, `field "event_id": duplicate key "event_id" in object`},
+		"p8": {deadletter.ReasonDecode, `field "note": duplicate key "note" in object (written "note" and "\u006eote")`},
 	}
 	lines := [][]byte{
 		[]byte("p1|" + good["p1"]),

@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -133,7 +132,7 @@ func TestVerifyMemory(t *testing.T) {
 			}
 		}
 	}()
-	rep, err := verify.Run(ctx, verify.Config{Topology: f, EventID: "event_id", OpenTxnWait: time.Second})
+	rep, err := processor.Verify(ctx, processor.VerifyConfig{Topology: f, EventID: "event_id", OpenTxnWait: time.Second})
 	close(stop)
 	<-sampled
 	if err != nil {

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:])) }

@@ -95,7 +95,7 @@ fuzz() {
 run fuzz bash -c "$(declare -f fuzz); fuzz ./processor/transform/ FuzzJSONCELJSON && fuzz ./serde/ FuzzJSONAvroJSON FuzzAppendDouble FuzzTopLevelField FuzzValidJSON"
 if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
 	# The cluster profile (TestCluster*) needs the three-node cluster: its own step.
-	run integration go test -race -count=1 -tags integration -timeout 50m -skip '^TestCluster' "${gotestflags[@]}" ./integration/...
+	run integration go test -race -count=1 -tags integration -timeout 50m -skip '^TestCluster' "${gotestflags[@]}" ./integration/... ./processor/internal/pgsink/
 	run cluster bash "$HERE/cluster-test.sh"
 else
 	log "################################################################"

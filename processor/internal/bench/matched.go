@@ -10,7 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/health"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -23,15 +25,15 @@ type ksSetting struct {
 // matchedSettings are the Kafka Streams properties that give its producer
 // and consumer the batch, linger, compression and fetch sizes of exactly's
 // stage client. They are read from the options the stage starts its
-// client with (kit.GroupConsumerOpts and kit.FetchOpts of the default
+// client with (kafkaconn.GroupConsumerOpts and kafkaconn.FetchOpts of the default
 // fetch sizes, franz-go's defaults underneath), so the matched rows follow
 // the stage when those change. The stage's max_buffered_bytes has no
 // match: Java's buffer.memory is a pool of batch.size buffers, and 2 MiB
 // of it would hold two 1 MB batches, not 2 MiB of records.
 func matchedSettings() ([]ksSetting, error) {
-	opts := kit.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", kit.RoleStage, "bench", "bench", "bench",
-		slog.New(slog.DiscardHandler), kit.NewBrokerHealth(), nil)
-	opts = append(opts, kit.FetchOpts(topology.DefaultFetchMaxBytes, topology.DefaultMaxPartitionFetchBytes)...)
+	opts := kafkaconn.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", group.RoleStage, "bench", "bench", "bench",
+		slog.New(slog.DiscardHandler), health.NewBrokerHealth(), nil)
+	opts = append(opts, kafkaconn.FetchOpts(topology.DefaultFetchMaxBytes, topology.DefaultMaxPartitionFetchBytes)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("the stage's client options: %w", err)

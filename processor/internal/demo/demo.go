@@ -20,12 +20,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/deploy/examples"
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/netcut"
+	"github.com/exactly-io/exactly/processor/internal/plural"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
@@ -127,26 +127,26 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	fmt.Fprintf(w, "produced %s to %s: %s and %d malformed (bad JSON, invalid UTF-8, null value, no event_id)\n",
 		plural.Count(sum.In, "record"), st.Input.Topic, plural.Count(sum.In-sum.Malformed, "event"), sum.Malformed)
 
-	cfg := processor.StageConfig(f, st, "demo-1")
+	cfg := stage.StageConfig(f, st, "demo-1")
 	// Several transactions, so that the crash lands mid-stream.
 	cfg.MaxRecords = max(10, sum.In/(3*o.CrashAtTxn))
 	var d netcut.Dialer
-	crashing, err := processor.New(cfg,
-		processor.WithLogger(o.Logger),
-		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-		processor.WithFailpoints(kit.Failpoint{Name: kit.CrashBeforeCommit, N: o.CrashAtTxn}),
-		processor.WithCrashAction(d.Cut))
+	crashing, err := stage.New(cfg,
+		stage.WithLogger(o.Logger),
+		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		stage.WithFailpoints(failpoint.Failpoint{Name: failpoint.CrashBeforeCommit, N: o.CrashAtTxn}),
+		stage.WithCrashAction(d.Cut))
 	if err != nil {
 		return sum, err
 	}
-	if err := crashing.Run(ctx); !errors.Is(err, kit.ErrCrashed) {
+	if err := crashing.Run(ctx); !errors.Is(err, failpoint.ErrCrashed) {
 		return sum, fmt.Errorf("first run: want a crash at transaction %d, got %v", o.CrashAtTxn, err)
 	}
 	cs := crashing.Stats()
 	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %s committed, the next one flushed to the broker and left open\n",
-		kit.CrashBeforeCommit, o.CrashAtTxn, plural.Count(cs.Committed, "transaction"))
+		failpoint.CrashBeforeCommit, o.CrashAtTxn, plural.Count(cs.Committed, "transaction"))
 
-	restarted, err := processor.New(cfg, processor.WithLogger(o.Logger))
+	restarted, err := stage.New(cfg, stage.WithLogger(o.Logger))
 	if err != nil {
 		return sum, err
 	}
@@ -237,28 +237,28 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 	}
 	fmt.Fprintf(w, "produced %d distinct events and %d of them again\n", o.DedupeEvents, len(first)-o.DedupeEvents)
 
-	cfg := processor.StageConfig(f, st, "demo-1")
+	cfg := stage.StageConfig(f, st, "demo-1")
 	cfg.StateDir = stateDir
 	cfg.MaxRecords = max(10, len(first)/6)
 	var d netcut.Dialer
-	crashing, err := processor.New(cfg, processor.WithLogger(o.Logger), processor.WithTransform(pipelines[st.Name]),
-		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-		processor.WithFailpoints(kit.Failpoint{Name: kit.CrashBeforeCommit, N: 3}),
-		processor.WithCrashAction(d.Cut))
+	crashing, err := stage.New(cfg, stage.WithLogger(o.Logger), stage.WithTransform(pipelines[st.Name]),
+		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		stage.WithFailpoints(failpoint.Failpoint{Name: failpoint.CrashBeforeCommit, N: 3}),
+		stage.WithCrashAction(d.Cut))
 	if err != nil {
 		return err
 	}
-	if err := crashing.Run(ctx); !errors.Is(err, kit.ErrCrashed) {
+	if err := crashing.Run(ctx); !errors.Is(err, failpoint.ErrCrashed) {
 		return fmt.Errorf("dedupe first run: want a crash at transaction 3, got %v", err)
 	}
 	cs := crashing.Stats()
-	fmt.Fprintf(w, "instance demo-1 crashed at %s@3 after %s\n", kit.CrashBeforeCommit, plural.Count(cs.Committed, "committed transaction"))
+	fmt.Fprintf(w, "instance demo-1 crashed at %s@3 after %s\n", failpoint.CrashBeforeCommit, plural.Count(cs.Committed, "committed transaction"))
 
 	if err := cl.ProduceSync(ctx, later...).FirstErr(); err != nil {
 		return fmt.Errorf("produce input: %w", err)
 	}
 	fmt.Fprintf(w, "produced %d more resent events, seen before the crash\n", len(later))
-	restarted, err := processor.New(cfg, processor.WithLogger(o.Logger), processor.WithTransform(pipelines[st.Name]))
+	restarted, err := stage.New(cfg, stage.WithLogger(o.Logger), stage.WithTransform(pipelines[st.Name]))
 	if err != nil {
 		return err
 	}
@@ -327,18 +327,18 @@ func produce(ctx context.Context, cl *kgo.Client, topic string, events int) (in,
 
 // runUntil runs s until it has committed want outputs and dead letters,
 // then stops it cleanly.
-func runUntil(ctx context.Context, s *processor.Stage, want int64) error {
-	return runUntilStats(ctx, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= want })
+func runUntil(ctx context.Context, s *stage.Stage, want int64) error {
+	return runUntilStats(ctx, s, func(st stage.Stats) bool { return st.Produced+st.DeadLettered >= want })
 }
 
 // runUntilCounted runs s until it has committed want outputs, dead letters
 // and deduplicated records, then stops it cleanly.
-func runUntilCounted(ctx context.Context, s *processor.Stage, want int64) error {
-	return runUntilStats(ctx, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered+st.Deduplicated >= want })
+func runUntilCounted(ctx context.Context, s *stage.Stage, want int64) error {
+	return runUntilStats(ctx, s, func(st stage.Stats) bool { return st.Produced+st.DeadLettered+st.Deduplicated >= want })
 }
 
 // runUntilStats runs s until done(its stats), then stops it cleanly.
-func runUntilStats(ctx context.Context, s *processor.Stage, finished func(processor.Stats) bool) error {
+func runUntilStats(ctx context.Context, s *stage.Stage, finished func(stage.Stats) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

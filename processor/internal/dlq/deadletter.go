@@ -1,35 +1,16 @@
-package kit
+// Package dlq builds dead letters: the input record with the headers of
+// the deadletter contract.
+package dlq
 
 import (
 	"errors"
 	"strconv"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-)
-
-// Headers that every dead letter carries, beside the input record's own
-// headers, whether a stage or a sink wrote it. Their values are UTF-8 text.
-// The source triple identifies the input record exactly: it is what a
-// replay or an audit needs.
-const (
-	HeaderReason          = "exactly.dlq.reason"           // one of the Reason constants, or a sink's own reason
-	HeaderError           = "exactly.dlq.error"            // the error message
-	HeaderStep            = "exactly.dlq.step"             // the transform step that failed, for reason transform
-	HeaderValueOmitted    = "exactly.dlq.value.omitted"    // envelope: size of the value left out, bytes
-	HeaderKeyOmitted      = "exactly.dlq.key.omitted"      // envelope: size of the key left out, bytes
-	HeaderWindowResult    = "exactly.dlq.window.result"    // "true": the value is an aggregate window's result, not an input record
-	HeaderStage           = "exactly.dlq.stage"            // stage or sink name
-	HeaderSourceTopic     = "exactly.dlq.source.topic"     // input topic
-	HeaderSourcePartition = "exactly.dlq.source.partition" // decimal
-	HeaderSourceOffset    = "exactly.dlq.source.offset"    // decimal
-	HeaderSourceTimestamp = "exactly.dlq.source.timestamp" // Unix milliseconds, decimal
-	// HeaderSourceTopicID is the input topic's ID (KIP-516), base64 as
-	// kadm.TopicID prints it: a topic deleted and created again under
-	// its name starts its offsets at 0 again, and only the ID tells its
-	// dead letters from the old topic's.
-	HeaderSourceTopicID = "exactly.dlq.source.topic_id"
 )
 
 // SourceTopicIDHeader is the HeaderSourceTopicID header of a dead letter
@@ -39,20 +20,8 @@ func SourceTopicIDHeader(id string) []kgo.RecordHeader {
 	if id == "" {
 		return nil
 	}
-	return []kgo.RecordHeader{{Key: HeaderSourceTopicID, Value: []byte(id)}}
+	return []kgo.RecordHeader{{Key: deadletter.HeaderSourceTopicID, Value: []byte(id)}}
 }
-
-// Dead-letter reasons, written to the HeaderReason header. They name the
-// step of the pipeline that rejected the record. A sink adds its own
-// (pgsink.ReasonEventID, pgsink.ReasonPostgres).
-const (
-	ReasonDecode    = "decode"    // the input value is not valid in its format
-	ReasonTransform = "transform" // a transform step failed; HeaderStep names it
-	ReasonKey       = "key"       // the key field is missing
-	ReasonEncode    = "encode"    // the output value does not fit the output format
-	ReasonProduce   = "produce"   // the broker refused the output, e.g. too large
-	ReasonLate      = "late"      // an aggregate step: every window of the record's event time has closed
-)
 
 // RecordError is a permanent fault of one input record. The stage or sink
 // writes the record to the dead-letter topic, with Reason and Err in its
@@ -89,16 +58,16 @@ func DeadLetter(topic, stage string, r *kgo.Record, re *RecordError, extra ...kg
 // by stage, to h.
 func DeadLetterHeaders(h []kgo.RecordHeader, stage string, r *kgo.Record, re *RecordError) []kgo.RecordHeader {
 	h = append(h,
-		kgo.RecordHeader{Key: HeaderReason, Value: []byte(re.Reason)},
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(re.Err.Error())},
-		kgo.RecordHeader{Key: HeaderStage, Value: []byte(stage)},
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
-		kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
+		kgo.RecordHeader{Key: deadletter.HeaderReason, Value: []byte(re.Reason)},
+		kgo.RecordHeader{Key: deadletter.HeaderError, Value: []byte(re.Err.Error())},
+		kgo.RecordHeader{Key: deadletter.HeaderStage, Value: []byte(stage)},
+		kgo.RecordHeader{Key: deadletter.HeaderSourceTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: deadletter.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: deadletter.HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+		kgo.RecordHeader{Key: deadletter.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
 	)
 	if re.Step != "" {
-		h = append(h, kgo.RecordHeader{Key: HeaderStep, Value: []byte(re.Step)})
+		h = append(h, kgo.RecordHeader{Key: deadletter.HeaderStep, Value: []byte(re.Step)})
 	}
 	return h
 }
@@ -116,10 +85,10 @@ const EnvelopeKeyMax = 1024
 // at its source (HeaderSourceTopic, ...). extra headers go last.
 func Envelope(topic, stage string, r *kgo.Record, re *RecordError, extra ...kgo.RecordHeader) *kgo.Record {
 	h := make([]kgo.RecordHeader, 1, 10+len(extra))
-	h[0] = kgo.RecordHeader{Key: HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}
+	h[0] = kgo.RecordHeader{Key: deadletter.HeaderValueOmitted, Value: strconv.AppendInt(nil, int64(len(r.Value)), 10)}
 	key := r.Key
 	if len(key) > EnvelopeKeyMax {
-		h = append(h, kgo.RecordHeader{Key: HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
+		h = append(h, kgo.RecordHeader{Key: deadletter.HeaderKeyOmitted, Value: strconv.AppendInt(nil, int64(len(key)), 10)})
 		key = nil
 	}
 	return &kgo.Record{Topic: topic, Key: key, Headers: append(DeadLetterHeaders(h, stage, r, re), extra...), Timestamp: time.Now()}

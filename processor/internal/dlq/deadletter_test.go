@@ -1,4 +1,4 @@
-package kit
+package dlq
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/processor/deadletter"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,26 +22,26 @@ func TestEnvelope(t *testing.T) {
 		wantKey   []byte
 		wantExtra map[string]string // headers beyond the dlq ones
 	}{
-		{"small key kept", []byte("k1"), nil, []byte("k1"), map[string]string{HeaderValueOmitted: "6000"}},
-		{"key at the bound kept", bigKey[:EnvelopeKeyMax], nil, bigKey[:EnvelopeKeyMax], map[string]string{HeaderValueOmitted: "6000"}},
+		{"small key kept", []byte("k1"), nil, []byte("k1"), map[string]string{deadletter.HeaderValueOmitted: "6000"}},
+		{"key at the bound kept", bigKey[:EnvelopeKeyMax], nil, bigKey[:EnvelopeKeyMax], map[string]string{deadletter.HeaderValueOmitted: "6000"}},
 		{"large key omitted", bigKey, nil, nil,
-			map[string]string{HeaderValueOmitted: "6000", HeaderKeyOmitted: fmt.Sprint(EnvelopeKeyMax + 1)}},
+			map[string]string{deadletter.HeaderValueOmitted: "6000", deadletter.HeaderKeyOmitted: fmt.Sprint(EnvelopeKeyMax + 1)}},
 		{"extra headers last", nil, []kgo.RecordHeader{{Key: "x.sqlstate", Value: []byte("23505")}}, nil,
-			map[string]string{HeaderValueOmitted: "6000", "x.sqlstate": "23505"}},
+			map[string]string{deadletter.HeaderValueOmitted: "6000", "x.sqlstate": "23505"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &kgo.Record{Topic: "in", Partition: 2, Offset: 41, Key: tt.key, Value: make([]byte, 6000),
 				Timestamp: time.UnixMilli(1700), Headers: []kgo.RecordHeader{{Key: "own", Value: []byte("h")}}}
-			re := &RecordError{Reason: ReasonTransform, Step: "clean", Err: errors.New("boom")}
+			re := &RecordError{Reason: deadletter.ReasonTransform, Step: "clean", Err: errors.New("boom")}
 			before := time.Now()
 			env := Envelope("dlq", "st", r, re, tt.extra...)
 			if env.Topic != "dlq" || env.Value != nil || string(env.Key) != string(tt.wantKey) || env.Timestamp.Before(before) {
 				t.Fatalf("envelope topic %q key %d bytes value %d bytes timestamp %v", env.Topic, len(env.Key), len(env.Value), env.Timestamp)
 			}
 			want := map[string]string{
-				HeaderReason: ReasonTransform, HeaderStep: "clean", HeaderError: "boom", HeaderStage: "st",
-				HeaderSourceTopic: "in", HeaderSourcePartition: "2", HeaderSourceOffset: "41", HeaderSourceTimestamp: "1700",
+				deadletter.HeaderReason: deadletter.ReasonTransform, deadletter.HeaderStep: "clean", deadletter.HeaderError: "boom", deadletter.HeaderStage: "st",
+				deadletter.HeaderSourceTopic: "in", deadletter.HeaderSourcePartition: "2", deadletter.HeaderSourceOffset: "41", deadletter.HeaderSourceTimestamp: "1700",
 			}
 			for k, v := range tt.wantExtra {
 				want[k] = v
@@ -54,8 +56,8 @@ func TestEnvelope(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Fatalf("headers\n got %v\nwant %v", got, want)
 			}
-			if env.Headers[0].Key != HeaderValueOmitted {
-				t.Fatalf("first header %q, want %q", env.Headers[0].Key, HeaderValueOmitted)
+			if env.Headers[0].Key != deadletter.HeaderValueOmitted {
+				t.Fatalf("first header %q, want %q", env.Headers[0].Key, deadletter.HeaderValueOmitted)
 			}
 			if len(tt.extra) > 0 && env.Headers[len(env.Headers)-1].Key != tt.extra[0].Key {
 				t.Fatalf("last header %q, want the extra %q", env.Headers[len(env.Headers)-1].Key, tt.extra[0].Key)

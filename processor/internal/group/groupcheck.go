@@ -1,4 +1,4 @@
-package kit
+package group
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/exactly-io/exactly/processor/internal/fault"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -116,7 +118,7 @@ func CheckMembers(self GroupSelf, members []GroupMember) error {
 		default:
 			continue
 		}
-		return &ConfigError{Err: &GroupClashError{Group: self.Group, Member: m, Reason: reason}}
+		return &fault.ConfigError{Err: &GroupClashError{Group: self.Group, Member: m, Reason: reason}}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package kit_test
+package group_test
 
 import (
 	"context"
@@ -14,50 +14,51 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 )
 
 func TestCheckMembers(t *testing.T) {
-	stage := kit.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: kit.RoleStage, Topic: "in"}
-	sink := kit.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: kit.RoleSink, Topic: "in"}
-	member := func(instance, clientID string, topics ...string) kit.GroupMember {
-		return kit.GroupMember{MemberID: "m-" + instance, InstanceID: instance, ClientID: clientID, Host: "/10.0.0.1", Topics: topics, Consumer: true}
+	stage := group.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: group.RoleStage, Topic: "in"}
+	sink := group.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: group.RoleSink, Topic: "in"}
+	member := func(instance, clientID string, topics ...string) group.GroupMember {
+		return group.GroupMember{MemberID: "m-" + instance, InstanceID: instance, ClientID: clientID, Host: "/10.0.0.1", Topics: topics, Consumer: true}
 	}
 	tests := []struct {
 		name    string
-		self    kit.GroupSelf
-		members []kit.GroupMember
+		self    group.GroupSelf
+		members []group.GroupMember
 		want    string // "" for no clash, else a part of the error
 	}{
 		{"empty group", stage, nil, ""},
-		{"own predecessor (a restart)", stage, []kit.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "in")}, ""},
-		{"another instance of the stage", stage, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-stage", "in")}, ""},
-		{"a sink's instance of the sink", sink, []kit.GroupMember{member("exactly-sink-x-h2", "team-sink", "in")}, ""},
-		{"member of an older version (role unknown), same topic", stage, []kit.GroupMember{member("exactly-sink-x-h2", "exactly", "in")}, ""},
+		{"own predecessor (a restart)", stage, []group.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "in")}, ""},
+		{"another instance of the stage", stage, []group.GroupMember{member("exactly-sink-x-h2", "exactly-stage", "in")}, ""},
+		{"a sink's instance of the sink", sink, []group.GroupMember{member("exactly-sink-x-h2", "team-sink", "in")}, ""},
+		{"member of an older version (role unknown), same topic", stage, []group.GroupMember{member("exactly-sink-x-h2", "exactly", "in")}, ""},
 		{"same instance ID, other topic (same name in two files)", stage,
-			[]kit.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "other")}, "consumes topics [other], this stage consumes in"},
+			[]group.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "other")}, "consumes topics [other], this stage consumes in"},
 		{"other instance, other topic", sink,
-			[]kit.GroupMember{member("exactly-sink-x-h2", "exactly-sink", "in"), member("exactly-sink-x-h3", "exactly-sink", "other")}, "consumes topics [other]"},
-		{"member of an older version, other topic", stage, []kit.GroupMember{member("h9", "exactly", "other")}, "consumes topics [other]"},
-		{"two topics", stage, []kit.GroupMember{member("h9", "exactly-stage", "in", "other")}, "consumes topics [in other]"},
-		{"a sink in a stage's group", stage, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-sink", "in")}, "it is a sink, this is a stage"},
-		{"a stage in a sink's group, same instance ID", sink, []kit.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "in")}, "it is a stage, this is a sink"},
-		{"a member mid-rebalance (no subscription known), same role", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-sink")}, ""},
-		{"a member mid-rebalance, role unknown", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly")}, ""},
-		{"a member mid-rebalance, the other role", sink, []kit.GroupMember{member("exactly-sink-x-h2", "exactly-stage")}, "it consumes topics []"},
-		{"not a consumer", sink, []kit.GroupMember{{MemberID: "w1", ClientID: "connect-1"}}, "not a Kafka consumer"},
+			[]group.GroupMember{member("exactly-sink-x-h2", "exactly-sink", "in"), member("exactly-sink-x-h3", "exactly-sink", "other")}, "consumes topics [other]"},
+		{"member of an older version, other topic", stage, []group.GroupMember{member("h9", "exactly", "other")}, "consumes topics [other]"},
+		{"two topics", stage, []group.GroupMember{member("h9", "exactly-stage", "in", "other")}, "consumes topics [in other]"},
+		{"a sink in a stage's group", stage, []group.GroupMember{member("exactly-sink-x-h2", "exactly-sink", "in")}, "it is a sink, this is a stage"},
+		{"a stage in a sink's group, same instance ID", sink, []group.GroupMember{member("exactly-sink-x-h1", "exactly-stage", "in")}, "it is a stage, this is a sink"},
+		{"a member mid-rebalance (no subscription known), same role", sink, []group.GroupMember{member("exactly-sink-x-h2", "exactly-sink")}, ""},
+		{"a member mid-rebalance, role unknown", sink, []group.GroupMember{member("exactly-sink-x-h2", "exactly")}, ""},
+		{"a member mid-rebalance, the other role", sink, []group.GroupMember{member("exactly-sink-x-h2", "exactly-stage")}, "it consumes topics []"},
+		{"not a consumer", sink, []group.GroupMember{{MemberID: "w1", ClientID: "connect-1"}}, "not a Kafka consumer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := kit.CheckMembers(tt.self, tt.members)
+			err := group.CheckMembers(tt.self, tt.members)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("CheckMembers = %v, want no clash", err)
 				}
 				return
 			}
-			var clash *kit.GroupClashError
-			if !errors.As(err, &clash) || !kit.IsFatal(err) {
+			var clash *group.GroupClashError
+			if !errors.As(err, &clash) || !kafkaconn.IsFatal(err) {
 				t.Fatalf("CheckMembers = %v, want a fatal *GroupClashError", err)
 			}
 			for _, part := range []string{tt.want, "consumer group exactly-sink-x", "rename one"} {
@@ -70,12 +71,12 @@ func TestCheckMembers(t *testing.T) {
 }
 
 func TestRoleClientID(t *testing.T) {
-	if got := kit.RoleClientID("exactly", kit.RoleSink); got != "exactly-sink" {
+	if got := group.RoleClientID("exactly", group.RoleSink); got != "exactly-sink" {
 		t.Fatalf("RoleClientID = %q", got)
 	}
 	// A client.id that ends like a role keeps the role it is given.
-	err := kit.CheckMembers(kit.GroupSelf{Group: "g", Role: kit.RoleSink, Topic: "in"},
-		[]kit.GroupMember{{ClientID: kit.RoleClientID("x-stage", kit.RoleSink), Topics: []string{"in"}, Consumer: true}})
+	err := group.CheckMembers(group.GroupSelf{Group: "g", Role: group.RoleSink, Topic: "in"},
+		[]group.GroupMember{{ClientID: group.RoleClientID("x-stage", group.RoleSink), Topics: []string{"in"}, Consumer: true}})
 	if err != nil {
 		t.Fatalf("a sink whose client_id ends in -stage: %v", err)
 	}
@@ -95,8 +96,8 @@ func TestAsFenced(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := kit.AsFenced(tt.err, "exactly-a", "exactly-a-h1")
-			var fenced *kit.FencedError
+			got := group.AsFenced(tt.err, "exactly-a", "exactly-a-h1")
+			var fenced *group.FencedError
 			if errors.As(got, &fenced) != tt.fenced {
 				t.Fatalf("AsFenced(%v) = %v, want fenced %v", tt.err, got, tt.fenced)
 			}
@@ -106,7 +107,7 @@ func TestAsFenced(t *testing.T) {
 				}
 				return
 			}
-			if !kit.IsFatal(got) || !errors.Is(got, kerr.FencedInstanceID) {
+			if !kafkaconn.IsFatal(got) || !errors.Is(got, kerr.FencedInstanceID) {
 				t.Fatalf("AsFenced(%v) = %v: want fatal and wrapping FENCED_INSTANCE_ID", tt.err, got)
 			}
 			for _, part := range []string{"exactly-a", "exactly-a-h1", "--instance-id", "sink-<x>"} {
@@ -114,7 +115,7 @@ func TestAsFenced(t *testing.T) {
 					t.Errorf("error %q lacks %q", got, part)
 				}
 			}
-			if again := kit.AsFenced(got, "g2", "i2"); again != got {
+			if again := group.AsFenced(got, "g2", "i2"); again != got {
 				t.Errorf("AsFenced wrapped a *FencedError again: %v", again)
 			}
 		})
@@ -123,7 +124,7 @@ func TestAsFenced(t *testing.T) {
 
 func TestFenceWatchIgnoresOtherErrors(t *testing.T) {
 	var calls atomic.Int32
-	w := kit.NewFenceWatch("g", "i", func(error) { calls.Add(1) })
+	w := group.NewFenceWatch("g", "i", func(error) { calls.Add(1) })
 	w.OnGroupManageError(kerr.UnknownMemberID)
 	w.OnGroupManageError(kerr.RebalanceInProgress)
 	if w.Err() != nil || calls.Load() != 0 {
@@ -131,18 +132,18 @@ func TestFenceWatchIgnoresOtherErrors(t *testing.T) {
 	}
 	w.OnGroupManageError(kerr.FencedInstanceID)
 	w.OnGroupManageError(kerr.FencedInstanceID)
-	var fenced *kit.FencedError
+	var fenced *group.FencedError
 	if !errors.As(w.Err(), &fenced) || fenced.Group != "g" || fenced.InstanceID != "i" || calls.Load() != 1 {
 		t.Fatalf("Err %v, %d calls after two fences; want one call and a *FencedError of g, i", w.Err(), calls.Load())
 	}
-	if (*kit.FenceWatch)(nil).Err() != nil {
+	if (*group.FenceWatch)(nil).Err() != nil {
 		t.Fatal("a nil watch reports a fence")
 	}
 }
 
 // fakeGroupClient joins group on topic as a static member on c, with the
 // given client.id and fence watch, and waits until it is assigned.
-func fakeGroupClient(t *testing.T, c *kfake.Cluster, group, instance, clientID, topic string, w *kit.FenceWatch) *kgo.Client {
+func fakeGroupClient(t *testing.T, c *kfake.Cluster, group, instance, clientID, topic string, w *group.FenceWatch) *kgo.Client {
 	t.Helper()
 	assigned := make(chan struct{}, 1)
 	opts := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.ClientID(clientID), kgo.ConsumerGroup(group), kgo.InstanceID(instance),
@@ -188,24 +189,24 @@ func TestCheckGroupAgainstBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer adm.Close()
-	fakeGroupClient(t, c, "exactly-sink-x", "exactly-sink-x-h2", kit.RoleClientID("exactly", kit.RoleSink), "in", nil)
+	fakeGroupClient(t, c, "exactly-sink-x", "exactly-sink-x-h2", group.RoleClientID("exactly", group.RoleSink), "in", nil)
 	tests := []struct {
 		name string
-		self kit.GroupSelf
+		self group.GroupSelf
 		want string
 	}{
-		{"another sink instance", kit.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: kit.RoleSink, Topic: "in"}, ""},
-		{"a stage", kit.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: kit.RoleStage, Topic: "in"}, "it is a sink, this is a stage"},
-		{"a sink of another topic", kit.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h2", Role: kit.RoleSink, Topic: "other"}, "consumes topics [in], this sink consumes other"},
-		{"a group nobody uses", kit.GroupSelf{Group: "exactly-y", InstanceID: "exactly-y-h1", Role: kit.RoleStage, Topic: "other"}, ""},
+		{"another sink instance", group.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: group.RoleSink, Topic: "in"}, ""},
+		{"a stage", group.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h1", Role: group.RoleStage, Topic: "in"}, "it is a sink, this is a stage"},
+		{"a sink of another topic", group.GroupSelf{Group: "exactly-sink-x", InstanceID: "exactly-sink-x-h2", Role: group.RoleSink, Topic: "other"}, "consumes topics [in], this sink consumes other"},
+		{"a group nobody uses", group.GroupSelf{Group: "exactly-y", InstanceID: "exactly-y-h1", Role: group.RoleStage, Topic: "other"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := kit.CheckGroup(context.Background(), kadm.NewClient(adm), tt.self)
+			err := group.CheckGroup(context.Background(), kadm.NewClient(adm), tt.self)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("CheckGroup = %v, want nil", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !kit.IsFatal(err)):
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !kafkaconn.IsFatal(err)):
 				t.Fatalf("CheckGroup = %v, want a fatal error containing %q", err, tt.want)
 			}
 		})
@@ -222,13 +223,13 @@ func TestFenceWatchStopsTheFencedMember(t *testing.T) {
 	}
 	defer c.Close()
 	fenced := make(chan error, 1)
-	old := kit.NewFenceWatch("g", "exactly-a-h1", func(err error) { fenced <- err })
+	old := group.NewFenceWatch("g", "exactly-a-h1", func(err error) { fenced <- err })
 	fakeGroupClient(t, c, "g", "exactly-a-h1", "exactly-stage", "in", old)
-	newer := kit.NewFenceWatch("g", "exactly-a-h1", nil)
+	newer := group.NewFenceWatch("g", "exactly-a-h1", nil)
 	fakeGroupClient(t, c, "g", "exactly-a-h1", "exactly-stage", "in", newer)
 	select {
 	case err := <-fenced:
-		var fe *kit.FencedError
+		var fe *group.FencedError
 		if !errors.As(err, &fe) || fe.Group != "g" || fe.InstanceID != "exactly-a-h1" {
 			t.Fatalf("fenced with %v, want a *FencedError of g, exactly-a-h1", err)
 		}
@@ -248,17 +249,17 @@ func TestFenceWatchStopsTheFencedMember(t *testing.T) {
 }
 
 func TestFenceHistoryRejoinsOncePerWindow(t *testing.T) {
-	var h kit.FenceHistory
+	var h group.FenceHistory
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	steps := []struct {
 		at   time.Duration
 		want bool
 	}{
 		{0, true}, // first fence: rejoin
-		{kit.FenceRejoinWindow - time.Second, false}, // again within the window: stop
-		{3 * kit.FenceRejoinWindow, true},            // long after: rejoin
-		{3*kit.FenceRejoinWindow + kit.FenceRejoinWindow, true},
-		{4*kit.FenceRejoinWindow + time.Millisecond, false},
+		{group.FenceRejoinWindow - time.Second, false}, // again within the window: stop
+		{3 * group.FenceRejoinWindow, true},            // long after: rejoin
+		{3*group.FenceRejoinWindow + group.FenceRejoinWindow, true},
+		{4*group.FenceRejoinWindow + time.Millisecond, false},
 	}
 	for i, st := range steps {
 		if got := h.Rejoin(t0.Add(st.at)); got != st.want {

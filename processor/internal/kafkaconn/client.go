@@ -1,7 +1,10 @@
-package kit
+package kafkaconn
 
 import (
 	"log/slog"
+
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/health"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -15,17 +18,17 @@ func ClientOpts(brokers []string, clientID string) []kgo.Opt {
 }
 
 // GroupConsumerOpts are the consumer options that a stage and a sink
-// share: instance instanceID of consumer group group, reading topic, as
+// share: instance instanceID of consumer group groupID, reading topic, as
 // role (RoleStage or RoleSink: its client.id is RoleClientID(clientID,
 // role)). fence watches the group for FENCED_INSTANCE_ID; Attach the
 // client to it.
-func GroupConsumerOpts(brokers []string, clientID, role, group, instanceID, topic string, log *slog.Logger, health *BrokerHealth, fence *FenceWatch) []kgo.Opt {
-	hooks := []kgo.Hook{health}
+func GroupConsumerOpts(brokers []string, clientID, role, groupID, instanceID, topic string, log *slog.Logger, bh *health.BrokerHealth, fence *group.FenceWatch) []kgo.Opt {
+	hooks := []kgo.Hook{bh}
 	if fence != nil {
 		hooks = append(hooks, fence)
 	}
-	return append(ClientOpts(brokers, RoleClientID(clientID, role)),
-		kgo.ConsumerGroup(group),
+	return append(ClientOpts(brokers, group.RoleClientID(clientID, role)),
+		kgo.ConsumerGroup(groupID),
 		// Static membership (KIP-345): a restarted instance takes over its
 		// predecessor's partitions at once instead of waiting out the
 		// session timeout of a member that was killed.

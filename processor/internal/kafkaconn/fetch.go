@@ -1,6 +1,7 @@
-package kit
+package kafkaconn
 
 import (
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
@@ -29,10 +30,10 @@ func FetchOpts(maxBytes, partitionBytes int32) []kgo.Opt {
 // topology's bounds, for a Config built by hand.
 func CheckFetchSizes(maxBytes, partitionBytes int32) error {
 	if maxBytes < topology.MinFetchBytes || maxBytes > topology.MaxFetchBytes {
-		return NewConfigError("fetch max bytes %d must be between %d and %d", maxBytes, topology.MinFetchBytes, topology.MaxFetchBytes)
+		return fault.NewConfigError("fetch max bytes %d must be between %d and %d", maxBytes, topology.MinFetchBytes, topology.MaxFetchBytes)
 	}
 	if partitionBytes < topology.MinFetchBytes || partitionBytes > maxBytes {
-		return NewConfigError("max partition fetch bytes %d must be between %d and the fetch max bytes %d", partitionBytes, topology.MinFetchBytes, maxBytes)
+		return fault.NewConfigError("max partition fetch bytes %d must be between %d and the fetch max bytes %d", partitionBytes, topology.MinFetchBytes, maxBytes)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -169,7 +169,7 @@ func IsAuthError(err error) bool {
 	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
 		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
 		errors.Is(err, kerr.IllegalSaslState) ||
-		kit.IsCertificateError(err)
+		fault.IsCertificateError(err)
 }
 
 // FatalHook returns a client hook that calls fatal, once, with the first

@@ -23,8 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kafkaconn"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -133,14 +133,14 @@ func TestOptions(t *testing.T) {
 		k := good
 		k.TLS.CAFile = otherCA
 		err := metadata(t, k)
-		if !kit.IsCertificateError(err) || !kit.IsFatal(err) {
+		if !fault.IsCertificateError(err) || !kafkaconn.IsFatal(err) {
 			t.Fatalf("err %v, want a certificate error, fatal", err)
 		}
 	})
 	t.Run("server name mismatch", func(t *testing.T) {
 		k := good
 		k.TLS.ServerName = "kafka.example.com"
-		if err := metadata(t, k); !kit.IsCertificateError(err) {
+		if err := metadata(t, k); !fault.IsCertificateError(err) {
 			t.Fatalf("err %v, want a certificate error", err)
 		}
 	})
@@ -188,7 +188,7 @@ func TestOptionsFileErrors(t *testing.T) {
 }
 
 func TestIsFatalSASL(t *testing.T) {
-	if !kit.IsFatal(fmt.Errorf("poll: %w", kerr.SaslAuthenticationFailed)) {
+	if !kafkaconn.IsFatal(fmt.Errorf("poll: %w", kerr.SaslAuthenticationFailed)) {
 		t.Fatal("SASL_AUTHENTICATION_FAILED is not fatal")
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
-	"github.com/exactly-io/exactly/processor/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/topology"
 )
 

@@ -1,4 +1,4 @@
-package kit
+package partpos
 
 // Lag is the one definition of a consumer's lag, shared by the metrics of
 // a running stage or sink and by `exactly status`: the records between

@@ -1,4 +1,4 @@
-package kit
+package partpos
 
 import (
 	"encoding/hex"

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/reader"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -83,12 +85,12 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
-	// fetches (kit.FetchOpts); default 4 MiB and 1 MiB.
+	// fetches (kafkaconn.FetchOpts); default 4 MiB and 1 MiB.
 	FetchMaxBytes, MaxPartitionFetchBytes int32
 
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; SinkConfig sets it.
-	Origin kit.Origin
+	Origin reader.Origin
 }
 
 // Column is one column of the target table and what it holds: a top-level
@@ -130,7 +132,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		DeadLetter:             s.DeadLetter.Topic,
 		DeadLetterTable:        s.DeadLetter.Table,
 		InputFormat:            s.Input.Format,
-		InputCodec:             kit.CodecConfig(f, s.Input),
+		InputCodec:             reader.CodecConfig(f, s.Input),
 		ColumnTypes:            s.Postgres.ColumnTypes,
 		Types:                  s.Postgres.Types,
 		AutoColumns:            s.Postgres.AutoColumns,
@@ -150,7 +152,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		MetadataMaxAge:         s.MetadataMaxAge.Duration,
 		FetchMaxBytes:          s.FetchMaxBytes,
 		MaxPartitionFetchBytes: s.MaxPartitionFetchBytes,
-		Origin:                 kit.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
+		Origin:                 reader.OriginOf(f, topology.ItemPath("sinks", f.Sinks, s)),
 	}
 }
 
@@ -167,9 +169,9 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 }
 
 // WithFailpoints arms failpoints; the sink acts on
-// kit.CrashBeforeDBCommit and kit.CrashAfterDBCommit, counting
+// failpoint.CrashBeforeDBCommit and failpoint.CrashAfterDBCommit, counting
 // database commits from 1.
-func WithFailpoints(fps ...kit.Failpoint) Option {
+func WithFailpoints(fps ...failpoint.Failpoint) Option {
 	return func(s *Sink) { s.fp.List = append(s.fp.List, fps...) }
 }
 
@@ -180,7 +182,7 @@ func WithFailpoints(fps ...kit.Failpoint) Option {
 func DirectCopy(on bool) Option { return func(s *Sink) { s.noDirect = !on } }
 
 // WithCrashAction replaces what a failpoint does; the default is
-// kit.KillSelf. If the action returns, Run returns kit.ErrCrashed.
+// failpoint.KillSelf. If the action returns, Run returns failpoint.ErrCrashed.
 func WithCrashAction(f func()) Option { return func(s *Sink) { s.fp.Crash = f } }
 
 // table is a parsed schema-qualified name.
@@ -206,67 +208,67 @@ var sources = []string{topology.SourceValue, topology.SourceKey, topology.Source
 // validate applies defaults to cfg and returns every problem. It never
 // mentions the DSN's value.
 func (cfg *Config) validate() error {
-	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+	rd := reader.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
 		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
 		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
 	rd.Defaults(topology.SinkDefaults)
-	kit.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
-	kit.OrDefault(&cfg.Mode, topology.ModeInsert)
-	kit.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
+	reader.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
+	reader.OrDefault(&cfg.Mode, topology.ModeInsert)
+	reader.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
 	if cfg.Timeout == 0 {
 		cfg.Timeout = topology.DefaultPostgresTimeout
 	}
-	errs := kit.Required([]kit.Field{
+	errs := reader.Required([]reader.Field{
 		{Name: "sink", Value: cfg.Sink}, {Name: "instance id", Value: cfg.InstanceID}, {Name: "input topic", Value: cfg.Input},
 		{Name: "postgres dsn", Value: cfg.DSN}, {Name: "table", Value: cfg.Table}, {Name: "event id column", Value: cfg.EventID},
 	})
 	errs = append(errs, rd.Check()...)
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
-		errs = append(errs, kit.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
+		errs = append(errs, fault.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
 	}
 	if cfg.Timeout < topology.MinPostgresTimeout || cfg.Timeout > topology.MaxPostgresTimeout {
-		errs = append(errs, kit.NewConfigError("postgres timeout %s must be between %s and %s", cfg.Timeout, topology.MinPostgresTimeout, topology.MaxPostgresTimeout))
+		errs = append(errs, fault.NewConfigError("postgres timeout %s must be between %s and %s", cfg.Timeout, topology.MinPostgresTimeout, topology.MaxPostgresTimeout))
 	}
-	kit.OrDefault(&cfg.Types, topology.TypesDeclared)
+	reader.OrDefault(&cfg.Types, topology.TypesDeclared)
 	if _, err := serde.NewCodec(cfg.inputCodec()); err != nil {
-		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})
+		errs = append(errs, &fault.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
 	errs = append(errs, cfg.validateTypes()...)
 	tbl, ok := parseTable(cfg.Table)
 	if cfg.Table != "" && !ok {
-		errs = append(errs, kit.NewConfigError("table %q is not schema.table", cfg.Table))
+		errs = append(errs, fault.NewConfigError("table %q is not schema.table", cfg.Table))
 	}
 	if cfg.PositionsTable == "" && ok {
 		cfg.PositionsTable = tbl.schema + "." + topology.DefaultPositionsTable
 	}
 	if _, ok := parseTable(cfg.PositionsTable); cfg.PositionsTable != "" && !ok {
-		errs = append(errs, kit.NewConfigError("positions table %q is not schema.table", cfg.PositionsTable))
+		errs = append(errs, fault.NewConfigError("positions table %q is not schema.table", cfg.PositionsTable))
 	}
 	switch dt, ok := parseTable(cfg.DeadLetterTable); {
 	case cfg.DeadLetter == "" && cfg.DeadLetterTable == "":
-		errs = append(errs, kit.NewConfigError("dead-letter topic or table is required"))
+		errs = append(errs, fault.NewConfigError("dead-letter topic or table is required"))
 	case cfg.DeadLetter != "" && cfg.DeadLetterTable != "":
-		errs = append(errs, kit.NewConfigError("dead-letter topic %q and table %q: set one, not both", cfg.DeadLetter, cfg.DeadLetterTable))
+		errs = append(errs, fault.NewConfigError("dead-letter topic %q and table %q: set one, not both", cfg.DeadLetter, cfg.DeadLetterTable))
 	case cfg.DeadLetterTable != "" && !ok:
-		errs = append(errs, kit.NewConfigError("dead-letter table %q is not schema.table", cfg.DeadLetterTable))
+		errs = append(errs, fault.NewConfigError("dead-letter table %q is not schema.table", cfg.DeadLetterTable))
 	case cfg.DeadLetterTable != "" && (dt == tableOf(cfg.Table) || dt == tableOf(cfg.PositionsTable)):
-		errs = append(errs, kit.NewConfigError("dead-letter table %q is also the sink's table or positions table", cfg.DeadLetterTable))
+		errs = append(errs, fault.NewConfigError("dead-letter table %q is also the sink's table or positions table", cfg.DeadLetterTable))
 	}
 	if len(cfg.Columns) == 0 {
-		errs = append(errs, kit.NewConfigError("at least one column is required"))
+		errs = append(errs, fault.NewConfigError("at least one column is required"))
 	}
 	seen := map[string]bool{}
 	hasEventID, hasVersion := false, false
 	for _, c := range cfg.Columns {
 		switch {
 		case c.Name == "" || c.Source == "":
-			errs = append(errs, kit.NewConfigError("column %q: name and source are required", c.Name))
+			errs = append(errs, fault.NewConfigError("column %q: name and source are required", c.Name))
 		case seen[c.Name]:
-			errs = append(errs, kit.NewConfigError("column %q appears twice", c.Name))
+			errs = append(errs, fault.NewConfigError("column %q appears twice", c.Name))
 		case strings.HasPrefix(c.Source, "$") && !slices.Contains(sources, c.Source):
-			errs = append(errs, kit.NewConfigError("column %q: unknown source %q", c.Name, c.Source))
+			errs = append(errs, fault.NewConfigError("column %q: unknown source %q", c.Name, c.Source))
 		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro:
-			errs = append(errs, kit.NewConfigError("column %q: field %q needs json or avro input, not %s", c.Name, c.Source, cfg.InputFormat))
+			errs = append(errs, fault.NewConfigError("column %q: field %q needs json or avro input, not %s", c.Name, c.Source, cfg.InputFormat))
 		}
 		seen[c.Name] = true
 		hasEventID = hasEventID || c.Name == cfg.EventID
@@ -275,41 +277,41 @@ func (cfg *Config) validate() error {
 	if cfg.Version != "" {
 		switch {
 		case cfg.Mode != topology.ModeUpsert:
-			errs = append(errs, kit.NewConfigError("version column %q needs mode upsert", cfg.Version))
+			errs = append(errs, fault.NewConfigError("version column %q needs mode upsert", cfg.Version))
 		case cfg.Version == cfg.EventID:
-			errs = append(errs, kit.NewConfigError("version column %q is the event id column", cfg.Version))
+			errs = append(errs, fault.NewConfigError("version column %q is the event id column", cfg.Version))
 		case !hasVersion:
-			errs = append(errs, kit.NewConfigError("version column %q is not one of the columns", cfg.Version))
+			errs = append(errs, fault.NewConfigError("version column %q is not one of the columns", cfg.Version))
 		}
 	}
 	switch cfg.Envelope {
 	case topology.EnvelopeNone:
 	case topology.EnvelopeDebezium:
 		if cfg.Mode != topology.ModeUpsert {
-			errs = append(errs, kit.NewConfigError("envelope debezium needs mode upsert"))
+			errs = append(errs, fault.NewConfigError("envelope debezium needs mode upsert"))
 		}
 		if cfg.Tombstones != topology.TombstonesSkip {
-			errs = append(errs, kit.NewConfigError("envelope debezium needs tombstones skip"))
+			errs = append(errs, fault.NewConfigError("envelope debezium needs tombstones skip"))
 		}
 		if cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro {
-			errs = append(errs, kit.NewConfigError("envelope debezium needs json or avro input, not %s", cfg.InputFormat))
+			errs = append(errs, fault.NewConfigError("envelope debezium needs json or avro input, not %s", cfg.InputFormat))
 		}
 		for _, c := range cfg.Columns {
 			if c.Name == cfg.EventID && strings.HasPrefix(c.Source, "$") && c.Source != topology.SourceKey {
-				errs = append(errs, kit.NewConfigError("envelope debezium: event id column %q must be a field or $key, not %s", c.Name, c.Source))
+				errs = append(errs, fault.NewConfigError("envelope debezium: event id column %q must be a field or $key, not %s", c.Name, c.Source))
 			}
 		}
 	default:
-		errs = append(errs, kit.NewConfigError("envelope %q: want none or debezium", cfg.Envelope))
+		errs = append(errs, fault.NewConfigError("envelope %q: want none or debezium", cfg.Envelope))
 	}
 	if cfg.EventID != "" && !hasEventID {
-		errs = append(errs, kit.NewConfigError("event id column %q is not one of the columns", cfg.EventID))
+		errs = append(errs, fault.NewConfigError("event id column %q is not one of the columns", cfg.EventID))
 	}
 	if cfg.Tombstones != topology.TombstonesSkip && cfg.Tombstones != topology.TombstonesDelete {
-		errs = append(errs, kit.NewConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
+		errs = append(errs, fault.NewConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
 	}
 	if cfg.Mode != topology.ModeInsert && cfg.Mode != topology.ModeUpsert {
-		errs = append(errs, kit.NewConfigError("mode %q: want insert or upsert", cfg.Mode))
+		errs = append(errs, fault.NewConfigError("mode %q: want insert or upsert", cfg.Mode))
 	}
 	return errors.Join(errs...)
 }

@@ -6,21 +6,24 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 )
 
 // deadLetter is one record of a batch that goes to the dead-letter topic.
 type deadLetter struct {
 	rec *kgo.Record      // what is produced: the full dead letter, or its envelope once that was refused; nil for a table
 	src *kgo.Record      // the input record
-	re  *kit.RecordError // why
+	re  *dlq.RecordError // why
 }
 
 // newDeadLetter returns the deadLetter of input record r, failed for re.
-func (s *Sink) newDeadLetter(r *kgo.Record, re *kit.RecordError) deadLetter {
+func (s *Sink) newDeadLetter(r *kgo.Record, re *dlq.RecordError) deadLetter {
 	if s.deadLettersToTable() {
 		return deadLetter{src: r, re: re} // a row, built by deadLetterArgs
 	}
@@ -28,30 +31,30 @@ func (s *Sink) newDeadLetter(r *kgo.Record, re *kit.RecordError) deadLetter {
 }
 
 // deadLetterOf returns the dead letter of r: its key, value and headers as
-// they came, plus the exactly.dlq.* headers of kit.DeadLetter, with the
+// they came, plus the exactly.dlq.* headers of dlq.DeadLetter, with the
 // sink's name as the stage, and the SQLSTATE for a Postgres rejection.
-func (s *Sink) deadLetterOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
+func (s *Sink) deadLetterOf(r *kgo.Record, re *dlq.RecordError) *kgo.Record {
+	return dlq.DeadLetter(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
 }
 
-// envelopeOf returns the size-bounded envelope of r (kit.Envelope), sent
+// envelopeOf returns the size-bounded envelope of r (dlq.Envelope), sent
 // instead of its dead letter when the broker refused that.
-func (s *Sink) envelopeOf(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
+func (s *Sink) envelopeOf(r *kgo.Record, re *dlq.RecordError) *kgo.Record {
+	return dlq.Envelope(s.cfg.DeadLetter, s.cfg.Sink, r, re, s.extraHeaders(r, re)...)
 }
 
 // extraHeaders are the sink's headers of r's dead letter: the input
-// topic's ID (kit.HeaderSourceTopicID) and the SQLSTATE.
-func (s *Sink) extraHeaders(r *kgo.Record, re *kit.RecordError) []kgo.RecordHeader {
+// topic's ID (deadletter.HeaderSourceTopicID) and the SQLSTATE.
+func (s *Sink) extraHeaders(r *kgo.Record, re *dlq.RecordError) []kgo.RecordHeader {
 	s.mu.Lock()
 	id := s.pos[r.Partition].current
 	s.mu.Unlock()
-	return append(kit.SourceTopicIDHeader(id), s.sqlStateHeader(re)...)
+	return append(dlq.SourceTopicIDHeader(id), s.sqlStateHeader(re)...)
 }
 
-func (s *Sink) sqlStateHeader(re *kit.RecordError) []kgo.RecordHeader {
+func (s *Sink) sqlStateHeader(re *dlq.RecordError) []kgo.RecordHeader {
 	if code := sqlState(re.Err); code != "" {
-		return []kgo.RecordHeader{{Key: HeaderSQLState, Value: []byte(code)}}
+		return []kgo.RecordHeader{{Key: deadletter.HeaderSQLState, Value: []byte(code)}}
 	}
 	return nil
 }
@@ -61,19 +64,19 @@ func (s *Sink) sqlStateHeader(re *kit.RecordError) []kgo.RecordHeader {
 // after that), or with the error that fails this attempt at the batch.
 //
 // A dead letter the broker refuses as a fault of the record itself
-// (kit.IsRecordFault: MESSAGE_TOO_LARGE for the dead-letter topic's
+// (dlq.IsRecordFault: MESSAGE_TOO_LARGE for the dead-letter topic's
 // max.message.bytes, INVALID_RECORD, ...) would be refused at every retry.
 // Since a batch of refused records may have been refused as a whole, each
 // is produced again alone; one refused alone is replaced by its
-// size-bounded envelope (kit.Envelope: no value, header
+// size-bounded envelope (dlq.Envelope: no value, header
 // exactly.dlq.value.omitted), in the same attempt. An envelope refused too
-// is a *kit.FatalError naming the input record and the dead-letter topic:
+// is a *fault.FatalError naming the input record and the dead-letter topic:
 // no retry could write the batch.
 //
 // Any other produce error fails the attempt, and writeBatch retries the
 // batch (its dead letters are at least once), except one that no retry
-// mends: kit.IsFatal (TOPIC_AUTHORIZATION_FAILED, ...) or, wrapped in a
-// *kit.FatalError, an invalid dead-letter topic name
+// mends: kafkaconn.IsFatal (TOPIC_AUTHORIZATION_FAILED, ...) or, wrapped in a
+// *fault.FatalError, an invalid dead-letter topic name
 // (INVALID_TOPIC_EXCEPTION).
 func (s *Sink) produceDeadLetters(ctx context.Context, dead []deadLetter) error {
 	recs := make([]*kgo.Record, len(dead))
@@ -110,7 +113,7 @@ func (s *Sink) produceDeadLetters(ctx context.Context, dead []deadLetter) error 
 			return err
 		}
 		if len(again) > 0 {
-			return &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s (dead letter refused: %v): %w",
+			return &fault.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s (dead letter refused: %v): %w",
 				s.cfg.DeadLetter, sourceOf(d.src), f.err, again[0].err)}
 		}
 	}
@@ -126,7 +129,7 @@ type refusal struct {
 
 // produceAll produces recs (what names them in an error) and waits for all
 // of them. It returns those the broker refused as a fault of the record
-// (kit.IsRecordFault), or the first other error.
+// (dlq.IsRecordFault), or the first other error.
 func (s *Sink) produceAll(ctx context.Context, recs []*kgo.Record, what string) ([]refusal, error) {
 	at := make(map[*kgo.Record]int, len(recs))
 	for i, r := range recs {
@@ -138,7 +141,7 @@ func (s *Sink) produceAll(ctx context.Context, recs []*kgo.Record, what string) 
 	for _, res := range s.cl.ProduceSync(ctx, recs...) {
 		switch {
 		case res.Err == nil:
-		case kit.IsRecordFault(res.Err):
+		case dlq.IsRecordFault(res.Err):
 			refused = append(refused, refusal{at[res.Record], res.Err})
 		case other == nil:
 			other = res.Err
@@ -150,7 +153,7 @@ func (s *Sink) produceAll(ctx context.Context, recs []*kgo.Record, what string) 
 		return refused, nil
 	case errors.Is(other, kerr.InvalidTopicException):
 		// The dead-letter topic's name is not a valid topic name.
-		return nil, &kit.FatalError{Err: fmt.Errorf("produce %s to %s: %w", what, s.cfg.DeadLetter, other)}
+		return nil, &fault.FatalError{Err: fmt.Errorf("produce %s to %s: %w", what, s.cfg.DeadLetter, other)}
 	}
 	return nil, fmt.Errorf("produce %s to %s: %w", what, s.cfg.DeadLetter, other)
 }

@@ -20,8 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -84,11 +86,11 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 	if _, err := rand.Read(big); err != nil {
 		t.Fatal(err)
 	}
-	eventID := &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")}
+	eventID := &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: errors.New("no event id")}
 	tests := []struct {
 		name      string
 		values    [][]byte         // input records' values, at offsets 0, 1, ...
-		re        *kit.RecordError // nil: eventID
+		re        *dlq.RecordError // nil: eventID
 		wantErr   string           // "" for success
 		envelopes map[int64]bool   // offsets whose dead letter is an envelope
 	}{
@@ -96,7 +98,7 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 		{name: "one too large", values: [][]byte{[]byte("a"), big, []byte("c")}, envelopes: map[int64]bool{1: true}},
 		{name: "alone too large", values: [][]byte{big}, envelopes: map[int64]bool{0: true}},
 		{name: "envelope too large", values: [][]byte{[]byte("a"), big},
-			re:      &kit.RecordError{Reason: ReasonEventID, Err: errors.New(base64.StdEncoding.EncodeToString(big))},
+			re:      &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: errors.New(base64.StdEncoding.EncodeToString(big))},
 			wantErr: "dead-letter topic dlq refused even the envelope of in/3@0"},
 	}
 	for _, tt := range tests {
@@ -113,7 +115,7 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 			}
 			err := s.produceDeadLetters(context.Background(), dead)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !kit.IsFatal(err) || !errors.Is(err, kerr.MessageTooLarge) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !kafkaconn.IsFatal(err) || !errors.Is(err, kerr.MessageTooLarge) {
 					t.Fatalf("err %v, want a fatal error containing %q", err, tt.wantErr)
 				}
 				return
@@ -126,9 +128,9 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 				t.Fatalf("%d dead letters, want %d", len(got), len(tt.values))
 			}
 			for _, r := range got {
-				off, _ := audit.Header(r, kit.HeaderSourceOffset)
+				off, _ := audit.Header(r, deadletter.HeaderSourceOffset)
 				o, _ := strconv.ParseInt(off, 10, 64)
-				omitted, isEnv := audit.Header(r, kit.HeaderValueOmitted)
+				omitted, isEnv := audit.Header(r, deadletter.HeaderValueOmitted)
 				if isEnv != tt.envelopes[o] {
 					t.Fatalf("dead letter of offset %d: envelope %v, want %v", o, isEnv, tt.envelopes[o])
 				}
@@ -138,13 +140,13 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 				if !isEnv && string(r.Value) != string(tt.values[o]) {
 					t.Fatalf("dead letter of offset %d: value %q, want %q", o, r.Value, tt.values[o])
 				}
-				if reason, _ := audit.Header(r, kit.HeaderReason); reason != ReasonEventID {
+				if reason, _ := audit.Header(r, deadletter.HeaderReason); reason != deadletter.ReasonEventID {
 					t.Fatalf("dead letter of offset %d: reason %q", o, reason)
 				}
 			}
 			// What the batch counts is what was produced.
 			for i := range dead {
-				_, isEnv := audit.Header(dead[i].rec, kit.HeaderValueOmitted)
+				_, isEnv := audit.Header(dead[i].rec, deadletter.HeaderValueOmitted)
 				if isEnv != tt.envelopes[int64(i)] {
 					t.Fatalf("batch's dead letter %d: envelope %v, want %v", i, isEnv, tt.envelopes[int64(i)])
 				}
@@ -153,7 +155,7 @@ func TestProduceDeadLettersTooLarge(t *testing.T) {
 	}
 }
 
-// A dead-letter topic the sink may not write to stops it (kit.IsFatal):
+// A dead-letter topic the sink may not write to stops it (kafkaconn.IsFatal):
 // no retry mends an ACL.
 func TestProduceDeadLettersUnauthorized(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "dlq"), kfake.EnableSASL(), kfake.EnableACLs(),
@@ -170,9 +172,9 @@ func TestProduceDeadLettersUnauthorized(t *testing.T) {
 	s.cl = testClient(t, c, kgo.SASL(plain.Auth{User: "sink", Pass: "sink"}.AsMechanism()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
+	dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Value: []byte("v")}, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: errors.New("no event id")})}
 	err = s.produceDeadLetters(ctx, dead)
-	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !kit.IsFatal(err) {
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !kafkaconn.IsFatal(err) {
 		t.Fatalf("err %v, want a fatal TOPIC_AUTHORIZATION_FAILED", err)
 	}
 }
@@ -222,12 +224,12 @@ func TestProduceDeadLettersRefused(t *testing.T) {
 			s.cl = testClient(t, c)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Offset: 5, Value: []byte("v")}, &kit.RecordError{Reason: ReasonEventID, Err: errors.New("no event id")})}
+			dead := []deadLetter{s.newDeadLetter(&kgo.Record{Topic: "in", Offset: 5, Value: []byte("v")}, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: errors.New("no event id")})}
 			err = s.produceDeadLetters(ctx, dead)
-			if !errors.Is(err, tt.code) || kit.IsFatal(err) != tt.wantFatal || !strings.Contains(err.Error(), tt.wantMsg) {
-				t.Fatalf("err %v (fatal %v), want %v, fatal %v, containing %q", err, kit.IsFatal(err), tt.code, tt.wantFatal, tt.wantMsg)
+			if !errors.Is(err, tt.code) || kafkaconn.IsFatal(err) != tt.wantFatal || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("err %v (fatal %v), want %v, fatal %v, containing %q", err, kafkaconn.IsFatal(err), tt.code, tt.wantFatal, tt.wantMsg)
 			}
-			if tt.wantFatal && IsTransient(err) && !kit.IsFatal(err) {
+			if tt.wantFatal && IsTransient(err) && !kafkaconn.IsFatal(err) {
 				t.Fatalf("err %v would be retried", err)
 			}
 		})
@@ -333,10 +335,10 @@ func TestDeadLetterArgs(t *testing.T) {
 	}
 	pgErr := newRowError(&pgconn.PgError{Code: "22P02", Message: "invalid input syntax for type integer"})
 	dead := []deadLetter{
-		{src: rec(7, []byte("k"), []byte("{bad")), re: &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad \x00 json \xff")}},
-		{src: rec(9, nil, nil), re: &kit.RecordError{Reason: ReasonPostgres, Err: pgErr}},
+		{src: rec(7, []byte("k"), []byte("{bad")), re: &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: errors.New("bad \x00 json \xff")}},
+		{src: rec(9, nil, nil), re: &dlq.RecordError{Reason: deadletter.ReasonPostgres, Err: pgErr}},
 	}
-	dead[1].src.Timestamp = time.UnixMilli(kit.NoTimestamp) // record_timestamp NULL
+	dead[1].src.Timestamp = time.UnixMilli(kafkaconn.NoTimestamp) // record_timestamp NULL
 	b := newBatch()
 	b.start[2] = position{current: "topic-id-2"}
 	s := &Sink{cfg: Config{Sink: "pg"}}
@@ -345,7 +347,7 @@ func TestDeadLetterArgs(t *testing.T) {
 	want := []any{"pg", []string{"in", "in"}, []string{"topic-id-2", "topic-id-2"}, []int32{2, 2}, []int64{7, 9},
 		[][]byte{[]byte("k"), nil}, [][]byte{[]byte("{bad"), nil},
 		[]string{`[{"key":"h","value":"v"}]`, `[{"key":"h","value":"v"}]`}, []*time.Time{&ts, nil},
-		[]string{kit.ReasonDecode, ReasonPostgres}, []*string{nil, &code},
+		[]string{deadletter.ReasonDecode, deadletter.ReasonPostgres}, []*string{nil, &code},
 		[]string{"bad \\x00 json \uFFFD", pgErr.Error()}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("arguments\n got %#v\nwant %#v", got, want)
@@ -390,7 +392,7 @@ func TestNewDeadLetterForTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := s.newDeadLetter(&kgo.Record{Topic: "in"}, &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("x")})
+	d := s.newDeadLetter(&kgo.Record{Topic: "in"}, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: errors.New("x")})
 	if d.rec != nil || d.src == nil || d.re == nil {
 		t.Fatalf("dead letter %+v: want no Kafka record for a table", d)
 	}

@@ -23,7 +23,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 )
 
 // deadLetterColumns are the columns of a dead-letter table as the sink
@@ -136,7 +137,7 @@ func (s *Sink) deadLetterArgs(b *batch, dead []deadLetter) []any {
 	for i, d := range dead {
 		r := d.src
 		topics[i], parts[i], offs[i], keys[i], vals[i], ts[i] = r.Topic, r.Partition, r.Offset, r.Key, r.Value, nil
-		if kit.HasTimestamp(r.Timestamp) {
+		if kafkaconn.HasTimestamp(r.Timestamp) {
 			ts[i] = &r.Timestamp
 		}
 		if b != nil {
@@ -198,7 +199,7 @@ func headersJSON(hs []kgo.RecordHeader) string {
 // checkDeadLetterTable checks, at start, that the dead-letter table has
 // every column of deadLetterColumns, a unique index on deadLetterKey (the
 // ON CONFLICT target) and that the sink's role may INSERT into it. A
-// table that fails is a *kit.ConfigError naming the table and each
+// table that fails is a *fault.ConfigError naming the table and each
 // missing column.
 func (s *Sink) checkDeadLetterTable(ctx context.Context, conn *pgx.Conn) error {
 	if !s.deadLettersToTable() {
@@ -257,7 +258,7 @@ WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, s.dead
 		errs = append(errs, fmt.Errorf("%s: the sink's role has no INSERT privilege on dead-letter table %s (GRANT it)", field, s.deadLetters))
 	}
 	if len(errs) > 0 {
-		return &kit.ConfigError{Err: errors.Join(errs...)}
+		return &fault.ConfigError{Err: errors.Join(errs...)}
 	}
 	return nil
 }

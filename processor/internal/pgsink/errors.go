@@ -10,48 +10,19 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/serde"
 )
 
-// Dead-letter reasons of the sink, written to the exactly.dlq.reason header
-// (kit.HeaderReason) beside kit.ReasonDecode.
-const (
-	// ReasonEventID: the record has no event ID (the event_id column's
-	// field is missing, null or empty), or a tombstone to delete has no key.
-	ReasonEventID = "event_id"
-	// ReasonPostgres: Postgres rejected the row itself (ClassRow: SQLSTATE
-	// class 22, data exception, 23, integrity constraint violation, P0, a
-	// trigger that raised, ...): a NUL character in text or jsonb, a value
-	// too long or out of range, a value of the wrong type, a check, not
-	// null, unique, foreign key or exclusion constraint, at statement time
-	// or (a deferred one) at commit. Also an error of no known class
-	// (ClassUnknown) that the bisection finds following single records.
-	// HeaderSQLState holds the SQLSTATE.
-	ReasonPostgres = "postgres"
-	// ReasonVersion: in a version-guarded upsert, the record's version
-	// (the version column's field) is missing or null, so it cannot be
-	// ordered against the stored row.
-	ReasonVersion = "version"
-	// ReasonEnvelope: a change event (envelope debezium) that cannot be
-	// applied: not an object, an unknown op, no after on c, u or r, no
-	// before on d.
-	ReasonEnvelope = "envelope"
-)
-
-// errMissingVersion is the cause of a ReasonVersion dead letter.
+// errMissingVersion is the cause of a deadletter.ReasonVersion dead letter.
 var errMissingVersion = errors.New("missing version")
 
-// errUnorderedVersion is the cause of a ReasonVersion dead letter whose
+// errUnorderedVersion is the cause of a deadletter.ReasonVersion dead letter whose
 // version is NaN or an infinity.
 var errUnorderedVersion = errors.New("version not comparable")
 
-// errBadChange is the cause of a ReasonEnvelope dead letter.
+// errBadChange is the cause of a deadletter.ReasonEnvelope dead letter.
 var errBadChange = errors.New("change event cannot be applied")
-
-// HeaderSQLState is the header holding the SQLSTATE of a dead letter whose
-// reason is ReasonPostgres.
-const HeaderSQLState = "exactly.dlq.sqlstate"
 
 // ErrFenced is the cause of a batch rolled back because a stored position
 // was no longer the one the batch started from: another instance wrote the
@@ -120,11 +91,11 @@ func (c Class) String() string {
 
 // Classify returns the class of a write error. An error without a
 // SQLSTATE (a broken connection, a timeout, a refused dial) is transient,
-// except a *kit.ConfigError or a certificate that fails verification,
+// except a *fault.ConfigError or a certificate that fails verification,
 // which are fatal.
 func Classify(err error) Class {
-	var ce *kit.ConfigError
-	if errors.As(err, &ce) || kit.IsCertificateError(err) || serde.IsRegistryRefused(err) {
+	var ce *fault.ConfigError
+	if errors.As(err, &ce) || fault.IsCertificateError(err) || serde.IsRegistryRefused(err) {
 		return ClassFatal
 	}
 	code := sqlState(err)
@@ -274,7 +245,7 @@ func newRowError(err error) error {
 }
 
 // errBadDSN replaces a DSN parse error, which would quote the DSN.
-var errBadDSN = kit.NewConfigError("postgres dsn is not a valid connection string")
+var errBadDSN = fault.NewConfigError("postgres dsn is not a valid connection string")
 
 // IsUndefinedTable reports whether err is Postgres saying a table does not
 // exist (SQLSTATE 42P01, undefined_table).

@@ -11,7 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -92,11 +94,11 @@ func TestClassifyOther(t *testing.T) {
 		{"eof", io.ErrUnexpectedEOF, ClassTransient},
 		{"dial", &pgconn.ConnectError{}, ClassTransient},
 		{"deadline", context.DeadlineExceeded, ClassTransient},
-		{"config", kit.NewConfigError("x"), ClassFatal},
+		{"config", fault.NewConfigError("x"), ClassFatal},
 		// A record's decode that the schema registry refuses (HTTP 401):
 		// the sink stops, it neither dead-letters nor retries for ever.
-		{"registry refused", &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 401", serde.ErrRegistryRefused)}, ClassFatal},
-		{"registry down", &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 503", serde.ErrTransient)}, ClassTransient},
+		{"registry refused", &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 401", serde.ErrRegistryRefused)}, ClassFatal},
+		{"registry down", &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("%w: schema id 7: HTTP 503", serde.ErrTransient)}, ClassTransient},
 		{"stuck", &stuckError{err: &pgconn.PgError{Code: "55000"}}, ClassUnknown},
 	}
 	for _, tt := range tests {

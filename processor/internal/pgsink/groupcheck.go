@@ -4,29 +4,31 @@ import (
 	"context"
 	"errors"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 )
 
 // checkGroup refuses to start in a consumer group that another live
-// consumer uses (kit.CheckGroup): one reading another topic, or a stage
+// consumer uses (group.CheckGroup): one reading another topic, or a stage
 // (stage "sink-x" and sink "x" share group exactly-sink-x). It runs
 // before every client the sink starts, so before the sink is ready. A
-// clash is a *kit.ConfigError, which s.retry does not retry.
+// clash is a *fault.ConfigError, which s.retry does not retry.
 func (s *Sink) checkGroup(ctx context.Context) error {
-	err := kit.CheckGroup(ctx, s.adm, kit.GroupSelf{
-		Group: s.cfg.Group(), InstanceID: s.cfg.GroupInstanceID(), Role: kit.RoleSink, Topic: s.cfg.Input,
+	err := group.CheckGroup(ctx, s.adm, group.GroupSelf{
+		Group: s.cfg.Group(), InstanceID: s.cfg.GroupInstanceID(), Role: group.RoleSink, Topic: s.cfg.Input,
 	})
-	var cfgErr *kit.ConfigError
-	if kit.IsFatal(err) && !errors.As(err, &cfgErr) {
+	var cfgErr *fault.ConfigError
+	if kafkaconn.IsFatal(err) && !errors.As(err, &cfgErr) {
 		// Not authorized to describe the group, say: not retried.
-		err = &kit.ConfigError{Err: err}
+		err = &fault.ConfigError{Err: err}
 	}
 	return err
 }
 
-// onFenced is the kit.FenceWatch callback: the group fenced this instance
+// onFenced is the group.FenceWatch callback: the group fenced this instance
 // (FENCED_INSTANCE_ID), so the loop ends and Run rejoins or stops
-// (kit.FenceHistory). It runs on franz-go's group
+// (group.FenceHistory). It runs on franz-go's group
 // goroutine and does not block.
 func (s *Sink) onFenced(err error) {
 	s.fatal.Store(&err)
@@ -42,10 +44,10 @@ func (s *Sink) endLoop() {
 	}
 }
 
-// fencedErr returns the *kit.FencedError once the sink was fenced out of
+// fencedErr returns the *group.FencedError once the sink was fenced out of
 // its group, else nil.
 func (s *Sink) fencedErr() error {
-	var fenced *kit.FencedError
+	var fenced *group.FencedError
 	if errp := s.fatal.Load(); errp != nil && errors.As(*errp, &fenced) {
 		return *errp
 	}

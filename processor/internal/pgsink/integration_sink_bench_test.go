@@ -1,6 +1,6 @@
 //go:build integration
 
-package integration
+package pgsink_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
 )
 
 // BenchmarkSinkVsCopy measures the sink against the floor Postgres sets:

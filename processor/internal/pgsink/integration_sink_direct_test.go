@@ -1,12 +1,11 @@
 //go:build integration
 
-package integration
+package pgsink_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
 )
 
 // directSink is one in-process sink of a direct-path test, into its own
@@ -96,17 +95,6 @@ func runUntil(t *testing.T, s *pgsink.Sink, n int64) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-// psqlLines runs query with psql (a client the sink does not use), and
-// extra arguments, and returns its unaligned output lines.
-func psqlLines(t *testing.T, query string, extra ...string) []string {
-	t.Helper()
-	out, err := exec.Command("psql", append([]string{pgDSN(t), "-X", "-At", "-c", query}, extra...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("psql %q: %v\n%s", query, err, out)
-	}
-	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 // directInput produces to a new 1-partition topic, with kcat, batches of
@@ -200,7 +188,7 @@ func TestSinkDirectPathSameAsStaged(t *testing.T) {
 // direct path loses and doubles nothing: a restarted sink ends with every
 // event once and positions at the end.
 func TestSinkDirectPathCrash(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeDBCommit, kit.CrashAfterDBCommit} {
+	for _, fp := range []string{failpoint.CrashBeforeDBCommit, failpoint.CrashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
 			topic := uniqueName("sp17_crash_in")
 			adm := kadm.NewClient(kafkaClient(t))
@@ -215,9 +203,9 @@ func TestSinkDirectPathCrash(t *testing.T) {
 			kcatProduce(t, topic, lines)
 			crashed := false
 			d := newDirectSink(t, "sp17_crash", topic,
-				pgsink.WithFailpoints(kit.Failpoint{Name: fp, N: 2}), pgsink.WithCrashAction(func() { crashed = true }))
+				pgsink.WithFailpoints(failpoint.Failpoint{Name: fp, N: 2}), pgsink.WithCrashAction(func() { crashed = true }))
 			err := runUntil(t, d.sink, n)
-			if !errors.Is(err, kit.ErrCrashed) || !crashed {
+			if !errors.Is(err, failpoint.ErrCrashed) || !crashed {
 				t.Fatalf("sink did not crash at %s@2: %v", fp, err)
 			}
 			// Batch 2 was loaded by the direct path when the failpoint fired.
@@ -225,7 +213,7 @@ func TestSinkDirectPathCrash(t *testing.T) {
 				t.Fatalf("before the crash: %+v; want 2 direct copies, no fallback", st)
 			}
 			var committed int
-			if fp == kit.CrashAfterDBCommit {
+			if fp == failpoint.CrashAfterDBCommit {
 				committed = 20
 			} else {
 				committed = 10

@@ -11,7 +11,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -28,7 +30,7 @@ type op struct {
 var errMissingEventID = errors.New("missing event id")
 
 // toOp turns a record into an op, or says why the record is a dead letter
-// (a *kit.RecordError). ok is false, with a nil error, for a
+// (a *dlq.RecordError). ok is false, with a nil error, for a
 // tombstone that the policy skips.
 func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if r.Value == nil {
@@ -36,7 +38,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 			return op{}, false, nil
 		}
 		if len(r.Key) == 0 {
-			return op{}, false, &kit.RecordError{Reason: ReasonEventID,
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID,
 				Err: fmt.Errorf("%w: a tombstone to delete needs the event id as its key", errMissingEventID)}
 		}
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
@@ -46,7 +48,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	}
 	v, obj, err := s.decode(r, s.fieldSources)
 	if err != nil {
-		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
 	if s.typed.avro {
 		return s.avroOp(r, v, obj)
@@ -95,7 +97,7 @@ func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err erro
 		}
 		row[i], err = s.columnText(r, obj, c.Source, t)
 		if err != nil {
-			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
 	}
 	id, _ := row[s.eventIDIndex].(string)
@@ -105,15 +107,15 @@ func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err erro
 		if obj == nil && src[0] != '$' {
 			why = fmt.Errorf("%w: value is not a json object", errMissingEventID)
 		}
-		return op{}, false, &kit.RecordError{Reason: ReasonEventID, Err: why}
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: why}
 	}
 	if s.versionIndex >= 0 && row[s.versionIndex] == nil {
-		return op{}, false, &kit.RecordError{Reason: ReasonVersion,
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonVersion,
 			Err: fmt.Errorf("%w: field %q of version column %q is missing or null", errMissingVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version)}
 	}
 	if s.versionIndex >= 0 {
 		if v, _ := row[s.versionIndex].(string); unbeatable(v) {
-			return op{}, false, &kit.RecordError{Reason: ReasonVersion,
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonVersion,
 				Err: fmt.Errorf("%w: field %q of version column %q is %q, which no later version could ever replace", errUnorderedVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version, v)}
 		}
 	}
@@ -293,7 +295,7 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 	case topology.SourceOffset:
 		return strconv.FormatInt(r.Offset, 10), nil
 	case topology.SourceTimestamp:
-		if !kit.HasTimestamp(r.Timestamp) {
+		if !kafkaconn.HasTimestamp(r.Timestamp) {
 			return nil, nil // NULL, as Kafka Connect's null timestamp
 		}
 		return r.Timestamp.UTC().Format(time.RFC3339Nano), nil
@@ -332,11 +334,11 @@ const (
 // row mapped from the event's after; d deletes the row whose event ID is
 // in before (or is the record's key, when the event id column is $key).
 // A value of the form {"schema": ..., "payload": {...}} is read from its
-// payload. An event that cannot be applied is a *kit.RecordError, reason
-// ReasonEnvelope (or ReasonEventID for a missing event ID).
+// payload. An event that cannot be applied is a *dlq.RecordError, reason
+// deadletter.ReasonEnvelope (or deadletter.ReasonEventID for a missing event ID).
 func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	if err := serde.CheckJSON(r.Value); err != nil {
-		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
 	body := r.Value
 	raw, isObject, found, err := serde.TopLevelField(body, "op")
@@ -350,14 +352,14 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		}
 	}
 	if err != nil { // duplicate keys
-		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
 	if !found {
 		return op{}, false, envelopeError(`no "op" field (nor a "payload" object holding one)`)
 	}
 	v, err := serde.FieldValue(raw)
 	if err != nil {
-		return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("field \"op\": %w", err)}
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("field \"op\": %w", err)}
 	}
 	kind, _ := v.(string)
 	switch kind {
@@ -368,7 +370,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		}
 		obj, err := serde.JSONFields(after, s.fieldSources)
 		if err != nil {
-			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
 		}
 		return s.rowOp(r, obj)
 	case opDelete:
@@ -379,7 +381,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 			}
 			obj, err := serde.JSONFields(before, []string{src})
 			if err != nil {
-				return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
+				return nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
 			}
 			return obj, nil
 		})
@@ -390,9 +392,9 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 // deleteOp is the op of a change event's "d", JSON or Avro: it deletes
 // the row whose event ID is the record's key (event id column $key) or
 // the event id field of the event's before, which before(src) returns
-// decoded (a *kit.RecordError when the event has no such object). A
-// missing, null or empty event ID is a *kit.RecordError, reason
-// ReasonEventID.
+// decoded (a *dlq.RecordError when the event has no such object). A
+// missing, null or empty event ID is a *dlq.RecordError, reason
+// deadletter.ReasonEventID.
 func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, error)) (op, bool, error) {
 	src := s.cfg.Columns[s.eventIDIndex].Source
 	var id any
@@ -404,18 +406,18 @@ func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, 
 			return op{}, false, err
 		}
 		if id, err = s.columnValue(r, obj, src); err != nil {
-			return op{}, false, &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
 		}
 	}
 	if id, _ := id.(string); id != "" {
 		return op{rec: r, del: true, id: id}, true, nil
 	}
-	return op{}, false, &kit.RecordError{Reason: ReasonEventID,
+	return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID,
 		Err: fmt.Errorf("%w: op \"d\": event id %q is missing, null or empty", errMissingEventID, src)}
 }
 
 func envelopeError(format string, args ...any) error {
-	return &kit.RecordError{Reason: ReasonEnvelope, Err: fmt.Errorf("%w: "+format, append([]any{errBadChange}, args...)...)}
+	return &dlq.RecordError{Reason: deadletter.ReasonEnvelope, Err: fmt.Errorf("%w: "+format, append([]any{errBadChange}, args...)...)}
 }
 
 // shownJSON is raw JSON for a message, cut to 40 bytes; "nothing" when

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -280,7 +280,7 @@ func (s *Sink) setup(ctx context.Context) error {
 		s.types[i] = t
 	}
 	if len(missing) > 0 {
-		return &kit.ConfigError{Err: errors.Join(missing...)}
+		return &fault.ConfigError{Err: errors.Join(missing...)}
 	}
 	if err := s.checkVersionType(); err != nil {
 		return err
@@ -322,7 +322,7 @@ func (s *Sink) checkVersionType() error {
 		if c.Name != s.cfg.Version || orderedTypes[s.types[i].base] {
 			continue
 		}
-		return kit.NewConfigError("%s: version column %q of table %s is %s, whose order is not the versions' (as text, \"10\" < \"9\"): "+
+		return fault.NewConfigError("%s: version column %q of table %s is %s, whose order is not the versions' (as text, \"10\" < \"9\"): "+
 			"make it a number or a time, e.g. ALTER TABLE %s ALTER COLUMN %s TYPE bigint USING %s::bigint",
 			s.cfg.Origin.Field("postgres.version"), c.Name, s.table, s.types[i].name, s.table, pgx.Identifier{c.Name}.Sanitize(), pgx.Identifier{c.Name}.Sanitize())
 	}
@@ -353,7 +353,7 @@ WHERE p.next_offset = $7::bigint AND p.topic_id = $8::text
 	AND (EXCLUDED.next_offset > p.next_offset OR EXCLUDED.topic_id <> p.topic_id OR $9::boolean)`
 }
 
-// checkTarget fails with a *kit.ConfigError when the positions table
+// checkTarget fails with a *fault.ConfigError when the positions table
 // holds a position of this sink's name and input topic written for
 // another target table: two sinks of one name (in two topology files,
 // say) that share a consumer group, which splits the partitions between
@@ -371,7 +371,7 @@ func (s *Sink) checkTarget(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return kit.NewConfigError("positions table %s holds positions of sink %s for topic %s written for table %s, not %s: "+
+	return fault.NewConfigError("positions table %s holds positions of sink %s for topic %s written for table %s, not %s: "+
 		"two sinks named %s (in two topology files?) share one consumer group and one position, so neither would load every record; give each its own name",
 		s.positions, s.cfg.Sink, s.cfg.Input, other, s.cfg.Table, s.cfg.Sink)
 }

@@ -50,7 +50,7 @@
 //     produced to the dead-letter topic and
 //     acknowledged by Kafka. One the broker refuses as a fault of the
 //     record (too large for the topic's max.message.bytes, say) is replaced
-//     by its size-bounded envelope (kit.Envelope) in the same attempt; an
+//     by its size-bounded envelope (dlq.Envelope) in the same attempt; an
 //     envelope refused too stops Run (see produceDeadLetters).
 //  5. COMMIT.
 //
@@ -115,8 +115,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/health"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -144,7 +151,7 @@ type Sink struct {
 	jsonCodec serde.Codec
 	log       *slog.Logger
 	kopts     []kgo.Opt
-	fp        kit.Failpoints
+	fp        failpoint.Failpoints
 
 	pgcfg            *pgxpool.Config
 	table, positions table
@@ -184,8 +191,8 @@ type Sink struct {
 
 	metrics sinkMetrics
 	// Readiness, read by Ready from other goroutines.
-	brokers     *kit.BrokerHealth
-	member      kit.Membership
+	brokers     *health.BrokerHealth
+	member      health.Membership
 	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
 	failing     atomic.Pointer[error]
 	// step is where the running attempt at a PostgreSQL call is, for
@@ -198,7 +205,7 @@ type Sink struct {
 	// the loop.
 	fatal         atomic.Pointer[error]
 	abort         atomic.Pointer[context.CancelFunc] // ends the current client's loop, after fatal is set
-	fences        kit.FenceHistory                   // whether Run rejoins after a fence or stops
+	fences        group.FenceHistory                 // whether Run rejoins after a fence or stops
 	targetChecked atomic.Bool                        // checkTarget passed since the last assignment
 
 	consumed, rows, deleted, duplicates, deadLettered atomic.Int64
@@ -248,8 +255,8 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	codec, _ := serde.NewCodec(cfg.inputCodec())
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
-		log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{},
-		brokers: kit.NewBrokerHealth()}
+		log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{},
+		brokers: health.NewBrokerHealth()}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.deadLetters, _ = parseTable(cfg.DeadLetterTable)
@@ -275,9 +282,9 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 }
 
 // Ready returns nil when the sink is healthy: it holds its partitions in
-// its consumer group (kit.Membership) and was not fenced out of its group (kit.FencedError), Postgres and Kafka answer, and no batch has been open for
-// longer than kit.StallFactor commit intervals (at least
-// kit.StallMin). Otherwise the error says why. It never shows the
+// its consumer group (health.Membership) and was not fenced out of its group (group.FencedError), Postgres and Kafka answer, and no batch has been open for
+// longer than health.StallFactor commit intervals (at least
+// health.StallMin). Otherwise the error says why. It never shows the
 // DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Sink) Ready() error {
 	if err := s.fencedErr(); err != nil {
@@ -292,7 +299,7 @@ func (s *Sink) Ready() error {
 	// Both, when both fail: silent brokers are one reason no partitions
 	// come, and a join that the group coordinator holds (while another
 	// member is slow to rejoin) leaves every broker silent too.
-	memberErr, brokerErr := s.member.Check(s.cfg.Group()), s.brokers.Check(kit.BrokerSilenceLimit)
+	memberErr, brokerErr := s.member.Check(s.cfg.Group()), s.brokers.Check(health.BrokerSilenceLimit)
 	switch {
 	case memberErr != nil && brokerErr != nil:
 		return fmt.Errorf("sink %s: %w; and %w", s.cfg.Sink, memberErr, brokerErr)
@@ -301,7 +308,7 @@ func (s *Sink) Ready() error {
 	case brokerErr != nil:
 		return fmt.Errorf("sink %s: %w", s.cfg.Sink, brokerErr)
 	}
-	if err := kit.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
+	if err := health.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
 		if st := s.step.Load(); st != nil {
 			return fmt.Errorf("sink %s: %w: %s", s.cfg.Sink, err, st.waiting())
 		}
@@ -327,7 +334,7 @@ func (s *Sink) Stats() Stats {
 // canceled, when it commits the batch in hand, leaves the group and returns
 // nil. Transient Postgres and Kafka errors are retried with backoff; Run
 // returns an error for a fatal one (see IsFatal for Postgres and
-// kit.IsFatal for Kafka), or kit.ErrCrashed.
+// kafkaconn.IsFatal for Kafka), or failpoint.ErrCrashed.
 func (s *Sink) Run(ctx context.Context) error {
 	s.log.Info("sink starting", "input", s.cfg.Input, "table", s.cfg.Table, "group", s.cfg.Group())
 	if err := s.retry(ctx, "set up schema", s.bounded("PostgreSQL: set up the tables", s.setup)); err != nil {
@@ -362,9 +369,9 @@ func (s *Sink) Run(ctx context.Context) error {
 	defer pool.Close()
 	s.pool = pool
 
-	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
+	admCl, err := kgo.NewClient(append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 	if err != nil {
-		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
+		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
 	}
 	defer admCl.Close()
 	s.adm = kadm.NewClient(admCl)
@@ -378,7 +385,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	// its first record (serde.ErrRegistryRefused); a registry that does
 	// not answer is left to the records, which wait for it.
 	if err := serde.CheckRegistry(ctx, s.codec); serde.IsRegistryRefused(err) {
-		return fmt.Errorf("sink %q: %w", s.cfg.Sink, &kit.ConfigError{Err: fmt.Errorf("input registry: %w", err)})
+		return fmt.Errorf("sink %q: %w", s.cfg.Sink, &fault.ConfigError{Err: fmt.Errorf("input registry: %w", err)})
 	} else if err != nil {
 		s.log.Warn("schema registry check failed; records wait for the registry", "err", err)
 	}
@@ -393,10 +400,10 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 		lctx, abort := context.WithCancel(ctx)
 		s.abort.Store(&abort)
-		fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.GroupInstanceID(), s.onFenced)
+		fence := group.NewFenceWatch(s.cfg.Group(), s.cfg.GroupInstanceID(), s.onFenced)
 		if cl, err = kgo.NewClient(s.clientOptions(fence)...); err != nil {
 			abort()
-			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &kit.ConfigError{Err: err})
+			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
 		}
 		fence.Attach(cl)
 		s.cl = cl
@@ -405,12 +412,12 @@ func (s *Sink) Run(ctx context.Context) error {
 		if errp := s.fatal.Load(); errp != nil {
 			err = *errp
 		}
-		if fenced := (*kit.FencedError)(nil); errors.As(err, &fenced) && ctx.Err() == nil && s.fences.Rejoin(time.Now()) {
-			// Possibly spurious (see kit.FenceHistory): a new client
+		if fenced := (*group.FencedError)(nil); errors.As(err, &fenced) && ctx.Err() == nil && s.fences.Rejoin(time.Now()) {
+			// Possibly spurious (see group.FenceHistory): a new client
 			// rejoins; a second fence within the window stops. No
 			// leave: the group.instance.id may be another process's.
 			s.log.Warn("fenced out of the consumer group; rejoining with a new client (fenced again within the window, the sink stops)",
-				"group", s.cfg.Group(), "instance_id", s.cfg.GroupInstanceID(), "window", kit.FenceRejoinWindow, "err", fenced.Err)
+				"group", s.cfg.Group(), "instance_id", s.cfg.GroupInstanceID(), "window", group.FenceRejoinWindow, "err", fenced.Err)
 			s.fatal.Store(nil)
 			s.member.Reset()
 			cl.AllowRebalance()
@@ -429,7 +436,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		cl.Close()
 		s.forget()
 	}
-	if errors.Is(err, kit.ErrCrashed) {
+	if errors.Is(err, failpoint.ErrCrashed) {
 		// A simulated crash: no flush, no leave.
 		go cl.Close()
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
@@ -443,8 +450,8 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout.
-	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.GroupInstanceID(),
-		append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
+	group.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.GroupInstanceID(),
+		append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 	if err != nil {
 		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
 	}
@@ -452,10 +459,10 @@ func (s *Sink) Run(ctx context.Context) error {
 	return nil
 }
 
-func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
-	opts := append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers, fence),
-		kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
-	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
+func (s *Sink) clientOptions(fence *group.FenceWatch) []kgo.Opt {
+	opts := append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers, fence),
+		kafkaconn.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts, kafkaconn.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	opts = append(opts,
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		// Positions live in Postgres; the group's offsets are never
@@ -473,8 +480,8 @@ func (s *Sink) clientOptions(fence *kit.FenceWatch) []kgo.Opt {
 	opts = append(opts, s.member.Opts(s.cfg.Input, nil, s.drop, s.drop)...)
 	// The role's client.id goes after the injected options, whose own
 	// client ID (the file's) would otherwise hide the role from the start
-	// check of another process (kit.CheckGroup).
-	return append(append(opts, s.kopts...), kgo.ClientID(kit.RoleClientID(s.cfg.ClientID, kit.RoleSink)))
+	// check of another process (group.CheckGroup).
+	return append(append(opts, s.kopts...), kgo.ClientID(group.RoleClientID(s.cfg.ClientID, group.RoleSink)))
 }
 
 // adjust replaces the offsets the group would resume from with the
@@ -600,7 +607,7 @@ func (s *Sink) forget() {
 
 // publishLag sets partition p's lag metric from what the sink knows: the
 // last stable offset last seen and the stored position. It is the
-// definition `exactly status` uses (kit.Lag), so the two agree whenever
+// definition `exactly status` uses (partpos.Lag), so the two agree whenever
 // their last stable offsets do, also while a batch is retried. s.mu is
 // held.
 func (s *Sink) publishLag(p int32) {
@@ -609,7 +616,7 @@ func (s *Sink) publishLag(p int32) {
 	if !ok || !owned {
 		return
 	}
-	s.metrics.SetLag(s.cfg.Input, p, kit.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
+	s.metrics.SetLag(s.cfg.Input, p, partpos.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
 }
 
 // markStored records that batch b committed: its partitions' positions
@@ -658,7 +665,7 @@ func (s *Sink) loop(ctx context.Context) error {
 		fetches.EachError(func(topic string, p int32, err error) {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			case errors.Is(err, kgo.ErrClientClosed), kit.IsFatal(err):
+			case errors.Is(err, kgo.ErrClientClosed), kafkaconn.IsFatal(err):
 				fatal = err
 			case topic == s.cfg.Input && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)):
 				topicErr = err
@@ -667,7 +674,7 @@ func (s *Sink) loop(ctx context.Context) error {
 			}
 		})
 		if fatal != nil {
-			return kit.AsFenced(fatal, s.cfg.Group(), s.cfg.GroupInstanceID())
+			return group.AsFenced(fatal, s.cfg.Group(), s.cfg.GroupInstanceID())
 		}
 		if err := s.fencedErr(); err != nil {
 			// Another process holds our group.instance.id: what was
@@ -694,7 +701,7 @@ func (s *Sink) loop(ctx context.Context) error {
 				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				err := s.attempt(wctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 				cancel()
-				if errors.Is(err, kit.ErrCrashed) || IsFatal(err) {
+				if errors.Is(err, failpoint.ErrCrashed) || IsFatal(err) {
 					return err
 				}
 				if err != nil {
@@ -786,7 +793,7 @@ func (s *Sink) prepareRecord(r *kgo.Record, ops []op, dead []deadLetter) ([]op, 
 	case serde.IsTransient(err), IsFatal(err):
 		return ops, dead, fmt.Errorf("decode %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 	case err != nil:
-		var re *kit.RecordError
+		var re *dlq.RecordError
 		errors.As(err, &re)
 		s.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
 		dead = append(dead, s.newDeadLetter(r, re))
@@ -809,7 +816,7 @@ const maxUnexplained = 6
 // error that recurs maxUnexplained times without an explanation stops the
 // sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
-	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	bo := backoff.NewBackoff(100*time.Millisecond, 5*time.Second)
 	unexplained, timeouts := 0, 0
 	defer func() { s.isolating = false }()
 	for {
@@ -823,7 +830,7 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		case err == nil:
 			s.failing.Store(nil)
 			return nil
-		case errors.Is(err, kit.ErrCrashed), IsFatal(err), kit.IsFatal(err):
+		case errors.Is(err, failpoint.ErrCrashed), IsFatal(err), kafkaconn.IsFatal(err):
 			return err
 		case errors.Is(err, ErrFenced):
 			s.fenced.Add(1)
@@ -912,7 +919,7 @@ func (s *Sink) reseek(ctx context.Context, b *batch) error {
 // retry runs f until it succeeds, returns a non-transient error, or ctx
 // ends.
 func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) error) error {
-	bo := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	bo := backoff.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		err := f(ctx)
 		if err == nil || !IsTransient(err) {

@@ -11,7 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -160,18 +162,18 @@ func TestToOp(t *testing.T) {
 			want: []any{"e1", `{"event_id":"e1","note":"hi","n":7,"tags":["a"]}`, "hi", "7", "k1", "2", "41", "2026-01-02T03:04:05.006Z", `["a"]`}},
 		{name: "missing fields are null", r: rec("", `{"event_id":42}`), ok: true,
 			want: []any{"42", `{"event_id":42}`, nil, nil, nil, "2", "41", "2026-01-02T03:04:05.006Z", nil}},
-		{name: "no event id", r: rec("k", `{"note":"x"}`), reason: ReasonEventID},
-		{name: "empty event id", r: rec("k", `{"event_id":""}`), reason: ReasonEventID},
-		{name: "not an object", r: rec("k", `[1]`), reason: ReasonEventID},
-		{name: "invalid json", r: rec("k", `{"event_id":`), reason: kit.ReasonDecode},
-		{name: "json null", r: rec("k", `null`), reason: kit.ReasonDecode},
+		{name: "no event id", r: rec("k", `{"note":"x"}`), reason: deadletter.ReasonEventID},
+		{name: "empty event id", r: rec("k", `{"event_id":""}`), reason: deadletter.ReasonEventID},
+		{name: "not an object", r: rec("k", `[1]`), reason: deadletter.ReasonEventID},
+		{name: "invalid json", r: rec("k", `{"event_id":`), reason: deadletter.ReasonDecode},
+		{name: "json null", r: rec("k", `null`), reason: deadletter.ReasonDecode},
 		{name: "tombstone skipped", r: rec("k", "\x00nil")},
 		{name: "tombstone deletes", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
-		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: ReasonEventID},
+		{name: "tombstone without key", tombstones: "delete", r: rec("", "\x00nil"), reason: deadletter.ReasonEventID},
 		{name: "version present", version: "n", r: rec("", `{"event_id":"e1","n":3}`), ok: true,
 			want: []any{"e1", `{"event_id":"e1","n":3}`, nil, "3", nil, "2", "41", "2026-01-02T03:04:05.006Z", nil}},
-		{name: "version missing", version: "n", r: rec("", `{"event_id":"e1"}`), reason: ReasonVersion},
-		{name: "version null", version: "n", r: rec("", `{"event_id":"e1","n":null}`), reason: ReasonVersion},
+		{name: "version missing", version: "n", r: rec("", `{"event_id":"e1"}`), reason: deadletter.ReasonVersion},
+		{name: "version null", version: "n", r: rec("", `{"event_id":"e1","n":null}`), reason: deadletter.ReasonVersion},
 		{name: "tombstone deletes without a version", version: "n", tombstones: "delete", r: rec("e9", "\x00nil"), ok: true, del: "e9"},
 	}
 	for _, tt := range tests {
@@ -184,7 +186,7 @@ func TestToOp(t *testing.T) {
 			})
 			o, ok, err := s.toOp(tt.r)
 			if tt.reason != "" {
-				var re *kit.RecordError
+				var re *dlq.RecordError
 				if !errors.As(err, &re) || re.Reason != tt.reason {
 					t.Fatalf("err = %v, want reason %s", err, tt.reason)
 				}
@@ -222,15 +224,15 @@ func TestDeadLetterHeaders(t *testing.T) {
 	r := &kgo.Record{Topic: "in", Partition: 1, Offset: 9, Key: []byte("k"), Value: []byte("v"),
 		Timestamp: time.UnixMilli(1234), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x")}}}
 	pgErr := &pgconn.PgError{Code: "22P05", Message: "unsupported Unicode escape sequence"}
-	dl := s.deadLetterOf(r, &kit.RecordError{Reason: ReasonPostgres, Err: pgErr})
+	dl := s.deadLetterOf(r, &dlq.RecordError{Reason: deadletter.ReasonPostgres, Err: pgErr})
 	got := map[string]string{}
 	for _, h := range dl.Headers {
 		got[h.Key] = string(h.Value)
 	}
 	want := map[string]string{
-		"h": "x", kit.HeaderReason: "postgres", kit.HeaderStage: "pg",
-		kit.HeaderSourceTopic: "in", kit.HeaderSourcePartition: "1", kit.HeaderSourceOffset: "9",
-		kit.HeaderSourceTimestamp: "1234", HeaderSQLState: "22P05", kit.HeaderError: pgErr.Error(),
+		"h": "x", deadletter.HeaderReason: "postgres", deadletter.HeaderStage: "pg",
+		deadletter.HeaderSourceTopic: "in", deadletter.HeaderSourcePartition: "1", deadletter.HeaderSourceOffset: "9",
+		deadletter.HeaderSourceTimestamp: "1234", deadletter.HeaderSQLState: "22P05", deadletter.HeaderError: pgErr.Error(),
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) || dl.Topic != "dlq" || string(dl.Key) != "k" || string(dl.Value) != "v" {
 		t.Fatalf("dead letter %+v headers %v", dl, got)
@@ -331,11 +333,11 @@ func TestRunPostgresUnreachable(t *testing.T) {
 }
 
 func TestParseFailpoints(t *testing.T) {
-	fps, err := kit.ParseFailpoints("crash-before-db-commit@2, crash-after-db-commit@1")
+	fps, err := failpoint.ParseFailpoints("crash-before-db-commit@2, crash-after-db-commit@1")
 	if err != nil || fmt.Sprint(fps) != "[crash-before-db-commit@2 crash-after-db-commit@1]" {
 		t.Fatalf("%v %v", fps, err)
 	}
-	if _, err := kit.ParseFailpoints("crash-during-db-commit@1"); err == nil || !strings.Contains(err.Error(), "crash-after-db-commit") {
+	if _, err := failpoint.ParseFailpoints("crash-during-db-commit@1"); err == nil || !strings.Contains(err.Error(), "crash-after-db-commit") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -384,18 +386,18 @@ func TestChangeOp(t *testing.T) {
 		{name: "delete", value: `{"op":"d","before":{"id":3,"a":"x"},"after":null}`, del: "3"},
 		{name: "delete by key", keyCol: true, key: "k3", value: `{"op":"d","before":null}`, del: "k3"},
 		{name: "tombstone after a delete", key: "k3", value: "\x00nil", skip: true},
-		{name: "unknown op", value: `{"op":"t","after":{"id":1}}`, reason: ReasonEnvelope},
-		{name: "op not a string", value: `{"op":1,"after":{"id":1}}`, reason: ReasonEnvelope},
-		{name: "no op", value: `{"after":{"id":1}}`, reason: ReasonEnvelope},
-		{name: "payload without op", value: `{"payload":{"after":{"id":1}}}`, reason: ReasonEnvelope},
-		{name: "create without after", value: `{"op":"c","before":null}`, reason: ReasonEnvelope},
-		{name: "update with null after", value: `{"op":"u","after":null}`, reason: ReasonEnvelope},
-		{name: "create without the key", value: `{"op":"c","after":{"a":"x"}}`, reason: ReasonEventID},
-		{name: "delete without before", value: `{"op":"d","after":null}`, reason: ReasonEnvelope},
-		{name: "delete without the key", value: `{"op":"d","before":{"a":"x"}}`, reason: ReasonEventID},
-		{name: "delete by an absent key", keyCol: true, value: `{"op":"d","before":{"id":1}}`, reason: ReasonEventID},
-		{name: "not an object", value: `[1]`, reason: ReasonEnvelope},
-		{name: "invalid json", value: `{"op":`, reason: kit.ReasonDecode},
+		{name: "unknown op", value: `{"op":"t","after":{"id":1}}`, reason: deadletter.ReasonEnvelope},
+		{name: "op not a string", value: `{"op":1,"after":{"id":1}}`, reason: deadletter.ReasonEnvelope},
+		{name: "no op", value: `{"after":{"id":1}}`, reason: deadletter.ReasonEnvelope},
+		{name: "payload without op", value: `{"payload":{"after":{"id":1}}}`, reason: deadletter.ReasonEnvelope},
+		{name: "create without after", value: `{"op":"c","before":null}`, reason: deadletter.ReasonEnvelope},
+		{name: "update with null after", value: `{"op":"u","after":null}`, reason: deadletter.ReasonEnvelope},
+		{name: "create without the key", value: `{"op":"c","after":{"a":"x"}}`, reason: deadletter.ReasonEventID},
+		{name: "delete without before", value: `{"op":"d","after":null}`, reason: deadletter.ReasonEnvelope},
+		{name: "delete without the key", value: `{"op":"d","before":{"a":"x"}}`, reason: deadletter.ReasonEventID},
+		{name: "delete by an absent key", keyCol: true, value: `{"op":"d","before":{"id":1}}`, reason: deadletter.ReasonEventID},
+		{name: "not an object", value: `[1]`, reason: deadletter.ReasonEnvelope},
+		{name: "invalid json", value: `{"op":`, reason: deadletter.ReasonDecode},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -415,7 +417,7 @@ func TestChangeOp(t *testing.T) {
 			}
 			o, ok, err := s.toOp(r)
 			if tt.reason != "" {
-				var re *kit.RecordError
+				var re *dlq.RecordError
 				if !errors.As(err, &re) || re.Reason != tt.reason {
 					t.Fatalf("err = %v, want reason %s", err, tt.reason)
 				}

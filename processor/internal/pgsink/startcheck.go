@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/reader"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -24,7 +25,7 @@ import (
 //     tombstone policy; SELECT, INSERT and UPDATE the positions table;
 //     and create the staging TEMPORARY table.
 //
-// Every problem is reported, as one *kit.ConfigError; a failed query is
+// Every problem is reported, as one *fault.ConfigError; a failed query is
 // returned as it is, for the caller's retry. Tables the sink created
 // itself pass: it owns them.
 func (s *Sink) checkCatalog(ctx context.Context, conn *pgx.Conn) error {
@@ -79,7 +80,7 @@ func (s *Sink) checkCatalog(ctx context.Context, conn *pgx.Conn) error {
 		errs = append(errs, fmt.Errorf("%s: the sink's role has no %s privilege on %s (GRANT it)", pg(m.field), m.priv, m.on))
 	}
 	if len(errs) > 0 {
-		return &kit.ConfigError{Err: errors.Join(errs...)}
+		return &fault.ConfigError{Err: errors.Join(errs...)}
 	}
 	return nil
 }
@@ -155,22 +156,22 @@ func escapeLiteral(v string) string {
 // checkKafka checks, before the sink joins its group, what the broker
 // tells about its configuration: the input and dead-letter topics exist,
 // and the session timeout is within the broker's group limits. A
-// misconfiguration is a *kit.ConfigError; a failed request is returned as
+// misconfiguration is a *fault.ConfigError; a failed request is returned as
 // it is, for the caller's retry. Limits the broker does not let the sink
 // read (no DescribeConfigs ACL) are logged and skipped.
 func (s *Sink) checkKafka(ctx context.Context) error {
 	o := s.cfg.Origin
-	need := []kit.NeededTopic{{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")}}
+	need := []reader.NeededTopic{{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")}}
 	if s.cfg.DeadLetter != "" {
-		need = append(need, kit.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")})
+		need = append(need, reader.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")})
 	}
-	err := kit.CheckTopicsExist(ctx, s.adm, o, need...)
+	err := reader.CheckTopicsExist(ctx, s.adm, o, need...)
 	if err != nil {
 		return err
 	}
-	lim, err := kit.ReadBrokerLimits(ctx, s.adm)
+	lim, err := reader.ReadBrokerLimits(ctx, s.adm)
 	if err != nil {
-		kit.WarnLimitsUnread(s.log, err)
+		reader.WarnLimitsUnread(s.log, err)
 		return nil
 	}
 	return lim.CheckSessionTimeout(s.cfg.SessionTimeout, o.Field("session_timeout"))

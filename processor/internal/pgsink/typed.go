@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -61,22 +63,22 @@ func (cfg *Config) validateTypes() []error {
 	case topology.TypesDeclared:
 	case topology.TypesFromSchema:
 		if cfg.InputFormat != serde.Avro {
-			errs = append(errs, kit.NewConfigError("types from_schema needs avro input, not %s", cfg.InputFormat))
+			errs = append(errs, fault.NewConfigError("types from_schema needs avro input, not %s", cfg.InputFormat))
 		}
 		if cfg.Envelope == topology.EnvelopeDebezium {
-			errs = append(errs, kit.NewConfigError("types from_schema is not supported with envelope debezium (declare the column types)"))
+			errs = append(errs, fault.NewConfigError("types from_schema is not supported with envelope debezium (declare the column types)"))
 		}
 	default:
-		errs = append(errs, kit.NewConfigError("types %q: want declared or from_schema", cfg.Types))
+		errs = append(errs, fault.NewConfigError("types %q: want declared or from_schema", cfg.Types))
 	}
 	if cfg.AutoColumns && cfg.Types != topology.TypesFromSchema {
-		errs = append(errs, kit.NewConfigError("auto columns need types from_schema"))
+		errs = append(errs, fault.NewConfigError("auto columns need types from_schema"))
 	}
 	for name, t := range cfg.ColumnTypes {
 		if !slices.ContainsFunc(cfg.Columns, func(c Column) bool { return c.Name == name }) {
-			errs = append(errs, kit.NewConfigError("column type of %q: no such column", name))
+			errs = append(errs, fault.NewConfigError("column type of %q: no such column", name))
 		} else if !topology.ValidColumnType(t) {
-			errs = append(errs, kit.NewConfigError("column %q: invalid type %q", name, t))
+			errs = append(errs, fault.NewConfigError("column %q: invalid type %q", name, t))
 		}
 	}
 	return errs
@@ -197,7 +199,7 @@ var errIncompatibleField = errors.New("a field's type changed in a way its colum
 // checkSchema checks, once per schema ID, the fields of the schema record
 // r was read with against the columns (Types from_schema): a column whose
 // type cannot hold its field's values stops the sink with a
-// *kit.ConfigError naming the column and the schema ID; with AutoColumns,
+// *fault.ConfigError naming the column and the schema ID; with AutoColumns,
 // a field that no column maps becomes a column of its name, added to the
 // table by the next transaction (evolve). Registry failures are returned
 // as they are (transient).
@@ -229,7 +231,7 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 			continue
 		}
 		if slices.ContainsFunc(s.cfg.Columns, func(c Column) bool { return c.Name == f.Name }) {
-			return kit.NewConfigError("field %q of schema id %d has no column: column %q maps %s, not the field (auto_columns loads a field into the column of its name; rename the column)",
+			return fault.NewConfigError("field %q of schema id %d has no column: column %q maps %s, not the field (auto_columns loads a field into the column of its name; rename the column)",
 				f.Name, rs.ID, f.Name, s.sourceOf(f.Name))
 		}
 		if len(f.Name) > maxIdentifier {
@@ -266,7 +268,7 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 const maxIdentifier = 63
 
 func errLongField(name string, id int) error {
-	return kit.NewConfigError("field %q of schema id %d: its name is longer than the %d bytes a Postgres column name can have (map it with columns: { short_name: %s })",
+	return fault.NewConfigError("field %q of schema id %d: its name is longer than the %d bytes a Postgres column name can have (map it with columns: { short_name: %s })",
 		name, id, maxIdentifier, name)
 }
 
@@ -280,7 +282,7 @@ func (s *Sink) sourceOf(col string) string {
 }
 
 func (s *Sink) incompatible(col, colType string, f serde.Field, want string, id int) error {
-	return kit.NewConfigError("%w: column %q of table %s is %s, which cannot hold field %q of schema id %d (%s, read as %s); "+
+	return fault.NewConfigError("%w: column %q of table %s is %s, which cannot hold field %q of schema id %d (%s, read as %s); "+
 		"the sink never changes a column's type: ALTER the column yourself, or load the field into another column",
 		errIncompatibleField, col, s.table, colType, f.Name, id, avroTypeName(f.Type), want)
 }
@@ -343,7 +345,7 @@ func (s *Sink) evolve(ctx context.Context, tx pgx.Tx) error {
 			return fmt.Errorf("column %q of %s is missing after ADD COLUMN", c.Name, s.table)
 		}
 		if !holds(t, p.typ) {
-			return kit.NewConfigError("%w: column %q of table %s is %s, which cannot hold field %q of schema id %d (read as %s)",
+			return fault.NewConfigError("%w: column %q of table %s is %s, which cannot hold field %q of schema id %d (read as %s)",
 				errIncompatibleField, c.Name, s.table, t.name, c.Source, p.schemaID, p.typ)
 		}
 		s.types[p.index] = t
@@ -449,7 +451,7 @@ func (s *Sink) avroValue(obj map[string]any, v any) error {
 	}
 	b, err := s.jsonCodec.Encode(v)
 	if err != nil {
-		return &kit.RecordError{Reason: kit.ReasonDecode, Err: fmt.Errorf("$value: %w", err)}
+		return &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("$value: %w", err)}
 	}
 	obj[topology.SourceValue] = string(b)
 	return nil

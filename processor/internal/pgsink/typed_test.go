@@ -10,7 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -239,7 +241,7 @@ func TestAutoColumns(t *testing.T) {
 				s.typed.tableCols["amount"] = plainType("integer")
 			}
 			_, _, err := s.toOp(avroRecord(t, typedAvroV2, v2))
-			var ce *kit.ConfigError
+			var ce *fault.ConfigError
 			if !errors.As(err, &ce) || !IsFatal(err) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err %v, want a fatal config error with %q", err, tt.want)
 			}
@@ -349,8 +351,8 @@ func TestAvroPromotionExact(t *testing.T) {
 			hdr, _ := new(sr.ConfluentHeader).AppendEncode(nil, id, nil)
 			o, ok, err := s.toOp(&kgo.Record{Topic: "in", Value: append(hdr, datum...)})
 			if tc.wantErr != "" {
-				var re *kit.RecordError
-				if !errors.As(err, &re) || re.Reason != kit.ReasonDecode || !strings.Contains(err.Error(), tc.wantErr) {
+				var re *dlq.RecordError
+				if !errors.As(err, &re) || re.Reason != deadletter.ReasonDecode || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("toOp error = %v, want a decode dead letter with %q", err, tc.wantErr)
 				}
 				return

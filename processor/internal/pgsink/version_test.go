@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 )
 
 // A version column must order versions as numbers or times: a text (or
@@ -39,7 +39,7 @@ func TestCheckVersionType(t *testing.T) {
 			if err == nil {
 				return
 			}
-			var ce *kit.ConfigError
+			var ce *fault.ConfigError
 			if !errors.As(err, &ce) {
 				t.Errorf("error %v is not a config error", err)
 			}

@@ -10,9 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -251,8 +255,8 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		}
 	}
 	s.commits++
-	if s.fp.Armed(kit.CrashBeforeDBCommit, s.commits) {
-		return s.fp.Fire(s.log, kit.CrashBeforeDBCommit, s.commits)
+	if s.fp.Armed(failpoint.CrashBeforeDBCommit, s.commits) {
+		return s.fp.Fire(s.log, failpoint.CrashBeforeDBCommit, s.commits)
 	}
 	s.at(stepCommit)
 	if err := tx.Commit(ctx); err != nil {
@@ -266,8 +270,8 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 	s.deadLettered.Add(int64(len(res.dead)))
 	s.markStored(b)
 	s.log.Debug("batch committed", "records", b.records, "rows", res.rows, "duplicates", res.duplicates, "dead_letters", len(res.dead))
-	if s.fp.Armed(kit.CrashAfterDBCommit, s.commits) {
-		return s.fp.Fire(s.log, kit.CrashAfterDBCommit, s.commits)
+	if s.fp.Armed(failpoint.CrashAfterDBCommit, s.commits) {
+		return s.fp.Fire(s.log, failpoint.CrashAfterDBCommit, s.commits)
 	}
 	return nil
 }
@@ -333,7 +337,7 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		}
 		t, ok := types[c.Name]
 		if !ok {
-			return kit.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
+			return fault.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
 		}
 		if t != s.types[i] {
 			changed = append(changed, fmt.Sprintf("%s: %s -> %s", c.Name, s.types[i].name, t.name))
@@ -455,7 +459,7 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 				res.first = err
 			}
 		}
-		res.dead = append(res.dead, s.newDeadLetter(o.rec, &kit.RecordError{Reason: ReasonPostgres, Err: s.nameField(ctx, tx, o, newRowError(err))}))
+		res.dead = append(res.dead, s.newDeadLetter(o.rec, &dlq.RecordError{Reason: deadletter.ReasonPostgres, Err: s.nameField(ctx, tx, o, newRowError(err))}))
 	} else {
 		before := res.unclassified
 		h := len(ops) / 2

@@ -1,4 +1,4 @@
-package kit
+package reader
 
 import (
 	"github.com/exactly-io/exactly/serde"

@@ -1,4 +1,4 @@
-package kit
+package reader
 
 // OrDefault sets *v to d when *v is the zero value: how New applies the
 // topology.Default* values to a Config built by hand.

@@ -1,7 +1,10 @@
-package kit
+package reader
 
 import (
 	"time"
+
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 
 	"github.com/exactly-io/exactly/topology"
 )
@@ -37,12 +40,12 @@ func (r Reader) Defaults(role topology.ReaderDefaults) {
 func (r Reader) Check() []error {
 	var errs []error
 	if len(r.Brokers) == 0 {
-		errs = append(errs, NewConfigError("brokers are required"))
+		errs = append(errs, fault.NewConfigError("brokers are required"))
 	}
 	if *r.CommitInterval < 0 || *r.MaxRecords < 0 || *r.SessionTimeout < 0 || *r.MetadataMaxAge < 0 {
-		errs = append(errs, NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
+		errs = append(errs, fault.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
 	}
-	if err := CheckFetchSizes(*r.FetchMaxBytes, *r.MaxPartitionFetchBytes); err != nil {
+	if err := kafkaconn.CheckFetchSizes(*r.FetchMaxBytes, *r.MaxPartitionFetchBytes); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
@@ -57,7 +60,7 @@ func Required(fields []Field) []error {
 	var errs []error
 	for _, f := range fields {
 		if f.Value == "" {
-			errs = append(errs, NewConfigError("%s is required", f.Name))
+			errs = append(errs, fault.NewConfigError("%s is required", f.Name))
 		}
 	}
 	return errs

@@ -1,4 +1,4 @@
-package kit
+package reader
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/exactly-io/exactly/processor/internal/fault"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -76,7 +78,7 @@ func CheckTopicsExist(ctx context.Context, adm *kadm.Client, o Origin, need ...N
 		errs = append(errs, fmt.Errorf("%s: %s topic %s does not exist on the broker (%s)", n.Field, n.Role, strconv.Quote(n.Name), o.CreateHint()))
 	}
 	if len(errs) > 0 {
-		return &ConfigError{Err: errors.Join(errs...)}
+		return &fault.ConfigError{Err: errors.Join(errs...)}
 	}
 	return nil
 }
@@ -162,7 +164,7 @@ func tighter(cur, d time.Duration, lower bool) time.Duration {
 // field, is above the broker's transaction.max.timeout.ms.
 func (l BrokerLimits) CheckTransactionTimeout(d time.Duration, field string) error {
 	if l.TransactionMax > 0 && d > l.TransactionMax {
-		return NewConfigError("%s: %s is above the broker's %s %s, so the broker would refuse every transaction (INVALID_TRANSACTION_TIMEOUT); lower it or raise the broker's limit",
+		return fault.NewConfigError("%s: %s is above the broker's %s %s, so the broker would refuse every transaction (INVALID_TRANSACTION_TIMEOUT); lower it or raise the broker's limit",
 			field, d, cfgTransactionMax, l.TransactionMax)
 	}
 	return nil
@@ -173,10 +175,10 @@ func (l BrokerLimits) CheckTransactionTimeout(d time.Duration, field string) err
 func (l BrokerLimits) CheckSessionTimeout(d time.Duration, field string) error {
 	switch {
 	case l.SessionMin > 0 && d < l.SessionMin:
-		return NewConfigError("%s: %s is below the broker's %s %s, so the broker would refuse to let it join its group (INVALID_SESSION_TIMEOUT)",
+		return fault.NewConfigError("%s: %s is below the broker's %s %s, so the broker would refuse to let it join its group (INVALID_SESSION_TIMEOUT)",
 			field, d, cfgSessionMin, l.SessionMin)
 	case l.SessionMax > 0 && d > l.SessionMax:
-		return NewConfigError("%s: %s is above the broker's %s %s, so the broker would refuse to let it join its group (INVALID_SESSION_TIMEOUT)",
+		return fault.NewConfigError("%s: %s is above the broker's %s %s, so the broker would refuse to let it join its group (INVALID_SESSION_TIMEOUT)",
 			field, d, cfgSessionMax, l.SessionMax)
 	}
 	return nil

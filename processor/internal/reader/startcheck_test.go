@@ -1,4 +1,4 @@
-package kit_test
+package reader_test
 
 import (
 	"context"
@@ -9,7 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/reader"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
@@ -32,27 +33,27 @@ func TestCheckTopicsExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := kit.OriginOf(f, "stages[0]")
+	o := reader.OriginOf(f, "stages[0]")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
 		name string
-		need []kit.NeededTopic
+		need []reader.NeededTopic
 		want string // "" for none missing
 	}{
-		{"all there", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"dead-letter", "dlq", o.Field("dead_letter.topic")}}, ""},
-		{"output missing", []kit.NeededTopic{{"input", "in", o.Field("input.topic")}, {"output", "out", o.Field("output.topic")}},
+		{"all there", []reader.NeededTopic{{"input", "in", o.Field("input.topic")}, {"dead-letter", "dlq", o.Field("dead_letter.topic")}}, ""},
+		{"output missing", []reader.NeededTopic{{"input", "in", o.Field("input.topic")}, {"output", "out", o.Field("output.topic")}},
 			`t.yaml:10:22: stages[0].output.topic: output topic "out" does not exist on the broker (create it: exactly topics create --topology t.yaml)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := kit.CheckTopicsExist(ctx, adm, o, tc.need...)
+			err := reader.CheckTopicsExist(ctx, adm, o, tc.need...)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("CheckTopicsExist = %v, want nil", err)
 			case tc.want == "":
 			case err == nil || err.Error() != tc.want:
 				t.Fatalf("CheckTopicsExist = %v, want %s", err, tc.want)
-			case !kit.IsFatal(err):
+			case !kafkaconn.IsFatal(err):
 				t.Fatalf("a missing topic must be a fatal configuration error: %v", err)
 			}
 		})
@@ -67,18 +68,18 @@ func TestReadBrokerLimits(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	lim, err := kit.ReadBrokerLimits(ctx, adm)
+	lim, err := reader.ReadBrokerLimits(ctx, adm)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := kit.BrokerLimits{TransactionMax: time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
+	want := reader.BrokerLimits{TransactionMax: time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
 	if lim != want {
 		t.Fatalf("ReadBrokerLimits = %+v, want %+v", lim, want)
 	}
 }
 
 func TestBrokerLimitsCheck(t *testing.T) {
-	lim := kit.BrokerLimits{TransactionMax: 15 * time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
+	lim := reader.BrokerLimits{TransactionMax: 15 * time.Minute, SessionMin: 6 * time.Second, SessionMax: 30 * time.Minute}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -91,7 +92,7 @@ func TestBrokerLimitsCheck(t *testing.T) {
 		{"session at the upper bound", lim.CheckSessionTimeout(30*time.Minute, "f"), ""},
 		{"session below the min", lim.CheckSessionTimeout(5*time.Second, "s"), "s: 5s is below the broker's group.min.session.timeout.ms 6s"},
 		{"session above the max", lim.CheckSessionTimeout(2*time.Hour, "s"), "s: 2h0m0s is above the broker's group.max.session.timeout.ms 30m0s"},
-		{"limits unknown", kit.BrokerLimits{}.CheckSessionTimeout(2*time.Hour, "s"), ""},
+		{"limits unknown", reader.BrokerLimits{}.CheckSessionTimeout(2*time.Hour, "s"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			switch {
@@ -100,7 +101,7 @@ func TestBrokerLimitsCheck(t *testing.T) {
 			case tc.want == "":
 			case tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want):
 				t.Fatalf("got %v, want %s...", tc.err, tc.want)
-			case !kit.IsFatal(tc.err):
+			case !kafkaconn.IsFatal(tc.err):
 				t.Fatalf("must be fatal: %v", tc.err)
 			}
 		})

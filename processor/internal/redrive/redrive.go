@@ -28,8 +28,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/reader"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 
@@ -57,8 +61,8 @@ type Config struct {
 	// TransactionTimeout is the producer's transaction.timeout.ms; default 30s.
 	TransactionTimeout time.Duration
 	Logger             *slog.Logger
-	KafkaOptions       []kgo.Opt      // appended to every client's options (TLS, SASL)
-	Failpoints         kit.Failpoints // crash-before-commit and crash-after-commit count redrive transactions
+	KafkaOptions       []kgo.Opt            // appended to every client's options (TLS, SASL)
+	Failpoints         failpoint.Failpoints // crash-before-commit and crash-after-commit count redrive transactions
 	// Progress, when set, hears how far the redrive is: one SetTotal with
 	// the dead-letter offsets left to handle (from the group's committed
 	// offsets to each partition's last stable offset at start), then Add
@@ -115,8 +119,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.MaxRedrives <= 0 {
 		cfg.MaxRedrives = DefaultMaxRedrives
 	}
-	kit.OrDefault(&cfg.ClientID, "exactly")
-	kit.OrDefault(&cfg.TransactionTimeout, 30*time.Second)
+	reader.OrDefault(&cfg.ClientID, "exactly")
+	reader.OrDefault(&cfg.TransactionTimeout, 30*time.Second)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -124,7 +128,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	base := append(kit.ClientOpts(cfg.Brokers, cfg.ClientID), cfg.KafkaOptions...)
+	base := append(kafkaconn.ClientOpts(cfg.Brokers, cfg.ClientID), cfg.KafkaOptions...)
 	admCl, err := kgo.NewClient(base...)
 	if err != nil {
 		return rep, fmt.Errorf("kafka client: %w", err)
@@ -155,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cfg.Progress.SetTotal(left)
 	}
 
-	sess, err := kgo.NewGroupTransactSession(append(append(kit.ClientOpts(cfg.Brokers, cfg.ClientID),
+	sess, err := kgo.NewGroupTransactSession(append(append(kafkaconn.ClientOpts(cfg.Brokers, cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group()),
 		kgo.InstanceID(cfg.TransactionalID()), // static: a restart takes over at once
 		kgo.ConsumeTopics(cfg.DeadLetter),
@@ -166,7 +170,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		kgo.TransactionalID(cfg.TransactionalID()),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), // back to the partition it came from
-		kgo.WithLogger(kit.KafkaLogger(cfg.Logger)),
+		kgo.WithLogger(kafkaconn.KafkaLogger(cfg.Logger)),
 	), cfg.KafkaOptions...)...)
 	if err != nil {
 		return rep, fmt.Errorf("kafka client: %w", err)
@@ -178,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			return
 		}
 		sess.Close()
-		kit.LeaveStaticGroup(context.WithoutCancel(ctx), cfg.Logger, cfg.Group(), cfg.TransactionalID(), base...)
+		group.LeaveStaticGroup(context.WithoutCancel(ctx), cfg.Logger, cfg.Group(), cfg.TransactionalID(), base...)
 	}()
 
 	r := &run{cfg: cfg, sel: sel, parts: parts, rep: &rep}
@@ -193,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cancel()
 		var fatal error
 		fetches.EachError(func(_ string, _ int32, err error) {
-			if errors.Is(err, kgo.ErrClientClosed) || kit.IsFatal(err) {
+			if errors.Is(err, kgo.ErrClientClosed) || kafkaconn.IsFatal(err) {
 				fatal = err
 			}
 		})
@@ -209,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		idleSince = time.Now()
 		committed, err := r.transaction(ctx, sess, fetches)
-		if errors.Is(err, kit.ErrCrashed) {
+		if errors.Is(err, failpoint.ErrCrashed) {
 			crashed = true
 		}
 		if err != nil {
@@ -280,7 +284,7 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 	var (
 		mu         sync.Mutex
 		produceErr error
-		promises   kit.Promises
+		promises   kafkaconn.Promises
 	)
 	fetches.EachRecord(func(rec *kgo.Record) {
 		next[rec.Partition] = rec.Offset + 1
@@ -315,8 +319,8 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 	failed := produceErr
 	mu.Unlock()
 	r.txns++
-	if r.cfg.Failpoints.Armed(kit.CrashBeforeCommit, r.txns) {
-		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashBeforeCommit, r.txns)
+	if r.cfg.Failpoints.Armed(failpoint.CrashBeforeCommit, r.txns) {
+		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, failpoint.CrashBeforeCommit, r.txns)
 	}
 	if failed != nil {
 		_, _ = sess.End(endCtx, kgo.TryAbort)
@@ -330,8 +334,8 @@ func (r *run) transaction(ctx context.Context, sess *kgo.GroupTransactSession, f
 		r.cfg.Logger.Warn("redrive transaction aborted by a rebalance; reading again")
 		return nil, nil
 	}
-	if r.cfg.Failpoints.Armed(kit.CrashAfterCommit, r.txns) {
-		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, kit.CrashAfterCommit, r.txns)
+	if r.cfg.Failpoints.Armed(failpoint.CrashAfterCommit, r.txns) {
+		return nil, r.cfg.Failpoints.Fire(r.cfg.Logger, failpoint.CrashAfterCommit, r.txns)
 	}
 	r.rep.add(pending)
 	return next, nil
@@ -358,7 +362,7 @@ type DeadLetter struct {
 	Count           int // times redriven before
 	Envelope        bool
 	// WindowResult is a dead letter holding an aggregate window's result
-	// the broker refused (kit.HeaderWindowResult): no input record.
+	// the broker refused (deadletter.HeaderWindowResult): no input record.
 	WindowResult bool
 	Key, Value   []byte
 	Headers      []kgo.RecordHeader // the original record's own headers, without HeaderCount
@@ -372,28 +376,28 @@ func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
 	for _, h := range rec.Headers {
 		v := string(h.Value)
 		switch h.Key {
-		case kit.HeaderStage:
+		case deadletter.HeaderStage:
 			dl.Stage = v
-		case kit.HeaderReason:
+		case deadletter.HeaderReason:
 			dl.Reason = v
-		case kit.HeaderError:
+		case deadletter.HeaderError:
 			dl.Error = v
-		case kit.HeaderStep:
+		case deadletter.HeaderStep:
 			dl.Step = v
-		case kit.HeaderSourceTopic:
+		case deadletter.HeaderSourceTopic:
 			dl.SourceTopic, topicOK = v, v != ""
-		case kit.HeaderSourcePartition:
+		case deadletter.HeaderSourcePartition:
 			p, err := strconv.ParseInt(v, 10, 32)
 			dl.SourcePartition, partOK = int32(p), err == nil && p >= 0
-		case kit.HeaderSourceOffset:
+		case deadletter.HeaderSourceOffset:
 			dl.SourceOffset, _ = strconv.ParseInt(v, 10, 64)
-		case kit.HeaderSourceTimestamp:
+		case deadletter.HeaderSourceTimestamp:
 			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 				dl.SourceTime = time.UnixMilli(ms)
 			}
-		case kit.HeaderValueOmitted, kit.HeaderKeyOmitted:
+		case deadletter.HeaderValueOmitted, deadletter.HeaderKeyOmitted:
 			dl.Envelope = true
-		case kit.HeaderWindowResult:
+		case deadletter.HeaderWindowResult:
 			dl.WindowResult = true
 		case HeaderCount:
 			dl.Count, _ = strconv.Atoi(v)
@@ -409,7 +413,7 @@ func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
 
 // Record returns the record to produce: the original key, value, headers
 // and timestamp, to its source partition, with HeaderCount one higher.
-// The lineage headers of the stage upstream (processor.HeaderLineage*)
+// The lineage headers of the stage upstream (stage.HeaderLineage*)
 // are left out: redrive, not that stage, writes the record, and with them
 // exactly verify would count it as that stage's second output of one
 // input. In that topic verify counts it under no_lineage.
@@ -417,8 +421,8 @@ func (dl DeadLetter) Record() *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(dl.Headers)+1)
 	for _, hd := range dl.Headers {
 		switch hd.Key {
-		case processor.HeaderLineageStage, processor.HeaderLineageTopic, processor.HeaderLineagePartition,
-			processor.HeaderLineageOffset, processor.HeaderLineageIndex:
+		case stage.HeaderLineageStage, stage.HeaderLineageTopic, stage.HeaderLineagePartition,
+			stage.HeaderLineageOffset, stage.HeaderLineageIndex:
 		default:
 			h = append(h, hd)
 		}
@@ -432,7 +436,7 @@ func (dl DeadLetter) Record() *kgo.Record {
 func (r *run) redrive(rec *kgo.Record, pending *Report) (out *kgo.Record, skip bool) {
 	dl, ok := Parse(rec)
 	ref := func(why string) Ref { return Ref{Partition: rec.Partition, Offset: rec.Offset, Why: why} }
-	tsErr := kit.CheckWritableTimestamp(dl.SourceTime)
+	tsErr := kafkaconn.CheckWritableTimestamp(dl.SourceTime)
 	switch {
 	case dl.Stage != r.cfg.Stage:
 		pending.OtherStage++

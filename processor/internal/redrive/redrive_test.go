@@ -8,13 +8,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 // deadLetter is the dead letter a stage writes for input in.
 func deadLetter(stage string, in *kgo.Record) *kgo.Record {
-	dl := kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonTransform, Step: "fail", Err: errors.New("boom")})
+	dl := dlq.DeadLetter("dlq", stage, in, &dlq.RecordError{Reason: deadletter.ReasonTransform, Step: "fail", Err: errors.New("boom")})
 	dl.Partition, dl.Offset = 0, 42
 	return dl
 }
@@ -25,12 +26,12 @@ func input(count string) *kgo.Record {
 	r := &kgo.Record{Topic: "in", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte(`{"n":1}`),
 		Timestamp: time.UnixMilli(1700000000123),
 		Headers: []kgo.RecordHeader{
-			{Key: processor.HeaderLineageStage, Value: []byte("up")},
+			{Key: stage.HeaderLineageStage, Value: []byte("up")},
 			{Key: "trace", Value: []byte("t1")},
-			{Key: processor.HeaderLineageTopic, Value: []byte("raw")},
-			{Key: processor.HeaderLineagePartition, Value: []byte("0")},
-			{Key: processor.HeaderLineageOffset, Value: []byte("113")},
-			{Key: processor.HeaderLineageIndex, Value: []byte("0")},
+			{Key: stage.HeaderLineageTopic, Value: []byte("raw")},
+			{Key: stage.HeaderLineagePartition, Value: []byte("0")},
+			{Key: stage.HeaderLineageOffset, Value: []byte("113")},
+			{Key: stage.HeaderLineageIndex, Value: []byte("0")},
 		}}
 	if count != "" {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderCount, Value: []byte(count)})
@@ -43,7 +44,7 @@ func TestParseAndRecord(t *testing.T) {
 	if !ok {
 		t.Fatal("source headers not found")
 	}
-	if dl.Stage != "s" || dl.Reason != kit.ReasonTransform || dl.Step != "fail" || dl.Error != "boom" || dl.Count != 2 {
+	if dl.Stage != "s" || dl.Reason != deadletter.ReasonTransform || dl.Step != "fail" || dl.Error != "boom" || dl.Count != 2 {
 		t.Fatalf("parsed %+v", dl)
 	}
 	out := dl.Record()
@@ -76,14 +77,14 @@ func valueInput(v string) *kgo.Record {
 func TestClassify(t *testing.T) {
 	envelope := deadLetter("s", input(""))
 	envelope.Value = nil
-	envelope.Headers = append(envelope.Headers, kgo.RecordHeader{Key: kit.HeaderValueOmitted, Value: []byte("2000000")})
-	noSource := &kgo.Record{Value: []byte("x"), Headers: []kgo.RecordHeader{{Key: kit.HeaderStage, Value: []byte("s")}}}
+	envelope.Headers = append(envelope.Headers, kgo.RecordHeader{Key: deadletter.HeaderValueOmitted, Value: []byte("2000000")})
+	noSource := &kgo.Record{Value: []byte("x"), Headers: []kgo.RecordHeader{{Key: deadletter.HeaderStage, Value: []byte("s")}}}
 	otherInput := input("")
 	otherInput.Topic = "elsewhere"
 	bigPartition := input("")
 	bigPartition.Partition = 9
 	// A dead letter of a record from the year 3000: sent back, the Go
-	// client would write another timestamp (kit.CheckWritableTimestamp).
+	// client would write another timestamp (kafkaconn.CheckWritableTimestamp).
 	farFuture := input("")
 	farFuture.Timestamp = time.UnixMilli(32503680000000)
 	tests := []struct {

@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
 )
 
 // Target kinds.
@@ -341,9 +341,9 @@ func ExecuteStage(ctx context.Context, adm *kadm.Client, p Plan) error {
 }
 
 // CommitMetadata is the offset commit metadata the stage writes for its
-// input topic, kit.CommitMetadata: "exactly/v1 topic_id=<32 hex digits>"
+// input topic, partpos.CommitMetadata: "exactly/v1 topic_id=<32 hex digits>"
 // (see the README, "Topic identity and start positions").
-func CommitMetadata(id [16]byte) string { return kit.CommitMetadata(id) }
+func CommitMetadata(id [16]byte) string { return partpos.CommitMetadata(id) }
 
 // PlanSink plans the reset of the sink cfg, whose positions live in its
 // Postgres database. It changes nothing.

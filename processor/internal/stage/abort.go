@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"errors"
@@ -6,7 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -68,19 +70,19 @@ func (e *retryError) Unwrap() error { return e.err }
 //     transactions carry one input record each, to find it; once found,
 //     its output is replaced by its dead letter, its dead letter by a
 //     size-bounded envelope, and an envelope refused too is fatal
-//     (*kit.FatalError).
+//     (*fault.FatalError).
 func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 	if produceErr == nil {
 		s.metrics.abort(AbortRebalance)
 		s.log.Info("transaction aborted; resuming from the last committed offsets", "topic", s.cfg.Input, "records", n)
 		return nil
 	}
-	if kit.IsFatal(produceErr) {
+	if kafkaconn.IsFatal(produceErr) {
 		return produceErr // the schema registry refused us, say: no retry mends it
 	}
 	s.metrics.abort(AbortRetry)
 	s.metrics.Retry(retryCause(produceErr))
-	if refused := t.refusedWindows(); len(refused) > 0 && kit.IsRecordFault(produceErr) {
+	if refused := t.refusedWindows(); len(refused) > 0 && dlq.IsRecordFault(produceErr) {
 		// The broker refused window results (their timestamp, their
 		// size). A refusal in a batch of several may be another's: such a
 		// result becomes a suspect, produced alone on the retry; refused
@@ -90,7 +92,7 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 			p, seen := s.poisonedWindows[w]
 			switch {
 			case seen && p.envelope:
-				return &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of the window result of %s: %w", s.cfg.DeadLetter, w, err)}
+				return &fault.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of the window result of %s: %w", s.cfg.DeadLetter, w, err)}
 			case seen:
 				s.poisonedWindows[w] = poison{err: p.err, envelope: true}
 				s.log.Warn("the broker refused the dead letter of a window result; sending a size-bounded envelope instead", "window", w.String(), "err", err)
@@ -106,7 +108,7 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 		return &retryError{produceErr}
 	}
 	switch {
-	case !kit.IsRecordFault(produceErr):
+	case !dlq.IsRecordFault(produceErr):
 		if isTopicGone(produceErr) {
 			return produceErr
 		}
@@ -114,7 +116,7 @@ func (s *Stage) afterAbort(t *txn, produceErr error, n int) error {
 		s.isolate = n
 		s.log.Warn("the broker refused a record; retrying one input record per transaction to find it", "records", n, "err", produceErr)
 	case t.outputs == 0 && t.deadLetters > 0 && s.poisoned[t.last].envelope:
-		return &kit.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
+		return &fault.FatalError{Err: fmt.Errorf("dead-letter topic %s refused even the envelope of %s: %w", s.cfg.DeadLetter, t.last, produceErr)}
 	case t.outputs == 0 && t.deadLetters > 0:
 		s.poisoned[t.last] = poison{err: produceErr, envelope: true}
 		s.log.Warn("the broker refused a dead letter; sending a size-bounded envelope instead", "source", t.last.String(), "err", produceErr)

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"errors"
@@ -9,8 +9,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -35,13 +36,13 @@ func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error)
 		return nil, err
 	}
 	updated, late, err := t.agg.Add(r.Partition, key, ts, values)
-	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
+	stepErr := func(reason string, err error) error { return &dlq.RecordError{Reason: reason, Step: a.Step, Err: err} }
 	switch {
 	case errors.Is(err, state.ErrNotRestored):
 		t.stateLost = true
 		return nil, nil
 	case errors.Is(err, state.ErrOverflow) || errors.Is(err, state.ErrNotNumber):
-		return nil, stepErr(kit.ReasonTransform, fmt.Errorf("%w", namedAggErr(a, err)))
+		return nil, stepErr(deadletter.ReasonTransform, fmt.Errorf("%w", namedAggErr(a, err)))
 	case err != nil:
 		t.fail(src, fmt.Errorf("aggregate state: %w", err))
 		return nil, nil
@@ -60,7 +61,7 @@ func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error)
 }
 
 func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
-	return &kit.RecordError{Reason: kit.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
+	return &dlq.RecordError{Reason: deadletter.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
 		time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), partition)}
 }
 
@@ -94,27 +95,27 @@ func (t *txn) aggregateInput(r *kgo.Record) (key []byte, ts int64, values []any,
 		if recs, err = s.pipeline.Apply(t.ctx, in); err != nil {
 			var se *transform.StepError
 			if errors.As(err, &se) {
-				return nil, 0, nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
+				return nil, 0, nil, &dlq.RecordError{Reason: deadletter.ReasonTransform, Step: se.Step, Err: se.Err}
 			}
-			return nil, 0, nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
+			return nil, 0, nil, &dlq.RecordError{Reason: deadletter.ReasonTransform, Err: err}
 		}
 	}
 	if len(recs) == 0 {
 		return nil, 0, nil, nil // filtered
 	}
 	rec := &recs[0] // explode is refused before aggregate: one record
-	stepErr := func(reason string, err error) error { return &kit.RecordError{Reason: reason, Step: a.Step, Err: err} }
+	stepErr := func(reason string, err error) error { return &dlq.RecordError{Reason: reason, Step: a.Step, Err: err} }
 	if key, err = a.Group(t.ctx, rec); err != nil {
-		return nil, 0, nil, stepErr(kit.ReasonKey, err)
+		return nil, 0, nil, stepErr(deadletter.ReasonKey, err)
 	}
 	if key == nil {
-		return nil, 0, nil, stepErr(kit.ReasonKey, errors.New("null record key: an aggregate step groups by the record key"))
+		return nil, 0, nil, stepErr(deadletter.ReasonKey, errors.New("null record key: an aggregate step groups by the record key"))
 	}
 	if ts, err = a.Time(t.ctx, rec); err != nil {
-		return nil, 0, nil, stepErr(kit.ReasonTransform, err)
+		return nil, 0, nil, stepErr(deadletter.ReasonTransform, err)
 	}
 	if values, err = a.Values(t.ctx, rec); err != nil {
-		return nil, 0, nil, stepErr(kit.ReasonTransform, err)
+		return nil, 0, nil, stepErr(deadletter.ReasonTransform, err)
 	}
 	return key, ts, values, nil
 }
@@ -159,7 +160,7 @@ func (s *Stage) windowOutput(res state.Result) (*kgo.Record, error) {
 		b = append(b, `"key":`...)
 		var err error
 		if b, err = serde.AppendJSON(b, string(res.Key), "key"); err != nil {
-			return nil, &kit.RecordError{Reason: kit.ReasonEncode, Step: a.Step, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonEncode, Step: a.Step, Err: err}
 		}
 	} else {
 		b = append(b, `"key_base64":`...)

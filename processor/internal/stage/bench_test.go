@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -126,11 +126,11 @@ func BenchmarkStageKfake(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			seeds, n := kfakeInput(b, c.bad)
-			var opts []processor.Option
+			var opts []stage.Option
 			if c.cel {
-				opts = append(opts, processor.WithTransform(benchPipeline(b)))
+				opts = append(opts, stage.WithTransform(benchPipeline(b)))
 			}
-			s, err := processor.New(processor.Config{
+			s, err := stage.New(stage.Config{
 				Stage: "bench", InstanceID: "b1", Brokers: seeds,
 				Input: "in", Output: "out", DeadLetter: "dlq", KeyField: "event_id",
 				CommitInterval: 100 * time.Millisecond, MaxRecords: 10000,

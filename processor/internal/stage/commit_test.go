@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 
@@ -28,15 +28,15 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 		guarantee string
 		backlog   int // records produced before the stage starts
 		// opts make fetches small, so that a backlog takes many polls.
-		opts []processor.Option
+		opts []stage.Option
 		// wantMaxTxns bounds the transactions that carry the backlog.
 		wantMaxTxns int64
 	}{
-		{name: "lone record, exactly-once", guarantee: processor.ExactlyOnce},
-		{name: "lone record, at-least-once", guarantee: processor.AtLeastOnce},
+		{name: "lone record, exactly-once", guarantee: stage.ExactlyOnce},
+		{name: "lone record, at-least-once", guarantee: stage.AtLeastOnce},
 		{
-			name: "backlog in small fetches, exactly-once", guarantee: processor.ExactlyOnce, backlog: 3000,
-			opts:        []processor.Option{processor.WithKafkaOptions(kgo.FetchMaxPartitionBytes(2048), kgo.FetchMaxBytes(4096))},
+			name: "backlog in small fetches, exactly-once", guarantee: stage.ExactlyOnce, backlog: 3000,
+			opts:        []stage.Option{stage.WithKafkaOptions(kgo.FetchMaxPartitionBytes(2048), kgo.FetchMaxBytes(4096))},
 			wantMaxTxns: 2,
 		},
 	}
@@ -55,20 +55,20 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			reg, metrics := promtest.Registered(t, processor.NewMetrics)
-			s, err := processor.New(processor.Config{
+			reg, metrics := promtest.Registered(t, stage.NewMetrics)
+			s, err := stage.New(stage.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 				KeyField: "event_id", CommitInterval: interval, MaxRecords: 100_000,
 				TransactionTimeout: 2 * interval,
-			}, append(tt.opts, processor.WithMetrics(metrics))...)
+			}, append(tt.opts, stage.WithMetrics(metrics))...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			stop, done := runInBackground(t, s)
 			defer stop()
 			started := time.Now()
-			waitStats(t, s, done, func(st processor.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
+			waitStats(t, s, done, func(st stage.Stats) bool { return s.Ready() == nil && st.Produced == int64(tt.backlog) })
 			if tt.backlog > 0 {
 				if took := time.Since(started); took >= atOnce {
 					t.Errorf("the backlog committed after %s, not well before the %s interval", took, interval)
@@ -83,7 +83,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(`{"event_id":"lone"}`)}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced == int64(tt.backlog)+1 })
+			waitStats(t, s, done, func(st stage.Stats) bool { return st.Produced == int64(tt.backlog)+1 })
 			if took := time.Since(sent); took >= atOnce {
 				t.Errorf("the lone record committed %s after it was produced, want under %s (commit interval %s)", took, atOnce, interval)
 			}
@@ -93,7 +93,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 			if n, sum := txnRecords(t, reg); n != uint64(s.Stats().Committed) || sum != float64(tt.backlog+1) {
 				t.Errorf("exactly_stage_transaction_records: %d transactions, %.0f records; want %d, %d", n, sum, s.Stats().Committed, tt.backlog+1)
 			}
-			if tt.guarantee == processor.ExactlyOnce {
+			if tt.guarantee == stage.ExactlyOnce {
 				// Every transaction here ended because it had read all there
 				// was, none at the 30 s interval.
 				if got, want := counterValue(t, reg, "exactly_stage_transaction_triggers_total", "caught_up"), float64(s.Stats().Committed); got != want {
@@ -114,7 +114,7 @@ func TestStageCommitsWhenCaughtUp(t *testing.T) {
 }
 
 // waitStats polls s's stats until ok holds, Run returns, or 30 s pass.
-func waitStats(t *testing.T, s *processor.Stage, done chan error, ok func(processor.Stats) bool) {
+func waitStats(t *testing.T, s *stage.Stage, done chan error, ok func(stage.Stats) bool) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -178,24 +178,24 @@ func TestStageCommitsUnderSteadyLoad(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		return []transform.Record{r}, nil
 	})
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 		KeyField: "event_id", CommitInterval: interval, MaxRecords: 100_000,
 		TransactionTimeout: 2 * interval,
-	}, processor.WithTransform(p))
+	}, stage.WithTransform(p))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop, done := runInBackground(t, s)
 	defer stop()
-	waitStats(t, s, done, func(processor.Stats) bool { return s.Ready() == nil })
+	waitStats(t, s, done, func(stage.Stats) bool { return s.Ready() == nil })
 
 	cl := newClient(t, seeds, kgo.DefaultProduceTopic(inTopic), kgo.ProducerLinger(0))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var sent int
-	var half processor.Stats
+	var half stage.Stats
 	for sent < feed {
 		<-tick.C
 		cl.Produce(context.Background(), &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"s-%d"}`, sent)}, nil)
@@ -214,7 +214,7 @@ func TestStageCommitsUnderSteadyLoad(t *testing.T) {
 	if err := cl.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced == feed })
+	waitStats(t, s, done, func(st stage.Stats) bool { return st.Produced == feed })
 	if outs := drain(t, seeds, outTopic); len(outs) != feed || len(keyCounts(outs)) != feed {
 		t.Errorf("output: %d records, %d keys; want %d, each once", len(outs), len(keyCounts(outs)), feed)
 	}

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -12,8 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/state"
 )
 
 // The dedupe step (topology.Dedupe) in the engine.
@@ -87,7 +91,7 @@ func (s *Stage) openState() error {
 			// in the container image (no /tmp).
 			err = fmt.Errorf("%w (a stateful stage needs a writable --state-dir; in a container, on a mounted volume)", err)
 		}
-		return &kit.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
+		return &fault.ConfigError{Err: fmt.Errorf("state dir: %w", err)}
 	}
 	s.db = db
 	switch {
@@ -143,10 +147,10 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	}
 	cl, ok := td[s.changelog]
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
-		return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q does not exist (%s)", field, s.stateStep, s.changelog, s.cfg.Origin.CreateHint())}
+		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q does not exist (%s)", field, s.stateStep, s.changelog, s.cfg.Origin.CreateHint())}
 	}
 	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
-		return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
+		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
 			field, s.stateStep, s.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, s.changelog)
@@ -165,13 +169,13 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 			// Exactly "compact": with "compact,delete" the broker also
 			// deletes segments past retention.ms, state included.
 			if policy != "compact" {
-				return &kit.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+				return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
 					field, s.stateStep, s.changelog, policy)}
 			}
 			return nil
 		}
 	}
-	if kit.IsFatal(err) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+	if kafkaconn.IsFatal(err) || errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		s.log.Warn("cannot read the changelog topic's cleanup.policy; not checked", "topic", s.changelog, "err", err)
 		return nil
 	}
@@ -212,10 +216,10 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	err := func() error {
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout+restoreReadTimeout)
 		defer cancel()
-		opts := append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)
+		opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
 		cls, err := state.DescribeChangelog(ctx, opts, s.changelog, parts)
 		if errors.Is(err, state.ErrNoChangelogPartition) {
-			return &kit.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, s.changelog)}
+			return &fault.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, s.changelog)}
 		}
 		if err != nil {
 			return err
@@ -244,8 +248,8 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 		n, err := state.Replay(ctx, opts, s.changelog, parts, rs, cls, func() error {
 			s.metrics.restored(1)
 			s.restoredRecords++
-			if s.fp.Armed(kit.CrashDuringRestore, s.restoredRecords) {
-				return s.fp.Fire(s.log, kit.CrashDuringRestore, s.restoredRecords)
+			if s.fp.Armed(failpoint.CrashDuringRestore, s.restoredRecords) {
+				return s.fp.Fire(s.log, failpoint.CrashDuringRestore, s.restoredRecords)
 			}
 			return nil
 		})
@@ -310,7 +314,7 @@ func (t *txn) dedupeOutputs(r *kgo.Record, src source) ([]*kgo.Record, dedupeVer
 	}
 	id, err := s.dedupeStep.ID(t.ctx, &in)
 	if err != nil {
-		return nil, dedupeProcess, &kit.RecordError{Reason: kit.ReasonTransform, Step: s.dedupeStep.Step, Err: err}
+		return nil, dedupeProcess, &dlq.RecordError{Reason: deadletter.ReasonTransform, Step: s.dedupeStep.Step, Err: err}
 	}
 	dup, err := t.dd.Check(r.Partition, id, r.Timestamp)
 	switch {

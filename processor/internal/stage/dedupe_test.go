@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"bytes"
@@ -14,8 +14,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -57,13 +59,13 @@ func dedupePipeline(t *testing.T, fn ...transform.Func) *transform.Pipeline {
 	return cleanPipeline(t, reg, "      - dedupe: { id: value.event_id, retention: 1h }\n"+step)
 }
 
-func dedupeStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
+func dedupeStage(t *testing.T, seeds []string, opts ...stage.Option) *stage.Stage {
 	t.Helper()
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 		CommitInterval: 20 * time.Millisecond, MaxRecords: 50, StateDir: t.TempDir(),
-	}, append([]processor.Option{processor.WithTransform(dedupePipeline(t))}, opts...)...)
+	}, append([]stage.Option{stage.WithTransform(dedupePipeline(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,15 +87,15 @@ func TestStageDedupeAbortRollsBack(t *testing.T) {
 		}
 		return []transform.Record{r}, nil
 	}
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 		CommitInterval: 20 * time.Millisecond, MaxRecords: 50, StateDir: t.TempDir(),
-	}, processor.WithTransform(dedupePipeline(t, flaky)))
+	}, stage.WithTransform(dedupePipeline(t, flaky)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = runUntilStats(t, s, func(st processor.Stats) bool {
+	err = runUntilStats(t, s, func(st stage.Stats) bool {
 		return st.Produced+st.DeadLettered+st.Deduplicated >= int64(n+dups+2)
 	})
 	if err != nil {
@@ -145,7 +147,7 @@ func checkDeduped(t *testing.T, seeds []string, n int) {
 		t.Fatalf("dead letters: %d, want 2", len(dlq))
 	}
 	for _, r := range dlq {
-		if step := header(r, kit.HeaderStep); step != "transform[0] dedupe" {
+		if step := header(r, deadletter.HeaderStep); step != "transform[0] dedupe" {
 			t.Errorf("dead letter %q: step %q, want transform[0] dedupe", r.Key, step)
 		}
 	}
@@ -156,7 +158,7 @@ func TestStageDedupe(t *testing.T) {
 	const n = 300
 	dups := produceWithDuplicates(t, seeds, n)
 	s := dedupeStage(t, seeds)
-	err := runUntilStats(t, s, func(st processor.Stats) bool {
+	err := runUntilStats(t, s, func(st stage.Stats) bool {
 		return st.Produced+st.DeadLettered+st.Deduplicated >= int64(n+dups+2)
 	})
 	if err != nil {
@@ -182,7 +184,7 @@ func TestStageDedupe(t *testing.T) {
 // restart that restores the stores from the changelog; duplicates resent
 // after the crash are still dropped, and no event is lost or doubled.
 func TestStageDedupeCrashRecovery(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
+	for _, fp := range []string{failpoint.CrashBeforeCommit, failpoint.CrashAfterCommit} {
 		t.Run(fp, func(t *testing.T) {
 			seeds := dedupeCluster(t, compactChangelog(3))
 			const n = 600
@@ -192,7 +194,7 @@ func TestStageDedupeCrashRecovery(t *testing.T) {
 				t.Fatalf("committed %d transactions before the crash", before.Committed)
 			}
 			restarted := dedupeStage(t, seeds)
-			err := runUntilStats(t, restarted, func(st processor.Stats) bool {
+			err := runUntilStats(t, restarted, func(st stage.Stats) bool {
 				return before.Produced+before.DeadLettered+before.Deduplicated+st.Produced+st.DeadLettered+st.Deduplicated >= int64(n+dups+2)
 			})
 			if err != nil {
@@ -225,7 +227,7 @@ func TestStageDedupeStartCheck(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			err := dedupeStage(t, seeds).Run(ctx)
-			var ce *kit.ConfigError
+			var ce *fault.ConfigError
 			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, want a config error with %q", err, tc.want)
 			}
@@ -242,27 +244,27 @@ func TestStageDedupeStateDirUnwritable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, StateDir: filepath.Join(file, "state"),
-	}, processor.WithTransform(dedupePipeline(t)))
+	}, stage.WithTransform(dedupePipeline(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	err = s.Run(ctx)
-	var ce *kit.ConfigError
+	var ce *fault.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "state dir: ") || !strings.Contains(err.Error(), "needs a writable --state-dir") {
 		t.Fatalf("Run = %v, want a config error naming the state dir and --state-dir", err)
 	}
 }
 
 func TestNewRejectsDedupeAtLeastOnce(t *testing.T) {
-	_, err := processor.New(processor.Config{
-		Stage: "clean", InstanceID: "i1", Brokers: []string{"127.0.0.1:1"}, Guarantee: processor.AtLeastOnce,
+	_, err := stage.New(stage.Config{
+		Stage: "clean", InstanceID: "i1", Brokers: []string{"127.0.0.1:1"}, Guarantee: stage.AtLeastOnce,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
-	}, processor.WithTransform(dedupePipeline(t)))
+	}, stage.WithTransform(dedupePipeline(t)))
 	if err == nil || !strings.Contains(err.Error(), "the dedupe step needs guarantee exactly-once") {
 		t.Fatalf("New = %v, want a refusal of at-least-once", err)
 	}

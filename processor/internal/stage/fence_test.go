@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 // produceEvents writes the events e-from to e-<to-1>.
@@ -31,9 +31,9 @@ func produceEvents(t *testing.T, seeds []string, from, to int) {
 // group.instance.id (KIP-345), which fences the running stage. With a
 // watch, the intruder leaves for good once it is fenced in turn; without,
 // it rejoins after each fence as franz-go does. It commits nothing.
-func joinAs(t *testing.T, seeds []string, watch *kit.FenceWatch) {
+func joinAs(t *testing.T, seeds []string, watch *group.FenceWatch) {
 	t.Helper()
-	cfg := processor.Config{Stage: "clean", InstanceID: "i1"}
+	cfg := stage.Config{Stage: "clean", InstanceID: "i1"}
 	opts := []kgo.Opt{kgo.ConsumerGroup(cfg.Group()), kgo.InstanceID(cfg.TransactionalID()), kgo.ConsumeTopics(inTopic),
 		kgo.DisableAutoCommit(), kgo.HeartbeatInterval(100 * time.Millisecond)}
 	if watch != nil {
@@ -51,7 +51,7 @@ func joinAs(t *testing.T, seeds []string, watch *kit.FenceWatch) {
 }
 
 // A fence can be spurious (a group coordinator that moved, see
-// kit.FenceHistory): a stage fenced once rejoins with a new session, takes
+// group.FenceHistory): a stage fenced once rejoins with a new session, takes
 // its place back (fencing the intruder, which then goes away) and goes on
 // processing, each event once.
 func TestStageRejoinsAfterOneFence(t *testing.T) {
@@ -61,9 +61,9 @@ func TestStageRejoinsAfterOneFence(t *testing.T) {
 	stop, done := runInBackground(t, s)
 	var once sync.Once
 	defer once.Do(stop)
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 100 })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 100 })
 
-	intruder := kit.NewFenceWatch("exactly-clean", "exactly-clean-i1", nil)
+	intruder := group.NewFenceWatch("exactly-clean", "exactly-clean-i1", nil)
 	joinAs(t, seeds, intruder)
 	deadline := time.Now().Add(30 * time.Second)
 	for intruder.Err() == nil {
@@ -78,7 +78,7 @@ func TestStageRejoinsAfterOneFence(t *testing.T) {
 		}
 	}
 	produceEvents(t, seeds, 100, 300)
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 300 })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 300 })
 	if st := s.Stats(); st.Rebuilds < 1 {
 		t.Errorf("stats %+v: the fence rebuilt no session", st)
 	}
@@ -90,24 +90,24 @@ func TestStageRejoinsAfterOneFence(t *testing.T) {
 // (one --instance-id given twice, or a restart started before the old
 // process stopped) fence each other in turn, each with a new session:
 // the older one, fenced first (by the group or through its producer), stops
-// with a *kit.FencedError at its second fence within
-// kit.FenceRejoinWindow, the newer one goes on, and each event is output
+// with a *group.FencedError at its second fence within
+// group.FenceRejoinWindow, the newer one goes on, and each event is output
 // once.
 func TestStageStopsWhenFencedTwice(t *testing.T) {
 	seeds := newCluster(t)
 	produceEvents(t, seeds, 0, 10)
 	older := newStage(t, seeds)
 	_, doneOlder := runInBackground(t, older)
-	awaitStats(t, older, doneOlder, func(st processor.Stats) bool { return st.Produced >= 10 })
+	awaitStats(t, older, doneOlder, func(st stage.Stats) bool { return st.Produced >= 10 })
 	newer := newStage(t, seeds)
 	stopNewer, doneNewer := runInBackground(t, newer)
 	var once sync.Once
 	defer once.Do(stopNewer)
 	select {
 	case err := <-doneOlder:
-		var fenced *kit.FencedError
+		var fenced *group.FencedError
 		if !errors.As(err, &fenced) || fenced.Group != "exactly-clean" || fenced.InstanceID != "exactly-clean-i1" {
-			t.Fatalf("Run = %v, want a *kit.FencedError of exactly-clean, exactly-clean-i1", err)
+			t.Fatalf("Run = %v, want a *group.FencedError of exactly-clean, exactly-clean-i1", err)
 		}
 	case err := <-doneNewer:
 		doneNewer <- err
@@ -119,14 +119,14 @@ func TestStageStopsWhenFencedTwice(t *testing.T) {
 		t.Errorf("stats %+v: the older stage stopped at its first fence", st)
 	}
 	produceEvents(t, seeds, 10, 110)
-	awaitStats(t, newer, doneNewer, func(processor.Stats) bool { return len(drain(t, seeds, outTopic)) >= 110 })
+	awaitStats(t, newer, doneNewer, func(stage.Stats) bool { return len(drain(t, seeds, outTopic)) >= 110 })
 	once.Do(stopNewer)
 	checkOutputsOnce(t, seeds, 110)
 }
 
 // awaitStats waits up to 30 s for done(stats) while Run runs; Run's end
 // fails the test.
-func awaitStats(t *testing.T, s *processor.Stage, runDone chan error, done func(processor.Stats) bool) {
+func awaitStats(t *testing.T, s *stage.Stage, runDone chan error, done func(stage.Stats) bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !done(s.Stats()) {

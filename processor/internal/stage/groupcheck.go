@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -9,20 +9,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/group"
 )
 
 // checkGroup refuses to start a session in a consumer group that another
-// live consumer uses (kit.CheckGroup): one reading another topic, or a
+// live consumer uses (group.CheckGroup): one reading another topic, or a
 // sink (stage "sink-x" and sink "x" share group exactly-sink-x). It runs
 // before every session, so before the stage is ready.
 func (s *Stage) checkGroup(ctx context.Context, adm *kadm.Client) error {
-	return kit.CheckGroup(ctx, adm, kit.GroupSelf{
-		Group: s.cfg.Group(), InstanceID: s.cfg.TransactionalID(), Role: kit.RoleStage, Topic: s.cfg.Input,
+	return group.CheckGroup(ctx, adm, group.GroupSelf{
+		Group: s.cfg.Group(), InstanceID: s.cfg.TransactionalID(), Role: group.RoleStage, Topic: s.cfg.Input,
 	})
 }
 
-// fencedErr returns the *kit.FencedError once a session was fenced out of
+// fencedErr returns the *group.FencedError once a session was fenced out of
 // the group (FENCED_INSTANCE_ID), else nil.
 func (s *Stage) fencedErr() error {
 	if errp := s.fenced.Load(); errp != nil {
@@ -32,36 +32,36 @@ func (s *Stage) fencedErr() error {
 }
 
 // afterFence returns the error a session ended with, judged by the
-// stage's fence history (kit.FenceHistory). A session ends fenced when the
-// group fenced its member (a *kit.FencedError) or when another producer
+// stage's fence history (group.FenceHistory). A session ends fenced when the
+// group fenced its member (a *group.FencedError) or when another producer
 // initialized its transactional ID (PRODUCER_FENCED, or
 // INVALID_PRODUCER_EPOCH from a broker that bumped the epoch; KIP-98,
 // KIP-360). Both mean that another process may run under this instance's
-// ID, and both count once per session. The first fence in kit.FenceRejoinWindow comes back
+// ID, and both count once per session. The first fence in group.FenceRejoinWindow comes back
 // as a plain error, so that Run rebuilds the session; a second comes back
-// as a *kit.FencedError, which stops Run. The newer of two live processes
+// as a *group.FencedError, which stops Run. The newer of two live processes
 // with one ID fences the older one first, so the older one stops first.
 // Other errors come back unchanged.
 func (s *Stage) afterFence(err error) error {
-	var fenced *kit.FencedError
-	group := errors.As(err, &fenced)
-	if !group && !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+	var fenced *group.FencedError
+	byGroup := errors.As(err, &fenced)
+	if !byGroup && !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		return err
 	}
 	if !s.fences.Rejoin(time.Now()) {
-		if group {
+		if byGroup {
 			return err
 		}
-		return &kit.FencedError{Group: s.cfg.Group(), InstanceID: s.cfg.TransactionalID(), Err: err}
+		return &group.FencedError{Group: s.cfg.Group(), InstanceID: s.cfg.TransactionalID(), Err: err}
 	}
 	cause := err
-	if group {
+	if byGroup {
 		cause = fenced.Err
 	}
 	// Possibly spurious: a group coordinator that moved can fence a
 	// member nobody else shares an ID with.
 	s.log.Warn("fenced; rejoining with a new session (fenced again within the window, the stage stops)",
-		"group", s.cfg.Group(), "instance_id", s.cfg.TransactionalID(), "window", kit.FenceRejoinWindow, "err", cause)
+		"group", s.cfg.Group(), "instance_id", s.cfg.TransactionalID(), "window", group.FenceRejoinWindow, "err", cause)
 	s.fenced.Store(nil)
 	return fmt.Errorf("fenced (%v), rejoining", cause)
 }

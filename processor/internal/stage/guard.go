@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"cmp"
@@ -15,7 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 )
 
 // The resume guard. A stage resumes from its group's committed offsets; a
@@ -56,11 +59,11 @@ func (s *Stage) checkResume(ctx context.Context) error {
 	if s.cfg.Guarantee == AtLeastOnce {
 		return nil
 	}
-	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	backoff := backoff.NewBackoff(100*time.Millisecond, 10*time.Second)
 	for {
 		err := s.guard(ctx)
 		var re *ResumeError
-		if err == nil || errors.As(err, &re) || kit.IsFatal(err) {
+		if err == nil || errors.As(err, &re) || kafkaconn.IsFatal(err) {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -77,10 +80,10 @@ func (s *Stage) checkResume(ctx context.Context) error {
 }
 
 func (s *Stage) guard(ctx context.Context) error {
-	cl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID),
-		append([]kgo.Opt{kgo.WithLogger(kit.KafkaLogger(s.log))}, s.kopts...)...)...)
+	cl, err := kgo.NewClient(append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID),
+		append([]kgo.Opt{kgo.WithLogger(kafkaconn.KafkaLogger(s.log))}, s.kopts...)...)...)
 	if err != nil {
-		return &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
+		return &fault.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -229,15 +232,15 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 	ts := r.Timestamp
 	for _, h := range r.Headers {
 		switch h.Key {
-		case HeaderLineageStage, kit.HeaderStage:
+		case HeaderLineageStage, deadletter.HeaderStage:
 			stage = string(h.Value)
-		case HeaderLineageTopic, kit.HeaderSourceTopic:
+		case HeaderLineageTopic, deadletter.HeaderSourceTopic:
 			topic = string(h.Value)
-		case HeaderLineagePartition, kit.HeaderSourcePartition:
+		case HeaderLineagePartition, deadletter.HeaderSourcePartition:
 			part = string(h.Value)
-		case HeaderLineageOffset, kit.HeaderSourceOffset:
+		case HeaderLineageOffset, deadletter.HeaderSourceOffset:
 			off = string(h.Value)
-		case kit.HeaderSourceTimestamp:
+		case deadletter.HeaderSourceTimestamp:
 			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
 				ts = time.UnixMilli(ms)
 			}

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
@@ -41,7 +42,7 @@ func oldOutput(p int32, o int64) *kgo.Record {
 // deadLetterRecord is a dead letter of stage from input partition p, offset o.
 func deadLetterRecord(stage string, p int32, o int64) *kgo.Record {
 	in := &kgo.Record{Topic: "in", Partition: p, Offset: o, Value: []byte("x"), Timestamp: inputTime}
-	return kit.DeadLetter("dlq", stage, in, &kit.RecordError{Reason: kit.ReasonDecode, Err: errors.New("bad")})
+	return dlq.DeadLetter("dlq", stage, in, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: errors.New("bad")})
 }
 
 // guardCluster starts a kfake cluster with topics in and out of 3

@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/kit/netcut"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/netcut"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -31,7 +31,7 @@ const (
 
 // guarantees are the stage's delivery guarantees, for the tests that run
 // under each.
-var guarantees = []string{processor.ExactlyOnce, processor.AtLeastOnce}
+var guarantees = []string{stage.ExactlyOnce, stage.AtLeastOnce}
 
 // newCluster starts a one-broker kfake cluster holding the stage's topics
 // and returns its address.
@@ -127,7 +127,7 @@ func cleanPipeline(t *testing.T, reg *transform.Registry, steps string) *transfo
 }
 
 // runUntilStats runs s until done(stats) or 30 s, then stops it.
-func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) bool) error {
+func runUntilStats(t *testing.T, s *stage.Stage, done func(stage.Stats) bool) error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -155,15 +155,15 @@ func runUntilStats(t *testing.T, s *processor.Stage, done func(processor.Stats) 
 // fp armed at its nth hit, its connections cut at the crash (so that
 // nothing more reaches the cluster), and returns its stats once Run
 // returned ErrCrashed.
-func crashStage(t *testing.T, newStage func(*testing.T, []string, ...processor.Option) *processor.Stage, seeds []string, fp string, n int) processor.Stats {
+func crashStage(t *testing.T, newStage func(*testing.T, []string, ...stage.Option) *stage.Stage, seeds []string, fp string, n int) stage.Stats {
 	t.Helper()
 	var d netcut.Dialer
 	crashing := newStage(t, seeds,
-		processor.WithKafkaOptions(kgo.Dialer(d.Dial)),
-		processor.WithFailpoints(kit.Failpoint{Name: fp, N: n}),
-		processor.WithCrashAction(d.Cut),
+		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		stage.WithFailpoints(failpoint.Failpoint{Name: fp, N: n}),
+		stage.WithCrashAction(d.Cut),
 	)
-	if err := crashing.Run(context.Background()); !errors.Is(err, kit.ErrCrashed) {
+	if err := crashing.Run(context.Background()); !errors.Is(err, failpoint.ErrCrashed) {
 		t.Fatalf("Run = %v, want ErrCrashed", err)
 	}
 	return crashing.Stats()
@@ -188,7 +188,7 @@ func checkOutputsOnce(t *testing.T, seeds []string, n int) {
 // runInBackground runs s until the returned stop is called; stop cancels
 // the run, waits for Run's error on done and fails the test when there is
 // one. A reader of done must put what it read back.
-func runInBackground(t *testing.T, s *processor.Stage) (stop func(), done chan error) {
+func runInBackground(t *testing.T, s *stage.Stage) (stop func(), done chan error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done = make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -214,9 +214,9 @@ func newClient(t *testing.T, seeds []string, opts ...kgo.Opt) *kgo.Client {
 // stageOf builds stage "clean" on seeds: in -> out, dead letters to dlq,
 // keyed by event_id, with guarantee ("" for the default), the commit
 // interval and the max records of a transaction.
-func stageOf(t *testing.T, seeds []string, guarantee string, interval time.Duration, maxRecords int, opts ...processor.Option) *processor.Stage {
+func stageOf(t *testing.T, seeds []string, guarantee string, interval time.Duration, maxRecords int, opts ...stage.Option) *stage.Stage {
 	t.Helper()
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: guarantee,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 		KeyField: "event_id", CommitInterval: interval, MaxRecords: maxRecords,

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
 )
 
 // Topic identity (README, "Topic identity and start positions"): the
 // group's committed offsets carry the input topic's ID in their metadata
-// (kit.CommitMetadata). When partitions are assigned, each committed
-// offset is checked against the topic the broker has now (kit.StartAt)
+// (partpos.CommitMetadata). When partitions are assigned, each committed
+// offset is checked against the topic the broker has now (partpos.StartAt)
 // before anything is fetched. While running, a fetch that says the topic
 // is unknown makes the stage look the topic up: a new ID (or no topic)
 // ends the session, and the new session starts by the same rules, since
@@ -28,7 +28,7 @@ import (
 var errTopicGone = errors.New("topic does not exist")
 
 // topicID returns the input topic's current ID. A missing topic is a
-// *kit.TopicChangedError with a zero New (old is the ID last consumed,
+// *partpos.TopicChangedError with a zero New (old is the ID last consumed,
 // zero at start).
 func (s *Stage) topicID(ctx context.Context, adm *kadm.Client, old [16]byte) ([16]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -40,14 +40,14 @@ func (s *Stage) topicID(ctx context.Context, adm *kadm.Client, old [16]byte) ([1
 	d, ok := md.Topics[s.cfg.Input]
 	switch {
 	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) || errors.Is(d.Err, kerr.UnknownTopicID):
-		return [16]byte{}, &kit.TopicChangedError{Topic: s.cfg.Input, Old: old}
+		return [16]byte{}, &partpos.TopicChangedError{Topic: s.cfg.Input, Old: old}
 	case d.Err != nil:
 		return [16]byte{}, fmt.Errorf("metadata of input topic %s: %w", s.cfg.Input, d.Err)
 	}
 	return d.ID, nil
 }
 
-// startCheck applies kit.StartAt to the partitions a session is assigned.
+// startCheck applies partpos.StartAt to the partitions a session is assigned.
 // OnOffsetsFetched keeps the fetched commits with their metadata, then
 // AdjustFetchOffsetsFn (called next, by the same goroutine) replaces the
 // offsets that must not be resumed.
@@ -57,11 +57,11 @@ type startCheck struct {
 	topicID [16]byte // the ID the session consumes
 
 	mu      sync.Mutex
-	fetched map[int32]kit.StoredPosition
+	fetched map[int32]partpos.StoredPosition
 }
 
 func (c *startCheck) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-	fetched := map[int32]kit.StoredPosition{}
+	fetched := map[int32]partpos.StoredPosition{}
 	add := func(topic string, id [16]byte, parts []kmsg.OffsetFetchResponseTopicPartition) {
 		if topic != c.s.cfg.Input && (topic != "" || id != c.topicID) {
 			return
@@ -70,9 +70,9 @@ func (c *startCheck) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offs
 			if p.ErrorCode != 0 || p.Offset < 0 {
 				continue
 			}
-			pos := kit.StoredPosition{Offset: p.Offset}
+			pos := partpos.StoredPosition{Offset: p.Offset}
 			if p.Metadata != nil {
-				pos.TopicID, _ = kit.ParseCommitMetadata(*p.Metadata)
+				pos.TopicID, _ = partpos.ParseCommitMetadata(*p.Metadata)
 			}
 			fetched[p.Partition] = pos
 		}
@@ -112,7 +112,7 @@ func (c *startCheck) adjust(ctx context.Context, offsets map[string]map[int32]kg
 }
 
 // check moves each committed offset of the input that no longer fits the
-// partition (kit.StartAt) to where the stage must start instead.
+// partition (partpos.StartAt) to where the stage must start instead.
 func (c *startCheck) check(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	c.mu.Lock()
 	fetched := c.fetched
@@ -140,23 +140,23 @@ func (c *startCheck) check(ctx context.Context, offsets map[string]map[int32]kgo
 		if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
 			return nil, fmt.Errorf("check committed offsets of %s/%d: no log start or end offset", c.s.cfg.Input, p)
 		}
-		now := kit.PartitionState{TopicID: c.topicID, LogStart: st.Offset, HighWatermark: en.Offset}
-		at, reason := kit.StartAt(pos, now)
+		now := partpos.PartitionState{TopicID: c.topicID, LogStart: st.Offset, HighWatermark: en.Offset}
+		at, reason := partpos.StartAt(pos, now)
 		if reason == "" {
 			continue
 		}
 		parts[p] = kgo.NewOffset().At(at).WithEpoch(-1)
 		attrs := []any{"topic", c.s.cfg.Input, "partition", p, "committed", pos.Offset, "start", at,
 			"log_start", now.LogStart, "high_watermark", now.HighWatermark,
-			"old_topic_id", kit.TopicIDString(pos.TopicID), "topic_id", kit.TopicIDString(now.TopicID), "reason", reason}
+			"old_topic_id", partpos.TopicIDString(pos.TopicID), "topic_id", partpos.TopicIDString(now.TopicID), "reason", reason}
 		switch reason {
-		case kit.RecreatedNewID, kit.RecreatedAboveEnd:
+		case partpos.RecreatedNewID, partpos.RecreatedAboveEnd:
 			c.s.metrics.Recreated(c.s.cfg.Input, reason)
 			c.s.log.Warn("input topic was recreated: the committed offset belongs to the old topic; starting at the new topic's first offset", attrs...)
-		case kit.LogTruncated:
+		case partpos.LogTruncated:
 			c.s.metrics.Recreated(c.s.cfg.Input, reason)
 			c.s.log.Error("committed offset is above the partition's high watermark: the log was truncated; resuming at the high watermark", attrs...)
-		case kit.RetentionPassed:
+		case partpos.RetentionPassed:
 			c.s.log.Warn("committed offset is below the log start offset: retention deleted records that were never processed; starting at the log start", attrs...)
 		}
 	}

@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 func inputTopicID(t *testing.T, adm *kadm.Client) [16]byte {
@@ -42,13 +42,13 @@ func TestStageStartPositions(t *testing.T) {
 		wantFrom   int64 // first offset of partition 0 processed
 		wantReason string
 	}{
-		{"same topic id", 3, kit.CommitMetadata, 3, ""},
-		{"other topic id", 3, func([16]byte) string { return kit.CommitMetadata(other) }, 0, kit.RecreatedNewID},
-		{"other topic id above the end", 50, func([16]byte) string { return kit.CommitMetadata(other) }, 0, kit.RecreatedNewID},
-		{"no id above the end", 50, func([16]byte) string { return "" }, 0, kit.RecreatedAboveEnd},
-		{"another tool's metadata above the end", 50, func([16]byte) string { return "consumer-1" }, 0, kit.RecreatedAboveEnd},
+		{"same topic id", 3, partpos.CommitMetadata, 3, ""},
+		{"other topic id", 3, func([16]byte) string { return partpos.CommitMetadata(other) }, 0, partpos.RecreatedNewID},
+		{"other topic id above the end", 50, func([16]byte) string { return partpos.CommitMetadata(other) }, 0, partpos.RecreatedNewID},
+		{"no id above the end", 50, func([16]byte) string { return "" }, 0, partpos.RecreatedAboveEnd},
+		{"another tool's metadata above the end", 50, func([16]byte) string { return "consumer-1" }, 0, partpos.RecreatedAboveEnd},
 		{"no id inside the log", 2, func([16]byte) string { return "" }, 2, ""},
-		{"same topic id above the end", 50, kit.CommitMetadata, 5, kit.LogTruncated},
+		{"same topic id above the end", 50, partpos.CommitMetadata, 5, partpos.LogTruncated},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,21 +59,21 @@ func TestStageStartPositions(t *testing.T) {
 			producePartitions(t, seeds, parts)
 			offs := kadm.Offsets{}
 			offs.Add(kadm.Offset{Topic: inTopic, Partition: 0, At: tc.offset, LeaderEpoch: -1, Metadata: tc.meta(id)})
-			offs.Add(kadm.Offset{Topic: inTopic, Partition: 2, At: 5, LeaderEpoch: -1, Metadata: kit.CommitMetadata(id)})
+			offs.Add(kadm.Offset{Topic: inTopic, Partition: 2, At: 5, LeaderEpoch: -1, Metadata: partpos.CommitMetadata(id)})
 			if err := adm.CommitAllOffsets(context.Background(), "exactly-clean", offs); err != nil {
 				t.Fatal(err)
 			}
-			reg, m := promtest.Registered(t, processor.NewMetrics)
-			s := stageWith(t, seeds, processor.ExactlyOnce, processor.WithMetrics(m))
+			reg, m := promtest.Registered(t, stage.NewMetrics)
+			s := stageWith(t, seeds, stage.ExactlyOnce, stage.WithMetrics(m))
 			want := append([]string{}, parts[0][min(tc.wantFrom, 5):]...)
 			want = append(want, parts[1]...)
-			if tc.wantReason == kit.LogTruncated {
+			if tc.wantReason == partpos.LogTruncated {
 				// Resumed at the high watermark: only records written
 				// after the check are read. Wait for it, then write.
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
 				go func() { done <- s.Run(ctx) }()
-				waitFor(t, func() bool { return recreations(reg, kit.LogTruncated) == 1 })
+				waitFor(t, func() bool { return recreations(reg, partpos.LogTruncated) == 1 })
 				more := events("p0new", 2)
 				producePartitions(t, seeds, map[int32][]string{0: more})
 				want = append(want, more...)
@@ -92,8 +92,8 @@ func TestStageStartPositions(t *testing.T) {
 				}
 			}
 			for p, o := range committedOffsets(t, adm) {
-				if o.Metadata != kit.CommitMetadata(id) {
-					t.Errorf("partition %d: commit metadata %q, want %q", p, o.Metadata, kit.CommitMetadata(id))
+				if o.Metadata != partpos.CommitMetadata(id) {
+					t.Errorf("partition %d: commit metadata %q, want %q", p, o.Metadata, partpos.CommitMetadata(id))
 				}
 			}
 		})
@@ -167,7 +167,7 @@ func TestStageInputTopicRecreatedWhileRunning(t *testing.T) {
 			seeds := newCluster(t)
 			adm := adminFor(t, seeds)
 			logs := &countingHandler{n: map[string]int{}}
-			s := stageWith(t, seeds, g, processor.WithLogger(slog.New(logs)))
+			s := stageWith(t, seeds, g, stage.WithLogger(slog.New(logs)))
 			stop, _ := runInBackground(t, s)
 			defer stop()
 			old := map[int32][]string{0: events("old0", 3), 1: events("old1", 2)}

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -9,7 +9,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
 )
 
 // newSession builds the Kafka client of one session: a
@@ -19,14 +24,14 @@ import (
 // resumed (see identity.go).
 func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) {
 	check := &startCheck{s: s, adm: adm, topicID: topicID}
-	meta := commitMeta{topic: s.cfg.Input, text: kit.CommitMetadata(topicID)}
-	fence := kit.NewFenceWatch(s.cfg.Group(), s.cfg.TransactionalID(), func(err error) {
+	meta := commitMeta{topic: s.cfg.Input, text: partpos.CommitMetadata(topicID)}
+	fence := group.NewFenceWatch(s.cfg.Group(), s.cfg.TransactionalID(), func(err error) {
 		s.fenced.Store(&err)
 		s.log.Error("fenced out of the consumer group; ending the session", "group", s.cfg.Group(), "err", err)
 	})
-	opts := append(append(kit.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, kit.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
-		kgo.SessionTimeout(s.cfg.SessionTimeout)), kit.MetadataOpts(s.cfg.MetadataMaxAge)...)
-	opts = append(opts, kit.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
+	opts := append(append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
+		kgo.SessionTimeout(s.cfg.SessionTimeout)), kafkaconn.MetadataOpts(s.cfg.MetadataMaxAge)...)
+	opts = append(opts, kafkaconn.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	// The producer holds at most this of unacknowledged records (and
 	// franz-go sizes its request buffers by what it holds); a Produce
 	// past it waits for acknowledgements (txn.produce bounds the wait).
@@ -92,7 +97,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	}
 	if s.lastTopicID != ([16]byte{}) && topicID != s.lastTopicID {
 		s.log.Warn("input topic was recreated; committed offsets of the old topic are not resumed", "topic", s.cfg.Input,
-			"old_topic_id", kit.TopicIDString(s.lastTopicID), "topic_id", kit.TopicIDString(topicID))
+			"old_topic_id", partpos.TopicIDString(s.lastTopicID), "topic_id", partpos.TopicIDString(topicID))
 	}
 	if topicID != s.lastTopicID || s.delivered == nil {
 		// Offsets of another topic name other records: what was
@@ -122,9 +127,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	}
 	sess, err := s.newSession(adm, topicID)
 	if err != nil {
-		return false, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
+		return false, &fault.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
-	defer func() { s.closeSession(ctx, sess, errors.Is(err, kit.ErrCrashed)) }()
+	defer func() { s.closeSession(ctx, sess, errors.Is(err, failpoint.ErrCrashed)) }()
 	if s.cfg.Guarantee == ExactlyOnce {
 		// InitProducerId now, not at the first Begin: it aborts the open
 		// transaction of this instance's predecessor (KIP-98). Until then
@@ -163,10 +168,10 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	if s.kv != nil {
 		t.kv = s.kv.Begin(t.emitChangelog)
 	}
-	retryBackoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	retryBackoff := backoff.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
 	// without a leader) are waited out, not polled in a busy loop.
-	fetchBackoff := kit.NewBackoff(50*time.Millisecond, 5*time.Second)
+	fetchBackoff := backoff.NewBackoff(50*time.Millisecond, 5*time.Second)
 	for {
 		fetches, err := s.poll(ctx, t, adm, topicID)
 		if err != nil {
@@ -257,15 +262,15 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 	// A static member does not leave on Close; leave on its behalf so
 	// that the group rebalances now, not after the session timeout
 	// (KIP-345 LeaveGroup by group.instance.id).
-	kit.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.TransactionalID(),
-		append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
+	group.LeaveStaticGroup(context.WithoutCancel(ctx), s.log, s.cfg.Group(), s.cfg.TransactionalID(),
+		append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
 }
 
 // poll polls the records of t's transaction: until the commit interval of
 // an open transaction ends, at most the records left under the cap (one
 // while isolating a refused record). A fetch error that polling again
 // cannot mend aborts the transaction and is returned; so is an input topic
-// that the broker no longer knows under topicID (*kit.TopicChangedError),
+// that the broker no longer knows under topicID (*partpos.TopicChangedError),
 // since only a new session can read its new incarnation.
 func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte) (kgo.Fetches, error) {
 	limit := s.cfg.MaxRecords - t.records
@@ -309,7 +314,7 @@ func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]
 	if gone {
 		id, err := s.topicID(ctx, adm, topicID)
 		if err == nil && id != topicID {
-			err = &kit.TopicChangedError{Topic: s.cfg.Input, Old: topicID, New: id}
+			err = &partpos.TopicChangedError{Topic: s.cfg.Input, Old: topicID, New: id}
 		}
 		if err != nil {
 			_ = t.abort(ctx)
@@ -410,7 +415,7 @@ func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string
 func fatalFetchError(fs kgo.Fetches) error {
 	var fatal error
 	fs.EachError(func(_ string, _ int32, err error) {
-		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || kit.IsFatal(err)) {
+		if fatal == nil && (errors.Is(err, kgo.ErrClientClosed) || kafkaconn.IsFatal(err)) {
 			fatal = err
 		}
 	})
@@ -418,9 +423,9 @@ func fatalFetchError(fs kgo.Fetches) error {
 }
 
 // roleClientID is the group client's client.id, <client_id>-stage
-// (kit.RoleClientID), set after the injected Kafka options, whose own
+// (group.RoleClientID), set after the injected Kafka options, whose own
 // client ID (the file's) would otherwise hide the role from the start
-// check of another process (kit.CheckGroup).
+// check of another process (group.CheckGroup).
 func (s *Stage) roleClientID() kgo.Opt {
-	return kgo.ClientID(kit.RoleClientID(s.cfg.ClientID, kit.RoleStage))
+	return kgo.ClientID(group.RoleClientID(s.cfg.ClientID, group.RoleStage))
 }

@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"reflect"
@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 // A stage whose group coordinator stops answering loses its partitions
@@ -29,10 +29,10 @@ func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 			produceEvents(t, seeds, 0, 50)
 			// Group requests give up after 2 s instead of franz-go's
 			// default 30 s, to keep the test short.
-			s := stageOf(t, seeds, guarantee, 20*time.Millisecond, 50, processor.WithKafkaOptions(kgo.RetryTimeout(2*time.Second)))
+			s := stageOf(t, seeds, guarantee, 20*time.Millisecond, 50, stage.WithKafkaOptions(kgo.RetryTimeout(2*time.Second)))
 			stop, done := runInBackground(t, s)
 			defer stop()
-			awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 50 && s.Ready() == nil })
+			awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 50 && s.Ready() == nil })
 
 			// The coordinator fails every group request of this group
 			// from now on, until failing is cleared.
@@ -76,7 +76,7 @@ func TestStageNotReadyWhileGroupCoordinatorFails(t *testing.T) {
 
 			failing.Store(false)
 			produceEvents(t, seeds, 50, 80)
-			awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 80 && s.Ready() == nil })
+			awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 80 && s.Ready() == nil })
 		})
 	}
 }
@@ -136,5 +136,5 @@ func TestStageNotReadyWhileOffsetsCannotBeChecked(t *testing.T) {
 		t.Fatalf("produced %d while the offsets could not be checked", st.Produced)
 	}
 	failing.Store(false)
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 30 && s.Ready() == nil })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 30 && s.Ready() == nil })
 }

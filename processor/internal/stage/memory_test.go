@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -60,10 +60,10 @@ func TestStageFetchSizes(t *testing.T) {
 		maxBytes, partBytes int32
 		wantMax, wantPart   int32
 	}{
-		{"defaults, exactly-once", processor.ExactlyOnce, 0, 0, 2 << 20, 1 << 20},
-		{"defaults, at-least-once", processor.AtLeastOnce, 0, 0, 2 << 20, 1 << 20},
-		{"set", processor.ExactlyOnce, 64 << 10, 16 << 10, 64 << 10, 16 << 10},
-		{"fetch max below the partition default", processor.ExactlyOnce, 512 << 10, 0, 512 << 10, 512 << 10},
+		{"defaults, exactly-once", stage.ExactlyOnce, 0, 0, 2 << 20, 1 << 20},
+		{"defaults, at-least-once", stage.AtLeastOnce, 0, 0, 2 << 20, 1 << 20},
+		{"set", stage.ExactlyOnce, 64 << 10, 16 << 10, 64 << 10, 16 << 10},
+		{"fetch max below the partition default", stage.ExactlyOnce, 512 << 10, 0, 512 << 10, 512 << 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,7 +75,7 @@ func TestStageFetchSizes(t *testing.T) {
 			seeds := c.ListenAddrs()
 			bad := produceInput(t, seeds, 300)
 			fs := watchFetchSizes(t, c)
-			s, err := processor.New(processor.Config{
+			s, err := stage.New(stage.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: tt.guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, KeyField: "event_id",
 				CommitInterval: 20 * time.Millisecond, FetchMaxBytes: tt.maxBytes, MaxPartitionFetchBytes: tt.partBytes,
@@ -162,10 +162,10 @@ func TestStageMaxBufferedBytes(t *testing.T) {
 		return nil, nil, false
 	})
 	hook := &bufferedBytes{}
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds, Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, KeyField: "event_id",
 		CommitInterval: 5 * time.Second, MaxRecords: 10000, MaxBufferedBytes: 1 << 20,
-	}, processor.WithKafkaOptions(kgo.WithHooks(hook)))
+	}, stage.WithKafkaOptions(kgo.WithHooks(hook)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,12 +218,12 @@ stages:
 				t.Fatal(err)
 			}
 			st, _ := f.Stage("s")
-			cfg := processor.StageConfig(f, st, "i1")
+			cfg := stage.StageConfig(f, st, "i1")
 			if cfg.FetchMaxBytes != tt.maxBytes || cfg.MaxPartitionFetchBytes != tt.partBytes || cfg.MaxBufferedBytes != tt.bufferedBytes {
 				t.Errorf("StageConfig: fetch max bytes %d, max partition fetch bytes %d, max buffered bytes %d; want %d, %d, %d",
 					cfg.FetchMaxBytes, cfg.MaxPartitionFetchBytes, cfg.MaxBufferedBytes, tt.maxBytes, tt.partBytes, tt.bufferedBytes)
 			}
-			s, err := processor.New(cfg)
+			s, err := stage.New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestStageRecordLargerThanProducerBuffer(t *testing.T) {
 			).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			s, err := processor.New(processor.Config{
+			s, err := stage.New(stage.Config{
 				Stage: "clean", InstanceID: "i1", Brokers: seeds, Guarantee: guarantee,
 				Input: inTopic, Output: outTopic, DeadLetter: dlqTopic, KeyField: "event_id",
 				CommitInterval: 50 * time.Millisecond, MaxBufferedBytes: 1 << 20,
@@ -267,7 +267,7 @@ func TestStageRecordLargerThanProducerBuffer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := runUntilStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 2 }); err != nil {
+			if err := runUntilStats(t, s, func(st stage.Stats) bool { return st.Produced+st.DeadLettered >= 2 }); err != nil {
 				t.Fatal(err)
 			}
 			if outs := keyCounts(drain(t, seeds, outTopic)); len(outs) != 1 || outs["small"] != 1 {
@@ -280,9 +280,9 @@ func TestStageRecordLargerThanProducerBuffer(t *testing.T) {
 			var offset, omitted string
 			for _, h := range dls[0].Headers {
 				switch h.Key {
-				case kit.HeaderSourceOffset:
+				case deadletter.HeaderSourceOffset:
 					offset = string(h.Value)
-				case kit.HeaderValueOmitted:
+				case deadletter.HeaderValueOmitted:
 					omitted = string(h.Value)
 				}
 			}

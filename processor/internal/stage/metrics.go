@@ -1,12 +1,12 @@
-package processor
+package stage
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/promutil"
-	"github.com/exactly-io/exactly/processor/kit"
 )
 
 // Metrics are the stage engine's Prometheus collectors, named
@@ -116,7 +116,7 @@ func (s stageMetrics) start(input string, ready func() error) {
 	if s.m == nil {
 		return
 	}
-	s.Start(input, ready, []string{kit.RecreatedNewID, kit.RecreatedAboveEnd, kit.LogTruncated}, []string{RetryProduce, RetryTransientRecord})
+	s.Start(input, ready, []string{partpos.RecreatedNewID, partpos.RecreatedAboveEnd, partpos.LogTruncated}, []string{RetryProduce, RetryTransientRecord})
 	for _, r := range []string{AbortRebalance, AbortRetry, AbortError} {
 		s.m.aborted.WithLabelValues(s.Name(), r)
 	}

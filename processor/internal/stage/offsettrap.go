@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -8,11 +8,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
 )
 
 // offsetCommitTrap fires the crash-after-offset-commit failpoint
-// (kit.CrashAfterOffsetCommit) from inside GroupTransactSession.End, which
+// (failpoint.CrashAfterOffsetCommit) from inside GroupTransactSession.End, which
 // sends TxnOffsetCommit and then EndTxn with no call of ours between
 // them: as a kgo hook, it sees the TxnOffsetCommit response of the armed
 // transaction and fires there, so EndTxn is never sent.
@@ -56,8 +56,8 @@ func newOffsetCommitTrap(s *Stage) *offsetCommitTrap {
 		return nil
 	}
 	for _, fp := range s.fp.List {
-		if fp.Name == kit.CrashAfterOffsetCommit {
-			return &offsetCommitTrap{fire: func(n int) { _ = s.fp.Fire(s.log, kit.CrashAfterOffsetCommit, n) }}
+		if fp.Name == failpoint.CrashAfterOffsetCommit {
+			return &offsetCommitTrap{fire: func(n int) { _ = s.fp.Fire(s.log, failpoint.CrashAfterOffsetCommit, n) }}
 		}
 	}
 	return nil

@@ -1,18 +1,18 @@
-package processor
+package stage
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/health"
 )
 
 // Ready returns nil when the stage is healthy: it holds an assignment in
-// its consumer group (kit.Membership) and was not fenced out of it
-// (kit.FencedError), its last session did not fail (or the session built
+// its consumer group (health.Membership) and was not fenced out of it
+// (group.FencedError), its last session did not fail (or the session built
 // after the failure has since committed a transaction, or has run for the
 // stall limit without failing), no transaction has been open for longer
-// than kit.StallFactor commit intervals, and its transactions have not all
+// than health.StallFactor commit intervals, and its transactions have not all
 // aborted for a fault that may pass (a registry down) for that long. Otherwise the error says
 // why. It is safe to call from any goroutine, e.g. a /readyz handler.
 func (s *Stage) Ready() error {
@@ -23,7 +23,7 @@ func (s *Stage) Ready() error {
 		return fmt.Errorf("stage %s: kafka session failing: %w", s.cfg.Stage, *errp)
 	}
 	// Unreachable brokers first: they are also why no partitions come.
-	if err := s.brokers.Check(kit.BrokerSilenceLimit); err != nil {
+	if err := s.brokers.Check(health.BrokerSilenceLimit); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	if err := s.member.Check(s.cfg.Group()); err != nil {
@@ -47,15 +47,15 @@ func (s *Stage) Ready() error {
 	if s.cfg.Guarantee == AtLeastOnce {
 		what = "batch" // polled, not yet committed: there is no transaction
 	}
-	if err := kit.CheckStall(what, s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
+	if err := health.CheckStall(what, s.txnOpened.Load(), s.cfg.CommitInterval); err != nil {
 		return fmt.Errorf("stage %s: %w", s.cfg.Stage, err)
 	}
 	return nil
 }
 
 // recovered reports whether the session built after a failure has run
-// for the stall limit (kit.StallFactor commit intervals, at least
-// kit.StallMin) since its first assignment without failing. A commit
+// for the stall limit (health.StallFactor commit intervals, at least
+// health.StallMin) since its first assignment without failing. A commit
 // clears the failure at once; this covers an idle stage, which commits
 // nothing. A fault that recurs at every rebuild (a dead-letter topic
 // deleted, say) ends each session well before that, so the stage does
@@ -66,10 +66,10 @@ func (s *Stage) recovered() bool {
 }
 
 // stallLimit is how long a session may go without progress before the
-// stage reads as not ready: kit.StallFactor commit intervals, at least
-// kit.StallMin.
+// stage reads as not ready: health.StallFactor commit intervals, at least
+// health.StallMin.
 func (s *Stage) stallLimit() time.Duration {
-	return max(kit.StallFactor*s.cfg.CommitInterval, kit.StallMin)
+	return max(health.StallFactor*s.cfg.CommitInterval, health.StallMin)
 }
 
 // partitionsGone forgets the lag of partitions this instance no longer

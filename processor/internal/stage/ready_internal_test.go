@@ -1,11 +1,11 @@
-package processor
+package stage
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 )
 
 // A session whose transactional producer waits for its producer ID
@@ -40,7 +40,7 @@ func TestNotReadyWithoutProducerID(t *testing.T) {
 	}
 	// A past failure is forgotten only StallLimit after the session could
 	// produce, never while it waits for its producer ID.
-	failed := kit.NewConfigError("flush: context deadline exceeded")
+	failed := fault.NewConfigError("flush: context deadline exceeded")
 	var e error = failed
 	s.sessionErr.Store(&e)
 	s.producerReady.Store(false)

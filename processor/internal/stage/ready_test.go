@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 // A fault that comes back in every session (the dead-letter topic
@@ -20,10 +20,10 @@ func TestStageNotReadyBetweenFailingSessions(t *testing.T) {
 	c := newKfake(t)
 	seeds := c.ListenAddrs()
 	produceEvents(t, seeds, 0, 20)
-	s := stageOf(t, seeds, processor.ExactlyOnce, 20*time.Millisecond, 50)
+	s := stageOf(t, seeds, stage.ExactlyOnce, 20*time.Millisecond, 50)
 	stop, done := runInBackground(t, s)
 	defer stop()
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Produced >= 20 && s.Ready() == nil })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.Produced >= 20 && s.Ready() == nil })
 
 	// The dead-letter topic is deleted: the bad record's dead letter
 	// fails in every session, which is rebuilt again and again.
@@ -36,7 +36,7 @@ func TestStageNotReadyBetweenFailingSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	rebuilds := s.Stats().Rebuilds
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.Rebuilds >= rebuilds+1 })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.Rebuilds >= rebuilds+1 })
 	// From the first failure on, polled often across several rebuilds:
 	// never ready.
 	for time.Sleep(time.Millisecond); s.Stats().Rebuilds < rebuilds+4; time.Sleep(2 * time.Millisecond) {
@@ -52,5 +52,5 @@ func TestStageNotReadyBetweenFailingSessions(t *testing.T) {
 	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, dlqTopic); err != nil {
 		t.Fatal(err)
 	}
-	awaitStats(t, s, done, func(st processor.Stats) bool { return st.DeadLettered == 1 && s.Ready() == nil })
+	awaitStats(t, s, done, func(st stage.Stats) bool { return st.DeadLettered == 1 && s.Ready() == nil })
 }

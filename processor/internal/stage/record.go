@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -67,7 +68,7 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 
 // recordOutputs decodes one input record, runs the stage's transform steps,
 // re-keys and encodes the results. It returns the output records, none when
-// a step filtered the record out. Any error it returns is a *kit.RecordError: a
+// a step filtered the record out. Any error it returns is a *dlq.RecordError: a
 // permanent fault of that record, which then has no outputs at all.
 func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record, error) {
 	if s.passJSON {
@@ -81,7 +82,7 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 }
 
 // decodeInput decodes input record r for the transform steps (a
-// *kit.RecordError if it does not decode).
+// *dlq.RecordError if it does not decode).
 func (s *Stage) decodeInput(r *kgo.Record) (transform.Record, error) {
 	steps := s.pipeline != nil && (s.pipeline.Len() > 0 || s.changelog != "")
 	var v any
@@ -92,7 +93,7 @@ func (s *Stage) decodeInput(r *kgo.Record) (transform.Record, error) {
 		v, err = s.in.Decode(r.Value)
 	}
 	if err != nil {
-		return transform.Record{}, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return transform.Record{}, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
 	in := transform.Record{
 		Key: r.Key, Value: v, Raw: r.Value,
@@ -125,9 +126,9 @@ func (s *Stage) transformOutputs(ctx context.Context, r *kgo.Record, in transfor
 		if recs, err = s.pipeline.Apply(ctx, in); err != nil {
 			var se *transform.StepError
 			if errors.As(err, &se) {
-				return nil, &kit.RecordError{Reason: kit.ReasonTransform, Step: se.Step, Err: se.Err}
+				return nil, &dlq.RecordError{Reason: deadletter.ReasonTransform, Step: se.Step, Err: se.Err}
 			}
-			return nil, &kit.RecordError{Reason: kit.ReasonTransform, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonTransform, Err: err}
 		}
 	}
 	outs := make([]*kgo.Record, 0, len(recs))
@@ -153,12 +154,12 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 		if _, eerr := s.out.Encode(nil); eerr != nil {
 			err = eerr
 		}
-		return nil, &kit.RecordError{Reason: kit.ReasonEncode, Err: err}
+		return nil, &dlq.RecordError{Reason: deadletter.ReasonEncode, Err: err}
 	}
 	if s.cfg.KeyField != "" {
 		var err error
 		if key, err = keyOf(rec.Value, s.cfg.KeyField); err != nil {
-			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonKey, Err: err}
 		}
 	}
 	value := rec.Raw
@@ -168,7 +169,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 		// exactly as the producer wrote them.
 		var err error
 		if value, err = s.out.Encode(rec.Value); err != nil {
-			return nil, &kit.RecordError{Reason: kit.ReasonEncode, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonEncode, Err: err}
 		}
 	}
 	headers := in.Headers
@@ -200,16 +201,16 @@ var errMissingKey = errors.New("missing key field")
 // of the cost: nothing would look at the decoded value.
 func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 	if err := serde.CheckJSON(r.Value); err != nil {
-		return nil, &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+		return nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
 	key := r.Key
 	if s.cfg.KeyField != "" {
 		fv, isObject, _, err := serde.JSONField(r.Value, s.cfg.KeyField)
 		if err != nil {
-			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonKey, Err: err}
 		}
 		if key, err = keyText(fv, isObject, s.cfg.KeyField); err != nil {
-			return nil, &kit.RecordError{Reason: kit.ReasonKey, Err: err}
+			return nil, &dlq.RecordError{Reason: deadletter.ReasonKey, Err: err}
 		}
 	}
 	return []*kgo.Record{{
@@ -265,16 +266,16 @@ func keyText(fv any, isObject bool, field string) ([]byte, error) {
 }
 
 // envelope is the dead letter of r when its full dead letter is too large
-// for the dead-letter topic (kit.Envelope).
-func (s *Stage) envelope(r *kgo.Record, re *kit.RecordError) *kgo.Record {
-	return kit.Envelope(s.cfg.DeadLetter, s.cfg.Stage, r, re, s.topicIDHeader()...)
+// for the dead-letter topic (dlq.Envelope).
+func (s *Stage) envelope(r *kgo.Record, re *dlq.RecordError) *kgo.Record {
+	return dlq.Envelope(s.cfg.DeadLetter, s.cfg.Stage, r, re, s.topicIDHeader()...)
 }
 
 // topicIDHeader is the dead letters' header naming the input topic's ID
-// (kit.HeaderSourceTopicID), from the session being run.
+// (deadletter.HeaderSourceTopicID), from the session being run.
 func (s *Stage) topicIDHeader() []kgo.RecordHeader {
 	if s.lastTopicID == ([16]byte{}) {
 		return nil
 	}
-	return kit.SourceTopicIDHeader(kadm.TopicID(s.lastTopicID).String())
+	return dlq.SourceTopicIDHeader(kadm.TopicID(s.lastTopicID).String())
 }

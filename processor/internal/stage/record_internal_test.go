@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -8,7 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -84,13 +85,13 @@ func TestKeyFieldReads(t *testing.T) {
 			t.Run(path+"/"+tc.name, func(t *testing.T) {
 				outs, err := s.recordOutputs(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte(tc.in)})
 				if tc.wantErr != "" {
-					var re *kit.RecordError
+					var re *dlq.RecordError
 					want := serde.ErrDuplicateKey
 					if tc.inexact {
 						want = serde.ErrInexact
 					}
-					if !errors.As(err, &re) || re.Reason != kit.ReasonKey || !errors.Is(err, want) || !strings.Contains(err.Error(), tc.wantErr) {
-						t.Fatalf("outputs %v, error %v; want a %q dead letter with %q", outs, err, kit.ReasonKey, tc.wantErr)
+					if !errors.As(err, &re) || re.Reason != deadletter.ReasonKey || !errors.Is(err, want) || !strings.Contains(err.Error(), tc.wantErr) {
+						t.Fatalf("outputs %v, error %v; want a %q dead letter with %q", outs, err, deadletter.ReasonKey, tc.wantErr)
 					}
 					return
 				}

@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 )
 
 // limitOutput makes the output topic refuse batches over 4000 bytes.
@@ -65,7 +65,7 @@ func events(prefix string, n int) []string {
 	return out
 }
 
-func stageWith(t *testing.T, seeds []string, guarantee string, opts ...processor.Option) *processor.Stage {
+func stageWith(t *testing.T, seeds []string, guarantee string, opts ...stage.Option) *stage.Stage {
 	t.Helper()
 	return stageOf(t, seeds, guarantee, 50*time.Millisecond, 10000, opts...)
 }
@@ -88,11 +88,11 @@ func checkOutputs(t *testing.T, seeds []string, want, wantDL []string) {
 	dls := drain(t, seeds, dlqTopic)
 	gotDL := map[string]string{}
 	for _, r := range dls {
-		gotDL[string(r.Key)] = header(r, kit.HeaderReason)
+		gotDL[string(r.Key)] = header(r, deadletter.HeaderReason)
 	}
 	for _, k := range wantDL {
-		if gotDL[k] != kit.ReasonProduce {
-			t.Errorf("dead letter of %s: reason %q, want %q; all %v", k, gotDL[k], kit.ReasonProduce, gotDL)
+		if gotDL[k] != deadletter.ReasonProduce {
+			t.Errorf("dead letter of %s: reason %q, want %q; all %v", k, gotDL[k], deadletter.ReasonProduce, gotDL)
 		}
 	}
 	if len(dls) != len(wantDL) {

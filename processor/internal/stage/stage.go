@@ -8,7 +8,7 @@
 // visible to read_committed readers or none of it does, so a crash at any
 // instant is recovered by the next instance with neither loss nor
 // duplicates.
-package processor
+package stage
 
 import (
 	"context"
@@ -21,8 +21,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/group"
+	"github.com/exactly-io/exactly/processor/internal/health"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/reader"
+	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
@@ -43,7 +50,7 @@ type Config struct {
 	OutputFormat string // serde format name; default "json"
 	// InputCodec and OutputCodec hold the Avro settings (schema file,
 	// registry) of each side; their Format and Topic are taken from the
-	// fields above. See kit.CodecConfig.
+	// fields above. See reader.CodecConfig.
 	InputCodec, OutputCodec serde.Config
 	// KeyField, when set, makes the output key the value of this top-level
 	// field of a JSON object value. A record without it is dead-lettered.
@@ -69,7 +76,7 @@ type Config struct {
 	// is read; default 30s.
 	MetadataMaxAge time.Duration
 	// FetchMaxBytes and MaxPartitionFetchBytes size the consumer's
-	// fetches (kit.FetchOpts); default 2 MiB and 1 MiB.
+	// fetches (kafkaconn.FetchOpts); default 2 MiB and 1 MiB.
 	FetchMaxBytes, MaxPartitionFetchBytes int32
 	// MaxBufferedBytes bounds the producer's unacknowledged records
 	// (kgo.MaxBufferedBytes): a Produce past it waits for room, until
@@ -82,7 +89,7 @@ type Config struct {
 	StateDir string
 	// Origin locates these settings in their topology file, for the
 	// errors of the checks at start; StageConfig sets it.
-	Origin kit.Origin
+	Origin reader.Origin
 }
 
 // Group returns the consumer group of the stage: exactly-<stage>.
@@ -114,13 +121,13 @@ func WithTransform(p *transform.Pipeline) Option { return func(s *Stage) { s.pip
 // WithMetrics records the stage's metrics in m (see NewMetrics).
 func WithMetrics(m *Metrics) Option { return func(s *Stage) { s.metrics.m = m } }
 
-// WithFailpoints arms failpoints (see kit.ParseFailpoints).
-func WithFailpoints(fps ...kit.Failpoint) Option {
+// WithFailpoints arms failpoints (see failpoint.ParseFailpoints).
+func WithFailpoints(fps ...failpoint.Failpoint) Option {
 	return func(s *Stage) { s.fp.List = append(s.fp.List, fps...) }
 }
 
 // WithCrashAction replaces what a failpoint does when it fires. The default
-// is kit.KillSelf. If the action returns, Run returns kit.ErrCrashed without ending
+// is failpoint.KillSelf. If the action returns, Run returns failpoint.ErrCrashed without ending
 // the transaction or closing the client cleanly.
 func WithCrashAction(f func()) Option { return func(s *Stage) { s.fp.Crash = f } }
 
@@ -142,7 +149,7 @@ type Stage struct {
 	in, out serde.Codec
 	log     *slog.Logger
 	kopts   []kgo.Opt
-	fp      kit.Failpoints
+	fp      failpoint.Failpoints
 	// offsetTrap fires crash-after-offset-commit inside End (see
 	// offsettrap.go); nil unless armed. Set by each EOS session.
 	offsetTrap *offsetCommitTrap
@@ -165,7 +172,7 @@ type Stage struct {
 	store         stateStore
 	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
 	// restoredRecords counts the changelog records restored by this
-	// process (for kit.CrashDuringRestore); restores run one at a time.
+	// process (for failpoint.CrashDuringRestore); restores run one at a time.
 	restoredRecords int
 
 	// Isolating a record the broker refuses (run goroutine only): after
@@ -204,7 +211,7 @@ type Stage struct {
 	delivered map[partition]*deliveredRange
 
 	// Readiness, read by Ready from other goroutines.
-	member     kit.Membership
+	member     health.Membership
 	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
 	sessionErr atomic.Pointer[error]
 	sessionUp  atomic.Int64 // Unix nanoseconds of the current session's first assignment; 0 before it
@@ -221,9 +228,9 @@ type Stage struct {
 	// transaction stays open long enough to read as a stall.
 	retrying atomic.Int64
 	retryErr atomic.Pointer[error]
-	fenced   atomic.Pointer[error] // a *kit.FencedError of the current session
-	fences   kit.FenceHistory      // whether Run rejoins after a fence or stops
-	brokers  *kit.BrokerHealth
+	fenced   atomic.Pointer[error] // a *group.FencedError of the current session
+	fences   group.FenceHistory    // whether Run rejoins after a fence or stops
+	brokers  *health.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	deduplicated                               atomic.Int64
@@ -234,46 +241,46 @@ type Stage struct {
 func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
-	rd := kit.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+	rd := reader.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
 		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
 		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
 	rd.Defaults(topology.StageDefaults)
-	kit.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
-	kit.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
-	kit.OrDefault(&cfg.MaxBufferedBytes, topology.DefaultMaxBufferedBytes)
-	kit.OrDefault(&cfg.Guarantee, ExactlyOnce)
+	reader.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
+	reader.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
+	reader.OrDefault(&cfg.MaxBufferedBytes, topology.DefaultMaxBufferedBytes)
+	reader.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}
-	errs := kit.Required([]kit.Field{
+	errs := reader.Required([]reader.Field{
 		{Name: "stage", Value: cfg.Stage}, {Name: "instance id", Value: cfg.InstanceID},
 		{Name: "input topic", Value: cfg.Input}, {Name: "output topic", Value: cfg.Output}, {Name: "dead-letter topic", Value: cfg.DeadLetter},
 	})
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
-		errs = append(errs, kit.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
+		errs = append(errs, fault.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
 	errs = append(errs, rd.Check()...)
 	if cfg.MaxBufferedBytes < topology.MinBufferedBytes || cfg.MaxBufferedBytes > topology.MaxBufferedBytes {
-		errs = append(errs, kit.NewConfigError("max buffered bytes %d must be between %d and %d", cfg.MaxBufferedBytes, topology.MinBufferedBytes, topology.MaxBufferedBytes))
+		errs = append(errs, fault.NewConfigError("max buffered bytes %d must be between %d and %d", cfg.MaxBufferedBytes, topology.MinBufferedBytes, topology.MaxBufferedBytes))
 	}
 	if cfg.TransactionTimeout > topology.MaxWireTimeout {
-		errs = append(errs, kit.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
+		errs = append(errs, fault.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
 	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
-		errs = append(errs, kit.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
+		errs = append(errs, fault.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
 	}
 	in, err := serde.NewCodec(cfg.codec(cfg.InputCodec, cfg.InputFormat, cfg.Input))
 	if err != nil {
-		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("input: %w", err)})
+		errs = append(errs, &fault.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
 	out, err := serde.NewCodec(cfg.codec(cfg.OutputCodec, cfg.OutputFormat, cfg.Output))
 	if err != nil {
-		errs = append(errs, &kit.ConfigError{Err: fmt.Errorf("output: %w", err)})
+		errs = append(errs, &fault.ConfigError{Err: fmt.Errorf("output: %w", err)})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: kit.Failpoints{Crash: kit.KillSelf}, poisoned: map[source]poison{}, poisonedWindows: map[windowID]poison{}, suspectWindows: map[windowID]error{}, brokers: kit.NewBrokerHealth(),
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, poisoned: map[source]poison{}, poisonedWindows: map[windowID]poison{}, suspectWindows: map[windowID]error{}, brokers: health.NewBrokerHealth(),
 		fetchLog: logEvery{every: 30 * time.Second}}
 	for _, o := range opts {
 		o(s)
@@ -296,7 +303,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		}
 		s.changelog, s.stateStep = topology.ChangelogTopic(cfg.Stage, st.store), st.step
 		if cfg.Guarantee != ExactlyOnce {
-			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &kit.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", st.step, ExactlyOnce)})
+			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &fault.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", st.step, ExactlyOnce)})
 		}
 	}
 	s.stageName, s.inputName = []byte(cfg.Stage), []byte(cfg.Input)
@@ -325,16 +332,16 @@ const topicGoneWait = 2 * time.Second
 // fenced producer, a broker that went away, a failed EndTxn) is closed and
 // rebuilt with exponential backoff; the new session resumes from the
 // offsets committed in the last committed transaction. Run returns an error
-// only for faults that a rebuild cannot mend (see kit.IsFatal), kit.ErrCrashed,
+// only for faults that a rebuild cannot mend (see kafkaconn.IsFatal), failpoint.ErrCrashed,
 // or a *ResumeError when the group lost its offsets but the stage's outputs
 // remain (see guard.go).
 func (s *Stage) Run(ctx context.Context) error {
 	s.log.Info("stage starting", "input", s.cfg.Input, "output", s.cfg.Output, "group", s.cfg.Group())
 	// The admin client looks up the input topic's ID and offsets (see
 	// identity.go); it lives as long as Run.
-	admCl, err := kgo.NewClient(append(kit.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kit.KafkaLogger(s.log)))...)...)
+	admCl, err := kgo.NewClient(append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)...)
 	if err != nil {
-		return fmt.Errorf("stage %q: %w", s.cfg.Stage, &kit.ConfigError{Err: fmt.Errorf("kafka client: %w", err)})
+		return fmt.Errorf("stage %q: %w", s.cfg.Stage, &fault.ConfigError{Err: fmt.Errorf("kafka client: %w", err)})
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -350,21 +357,21 @@ func (s *Stage) Run(ctx context.Context) error {
 	if err := s.checkResume(ctx); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}
-	backoff := kit.NewBackoff(100*time.Millisecond, 10*time.Second)
+	backoff := backoff.NewBackoff(100*time.Millisecond, 10*time.Second)
 	rebuildLog := logEvery{every: 30 * time.Second}
 	for {
 		progressed, err := s.runSession(ctx, adm)
 		if errp := s.fenced.Load(); errp != nil {
 			err = *errp
 		} else if err != nil {
-			err = kit.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
+			err = group.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
 		}
 		err = s.afterFence(err)
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil
 		}
-		if errors.Is(err, kit.ErrCrashed) || kit.IsFatal(err) {
+		if errors.Is(err, failpoint.ErrCrashed) || kafkaconn.IsFatal(err) {
 			return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 		}
 		if progressed {
@@ -377,7 +384,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		s.sessionUp.Store(0)
 		s.sessionErr.Store(&err)
 		wait := backoff.Next()
-		var changed *kit.TopicChangedError
+		var changed *partpos.TopicChangedError
 		switch {
 		case ctx.Err() != nil:
 		case errors.As(err, &changed) && changed.New == ([16]byte{}):

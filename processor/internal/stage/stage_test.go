@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -11,9 +11,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/health"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
 )
@@ -45,16 +48,16 @@ func produceInput(t *testing.T, seeds []string, n int) int {
 	return len(bad)
 }
 
-func newStage(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
+func newStage(t *testing.T, seeds []string, opts ...stage.Option) *stage.Stage {
 	t.Helper()
 	return stageOf(t, seeds, "", 20*time.Millisecond, 50, opts...)
 }
 
 // runUntil runs s until its committed outputs and dead letters reach want,
 // then stops it and returns Run's error.
-func runUntil(t *testing.T, s *processor.Stage, want int64) error {
+func runUntil(t *testing.T, s *stage.Stage, want int64) error {
 	t.Helper()
-	return runUntilStats(t, s, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= want })
+	return runUntilStats(t, s, func(st stage.Stats) bool { return st.Produced+st.DeadLettered >= want })
 }
 
 // checkExactlyOnce drains the output and dead-letter topics and checks that
@@ -69,8 +72,8 @@ func checkExactlyOnce(t *testing.T, seeds []string, events, bad int) {
 	}
 	srcs := map[string]bool{}
 	for _, r := range dlq {
-		p := header(r, kit.HeaderSourcePartition)
-		o, ok := audit.Header(r, kit.HeaderSourceOffset)
+		p := header(r, deadletter.HeaderSourcePartition)
+		o, ok := audit.Header(r, deadletter.HeaderSourceOffset)
 		if !ok {
 			t.Errorf("dead letter %q has no source offset header", r.Key)
 		}
@@ -106,18 +109,18 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 	}
 	for _, r := range dlq {
 		k := string(r.Key)
-		if got := header(r, kit.HeaderReason); got != wantReason[k] {
+		if got := header(r, deadletter.HeaderReason); got != wantReason[k] {
 			t.Errorf("%s: reason %q, want %q", k, got, wantReason[k])
 		}
 		if want, ok := wantErr[k]; ok {
-			if got := header(r, kit.HeaderError); got != want {
+			if got := header(r, deadletter.HeaderError); got != want {
 				t.Errorf("%s: error %q, want %q", k, got, want)
 			}
 		}
-		if got := header(r, kit.HeaderStage); got != "clean" {
+		if got := header(r, deadletter.HeaderStage); got != "clean" {
 			t.Errorf("%s: stage header %q", k, got)
 		}
-		if got := header(r, kit.HeaderSourceTopic); got != inTopic {
+		if got := header(r, deadletter.HeaderSourceTopic); got != inTopic {
 			t.Errorf("%s: source topic header %q", k, got)
 		}
 		if k == "bad-1" && string(r.Value) != "{\"event_id\":\"\xff\xfe\"}" {
@@ -133,13 +136,13 @@ func TestStageDeadLetterHeaders(t *testing.T) {
 }
 
 func TestStageCrashRecovery(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterOffsetCommit, kit.CrashAfterCommit} {
+	for _, fp := range []string{failpoint.CrashBeforeCommit, failpoint.CrashAfterOffsetCommit, failpoint.CrashAfterCommit} {
 		t.Run(fp, func(t *testing.T) {
 			seeds := newCluster(t)
 			bad := produceInput(t, seeds, 1000)
 			st := crashStage(t, newStage, seeds, fp, 3)
 			wantCommitted := int64(2)
-			if fp == kit.CrashAfterCommit {
+			if fp == failpoint.CrashAfterCommit {
 				wantCommitted = 3
 			}
 			if got := st.Committed; got != wantCommitted {
@@ -159,24 +162,24 @@ func TestStageCrashRecovery(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  processor.Config
+		cfg  stage.Config
 		want string
 	}{
-		{"empty", processor.Config{}, "stage is required"},
-		{"bad format", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", InputFormat: "xml"}, `input: format "xml"`},
-		{"txn timeout beyond the protocol", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", TransactionTimeout: 1000 * time.Hour}, "transaction timeout 1000h0m0s must be at most"},
-		{"interval above txn timeout", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", CommitInterval: time.Minute}, "must be below the transaction timeout"},
-		{"fetch max bytes above 100 MiB", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 101 << 20}, "fetch max bytes 105906176 must be between 1024 and 104857600"},
-		{"max buffered bytes below 1 MiB", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", MaxBufferedBytes: 1000012}, "max buffered bytes 1000012 must be between 1048576 and 1073741824"},
-		{"partition fetch bytes above fetch max", processor.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 4096, MaxPartitionFetchBytes: 8192}, "max partition fetch bytes 8192 must be between 1024 and the fetch max bytes 4096"},
+		{"empty", stage.Config{}, "stage is required"},
+		{"bad format", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", InputFormat: "xml"}, `input: format "xml"`},
+		{"txn timeout beyond the protocol", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", TransactionTimeout: 1000 * time.Hour}, "transaction timeout 1000h0m0s must be at most"},
+		{"interval above txn timeout", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", CommitInterval: time.Minute}, "must be below the transaction timeout"},
+		{"fetch max bytes above 100 MiB", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 101 << 20}, "fetch max bytes 105906176 must be between 1024 and 104857600"},
+		{"max buffered bytes below 1 MiB", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", MaxBufferedBytes: 1000012}, "max buffered bytes 1000012 must be between 1048576 and 1073741824"},
+		{"partition fetch bytes above fetch max", stage.Config{Stage: "s", InstanceID: "i", Brokers: []string{"x:1"}, Input: "a", Output: "b", DeadLetter: "c", FetchMaxBytes: 4096, MaxPartitionFetchBytes: 8192}, "max partition fetch bytes 8192 must be between 1024 and the fetch max bytes 4096"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := processor.New(tc.cfg)
+			_, err := stage.New(tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New error = %v, want it to contain %q", err, tc.want)
 			}
-			if !kit.IsFatal(err) {
+			if !kafkaconn.IsFatal(err) {
 				t.Fatalf("a config error must be fatal: %v", err)
 			}
 		})
@@ -196,7 +199,7 @@ func TestStageTransientErrorRetries(t *testing.T) {
 		}
 		return []transform.Record{r}, nil
 	})
-	s := newStage(t, seeds, processor.WithTransform(p))
+	s := newStage(t, seeds, stage.WithTransform(p))
 	if err := runUntil(t, s, 300+6); err != nil {
 		t.Fatal(err)
 	}
@@ -225,13 +228,13 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 		}
 		return []transform.Record{r}, nil
 	})
-	s := newStage(t, seeds, processor.WithTransform(p))
+	s := newStage(t, seeds, stage.WithTransform(p))
 	stop, done := runInBackground(t, s)
-	waitStats(t, s, done, func(st processor.Stats) bool { return st.Aborted >= 3 })
+	waitStats(t, s, done, func(st stage.Stats) bool { return st.Aborted >= 3 })
 	// Every attempt aborts at once, so no transaction stays open long
-	// enough to read as a stall: past the stall limit (kit.StallMin),
+	// enough to read as a stall: past the stall limit (health.StallMin),
 	// readiness says the transactions keep aborting.
-	deadline := time.Now().Add(kit.StallMin + 20*time.Second)
+	deadline := time.Now().Add(health.StallMin + 20*time.Second)
 	for err := s.Ready(); err == nil || !strings.Contains(err.Error(), "aborted and was retried"); err = s.Ready() {
 		if time.Now().After(deadline) {
 			t.Fatalf("Ready = %v while every transaction aborts, want not ready naming the retries", err)
@@ -247,7 +250,7 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 	if st.Committed != 0 || st.Produced != 0 {
 		t.Errorf("committed %d transactions, %d records while the lookup was down", st.Committed, st.Produced)
 	}
-	waitStats(t, s, done, func(st processor.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
+	waitStats(t, s, done, func(st stage.Stats) bool { return st.Produced+st.DeadLettered >= 200+6 })
 	if err := s.Ready(); err != nil {
 		t.Errorf("Ready = %v after the fault passed and transactions committed", err)
 	}
@@ -267,7 +270,7 @@ func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 		}
 		return []transform.Record{r}, nil
 	})
-	s := newStage(t, seeds, processor.WithTransform(p), processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
+	s := newStage(t, seeds, stage.WithTransform(p), stage.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
 	if err := runUntil(t, s, int64(200+bad)); err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +282,7 @@ func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 	dlq := drain(t, seeds, dlqTopic)
 	produce := 0
 	for _, r := range dlq {
-		if reason := header(r, kit.HeaderReason); reason == kit.ReasonProduce {
+		if reason := header(r, deadletter.HeaderReason); reason == deadletter.ReasonProduce {
 			produce++
 		}
 	}
@@ -311,7 +314,7 @@ func TestStageDoesNotDropSpoofedMarkers(t *testing.T) {
 func TestStageAtLeastOnce(t *testing.T) {
 	seeds := newCluster(t)
 	bad := produceInput(t, seeds, 500)
-	s := stageOf(t, seeds, processor.AtLeastOnce, 20*time.Millisecond, 50)
+	s := stageOf(t, seeds, stage.AtLeastOnce, 20*time.Millisecond, 50)
 	if err := runUntil(t, s, int64(500+bad)); err != nil {
 		t.Fatal(err)
 	}
@@ -332,13 +335,13 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	s := newStage(t, seeds, processor.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
+	s := newStage(t, seeds, stage.WithKafkaOptions(kgo.ProducerBatchMaxBytes(4096)))
 	if err := runUntil(t, s, 51); err != nil {
 		t.Fatal(err)
 	}
 	checkExactlyOnce(t, seeds, 50, 1)
 	dlq := drain(t, seeds, dlqTopic)
-	omitted := header(dlq[0], kit.HeaderValueOmitted)
+	omitted := header(dlq[0], deadletter.HeaderValueOmitted)
 	if dlq[0].Value != nil || omitted != strconv.Itoa(len(big)) || string(dlq[0].Key) != "big" {
 		t.Fatalf("dead letter: key %q, %d value bytes, omitted %q; want an envelope of %d bytes", dlq[0].Key, len(dlq[0].Value), omitted, len(big))
 	}
@@ -358,7 +361,7 @@ func TestStageNullOutputValueIsDeadLettered(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	s := newStage(t, seeds, processor.WithTransform(cleanPipeline(t, nil, "      - explode: 'value.items'\n")))
+	s := newStage(t, seeds, stage.WithTransform(cleanPipeline(t, nil, "      - explode: 'value.items'\n")))
 	if err := runUntil(t, s, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +373,7 @@ func TestStageNullOutputValueIsDeadLettered(t *testing.T) {
 	if len(out) != 2 || !got[`{"event_id":"b1"}`] || !got[`{"event_id":"b2"}`] {
 		t.Fatalf("outputs %v, want b's two elements only", got)
 	}
-	if len(dead) != 1 || string(dead[0].Key) != "a" || header(dead[0], kit.HeaderReason) != kit.ReasonEncode || !strings.Contains(header(dead[0], kit.HeaderError), "JSON null") {
+	if len(dead) != 1 || string(dead[0].Key) != "a" || header(dead[0], deadletter.HeaderReason) != deadletter.ReasonEncode || !strings.Contains(header(dead[0], deadletter.HeaderError), "JSON null") {
 		t.Fatalf("dead letters %d (%v), want record a naming the null value", len(dead), dead[0].Headers)
 	}
 }

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -8,7 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/reader"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -16,12 +19,12 @@ import (
 // can tell about the stage's configuration: that its input, output and
 // dead-letter topics exist, and that its transaction timeout and session
 // timeout are within the broker's limits. A misconfiguration is a
-// *kit.ConfigError (Run returns it: the same file fails again); a request
+// *fault.ConfigError (Run returns it: the same file fails again); a request
 // that fails (a broker not up yet) is retried with backoff, the stage not
 // ready meanwhile. Limits the broker does not let the stage read (no
 // DescribeConfigs ACL) are logged and skipped.
 func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
-	backoff := kit.NewBackoff(100*time.Millisecond, 5*time.Second)
+	backoff := backoff.NewBackoff(100*time.Millisecond, 5*time.Second)
 	for {
 		err := s.checkTopics(ctx, adm)
 		if err == nil {
@@ -33,7 +36,7 @@ func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
 		if err == nil {
 			err = s.checkRegistry(ctx)
 		}
-		if err == nil || kit.IsFatal(err) {
+		if err == nil || kafkaconn.IsFatal(err) {
 			s.sessionErr.Store(nil)
 			return err
 		}
@@ -65,7 +68,7 @@ func (s *Stage) checkRegistry(ctx context.Context) error {
 		err := serde.CheckRegistry(ctx, c.codec)
 		switch {
 		case serde.IsRegistryRefused(err):
-			return &kit.ConfigError{Err: fmt.Errorf("%s registry: %w", c.role, err)}
+			return &fault.ConfigError{Err: fmt.Errorf("%s registry: %w", c.role, err)}
 		case err != nil:
 			s.log.Warn("schema registry check failed; records wait for the registry", "role", c.role, "err", err)
 		}
@@ -76,10 +79,10 @@ func (s *Stage) checkRegistry(ctx context.Context) error {
 // checkTopics is checkStart's look at the topics.
 func (s *Stage) checkTopics(ctx context.Context, adm *kadm.Client) error {
 	o := s.cfg.Origin
-	return kit.CheckTopicsExist(ctx, adm, o,
-		kit.NeededTopic{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")},
-		kit.NeededTopic{Role: "output", Name: s.cfg.Output, Field: o.Field("output.topic")},
-		kit.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")},
+	return reader.CheckTopicsExist(ctx, adm, o,
+		reader.NeededTopic{Role: "input", Name: s.cfg.Input, Field: o.Field("input.topic")},
+		reader.NeededTopic{Role: "output", Name: s.cfg.Output, Field: o.Field("output.topic")},
+		reader.NeededTopic{Role: "dead-letter", Name: s.cfg.DeadLetter, Field: o.Field("dead_letter.topic")},
 	)
 }
 
@@ -87,9 +90,9 @@ func (s *Stage) checkTopics(ctx context.Context, adm *kadm.Client) error {
 // a transport error is returned unwrapped, for a retry; unreadable
 // configs are a warning.
 func (s *Stage) checkLimits(ctx context.Context, adm *kadm.Client) error {
-	lim, err := kit.ReadBrokerLimits(ctx, adm)
+	lim, err := reader.ReadBrokerLimits(ctx, adm)
 	if err != nil {
-		kit.WarnLimitsUnread(s.log, err)
+		reader.WarnLimitsUnread(s.log, err)
 		return nil
 	}
 	var errs []error

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 

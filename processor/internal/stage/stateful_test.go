@@ -1,4 +1,4 @@
-package processor_test
+package stage_test
 
 import (
 	"context"
@@ -13,8 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -73,13 +74,13 @@ func sumPipeline(t *testing.T, fn transform.StatefulFunc) *transform.Pipeline {
 	return cleanPipeline(t, reg, "      - stateful: { func: sum, store: sums }\n")
 }
 
-func sumStage(t *testing.T, seeds []string, stateDir string, fn transform.StatefulFunc, opts ...processor.Option) *processor.Stage {
+func sumStage(t *testing.T, seeds []string, stateDir string, fn transform.StatefulFunc, opts ...stage.Option) *stage.Stage {
 	t.Helper()
-	s, err := processor.New(processor.Config{
+	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
 		CommitInterval: 20 * time.Millisecond, MaxRecords: 50, StateDir: stateDir,
-	}, append([]processor.Option{processor.WithTransform(sumPipeline(t, fn))}, opts...)...)
+	}, append([]stage.Option{stage.WithTransform(sumPipeline(t, fn))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func sumCluster(t *testing.T) []string {
 	return dedupeCluster(t, &topology.Topic{Name: sumChangelog, Partitions: 3, Config: map[string]string{"cleanup.policy": "compact"}})
 }
 
-func accounted(st processor.Stats) int64 { return st.Produced + st.DeadLettered + st.Filtered }
+func accounted(st stage.Stats) int64 { return st.Produced + st.DeadLettered + st.Filtered }
 
 // TestStageStatefulSum: a running sum per account through a stateful step,
 // with transactions aborted for a transient fault in the middle: every sum
@@ -179,7 +180,7 @@ func TestStageStatefulSum(t *testing.T) {
 		return v["i"] == int64(333)
 	})
 	s := sumStage(t, seeds, t.TempDir(), runningSum(flaky))
-	if err := runUntilStats(t, s, func(st processor.Stats) bool { return accounted(st) >= n }); err != nil {
+	if err := runUntilStats(t, s, func(st stage.Stats) bool { return accounted(st) >= n }); err != nil {
 		t.Fatal(err)
 	}
 	outs, dead, filtered := sumCounts(n)
@@ -213,14 +214,14 @@ func TestStageStatefulSum(t *testing.T) {
 // crash, and every running sum stays exact: no input counted twice, none
 // lost.
 func TestStageStatefulCrashRecovery(t *testing.T) {
-	for _, fp := range []string{kit.CrashBeforeCommit, kit.CrashAfterCommit} {
+	for _, fp := range []string{failpoint.CrashBeforeCommit, failpoint.CrashAfterCommit} {
 		for _, sameDir := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s, same state dir %v", fp, sameDir), func(t *testing.T) {
 				seeds := sumCluster(t)
 				const n, more = 600, 300
 				produceSums(t, seeds, 0, n)
 				dir := t.TempDir()
-				before := crashStage(t, func(t *testing.T, seeds []string, opts ...processor.Option) *processor.Stage {
+				before := crashStage(t, func(t *testing.T, seeds []string, opts ...stage.Option) *stage.Stage {
 					return sumStage(t, seeds, dir, runningSum(nil), opts...)
 				}, seeds, fp, 4)
 				if before.Committed < 3 {
@@ -231,7 +232,7 @@ func TestStageStatefulCrashRecovery(t *testing.T) {
 				}
 				produceSums(t, seeds, n, n+more)
 				restarted := sumStage(t, seeds, dir, runningSum(nil))
-				err := runUntilStats(t, restarted, func(st processor.Stats) bool { return accounted(before)+accounted(st) >= n+more })
+				err := runUntilStats(t, restarted, func(st stage.Stats) bool { return accounted(before)+accounted(st) >= n+more })
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -262,17 +263,17 @@ func TestStageStatefulValueTooLarge(t *testing.T) {
 		return sum(ctx, r, st)
 	}
 	s := sumStage(t, seeds, t.TempDir(), fn)
-	if err := runUntilStats(t, s, func(st processor.Stats) bool { return accounted(st) >= n }); err != nil {
+	if err := runUntilStats(t, s, func(st stage.Stats) bool { return accounted(st) >= n }); err != nil {
 		t.Fatal(err)
 	}
 	checkSums(t, seeds, n, big)
 	var reason string
 	for _, r := range drain(t, seeds, dlqTopic) {
 		if v := string(r.Value); v == fmt.Sprintf(`{"i":%d,"amount":%d}`, big, big%5) {
-			reason = header(r, kit.HeaderReason)
+			reason = header(r, deadletter.HeaderReason)
 		}
 	}
-	if reason != kit.ReasonProduce {
-		t.Fatalf("the record with the large value: dead letter reason %q, want %s", reason, kit.ReasonProduce)
+	if reason != deadletter.ReasonProduce {
+		t.Fatalf("the record with the large value: dead letter reason %q, want %s", reason, deadletter.ReasonProduce)
 	}
 }

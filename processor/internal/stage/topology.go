@@ -1,7 +1,7 @@
-package processor
+package stage
 
 import (
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/reader"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -19,8 +19,8 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		DeadLetter:             st.DeadLetter.Topic,
 		InputFormat:            st.Input.Format,
 		OutputFormat:           st.Output.Format,
-		InputCodec:             kit.CodecConfig(f, st.Input),
-		OutputCodec:            kit.CodecConfig(f, st.Output),
+		InputCodec:             reader.CodecConfig(f, st.Input),
+		OutputCodec:            reader.CodecConfig(f, st.Output),
 		KeyField:               st.Key,
 		CommitInterval:         st.Commit.Interval.Duration,
 		MaxRecords:             st.Commit.MaxRecords,
@@ -30,7 +30,7 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		FetchMaxBytes:          st.FetchMaxBytes,
 		MaxPartitionFetchBytes: st.MaxPartitionFetchBytes,
 		MaxBufferedBytes:       st.MaxBufferedBytes,
-		Origin:                 kit.OriginOf(f, topology.ItemPath("stages", f.Stages, st)),
+		Origin:                 reader.OriginOf(f, topology.ItemPath("stages", f.Stages, st)),
 	}
 }
 

@@ -1,4 +1,4 @@
-package processor
+package stage
 
 import (
 	"context"
@@ -9,9 +9,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
+	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -84,8 +88,8 @@ type txn struct {
 	// they are polled again.
 	halted bool
 	// promises counts the open transaction's produce callbacks still to
-	// come: end decides only once all have answered (see kit.Promises).
-	promises *kit.Promises
+	// come: end decides only once all have answered (see kafkaconn.Promises).
+	promises *kafkaconn.Promises
 
 	// produceCtx is the open transaction's context for Produce: it ends
 	// when the broker would abort the transaction anyway (its timeout
@@ -154,7 +158,7 @@ func (t *txn) begin() error {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
 	t.open, t.started = true, time.Now()
-	t.promises = &kit.Promises{}
+	t.promises = &kafkaconn.Promises{}
 	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
 	t.stage.txnOpened.Store(t.started.UnixNano())
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost, t.halted = 0, 0, 0, 0, nil, false, false
@@ -196,7 +200,7 @@ func (t *txn) process(r *kgo.Record) {
 	if p, ok := s.poisoned[t.last]; ok {
 		// Its output was refused by the broker (too large, say): the
 		// record becomes a dead letter instead of stalling the stage.
-		re := &kit.RecordError{Reason: kit.ReasonProduce, Err: p.err}
+		re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: p.err}
 		if p.envelope {
 			// Even its dead letter was refused: keep why it failed in the
 			// first place, and send a size-bounded envelope.
@@ -214,8 +218,8 @@ func (t *txn) process(r *kgo.Record) {
 		// Outputs keep the input's timestamp (record.go): one the Kafka
 		// client would write as another time cannot be kept. A window
 		// result has its own timestamp (aggregate's MaxEventTime).
-		if err := kit.CheckWritableTimestamp(r.Timestamp); err != nil {
-			t.produceDeadLetter(r, &kit.RecordError{Reason: kit.ReasonProduce, Err: err})
+		if err := kafkaconn.CheckWritableTimestamp(r.Timestamp); err != nil {
+			t.produceDeadLetter(r, &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: err})
 			return
 		}
 	}
@@ -247,7 +251,7 @@ func (t *txn) process(r *kgo.Record) {
 		// Not the record's fault, and no retry mends it (the registry
 		// refuses the credentials or the output schema): the stage stops
 		// (afterAbort), naming it, instead of dead-lettering every record.
-		t.fail(src, &kit.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
+		t.fail(src, &fault.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
 		t.halted = true
 		return
 	}
@@ -259,9 +263,9 @@ func (t *txn) process(r *kgo.Record) {
 		return
 	}
 	if err != nil {
-		var re *kit.RecordError
+		var re *dlq.RecordError
 		if !errors.As(err, &re) {
-			re = &kit.RecordError{Reason: kit.ReasonDecode, Err: err}
+			re = &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 		}
 		t.produceDeadLetter(r, re)
 		return
@@ -281,14 +285,14 @@ func (t *txn) process(r *kgo.Record) {
 
 // produceDeadLetter produces the dead letter of r into the open
 // transaction.
-func (t *txn) produceDeadLetter(r *kgo.Record, re *kit.RecordError) {
+func (t *txn) produceDeadLetter(r *kgo.Record, re *dlq.RecordError) {
 	t.countDeadLetter(r, re)
-	t.produce(source{r.Topic, r.Partition, r.Offset}, kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, t.stage.topicIDHeader()...))
+	t.produce(source{r.Topic, r.Partition, r.Offset}, dlq.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, t.stage.topicIDHeader()...))
 }
 
 // countDeadLetter counts the dead letter (or envelope) of r in the open
 // transaction, for Stats and for exactly_stage_records_dead_lettered_total.
-func (t *txn) countDeadLetter(r *kgo.Record, re *kit.RecordError) {
+func (t *txn) countDeadLetter(r *kgo.Record, re *dlq.RecordError) {
 	t.stage.log.Debug("dead-lettering record", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "reason", re.Reason, "err", re.Err)
 	t.deadLetters++
 	if t.perReason != nil {
@@ -324,7 +328,7 @@ func (t *txn) produceThen(src source, r *kgo.Record, then func(error)) {
 		}
 		a := acked{topic: r.Topic}
 		if r.Topic == t.stage.cfg.DeadLetter {
-			a.reason, _ = audit.Header(r, kit.HeaderReason)
+			a.reason, _ = audit.Header(r, deadletter.HeaderReason)
 		}
 		t.mu.Lock()
 		t.acked[a]++
@@ -369,15 +373,15 @@ func (t *txn) produceWindow(w windowID, out *kgo.Record) {
 			t.windowsDead = map[windowID]bool{}
 		}
 		t.windowsDead[w] = true
-		re := &kit.RecordError{Reason: kit.ReasonProduce, Step: t.stage.aggregateStep.Step,
+		re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Step: t.stage.aggregateStep.Step,
 			Err: fmt.Errorf("the broker refused the window result (record timestamp %d ms): %w", out.Timestamp.UnixMilli(), p.err)}
 		// The result as the dead letter's value, marked as a result
 		// (redrive has no input record to send back).
 		r := &kgo.Record{Topic: src.topic, Partition: src.partition, Offset: src.offset, Key: out.Key, Value: out.Value, Timestamp: t.lastTime[w.partition]}
-		extra := append([]kgo.RecordHeader{{Key: kit.HeaderWindowResult, Value: []byte("true")}}, t.stage.topicIDHeader()...)
-		dl := kit.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
+		extra := append([]kgo.RecordHeader{{Key: deadletter.HeaderWindowResult, Value: []byte("true")}}, t.stage.topicIDHeader()...)
+		dl := dlq.DeadLetter(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
 		if p.envelope {
-			dl = kit.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
+			dl = dlq.Envelope(t.stage.cfg.DeadLetter, t.stage.cfg.Stage, r, re, extra...)
 		}
 		t.countDeadLetter(r, re)
 		out = dl
@@ -388,7 +392,7 @@ func (t *txn) produceWindow(w windowID, out *kgo.Record) {
 		}
 	}
 	t.produceThen(src, out, func(err error) {
-		if err != nil && kit.IsRecordFault(err) {
+		if err != nil && dlq.IsRecordFault(err) {
 			t.mu.Lock()
 			if t.windowsRefused == nil {
 				t.windowsRefused = map[windowID]error{}
@@ -417,7 +421,7 @@ func (t *txn) fail(src source, err error) {
 // end commits the open transaction, or aborts it if a record failed to
 // produce; trigger is what ended it (see endNow), for metrics. It returns
 // whether it committed. A non-nil error means the session must be rebuilt
-// (GroupTransactSession.End errors are not retryable), or kit.ErrCrashed.
+// (GroupTransactSession.End errors are not retryable), or failpoint.ErrCrashed.
 func (t *txn) end(ctx context.Context, trigger string) (committed bool, err error) {
 	if !t.open {
 		return false, nil
@@ -447,12 +451,12 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
 		}
 	}
-	if s.fp.Armed(kit.CrashBeforeCommit, s.txns) {
+	if s.fp.Armed(failpoint.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
 			return false, fmt.Errorf("flush: %w", err)
 		}
-		return false, s.fp.Fire(s.log, kit.CrashBeforeCommit, s.txns)
+		return false, s.fp.Fire(s.log, failpoint.CrashBeforeCommit, s.txns)
 	}
 	try := kgo.TryCommit
 	// A record refused before it was buffered answers after the client's
@@ -476,13 +480,13 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	s.txnOpened.Store(0)
 	endStart := time.Now()
 	trap := s.offsetTrap
-	if trap != nil && try == kgo.TryCommit && s.fp.Armed(kit.CrashAfterOffsetCommit, s.txns) {
+	if trap != nil && try == kgo.TryCommit && s.fp.Armed(failpoint.CrashAfterOffsetCommit, s.txns) {
 		trap.arm(s.txns, cancel)
 	}
 	committed, err = t.sess.End(ctx, bool(try))
 	t.lastEnd = time.Since(endStart)
 	if trap != nil && trap.fired.Load() {
-		return false, kit.ErrCrashed
+		return false, failpoint.ErrCrashed
 	}
 	t.cancelProduce() // every record is settled: End flushed or aborted them
 	if err != nil {
@@ -531,8 +535,8 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	s.filtered.Add(t.filtered)
 	s.deduplicated.Add(t.deduplicated)
 	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
-	if s.fp.Armed(kit.CrashAfterCommit, s.txns) {
-		return true, s.fp.Fire(s.log, kit.CrashAfterCommit, s.txns)
+	if s.fp.Armed(failpoint.CrashAfterCommit, s.txns) {
+		return true, s.fp.Fire(s.log, failpoint.CrashAfterCommit, s.txns)
 	}
 	return true, nil
 }

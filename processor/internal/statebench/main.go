@@ -38,7 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/state"
+	"github.com/exactly-io/exactly/processor/internal/state"
 
 	"github.com/exactly-io/exactly/integration/opstest"
 )

@@ -23,10 +23,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/plural"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -153,7 +154,7 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		if o.only != "" && st.Name != o.only {
 			continue
 		}
-		g := Group{Kind: "stage", Name: st.Name, Group: processor.StageConfig(f, st, "").Group(), Topic: st.Input.Topic}
+		g := Group{Kind: "stage", Name: st.Name, Group: stage.StageConfig(f, st, "").Group(), Topic: st.Input.Topic}
 		if store := st.StateStore(); store != "" {
 			g.Changelog = &Changelog{Topic: topology.ChangelogTopic(st.Name, store)}
 		}
@@ -219,7 +220,7 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		voided := map[int32]string{}
 		if g.Kind == "stage" {
 			var resp kadm.OffsetResponses
-			err := kit.RetryRetriable(ctx, 10, func() (err error) {
+			err := backoff.RetryRetriable(ctx, 10, func() (err error) {
 				if resp, err = adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic); err == nil {
 					err = resp.Error()
 				}
@@ -329,7 +330,7 @@ func partitions(g *Group, lso, start map[int32]kadm.ListedOffset, committed map[
 		if ok {
 			pt.Committed = c
 		}
-		pt.Lag = kit.Lag(end.Offset, start[p].Offset, c, ok)
+		pt.Lag = partpos.Lag(end.Offset, start[p].Offset, c, ok)
 		if w, ok := writers[p]; ok && voided[p] == "" {
 			pt.Writer = w.Owner
 			at := w.UpdatedAt.UTC()

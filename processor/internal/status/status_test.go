@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/status"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )

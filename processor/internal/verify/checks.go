@@ -8,12 +8,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
-	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/plural"
+	"github.com/exactly-io/exactly/processor/internal/stage"
+	"github.com/exactly-io/exactly/processor/internal/status"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -171,13 +171,13 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 		}
 		return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
 	case kOut:
-		if st, ok := audit.Header(r, processor.HeaderLineageStage); ok && st != c.Name {
+		if st, ok := audit.Header(r, stage.HeaderLineageStage); ok && st != c.Name {
 			return nil // another stage writing the same topic
 		}
-		src, _ := audit.Header(r, processor.HeaderLineageTopic)
-		p, errP := strconv.ParseInt(hdr(r, processor.HeaderLineagePartition), 10, 32)
-		o, errO := strconv.ParseInt(hdr(r, processor.HeaderLineageOffset), 10, 64)
-		idx, errI := strconv.ParseUint(hdr(r, processor.HeaderLineageIndex), 10, 32)
+		src, _ := audit.Header(r, stage.HeaderLineageTopic)
+		p, errP := strconv.ParseInt(hdr(r, stage.HeaderLineagePartition), 10, 32)
+		o, errO := strconv.ParseInt(hdr(r, stage.HeaderLineageOffset), 10, 64)
+		idx, errI := strconv.ParseUint(hdr(r, stage.HeaderLineageIndex), 10, 32)
 		if src != c.Input || errP != nil || errO != nil || errI != nil {
 			if src == "" {
 				c.NoLineage++
@@ -268,18 +268,18 @@ func (c *SinkCheck) flushKeys(ctx context.Context) error {
 }
 
 func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Record, rec []byte) error {
-	if st, _ := audit.Header(r, kit.HeaderStage); st != name {
+	if st, _ := audit.Header(r, deadletter.HeaderStage); st != name {
 		return nil
 	}
-	if src, _ := audit.Header(r, kit.HeaderSourceTopic); src != input {
+	if src, _ := audit.Header(r, deadletter.HeaderSourceTopic); src != input {
 		return nil
 	}
-	p, errP := strconv.ParseInt(hdr(r, kit.HeaderSourcePartition), 10, 32)
-	o, errO := strconv.ParseInt(hdr(r, kit.HeaderSourceOffset), 10, 64)
+	p, errP := strconv.ParseInt(hdr(r, deadletter.HeaderSourcePartition), 10, 32)
+	o, errO := strconv.ParseInt(hdr(r, deadletter.HeaderSourceOffset), 10, 64)
 	if errP != nil || errO != nil {
 		return nil
 	}
-	reasons[hdr(r, kit.HeaderReason)]++
+	reasons[hdr(r, deadletter.HeaderReason)]++
 	return lin.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kDLQ, 0, 0, [16]byte{}))
 }
 

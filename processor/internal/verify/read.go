@@ -10,9 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
-	"github.com/exactly-io/exactly/processor/audit"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/internal/audit"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/plural"
 )
 
 // Partition is the state of one partition that verify read.
@@ -34,7 +34,7 @@ type Partition struct {
 // topic), per partition or whole.
 func listOffsets(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topics []string) (kadm.ListedOffsets, error) {
 	var out kadm.ListedOffsets
-	err := kit.RetryRetriable(ctx, 10, func() (err error) {
+	err := backoff.RetryRetriable(ctx, 10, func() (err error) {
 		if out, err = list(ctx, topics...); err == nil {
 			err = out.Error()
 		}

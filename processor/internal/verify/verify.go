@@ -72,9 +72,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/backoff"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/reader"
+	"github.com/exactly-io/exactly/processor/internal/status"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -316,7 +317,7 @@ func (p *plan) topics() []string {
 func (p *plan) readPositions(ctx context.Context, adm *kadm.Client, f *topology.File) error {
 	for _, c := range p.rep.Stages {
 		var offs kadm.OffsetResponses
-		err := kit.RetryRetriable(ctx, 10, func() (err error) {
+		err := backoff.RetryRetriable(ctx, 10, func() (err error) {
 			offs, err = adm.FetchOffsets(ctx, "exactly-"+c.Name)
 			return err
 		})
@@ -359,10 +360,10 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 	c.dedupes = st.DedupeStep() != nil
 	c.aggregates = st.AggregateStep() != nil
 	var err error
-	if c.in, err = serde.NewCodec(kit.CodecConfig(f, st.Input)); err != nil {
+	if c.in, err = serde.NewCodec(reader.CodecConfig(f, st.Input)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s input: %w", st.Name, err)
 	}
-	if c.out, err = serde.NewCodec(kit.CodecConfig(f, st.Output)); err != nil {
+	if c.out, err = serde.NewCodec(reader.CodecConfig(f, st.Output)); err != nil {
 		return nil, fmt.Errorf("verify: stage %s output: %w", st.Name, err)
 	}
 	return c, nil

@@ -13,9 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -127,21 +127,21 @@ func input(offset int64, id string) *kgo.Record {
 
 func output(offset int64, index int, id string) *kgo.Record {
 	return &kgo.Record{Topic: "out", Value: []byte(`{"id":"` + id + `"}`), Headers: []kgo.RecordHeader{
-		{Key: processor.HeaderLineageStage, Value: []byte("st")},
-		{Key: processor.HeaderLineageTopic, Value: []byte("in")},
-		{Key: processor.HeaderLineagePartition, Value: []byte("0")},
-		{Key: processor.HeaderLineageOffset, Value: []byte(strconv.FormatInt(offset, 10))},
-		{Key: processor.HeaderLineageIndex, Value: []byte(strconv.Itoa(index))},
+		{Key: stage.HeaderLineageStage, Value: []byte("st")},
+		{Key: stage.HeaderLineageTopic, Value: []byte("in")},
+		{Key: stage.HeaderLineagePartition, Value: []byte("0")},
+		{Key: stage.HeaderLineageOffset, Value: []byte(strconv.FormatInt(offset, 10))},
+		{Key: stage.HeaderLineageIndex, Value: []byte(strconv.Itoa(index))},
 	}}
 }
 
 func deadLetter(name string, offset int64) *kgo.Record {
 	return &kgo.Record{Topic: "dlq", Headers: []kgo.RecordHeader{
-		{Key: kit.HeaderReason, Value: []byte(kit.ReasonDecode)},
-		{Key: kit.HeaderStage, Value: []byte(name)},
-		{Key: kit.HeaderSourceTopic, Value: []byte("in")},
-		{Key: kit.HeaderSourcePartition, Value: []byte("0")},
-		{Key: kit.HeaderSourceOffset, Value: []byte(strconv.FormatInt(offset, 10))},
+		{Key: deadletter.HeaderReason, Value: []byte(deadletter.ReasonDecode)},
+		{Key: deadletter.HeaderStage, Value: []byte(name)},
+		{Key: deadletter.HeaderSourceTopic, Value: []byte("in")},
+		{Key: deadletter.HeaderSourcePartition, Value: []byte("0")},
+		{Key: deadletter.HeaderSourceOffset, Value: []byte(strconv.FormatInt(offset, 10))},
 	}}
 }
 

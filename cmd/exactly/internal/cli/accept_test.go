@@ -2,13 +2,13 @@ package cli
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -41,7 +41,7 @@ func acceptEnv(k string) (string, bool) {
 // TestValidateAcceptsWhatRunStarts: topology is the one authority on what a
 // valid file is. Every file that topology.Parse accepts (the examples and
 // the edge cases here) builds every stage with processor.New and every sink
-// with pgsink.New, without network.
+// with processor.NewSink, without network.
 func TestValidateAcceptsWhatRunStarts(t *testing.T) {
 	dir := t.TempDir()
 	schema := filepath.Join(dir, "order.avsc")
@@ -95,7 +95,7 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
     postgres: { dsn: "host=127.0.0.1 dbname=db", table: raw.events, event_id: id, columns: { id: $key, body: $value } }
 `,
 	}
-	examples, err := filepath.Glob("../../../deploy/examples/*.yaml")
+	examples, err := filepath.Glob("../../../../deploy/examples/*.yaml")
 	if err != nil || len(examples) < 2 {
 		t.Fatalf("examples: %v %v", examples, err)
 	}
@@ -124,8 +124,8 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
 				}
 			}
 			for i := range f.Sinks {
-				if _, err := pgsink.New(pgsink.SinkConfig(f, &f.Sinks[i], "i1")); err != nil {
-					t.Errorf("validate accepts sink %s, pgsink.New rejects it: %v", f.Sinks[i].Name, err)
+				if _, err := processor.NewSink(f, &f.Sinks[i], "i1", slog.New(slog.DiscardHandler), nil, nil, nil); err != nil {
+					t.Errorf("validate accepts sink %s, processor.NewSink rejects it: %v", f.Sinks[i].Name, err)
 				}
 			}
 		})

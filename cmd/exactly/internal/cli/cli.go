@@ -1,8 +1,8 @@
 // Package cli is the exactly command line: `exactly run`, `sink`,
 // `status`, `verify`, `reset`, `redrive`, `validate`, `topics create`,
 // `test`, `demo`, `version` and `help`.
-// cmd/exactly is a thin main around it; a team that embeds exactly builds its own main, registers its Go
-// transforms with transform.Register, and calls Main.
+// cmd/exactly and the public cmd/exactly/cli (for custom binaries) are
+// thin wrappers around it.
 package cli
 
 import (
@@ -19,7 +19,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/exactly-io/exactly/cmd/exactly/demo"
 	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/transform"
@@ -470,7 +469,7 @@ func cmdDemo(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 		fmt.Fprintln(stderr, "exactly demo:", err)
 		return exitUsage
 	}
-	if _, err := demo.Run(ctx, stdout, demo.Options{Events: *events, Logger: log}); err != nil {
+	if _, err := processor.RunDemo(ctx, stdout, processor.DemoOptions{Events: *events, Logger: log}); err != nil {
 		fmt.Fprintln(stderr, "exactly demo:", err)
 		return exitFailure
 	}

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/cli"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 

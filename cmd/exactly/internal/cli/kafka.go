@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kafkaconn"
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -20,7 +20,7 @@ import (
 // cannot read (a CA, a password file) is reported on stderr; ok is then
 // false and the command exits with exitUsage.
 func kafkaOptions(f *topology.File, cmd string, stderr io.Writer) (opts []kgo.Opt, ok bool) {
-	opts, err := kafkaconn.Options(f.Kafka)
+	opts, err := processor.KafkaOptions(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, f.Path, err)
 		return nil, false
@@ -36,7 +36,7 @@ func kafkaOptions(f *topology.File, cmd string, stderr io.Writer) (opts []kgo.Op
 func watchKafka(ctx context.Context, opts []kgo.Opt) (context.Context, []kgo.Opt, func() error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	var fatal atomic.Pointer[error]
-	hook := kafkaconn.FatalHook(func(err error) {
+	hook := processor.WatchKafka(func(err error) {
 		fatal.Store(&err)
 		cancel(err)
 	})

@@ -8,8 +8,7 @@ import (
 	"io"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
-	"github.com/exactly-io/exactly/cmd/exactly/redrive"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor"
 )
 
 var redriveCommand = command{
@@ -46,7 +45,7 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 	path := topologyFlag(fs)
 	stage := fs.String("stage", "", "the stage whose dead letters to redrive (required)")
 	where := fs.String("where", "", "CEL bool expression selecting dead letters (default: all)")
-	maxRedrives := fs.Int("max-redrives", redrive.DefaultMaxRedrives, "do not redrive a record redriven this many times already")
+	maxRedrives := fs.Int("max-redrives", processor.DefaultMaxRedrives, "do not redrive a record redriven this many times already")
 	noProgress := fs.Bool("no-progress", false, "never draw the progress bar (it is drawn on a terminal only)")
 	var lf logFlags
 	lf.register(fs)
@@ -62,7 +61,7 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 		fmt.Fprintln(stderr, "exactly redrive:", err)
 		return exitUsage
 	}
-	fps, ok := failpoints("redrive", stderr)
+	_, ok := failpoints("redrive", stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -76,18 +75,18 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 		return exitUsage
 	}
 	bar := progress.ForTerminal(stderr, *noProgress, "redriving dead letters", -1)
-	cfg := redrive.Config{
+	cfg := processor.RedriveConfig{
 		Stage: st.Name, DeadLetter: st.DeadLetter.Topic, Input: st.Input.Topic,
 		Brokers: f.Kafka.Brokers, ClientID: f.Kafka.ClientID,
 		Where: *where, MaxRedrives: *maxRedrives, TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
-		Logger: log, KafkaOptions: kopts, Failpoints: kit.Failpoints{List: fps},
+		Logger: log, KafkaOptions: kopts,
 	}
 	if bar != nil {
 		cfg.Progress = bar
 	}
-	rep, err := redrive.Run(ctx, cfg)
+	rep, err := processor.Redrive(ctx, cfg)
 	bar.Done()
-	if errors.Is(err, redrive.ErrUsage) {
+	if errors.Is(err, processor.ErrUsage) {
 		// A refused --where: no report, as if it had run.
 		fmt.Fprintln(stderr, "exactly redrive:", err)
 		return exitUsage

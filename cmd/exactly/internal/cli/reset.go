@@ -8,9 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/exactly-io/exactly/cmd/exactly/reset"
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -21,7 +19,7 @@ type resetFlags struct {
 	datetime, offsets  *string
 	execute, keepState *bool
 	timeout            *time.Duration
-	target             reset.Target
+	target             processor.ResetTarget
 }
 
 var resetCommand = command{
@@ -82,7 +80,7 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	defer closeAdm()
 
 	var (
-		plan         reset.Plan
+		plan         processor.ResetPlan
 		group        string
 		err          error
 		execute      func() error
@@ -97,8 +95,8 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 		}
 		cfg := processor.StageConfig(file, st, "reset")
 		group = cfg.Group()
-		plan, err = reset.PlanStage(ctx, adm, st.Name, group, cfg.Input, f.target)
-		execute = func() error { return reset.ExecuteStage(ctx, adm, plan) }
+		plan, err = processor.PlanStageReset(ctx, adm, st.Name, group, cfg.Input, f.target)
+		execute = func() error { return processor.ExecuteStageReset(ctx, adm, plan) }
 		if store := st.StateStore(); store != "" {
 			// The state is not reset with the offsets (Kafka Streams'
 			// reset tool deletes its internal topics for the same
@@ -111,31 +109,30 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 				st.Name, store, topology.ChangelogTopic(st.Name, store), topology.ChangelogTopic(st.Name, store), *f.path)
 		}
 	default:
-		var cfg pgsink.Config
-		found := false
+		var sink *topology.Sink
 		for i := range file.Sinks {
 			if file.Sinks[i].Name == *f.sink {
-				cfg, found = pgsink.SinkConfig(file, &file.Sinks[i], "reset"), true
+				sink = &file.Sinks[i]
 			}
 		}
-		if !found {
+		if sink == nil {
 			fmt.Fprintf(stderr, "exactly reset: %s has no sink %q\n", *f.path, *f.sink)
 			return exitUsage
 		}
-		group = cfg.Group()
-		plan, err = reset.PlanSink(ctx, adm, cfg, f.target)
-		execute = func() error { return reset.ExecuteSink(ctx, cfg, plan) }
+		group = processor.SinkGroup(file, sink)
+		plan, err = processor.PlanSinkReset(ctx, adm, file, sink, f.target)
+		execute = func() error { return processor.ExecuteSinkReset(ctx, file, sink, plan) }
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly reset:", err)
-		if errors.Is(err, reset.ErrUsage) {
+		if errors.Is(err, processor.ErrUsage) {
 			return exitUsage
 		}
 		return exitFailure
 	}
 	// Checked after planning too, so that a dry run shows the plan and
 	// says it could not be applied now.
-	idleErr := reset.CheckIdle(ctx, adm, group)
+	idleErr := processor.CheckGroupIdle(ctx, adm, group)
 	plan.Print(stdout)
 	if idleErr != nil {
 		fmt.Fprintln(stderr, "exactly reset:", idleErr)
@@ -168,7 +165,7 @@ func (f *resetFlags) check() error {
 	if *f.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive")
 	}
-	t, err := reset.ParseTarget(*f.earliest, *f.latest, *f.datetime, *f.offsets)
+	t, err := processor.ParseResetTarget(*f.earliest, *f.latest, *f.datetime, *f.offsets)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/cli"
 	"github.com/exactly-io/exactly/integration/opstest"
 	"github.com/exactly-io/exactly/integration/syncbuf"
 	"github.com/exactly-io/exactly/topology/topologytest"

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -54,7 +54,7 @@ func buildNamed[T any](n int, only string, name func(i int) string, build func(i
 type processSetup struct {
 	ctx     context.Context // watched by refused
 	f       *topology.File
-	fps     []kit.Failpoint // from the environment
+	fps     []processor.Failpoint // from the environment
 	kopts   []kgo.Opt
 	refused func() error // see watchKafka
 	reg     *prometheus.Registry
@@ -94,10 +94,10 @@ func runSetup[M any](ctx context.Context, path string, load func(string) (*topol
 
 // failpoints returns the failpoints EXACTLY_FAILPOINT arms; a bad value
 // is printed as cmd's error.
-func failpoints(cmd string, stderr io.Writer) ([]kit.Failpoint, bool) {
-	fps, err := kit.ParseFailpoints(os.Getenv(kit.FailpointEnv))
+func failpoints(cmd string, stderr io.Writer) ([]processor.Failpoint, bool) {
+	fps, err := processor.FailpointsFromEnv()
 	if err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, kit.FailpointEnv, err)
+		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, "EXACTLY_FAILPOINT", err)
 		return nil, false
 	}
 	return fps, true

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/exactly-io/exactly/processor/pgsink"
+	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -35,16 +35,14 @@ func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 		return code
 	}
 	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	ps, metrics, code, ok := runSetup(ctx, *path, topology.Load, pgsink.NewMetrics, "sink", log, stderr)
+	ps, metrics, code, ok := runSetup(ctx, *path, topology.Load, processor.NewSinkMetrics, "sink", log, stderr)
 	if !ok {
 		return code
 	}
 	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
 	sinks, ok := buildNamed(len(f.Sinks), *name, func(i int) string { return f.Sinks[i].Name },
-		func(i int) (*pgsink.Sink, error) {
-			return pgsink.New(pgsink.SinkConfig(f, &f.Sinks[i], *instance),
-				pgsink.WithLogger(log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(metrics),
-				pgsink.WithKafkaOptions(kopts...))
+		func(i int) (*processor.Sink, error) {
+			return processor.NewSink(f, &f.Sinks[i], *instance, log, fps, metrics, kopts)
 		}, "sink", stderr)
 	if !ok {
 		return exitUsage

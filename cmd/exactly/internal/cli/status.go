@@ -1,15 +1,13 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
-	"github.com/exactly-io/exactly/cmd/exactly/status"
+	"github.com/exactly-io/exactly/processor"
 )
 
 var statusCommand = command{
@@ -47,11 +45,11 @@ func cmdStatus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	if rf.bad("status", stderr) {
 		return exitUsage
 	}
-	opts := []status.Option{status.HangingAfter(*rf.hangingAfter)}
+	opts := []processor.StatusOption{processor.StatusHangingAfter(*rf.hangingAfter)}
 	if *name != "" {
-		opts = append(opts, status.Only(*name))
+		opts = append(opts, processor.StatusOnly(*name))
 	}
-	rep, err := status.Collect(ctx, adm, f, opts...)
+	rep, err := processor.Status(ctx, adm, f, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly status:", err)
 		return exitFailure
@@ -69,23 +67,4 @@ func cmdStatus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 		return exitFailure
 	}
 	return exitOK
-}
-
-// Flags returns the names of the flags of an exactly command ("run",
-// "sink", "status", ...), read from the command's own flag set, so that
-// deployment manifests can be checked against the binary. It returns nil
-// for an unknown command.
-func Flags(command string) []string {
-	var out bytes.Buffer
-	if run(context.Background(), append(strings.Fields(command), "--help"), io.Discard, &out) != exitOK {
-		return nil
-	}
-	var names []string
-	for _, line := range strings.Split(out.String(), "\n") {
-		// flag.PrintDefaults: "  -name type" then an indented usage line.
-		if rest, ok := strings.CutPrefix(line, "  -"); ok {
-			names = append(names, strings.Fields(rest)[0])
-		}
-	}
-	return names
 }

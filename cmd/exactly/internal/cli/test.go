@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/exactly-io/exactly/cmd/exactly/testrun"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/testrun"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/cli"
 )
 
 // TestTestCommand runs `exactly test` on the shipped orders example, on a
 // copy of its fixture with one expected value changed, and on a fixture
 // that does not parse: exit 0, 1 with a diff, and 2.
 func TestTestCommand(t *testing.T) {
-	topo := filepath.Join("..", "..", "..", "deploy", "examples", "orders.yaml")
+	topo := filepath.Join("..", "..", "..", "..", "deploy", "examples", "orders.yaml")
 	fixture, err := os.ReadFile(strings.TrimSuffix(topo, ".yaml") + ".test.yaml")
 	if err != nil {
 		t.Fatal(err)

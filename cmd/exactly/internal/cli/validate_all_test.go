@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactly-io/exactly/cmd/exactly/cli"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/cli"
 )
 
 // TestValidateReportsEveryProblemAtOnce: a file with problems of its own

@@ -13,8 +13,7 @@ import (
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
 	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
-	"github.com/exactly-io/exactly/cmd/exactly/status"
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
+	"github.com/exactly-io/exactly/processor"
 )
 
 var verifyCommand = command{
@@ -69,11 +68,11 @@ func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	defer cancel()
 	// Progress on a terminal only: a pipe, a file or --json stays clean.
 	bar := progress.ForTerminal(stderr, *rf.asJSON || *noProgress, "reading topics", -1)
-	cfg := verify.Config{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *rf.hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
+	cfg := processor.VerifyConfig{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *rf.hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
 	if bar != nil {
 		cfg.Progress = bar
 	}
-	rep, err := verify.Run(ctx, cfg)
+	rep, err := processor.Verify(ctx, cfg)
 	bar.Done()
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly verify:", err)
@@ -95,7 +94,7 @@ func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	return exitOK
 }
 
-func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
+func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Duration) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tin\tprocessed\tout\tdead-lettered\tfiltered\tdeduplicated\taggregated\tpending\tlost\tduplicates\torphans\t")
 	for _, c := range rep.Stages {
@@ -148,7 +147,7 @@ func printReport(w io.Writer, rep *verify.Report, hangingAfter time.Duration) {
 	}
 	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked) // "partitions: N" reads for any N
 	if len(rep.HangingTransactions) > 0 {
-		_ = status.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
+		_ = processor.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
 	}
 	fmt.Fprintf(w, "records read: %d in %s\n", rep.Records, time.Duration(rep.Elapsed).Round(time.Millisecond))
 	if rep.OK {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactly-io/exactly/cmd/exactly/verify"
+	"github.com/exactly-io/exactly/processor"
 )
 
 // An OK verdict names the sinks whose rows verify did not compare
@@ -13,15 +13,15 @@ import (
 // claim about their tables.
 func TestPrintReportNamesUncomparedSinks(t *testing.T) {
 	for _, tc := range []struct {
-		sinks []*verify.SinkCheck
+		sinks []*processor.SinkCheck
 		want  string
 	}{
-		{[]*verify.SinkCheck{{Name: "a", RowsChecked: true}}, "OK: exactly once (no loss, no duplicate, no open transaction)\n"},
-		{[]*verify.SinkCheck{{Name: "a", RowsChecked: true}, {Name: "del", Note: "rows not compared: tombstones: delete makes the rows depend on order"}},
+		{[]*processor.SinkCheck{{Name: "a", RowsChecked: true}}, "OK: exactly once (no loss, no duplicate, no open transaction)\n"},
+		{[]*processor.SinkCheck{{Name: "a", RowsChecked: true}, {Name: "del", Note: "rows not compared: tombstones: delete makes the rows depend on order"}},
 			"OK: exactly once (no loss, no duplicate, no open transaction); rows of del not compared (see above)\n"},
 	} {
 		var b bytes.Buffer
-		printReport(&b, &verify.Report{OK: true, Sinks: tc.sinks}, 0)
+		printReport(&b, &processor.VerifyReport{OK: true, Sinks: tc.sinks}, 0)
 		if !strings.HasSuffix(b.String(), tc.want) {
 			t.Errorf("report ends\n%q\nwant\n%q", b.String()[max(0, b.Len()-120):], tc.want)
 		}

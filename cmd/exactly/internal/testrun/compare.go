@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/plural"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // TopicDiff compares one topic: each record as one line of text holding
@@ -113,11 +113,11 @@ func recordLine(r *kgo.Record, dlq bool) (string, string) {
 	var reason, errText, step string
 	for _, h := range r.Headers {
 		switch {
-		case h.Key == kit.HeaderReason:
+		case h.Key == deadletter.HeaderReason:
 			reason = string(h.Value)
-		case h.Key == kit.HeaderError:
+		case h.Key == deadletter.HeaderError:
 			errText = string(h.Value)
-		case h.Key == kit.HeaderStep:
+		case h.Key == deadletter.HeaderStep:
 			step = string(h.Value)
 		case strings.HasPrefix(h.Key, "exactly."):
 		default:

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
-	"github.com/exactly-io/exactly/processor/kit"
+	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
@@ -502,16 +502,16 @@ func source(r *kgo.Record) (position, int, bool) {
 	index := 0
 	for _, h := range r.Headers {
 		switch h.Key {
-		case processor.HeaderLineageTopic, kit.HeaderSourceTopic:
+		case processor.HeaderLineageTopic, deadletter.HeaderSourceTopic:
 			pos.topic = string(h.Value)
 			have++
-		case processor.HeaderLineagePartition, kit.HeaderSourcePartition:
+		case processor.HeaderLineagePartition, deadletter.HeaderSourcePartition:
 			p, err := strconv.ParseInt(string(h.Value), 10, 32)
 			if err == nil {
 				pos.partition = int32(p)
 				have++
 			}
-		case processor.HeaderLineageOffset, kit.HeaderSourceOffset:
+		case processor.HeaderLineageOffset, deadletter.HeaderSourceOffset:
 			o, err := strconv.ParseInt(string(h.Value), 10, 64)
 			if err == nil {
 				pos.offset = o

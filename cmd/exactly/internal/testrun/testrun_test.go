@@ -9,11 +9,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/exactly-io/exactly/cmd/exactly/testrun"
+	"github.com/exactly-io/exactly/cmd/exactly/internal/testrun"
 	"github.com/exactly-io/exactly/processor/transform"
 )
 
-const examples = "../../../deploy/examples"
+const examples = "../../../../deploy/examples"
 
 func noEnv(string) (string, bool) { return "", false }
 
