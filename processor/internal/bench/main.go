@@ -11,7 +11,7 @@
 // and checks both outputs against the counts it computed.
 //
 //	source /tmp/exactly-local/env   # deploy/local/up.sh
-//	go run -tags integration ./integration/bench [-records 200000] [-partitions 3] [-profile FILE] [-cases windowed]
+//	go run -tags integration ./processor/internal/bench [-records 200000] [-partitions 3] [-profile FILE] [-cases windowed]
 //
 // It prints a table and writes results/<time>.json and .png (and
 // latest.json, latest.png) under -out. exactly runs as a subprocess built

@@ -16,7 +16,7 @@ import (
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
-// The hot path of a stage, on the record integration/bench uses: 1 KiB of
+// The hot path of a stage, on the record processor/internal/bench uses: 1 KiB of
 // JSON with a unique event_id. Each piece alone first (decode, normalize,
 // the 3-step CEL transform, encode), then the whole stage in process on
 // kfake (build the output record, the per-record dead-letter checks,
@@ -29,7 +29,7 @@ func benchValue(i int) []byte {
 	return []byte(head + strings.Repeat("x", 1024-len(head)-2) + `"}`)
 }
 
-// celSteps is integration/bench's 3-step transform.
+// celSteps is processor/internal/bench's 3-step transform.
 const celSteps = `    transform:
       - filter: 'value.amount >= 0'
       - set: { tier: 'value.amount > 500 ? "gold" : "std"', total_cents: 'value.amount * 100' }

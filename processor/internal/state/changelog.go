@@ -71,7 +71,7 @@ func DescribeChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts 
 
 // restoreFetchBytes bounds a restore's fetches (franz-go's default is 50
 // MiB): with it a restore's memory stays small whatever the changelog's
-// size, at no cost in speed (see integration/statebench).
+// size, at no cost in speed (see processor/internal/statebench).
 const restoreFetchBytes = 1 << 20
 
 // Range is the offsets [From, End) of a changelog partition to read.

@@ -6,7 +6,7 @@
 // a valid checkpoint. Each phase runs in its own process, so its peak RSS
 // (VmHWM of /proc/self/status) is its own.
 //
-//	go run ./integration/statebench -brokers 127.0.0.1:9092 -n 10000000
+//	go run ./processor/internal/statebench -brokers 127.0.0.1:9092 -n 10000000
 //
 // With -mode stage it measures a real stage process instead (stage.go):
 // `exactly run` with a dedupe step consumes N distinct IDs, restores them
@@ -14,7 +14,7 @@
 // each phase's VmHWM is read from /proc/<pid>/status of that process:
 //
 //	go build -o /tmp/exactly ./cmd/exactly
-//	go run ./integration/statebench -mode stage -exactly /tmp/exactly -n 10000000
+//	go run ./processor/internal/statebench -mode stage -exactly /tmp/exactly -n 10000000
 //
 // It is a benchmark, not a test: it prints figures and checks only that
 // each phase did what it must (N entries restored, 0 records on restart,
