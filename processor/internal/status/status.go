@@ -148,8 +148,40 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 	for _, opt := range opts {
 		opt(&o)
 	}
+	rep := newReport(f, o)
+	groups := rep.groups()
+	if len(groups) == 0 {
+		if o.only != "" {
+			return nil, fmt.Errorf("no stage or sink %q", o.only)
+		}
+		return rep, nil
+	}
+	var names, topics []string
+	for _, g := range groups {
+		names = append(names, g.Group)
+		if !slices.Contains(topics, g.Topic) {
+			topics = append(topics, g.Topic)
+		}
+	}
+	c, err := readCluster(ctx, adm, names, topics)
+	if err != nil {
+		return nil, err
+	}
+	for _, g := range groups {
+		c.collect(ctx, adm, f, o, g)
+	}
+	txns, err := HangingTxns(ctx, adm, TxnTopics(f, o.only), o.hangingAfter)
+	if err != nil {
+		rep.Errors = append(rep.Errors, "open transactions: "+err.Error())
+	}
+	rep.HangingTransactions = append(rep.HangingTransactions, txns...)
+	return rep, nil
+}
+
+// newReport is the report of f's stages and sinks (or of the one that o
+// names), before anything is read.
+func newReport(f *topology.File, o options) *Report {
 	rep := &Report{At: time.Now().UTC(), Stages: []Group{}, Sinks: []Group{}, HangingTransactions: []OpenTxn{}, HangingAfterMs: o.hangingAfter.Milliseconds()}
-	var groups []*Group
 	for _, st := range f.StagesInOrder() {
 		if o.only != "" && st.Name != o.only {
 			continue
@@ -167,99 +199,115 @@ func Collect(ctx context.Context, adm *kadm.Client, f *topology.File, opts ...Op
 		}
 		rep.Sinks = append(rep.Sinks, Group{Kind: "sink", Name: sk.Name, Group: pgsink.SinkConfig(f, sk, "").Group(), Topic: sk.Input.Topic})
 	}
-	var names, topics []string
+	return rep
+}
+
+// groups returns the stages' groups, then the sinks'.
+func (rep *Report) groups() []*Group {
+	var groups []*Group
 	for i := range rep.Stages {
 		groups = append(groups, &rep.Stages[i])
 	}
 	for i := range rep.Sinks {
 		groups = append(groups, &rep.Sinks[i])
 	}
-	if len(groups) == 0 {
-		if o.only != "" {
-			return nil, fmt.Errorf("no stage or sink %q", o.only)
-		}
-		return rep, nil
-	}
-	for _, g := range groups {
-		names = append(names, g.Group)
-		if !slices.Contains(topics, g.Topic) {
-			topics = append(topics, g.Topic)
-		}
-	}
+	return groups
+}
 
+// cluster is what Collect reads of the input topics and the groups once,
+// for all of them.
+type cluster struct {
+	lso, start kadm.ListedOffsets // read_committed ends; starts
+	described  kadm.DescribedGroups
+	derr       error             // of describing the groups
+	ids        map[string]string // topic -> ID
+	hwm        kadm.ListedOffsets
+}
+
+func readCluster(ctx context.Context, adm *kadm.Client, names, topics []string) (*cluster, error) {
+	c := &cluster{ids: map[string]string{}}
+	var err error
 	// read_committed ends: the LSO (ListOffsets with isolation level 1).
-	lso, err := adm.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
+	if c.lso, err = adm.ListCommittedOffsets(ctx, topics...); err != nil {
 		return nil, fmt.Errorf("list last stable offsets: %w", err)
 	}
-	start, err := adm.ListStartOffsets(ctx, topics...)
-	if err != nil {
+	if c.start, err = adm.ListStartOffsets(ctx, topics...); err != nil {
 		return nil, fmt.Errorf("list start offsets: %w", err)
 	}
-	described, derr := adm.DescribeGroups(ctx, names...)
+	c.described, c.derr = adm.DescribeGroups(ctx, names...)
 	// Topic IDs and high watermarks, to tell a sink's stored position
 	// from one of an earlier topic of the same name.
-	ids := map[string]string{}
 	if md, err := adm.ListTopics(ctx, topics...); err == nil {
 		for name, d := range md {
 			if d.Err == nil {
-				ids[name] = d.ID.String()
+				c.ids[name] = d.ID.String()
 			}
 		}
 	}
-	hwm, _ := adm.ListEndOffsets(ctx, topics...)
+	c.hwm, _ = adm.ListEndOffsets(ctx, topics...)
+	return c, nil
+}
 
-	for _, g := range groups {
-		if derr != nil {
-			g.Errors = append(g.Errors, "describe group: "+derr.Error())
-		} else if d, ok := described[g.Group]; ok {
-			describe(g, d)
-		}
-		committed := map[int32]int64{}
-		writers := map[int32]pgsink.StoredPosition{}
-		voided := map[int32]string{}
-		if g.Kind == "stage" {
-			var resp kadm.OffsetResponses
-			err := backoff.RetryRetriable(ctx, 10, func() (err error) {
-				if resp, err = adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic); err == nil {
-					err = resp.Error()
-				}
-				return err
-			})
-			if err != nil {
-				g.Errors = append(g.Errors, "fetch committed offsets: "+err.Error())
-			}
-			for p, r := range resp[g.Topic] {
-				if r.Err == nil && r.At >= 0 {
-					committed[p] = r.At
-				}
-			}
-		} else {
-			sk, _ := f.Sink(g.Name)
-			pos, err := o.positions(ctx, pgsink.SinkConfig(f, sk, "status"))
-			if err != nil {
-				g.Errors = append(g.Errors, err.Error())
-			}
-			for _, p := range pos {
-				writers[p.Partition] = p
-				if why := voidPosition(p, ids[g.Topic], hwm[g.Topic][p.Partition]); why != "" {
-					voided[p.Partition] = why
-					continue
-				}
-				committed[p.Partition] = p.NextOffset
-			}
-		}
-		partitions(g, lso[g.Topic], start[g.Topic], committed, writers, voided)
-		if g.Changelog != nil {
-			changelog(ctx, adm, g)
-		}
+// collect fills in g: its members, and the position and lag of each
+// partition, from the group's committed offsets (a stage's) or the
+// positions stored in Postgres (a sink's).
+func (c *cluster) collect(ctx context.Context, adm *kadm.Client, f *topology.File, o options, g *Group) {
+	if c.derr != nil {
+		g.Errors = append(g.Errors, "describe group: "+c.derr.Error())
+	} else if d, ok := c.described[g.Group]; ok {
+		describe(g, d)
 	}
-	txns, err := HangingTxns(ctx, adm, TxnTopics(f, o.only), o.hangingAfter)
+	committed := map[int32]int64{}
+	writers := map[int32]pgsink.StoredPosition{}
+	voided := map[int32]string{}
+	if g.Kind == "stage" {
+		stageCommitted(ctx, adm, g, committed)
+	} else {
+		c.sinkCommitted(ctx, f, o, g, committed, writers, voided)
+	}
+	partitions(g, c.lso[g.Topic], c.start[g.Topic], committed, writers, voided)
+	if g.Changelog != nil {
+		changelog(ctx, adm, g)
+	}
+}
+
+// stageCommitted reads the offsets stage group g committed into
+// committed.
+func stageCommitted(ctx context.Context, adm *kadm.Client, g *Group, committed map[int32]int64) {
+	var resp kadm.OffsetResponses
+	err := backoff.RetryRetriable(ctx, 10, func() (err error) {
+		if resp, err = adm.FetchOffsetsForTopics(ctx, g.Group, g.Topic); err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
 	if err != nil {
-		rep.Errors = append(rep.Errors, "open transactions: "+err.Error())
+		g.Errors = append(g.Errors, "fetch committed offsets: "+err.Error())
 	}
-	rep.HangingTransactions = append(rep.HangingTransactions, txns...)
-	return rep, nil
+	for p, r := range resp[g.Topic] {
+		if r.Err == nil && r.At >= 0 {
+			committed[p] = r.At
+		}
+	}
+}
+
+// sinkCommitted reads the positions sink g stored in Postgres: into
+// writers each, into committed those of the current topic, into voided
+// why the others are not.
+func (c *cluster) sinkCommitted(ctx context.Context, f *topology.File, o options, g *Group, committed map[int32]int64, writers map[int32]pgsink.StoredPosition, voided map[int32]string) {
+	sk, _ := f.Sink(g.Name)
+	pos, err := o.positions(ctx, pgsink.SinkConfig(f, sk, "status"))
+	if err != nil {
+		g.Errors = append(g.Errors, err.Error())
+	}
+	for _, p := range pos {
+		writers[p.Partition] = p
+		if why := voidPosition(p, c.ids[g.Topic], c.hwm[g.Topic][p.Partition]); why != "" {
+			voided[p.Partition] = why
+			continue
+		}
+		committed[p.Partition] = p.NextOffset
+	}
 }
 
 func describe(g *Group, d kadm.DescribedGroup) {
@@ -381,52 +429,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		state := g.State
-		if state == "" {
-			state = "unknown"
-		}
-		fmt.Fprintf(w, "%s %s: group %s, state %s, %s, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, plural.Count(len(g.Members), "member"), g.Lag)
-		for _, e := range g.Errors {
-			fmt.Fprintf(w, "  error: %s\n", e)
-		}
-		committed := "COMMITTED"
-		if g.Kind == "sink" {
-			committed = "POSITION"
-		}
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "  TOPIC/PARTITION\tMEMBER\tLAST STABLE\t%s\tLAG\n", committed)
-		for _, p := range g.Partitions {
-			c := "-"
-			if p.Committed >= 0 {
-				c = fmt.Sprint(p.Committed)
-				if p.UpdatedAt != nil {
-					c += fmt.Sprintf(" (%s, %s)", p.Writer, p.UpdatedAt.Format(time.RFC3339))
-				}
-			}
-			member := p.Member
-			if member == "" {
-				member = "-"
-			}
-			fmt.Fprintf(tw, "  %s/%d\t%s\t%d\t%s\t%d\n", g.Topic, p.Partition, member, p.LastStable, c, p.Lag)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := g.writeTable(w); err != nil {
 			return err
-		}
-		for _, p := range g.Partitions {
-			if p.Void != "" {
-				fmt.Fprintf(w, "  %s/%d: position void: %s\n", g.Topic, p.Partition, p.Void)
-			}
-		}
-		if c := g.Changelog; c != nil {
-			fmt.Fprintf(w, "  changelog %s: %d offsets; a restore without a checkpoint reads up to that many (restore progress of running instances: %s)\n", c.Topic, c.Offsets, c.Progress)
-			ctw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintf(ctw, "  CHANGELOG/PARTITION\tSTART\tEND\n")
-			for _, p := range c.Partitions {
-				fmt.Fprintf(ctw, "  %s/%d\t%d\t%d\n", c.Topic, p.Partition, p.Start, p.End)
-			}
-			if err := ctw.Flush(); err != nil {
-				return err
-			}
 		}
 	}
 	fmt.Fprintln(w)
@@ -434,6 +438,62 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
 	return WriteHangingTable(w, r.HangingTransactions, time.Duration(r.HangingAfterMs)*time.Millisecond)
+}
+
+// writeTable writes g's header line, its errors, its partitions and its
+// changelog's.
+func (g *Group) writeTable(w io.Writer) error {
+	state := g.State
+	if state == "" {
+		state = "unknown"
+	}
+	fmt.Fprintf(w, "%s %s: group %s, state %s, %s, lag %d\n", strings.ToUpper(g.Kind), g.Name, g.Group, state, plural.Count(len(g.Members), "member"), g.Lag)
+	for _, e := range g.Errors {
+		fmt.Fprintf(w, "  error: %s\n", e)
+	}
+	if err := g.writePartitions(w); err != nil {
+		return err
+	}
+	for _, p := range g.Partitions {
+		if p.Void != "" {
+			fmt.Fprintf(w, "  %s/%d: position void: %s\n", g.Topic, p.Partition, p.Void)
+		}
+	}
+	if c := g.Changelog; c != nil {
+		fmt.Fprintf(w, "  changelog %s: %d offsets; a restore without a checkpoint reads up to that many (restore progress of running instances: %s)\n", c.Topic, c.Offsets, c.Progress)
+		ctw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(ctw, "  CHANGELOG/PARTITION\tSTART\tEND\n")
+		for _, p := range c.Partitions {
+			fmt.Fprintf(ctw, "  %s/%d\t%d\t%d\n", c.Topic, p.Partition, p.Start, p.End)
+		}
+		return ctw.Flush()
+	}
+	return nil
+}
+
+// writePartitions writes the table of g's partitions.
+func (g *Group) writePartitions(w io.Writer) error {
+	committed := "COMMITTED"
+	if g.Kind == "sink" {
+		committed = "POSITION"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  TOPIC/PARTITION\tMEMBER\tLAST STABLE\t%s\tLAG\n", committed)
+	for _, p := range g.Partitions {
+		c := "-"
+		if p.Committed >= 0 {
+			c = fmt.Sprint(p.Committed)
+			if p.UpdatedAt != nil {
+				c += fmt.Sprintf(" (%s, %s)", p.Writer, p.UpdatedAt.Format(time.RFC3339))
+			}
+		}
+		member := p.Member
+		if member == "" {
+			member = "-"
+		}
+		fmt.Fprintf(tw, "  %s/%d\t%s\t%d\t%s\t%d\n", g.Topic, p.Partition, member, p.LastStable, c, p.Lag)
+	}
+	return tw.Flush()
 }
 
 // Failed reports whether anything could not be read.
