@@ -35,10 +35,14 @@ type StageCheck struct {
 	Deduplicated int64 `json:"deduplicated"`
 	// Aggregated counts inputs without output or dead letter in a stage
 	// with an aggregate step: each went into its windows' results, which
-	// are records of their own (counted in NoLineage), not one input's
+	// are records of their own (counted in WindowResults), not one input's
 	// output. Verify does not recompute the results.
 	Aggregated int64 `json:"aggregated,omitempty"`
-	Pending    int64 `json:"pending"`
+	// WindowResults counts the aggregate step's results in the outputs:
+	// they carry the stage's exactly.stage header and no source headers,
+	// since a window has many inputs.
+	WindowResults int64 `json:"window_results,omitempty"`
+	Pending       int64 `json:"pending"`
 	// Failures.
 	Lost                int64 `json:"lost"`
 	Duplicates          int64 `json:"duplicates"`          // repeated (source, index) or dead letters
@@ -179,7 +183,11 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 		o, errO := strconv.ParseInt(hdr(r, stage.HeaderLineageOffset), 10, 64)
 		idx, errI := strconv.ParseUint(hdr(r, stage.HeaderLineageIndex), 10, 32)
 		if src != c.Input || errP != nil || errO != nil || errI != nil {
-			if src == "" {
+			_, ofStage := audit.Header(r, stage.HeaderLineageStage)
+			switch {
+			case src == "" && ofStage && c.aggregates:
+				c.WindowResults++
+			case src == "":
 				c.NoLineage++
 			}
 			return nil

@@ -188,6 +188,46 @@ func accountedStage(t *testing.T, committed int64, mayFilter, dedupes bool, recs
 	return c
 }
 
+// A window result carries the stage's name and no source: it is counted
+// apart, and its inputs as aggregated. In a stage without an aggregate
+// step, the same record is an output without lineage.
+func TestStageAccountWindowResults(t *testing.T) {
+	result := &kgo.Record{Topic: "out", Value: []byte(`{"key":"c-1","window":{},"results":{"n":1}}`),
+		Headers: []kgo.RecordHeader{{Key: stage.HeaderLineageStage, Value: []byte("st")}}}
+	for _, tc := range []struct {
+		name       string
+		aggregates bool
+		want       StageCheck
+	}{
+		{"aggregate", true, StageCheck{In: 1, Aggregated: 1, WindowResults: 1}},
+		{"no aggregate", false, StageCheck{In: 1, Lost: 1, NoLineage: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			json, _ := serde.New(serde.JSON)
+			c := &StageCheck{Name: "st", Input: "in", in: json, out: json, aggregates: tc.aggregates,
+				group: map[int32]int64{0: 1}, DeadLettersByReason: map[string]int64{}}
+			c.lineage, c.ids = newTestSpills(t)
+			var rec [linSize]byte
+			var idRec [idSize]byte
+			for _, r := range []struct {
+				kind byte
+				r    *kgo.Record
+			}{{kIn, input(0, "a")}, {kOut, result}} {
+				if err := c.handle(r.kind, r.r, rec[:], idRec[:], "id"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := c.account(map[int32]int64{0: 0}); err != nil {
+				t.Fatal(err)
+			}
+			got := StageCheck{In: c.In, Aggregated: c.Aggregated, WindowResults: c.WindowResults, Lost: c.Lost, NoLineage: c.NoLineage}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("counters:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestStageAccount(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -116,6 +116,10 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 		if len(c.DeadLettersByReason) > 0 {
 			fmt.Fprintf(w, "dead letters of stage %s: %s\n", c.Name, reasons(c.DeadLettersByReason))
 		}
+		if c.WindowResults > 0 {
+			fmt.Fprintf(w, "stage %s: %s of its aggregate step, each of the inputs of one window and key (counted as aggregated)\n", c.Name,
+				plural.Count(c.WindowResults, "output is a window result", "outputs are window results"))
+		}
 		if c.NoLineage > 0 {
 			fmt.Fprintf(w, "stage %s: %s no lineage headers and %s not accounted for\n", c.Name,
 				plural.Count(c.NoLineage, "output carries", "outputs carry"), plural.Noun(c.NoLineage, "was", "were"))
