@@ -8,7 +8,6 @@ package reset
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -116,10 +115,12 @@ type Plan struct {
 }
 
 // Print writes the plan: a header line, then a table with one line per
-// partition (current position, new position, and how far it moves).
+// partition (current position, new position, and how far it moves). The
+// topic ID is in base64, as Kafka's tools, the positions table and the
+// dead letters' exactly.dlq.source.topic_id give it.
 func (p Plan) Print(w io.Writer) {
 	fmt.Fprintf(w, "%s %s: reset %s (topic ID %s) to %s, positions in %s\n",
-		p.Kind, p.Name, p.Topic, hex.EncodeToString(p.TopicID[:]), p.Target, p.Store)
+		p.Kind, p.Name, p.Topic, kadm.TopicID(p.TopicID), p.Target, p.Store)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARTITION\tCURRENT\tNEW\tMOVE")
 	for _, c := range p.Changes {

@@ -52,13 +52,15 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
+// The plan gives the topic ID in base64, the form of the positions table
+// and the dead letters' exactly.dlq.source.topic_id header.
 func TestPlanPrint(t *testing.T) {
 	p := Plan{Kind: "stage", Name: "clean", Group: "exactly-clean", Topic: "orders.raw", TopicID: [16]byte{0xde, 0xad},
 		Target: Target{Kind: Time, Time: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}, Store: "consumer group exactly-clean",
 		Changes: changes(map[int32]int64{1: 250, 0: 100, 2: 7}, map[int32]int64{0: 500, 1: 250})}
 	var b strings.Builder
 	p.Print(&b)
-	want := `stage clean: reset orders.raw (topic ID dead0000000000000000000000000000) to time 2024-05-01T12:00:00Z, positions in consumer group exactly-clean
+	want := `stage clean: reset orders.raw (topic ID 3q0AAAAAAAAAAAAAAAAAAA==) to time 2024-05-01T12:00:00Z, positions in consumer group exactly-clean
 PARTITION  CURRENT  NEW  MOVE
 0          500      100  -400
 1          250      250  +0
