@@ -108,71 +108,36 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	if err != nil {
 		return err
 	}
-	var (
-		p                          *proc
-		group, outTop, metricsAddr string
-	)
+	lc := &latencyCase{in: in}
 	if res.Case == latKStreams {
-		if outTop, err = r.k.topic(ctx, tag+"_out", 0); err != nil {
-			return err
-		}
-		group = r.k.group(r.k.name(tag))
-		state, err := os.MkdirTemp("", "bench-kstreams-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(state)
-		if p, err = r.startKStreams(tag, group, in, outTop, "cel", state, nil); err != nil {
-			return err
-		}
+		err = r.startLatencyKStreams(ctx, lc, tag)
 	} else {
-		if metricsAddr, err = opstest.Addr(); err != nil {
-			return err
-		}
-		prof := ""
-		if r.cfg.profile != "" {
-			// The stage's CPU profile at this load, beside -profile's.
-			prof = filepath.Join(filepath.Dir(r.cfg.profile), tag+".prof")
-		}
-		if p, group, err = r.startStage(ctx, tag, in, true, "", prof, "--metrics-addr", metricsAddr); err != nil {
-			return err
-		}
-		outTop = r.k.name(tag + "_out")
+		err = r.startLatencyStage(ctx, lc, tag)
+	}
+	defer lc.cleanup()
+	if err != nil {
+		return err
 	}
 	defer func() {
-		u, _ := p.stop()
+		u, _ := lc.p.stop()
 		res.PeakRSSMiB = u.PeakRSSMiB
 	}()
-	if err := r.waitStable(ctx, group, p); err != nil {
+	if err := r.waitStable(ctx, lc.group, lc.p); err != nil {
 		return err
 	}
 	var txn0 txnStats
-	if metricsAddr != "" {
-		txn0, _ = scrapeTxns(ctx, metricsAddr)
+	if lc.metricsAddr != "" {
+		txn0, _ = scrapeTxns(ctx, lc.metricsAddr)
 	}
 
 	n := res.Records
 	seeds := strings.Split(r.cfg.brokers, ",")
-	cons, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(outTop),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond))
+	cons, prod, err := latencyClients(ctx, seeds, lc.outTop, in)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		return err
-	}
 	defer prod.Close()
-	// Both clients connect and learn their metadata before the clock runs.
-	if err := prod.Ping(ctx); err != nil {
-		return err
-	}
-	if err := cons.Ping(ctx); err != nil {
-		return err
-	}
-
 	// The values are made before the clock runs: making a 1 KiB value
 	// costs the harness more CPU than producing it, CPU the stage and the
 	// broker share on a small machine. Keys stay unique.
@@ -180,50 +145,183 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	for i := range vals {
 		vals[i] = value(i)
 	}
+
 	lats := make([]time.Duration, 0, n)
 	got, consDone := make(chan struct{}), make(chan struct{})
-	var once sync.Once
 	cctx, ccancel := context.WithCancel(ctx)
 	defer ccancel()
 	go func() {
 		defer close(consDone)
-		for cctx.Err() == nil {
-			fs := cons.PollFetches(cctx)
-			now := time.Now()
-			fs.EachRecord(func(rec *kgo.Record) {
-				lats = append(lats, now.Sub(rec.Timestamp))
-			})
-			if len(lats) >= n {
-				once.Do(func() { close(got) })
-				return
-			}
-		}
+		lats = consumeLatencies(cctx, cons, n, lats, got)
 	}()
 
-	var (
-		mu      sync.Mutex
-		prodErr error
-		acks    = make([]time.Duration, 0, n)
-	)
 	brokerPID := listenerPID(seeds[0])
 	// The broker's background use (other clients of a shared broker),
 	// to take out of its cost.
-	idle0 := markCPU(p.cmd.Process.Pid, brokerPID)
+	idle0 := markCPU(lc.p.cmd.Process.Pid, brokerPID)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(3 * time.Second):
 	}
-	idle := markCPU(p.cmd.Process.Pid, brokerPID).since(idle0).Broker
-	cpu0 := markCPU(p.cmd.Process.Pid, brokerPID)
+	idle := markCPU(lc.p.cmd.Process.Pid, brokerPID).since(idle0).Broker
+	cpu0 := markCPU(lc.p.cmd.Process.Pid, brokerPID)
+	werr, err := produceAtRate(ctx, prod, res, vals, cpu0, brokerPID, lc.p)
+	if err != nil {
+		return err
+	}
+	werr = errors.Join(werr, r.awaitOutputs(ctx, lc, res, got, latencyMarks{cpu0: cpu0, idle: idle, txn0: txn0, brokerPID: brokerPID}))
+	ccancel()
+	<-consDone
+	res.setLatencies(lats, n)
+	return werr
+}
+
+// latencyMarks are what a latency measurement read before its run, to
+// take out of what it reads after.
+type latencyMarks struct {
+	cpu0      cpuMark
+	idle      float64 // the broker's background CPU before the run
+	txn0      txnStats
+	brokerPID int
+}
+
+// awaitOutputs waits for every output, then fills res's CPU cost and
+// transaction counts; the error says why not every output came.
+func (r *runner) awaitOutputs(ctx context.Context, lc *latencyCase, res *latencyResult, got <-chan struct{}, m latencyMarks) error {
+	select {
+	case <-got:
+	case <-time.After(max(30*time.Second, 4*r.cfg.latencyFor)):
+		// A stage that fell behind is given time to catch up, so that
+		// its latency shows how far behind it fell.
+		return errors.New("timed out waiting for the outputs")
+	case <-lc.p.exited:
+		return lc.p.failure()
+	}
+	done := markCPU(lc.p.cmd.Process.Pid, m.brokerPID)
+	// The broker's background use again, after the run: the mean of
+	// the two is taken out.
+	select {
+	case <-ctx.Done():
+	case <-time.After(3 * time.Second):
+	}
+	after := markCPU(lc.p.cmd.Process.Pid, m.brokerPID).since(done).Broker
+	c := done.cost(m.cpu0, res.Records, (m.idle+after)/2)
+	res.Cost = &c
+	if lc.metricsAddr != "" {
+		if t, err := scrapeTxns(ctx, lc.metricsAddr); err == nil {
+			t = t.since(m.txn0)
+			res.Txns = &t
+		}
+	}
+	return nil
+}
+
+// latencyCase is the process under measurement: what it reads and
+// writes, and how to clean up after it.
+type latencyCase struct {
+	p                 *proc
+	in, group, outTop string
+	metricsAddr       string // of a stage; "" for Kafka Streams
+	cleanup           func()
+}
+
+// startLatencyKStreams starts the Kafka Streams application of case tag.
+func (r *runner) startLatencyKStreams(ctx context.Context, lc *latencyCase, tag string) error {
+	lc.cleanup = func() {}
+	var err error
+	if lc.outTop, err = r.k.topic(ctx, tag+"_out", 0); err != nil {
+		return err
+	}
+	lc.group = r.k.group(r.k.name(tag))
+	state, err := os.MkdirTemp("", "bench-kstreams-")
+	if err != nil {
+		return err
+	}
+	lc.cleanup = func() { os.RemoveAll(state) }
+	lc.p, err = r.startKStreams(tag, lc.group, lc.in, lc.outTop, "cel", state, nil)
+	return err
+}
+
+// startLatencyStage starts the stage of case tag, with its metrics and,
+// with -profile, its CPU profile at this load beside -profile's.
+func (r *runner) startLatencyStage(ctx context.Context, lc *latencyCase, tag string) error {
+	lc.cleanup = func() {}
+	var err error
+	if lc.metricsAddr, err = opstest.Addr(); err != nil {
+		return err
+	}
+	prof := ""
+	if r.cfg.profile != "" {
+		prof = filepath.Join(filepath.Dir(r.cfg.profile), tag+".prof")
+	}
+	if lc.p, lc.group, err = r.startStage(ctx, tag, lc.in, true, "", prof, "--metrics-addr", lc.metricsAddr); err != nil {
+		return err
+	}
+	lc.outTop = r.k.name(tag + "_out")
+	return nil
+}
+
+// latencyClients returns a read_committed consumer of outTop and a
+// producer to in, both connected, with their metadata, before the clock
+// runs.
+func latencyClients(ctx context.Context, seeds []string, outTop, in string) (cons, prod *kgo.Client, err error) {
+	cons, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(outTop),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		return nil, nil, err
+	}
+	prod, err = kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(in), kgo.ProducerLinger(time.Millisecond))
+	if err != nil {
+		cons.Close()
+		return nil, nil, err
+	}
+	if err = prod.Ping(ctx); err == nil {
+		err = cons.Ping(ctx)
+	}
+	if err != nil {
+		cons.Close()
+		prod.Close()
+		return nil, nil, err
+	}
+	return cons, prod, nil
+}
+
+// consumeLatencies appends to lats the latency of each output consumed,
+// until there are n (closing got) or ctx ends.
+func consumeLatencies(ctx context.Context, cons *kgo.Client, n int, lats []time.Duration, got chan struct{}) []time.Duration {
+	for ctx.Err() == nil {
+		fs := cons.PollFetches(ctx)
+		now := time.Now()
+		fs.EachRecord(func(rec *kgo.Record) {
+			lats = append(lats, now.Sub(rec.Timestamp))
+		})
+		if len(lats) >= n {
+			close(got)
+			return lats
+		}
+	}
+	return lats
+}
+
+// produceAtRate produces res.Records records of vals at res.TargetRate and flushes them,
+// filling res's rate, CPU shares and acknowledgement times. werr is the
+// produce error to report with the result; err ends the measurement.
+func produceAtRate(ctx context.Context, prod *kgo.Client, res *latencyResult, vals [][]byte, cpu0 cpuMark, brokerPID int, p *proc) (werr, err error) {
+	n := res.Records
+	var (
+		mu      sync.Mutex
+		prodErr error
+		acks    = make([]time.Duration, 0, n)
+	)
 	start := time.Now()
 	tick := time.NewTicker(2 * time.Millisecond)
-	sent := 0
-	for sent < n {
+	defer tick.Stop()
+	for sent := 0; sent < n; {
 		select {
 		case <-ctx.Done():
-			tick.Stop()
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-tick.C:
 		}
 		due := min(n, int(time.Since(start).Seconds()*float64(res.TargetRate)))
@@ -245,43 +343,19 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 	cpu := markCPU(p.cmd.Process.Pid, brokerPID).since(cpu0)
 	res.CPU = &cpu
 	if err := prod.Flush(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	mu.Lock()
-	perr := prodErr
+	defer mu.Unlock()
 	res.AckP50ms, res.AckP99ms = quantileMs(acks, 0.50), quantileMs(acks, 0.99)
-	mu.Unlock()
-	var werr error
-	if perr != nil {
-		werr = fmt.Errorf("produce: %w", perr)
+	if prodErr != nil {
+		return fmt.Errorf("produce: %w", prodErr), nil
 	}
-	select {
-	case <-got:
-		done := markCPU(p.cmd.Process.Pid, brokerPID)
-		// The broker's background use again, after the run: the mean of
-		// the two is taken out.
-		select {
-		case <-ctx.Done():
-		case <-time.After(3 * time.Second):
-		}
-		after := markCPU(p.cmd.Process.Pid, brokerPID).since(done).Broker
-		c := done.cost(cpu0, n, (idle+after)/2)
-		res.Cost = &c
-		if metricsAddr != "" {
-			if t, err := scrapeTxns(ctx, metricsAddr); err == nil {
-				t = t.since(txn0)
-				res.Txns = &t
-			}
-		}
-	case <-time.After(max(30*time.Second, 4*r.cfg.latencyFor)):
-		// A stage that fell behind is given time to catch up, so that
-		// its latency shows how far behind it fell.
-		werr = errors.Join(werr, errors.New("timed out waiting for the outputs"))
-	case <-p.exited:
-		werr = errors.Join(werr, p.failure())
-	}
-	ccancel()
-	<-consDone
+	return nil, nil
+}
+
+// setLatencies sets res's count and quantiles from the first n of lats.
+func (res *latencyResult) setLatencies(lats []time.Duration, n int) {
 	lat := slices.Clone(lats[:min(len(lats), n)])
 	res.Received = len(lat)
 	if len(lat) > 0 {
@@ -289,7 +363,6 @@ func (r *runner) latencyOne(ctx context.Context, res *latencyResult) error {
 		q := func(p float64) float64 { return ms(lat[min(len(lat)-1, int(p*float64(len(lat))))]) }
 		res.P50ms, res.P99ms, res.MaxMs = q(0.50), q(0.99), ms(lat[len(lat)-1])
 	}
-	return werr
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
