@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -320,4 +321,78 @@ func statusLag(t testing.TB, topo, name string) int64 {
 		}
 	}
 	return -1
+}
+
+// Helpers of the outside attack on issue 13 (c13b_*_test.go).
+
+// readFile returns the content of path or fails the test.
+func readFile(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// dbName returns the database of PG_DSN.
+func dbName(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(pgDSN(t))
+	if err != nil {
+		t.Fatalf("PG_DSN is not a URL: %v", err)
+	}
+	return strings.TrimPrefix(u.Path, "/")
+}
+
+// withUser returns dsn (a URL) with its user replaced by user and no
+// password.
+func withUser(t testing.TB, dsn, user string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("PG_DSN is not a URL: %v", err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
+// deleteTopic deletes topic with Kafka's TopicCommand and waits until the
+// broker no longer knows it.
+func deleteTopic(t testing.TB, topic string) {
+	t.Helper()
+	if out, err := topicTool(t, "--delete", "--topic", topic); err != nil {
+		t.Fatalf("TopicCommand --delete %s: %v\n%s", topic, err, out)
+	}
+	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, topic); return id == "" },
+		func() string { return "topic " + topic + " still exists after --delete" })
+}
+
+// c13Rows returns the row and distinct event ID counts of table (an SQL
+// name, quoted as needed); -1 for both while it does not exist.
+func c13Rows(t testing.TB, pool *pgxpool.Pool, table string) (rows, distinct int64) {
+	t.Helper()
+	rows = pgInt(t, pool, "SELECT count(*) FROM "+table)
+	if rows < 0 {
+		return -1, -1
+	}
+	return rows, pgInt(t, pool, "SELECT count(DISTINCT event_id) FROM "+table)
+}
+
+// waitRows waits until table holds want rows, and requires them distinct.
+func waitRows(t testing.TB, pool *pgxpool.Pool, table string, want int64, timeout time.Duration, procs ...*proc) {
+	t.Helper()
+	eventually(t, timeout, func() bool {
+		for _, p := range procs {
+			p.alive()
+		}
+		n, _ := c13Rows(t, pool, table)
+		return n >= want
+	}, func() string {
+		n, _ := c13Rows(t, pool, table)
+		return fmt.Sprintf("table %s has %d rows, want %d", table, n, want)
+	})
+	if n, d := c13Rows(t, pool, table); n != want || d != want {
+		t.Errorf("table %s: %d rows, %d distinct event IDs; want %d", table, n, d, want)
+	}
 }
