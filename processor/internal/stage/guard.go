@@ -90,35 +90,61 @@ func (s *Stage) guard(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
-	tds, err := adm.ListTopics(ctx, s.cfg.Input)
-	if err != nil {
-		return fmt.Errorf("describe %s: %w", s.cfg.Input, err)
-	}
-	td, ok := tds[s.cfg.Input]
-	if !ok || td.Err != nil {
-		// A missing input topic is the session's to report.
-		return nil
-	}
-	// A group with members is alive: its partitions without offsets are
-	// being read by them (another instance joining), not lost.
-	described, err := adm.DescribeGroups(ctx, s.cfg.Group())
-	if err != nil {
-		return fmt.Errorf("describe group %s: %w", s.cfg.Group(), err)
-	}
-	if g, ok := described[s.cfg.Group()]; ok && g.Err == nil && len(g.Members) > 0 {
-		return nil
-	}
-	missing, err := s.uncommitted(ctx, adm, td)
+	td, missing, err := s.guardedPartitions(ctx, adm)
 	if err != nil || len(missing) == 0 {
 		return err
 	}
-	found := map[int32][]lineage{} // input partition -> the outputs seen of it
+	found, renamedFrom, err := s.scanLineage(ctx, adm, cl, missing)
+	if err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		// Offsets committed while we scanned (a transaction's outputs
+		// can turn visible before its offsets do) are not lost.
+		if missing, err = s.uncommitted(ctx, adm, td); err != nil {
+			return err
+		}
+	}
+	return s.resumeError(ctx, adm, cl, missing, found, renamedFrom)
+}
+
+// guardedPartitions returns the input topic and its partitions without a
+// committed offset, for a group without members; none when the input
+// topic is missing (the session's to report) or the group is alive (its
+// partitions without offsets are being read by its members, another
+// instance joining, not lost).
+func (s *Stage) guardedPartitions(ctx context.Context, adm *kadm.Client) (kadm.TopicDetail, map[int32]bool, error) {
+	tds, err := adm.ListTopics(ctx, s.cfg.Input)
+	if err != nil {
+		return kadm.TopicDetail{}, nil, fmt.Errorf("describe %s: %w", s.cfg.Input, err)
+	}
+	td, ok := tds[s.cfg.Input]
+	if !ok || td.Err != nil {
+		return td, nil, nil
+	}
+	described, err := adm.DescribeGroups(ctx, s.cfg.Group())
+	if err != nil {
+		return td, nil, fmt.Errorf("describe group %s: %w", s.cfg.Group(), err)
+	}
+	if g, ok := described[s.cfg.Group()]; ok && g.Err == nil && len(g.Members) > 0 {
+		return td, nil, nil
+	}
+	missing, err := s.uncommitted(ctx, adm, td)
+	return td, missing, err
+}
+
+// scanLineage reads the tails of the output and dead-letter topics for
+// records written from the missing input partitions: found holds them by
+// input partition, renamedFrom the stages (this stage before a rename)
+// whose outputs are in this stage's output topic, with one such output.
+func (s *Stage) scanLineage(ctx context.Context, adm *kadm.Client, cl *kgo.Client, missing map[int32]bool) (found map[int32][]lineage, renamedFrom map[string]string, err error) {
+	found = map[int32][]lineage{} // input partition -> the outputs seen of it
 	// Dead letters that other stages wrote from this input, by stage: a
 	// shared dead-letter topic's say nothing of this stage, but those of
 	// a stage whose outputs are in this stage's output topic (this stage
 	// before a rename) do.
 	others := map[string][]lineage{}
-	renamedFrom := map[string]string{} // stage -> one of its outputs in this stage's output topic
+	renamedFrom = map[string]string{} // stage -> one of its outputs in this stage's output topic
 	for _, topic := range []string{s.cfg.Output, s.cfg.DeadLetter} {
 		err := scanTail(ctx, adm, cl, topic, guardScanRecords, func(r *kgo.Record) {
 			l, ok := s.lineageOf(r)
@@ -136,7 +162,7 @@ func (s *Stage) guard(ctx context.Context) error {
 			found[l.partition] = append(found[l.partition], l)
 		})
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	for st := range renamedFrom {
@@ -144,13 +170,12 @@ func (s *Stage) guard(ctx context.Context) error {
 			found[l.partition] = append(found[l.partition], l)
 		}
 	}
-	if len(found) > 0 {
-		// Offsets committed while we scanned (a transaction's outputs
-		// can turn visible before its offsets do) are not lost.
-		if missing, err = s.uncommitted(ctx, adm, td); err != nil {
-			return err
-		}
-	}
+	return found, renamedFrom, nil
+}
+
+// resumeError is the *ResumeError of the missing partitions with outputs
+// found from the current incarnation of the input topic; nil if none has.
+func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Client, missing map[int32]bool, found map[int32][]lineage, renamedFrom map[string]string) error {
 	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
 	var starts, ends kadm.ListedOffsets
 	for p, ls := range found {
@@ -159,6 +184,7 @@ func (s *Stage) guard(ctx context.Context) error {
 		}
 		if starts == nil {
 			// The input's offsets, listed once for every partition.
+			var err error
 			if starts, ends, err = s.inputOffsets(ctx, adm); err != nil {
 				return err
 			}

@@ -91,27 +91,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 // session fails (the error). progressed reports whether any transaction
 // committed, to reset the backoff.
 func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bool, err error) {
-	topicID, err := s.topicID(ctx, adm, s.lastTopicID)
+	topicID, err := s.resumeTopic(ctx, adm)
 	if err != nil {
 		return false, err
 	}
-	if s.lastTopicID != ([16]byte{}) && topicID != s.lastTopicID {
-		s.log.Warn("input topic was recreated; committed offsets of the old topic are not resumed", "topic", s.cfg.Input,
-			"old_topic_id", partpos.TopicIDString(s.lastTopicID), "topic_id", partpos.TopicIDString(topicID))
-	}
-	if topicID != s.lastTopicID || s.delivered == nil {
-		// Offsets of another topic name other records: what was
-		// delivered, and which records (and window results) the broker
-		// refused, are the old topic's. A refused record's offset in the
-		// new topic is another record, which a remembered refusal would
-		// dead-letter unread.
-		s.delivered = map[partition]*deliveredRange{}
-		clear(s.poisoned)
-		clear(s.poisonedWindows)
-		clear(s.suspectWindows)
-		s.isolate = 0
-	}
-	s.lastTopicID = topicID
 	s.producerReady.Store(false)
 	s.sessionBuilt.Store(time.Now().UnixNano())
 	if err := s.checkGroup(ctx, adm); err != nil {
@@ -131,31 +114,71 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	}
 	defer func() { s.closeSession(ctx, sess, errors.Is(err, failpoint.ErrCrashed)) }()
 	if s.cfg.Guarantee == ExactlyOnce {
-		// InitProducerId now, not at the first Begin: it aborts the open
-		// transaction of this instance's predecessor (KIP-98). Until then
-		// the predecessor's transactional offsets are pending, and the
-		// group's offset fetch, which requires stable offsets (KIP-447),
-		// answers UNSTABLE_OFFSET_COMMIT until the broker aborts that
-		// transaction at its timeout: a predecessor killed inside End
-		// (between TxnOffsetCommit and EndTxn) would stall this session
-		// for the transaction timeout. The restore of a store's
-		// partitions waits for the same abort.
-		slow := time.AfterFunc(s.stallLimit(), func() {
-			s.log.Warn("the transactional producer is still waiting for its producer ID; the stage is not ready",
-				"transactional_id", s.cfg.TransactionalID(), "waited", s.stallLimit(),
-				"why", "InitProducerId ends the open transaction of this transactional ID first, and waits while an output partition refuses its markers (no leader, too few in-sync replicas)")
-		})
-		_, _, err := sess.Client().ProducerID(ctx)
-		slow.Stop()
-		if err != nil && ctx.Err() == nil {
-			return false, fmt.Errorf("init producer id: %w", err)
+		if err := s.initProducer(ctx, sess); err != nil {
+			return false, err
 		}
-		s.producerReady.Store(true)
-		// The session is up once it is assigned and can produce: this
-		// starts the stall limit after which a past failure is forgotten.
-		s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
 	}
+	return s.runTxns(ctx, s.newTxn(ctx, sess), adm, topicID)
+}
 
+// resumeTopic returns the input topic's ID. A topic that is new, or
+// recreated since the last session, forgets what the stage remembered of
+// the old one's offsets.
+func (s *Stage) resumeTopic(ctx context.Context, adm *kadm.Client) ([16]byte, error) {
+	topicID, err := s.topicID(ctx, adm, s.lastTopicID)
+	if err != nil {
+		return topicID, err
+	}
+	if s.lastTopicID != ([16]byte{}) && topicID != s.lastTopicID {
+		s.log.Warn("input topic was recreated; committed offsets of the old topic are not resumed", "topic", s.cfg.Input,
+			"old_topic_id", partpos.TopicIDString(s.lastTopicID), "topic_id", partpos.TopicIDString(topicID))
+	}
+	if topicID != s.lastTopicID || s.delivered == nil {
+		// Offsets of another topic name other records: what was
+		// delivered, and which records (and window results) the broker
+		// refused, are the old topic's. A refused record's offset in the
+		// new topic is another record, which a remembered refusal would
+		// dead-letter unread.
+		s.delivered = map[partition]*deliveredRange{}
+		clear(s.poisoned)
+		clear(s.poisonedWindows)
+		clear(s.suspectWindows)
+		s.isolate = 0
+	}
+	s.lastTopicID = topicID
+	return topicID, nil
+}
+
+// initProducer gets the session's producer ID before the first poll.
+func (s *Stage) initProducer(ctx context.Context, sess session) error {
+	// InitProducerId now, not at the first Begin: it aborts the open
+	// transaction of this instance's predecessor (KIP-98). Until then
+	// the predecessor's transactional offsets are pending, and the
+	// group's offset fetch, which requires stable offsets (KIP-447),
+	// answers UNSTABLE_OFFSET_COMMIT until the broker aborts that
+	// transaction at its timeout: a predecessor killed inside End
+	// (between TxnOffsetCommit and EndTxn) would stall this session
+	// for the transaction timeout. The restore of a store's
+	// partitions waits for the same abort.
+	slow := time.AfterFunc(s.stallLimit(), func() {
+		s.log.Warn("the transactional producer is still waiting for its producer ID; the stage is not ready",
+			"transactional_id", s.cfg.TransactionalID(), "waited", s.stallLimit(),
+			"why", "InitProducerId ends the open transaction of this transactional ID first, and waits while an output partition refuses its markers (no leader, too few in-sync replicas)")
+	})
+	_, _, err := sess.Client().ProducerID(ctx)
+	slow.Stop()
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("init producer id: %w", err)
+	}
+	s.producerReady.Store(true)
+	// The session is up once it is assigned and can produce: this
+	// starts the stall limit after which a past failure is forgotten.
+	s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
+	return nil
+}
+
+// newTxn returns the transaction state of sess, with the stores' batches.
+func (s *Stage) newTxn(ctx context.Context, sess session) *txn {
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: s.delivered}
@@ -168,6 +191,12 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 	if s.kv != nil {
 		t.kv = s.kv.Begin(t.emitChangelog)
 	}
+	return t
+}
+
+// runTxns polls, processes and commits transactions in t's session until
+// ctx ends (nil, once what was polled is committed) or the session fails.
+func (s *Stage) runTxns(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte) (progressed bool, err error) {
 	retryBackoff := backoff.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
 	// without a leader) are waited out, not polled in a busy loop.
@@ -177,25 +206,14 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		if err != nil {
 			return progressed, err
 		}
-		if errp := s.stateErr.Load(); errp != nil {
-			// A restore failed: its partitions have no state. A new
-			// session restores them again.
-			_ = t.abort(ctx)
-			return progressed, *errp
-		}
-		if err := s.fencedErr(); err != nil {
-			// Another process holds our group.instance.id: nothing
-			// polled may be committed, and nothing is.
+		if err := s.sessionBroken(); err != nil {
 			_ = t.abort(ctx)
 			return progressed, err
 		}
 		if fetches.NumRecords() > 0 {
 			fetchBackoff.Reset()
 		} else if hasFetchError(fetches) && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(fetchBackoff.Next()):
-			}
+			sleep(ctx, fetchBackoff.Next())
 		}
 		if err := t.processFetches(fetches); err != nil {
 			return progressed, err
@@ -212,34 +230,53 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			continue
 		}
 		committed, err := t.end(ctx, why)
-		var retry *retryError
-		switch {
-		case errors.As(err, &retry):
-			// Aborted for a fault that may pass (a registry or broker
-			// hiccup): the session rewound to the last committed
-			// offsets; wait, then poll the records again.
-			wait := retryBackoff.Next()
-			// From the Begin of the first aborted transaction: its
-			// fault (a registry timeout) may have taken most of the
-			// stall limit already.
-			since := time.Now()
-			if !t.started.IsZero() && t.started.Before(since) {
-				since = t.started
-			}
-			s.retrying.CompareAndSwap(0, since.UnixNano())
-			s.retryErr.Store(&retry.err)
-			s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
-		case err != nil:
+		if retry, ok := errors.AsType[*retryError](err); ok {
+			s.retryAfterAbort(ctx, t, retry, retryBackoff)
+			continue
+		}
+		if err != nil {
 			return progressed, err
-		case committed:
+		}
+		if committed {
 			progressed = true
 			retryBackoff.Reset()
 			s.retrying.Store(0)
 		}
+	}
+}
+
+// sessionBroken returns why nothing polled in this session may commit: a
+// restore failed (its partitions have no state; a new session restores
+// them again), or another process holds our group.instance.id.
+func (s *Stage) sessionBroken() error {
+	if errp := s.stateErr.Load(); errp != nil {
+		return *errp
+	}
+	return s.fencedErr()
+}
+
+// retryAfterAbort waits before polling again the records of a transaction
+// aborted for a fault that may pass (a registry or broker hiccup): the
+// session rewound to the last committed offsets.
+func (s *Stage) retryAfterAbort(ctx context.Context, t *txn, retry *retryError, b *backoff.Backoff) {
+	wait := b.Next()
+	// From the Begin of the first aborted transaction: its fault (a
+	// registry timeout) may have taken most of the stall limit already.
+	since := time.Now()
+	if !t.started.IsZero() && t.started.Before(since) {
+		since = t.started
+	}
+	s.retrying.CompareAndSwap(0, since.UnixNano())
+	s.retryErr.Store(&retry.err)
+	s.log.Warn("transaction aborted; retrying", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", retry.err, "retry_in", wait)
+	sleep(ctx, wait)
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 

@@ -198,68 +198,14 @@ func (t *txn) process(r *kgo.Record) {
 	}
 	t.last, t.cur = src, src
 	if p, ok := s.poisoned[t.last]; ok {
-		// Its output was refused by the broker (too large, say): the
-		// record becomes a dead letter instead of stalling the stage.
-		re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: p.err}
-		if p.envelope {
-			// Even its dead letter was refused: keep why it failed in the
-			// first place, and send a size-bounded envelope.
-			if _, err := t.dryOutputs(r); err != nil && !serde.IsTransient(err) {
-				errors.As(err, &re)
-			}
-			t.countDeadLetter(r, re)
-			t.produce(src, s.envelope(r, re))
-			return
-		}
-		t.produceDeadLetter(r, re)
+		t.processPoisoned(r, src, p)
 		return
 	}
-	if t.agg == nil {
-		// Outputs keep the input's timestamp (record.go): one the Kafka
-		// client would write as another time cannot be kept. A window
-		// result has its own timestamp (aggregate's MaxEventTime).
-		if err := kafkaconn.CheckWritableTimestamp(r.Timestamp); err != nil {
-			t.produceDeadLetter(r, &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: err})
-			return
-		}
-	}
-	var outs []*kgo.Record
-	var err error
-	if t.agg != nil {
-		outs, err = t.aggregateOutputs(r, src)
-		if t.stateLost {
-			return
-		}
-	} else if t.kv != nil {
-		var skip bool
-		if outs, skip, err = t.statefulOutputs(r, src); skip {
-			return
-		}
-	} else if t.dd != nil {
-		var v dedupeVerdict
-		switch outs, v, err = t.dedupeOutputs(r, src); v {
-		case dedupeDuplicate:
-			t.deduplicated++
-			return
-		case dedupeSkip:
-			return
-		}
-	} else {
-		outs, err = s.recordOutputs(t.ctx, r)
-	}
-	if serde.IsRegistryRefused(err) {
-		// Not the record's fault, and no retry mends it (the registry
-		// refuses the credentials or the output schema): the stage stops
-		// (afterAbort), naming it, instead of dead-lettering every record.
-		t.fail(src, &fault.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
-		t.halted = true
+	if t.agg == nil && t.unwritableTimestamp(r) {
 		return
 	}
-	if serde.IsTransient(err) {
-		// Not the record's fault (a registry that is down): the whole
-		// transaction is aborted and retried, nothing is dead-lettered.
-		t.fail(src, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
-		t.halted = true
+	outs, skip, err := t.outputsOf(r, src)
+	if skip || t.haltOn(r, src, err) {
 		return
 	}
 	if err != nil {
@@ -281,6 +227,80 @@ func (t *txn) process(r *kgo.Record) {
 		}
 		t.produce(src, out)
 	}
+}
+
+// unwritableTimestamp produces the dead letter of r if the Kafka client
+// would write its timestamp as another time, and reports whether it did:
+// outputs keep the input's timestamp (record.go). A window result has its
+// own timestamp (aggregate's MaxEventTime).
+func (t *txn) unwritableTimestamp(r *kgo.Record) bool {
+	err := kafkaconn.CheckWritableTimestamp(r.Timestamp)
+	if err != nil {
+		t.produceDeadLetter(r, &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: err})
+	}
+	return err != nil
+}
+
+// processPoisoned produces the dead letter of r, whose output the broker
+// refused (too large, say), instead of stalling the stage.
+func (t *txn) processPoisoned(r *kgo.Record, src source, p poison) {
+	re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Err: p.err}
+	if !p.envelope {
+		t.produceDeadLetter(r, re)
+		return
+	}
+	// Even its dead letter was refused: keep why it failed in the
+	// first place, and send a size-bounded envelope.
+	if _, err := t.dryOutputs(r); err != nil && !serde.IsTransient(err) {
+		errors.As(err, &re)
+	}
+	t.countDeadLetter(r, re)
+	t.produce(src, t.stage.envelope(r, re))
+}
+
+// outputsOf returns the outputs of r, by the stage's store if it has one;
+// skip means r has none to write and no dead letter (a duplicate, a
+// record of a partition whose state was dropped).
+func (t *txn) outputsOf(r *kgo.Record, src source) (outs []*kgo.Record, skip bool, err error) {
+	switch {
+	case t.agg != nil:
+		outs, err = t.aggregateOutputs(r, src)
+		return outs, t.stateLost, err
+	case t.kv != nil:
+		return t.statefulOutputs(r, src)
+	case t.dd != nil:
+		var v dedupeVerdict
+		switch outs, v, err = t.dedupeOutputs(r, src); v {
+		case dedupeDuplicate:
+			t.deduplicated++
+			return nil, true, nil
+		case dedupeSkip:
+			return nil, true, nil
+		}
+		return outs, false, err
+	}
+	outs, err = t.stage.recordOutputs(t.ctx, r)
+	return outs, false, err
+}
+
+// haltOn dooms the transaction for err, the error of record r, if it is
+// not the record's fault, and reports whether it did.
+func (t *txn) haltOn(r *kgo.Record, src source, err error) bool {
+	switch {
+	case serde.IsRegistryRefused(err):
+		// No retry mends it (the registry refuses the credentials or
+		// the output schema): the stage stops (afterAbort), naming it,
+		// instead of dead-lettering every record.
+		t.fail(src, &fault.FatalError{Err: fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)})
+	case serde.IsTransient(err):
+		// A registry that is down: the whole transaction is aborted
+		// and retried, nothing is dead-lettered.
+		t.fail(src, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err))
+	default:
+		return false
+	}
+	t.halted = true
+	return true
 }
 
 // produceDeadLetter produces the dead letter of r into the open
@@ -434,23 +454,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	defer cancel()
 	s := t.stage
 	s.txns++
-	if t.dd != nil && !t.stateLost {
-		// Stream time and expired IDs go in this transaction too.
-		if _, err := t.dd.Finish(expirePerTxn); err != nil {
-			t.fail(t.last, fmt.Errorf("dedupe state: %w", err))
-		}
-	}
-	if t.agg != nil && !t.stateLost {
-		// Windows closed by this transaction's stream time, and the
-		// changelog of every window it changed, go in it too.
-		t.finishAggregate()
-	}
-	if t.kv != nil && !t.stateLost {
-		// The last value of every key the transaction changed.
-		if err := t.kv.Finish(); err != nil {
-			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
-		}
-	}
+	t.finishState()
 	if s.fp.Armed(failpoint.CrashBeforeCommit, s.txns) {
 		// The records reach the broker, EndTxn never does.
 		if err := t.sess.Client().Flush(ctx); err != nil {
@@ -458,23 +462,12 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 		}
 		return false, s.fp.Fire(s.log, failpoint.CrashBeforeCommit, s.txns)
 	}
-	try := kgo.TryCommit
 	// A record refused before it was buffered answers after the client's
 	// Flush: the outcome waits for every answer.
 	if err := t.promises.Flush(ctx, t.sess.Client()); err != nil {
 		return false, err
 	}
-	t.mu.Lock()
-	produceErr := t.produceErr
-	t.mu.Unlock()
-	if produceErr != nil {
-		s.log.Warn("aborting transaction", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", produceErr)
-		try = kgo.TryAbort
-	}
-	if t.stateLost {
-		s.log.Info("aborting transaction: it polled a partition whose state was dropped (revoked)", "topic", s.cfg.Input)
-		try = kgo.TryAbort
-	}
+	try, produceErr := t.endTry()
 	n := t.records
 	t.open, t.records = false, 0
 	s.txnOpened.Store(0)
@@ -489,24 +482,87 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 		return false, failpoint.ErrCrashed
 	}
 	t.cancelProduce() // every record is settled: End flushed or aborted them
-	if err != nil {
+	if err != nil || !committed {
+		return false, t.notCommitted(ctx, err, produceErr, n)
+	}
+	if err := t.afterCommit(n); err != nil {
+		return true, err
+	}
+	if s.fp.Armed(failpoint.CrashAfterCommit, s.txns) {
+		return true, s.fp.Fire(s.log, failpoint.CrashAfterCommit, s.txns)
+	}
+	return true, nil
+}
+
+// finishState writes what the stores add at the end of a transaction
+// into it, unless their state was dropped.
+func (t *txn) finishState() {
+	if t.stateLost {
+		return
+	}
+	if t.dd != nil {
+		// Stream time and expired IDs go in this transaction too.
+		if _, err := t.dd.Finish(expirePerTxn); err != nil {
+			t.fail(t.last, fmt.Errorf("dedupe state: %w", err))
+		}
+	}
+	if t.agg != nil {
+		// Windows closed by this transaction's stream time, and the
+		// changelog of every window it changed, go in it too.
+		t.finishAggregate()
+	}
+	if t.kv != nil {
+		// The last value of every key the transaction changed.
+		if err := t.kv.Finish(); err != nil {
+			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
+		}
+	}
+}
+
+// endTry is how the transaction ends: an abort if a record failed to
+// produce (produceErr) or it polled a partition whose state was dropped,
+// a commit otherwise.
+func (t *txn) endTry() (try kgo.TransactionEndTry, produceErr error) {
+	s := t.stage
+	try = kgo.TryCommit
+	t.mu.Lock()
+	produceErr = t.produceErr
+	t.mu.Unlock()
+	if produceErr != nil {
+		s.log.Warn("aborting transaction", "topic", s.cfg.Input, "partition", t.last.partition, "offset", t.last.offset, "err", produceErr)
+		try = kgo.TryAbort
+	}
+	if t.stateLost {
+		s.log.Info("aborting transaction: it polled a partition whose state was dropped (revoked)", "topic", s.cfg.Input)
+		try = kgo.TryAbort
+	}
+	return try, produceErr
+}
+
+// notCommitted handles a transaction of n records that End did not
+// commit: with endErr, the outcome is unknown; without, it aborted.
+func (t *txn) notCommitted(ctx context.Context, endErr, produceErr error, n int) error {
+	s := t.stage
+	t.discardState()
+	s.aborted.Add(1)
+	if endErr != nil {
 		// The outcome is unknown: the session is rebuilt, and the state
 		// with it (restored from the changelogs).
-		t.discardState()
-		s.aborted.Add(1)
 		s.metrics.abort(AbortError)
-		return false, fmt.Errorf("end transaction: %w", err)
+		return fmt.Errorf("end transaction: %w", endErr)
 	}
-	if !committed {
-		t.discardState()
-		s.aborted.Add(1)
-		if a, ok := t.sess.(alosSession); ok {
-			if err := t.rewind(ctx, a.cl, a.commit); err != nil {
-				return false, err
-			}
+	if a, ok := t.sess.(alosSession); ok {
+		if err := t.rewind(ctx, a.cl, a.commit); err != nil {
+			return err
 		}
-		return false, s.afterAbort(t, produceErr, n)
 	}
+	return s.afterAbort(t, produceErr, n)
+}
+
+// afterCommit applies a committed transaction of n records: its state to
+// the local store, its counts to the stage.
+func (t *txn) afterCommit(n int) error {
+	s := t.stage
 	if st := t.stateTxn(); st != nil {
 		t.mu.Lock()
 		ends := t.changelogEnds
@@ -514,7 +570,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 		if err := st.Commit(ends); err != nil {
 			// Kafka has the changes; the local store does not: it is
 			// rebuilt with the session.
-			return true, fmt.Errorf("apply committed state: %w", err)
+			return fmt.Errorf("apply committed state: %w", err)
 		}
 		s.setStateSize()
 	}
@@ -535,10 +591,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	s.filtered.Add(t.filtered)
 	s.deduplicated.Add(t.deduplicated)
 	s.log.Debug("transaction committed", "records", n, "outputs", t.outputs, "dead_letters", t.deadLetters)
-	if s.fp.Armed(failpoint.CrashAfterCommit, s.txns) {
-		return true, s.fp.Fire(s.log, failpoint.CrashAfterCommit, s.txns)
-	}
-	return true, nil
+	return nil
 }
 
 // abort ends the open transaction with an abort, best effort: the caller is
