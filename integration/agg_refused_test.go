@@ -35,7 +35,7 @@ func TestAggregateRefusedResultDoesNotPoison(t *testing.T) {
     emit: final`}.yaml()
 	// The dead-letter topic refuses the large result too (an envelope
 	// goes instead), and the dead letter of a large late record.
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1, config: map[string]string{"max.message.bytes": "3000"}},
+	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1, config: map[string]string{"max.message.bytes": "3000"}},
 		{name: out, parts: 1, config: map[string]string{"message.timestamp.after.max.ms": "3600000", "max.message.bytes": "2048"}}}, body)
 
 	now := time.Now().Truncate(time.Minute).UnixMilli()

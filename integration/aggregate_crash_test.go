@@ -23,7 +23,7 @@ import (
 // arithmetic or wrong; event times (the three hours before the test) are
 // up to 20 s out of order, within the 30 s grace, so no record is late.
 //
-// The input is produced with kcat. The stage is killed EXACTLY_AGG15_KILLS
+// The input is produced with kcat. The stage is killed EXACTLY_AGG_KILLS
 // times, each kill one of: SIGKILL after a random delay, the failpoints
 // crash-before-commit and crash-after-commit at a random transaction, and
 // crash-during-restore at a random changelog record after the state dir
@@ -35,32 +35,32 @@ import (
 // the input (GROUP BY key, window) and compares: every window's count and
 // sum must match exactly, and each window must be emitted once.
 //
-// Size: EXACTLY_AGG15_EVENTS (default 20000), EXACTLY_AGG15_KILLS (default
-// 6), EXACTLY_AGG15_SEED (default: the clock; logged), and
-// EXACTLY_AGG15_KILL_WINDOW, the largest delay before a SIGKILL (default
-// 5s). EXACTLY_AGG15_RACE=0 runs the stage as a plain build, as a 1M run
+// Size: EXACTLY_AGG_EVENTS (default 20000), EXACTLY_AGG_KILLS (default
+// 6), EXACTLY_AGG_SEED (default: the clock; logged), and
+// EXACTLY_AGG_KILL_WINDOW, the largest delay before a SIGKILL (default
+// 5s). EXACTLY_AGG_RACE=0 runs the stage as a plain build, as a 1M run
 // should: the race detector slows it several times over. The full-size
 // command is in README "State at scale".
 func TestAggregateCrashRestart(t *testing.T) {
 	began := time.Now()
-	events := envInt("EXACTLY_AGG15_EVENTS", 20000)
-	kills := envInt("EXACTLY_AGG15_KILLS", 6)
+	events := envInt("EXACTLY_AGG_EVENTS", 20000)
+	kills := envInt("EXACTLY_AGG_KILLS", 6)
 	killWindow := 5 * time.Second
-	if d, err := time.ParseDuration(os.Getenv("EXACTLY_AGG15_KILL_WINDOW")); err == nil && d > 0 {
+	if d, err := time.ParseDuration(os.Getenv("EXACTLY_AGG_KILL_WINDOW")); err == nil && d > 0 {
 		killWindow = d
 	}
 	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("EXACTLY_AGG15_SEED"), 10, 64); err == nil {
+	if s, err := strconv.ParseUint(os.Getenv("EXACTLY_AGG_SEED"), 10, 64); err == nil {
 		seed = s
 	}
 	rng := rand.New(rand.NewPCG(seed, 15))
 	bin := exactlyBin
-	if os.Getenv("EXACTLY_AGG15_RACE") == "0" {
+	if os.Getenv("EXACTLY_AGG_RACE") == "0" {
 		bin = buildBin(t, false, "../cmd/exactly")
 	}
-	t.Logf("agg15: %d events, %d kills, seed %d (EXACTLY_AGG15_SEED), stage binary %s", events, kills, seed, bin)
+	t.Logf("agg15: %d events, %d kills, seed %d (EXACTLY_AGG_SEED), stage binary %s", events, kills, seed, bin)
 
-	in, out, dlq, stage := uniqueName("agg15_in"), uniqueName("agg15_out"), uniqueName("agg15_dlq"), uniqueName("agg15")
+	in, out, dlq, stage := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("agg")
 	maxRecords := min(max(events/200, 500), 5000)
 	topo := stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
 		name: stage, in: in, out: out, dlq: dlq, interval: "100ms", maxRecords: maxRecords,
@@ -175,7 +175,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 	// Postgres computes what the windows must hold from the input as
 	// Kafka has it, and compares it with the output.
 	pool := pgPool(t)
-	schema := uniqueName("agg15")
+	schema := uniqueName("agg")
 	pgExec(t, pool, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".input (line text); CREATE TABLE "+schema+".output (line text)")
 	t.Cleanup(func() {
 		if !t.Failed() {

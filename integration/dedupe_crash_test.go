@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// TestDedupeCrashRestart: N events (EXACTLY_S15_EVENTS, default 20,000;
+// TestDedupeCrashRestart: N events (EXACTLY_DEDUPE_EVENTS, default 20,000;
 // the full size is 200,000), a fifth of them resent with the same
 // event ID and key, through a stage with a dedupe step that is killed at
 // crash-before-commit and crash-after-commit, then, on an emptied state
@@ -33,7 +33,7 @@ func TestDedupeCrashRestart(t *testing.T) {
 	checkChangelogTopic(t, changelog)
 
 	// Phase A: e-0..e-(a-1), then every fifth of them again.
-	n := envInt("EXACTLY_S15_EVENTS", 20000) / 5 * 5
+	n := envInt("EXACTLY_DEDUPE_EVENTS", 20000) / 5 * 5
 	a := n * 3 / 5
 	var lines [][]byte
 	for i := range a {
@@ -115,7 +115,7 @@ func TestDedupeCrashRestart(t *testing.T) {
 // names.
 func dedupeTopology(t *testing.T, maxRecords int) (in, out, dlq, stage, topo string) {
 	t.Helper()
-	in, out, dlq, stage = uniqueName("s15_dd_in"), uniqueName("s15_dd_out"), uniqueName("s15_dd_dlq"), uniqueName("s15dd")
+	in, out, dlq, stage = uniqueName("dd_in"), uniqueName("dd_out"), uniqueName("dd_dlq"), uniqueName("dd")
 	topo = stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
 		name: stage, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: maxRecords,
 		transform: "- dedupe: { id: value.event_id, retention: 1h }",

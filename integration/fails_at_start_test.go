@@ -16,11 +16,11 @@ import (
 	"time"
 )
 
-// c13bFailsAtStart starts exactly with args (plus a metrics address) on a
+// failsAtStart starts exactly with args (plus a metrics address) on a
 // topology whose input is empty and requires that it exits non-zero within
 // 20 s with every string of want in its output, never answering /readyz
 // with 200.
-func c13bFailsAtStart(t *testing.T, env []string, want []string, args ...string) {
+func failsAtStart(t *testing.T, env []string, want []string, args ...string) {
 	t.Helper()
 	addr := freeAddr(t)
 	p := start(t, env, append(args, "--metrics-addr="+addr, "--log-level", "info")...)
@@ -51,18 +51,18 @@ func c13bFailsAtStart(t *testing.T, env []string, want []string, args ...string)
 // broker): today the stage reports ready with an empty input and fails only
 // when the first record begins a transaction (INVALID_TRANSACTION_TIMEOUT).
 // The README says "a larger value is a fatal error at start".
-func TestC13bTransactionTimeoutAboveBrokerMax(t *testing.T) {
-	in, out, dlq, stage := uniqueName("c13b_ttin"), uniqueName("c13b_ttout"), uniqueName("c13b_ttdlq"), uniqueName("c13btt")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
-		"stages:\n"+c13Stage(stage, in, out, dlq, "100ms", 1000))
+func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
+	in, out, dlq, stage := uniqueName("b_ttin"), uniqueName("b_ttout"), uniqueName("b_ttdlq"), uniqueName("tt")
+	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
+		"stages:\n"+jsonStageItem(stage, in, out, dlq, "100ms", 1000))
 	raw := strings.Replace(readFile(t, topo), "transaction_timeout: 30s", "transaction_timeout: 20m", 1)
 	topo = writeFile(t, "topology-20m.yaml", raw)
 	exactlyCmd(t, "validate", topo) // offline it cannot know the broker's limit
-	c13bFailsAtStart(t, nil, []string{"transaction"}, "run", "--topology", topo, "--instance-id", "c13b-1")
+	failsAtStart(t, nil, []string{"transaction"}, "run", "--topology", topo, "--instance-id", "i-1")
 }
 
 // Sink configuration errors that the broker or the database reveal at start.
-func TestC13bSinkErrorsFoundAtStart(t *testing.T) {
+func TestSinkErrorsFoundAtStart(t *testing.T) {
 	pool := pgPool(t)
 	cases := []struct {
 		name    string
@@ -127,13 +127,13 @@ func TestC13bSinkErrorsFoundAtStart(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			schema := c13Schema(t, pool, "c13bstart")
+			schema := freshSchema(t, pool, "start")
 			if c.setup != nil {
 				c.setup(schema)
 			}
-			name, in, dlq := uniqueName("c13bstart"), uniqueName("c13bstart_in"), uniqueName("c13bstart_dlq")
-			body := "sinks:\n" + c13Sink(name, in, dlq, schema+".events", "", c.columns, "") + c.extra
-			topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}, body)
+			name, in, dlq := uniqueName("start"), uniqueName("start_in"), uniqueName("start_dlq")
+			body := "sinks:\n" + jsonSinkItem(name, in, dlq, schema+".events", "", c.columns, "") + c.extra
+			topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1}}, body)
 			if c.noDLQ {
 				deleteTopic(t, dlq)
 			}
@@ -141,28 +141,28 @@ func TestC13bSinkErrorsFoundAtStart(t *testing.T) {
 			if c.dsnEnv != nil {
 				env = c.dsnEnv(schema)
 			}
-			c13bFailsAtStart(t, env, c.want, "sink", "--topology", topo, "--instance-id", "c13b-1")
+			failsAtStart(t, env, c.want, "sink", "--topology", topo, "--instance-id", "i-1")
 		})
 	}
 }
 
 // A stage whose dead-letter topic is declared but not on the broker: today
 // it reports ready and stalls at the first bad record.
-func TestC13bStageMissingDeadLetterTopic(t *testing.T) {
-	in, out, dlq, stage := uniqueName("c13b_mdin"), uniqueName("c13b_mdout"), uniqueName("c13b_mddlq"), uniqueName("c13bmd")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
-		"stages:\n"+c13Stage(stage, in, out, dlq, "100ms", 1000))
+func TestStageMissingDeadLetterTopic(t *testing.T) {
+	in, out, dlq, stage := uniqueName("b_mdin"), uniqueName("b_mdout"), uniqueName("b_mddlq"), uniqueName("md")
+	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
+		"stages:\n"+jsonStageItem(stage, in, out, dlq, "100ms", 1000))
 	deleteTopic(t, dlq)
-	c13bFailsAtStart(t, nil, []string{dlq}, "run", "--topology", topo, "--instance-id", "c13b-1")
+	failsAtStart(t, nil, []string{dlq}, "run", "--topology", topo, "--instance-id", "i-1")
 }
 
 // A sink session_timeout below the client's fixed 3 s heartbeat interval
 // (2s): `sink` refuses it at start without any network ("heartbeat interval
 // 3s is erroneously larger than the session timeout 2s"), so `validate`
 // must refuse it too, naming the field and its position.
-func TestC13bValidateSessionTimeoutBelowHeartbeat(t *testing.T) {
-	name, in, dlq := uniqueName("c13bhb"), uniqueName("c13bhb_in"), uniqueName("c13bhb_dlq")
-	body := "sinks:\n" + c13Sink(name, in, dlq, "c13bhb.events", "", "{ event_id: event_id, body: $value }", "") + "    session_timeout: 2s\n"
+func TestValidateSessionTimeoutBelowHeartbeat(t *testing.T) {
+	name, in, dlq := uniqueName("hb"), uniqueName("hb_in"), uniqueName("hb_dlq")
+	body := "sinks:\n" + jsonSinkItem(name, in, dlq, "hb.events", "", "{ event_id: event_id, body: $value }", "") + "    session_timeout: 2s\n"
 	raw := "version: 1\nkafka:\n  brokers: [\"127.0.0.1:9092\"]\ntopics:\n  - { name: " + in + ", partitions: 1 }\n  - { name: " + dlq + ", partitions: 1 }\n" + body
 	topo := writeFile(t, "topology.yaml", raw)
 	out, err := exec.Command(exactlyBin, "validate", topo).CombinedOutput()

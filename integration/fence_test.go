@@ -23,8 +23,8 @@ func fenceSink(t *testing.T, schema, prefix string) (topo, name, in string) {
 	t.Helper()
 	name, in = uniqueName(prefix), uniqueName(prefix+"_in")
 	dlq := uniqueName(prefix + "_dlq")
-	topo = c13Topology(t, []c13Topic{{name: in, parts: 3}, {name: dlq, parts: 1}},
-		"sinks:\n"+c13Sink(name, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
+	topo = userTopology(t, []fileTopic{{name: in, parts: 3}, {name: dlq, parts: 1}},
+		"sinks:\n"+jsonSinkItem(name, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
 	return topo, name, in
 }
 
@@ -33,12 +33,12 @@ func fenceSink(t *testing.T, schema, prefix string) (topo, name, in string) {
 // takes its partitions back and loads every event once, never exiting.
 func TestSinkRejoinsAfterOneFence(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "fence1")
+	schema := freshSchema(t, pool, "fence1")
 	topo, name, in := fenceSink(t, schema, "fence1")
 	addr := freeAddr(t)
 	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "h1", "--metrics-addr="+addr)
-	c13bAwaitReady(t, []*proc{p}, []string{addr})
-	kcatProduce(t, in, c13Events("a", 0, 100, 0))
+	awaitReadyAll(t, []*proc{p}, []string{addr})
+	kcatProduce(t, in, eventLines("a", 0, 100, 0))
 	waitRows(t, pool, schema+".events", 100, 60*time.Second, p)
 
 	group := "exactly-sink-" + name
@@ -55,9 +55,9 @@ func TestSinkRejoinsAfterOneFence(t *testing.T) {
 	eventually(t, 60*time.Second, func() bool { p.alive(); return intruder.fenced() != nil },
 		func() string { return "the sink never took its group.instance.id back" })
 
-	kcatProduce(t, in, c13Events("b", 0, 100, 0))
+	kcatProduce(t, in, eventLines("b", 0, 100, 0))
 	waitRows(t, pool, schema+".events", 200, 60*time.Second, p)
-	if rows, distinct := c13Rows(t, pool, schema+".events"); rows != 200 || distinct != 200 {
+	if rows, distinct := tableCounts(t, pool, schema+".events"); rows != 200 || distinct != 200 {
 		t.Errorf("%d rows, %d distinct event IDs, want 200 and 200", rows, distinct)
 	}
 	if !strings.Contains(p.logs.String(), "rejoining") {
@@ -71,10 +71,10 @@ func TestSinkRejoinsAfterOneFence(t *testing.T) {
 // other loads every event once.
 func TestSinkTwoProcessesOneInstanceID(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "fence2")
+	schema := freshSchema(t, pool, "fence2")
 	topo, _, in := fenceSink(t, schema, "fence2")
 	a := start(t, nil, "sink", "--topology", topo, "--instance-id", "h1")
-	kcatProduce(t, in, c13Events("a", 0, 50, 0))
+	kcatProduce(t, in, eventLines("a", 0, 50, 0))
 	waitRows(t, pool, schema+".events", 50, 60*time.Second, a)
 	b := start(t, nil, "sink", "--topology", topo, "--instance-id", "h1")
 	var stopped, survivor *proc
@@ -90,9 +90,9 @@ func TestSinkTwoProcessesOneInstanceID(t *testing.T) {
 	if stopped.err == nil || !strings.Contains(stopped.logs.String(), "fenced out of consumer group") {
 		t.Errorf("the stopped process exited with %v, without naming the fence", stopped.err)
 	}
-	kcatProduce(t, in, c13Events("b", 0, 150, 0))
+	kcatProduce(t, in, eventLines("b", 0, 150, 0))
 	waitRows(t, pool, schema+".events", 200, 60*time.Second, survivor)
-	if rows, distinct := c13Rows(t, pool, schema+".events"); rows != 200 || distinct != 200 {
+	if rows, distinct := tableCounts(t, pool, schema+".events"); rows != 200 || distinct != 200 {
 		t.Errorf("%d rows, %d distinct event IDs, want 200 and 200", rows, distinct)
 	}
 }

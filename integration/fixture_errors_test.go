@@ -15,11 +15,11 @@ import (
 // black-box failures found by using the README as a new user would. Each
 // test runs the built binary and checks with kcat (read_committed).
 
-// TestAttack18FixtureSyntaxErrorLine: `exactly validate` reports a YAML
+// TestFixtureSyntaxErrorLine: `exactly validate` reports a YAML
 // syntax error of a topology as file:line of the bad line; `exactly test`
 // must do the same for a fixture. Observed: "m.test.yaml: yaml: line 3:
 // ..." for a mistake on line 4, with no column.
-func TestAttack18FixtureSyntaxErrorLine(t *testing.T) {
+func TestFixtureSyntaxErrorLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	topo := filepath.Join(dir, "orders.yaml")

@@ -26,17 +26,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// c13Topic is one topic of a c13 topology file.
-type c13Topic struct {
+// fileTopic is one topic of a c13 topology file.
+type fileTopic struct {
 	name   string
 	parts  int
 	config map[string]string
 }
 
-// c13Topology writes a topology file with topics and the YAML of its
+// userTopology writes a topology file with topics and the YAML of its
 // stages and sinks (body, starting with "stages:" or "sinks:"), and
 // creates the topics with `exactly topics create`.
-func c13Topology(t testing.TB, topics []c13Topic, body string) string {
+func userTopology(t testing.TB, topics []fileTopic, body string) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "version: 1\nkafka:\n  brokers: [%q]\n  transaction_timeout: 30s\ntopics:\n", brokers(t))
@@ -56,19 +56,19 @@ func c13Topology(t testing.TB, topics []c13Topic, body string) string {
 	return path
 }
 
-// c13Stage returns the YAML of one stage (a list item under stages:),
+// jsonStageItem returns the YAML of one stage (a list item under stages:),
 // reading and writing JSON keyed on event_id.
-func c13Stage(name, in, out, dlq, interval string, maxRecords int) string {
+func jsonStageItem(name, in, out, dlq, interval string, maxRecords int) string {
 	return stageYAML{
 		name: name, in: in, out: out, dlq: dlq,
 		format: "json", key: "event_id", interval: interval, maxRecords: maxRecords,
 	}.yaml()
 }
 
-// c13Sink returns the YAML of one sink (a list item under sinks:). An
+// jsonSinkItem returns the YAML of one sink (a list item under sinks:). An
 // empty positions leaves positions_table out (the default); an empty mode
 // leaves mode out (insert).
-func c13Sink(name, in, dlq, table, positions, columns, mode string) string {
+func jsonSinkItem(name, in, dlq, table, positions, columns, mode string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - name: %s\n    input: { topic: %s, format: json }\n    dead_letter: { topic: %s }\n", name, in, dlq)
 	fmt.Fprintf(&b, "    postgres:\n      dsn: ${PG_DSN}\n      table: %s\n      event_id: event_id\n      columns: %s\n", table, columns)
@@ -82,8 +82,8 @@ func c13Sink(name, in, dlq, table, positions, columns, mode string) string {
 	return b.String()
 }
 
-// c13Schema creates a fresh Postgres schema, dropped when the test passes.
-func c13Schema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
+// freshSchema creates a fresh Postgres schema, dropped when the test passes.
+func freshSchema(t testing.TB, pool *pgxpool.Pool, prefix string) string {
 	t.Helper()
 	s := strings.ToLower(uniqueName(prefix))
 	if _, err := pool.Exec(context.Background(), "CREATE SCHEMA "+s); err != nil {
@@ -148,9 +148,9 @@ func topicTool(t testing.TB, args ...string) (string, error) {
 	return kafkaTool(t, "org.apache.kafka.tools.TopicCommand", args...)
 }
 
-// c13Admin returns a kadm client and its close function; used only to
+// readAdmin returns a kadm client and its close function; used only to
 // read (topic IDs, partition counts, group offsets).
-func c13Admin(t testing.TB) (*kadm.Client, func()) {
+func readAdmin(t testing.TB) (*kadm.Client, func()) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
 	if err != nil {
@@ -165,7 +165,7 @@ func topicInfo(t testing.TB, topic string) (id string, parts int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	adm, done := c13Admin(t)
+	adm, done := readAdmin(t)
 	defer done()
 	md, err := adm.Metadata(ctx, topic)
 	if err != nil {
@@ -216,11 +216,11 @@ func addPartitions(t testing.TB, topic string, parts int) {
 		func() string { return fmt.Sprintf("topic %s does not have %d partitions", topic, parts) })
 }
 
-// c13Events returns n kcat lines key|value for event IDs prefix-from..,
+// eventLines returns n kcat lines key|value for event IDs prefix-from..,
 // each value padded with pad bytes of incompressible text when pad > 0
 // (producers compress batches, and a broker's max.message.bytes limits
 // the compressed batch).
-func c13Events(prefix string, from, n, pad int) [][]byte {
+func eventLines(prefix string, from, n, pad int) [][]byte {
 	lines := make([][]byte, 0, n)
 	rng := rand.New(rand.NewPCG(uint64(len(prefix)), uint64(from)))
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -240,7 +240,7 @@ func c13Events(prefix string, from, n, pad int) [][]byte {
 // (the coordinator moving, say) is retried for up to 30 s.
 func groupOffsets(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	adm, done := c13Admin(t)
+	adm, done := readAdmin(t)
 	defer done()
 	var lastErr error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
@@ -368,9 +368,9 @@ func deleteTopic(t testing.TB, topic string) {
 		func() string { return "topic " + topic + " still exists after --delete" })
 }
 
-// c13Rows returns the row and distinct event ID counts of table (an SQL
+// tableCounts returns the row and distinct event ID counts of table (an SQL
 // name, quoted as needed); -1 for both while it does not exist.
-func c13Rows(t testing.TB, pool *pgxpool.Pool, table string) (rows, distinct int64) {
+func tableCounts(t testing.TB, pool *pgxpool.Pool, table string) (rows, distinct int64) {
 	t.Helper()
 	rows = pgInt(t, pool, "SELECT count(*) FROM "+table)
 	if rows < 0 {
@@ -386,13 +386,13 @@ func waitRows(t testing.TB, pool *pgxpool.Pool, table string, want int64, timeou
 		for _, p := range procs {
 			p.alive()
 		}
-		n, _ := c13Rows(t, pool, table)
+		n, _ := tableCounts(t, pool, table)
 		return n >= want
 	}, func() string {
-		n, _ := c13Rows(t, pool, table)
+		n, _ := tableCounts(t, pool, table)
 		return fmt.Sprintf("table %s has %d rows, want %d", table, n, want)
 	})
-	if n, d := c13Rows(t, pool, table); n != want || d != want {
+	if n, d := tableCounts(t, pool, table); n != want || d != want {
 		t.Errorf("table %s: %d rows, %d distinct event IDs; want %d", table, n, d, want)
 	}
 }

@@ -24,22 +24,22 @@ import (
 )
 
 const (
-	// c13RecreateWait bounds the wait for either outcome.
-	c13RecreateWait = 60 * time.Second
-	// c13LogBudget bounds the log a process may write over that wait.
-	c13LogBudget = 1 << 20
-	// c13IdleCPU bounds the CPU an idle process may use, in cores (the
+	// recreateWait bounds the wait for either outcome.
+	recreateWait = 60 * time.Second
+	// recreateLogBudget bounds the log a process may write over that wait.
+	recreateLogBudget = 1 << 20
+	// idleCPU bounds the CPU an idle process may use, in cores (the
 	// issue saw 0.4 while spinning); a race-detector build is slower.
-	c13IdleCPU = 0.25
+	idleCPU = 0.25
 )
 
-// c13Old and c13New are the records before and after the topic is
+// genOld and genNew are the records before and after the topic is
 // re-created: 3 + 2 before, 4 + 1 after. After re-creation partition 0
 // ends above its old position (3 < 4: a position check alone would skip
 // the first 3) and partition 1 below it (2 > 1: out of range).
 var (
-	c13Old = [2][][]byte{c13Events("old0", 0, 3, 0), c13Events("old1", 0, 2, 0)}
-	c13New = [2][][]byte{c13Events("new0", 0, 4, 0), c13Events("new1", 0, 1, 0)}
+	genOld = [2][][]byte{eventLines("old0", 0, 3, 0), eventLines("old1", 0, 2, 0)}
+	genNew = [2][][]byte{eventLines("new0", 0, 4, 0), eventLines("new1", 0, 1, 0)}
 )
 
 func produceGen(t *testing.T, topic string, gen [2][][]byte) {
@@ -62,9 +62,9 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 	cpuStart, start := cpuSeconds(t, p.cmd.Process.Pid), time.Now()
 	logged := func() int { return len(p.logs.String()) - logStart }
 	for {
-		if n := logged(); n > c13LogBudget {
+		if n := logged(); n > recreateLogBudget {
 			t.Fatalf("%d bytes of log in %s after topic %s was re-created (budget %d); last lines:\n%s",
-				n, time.Since(start).Round(time.Second), topic, c13LogBudget, tail(p.logs.String(), 10))
+				n, time.Since(start).Round(time.Second), topic, recreateLogBudget, tail(p.logs.String(), 10))
 		}
 		if p.exited() {
 			logs := p.logs.String()
@@ -80,11 +80,11 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 		if processed() {
 			break
 		}
-		if time.Since(start) > c13RecreateWait {
+		if time.Since(start) > recreateWait {
 			secs := time.Since(start).Seconds()
 			cpu := (cpuSeconds(t, p.cmd.Process.Pid) - cpuStart) / secs
 			t.Fatalf("topic %s re-created: after %s the new records are not processed and the process runs on "+
-				"(%d bytes of log, %.2f cores); last lines:\n%s", topic, c13RecreateWait, logged(), cpu, tail(p.logs.String(), 10))
+				"(%d bytes of log, %.2f cores); last lines:\n%s", topic, recreateWait, logged(), cpu, tail(p.logs.String(), 10))
 		}
 		time.Sleep(250 * time.Millisecond) // polling the outputs and the process
 	}
@@ -99,7 +99,7 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 	grew := logged() - logMark
 	t.Logf("topic %s re-created: new records processed in %s; then %.2f cores and %d bytes of log over 5 s",
 		topic, markAt.Sub(start).Round(100*time.Millisecond), cores, grew)
-	if cores > c13IdleCPU || grew > 64<<10 {
+	if cores > idleCPU || grew > 64<<10 {
 		t.Errorf("after processing the re-created topic %s the process is busy: %.2f cores, %d bytes of log in 5 s; last lines:\n%s",
 			topic, cores, grew, tail(p.logs.String(), 10))
 	}
@@ -110,15 +110,15 @@ func awaitRecreateOutcome(t *testing.T, p *proc, topic string, processed func() 
 func recreateStage(t *testing.T, prefix string) refusedStage {
 	t.Helper()
 	s := refusedStage{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), out: uniqueName(prefix + "_out"), dlq: uniqueName(prefix + "_dlq")}
-	s.topo = c13Topology(t, []c13Topic{{name: s.in, parts: 2}, {name: s.out, parts: 2}, {name: s.dlq, parts: 1}},
-		"stages:\n"+c13Stage(s.name, s.in, s.out, s.dlq, "100ms", 10000))
+	s.topo = userTopology(t, []fileTopic{{name: s.in, parts: 2}, {name: s.out, parts: 2}, {name: s.dlq, parts: 1}},
+		"stages:\n"+jsonStageItem(s.name, s.in, s.out, s.dlq, "100ms", 10000))
 	return s
 }
 
 // newOutputsIn reports whether every new key is in the stage's output.
 func newOutputsIn(t *testing.T, s refusedStage) bool {
 	got := keyCounts(t, s.out)
-	for _, k := range genKeys(c13New) {
+	for _, k := range genKeys(genNew) {
 		if got[k] == 0 {
 			return false
 		}
@@ -126,95 +126,95 @@ func newOutputsIn(t *testing.T, s refusedStage) bool {
 	return true
 }
 
-// runOld produces c13Old to the input of s and runs s (exactly-once, as
+// runOld produces genOld to the input of s and runs s (exactly-once, as
 // instance id) until its group has committed all of it.
 func runOld(t *testing.T, s refusedStage, id string) *proc {
 	t.Helper()
-	produceGen(t, s.in, c13Old)
+	produceGen(t, s.in, genOld)
 	p := s.run(t, "exactly-once", id)
 	s.waitCommitted(t, map[int32]int64{0: 3, 1: 2}, 45*time.Second)
 	return p
 }
 
-func TestC13RecreatedTopicStageRunning(t *testing.T) {
-	s := recreateStage(t, "c13rst")
-	p := runOld(t, s, "c13-1")
+func TestRecreatedTopicStageRunning(t *testing.T) {
+	s := recreateStage(t, "rst")
+	p := runOld(t, s, "i-1")
 	recreateTopic(t, s.in, 2)
-	produceGen(t, s.in, c13New)
+	produceGen(t, s.in, genNew)
 	if awaitRecreateOutcome(t, p, s.in, func() bool { return newOutputsIn(t, s) }) {
-		s.checkOutputs(t, "exactly-once", append(genKeys(c13Old), genKeys(c13New)...))
+		s.checkOutputs(t, "exactly-once", append(genKeys(genOld), genKeys(genNew)...))
 		p.stop()
 	}
 }
 
-func TestC13RecreatedTopicStageStopped(t *testing.T) {
-	s := recreateStage(t, "c13sst")
-	p := runOld(t, s, "c13-1")
+func TestRecreatedTopicStageStopped(t *testing.T) {
+	s := recreateStage(t, "sst")
+	p := runOld(t, s, "i-1")
 	p.stop()
 	recreateTopic(t, s.in, 2)
-	produceGen(t, s.in, c13New)
+	produceGen(t, s.in, genNew)
 	t.Logf("group offsets after the re-creation: %v", groupOffsets(t, s.group(), s.in))
-	p = s.run(t, "exactly-once", "c13-1")
+	p = s.run(t, "exactly-once", "i-1")
 	if awaitRecreateOutcome(t, p, s.in, func() bool { return newOutputsIn(t, s) }) {
-		s.checkOutputs(t, "exactly-once", append(genKeys(c13Old), genKeys(c13New)...))
+		s.checkOutputs(t, "exactly-once", append(genKeys(genOld), genKeys(genNew)...))
 		p.stop()
 	}
 }
 
 // recreateSink is a sink reading a 2-partition input into a table the
 // sink creates.
-func recreateSink(t *testing.T, prefix string) c13SinkCase {
+func recreateSink(t *testing.T, prefix string) loadSink {
 	t.Helper()
-	c := c13SinkCase{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), dlq: uniqueName(prefix + "_dlq")}
-	c.schema = c13Schema(t, pgPool(t), prefix)
+	c := loadSink{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), dlq: uniqueName(prefix + "_dlq")}
+	c.schema = freshSchema(t, pgPool(t), prefix)
 	c.table = c.schema + ".events"
-	c.topo = c13Topology(t, []c13Topic{{name: c.in, parts: 2}, {name: c.dlq, parts: 1}},
-		"sinks:\n"+c13Sink(c.name, c.in, c.dlq, c.table, "", "{ event_id: event_id, body: $value }", ""))
+	c.topo = userTopology(t, []fileTopic{{name: c.in, parts: 2}, {name: c.dlq, parts: 1}},
+		"sinks:\n"+jsonSinkItem(c.name, c.in, c.dlq, c.table, "", "{ event_id: event_id, body: $value }", ""))
 	return c
 }
 
-func sinkHasNew(t *testing.T, pool *pgxpool.Pool, c c13SinkCase) bool {
+func sinkHasNew(t *testing.T, pool *pgxpool.Pool, c loadSink) bool {
 	return pgInt(t, pool, "SELECT count(*) FROM "+c.table+" WHERE event_id LIKE 'new%'") == 5
 }
 
-func checkSinkRows(t *testing.T, pool *pgxpool.Pool, c c13SinkCase) {
+func checkSinkRows(t *testing.T, pool *pgxpool.Pool, c loadSink) {
 	t.Helper()
-	want := append(genKeys(c13Old), genKeys(c13New)...)
-	if n, d := c13Rows(t, pool, c.table); n != int64(len(want)) || d != n {
+	want := append(genKeys(genOld), genKeys(genNew)...)
+	if n, d := tableCounts(t, pool, c.table); n != int64(len(want)) || d != n {
 		t.Errorf("%s: %d rows, %d distinct; want %d", c.table, n, d, len(want))
 	}
 }
 
-// loadOld produces c13Old to the input of c and runs c until its rows are
+// loadOld produces genOld to the input of c and runs c until its rows are
 // in and its positions at the end.
-func loadOld(t *testing.T, pool *pgxpool.Pool, c c13SinkCase) *proc {
+func loadOld(t *testing.T, pool *pgxpool.Pool, c loadSink) *proc {
 	t.Helper()
-	produceGen(t, c.in, c13Old)
-	p := c.run(t, "c13-1", "")
+	produceGen(t, c.in, genOld)
+	p := c.run(t, "i-1", "")
 	c.waitLoaded(t, pool, 5, 45*time.Second, p)
 	return p
 }
 
-func TestC13RecreatedTopicSinkRunning(t *testing.T) {
-	c := recreateSink(t, "c13rsk")
+func TestRecreatedTopicSinkRunning(t *testing.T) {
+	c := recreateSink(t, "rsk")
 	pool := pgPool(t)
 	p := loadOld(t, pool, c)
 	recreateTopic(t, c.in, 2)
-	produceGen(t, c.in, c13New)
+	produceGen(t, c.in, genNew)
 	if awaitRecreateOutcome(t, p, c.in, func() bool { return sinkHasNew(t, pool, c) }) {
 		checkSinkRows(t, pool, c)
 		p.stop()
 	}
 }
 
-func TestC13RecreatedTopicSinkStopped(t *testing.T) {
-	c := recreateSink(t, "c13ssk")
+func TestRecreatedTopicSinkStopped(t *testing.T) {
+	c := recreateSink(t, "ssk")
 	pool := pgPool(t)
 	p := loadOld(t, pool, c)
 	p.stop()
 	recreateTopic(t, c.in, 2)
-	produceGen(t, c.in, c13New)
-	p = c.run(t, "c13-1", "")
+	produceGen(t, c.in, genNew)
+	p = c.run(t, "i-1", "")
 	if awaitRecreateOutcome(t, p, c.in, func() bool { return sinkHasNew(t, pool, c) }) {
 		checkSinkRows(t, pool, c)
 		p.stop()
@@ -235,7 +235,7 @@ func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
 			s := newRefusedStage(t, "rcpois", 1, "100ms", 10000)
-			old := append(append(c13Events("old", 0, 1, 0), c13Events("old", 1, 1, 6000)...), c13Events("old", 2, 1, 0)...)
+			old := append(append(eventLines("old", 0, 1, 0), eventLines("old", 1, 1, 6000)...), eventLines("old", 2, 1, 0)...)
 			kcatProduce(t, s.in, old)
 			p := s.run(t, g, "i1")
 			eventually(t, time.Minute, func() bool { return kcatCount(t, s.dlq) == 1 && kcatCount(t, s.out) == 2 },
@@ -243,7 +243,7 @@ func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
 					return fmt.Sprintf("%d outputs, %d dead letters", kcatCount(t, s.out), kcatCount(t, s.dlq))
 				})
 			oldID, newID := recreateTopic(t, s.in, 1)
-			fresh := c13Events("new", 0, 3, 0) // offsets 0, 1, 2 again
+			fresh := eventLines("new", 0, 3, 0) // offsets 0, 1, 2 again
 			kcatProduce(t, s.in, fresh)
 			eventually(t, 2*time.Minute, func() bool {
 				got := keyCounts(t, s.out)

@@ -45,8 +45,8 @@ func produceTimed(t testing.TB, topic string, from, n int, at time.Time) {
 	}
 }
 
-// ops18Admin returns an admin client for the test's checks of group offsets.
-func ops18Admin(t testing.TB) *kadm.Client {
+// adminClient returns an admin client for the test's checks of group offsets.
+func adminClient(t testing.TB) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers(t)))
 	if err != nil {
@@ -56,13 +56,13 @@ func ops18Admin(t testing.TB) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// ops18GroupOffsets returns the committed offsets (and their metadata) of group
+// groupOffsetResponses returns the committed offsets (and their metadata) of group
 // for topic.
-func ops18GroupOffsets(t testing.TB, group, topic string) map[int32]kadm.OffsetResponse {
+func groupOffsetResponses(t testing.TB, group, topic string) map[int32]kadm.OffsetResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := ops18Admin(t).FetchOffsetsForTopics(ctx, group, topic)
+	resp, err := adminClient(t).FetchOffsetsForTopics(ctx, group, topic)
 	if err != nil {
 		t.Fatalf("fetch offsets of %s: %v", group, err)
 	}
@@ -92,8 +92,8 @@ func exactlyExit(t testing.TB, env []string, args ...string) (int, string) {
 	return 0, ""
 }
 
-// ops18KeyCounts counts the records of topic by key, read_committed with kcat.
-func ops18KeyCounts(t testing.TB, topic string) (map[string]int, int) {
+// keyCountsTotal counts the records of topic by key, read_committed with kcat.
+func keyCountsTotal(t testing.TB, topic string) (map[string]int, int) {
 	t.Helper()
 	recs := kcatRead(t, topic)
 	out := map[string]int{}
@@ -110,7 +110,7 @@ func ops18KeyCounts(t testing.TB, topic string) (map[string]int, int) {
 // nothing.
 func TestResetStageToTime(t *testing.T) {
 	t.Parallel()
-	st := stageSpec{name: uniqueName("ops18_reset"), in: uniqueName("ops18_rin"), out: uniqueName("ops18_rout"), dlq: uniqueName("ops18_rdlq")}
+	st := stageSpec{name: uniqueName("reset"), in: uniqueName("rin"), out: uniqueName("rout"), dlq: uniqueName("rdlq")}
 	topo := topologyFile(t, []stageSpec{st}, "100ms", "10s", 500)
 	exactlyCmd(t, "topics", "create", topo)
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
@@ -122,12 +122,12 @@ func TestResetStageToTime(t *testing.T) {
 	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, st.out) == 1000 }, func() string { return "first run did not write 1000 outputs" })
 
 	// While it runs: refused, nothing changed.
-	before := ops18GroupOffsets(t, "exactly-"+st.name, st.in)
+	before := groupOffsetResponses(t, "exactly-"+st.name, st.in)
 	code, out := exactlyExit(t, nil, "reset", "--topology", topo, "--stage", st.name, "--to-earliest", "--execute")
 	if code != 1 || !strings.Contains(out, "live members") {
 		t.Fatalf("reset with a live member: exit %d, want 1 naming live members:\n%s", code, out)
 	}
-	if after := ops18GroupOffsets(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := groupOffsetResponses(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a refused reset changed the offsets: %v -> %v", before, after)
 	}
 	p.stop()
@@ -137,14 +137,14 @@ func TestResetStageToTime(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "dry run: nothing changed") || !strings.Contains(out, "PARTITION  CURRENT") {
 		t.Fatalf("dry run: exit %d:\n%s", code, out)
 	}
-	if after := ops18GroupOffsets(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
+	if after := groupOffsetResponses(t, "exactly-"+st.name, st.in); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a dry run changed the offsets: %v -> %v", before, after)
 	}
 	code, out = exactlyExit(t, nil, "reset", "--topology", topo, "--stage", st.name, "--to-datetime", mid, "--execute")
 	if code != 0 || !strings.Contains(out, "done: reset 3 partitions") {
 		t.Fatalf("reset: exit %d:\n%s", code, out)
 	}
-	for p, o := range ops18GroupOffsets(t, "exactly-"+st.name, st.in) {
+	for p, o := range groupOffsetResponses(t, "exactly-"+st.name, st.in) {
 		if !strings.HasPrefix(o.Metadata, "exactly/v1 topic_id=") || len(o.Metadata) != len("exactly/v1 topic_id=")+32 {
 			t.Errorf("partition %d: commit metadata %q, want the stage's exactly/v1 topic_id=<hex>", p, o.Metadata)
 		}
@@ -155,7 +155,7 @@ func TestResetStageToTime(t *testing.T) {
 		return fmt.Sprintf("second run: %d outputs, want 1500", kcatCount(t, st.out))
 	})
 	p.stop()
-	counts, n := ops18KeyCounts(t, st.out)
+	counts, n := keyCountsTotal(t, st.out)
 	if n != 1500 {
 		t.Fatalf("%s: %d outputs, want 1500", st.out, n)
 	}
@@ -174,7 +174,7 @@ func TestResetStageToTime(t *testing.T) {
 // replay reaches Postgres, and the table keeps one row per event ID.
 func TestResetSinkToTime(t *testing.T) {
 	t.Parallel()
-	s := newSinkSpec("ops18_sreset")
+	s := newSinkSpec("sreset")
 	topo := sinkTopology(t, s)
 	pool := pgPool(t)
 	base := time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond)
@@ -193,7 +193,7 @@ func TestResetSinkToTime(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	listed, err := ops18Admin(t).ListOffsetsAfterMilli(ctx, mid.UnixMilli(), s.in)
+	listed, err := adminClient(t).ListOffsetsAfterMilli(ctx, mid.UnixMilli(), s.in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func guardFirstRun(t *testing.T, prefix string) (stageSpec, string) {
 // names (--to-latest here), the stage runs and adds nothing.
 func TestResumeGuardAfterGroupDeleted(t *testing.T) {
 	t.Parallel()
-	st, topo := guardFirstRun(t, "ops18_guard")
+	st, topo := guardFirstRun(t, "guard")
 
 	deleteGroup(t, "exactly-"+st.name)
 
@@ -252,7 +252,7 @@ func deleteGroup(t *testing.T, g string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := ops18Admin(t).DeleteGroups(ctx, g)
+	resp, err := adminClient(t).DeleteGroups(ctx, g)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -306,10 +306,10 @@ func guardResumeOne(t *testing.T, st stageSpec, topo, stage string, reset ...str
 // processed once.
 func TestResumeGuardAfterStageRenamed(t *testing.T) {
 	t.Parallel()
-	st, _ := guardFirstRun(t, "ops18_ren")
+	st, _ := guardFirstRun(t, "ren")
 
 	renamed := st
-	renamed.name = uniqueName("ops18_ren_v2")
+	renamed.name = uniqueName("ren_v2")
 	topo2 := topologyFile(t, []stageSpec{renamed}, "100ms", "10s", 500)
 	out := guardRefusal(t, st, topo2, 1000, `renamed from \"`+st.name+`\"`)
 	m := regexp.MustCompile(`--to-offsets ([0-9=,]+) --execute`).FindStringSubmatch(out)
@@ -328,7 +328,7 @@ func TestResumeGuardAfterStageRenamed(t *testing.T) {
 // earliest offset and wrote the 30 again).
 func TestResumeGuardAfterInputRecreated(t *testing.T) {
 	t.Parallel()
-	st, topo := guardFirstRun(t, "ops18_rec")
+	st, topo := guardFirstRun(t, "rec")
 	recreateTopic(t, st.in, 3)
 	var lines [][]byte
 	for i := range 30 {
@@ -364,7 +364,7 @@ func TestResumeGuardAfterInputRecreated(t *testing.T) {
 // 10 exactly once, and the fixed stage writes them: every event once.
 func TestRedriveExactlyOnce(t *testing.T) {
 	t.Parallel()
-	name, in, out, dlq := uniqueName("ops18_redrive"), uniqueName("ops18_din"), uniqueName("ops18_dout"), uniqueName("ops18_ddlq")
+	name, in, out, dlq := uniqueName("redrive"), uniqueName("din"), uniqueName("dout"), uniqueName("ddlq")
 	topology := func(expr string) string {
 		return stagesTopology{txnTimeout: "10s", stages: []stageYAML{{
 			name: name, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: 500,
@@ -438,9 +438,9 @@ func TestRedriveExactlyOnce(t *testing.T) {
 // first stage when the headers were kept).
 func TestRedriveSecondStageVerifies(t *testing.T) {
 	t.Parallel()
-	first, second := uniqueName("ops18_rd1"), uniqueName("ops18_rd2")
-	raw, mid, out := uniqueName("ops18_rdraw"), uniqueName("ops18_rdmid"), uniqueName("ops18_rdout")
-	dlq1, dlq2 := uniqueName("ops18_rddlq1"), uniqueName("ops18_rddlq2")
+	first, second := uniqueName("rd1"), uniqueName("rd2")
+	raw, mid, out := uniqueName("rdraw"), uniqueName("rdmid"), uniqueName("rdout")
+	dlq1, dlq2 := uniqueName("rddlq1"), uniqueName("rddlq2")
 	topology := func(expr string) string {
 		return stagesTopology{txnTimeout: "10s", stages: []stageYAML{
 			{name: first, in: raw, out: mid, dlq: dlq1, key: "event_id", interval: "100ms", maxRecords: 500},
@@ -499,7 +499,7 @@ func runBroken(t *testing.T, what, topo, out, dlq string, outs, dead int) {
 	p.stop()
 }
 
-// TestAttack18RedriveWhereSeesJSONIntegers: the README's transforms treat a
+// TestRedriveWhereSeesJSONIntegers: the README's transforms treat a
 // JSON number without '.', 'e' or 'E' as a CEL int "in every stage", and
 // --where documents `value` as "the JSON value decoded". A user reuses a
 // transform-style integer expression in --where: `value.n % 2 == 0` must
@@ -507,9 +507,9 @@ func runBroken(t *testing.T, what, topo, out, dlq string, outs, dead int) {
 // `value` holds doubles in --where, `_%_` has no overload, both dead letters
 // are reported "not redrivable" (and marked done, exit 0), nothing is
 // redriven.
-func TestAttack18RedriveWhereSeesJSONIntegers(t *testing.T) {
+func TestRedriveWhereSeesJSONIntegers(t *testing.T) {
 	t.Parallel()
-	name, in, out, dlq := uniqueName("a18_where"), uniqueName("a18_win"), uniqueName("a18_wout"), uniqueName("a18_wdlq")
+	name, in, out, dlq := uniqueName("where"), uniqueName("win"), uniqueName("wout"), uniqueName("wdlq")
 	topo := stagesTopology{partitions: 1, stages: []stageYAML{{
 		name: name, in: in, out: out, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 500,
 		transform: `

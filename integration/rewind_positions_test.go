@@ -18,13 +18,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// c13Guarantees are the two guarantees of `exactly run`.
-var c13Guarantees = []string{"exactly-once", "at-least-once"}
+// bothGuarantees are the two guarantees of `exactly run`.
+var bothGuarantees = []string{"exactly-once", "at-least-once"}
 
-// c13BigPad pads a record's value past the 4000-byte max.message.bytes of
+// refusedPad pads a record's value past the 4000-byte max.message.bytes of
 // the c13 output topics: its output is refused by the broker, its dead
 // letter (to a topic with the broker's default limit) is not.
-const c13BigPad = 6000
+const refusedPad = 6000
 
 // refusedStage is a stage whose output topic refuses records over 4000
 // bytes; in has parts partitions.
@@ -35,11 +35,11 @@ type refusedStage struct {
 func newRefusedStage(t *testing.T, prefix string, parts int, interval string, maxRecords int) refusedStage {
 	t.Helper()
 	s := refusedStage{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), out: uniqueName(prefix + "_out"), dlq: uniqueName(prefix + "_dlq")}
-	s.topo = c13Topology(t, []c13Topic{
+	s.topo = userTopology(t, []fileTopic{
 		{name: s.in, parts: parts},
 		{name: s.out, parts: 1, config: map[string]string{"max.message.bytes": "4000"}},
 		{name: s.dlq, parts: 1},
-	}, "stages:\n"+c13Stage(s.name, s.in, s.out, s.dlq, interval, maxRecords))
+	}, "stages:\n"+jsonStageItem(s.name, s.in, s.out, s.dlq, interval, maxRecords))
 	return s
 }
 
@@ -104,7 +104,7 @@ func (s refusedStage) checkOutputs(t *testing.T, g string, want []string) {
 	}
 	if len(missing) > 0 || len(doubled) > 0 || len(got) > 0 {
 		t.Errorf("output %s: %d of %d keys missing %v, %d doubled %v, unexpected %v",
-			s.out, len(missing), len(want), c13Head(missing), len(doubled), c13Head(doubled), got)
+			s.out, len(missing), len(want), firstOf(missing), len(doubled), firstOf(doubled), got)
 	}
 }
 
@@ -137,7 +137,7 @@ func (s refusedStage) settle(t *testing.T, g string, p *proc, ends map[int32]int
 	p.stop()
 }
 
-func c13Head(s []string) []string {
+func firstOf(s []string) []string {
 	if len(s) > 10 {
 		return append(s[:10:10], "...")
 	}
@@ -159,16 +159,16 @@ func keysOf(lines [][]byte) []string {
 // then one more record later. In both guarantees: 50 outputs and one
 // `produce` dead letter before the 52nd record comes, and after it every
 // small record is output and the group commits 52.
-func TestC13RefusedRecordFreshGroup(t *testing.T) {
-	for _, g := range c13Guarantees {
+func TestRefusedRecordFreshGroup(t *testing.T) {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
-			s := newRefusedStage(t, "c13fresh", 1, "100ms", 10000)
-			small1, big, small2 := c13Events("a", 0, 25, 0), c13Events("big", 0, 1, c13BigPad), c13Events("b", 0, 25, 0)
+			s := newRefusedStage(t, "fresh", 1, "100ms", 10000)
+			small1, big, small2 := eventLines("a", 0, 25, 0), eventLines("big", 0, 1, refusedPad), eventLines("b", 0, 25, 0)
 			var lines [][]byte
 			lines = append(append(append(lines, small1...), big...), small2...)
 			kcatProduce(t, s.in, lines)
-			p := s.run(t, g, "c13-1")
+			p := s.run(t, g, "i-1")
 
 			// The issue waited 15 s; the outcome it saw (nothing output,
 			// nothing dead-lettered) is there within seconds, so 30 s is a
@@ -186,7 +186,7 @@ func TestC13RefusedRecordFreshGroup(t *testing.T) {
 				t.Errorf("after 51 records, before the 52nd: %d outputs and %d dead letters, want 50 and 1", outs, dls)
 			}
 
-			last := c13Events("c", 0, 1, 0)
+			last := eventLines("c", 0, 1, 0)
 			kcatProduce(t, s.in, last)
 			s.settle(t, g, p, map[int32]int64{0: 52}, 30*time.Second, keysOf(append(append(append([][]byte{}, small1...), small2...), last...)), []dlqSource{{0, 25, "produce"}})
 		})
@@ -194,14 +194,14 @@ func TestC13RefusedRecordFreshGroup(t *testing.T) {
 }
 
 // The refused record is the very first offset of a fresh group.
-func TestC13RefusedRecordAtFirstOffset(t *testing.T) {
-	for _, g := range c13Guarantees {
+func TestRefusedRecordAtFirstOffset(t *testing.T) {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
-			s := newRefusedStage(t, "c13first", 1, "100ms", 10000)
-			small := c13Events("a", 0, 10, 0)
-			kcatProduce(t, s.in, append(c13Events("big", 0, 1, c13BigPad), small...))
-			p := s.run(t, g, "c13-1")
+			s := newRefusedStage(t, "first", 1, "100ms", 10000)
+			small := eventLines("a", 0, 10, 0)
+			kcatProduce(t, s.in, append(eventLines("big", 0, 1, refusedPad), small...))
+			p := s.run(t, g, "i-1")
 			s.settle(t, g, p, map[int32]int64{0: 11}, 45*time.Second, keysOf(small), []dlqSource{{0, 0, "produce"}})
 		})
 	}
@@ -209,24 +209,24 @@ func TestC13RefusedRecordAtFirstOffset(t *testing.T) {
 
 // One refused record in each of three partitions, at different offsets,
 // in a fresh group.
-func TestC13RefusedRecordInEachPartition(t *testing.T) {
-	for _, g := range c13Guarantees {
+func TestRefusedRecordInEachPartition(t *testing.T) {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
-			s := newRefusedStage(t, "c13each", 3, "100ms", 10000)
+			s := newRefusedStage(t, "each", 3, "100ms", 10000)
 			var want []string
 			var wantDL []dlqSource
 			ends := map[int32]int64{}
 			for p := range 3 {
-				pre := c13Events(fmt.Sprintf("p%d-a", p), 0, 2+3*p, 0)
-				post := c13Events(fmt.Sprintf("p%d-b", p), 0, 8, 0)
-				big := c13Events(fmt.Sprintf("p%d-big", p), 0, 1, c13BigPad)
+				pre := eventLines(fmt.Sprintf("p%d-a", p), 0, 2+3*p, 0)
+				post := eventLines(fmt.Sprintf("p%d-b", p), 0, 8, 0)
+				big := eventLines(fmt.Sprintf("p%d-big", p), 0, 1, refusedPad)
 				kcatProducePartition(t, s.in, p, append(append(append([][]byte{}, pre...), big...), post...))
 				want = append(append(want, keysOf(pre)...), keysOf(post)...)
 				wantDL = append(wantDL, dlqSource{int64(p), int64(len(pre)), "produce"})
 				ends[int32(p)] = int64(len(pre) + 1 + len(post))
 			}
-			pr := s.run(t, g, "c13-1")
+			pr := s.run(t, g, "i-1")
 			s.settle(t, g, pr, ends, 45*time.Second, want, wantDL)
 		})
 	}
@@ -252,26 +252,26 @@ func resetGroupOffset(t *testing.T, group, topic string, partition int, offset i
 // not processed again, and every other record, in all partitions, is,
 // including refused records in the committed partition and in one with no
 // commit.
-func TestC13PartlyCommittedGroup(t *testing.T) {
-	for _, g := range c13Guarantees {
+func TestPartlyCommittedGroup(t *testing.T) {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
-			s := newRefusedStage(t, "c13part", 3, "100ms", 10000)
-			done := c13Events("done", 0, 5, 0) // processed already: before the committed offset
+			s := newRefusedStage(t, "part", 3, "100ms", 10000)
+			done := eventLines("done", 0, 5, 0) // processed already: before the committed offset
 			kcatProducePartition(t, s.in, 0, done)
 			resetGroupOffset(t, s.group(), s.in, 0, 5)
 
-			p0 := append(c13Events("p0", 0, 4, 0), c13Events("p0big", 0, 1, c13BigPad)...)
-			p0 = append(p0, c13Events("p0", 4, 4, 0)...)
-			p1 := append(c13Events("p1big", 0, 1, c13BigPad), c13Events("p1", 0, 6, 0)...)
-			p2 := c13Events("p2", 0, 7, 0)
+			p0 := append(eventLines("p0", 0, 4, 0), eventLines("p0big", 0, 1, refusedPad)...)
+			p0 = append(p0, eventLines("p0", 4, 4, 0)...)
+			p1 := append(eventLines("p1big", 0, 1, refusedPad), eventLines("p1", 0, 6, 0)...)
+			p2 := eventLines("p2", 0, 7, 0)
 			kcatProducePartition(t, s.in, 0, p0)
 			kcatProducePartition(t, s.in, 1, p1)
 			kcatProducePartition(t, s.in, 2, p2)
 			want := append(append(keysOf(p0[:4]), keysOf(p0[5:])...), keysOf(p1[1:])...)
 			want = append(want, keysOf(p2)...)
 
-			pr := s.run(t, g, "c13-1")
+			pr := s.run(t, g, "i-1")
 			s.settle(t, g, pr, map[int32]int64{0: 5 + 9, 1: 7, 2: 7}, 45*time.Second, want, []dlqSource{{0, 5 + 4, "produce"}, {1, 0, "produce"}})
 		})
 	}
@@ -282,20 +282,20 @@ func TestC13PartlyCommittedGroup(t *testing.T) {
 // are revoked and re-assigned in the middle of the retry. Every small
 // record is output, the refused one is dead-lettered, and the group ends
 // at the end of every partition.
-func TestC13RevokedMidRetry(t *testing.T) {
+func TestRevokedMidRetry(t *testing.T) {
 	const perPart, bigAt = 400, 300
-	for _, g := range c13Guarantees {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
 			// A long commit interval puts many records in the transaction
 			// that fails, so the retry, one record per transaction, lasts.
-			s := newRefusedStage(t, "c13revoke", 3, "2s", 100000)
+			s := newRefusedStage(t, "revoke", 3, "2s", 100000)
 			var want []string
 			ends := map[int32]int64{}
 			for p := range 3 {
-				lines := c13Events(fmt.Sprintf("p%d", p), 0, perPart, 0)
+				lines := eventLines(fmt.Sprintf("p%d", p), 0, perPart, 0)
 				if p == 1 {
-					lines = append(append(append([][]byte{}, lines[:bigAt]...), c13Events("big", 0, 1, c13BigPad)...), lines[bigAt:]...)
+					lines = append(append(append([][]byte{}, lines[:bigAt]...), eventLines("big", 0, 1, refusedPad)...), lines[bigAt:]...)
 				}
 				kcatProducePartition(t, s.in, p, lines)
 				for _, k := range keysOf(lines) {
@@ -305,12 +305,12 @@ func TestC13RevokedMidRetry(t *testing.T) {
 				}
 				ends[int32(p)] = int64(len(lines))
 			}
-			a := s.run(t, g, "c13-a")
+			a := s.run(t, g, "i-a")
 			eventually(t, 45*time.Second, func() bool {
 				a.alive()
 				return strings.Contains(a.logs.String(), "one input record per transaction")
 			}, func() string { return "instance a never started the one-record retry" })
-			b := s.run(t, g, "c13-b")
+			b := s.run(t, g, "i-b")
 			s.waitCommitted(t, ends, 90*time.Second)
 			a.alive()
 			b.alive()
@@ -330,39 +330,39 @@ func TestC13RevokedMidRetry(t *testing.T) {
 // (metadata.max.age.ms); the file sets metadata_max_age to 2s for each, so
 // the bound is 2 minutes: this test checks that nothing is skipped, not how
 // fast the new partitions are found.
-func TestC13PartitionsAddedWhileRunning(t *testing.T) {
-	in := uniqueName("c13grow_in")
-	eos, alos := refusedStage{name: uniqueName("c13grow_eos")}, refusedStage{name: uniqueName("c13grow_alos")}
-	var topics []c13Topic
-	topics = append(topics, c13Topic{name: in, parts: 1})
+func TestPartitionsAddedWhileRunning(t *testing.T) {
+	in := uniqueName("grow_in")
+	eos, alos := refusedStage{name: uniqueName("grow_eos")}, refusedStage{name: uniqueName("grow_alos")}
+	var topics []fileTopic
+	topics = append(topics, fileTopic{name: in, parts: 1})
 	for _, s := range []*refusedStage{&eos, &alos} {
 		s.in, s.out, s.dlq = in, s.name+"_out", s.name+"_dlq"
-		topics = append(topics, c13Topic{name: s.out, parts: 1, config: map[string]string{"max.message.bytes": "4000"}}, c13Topic{name: s.dlq, parts: 1})
+		topics = append(topics, fileTopic{name: s.out, parts: 1, config: map[string]string{"max.message.bytes": "4000"}}, fileTopic{name: s.dlq, parts: 1})
 	}
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13grow")
-	sinkName, sinkDLQ := uniqueName("c13grow_sink"), uniqueName("c13grow_sdlq")
-	topics = append(topics, c13Topic{name: sinkDLQ, parts: 1})
+	schema := freshSchema(t, pool, "grow")
+	sinkName, sinkDLQ := uniqueName("grow_sink"), uniqueName("grow_sdlq")
+	topics = append(topics, fileTopic{name: sinkDLQ, parts: 1})
 	const refresh = "    metadata_max_age: 2s\n"
-	topo := c13Topology(t, topics, "stages:\n"+c13Stage(eos.name, in, eos.out, eos.dlq, "100ms", 10000)+refresh+
-		c13Stage(alos.name, in, alos.out, alos.dlq, "100ms", 10000)+refresh+
-		"sinks:\n"+c13Sink(sinkName, in, sinkDLQ, schema+".events", "", "{ event_id: event_id, body: $value }", "")+refresh)
+	topo := userTopology(t, topics, "stages:\n"+jsonStageItem(eos.name, in, eos.out, eos.dlq, "100ms", 10000)+refresh+
+		jsonStageItem(alos.name, in, alos.out, alos.dlq, "100ms", 10000)+refresh+
+		"sinks:\n"+jsonSinkItem(sinkName, in, sinkDLQ, schema+".events", "", "{ event_id: event_id, body: $value }", "")+refresh)
 	eos.topo, alos.topo = topo, topo
 
-	first := c13Events("old", 0, 5, 0)
+	first := eventLines("old", 0, 5, 0)
 	kcatProducePartition(t, in, 0, first)
-	pe := start(t, nil, "run", "--topology", topo, "--stage", eos.name, "--instance-id", "c13-1", "--guarantee", "exactly-once", "--log-level", "info")
-	pa := start(t, nil, "run", "--topology", topo, "--stage", alos.name, "--instance-id", "c13-1", "--guarantee", "at-least-once", "--log-level", "info")
-	ps := start(t, nil, "sink", "--topology", topo, "--sink", sinkName, "--instance-id", "c13-1", "--log-level", "info")
+	pe := start(t, nil, "run", "--topology", topo, "--stage", eos.name, "--instance-id", "i-1", "--guarantee", "exactly-once", "--log-level", "info")
+	pa := start(t, nil, "run", "--topology", topo, "--stage", alos.name, "--instance-id", "i-1", "--guarantee", "at-least-once", "--log-level", "info")
+	ps := start(t, nil, "sink", "--topology", topo, "--sink", sinkName, "--instance-id", "i-1", "--log-level", "info")
 	eos.waitCommitted(t, map[int32]int64{0: 5}, 45*time.Second)
 	alos.waitCommitted(t, map[int32]int64{0: 5}, 45*time.Second)
 	eventually(t, 45*time.Second, func() bool { return pgInt(t, pool, "SELECT count(*) FROM "+schema+".events") == 5 },
 		func() string { return "the sink did not load the first 5 records" })
 
 	addPartitions(t, in, 3)
-	p1 := c13Events("new1", 0, 6, 0)
-	p2 := append(c13Events("new2", 0, 2, 0), c13Events("new2big", 0, 1, c13BigPad)...)
-	p2 = append(p2, c13Events("new2", 2, 3, 0)...)
+	p1 := eventLines("new1", 0, 6, 0)
+	p2 := append(eventLines("new2", 0, 2, 0), eventLines("new2big", 0, 1, refusedPad)...)
+	p2 = append(p2, eventLines("new2", 2, 3, 0)...)
 	kcatProducePartition(t, in, 1, p1)
 	kcatProducePartition(t, in, 2, p2)
 	ends := map[int32]int64{0: 5, 1: 6, 2: 6}
@@ -396,35 +396,35 @@ func TestC13PartitionsAddedWhileRunning(t *testing.T) {
 	ps.stop()
 }
 
-// c13SinkCase is one sink writing to a table the test may create first.
-type c13SinkCase struct {
+// loadSink is one sink writing to a table the test may create first.
+type loadSink struct {
 	name, in, dlq, schema, table, topo string
 }
 
-// newC13Sink writes the topology of one sink (input with parts
+// newLoadSink writes the topology of one sink (input with parts
 // partitions, the given columns and mode) into a fresh schema; the table
 // is <schema>.events, created by the test in setup (which gets the
 // schema) or by the sink.
-func newC13Sink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int, columns, mode string, setup func(schema string)) c13SinkCase {
+func newLoadSink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int, columns, mode string, setup func(schema string)) loadSink {
 	t.Helper()
-	c := c13SinkCase{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), dlq: uniqueName(prefix + "_dlq")}
-	c.schema = c13Schema(t, pool, prefix)
+	c := loadSink{name: uniqueName(prefix), in: uniqueName(prefix + "_in"), dlq: uniqueName(prefix + "_dlq")}
+	c.schema = freshSchema(t, pool, prefix)
 	c.table = c.schema + ".events"
 	if setup != nil {
 		setup(c.schema)
 	}
-	c.topo = c13Topology(t, []c13Topic{{name: c.in, parts: parts}, {name: c.dlq, parts: 1}},
-		"sinks:\n"+c13Sink(c.name, c.in, c.dlq, c.table, "", columns, mode))
+	c.topo = userTopology(t, []fileTopic{{name: c.in, parts: parts}, {name: c.dlq, parts: 1}},
+		"sinks:\n"+jsonSinkItem(c.name, c.in, c.dlq, c.table, "", columns, mode))
 	return c
 }
 
-func (c c13SinkCase) spec() sinkSpec {
+func (c loadSink) spec() sinkSpec {
 	return sinkSpec{name: c.name, in: c.in, dlq: c.dlq, schema: c.schema}
 }
 
 // run starts the sink as instance id, at log level info, with addr as its
 // metrics address ("" for none).
-func (c c13SinkCase) run(t *testing.T, id, addr string) *proc {
+func (c loadSink) run(t *testing.T, id, addr string) *proc {
 	t.Helper()
 	return start(t, nil, "sink", "--topology", c.topo, "--instance-id", id, "--log-level", "info", "--metrics-addr="+addr)
 }
@@ -432,7 +432,7 @@ func (c c13SinkCase) run(t *testing.T, id, addr string) *proc {
 // waitLoaded waits until the sink's table holds want rows, each event once
 // (waitRows, with procs running), and its stored positions are at every
 // partition's read_committed end.
-func (c c13SinkCase) waitLoaded(t *testing.T, pool *pgxpool.Pool, want int64, timeout time.Duration, procs ...*proc) {
+func (c loadSink) waitLoaded(t *testing.T, pool *pgxpool.Pool, want int64, timeout time.Duration, procs ...*proc) {
 	t.Helper()
 	waitRows(t, pool, c.table, want, timeout, procs...)
 	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
@@ -442,7 +442,7 @@ func (c c13SinkCase) waitLoaded(t *testing.T, pool *pgxpool.Pool, want int64, ti
 
 // loadOnce produces lines to the sink's input, runs the sink as instance
 // id until it has loaded want rows in all (as waitLoaded), and stops it.
-func (c c13SinkCase) loadOnce(t *testing.T, pool *pgxpool.Pool, id string, lines [][]byte, want int64) {
+func (c loadSink) loadOnce(t *testing.T, pool *pgxpool.Pool, id string, lines [][]byte, want int64) {
 	t.Helper()
 	kcatProduce(t, c.in, lines)
 	p := c.run(t, id, "")
@@ -452,7 +452,7 @@ func (c c13SinkCase) loadOnce(t *testing.T, pool *pgxpool.Pool, id string, lines
 
 // positionsAtEnd reports whether the sink's stored positions (in the
 // default positions table) are at every partition's read_committed end.
-func (c c13SinkCase) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {
+func (c loadSink) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {
 	t.Helper()
 	return positionsTableAtEnd(t, pool, c.schema+".exactly_positions", c.in)
 }
@@ -460,11 +460,11 @@ func (c c13SinkCase) positionsAtEnd(t *testing.T, pool *pgxpool.Pool) bool {
 // A sink whose positions table holds positions for only one of three
 // partitions (it ran when only that partition had records) loads every
 // record of the other two from their first offsets, and nothing twice.
-func TestC13SinkPartlyStoredPositions(t *testing.T) {
+func TestSinkPartlyStoredPositions(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13spart", 3, "{ event_id: event_id, body: $value }", "", nil)
-	kcatProducePartition(t, c.in, 0, c13Events("first", 0, 5, 0))
-	p := c.run(t, "c13-1", "")
+	c := newLoadSink(t, pool, "spart", 3, "{ event_id: event_id, body: $value }", "", nil)
+	kcatProducePartition(t, c.in, 0, eventLines("first", 0, 5, 0))
+	p := c.run(t, "i-1", "")
 	eventually(t, 45*time.Second, func() bool {
 		return storedPositions(t, pool, c.schema+".exactly_positions", c.in)[0] == 5 && pgInt(t, pool, "SELECT count(*) FROM "+c.table) == 5
 	}, func() string { return "the sink did not load the first 5 records" })
@@ -472,9 +472,9 @@ func TestC13SinkPartlyStoredPositions(t *testing.T) {
 	t.Logf("positions stored after the first run: %v", storedPositions(t, pool, c.schema+".exactly_positions", c.in))
 
 	for part := range 3 {
-		kcatProducePartition(t, c.in, part, c13Events(fmt.Sprintf("second%d", part), 0, 5, 0))
+		kcatProducePartition(t, c.in, part, eventLines(fmt.Sprintf("second%d", part), 0, 5, 0))
 	}
-	p = c.run(t, "c13-1", "")
+	p = c.run(t, "i-1", "")
 	eventually(t, 45*time.Second, func() bool { return c.positionsAtEnd(t, pool) && pgInt(t, pool, "SELECT count(*) FROM "+c.table) >= 20 },
 		func() string {
 			return fmt.Sprintf("%d rows, want 20; positions %v", pgInt(t, pool, "SELECT count(*) FROM "+c.table),
@@ -492,25 +492,25 @@ func TestC13SinkPartlyStoredPositions(t *testing.T) {
 // partition): the partitions move in the middle of the split. Every good
 // row is written once, each bad record is dead-lettered, and the stored
 // positions reach the end of every partition.
-func TestC13SinkRevokedMidSplit(t *testing.T) {
+func TestSinkRevokedMidSplit(t *testing.T) {
 	const perPart = 2000
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13ssplit", 3, "{ event_id: event_id, n: n }", "", func(schema string) {
+	c := newLoadSink(t, pool, "ssplit", 3, "{ event_id: event_id, n: n }", "", func(schema string) {
 		pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, n integer)")
 	})
 	want := 0
 	for part := range 3 {
-		lines := c13Events(fmt.Sprintf("p%d", part), 0, perPart, 0)
+		lines := eventLines(fmt.Sprintf("p%d", part), 0, perPart, 0)
 		bad := fmt.Appendf(nil, `bad%d|{"event_id":"bad%d","n":"not a number"}`, part, part)
 		at := 500 * (part + 1)
 		lines = append(append(append([][]byte{}, lines[:at]...), bad), lines[at:]...)
 		kcatProducePartition(t, c.in, part, lines)
 		want += perPart
 	}
-	a := c.run(t, "c13-a", "")
+	a := c.run(t, "i-a", "")
 	eventually(t, 30*time.Second, func() bool { a.alive(); return strings.Contains(a.logs.String(), "assigned") },
 		func() string { return "instance a was never assigned partitions" })
-	b := c.run(t, "c13-b", "")
+	b := c.run(t, "i-b", "")
 	eventually(t, 90*time.Second, func() bool {
 		return c.positionsAtEnd(t, pool) && pgInt(t, pool, "SELECT count(*) FROM "+c.table) >= int64(want)
 	}, func() string {
@@ -542,19 +542,19 @@ func TestC13SinkRevokedMidSplit(t *testing.T) {
 // the first rewind: no rebuild may write them again (outside attack,
 // session 11: each was written once per rebuild, 7 times). Every good
 // record is output exactly once, and the bad one dead-lettered once.
-func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
+func TestDeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 	t.Parallel()
 	const g = "at-least-once"
-	s := newRefusedStage(t, "c13dlqgone", 3, "100ms", 1000)
+	s := newRefusedStage(t, "dlqgone", 3, "100ms", 1000)
 	var want []string
 	ends := map[int32]int64{}
 	for p := range 3 {
-		lines := c13Events(fmt.Sprintf("p%d", p), 0, 20, 0)
+		lines := eventLines(fmt.Sprintf("p%d", p), 0, 20, 0)
 		kcatProducePartition(t, s.in, p, lines)
 		want = append(want, keysOf(lines)...)
 		ends[int32(p)] = 20
 	}
-	a := s.run(t, g, "c13-a")
+	a := s.run(t, g, "i-a")
 	s.waitCommitted(t, ends, time.Minute)
 
 	if out, err := topicTool(t, "--delete", "--topic", s.dlq); err != nil {
@@ -563,7 +563,7 @@ func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 	eventually(t, time.Minute, func() bool { id, _ := topicInfo(t, s.dlq); return id == "" },
 		func() string { return s.dlq + " still exists" })
 	for p := range 3 {
-		lines := c13Events(fmt.Sprintf("q%d", p), 0, 20, 0)
+		lines := eventLines(fmt.Sprintf("q%d", p), 0, 20, 0)
 		want = append(want, keysOf(lines)...)
 		if p == 1 {
 			lines = append(append(append([][]byte{}, lines[:10]...), []byte("bad-1|not json")), lines[10:]...)
@@ -596,7 +596,7 @@ func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 	}
 	if len(missing) > 0 || len(doubled) > 0 || len(got) != len(want) {
 		t.Errorf("output %s: %d keys missing %v, %d written more than once %v; %d keys, want %d",
-			s.out, len(missing), c13Head(missing), len(doubled), c13Head(doubled), len(got), len(want))
+			s.out, len(missing), firstOf(missing), len(doubled), firstOf(doubled), len(got), len(want))
 	}
 	s.checkDeadLetters(t, "exactly-once", []dlqSource{{1, 30, "decode"}})
 	a.stop()
@@ -611,13 +611,13 @@ func TestC13DeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 // Records in the log below the high watermark and at or above the last
 // position the sink could have read are skipped: issue 13 kind 1 says no
 // input offset is ever skipped (the event IDs keep a re-read safe).
-func TestC13bSinkPositionAboveHighWatermarkSameTopic(t *testing.T) {
+func TestSinkPositionAboveHighWatermarkSameTopic(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13bhw", 1, "{ event_id: event_id, body: $value }", "", nil)
-	c.loadOnce(t, pool, "c13b-1", c13Events("a", 0, 5, 0), 5)
+	c := newLoadSink(t, pool, "hw", 1, "{ event_id: event_id, body: $value }", "", nil)
+	c.loadOnce(t, pool, "i-1", eventLines("a", 0, 5, 0), 5)
 
 	pgExec(t, pool, "UPDATE "+c.schema+".exactly_positions SET next_offset = 1000 WHERE sink = '"+c.name+"'")
-	kcatProduce(t, c.in, c13Events("b", 0, 3, 0))
-	p := c.run(t, "c13b-1", "")
+	kcatProduce(t, c.in, eventLines("b", 0, 3, 0))
+	p := c.run(t, "i-1", "")
 	waitRows(t, pool, c.table, 8, 30*time.Second, p)
 }

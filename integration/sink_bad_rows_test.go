@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// c13Rec is one record: its key and its JSON value.
-type c13Rec struct{ key, value string }
+// keyedRec is one record: its key and its JSON value.
+type keyedRec struct{ key, value string }
 
 // badRowCase is one sink run against a table the test creates.
 type badRowCase struct {
@@ -30,7 +30,7 @@ type badRowCase struct {
 	ddl, cols, mode string
 	// recs are produced to one partition before the sink starts, so they
 	// are read in one batch.
-	recs []c13Rec
+	recs []keyedRec
 	// want maps each event ID (as Postgres prints it) the table must hold
 	// to the text of its column valCol.
 	valCol string
@@ -40,7 +40,7 @@ type badRowCase struct {
 	bad map[string]string
 	// after are produced once the first batch is handled; wantAfter maps
 	// their event IDs to valCol, like want.
-	after     []c13Rec
+	after     []keyedRec
 	wantAfter map[string]string
 }
 
@@ -63,7 +63,7 @@ func lagsAgree(t *testing.T, addr, topo, sink string) (metric float64, status in
 
 func runBadRowCase(t *testing.T, c badRowCase) {
 	pool := pgPool(t)
-	s := newC13Sink(t, pool, "c13bad", 1, c.cols, c.mode, func(schema string) {
+	s := newLoadSink(t, pool, "ad", 1, c.cols, c.mode, func(schema string) {
 		pgExec(t, pool, fmt.Sprintf(c.ddl, schema))
 	})
 	lines := make([][]byte, 0, len(c.recs))
@@ -74,7 +74,7 @@ func runBadRowCase(t *testing.T, c badRowCase) {
 	}
 	kcatProducePartition(t, s.in, 0, lines)
 	addr := freeAddr(t)
-	p := s.run(t, "c13-1", addr)
+	p := s.run(t, "i-1", addr)
 	waitMetrics(t, p, addr)
 
 	// While the batch is being handled, and after: the lag metric and
@@ -83,10 +83,10 @@ func runBadRowCase(t *testing.T, c badRowCase) {
 		t.Helper()
 		eventually(t, 45*time.Second, func() bool {
 			p.alive()
-			n, _ := c13Rows(t, pool, s.table)
+			n, _ := tableCounts(t, pool, s.table)
 			return n == int64(len(want)) && storedPositions(t, pool, s.schema+".exactly_positions", s.in)[0] == end
 		}, func() string {
-			n, _ := c13Rows(t, pool, s.table)
+			n, _ := tableCounts(t, pool, s.table)
 			m, st, _ := lagsAgree(t, addr, s.topo, s.name)
 			return fmt.Sprintf("%d rows, want %d; positions %v, want partition 0 at %d; dead letters %d; lag metric %v, status lag %d",
 				n, len(want), storedPositions(t, pool, s.schema+".exactly_positions", s.in), end, len(kcatRead(t, s.dlq)), m, st)
@@ -158,20 +158,20 @@ func runBadRowCase(t *testing.T, c badRowCase) {
 // primary key, v text); one batch of 4 in which two event IDs differ only
 // in case. 3 rows; for that UUID the last record wins; the lag metric
 // equals status's lag.
-func TestC13UpsertUUIDsDifferingInCase(t *testing.T) {
+func TestSinkUpsertUUIDsDifferingInCase(t *testing.T) {
 	const upper, lower = "6BA7B810-9DAD-11D1-80B4-00C04FD430C8", "6ba7b810-9dad-11d1-80b4-00c04fd430c8"
-	rec := func(id, v string) c13Rec { return c13Rec{id, fmt.Sprintf(`{"event_id":%q,"v":%q}`, id, v)} }
+	rec := func(id, v string) keyedRec { return keyedRec{id, fmt.Sprintf(`{"event_id":%q,"v":%q}`, id, v)} }
 	runBadRowCase(t, badRowCase{
 		ddl:  "CREATE TABLE %[1]s.events (event_id uuid PRIMARY KEY, v text)",
 		cols: "{ event_id: event_id, v: v }", mode: "upsert", valCol: "v",
-		recs: []c13Rec{
+		recs: []keyedRec{
 			rec(upper, "first"),
 			rec("11111111-1111-1111-1111-111111111111", "one"),
 			rec(lower, "last"),
 			rec("22222222-2222-2222-2222-222222222222", "two"),
 		},
 		want: map[string]string{lower: "last", "11111111-1111-1111-1111-111111111111": "one", "22222222-2222-2222-2222-222222222222": "two"},
-		after: []c13Rec{
+		after: []keyedRec{
 			rec("33333333-3333-3333-3333-333333333333", "three"),
 			rec(upper, "again"),
 		},
@@ -181,58 +181,58 @@ func TestC13UpsertUUIDsDifferingInCase(t *testing.T) {
 
 // Invented inputs of the kind: each batch holds good records around one
 // (or two) that Postgres refuses for its data.
-func TestC13BadRowNeverStalls(t *testing.T) {
-	j := func(id, field, raw string) c13Rec {
+func TestSinkBadRowNeverStalls(t *testing.T) {
+	j := func(id, field, raw string) keyedRec {
 		if field == "" {
-			return c13Rec{id, fmt.Sprintf(`{"event_id":%q}`, id)}
+			return keyedRec{id, fmt.Sprintf(`{"event_id":%q}`, id)}
 		}
-		return c13Rec{id, fmt.Sprintf(`{"event_id":%q,%q:%s}`, id, field, raw)}
+		return keyedRec{id, fmt.Sprintf(`{"event_id":%q,%q:%s}`, id, field, raw)}
 	}
 	cases := []badRowCase{
 		{
 			name: "check constraint",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, qty integer CHECK (qty >= 0))",
 			cols: "{ event_id: event_id, qty: qty }", valCol: "qty",
-			recs:  []c13Rec{j("g1", "qty", "1"), j("b1", "qty", "-1"), j("g2", "qty", "2")},
+			recs:  []keyedRec{j("g1", "qty", "1"), j("b1", "qty", "-1"), j("g2", "qty", "2")},
 			want:  map[string]string{"g1": "1", "g2": "2"},
 			bad:   map[string]string{"b1": "23514"},
-			after: []c13Rec{j("g3", "qty", "3")}, wantAfter: map[string]string{"g3": "3"},
+			after: []keyedRec{j("g3", "qty", "3")}, wantAfter: map[string]string{"g3": "3"},
 		},
 		{
 			name: "smallint out of range",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, n smallint)",
 			cols: "{ event_id: event_id, n: n }", valCol: "n",
-			recs:  []c13Rec{j("g1", "n", "1"), j("g2", "n", "32767"), j("b1", "n", "70000"), j("g3", "n", "-32768")},
+			recs:  []keyedRec{j("g1", "n", "1"), j("g2", "n", "32767"), j("b1", "n", "70000"), j("g3", "n", "-32768")},
 			want:  map[string]string{"g1": "1", "g2": "32767", "g3": "-32768"},
 			bad:   map[string]string{"b1": "22003"},
-			after: []c13Rec{j("g4", "n", "4")}, wantAfter: map[string]string{"g4": "4"},
+			after: []keyedRec{j("g4", "n", "4")}, wantAfter: map[string]string{"g4": "4"},
 		},
 		{
 			name: "numeric(5,2) overflow",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, amount numeric(5,2))",
 			cols: "{ event_id: event_id, amount: amount }", valCol: "amount",
-			recs:  []c13Rec{j("b1", "amount", "12345.67"), j("g1", "amount", "999.99"), j("g2", "amount", "1.5")},
+			recs:  []keyedRec{j("b1", "amount", "12345.67"), j("g1", "amount", "999.99"), j("g2", "amount", "1.5")},
 			want:  map[string]string{"g1": "999.99", "g2": "1.50"},
 			bad:   map[string]string{"b1": "22003"},
-			after: []c13Rec{j("g3", "amount", "3")}, wantAfter: map[string]string{"g3": "3.00"},
+			after: []keyedRec{j("g3", "amount", "3")}, wantAfter: map[string]string{"g3": "3.00"},
 		},
 		{
 			name: "not null",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text NOT NULL)",
 			cols: "{ event_id: event_id, v: v }", valCol: "v",
-			recs:  []c13Rec{j("g1", "v", `"a"`), j("g2", "v", `"b"`), j("b1", "v", "null")},
+			recs:  []keyedRec{j("g1", "v", `"a"`), j("g2", "v", `"b"`), j("b1", "v", "null")},
 			want:  map[string]string{"g1": "a", "g2": "b"},
 			bad:   map[string]string{"b1": "23502"},
-			after: []c13Rec{j("g3", "v", `"c"`)}, wantAfter: map[string]string{"g3": "c"},
+			after: []keyedRec{j("g3", "v", `"c"`)}, wantAfter: map[string]string{"g3": "c"},
 		},
 		{
 			name: "trigger raises",
-			ddl:  refuseTrigger("CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)", "IF NEW.v = 'boom' THEN RAISE EXCEPTION 'c13 trigger refuses %%', NEW.v; END IF;"),
+			ddl:  refuseTrigger("CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)", "IF NEW.v = 'boom' THEN RAISE EXCEPTION 'trigger refuses %%', NEW.v; END IF;"),
 			cols: "{ event_id: event_id, v: v }", valCol: "v",
-			recs:  []c13Rec{j("g1", "v", `"a"`), j("b1", "v", `"boom"`), j("g2", "v", `"b"`)},
+			recs:  []keyedRec{j("g1", "v", `"a"`), j("b1", "v", `"boom"`), j("g2", "v", `"b"`)},
 			want:  map[string]string{"g1": "a", "g2": "b"},
 			bad:   map[string]string{"b1": "P0001"},
-			after: []c13Rec{j("g3", "v", `"c"`)}, wantAfter: map[string]string{"g3": "c"},
+			after: []keyedRec{j("g3", "v", `"c"`)}, wantAfter: map[string]string{"g3": "c"},
 		},
 		{
 			name: "deferred foreign key fails at commit",
@@ -241,44 +241,44 @@ INSERT INTO %[1]s.parent VALUES ('p1'), ('p2');
 CREATE TABLE %[1]s.events (event_id text PRIMARY KEY,
 	parent text REFERENCES %[1]s.parent (id) DEFERRABLE INITIALLY DEFERRED)`,
 			cols: "{ event_id: event_id, parent: parent }", valCol: "parent",
-			recs:  []c13Rec{j("g1", "parent", `"p1"`), j("b1", "parent", `"nope"`), j("g2", "parent", `"p2"`)},
+			recs:  []keyedRec{j("g1", "parent", `"p1"`), j("b1", "parent", `"nope"`), j("g2", "parent", `"p2"`)},
 			want:  map[string]string{"g1": "p1", "g2": "p2"},
 			bad:   map[string]string{"b1": "23503"},
-			after: []c13Rec{j("g3", "parent", `"p1"`)}, wantAfter: map[string]string{"g3": "p1"},
+			after: []keyedRec{j("g3", "parent", `"p1"`)}, wantAfter: map[string]string{"g3": "p1"},
 		},
 		{
 			name: "string that does not cast to integer",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, n integer)",
 			cols: "{ event_id: event_id, n: n }", valCol: "n",
-			recs:  []c13Rec{j("g1", "n", "1"), j("b1", "n", `"twelve"`), j("g2", "n", `"2"`)},
+			recs:  []keyedRec{j("g1", "n", "1"), j("b1", "n", `"twelve"`), j("g2", "n", `"2"`)},
 			want:  map[string]string{"g1": "1", "g2": "2"},
 			bad:   map[string]string{"b1": "22P02"},
-			after: []c13Rec{j("g3", "n", "3")}, wantAfter: map[string]string{"g3": "3"},
+			after: []keyedRec{j("g3", "n", "3")}, wantAfter: map[string]string{"g3": "3"},
 		},
 		{
 			name: "duplicate event IDs in one batch, insert mode: the first stays",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)",
 			cols: "{ event_id: event_id, v: v }", valCol: "v",
-			recs:  []c13Rec{j("d1", "v", `"first"`), j("g1", "v", `"a"`), j("d1", "v", `"second"`), j("d1", "v", `"third"`)},
+			recs:  []keyedRec{j("d1", "v", `"first"`), j("g1", "v", `"a"`), j("d1", "v", `"second"`), j("d1", "v", `"third"`)},
 			want:  map[string]string{"d1": "first", "g1": "a"},
-			after: []c13Rec{j("g2", "v", `"b"`), j("d1", "v", `"fourth"`)}, wantAfter: map[string]string{"g2": "b"},
+			after: []keyedRec{j("g2", "v", `"b"`), j("d1", "v", `"fourth"`)}, wantAfter: map[string]string{"g2": "b"},
 		},
 		{
 			name: "duplicate event IDs in one batch, upsert mode: the last wins",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, v text)",
 			cols: "{ event_id: event_id, v: v }", mode: "upsert", valCol: "v",
-			recs:  []c13Rec{j("d1", "v", `"first"`), j("g1", "v", `"a"`), j("d1", "v", `"second"`), j("d1", "v", `"third"`)},
+			recs:  []keyedRec{j("d1", "v", `"first"`), j("g1", "v", `"a"`), j("d1", "v", `"second"`), j("d1", "v", `"third"`)},
 			want:  map[string]string{"d1": "third", "g1": "a"},
-			after: []c13Rec{j("g2", "v", `"b"`)}, wantAfter: map[string]string{"g2": "b"},
+			after: []keyedRec{j("g2", "v", `"b"`)}, wantAfter: map[string]string{"g2": "b"},
 		},
 		{
 			name: "two bad rows of different kinds in one upsert batch",
 			ddl:  "CREATE TABLE %[1]s.events (event_id text PRIMARY KEY, qty smallint CHECK (qty <> 13))",
 			cols: "{ event_id: event_id, qty: qty }", mode: "upsert", valCol: "qty",
-			recs:  []c13Rec{j("g1", "qty", "1"), j("b1", "qty", "13"), j("g2", "qty", "2"), j("b2", "qty", "99999"), j("g1", "qty", "11")},
+			recs:  []keyedRec{j("g1", "qty", "1"), j("b1", "qty", "13"), j("g2", "qty", "2"), j("b2", "qty", "99999"), j("g1", "qty", "11")},
 			want:  map[string]string{"g1": "11", "g2": "2"},
 			bad:   map[string]string{"b1": "23514", "b2": "22003"},
-			after: []c13Rec{j("g3", "qty", "3")}, wantAfter: map[string]string{"g3": "3"},
+			after: []keyedRec{j("g3", "qty", "3")}, wantAfter: map[string]string{"g3": "3"},
 		},
 	}
 	for _, c := range cases {
@@ -298,9 +298,9 @@ CREATE TABLE %[1]s.events (event_id text PRIMARY KEY,
 // Today the batch counts as "unclassified", is retried 6 times, and the
 // sink exits 1 with none of the 4 good rows written; a restart does the
 // same, so the stream is stalled for good.
-func TestC13bTriggerWithCustomSQLSTATE(t *testing.T) {
+func TestTriggerWithCustomSQLSTATE(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13bcust", 1, "{ event_id: event_id, n: n }", "", func(s string) {
+	c := newLoadSink(t, pool, "cust", 1, "{ event_id: event_id, n: n }", "", func(s string) {
 		pgExec(t, pool, "CREATE TABLE "+s+".events (event_id text PRIMARY KEY, n int)")
 		pgExec(t, pool, "CREATE FUNCTION "+s+`.refuse3() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN IF NEW.n = 3 THEN RAISE EXCEPTION 'three is refused' USING ERRCODE = 'U0001'; END IF; RETURN NEW; END $$`)
@@ -312,7 +312,7 @@ BEGIN IF NEW.n = 3 THEN RAISE EXCEPTION 'three is refused' USING ERRCODE = 'U000
 	}
 	kcatProduce(t, c.in, lines)
 	addr := freeAddr(t)
-	p := c.run(t, "c13b-1", addr)
+	p := c.run(t, "i-1", addr)
 	waitRows(t, pool, c.table, 4, 45*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return len(kcatRead(t, c.dlq)) == 1 }, func() string {
 		return fmt.Sprintf("%d dead letters, want 1", len(kcatRead(t, c.dlq)))
@@ -334,13 +334,13 @@ BEGIN IF NEW.n = 3 THEN RAISE EXCEPTION 'three is refused' USING ERRCODE = 'U000
 // Accepted: the good rows are written and the bad record leaves a dead
 // letter (its value may be cut, its headers say why), or the sink exits
 // non-zero naming the dead-letter topic; never a silent endless retry.
-func TestC13bDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
+func TestDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13bhuge")
+	schema := freshSchema(t, pool, "huge")
 	pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, v text CHECK (length(v) < 1000))")
-	name, in, dlq := uniqueName("c13bhuge"), uniqueName("c13bhuge_in"), uniqueName("c13bhuge_dlq")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 1, config: map[string]string{"max.message.bytes": "4000000"}}, {name: dlq, parts: 1}},
-		"sinks:\n"+c13Sink(name, in, dlq, schema+".events", "", "{ event_id: event_id, v: v }", ""))
+	name, in, dlq := uniqueName("huge"), uniqueName("huge_in"), uniqueName("huge_dlq")
+	topo := userTopology(t, []fileTopic{{name: in, parts: 1, config: map[string]string{"max.message.bytes": "4000000"}}, {name: dlq, parts: 1}},
+		"sinks:\n"+jsonSinkItem(name, in, dlq, schema+".events", "", "{ event_id: event_id, v: v }", ""))
 	rng := rand.New(rand.NewPCG(13, 2))
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	big := make([]byte, 1_500_000)
@@ -352,10 +352,10 @@ func TestC13bDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
 		fmt.Appendf(nil, `h2|{"event_id":"h2","v":"%s"}`, big),
 		[]byte(`h3|{"event_id":"h3","v":"small3"}`),
 	})
-	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c13b-1", "--log-level", "info")
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "i-1", "--log-level", "info")
 	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) && !p.exited() {
-		if n, _ := c13Rows(t, pool, schema+".events"); n == 2 && len(kcatRead(t, dlq)) == 1 {
+		if n, _ := tableCounts(t, pool, schema+".events"); n == 2 && len(kcatRead(t, dlq)) == 1 {
 			break
 		}
 		time.Sleep(200 * time.Millisecond) // polling an external process
@@ -366,7 +366,7 @@ func TestC13bDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
 		}
 		return
 	}
-	n, _ := c13Rows(t, pool, schema+".events")
+	n, _ := tableCounts(t, pool, schema+".events")
 	dls := kcatRead(t, dlq)
 	if n != 2 || len(dls) != 1 {
 		t.Fatalf("after 40 s: %d rows (want h1 and h3), %d dead letters (want h2's); logs:\n%s", n, len(dls), tail(p.logs.String(), 20))

@@ -33,13 +33,13 @@ var dlBads = []dlBad{
 func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 	const n = 10000
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "s17b_dlt")
+	schema := freshSchema(t, pool, "s17b_dlt")
 	name, in := uniqueName("s17b-dlt"), uniqueName("s17b_dlt_in")
 	table, dead := schema+".events", schema+".dead_letters"
 	// Typed columns and a check: Postgres rejects a string for n and a
 	// negative qty.
 	pgExec(t, pool, "CREATE TABLE "+table+" (event_id text PRIMARY KEY, n integer NOT NULL, qty integer CHECK (qty >= 0))")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 3}}, fmt.Sprintf(`sinks:
+	topo := userTopology(t, []fileTopic{{name: in, parts: 3}}, fmt.Sprintf(`sinks:
   - name: %s
     input: { topic: %s, format: json }
     dead_letter: { table: %s }
@@ -89,7 +89,7 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 		if !p.killedBySIGKILL() {
 			t.Fatalf("sink did not die by SIGKILL at %s@3: %v\n%s", fp, p.err, tail(p.logs.String(), 40))
 		}
-		rows, _ := c13Rows(t, pool, table)
+		rows, _ := tableCounts(t, pool, table)
 		d, dd := deadRows()
 		t.Logf("killed at %s@3: %d rows, %d dead letters (%d distinct) stored", fp, rows, d, dd)
 		if rows <= 0 || rows >= n-100 || d != dd {
@@ -136,7 +136,7 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 	p.stop()
 
 	// The data table: the 9,900 good records, once each.
-	if rows, distinct := c13Rows(t, pool, table); rows != n-100 || distinct != n-100 {
+	if rows, distinct := tableCounts(t, pool, table); rows != n-100 || distinct != n-100 {
 		t.Fatalf("table %s: %d rows, %d distinct; want %d", table, rows, distinct, n-100)
 	}
 	// The dead-letter table, read with psql: each rejected record once.
@@ -188,13 +188,13 @@ func TestSinkDeadLetterTableExactlyOnce(t *testing.T) {
 // the sink at start with an error naming the column.
 func TestSinkDeadLetterTableMissingColumn(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "s17b_dlc")
+	schema := freshSchema(t, pool, "s17b_dlc")
 	name, in := uniqueName("s17b-dlc"), uniqueName("s17b_dlc_in")
 	dead := schema + ".dead_letters"
 	pgExec(t, pool, "CREATE TABLE "+dead+` (sink text, topic text, topic_id text, partition integer, "offset" bigint, key bytea, value bytea,
 		headers jsonb, record_timestamp timestamptz, reason text, message text, dead_lettered_at timestamptz,
 		PRIMARY KEY (sink, topic, topic_id, partition, "offset"))`)
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 1}}, fmt.Sprintf(`sinks:
+	topo := userTopology(t, []fileTopic{{name: in, parts: 1}}, fmt.Sprintf(`sinks:
   - name: %s
     input: { topic: %s, format: json }
     dead_letter: { table: %s }
@@ -233,10 +233,10 @@ func TestSinkDeadLetterTableMissingColumn(t *testing.T) {
 // and column in the topology file, with the statement that adds it.
 func TestSinkTargetTableMissingColumns(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "s18_mc")
+	schema := freshSchema(t, pool, "s18_mc")
 	name, in, dlq := uniqueName("s18-mc"), uniqueName("s18_mc_in"), uniqueName("s18_mc_dlq")
 	pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY)")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 1}, {name: dlq, parts: 1}}, fmt.Sprintf(`sinks:
+	topo := userTopology(t, []fileTopic{{name: in, parts: 1}, {name: dlq, parts: 1}}, fmt.Sprintf(`sinks:
   - name: %s
     input: { topic: %s, format: json }
     dead_letter: { topic: %s }

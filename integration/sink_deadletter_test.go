@@ -19,12 +19,12 @@ import (
 
 func TestSinkDeadLetterEnvelope(t *testing.T) {
 	pool := pgPool(t)
-	c := c13SinkCase{name: uniqueName("sinkenv"), in: uniqueName("sinkenv_in"), dlq: uniqueName("sinkenv_dlq")}
-	c.schema = c13Schema(t, pool, "sinkenv")
+	c := loadSink{name: uniqueName("sinkenv"), in: uniqueName("sinkenv_in"), dlq: uniqueName("sinkenv_dlq")}
+	c.schema = freshSchema(t, pool, "sinkenv")
 	c.table = c.schema + ".events"
 	// The dead-letter topic takes records of at most 4000 bytes.
-	c.topo = c13Topology(t, []c13Topic{{name: c.in, parts: 1}, {name: c.dlq, parts: 1, config: map[string]string{"max.message.bytes": "4000"}}},
-		"sinks:\n"+c13Sink(c.name, c.in, c.dlq, c.table, "", "{ event_id: event_id, body: $value }", ""))
+	c.topo = userTopology(t, []fileTopic{{name: c.in, parts: 1}, {name: c.dlq, parts: 1, config: map[string]string{"max.message.bytes": "4000"}}},
+		"sinks:\n"+jsonSinkItem(c.name, c.in, c.dlq, c.table, "", "{ event_id: event_id, body: $value }", ""))
 	in, dlq, table := c.in, c.dlq, c.table
 
 	// Incompressible: a producer's compression cannot bring it under
@@ -37,8 +37,8 @@ func TestSinkDeadLetterEnvelope(t *testing.T) {
 	if len(bad) < 6000 {
 		t.Fatalf("bad record of %d bytes, want about 6 KB", len(bad))
 	}
-	lines := append(c13Events("env", 0, 3, 0), []byte("bad|"+bad))
-	lines = append(lines, c13Events("env", 3, 2, 0)...)
+	lines := append(eventLines("env", 0, 3, 0), []byte("bad|"+bad))
+	lines = append(lines, eventLines("env", 3, 2, 0)...)
 	kcatProducePartition(t, in, 0, lines)
 
 	p := c.run(t, "sinkenv-1", "")
@@ -73,7 +73,7 @@ func TestSinkDeadLetterEnvelope(t *testing.T) {
 	}
 
 	// The sink goes on: later records arrive, and every row is written once.
-	kcatProducePartition(t, in, 0, c13Events("env", 5, 3, 0))
+	kcatProducePartition(t, in, 0, eventLines("env", 5, 3, 0))
 	eventually(t, 60*time.Second, func() bool {
 		rows, _ := rowStats(t, pool, table)
 		return rows == 8 && c.positionsAtEnd(t, pool)

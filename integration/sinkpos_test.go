@@ -61,17 +61,17 @@ func positionRows(t *testing.T, pool *pgxpool.Pool, table string) []positionRow 
 func TestSinkPosMigratesLegacyTable(t *testing.T) {
 	pool := pgPool(t)
 	var pos string
-	c := newC13Sink(t, pool, "spmig", 2, "{ event_id: event_id, body: $value }", "", func(schema string) {
+	c := newLoadSink(t, pool, "spmig", 2, "{ event_id: event_id, body: $value }", "", func(schema string) {
 		pos = schema + ".exactly_positions"
 		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, pos))
 	})
-	kcatProducePartition(t, c.in, 0, c13Events("old0", 0, 6, 0))
-	kcatProducePartition(t, c.in, 1, c13Events("old1", 0, 10, 0))
-	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s (topic, partition, next_offset, owner) VALUES ('%s', 0, 4, 'c13-old'), ('%s', 1, 10, 'c13-old'), ('other.topic', 0, 77, 'c13-old')`, pos, c.in, c.in))
-	kcatProducePartition(t, c.in, 0, c13Events("new0", 0, 5, 0))
-	kcatProducePartition(t, c.in, 1, c13Events("new1", 0, 5, 0))
+	kcatProducePartition(t, c.in, 0, eventLines("old0", 0, 6, 0))
+	kcatProducePartition(t, c.in, 1, eventLines("old1", 0, 10, 0))
+	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s (topic, partition, next_offset, owner) VALUES ('%s', 0, 4, 'i-old'), ('%s', 1, 10, 'i-old'), ('other.topic', 0, 77, 'i-old')`, pos, c.in, c.in))
+	kcatProducePartition(t, c.in, 0, eventLines("new0", 0, 5, 0))
+	kcatProducePartition(t, c.in, 1, eventLines("new1", 0, 5, 0))
 	addr := freeAddr(t)
-	p := c.run(t, "c13-1", addr)
+	p := c.run(t, "i-1", addr)
 	// p0: offsets 4 and 5 of old0 and the 5 new; p1: the 5 new.
 	waitRows(t, pool, c.table, 12, 45*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return c.positionsAtEnd(t, pool) }, func() string {
@@ -109,17 +109,17 @@ func TestSinkPosMigratesLegacyTable(t *testing.T) {
 // and each loads the whole topic; the rows are kept, marked unclaimed.
 func TestSinkPosAmbiguousLegacyRows(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "spamb")
+	schema := freshSchema(t, pool, "spamb")
 	pos := schema + ".exactly_positions"
 	pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, pos))
 	in, dlq := uniqueName("spamb_in"), uniqueName("spamb_dlq")
 	a, b := uniqueName("spamb_a"), uniqueName("spamb_b")
 	cols := "{ event_id: event_id, body: $value }"
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
-		c13Sink(a, in, dlq, schema+".ta", "", cols, "")+c13Sink(b, in, dlq, schema+".tb", "", cols, ""))
-	kcatProduce(t, in, c13Events("e", 0, 40, 0))
+	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
+		jsonSinkItem(a, in, dlq, schema+".ta", "", cols, "")+jsonSinkItem(b, in, dlq, schema+".tb", "", cols, ""))
+	kcatProduce(t, in, eventLines("e", 0, 40, 0))
 	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s (topic, partition, next_offset) VALUES ('%s', 0, 15), ('%s', 1, 15)`, pos, in, in))
-	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "i-1", "--log-level", "info")
 	waitRows(t, pool, schema+".ta", 40, 45*time.Second, p)
 	waitRows(t, pool, schema+".tb", 40, 45*time.Second, p)
 	if n := pgInt(t, pool, "SELECT count(*) FROM "+pos+" WHERE sink = '?unclaimed' AND next_offset = 15"); n != 2 {
@@ -130,9 +130,9 @@ func TestSinkPosAmbiguousLegacyRows(t *testing.T) {
 
 // retrySink is a sink whose table has a trigger that fails every insert
 // with SQLSTATE 53300 (a database error, retried) until released.
-func retrySink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int) (c13SinkCase, func()) {
+func retrySink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int) (loadSink, func()) {
 	t.Helper()
-	c := newC13Sink(t, pool, prefix, parts, "{ event_id: event_id, body: $value }", "", func(schema string) {
+	c := newLoadSink(t, pool, prefix, parts, "{ event_id: event_id, body: $value }", "", func(schema string) {
 		pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, body jsonb)")
 		pgExec(t, pool, "CREATE FUNCTION "+schema+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'held by the test' USING ERRCODE = '53300'; END $$`)
 		pgExec(t, pool, "CREATE TRIGGER refuse BEFORE INSERT ON "+schema+".events FOR EACH ROW EXECUTE FUNCTION "+schema+".refuse()")
@@ -144,11 +144,11 @@ func retrySink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int) (c13S
 // partitions) over the events e-0 to e-<n-1>, and waits until it retries
 // its first batch. It returns the pool, the sink, its release and the
 // process.
-func retryingSink(t *testing.T, prefix string, parts, n int, id string) (*pgxpool.Pool, c13SinkCase, func(), *proc) {
+func retryingSink(t *testing.T, prefix string, parts, n int, id string) (*pgxpool.Pool, loadSink, func(), *proc) {
 	t.Helper()
 	pool := pgPool(t)
 	c, release := retrySink(t, pool, prefix, parts)
-	kcatProduce(t, c.in, c13Events("e", 0, n, 0))
+	kcatProduce(t, c.in, eventLines("e", 0, n, 0))
 	p := c.run(t, id, "")
 	waitLogged(t, p, "batch failed; retrying", 2, 30*time.Second, "the batch is not being retried")
 	return pool, c, release, p
@@ -159,9 +159,9 @@ func retryingSink(t *testing.T, prefix string, parts, n int, id string) (*pgxpoo
 func TestSinkPosLagDuringRetry(t *testing.T) {
 	pool := pgPool(t)
 	c, release := retrySink(t, pool, "splag", 1)
-	kcatProducePartition(t, c.in, 0, c13Events("e", 0, 4, 0))
+	kcatProducePartition(t, c.in, 0, eventLines("e", 0, 4, 0))
 	addr := freeAddr(t)
-	p := c.run(t, "c13-1", addr)
+	p := c.run(t, "i-1", addr)
 	waitMetrics(t, p, addr)
 	lbl := map[string]string{"sink": c.name}
 	eventually(t, 30*time.Second, func() bool {
@@ -180,7 +180,7 @@ func TestSinkPosLagDuringRetry(t *testing.T) {
 	}
 	check(4)
 	// Records that come during the retry count too.
-	kcatProducePartition(t, c.in, 0, c13Events("e", 4, 3, 0))
+	kcatProducePartition(t, c.in, 0, eventLines("e", 4, 3, 0))
 	check(7)
 	release()
 	waitRows(t, pool, c.table, 7, 45*time.Second, p)
@@ -191,13 +191,13 @@ func TestSinkPosLagDuringRetry(t *testing.T) {
 // A sink stopped while it retries a batch exits cleanly without storing
 // it; the next run loads every record once.
 func TestSinkPosShutdownMidRetry(t *testing.T) {
-	pool, c, release, p := retryingSink(t, "spstop", 2, 30, "c13-1")
+	pool, c, release, p := retryingSink(t, "spstop", 2, 30, "i-1")
 	p.stop()
 	if got := storedPositions(t, pool, c.schema+".exactly_positions", c.in); len(got) != 0 {
 		t.Errorf("positions stored by a batch that never committed: %v", got)
 	}
 	release()
-	p = c.run(t, "c13-1", "")
+	p = c.run(t, "i-1", "")
 	c.waitLoaded(t, pool, 30, 45*time.Second, p)
 	p.stop()
 }
@@ -207,12 +207,12 @@ func TestSinkPosShutdownMidRetry(t *testing.T) {
 // every record is loaded once and the positions reach the end, whichever
 // instance ends up with each partition.
 func TestSinkPosRevokedMidRetry(t *testing.T) {
-	pool, c, release, a := retryingSink(t, "sprev", 4, 200, "c13-a")
-	b := c.run(t, "c13-b", "")
+	pool, c, release, a := retryingSink(t, "sprev", 4, 200, "i-a")
+	b := c.run(t, "i-b", "")
 	waitLogged(t, b, "sink starting", 1, 30*time.Second, "instance b did not start")
 	release()
 	c.waitLoaded(t, pool, 200, 60*time.Second, a, b)
-	kcatProduce(t, c.in, c13Events("e", 200, 40, 0))
+	kcatProduce(t, c.in, eventLines("e", 200, 40, 0))
 	waitRows(t, pool, c.table, 240, 60*time.Second, a, b)
 	a.stop()
 	b.stop()
@@ -230,12 +230,12 @@ func countLines(logs, s string) int { return strings.Count(logs, s) }
 // the next start resumes there with no second rewind.
 func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "sinkposhw", 1, "{ event_id: event_id, body: $value }", "", nil)
+	c := newLoadSink(t, pool, "sinkposhw", 1, "{ event_id: event_id, body: $value }", "", nil)
 	positions := c.schema + ".exactly_positions"
-	c.loadOnce(t, pool, "sinkpos-1", c13Events("a", 0, 5, 0), 5)
+	c.loadOnce(t, pool, "sinkpos-1", eventLines("a", 0, 5, 0), 5)
 
 	pgExec(t, pool, "UPDATE "+positions+" SET next_offset = 1000 WHERE sink = '"+c.name+"'")
-	kcatProduce(t, c.in, c13Events("b", 0, 3, 0))
+	kcatProduce(t, c.in, eventLines("b", 0, 3, 0))
 	addr := freeAddr(t)
 	p := c.run(t, "sinkpos-1", addr)
 	waitRows(t, pool, c.table, 8, 30*time.Second, p)
@@ -260,7 +260,7 @@ func TestSinkPosAboveHighWatermarkSameTopic(t *testing.T) {
 	}
 	p.stop()
 
-	kcatProduce(t, c.in, c13Events("c", 0, 2, 0))
+	kcatProduce(t, c.in, eventLines("c", 0, 2, 0))
 	p = c.run(t, "sinkpos-1", "")
 	c.waitLoaded(t, pool, 10, 30*time.Second, p)
 	if strings.Contains(p.logs.String(), "above the partition's high watermark") {

@@ -23,7 +23,7 @@ import (
 // is used only because Kafka's tools cannot write commit metadata.
 func commitWithMeta(t *testing.T, group, topic string, partition int32, at int64, meta string) {
 	t.Helper()
-	adm, done := c13Admin(t)
+	adm, done := readAdmin(t)
 	defer done()
 	offs := kadm.Offsets{}
 	offs.Add(kadm.Offset{Topic: topic, Partition: partition, At: at, LeaderEpoch: -1, Metadata: meta})
@@ -37,7 +37,7 @@ func commitWithMeta(t *testing.T, group, topic string, partition int32, at int64
 // commitMeta reads the commit metadata of group for topic, by partition.
 func commitMeta(t *testing.T, group, topic string) map[int32]string {
 	t.Helper()
-	adm, done := c13Admin(t)
+	adm, done := readAdmin(t)
 	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -55,7 +55,7 @@ func commitMeta(t *testing.T, group, topic string) map[int32]string {
 // metaFor returns the commit metadata a stage writes for topic now.
 func metaFor(t *testing.T, topic string) string {
 	t.Helper()
-	adm, done := c13Admin(t)
+	adm, done := readAdmin(t)
 	defer done()
 	md, err := adm.Metadata(context.Background(), topic)
 	if err != nil {
@@ -88,11 +88,11 @@ func TestStageOldIncarnationCommitNotResumed(t *testing.T) {
 	}
 	recreateTopic(t, s.in, 2)
 	commitWithMeta(t, s.group(), s.in, 0, 2, oldMeta)
-	produceGen(t, s.in, c13New)
+	produceGen(t, s.in, genNew)
 	p = s.run(t, "exactly-once", "sf-1")
 	s.waitCommitted(t, map[int32]int64{0: 4, 1: 1}, 45*time.Second)
 	p.alive()
-	s.checkOutputs(t, "exactly-once", append(genKeys(c13Old), genKeys(c13New)...))
+	s.checkOutputs(t, "exactly-once", append(genKeys(genOld), genKeys(genNew)...))
 	if !strings.Contains(p.logs.String(), "input topic was recreated") {
 		t.Errorf("no warning about the recreated topic; logs:\n%s", tail(p.logs.String(), 20))
 	}
@@ -107,7 +107,7 @@ func TestStageOldIncarnationCommitNotResumed(t *testing.T) {
 // then on are processed, the ones below it are not processed again.
 func TestStageTruncatedLogResumesAtHighWatermark(t *testing.T) {
 	s := recreateStage(t, "sftrunc")
-	produceGen(t, s.in, c13Old) // 3 and 2 records
+	produceGen(t, s.in, genOld) // 3 and 2 records
 	commitWithMeta(t, s.group(), s.in, 0, 100, metaFor(t, s.in))
 	commitWithMeta(t, s.group(), s.in, 1, 2, metaFor(t, s.in))
 	p := s.run(t, "exactly-once", "sf-1")
@@ -115,7 +115,7 @@ func TestStageTruncatedLogResumesAtHighWatermark(t *testing.T) {
 		p.alive()
 		return strings.Contains(p.logs.String(), "the log was truncated")
 	}, func() string { return "no error about the truncated log; logs:\n" + tail(p.logs.String(), 20) })
-	more := c13Events("after", 0, 2, 0)
+	more := eventLines("after", 0, 2, 0)
 	kcatProducePartition(t, s.in, 0, more)
 	s.waitCommitted(t, map[int32]int64{0: 5, 1: 2}, 45*time.Second)
 	s.checkOutputs(t, "exactly-once", keysOf(more))
@@ -127,12 +127,12 @@ func TestStageTruncatedLogResumesAtHighWatermark(t *testing.T) {
 // every small record is output (once with exactly-once), the refused one
 // is dead-lettered, and the group ends at the end of the partition.
 func TestStageStoppedMidRetry(t *testing.T) {
-	for _, g := range c13Guarantees {
+	for _, g := range bothGuarantees {
 		t.Run(g, func(t *testing.T) {
 			t.Parallel()
 			s := newRefusedStage(t, "sfstop", 1, "2s", 100000)
-			pre, post := c13Events("a", 0, 300, 0), c13Events("b", 0, 300, 0)
-			lines := append(append(append([][]byte{}, pre...), c13Events("big", 0, 1, c13BigPad)...), post...)
+			pre, post := eventLines("a", 0, 300, 0), eventLines("b", 0, 300, 0)
+			lines := append(append(append([][]byte{}, pre...), eventLines("big", 0, 1, refusedPad)...), post...)
 			kcatProduce(t, s.in, lines)
 			p := s.run(t, g, "sf-1")
 			eventually(t, 45*time.Second, func() bool {

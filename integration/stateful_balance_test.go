@@ -46,7 +46,7 @@ func paymentLines(from, to int) [][]byte {
 // nothing lost or doubled.
 func TestStatefulRunningBalance(t *testing.T) {
 	bin := buildBin(t, true, "../deploy/examples/balances")
-	in, out, dlq, stage := uniqueName("api15_pay"), uniqueName("api15_bal"), uniqueName("api15_dlq"), uniqueName("api15bal")
+	in, out, dlq, stage := uniqueName("pay"), uniqueName("bal"), uniqueName("dlq"), uniqueName("bal")
 	topo := stagesTopology{txnTimeout: "20s", stages: []stageYAML{{
 		name: stage, in: in, out: out, dlq: dlq, interval: "100ms", maxRecords: 500,
 		transform: "- stateful: { func: running-balance, store: balances }",

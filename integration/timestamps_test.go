@@ -30,13 +30,13 @@ import (
 func TestRecordTimestampsBeyond2262(t *testing.T) {
 	t.Parallel()
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "tsedge")
+	schema := freshSchema(t, pool, "tsedge")
 	pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, ts timestamptz)")
 	in, out, dlq, sdlq := uniqueName("tsedge_in"), uniqueName("tsedge_out"), uniqueName("tsedge_dlq"), uniqueName("tsedge_sdlq")
 	anyTime := map[string]string{"message.timestamp.after.max.ms": "9223372036854775807"}
-	topo := c13Topology(t, []c13Topic{{in, 1, anyTime}, {out, 1, anyTime}, {dlq, 1, nil}, {sdlq, 1, nil}},
-		"stages:\n"+c13Stage(uniqueName("tsedge"), in, out, dlq, "100ms", 1000)+
-			"sinks:\n"+c13Sink(uniqueName("tsedge_sink"), in, sdlq, schema+".events", "", "{ event_id: event_id, ts: $timestamp }", ""))
+	topo := userTopology(t, []fileTopic{{in, 1, anyTime}, {out, 1, anyTime}, {dlq, 1, nil}, {sdlq, 1, nil}},
+		"stages:\n"+jsonStageItem(uniqueName("tsedge"), in, out, dlq, "100ms", 1000)+
+			"sinks:\n"+jsonSinkItem(uniqueName("tsedge_sink"), in, sdlq, schema+".events", "", "{ event_id: event_id, ts: $timestamp }", ""))
 
 	want := map[string]int64{
 		"y2025": 1735689600000,  // 2025-01-01

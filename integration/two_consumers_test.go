@@ -23,16 +23,16 @@ import (
 // in mixed case), with the default positions_table, so that both keep
 // their positions in one table. Each table gets all 200 rows, and
 // `exactly verify` finds nothing missing.
-func TestC13TwoSinksOneTopic(t *testing.T) {
+func TestTwoSinksOneTopic(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13nb3")
-	in, dlq := "c13.in3_"+uniqueName("t"), uniqueName("c13nb3_dlq")
+	schema := freshSchema(t, pool, "nb3")
+	in, dlq := "dotted.in_"+uniqueName("t"), uniqueName("nb3_dlq")
 	a, b := uniqueName("s3a"), uniqueName("s3b")
 	cols := "{ event_id: event_id, body: $value }"
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
-		c13Sink(a, in, dlq, schema+".MixedCase", "", cols, "")+c13Sink(b, in, dlq, schema+".copy_b", "", cols, ""))
-	kcatProduce(t, in, c13Events("e", 0, 200, 0))
-	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1}}, "sinks:\n"+
+		jsonSinkItem(a, in, dlq, schema+".MixedCase", "", cols, "")+jsonSinkItem(b, in, dlq, schema+".copy_b", "", cols, ""))
+	kcatProduce(t, in, eventLines("e", 0, 200, 0))
+	p := start(t, nil, "sink", "--topology", topo, "--instance-id", "i-1", "--log-level", "info")
 	waitRows(t, pool, schema+`."MixedCase"`, 200, 45*time.Second, p)
 	waitRows(t, pool, schema+".copy_b", 200, 45*time.Second, p)
 	if out, err := exec.Command(exactlyBin, "verify", "--topology", topo, "--event-id", "event_id").CombinedOutput(); err != nil {
@@ -44,22 +44,22 @@ func TestC13TwoSinksOneTopic(t *testing.T) {
 // A sink added later to a topic that another sink (same positions table)
 // has already loaded loads everything from the start; the first sink
 // loads nothing twice; both then follow new records.
-func TestC13SinkAddedLater(t *testing.T) {
+func TestSinkAddedLater(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13later")
-	in, dlq := uniqueName("c13later_in"), uniqueName("c13later_dlq")
-	a, b := uniqueName("c13first"), uniqueName("c13second")
+	schema := freshSchema(t, pool, "later")
+	in, dlq := uniqueName("later_in"), uniqueName("later_dlq")
+	a, b := uniqueName("first"), uniqueName("second")
 	cols := "{ event_id: event_id, body: $value }"
-	topics := []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}}
-	one := c13Topology(t, topics, "sinks:\n"+c13Sink(a, in, dlq, schema+".first", "", cols, ""))
-	kcatProduce(t, in, c13Events("e", 0, 200, 0))
-	p := start(t, nil, "sink", "--topology", one, "--instance-id", "c13-1", "--log-level", "info")
+	topics := []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1}}
+	one := userTopology(t, topics, "sinks:\n"+jsonSinkItem(a, in, dlq, schema+".first", "", cols, ""))
+	kcatProduce(t, in, eventLines("e", 0, 200, 0))
+	p := start(t, nil, "sink", "--topology", one, "--instance-id", "i-1", "--log-level", "info")
 	waitRows(t, pool, schema+".first", 200, 45*time.Second, p)
 	p.stop()
 
-	two := c13Topology(t, topics, "sinks:\n"+c13Sink(a, in, dlq, schema+".first", "", cols, "")+c13Sink(b, in, dlq, schema+".second", "", cols, ""))
-	p = start(t, nil, "sink", "--topology", two, "--instance-id", "c13-1", "--log-level", "info")
-	kcatProduce(t, in, c13Events("e", 200, 20, 0))
+	two := userTopology(t, topics, "sinks:\n"+jsonSinkItem(a, in, dlq, schema+".first", "", cols, "")+jsonSinkItem(b, in, dlq, schema+".second", "", cols, ""))
+	p = start(t, nil, "sink", "--topology", two, "--instance-id", "i-1", "--log-level", "info")
+	kcatProduce(t, in, eventLines("e", 200, 20, 0))
 	waitRows(t, pool, schema+".second", 220, 45*time.Second, p)
 	waitRows(t, pool, schema+".first", 220, 45*time.Second, p)
 	p.stop()
@@ -67,14 +67,14 @@ func TestC13SinkAddedLater(t *testing.T) {
 
 // Two stages of one file read the same input topic: each writes every
 // record to its own output, once.
-func TestC13TwoStagesOneInput(t *testing.T) {
-	in, dlq := uniqueName("c13two_in"), uniqueName("c13two_dlq")
-	s1, s2 := uniqueName("c13two_a"), uniqueName("c13two_b")
-	topo := c13Topology(t, []c13Topic{{name: in, parts: 3}, {name: s1 + "_out", parts: 2}, {name: s2 + "_out", parts: 2}, {name: dlq, parts: 1}},
-		"stages:\n"+c13Stage(s1, in, s1+"_out", dlq, "100ms", 10000)+c13Stage(s2, in, s2+"_out", dlq, "100ms", 10000))
-	lines := c13Events("e", 0, 300, 0)
+func TestTwoStagesOneInput(t *testing.T) {
+	in, dlq := uniqueName("two_in"), uniqueName("two_dlq")
+	s1, s2 := uniqueName("two_a"), uniqueName("two_b")
+	topo := userTopology(t, []fileTopic{{name: in, parts: 3}, {name: s1 + "_out", parts: 2}, {name: s2 + "_out", parts: 2}, {name: dlq, parts: 1}},
+		"stages:\n"+jsonStageItem(s1, in, s1+"_out", dlq, "100ms", 10000)+jsonStageItem(s2, in, s2+"_out", dlq, "100ms", 10000))
+	lines := eventLines("e", 0, 300, 0)
 	kcatProduce(t, in, lines)
-	p := start(t, nil, "run", "--topology", topo, "--instance-id", "c13-1", "--log-level", "info")
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "i-1", "--log-level", "info")
 	ends := committedEnds(t, in)
 	for _, s := range []string{s1, s2} {
 		st := refusedStage{name: s, in: in, out: s + "_out", dlq: dlq}
@@ -93,35 +93,35 @@ func TestC13TwoStagesOneInput(t *testing.T) {
 // cannot see it. What is acceptable: each table gets every row, or a
 // process stops (exit status not 0) with an error that names the sink.
 // What is not: a process that runs on while its table misses rows.
-func TestC13SameSinkNameTwoFiles(t *testing.T) {
+func TestSameSinkNameTwoFiles(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13same")
-	in, dlq, name := uniqueName("c13same_in"), uniqueName("c13same_dlq"), uniqueName("c13same")
+	schema := freshSchema(t, pool, "same")
+	in, dlq, name := uniqueName("same_in"), uniqueName("same_dlq"), uniqueName("same")
 	cols := "{ event_id: event_id, body: $value }"
-	topics := []c13Topic{{name: in, parts: 4}, {name: dlq, parts: 1}}
-	fa := c13Topology(t, topics, "sinks:\n"+c13Sink(name, in, dlq, schema+".team_a", "", cols, ""))
-	fb := c13Topology(t, topics, "sinks:\n"+c13Sink(name, in, dlq, schema+".team_b", "", cols, ""))
-	kcatProduce(t, in, c13Events("e", 0, 100, 0))
-	pa := start(t, nil, "sink", "--topology", fa, "--instance-id", "c13-a", "--log-level", "info")
-	pb := start(t, nil, "sink", "--topology", fb, "--instance-id", "c13-b", "--log-level", "info")
+	topics := []fileTopic{{name: in, parts: 4}, {name: dlq, parts: 1}}
+	fa := userTopology(t, topics, "sinks:\n"+jsonSinkItem(name, in, dlq, schema+".team_a", "", cols, ""))
+	fb := userTopology(t, topics, "sinks:\n"+jsonSinkItem(name, in, dlq, schema+".team_b", "", cols, ""))
+	kcatProduce(t, in, eventLines("e", 0, 100, 0))
+	pa := start(t, nil, "sink", "--topology", fa, "--instance-id", "i-a", "--log-level", "info")
+	pb := start(t, nil, "sink", "--topology", fb, "--instance-id", "i-b", "--log-level", "info")
 	settled := func(p *proc, table string) bool {
 		if p.exited() {
 			return true
 		}
-		n, _ := c13Rows(t, pool, table)
+		n, _ := tableCounts(t, pool, table)
 		return n == 100
 	}
 	eventually(t, 45*time.Second, func() bool { return settled(pa, schema+".team_a") && settled(pb, schema+".team_b") },
 		func() string {
-			na, _ := c13Rows(t, pool, schema+".team_a")
-			nb, _ := c13Rows(t, pool, schema+".team_b")
+			na, _ := tableCounts(t, pool, schema+".team_a")
+			nb, _ := tableCounts(t, pool, schema+".team_b")
 			return fmt.Sprintf("team_a %d rows (exited %v), team_b %d rows (exited %v); want 100 each, or an exit naming the sink", na, pa.exited(), nb, pb.exited())
 		})
 	for _, c := range []struct {
 		p     *proc
 		table string
 	}{{pa, schema + ".team_a"}, {pb, schema + ".team_b"}} {
-		n, d := c13Rows(t, pool, c.table)
+		n, d := tableCounts(t, pool, c.table)
 		if c.p.exited() {
 			if c.p.err == nil || !strings.Contains(c.p.logs.String(), name) {
 				t.Errorf("%s: the process exited (%v) without an error naming sink %s:\n%s", c.table, c.p.err, name, tail(c.p.logs.String(), 20))
@@ -139,15 +139,15 @@ func TestC13SameSinkNameTwoFiles(t *testing.T) {
 // stops, and runs again on the same table; it does not load again what
 // it loaded (no row written twice, none counted as a duplicate), and
 // loads what came in between and after.
-func TestC13PositionsTableRunStopRun(t *testing.T) {
+func TestPositionsTableRunStopRun(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
-	c.loadOnce(t, pool, "c13-1", c13Events("e", 0, 100, 0), 100)
+	c := newLoadSink(t, pool, "rerun", 3, "{ event_id: event_id, body: $value }", "", nil)
+	c.loadOnce(t, pool, "i-1", eventLines("e", 0, 100, 0), 100)
 
-	kcatProduce(t, c.in, c13Events("e", 100, 50, 0))
+	kcatProduce(t, c.in, eventLines("e", 100, 50, 0))
 	addr := freeAddr(t)
-	p := c.run(t, "c13-1", addr)
-	kcatProduce(t, c.in, c13Events("e", 150, 50, 0))
+	p := c.run(t, "i-1", addr)
+	kcatProduce(t, c.in, eventLines("e", 150, 50, 0))
 	c.waitLoaded(t, pool, 200, 45*time.Second, p)
 	lbl := map[string]string{"sink": c.name}
 	m := scrape(t, addr)
@@ -165,16 +165,16 @@ func TestC13PositionsTableRunStopRun(t *testing.T) {
 // records are loaded: the sink resumes from there. It loads the records
 // after the stored positions and none before (a migration, when positions
 // gain a key, must keep these rows).
-func TestC13PositionsTableTodaysFormat(t *testing.T) {
+func TestPositionsTableTodaysFormat(t *testing.T) {
 	pool := pgPool(t)
-	c := newC13Sink(t, pool, "c13old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
+	c := newLoadSink(t, pool, "old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
 		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, schema+".exactly_positions"))
 		pgExec(t, pool, `CREATE TABLE `+schema+`.events (event_id text PRIMARY KEY, body jsonb)`)
 	})
-	kcatProducePartition(t, c.in, 0, c13Events("old", 0, 100, 0))
-	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s.exactly_positions (topic, partition, next_offset, owner) VALUES ('%s', 0, 100, 'c13-old')`, c.schema, c.in))
-	kcatProducePartition(t, c.in, 0, c13Events("new", 0, 30, 0))
-	p := c.run(t, "c13-1", "")
+	kcatProducePartition(t, c.in, 0, eventLines("old", 0, 100, 0))
+	pgExec(t, pool, fmt.Sprintf(`INSERT INTO %s.exactly_positions (topic, partition, next_offset, owner) VALUES ('%s', 0, 100, 'i-old')`, c.schema, c.in))
+	kcatProducePartition(t, c.in, 0, eventLines("new", 0, 30, 0))
+	p := c.run(t, "i-1", "")
 	waitRows(t, pool, c.table, 30, 45*time.Second, p)
 	eventually(t, 30*time.Second, func() bool { return storedPositions(t, pool, c.schema+".exactly_positions", c.in)[0] == 130 },
 		func() string {
@@ -196,9 +196,9 @@ func TestC13PositionsTableTodaysFormat(t *testing.T) {
 // error naming the clash. Rejected: a consumer that runs on, ready, while
 // its records are not processed.
 
-// c13bBothOrExit waits until each check reports done or its process has
+// eachDoneOrExit waits until each check reports done or its process has
 // exited, then requires of each: done, or exited non-zero naming name.
-func c13bBothOrExit(t *testing.T, name string, timeout time.Duration, procs []*proc, addrs []string, done []func() (bool, string)) {
+func eachDoneOrExit(t *testing.T, name string, timeout time.Duration, procs []*proc, addrs []string, done []func() (bool, string)) {
 	t.Helper()
 	settled := func() bool {
 		for i, p := range procs {
@@ -228,52 +228,52 @@ func c13bBothOrExit(t *testing.T, name string, timeout time.Duration, procs []*p
 	}
 }
 
-// c13bSameHost starts `exactly cmds[i] --topology topos[i]` for each i,
+// runSameHost starts `exactly cmds[i] --topology topos[i]` for each i,
 // all with the instance ID c13b-host and each with a metrics address of
 // its own, and waits until they are ready. It then produces 20 events to
 // each of ins in each of 5 rounds, 3 s apart: the input arrives over 15 s,
 // as in production, so that the clash shows at a rejoin. Last it requires
 // of each process i, within 30 s: done[i], or an exit non-zero naming name.
-func c13bSameHost(t *testing.T, name string, cmds, topos, ins []string, done []func() (bool, string)) {
+func runSameHost(t *testing.T, name string, cmds, topos, ins []string, done []func() (bool, string)) {
 	t.Helper()
 	var procs []*proc
 	var addrs []string
 	for i, topo := range topos {
 		addr := freeAddr(t)
-		procs = append(procs, start(t, nil, cmds[i], "--topology", topo, "--instance-id", "c13b-host", "--metrics-addr="+addr))
+		procs = append(procs, start(t, nil, cmds[i], "--topology", topo, "--instance-id", "b-host", "--metrics-addr="+addr))
 		addrs = append(addrs, addr)
 	}
-	c13bAwaitReady(t, procs, addrs)
+	awaitReadyAll(t, procs, addrs)
 	for round := range 5 {
 		for i, in := range ins {
-			kcatProduce(t, in, c13Events(fmt.Sprintf("f%d-r%d", i, round), 0, 20, 0))
+			kcatProduce(t, in, eventLines(fmt.Sprintf("f%d-r%d", i, round), 0, 20, 0))
 		}
 		time.Sleep(3 * time.Second) // pacing the input, not awaiting a condition
 	}
-	c13bBothOrExit(t, name, 30*time.Second, procs, addrs, done)
+	eachDoneOrExit(t, name, 30*time.Second, procs, addrs, done)
 }
 
-// c13bAllOutput is a check for c13bSameHost: the stage writing out has
-// output all 100 events c13bSameHost produced to its input.
-func c13bAllOutput(t *testing.T, out string) func() (bool, string) {
+// allOutput is a check for runSameHost: the stage writing out has
+// output all 100 events runSameHost produced to its input.
+func allOutput(t *testing.T, out string) func() (bool, string) {
 	return func() (bool, string) {
 		n := len(keyCounts(t, out))
 		return n == 100, fmt.Sprintf("%s has %d of 100 outputs", out, n)
 	}
 }
 
-// c13bAllLoaded is a check for c13bSameHost: the sink loading table has
-// loaded all 100 events c13bSameHost produced to its input.
-func c13bAllLoaded(t *testing.T, pool *pgxpool.Pool, table string) func() (bool, string) {
+// allLoaded is a check for runSameHost: the sink loading table has
+// loaded all 100 events runSameHost produced to its input.
+func allLoaded(t *testing.T, pool *pgxpool.Pool, table string) func() (bool, string) {
 	return func() (bool, string) {
-		n, _ := c13Rows(t, pool, table)
+		n, _ := tableCounts(t, pool, table)
 		return n == 100, fmt.Sprintf("%s has %d of 100 rows", table, n)
 	}
 }
 
-// c13bAwaitReady waits up to 30 s for every process to be ready (or to
+// awaitReadyAll waits up to 30 s for every process to be ready (or to
 // have exited); one that is not is reported by the checks that follow.
-func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
+func awaitReadyAll(t *testing.T, procs []*proc, addrs []string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for i, a := range addrs {
@@ -290,51 +290,51 @@ func c13bAwaitReady(t *testing.T, procs []*proc, addrs []string) {
 // run on one host with the same instance ID (the default is the hostname).
 // Today the first stage is fenced out of group exactly-<name> and outputs
 // nothing while /readyz says ready.
-func TestC13bSameStageNameTwoFiles(t *testing.T) {
-	name := uniqueName("c13bsn")
+func TestSameStageNameTwoFiles(t *testing.T) {
+	name := uniqueName("sn")
 	var topos, ins []string
 	var done []func() (bool, string)
 	for i := range 2 {
-		in, out, dlq := uniqueName(fmt.Sprintf("c13bsn%d_in", i)), uniqueName(fmt.Sprintf("c13bsn%d_out", i)), uniqueName(fmt.Sprintf("c13bsn%d_dlq", i))
-		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
-			"stages:\n"+c13Stage(name, in, out, dlq, "100ms", 1000)))
-		ins, done = append(ins, in), append(done, c13bAllOutput(t, out))
+		in, out, dlq := uniqueName(fmt.Sprintf("sn%d_in", i)), uniqueName(fmt.Sprintf("sn%d_out", i)), uniqueName(fmt.Sprintf("sn%d_dlq", i))
+		topos = append(topos, userTopology(t, []fileTopic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
+			"stages:\n"+jsonStageItem(name, in, out, dlq, "100ms", 1000)))
+		ins, done = append(ins, in), append(done, allOutput(t, out))
 	}
-	c13bSameHost(t, name, []string{"run", "run"}, topos, ins, done)
+	runSameHost(t, name, []string{"run", "run"}, topos, ins, done)
 }
 
 // A sink named alike in two files that read different topics into
 // different tables (both valid alone), one host, one instance ID. The
 // README's check of "one name, two tables" looks at one topic; here the
 // topics differ. Today one sink is fenced and loads nothing.
-func TestC13bSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
+func TestSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13bsk")
-	name := uniqueName("c13bsk")
+	schema := freshSchema(t, pool, "sk")
+	name := uniqueName("sk")
 	var topos, ins []string
 	var done []func() (bool, string)
 	for i := range 2 {
-		in, dlq := uniqueName(fmt.Sprintf("c13bsk%d_in", i)), uniqueName(fmt.Sprintf("c13bsk%d_dlq", i))
+		in, dlq := uniqueName(fmt.Sprintf("sk%d_in", i)), uniqueName(fmt.Sprintf("sk%d_dlq", i))
 		table := fmt.Sprintf("%s.t%d", schema, i)
-		topos = append(topos, c13Topology(t, []c13Topic{{name: in, parts: 2}, {name: dlq, parts: 1}},
-			"sinks:\n"+c13Sink(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
-		ins, done = append(ins, in), append(done, c13bAllLoaded(t, pool, table))
+		topos = append(topos, userTopology(t, []fileTopic{{name: in, parts: 2}, {name: dlq, parts: 1}},
+			"sinks:\n"+jsonSinkItem(name, in, dlq, table, "", "{ event_id: event_id, body: $value }", "")))
+		ins, done = append(ins, in), append(done, allLoaded(t, pool, table))
 	}
-	c13bSameHost(t, name, []string{"sink", "sink"}, topos, ins, done)
+	runSameHost(t, name, []string{"sink", "sink"}, topos, ins, done)
 }
 
 // A stage named "sink-<x>" in one file and a sink named "<x>" in another,
 // both reading one topic: both use consumer group exactly-sink-<x> (one file
 // holding both is rejected by validate; two files are not). Today one of
 // them is fenced out and processes nothing more, /readyz ready.
-func TestC13bStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
+func TestStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	pool := pgPool(t)
-	schema := c13Schema(t, pool, "c13bgrp")
-	x := uniqueName("c13bgrp")
-	in, out, dlq := uniqueName("c13bgrp_in"), uniqueName("c13bgrp_out"), uniqueName("c13bgrp_dlq")
-	topics := []c13Topic{{name: in, parts: 4}, {name: out, parts: 2}, {name: dlq, parts: 1}}
-	stageTopo := c13Topology(t, topics, "stages:\n"+c13Stage("sink-"+x, in, out, dlq, "100ms", 1000))
-	sinkTopo := c13Topology(t, topics, "sinks:\n"+c13Sink(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
-	c13bSameHost(t, x, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in},
-		[]func() (bool, string){c13bAllOutput(t, out), c13bAllLoaded(t, pool, schema+".events")})
+	schema := freshSchema(t, pool, "grp")
+	x := uniqueName("grp")
+	in, out, dlq := uniqueName("grp_in"), uniqueName("grp_out"), uniqueName("grp_dlq")
+	topics := []fileTopic{{name: in, parts: 4}, {name: out, parts: 2}, {name: dlq, parts: 1}}
+	stageTopo := userTopology(t, topics, "stages:\n"+jsonStageItem("sink-"+x, in, out, dlq, "100ms", 1000))
+	sinkTopo := userTopology(t, topics, "sinks:\n"+jsonSinkItem(x, in, dlq, schema+".events", "", "{ event_id: event_id, body: $value }", ""))
+	runSameHost(t, x, []string{"run", "sink"}, []string{stageTopo, sinkTopo}, []string{in},
+		[]func() (bool, string){allOutput(t, out), allLoaded(t, pool, schema+".events")})
 }
