@@ -338,11 +338,50 @@ func (s *Sink) Stats() Stats {
 func (s *Sink) Run(ctx context.Context) error {
 	s.log.Info("sink starting", "input", s.cfg.Input, "table", s.cfg.Table, "group", s.cfg.Group())
 	if err := s.retry(ctx, "set up schema", s.bounded("PostgreSQL: set up the tables", s.setup)); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+		return s.startErr(ctx, err)
 	}
+	pool, err := s.newPool(ctx)
+	if err != nil {
+		return fmt.Errorf("sink %q: postgres pool: %w", s.cfg.Sink, err)
+	}
+	defer pool.Close()
+	s.pool = pool
+
+	admCl, err := kgo.NewClient(append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
+	if err != nil {
+		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
+	}
+	defer admCl.Close()
+	s.adm = kadm.NewClient(admCl)
+	if err := s.retry(ctx, "check kafka", s.checkKafka); err != nil {
+		return s.startErr(ctx, err)
+	}
+	// Credentials the schema registry refuses stop the sink now, not at
+	// its first record (serde.ErrRegistryRefused); a registry that does
+	// not answer is left to the records, which wait for it.
+	if err := serde.CheckRegistry(ctx, s.codec); serde.IsRegistryRefused(err) {
+		return fmt.Errorf("sink %q: %w", s.cfg.Sink, &fault.ConfigError{Err: fmt.Errorf("input registry: %w", err)})
+	} else if err != nil {
+		s.log.Warn("schema registry check failed; records wait for the registry", "err", err)
+	}
+	cl, err, startErr := s.consume(ctx)
+	if cl == nil {
+		return startErr
+	}
+	return s.stop(ctx, cl, err)
+}
+
+// startErr is Run's error for err, a step before consuming that failed:
+// none if ctx ended.
+func (s *Sink) startErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+}
+
+// newPool opens the sink's pool of Postgres connections.
+func (s *Sink) newPool(ctx context.Context) (*pgxpool.Pool, error) {
 	pcfg := s.pgcfg.Copy()
 	pcfg.MaxConns = 4
 	setSessionParams(pcfg.ConnConfig.RuntimeParams)
@@ -362,48 +401,24 @@ func (s *Sink) Run(ctx context.Context) error {
 		}
 		return createTempFuncs(ctx, c)
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fmt.Errorf("sink %q: postgres pool: %w", s.cfg.Sink, err)
-	}
-	defer pool.Close()
-	s.pool = pool
+	return pgxpool.NewWithConfig(ctx, pcfg)
+}
 
-	admCl, err := kgo.NewClient(append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...)...)
-	if err != nil {
-		return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
-	}
-	defer admCl.Close()
-	s.adm = kadm.NewClient(admCl)
-	if err := s.retry(ctx, "check kafka", s.checkKafka); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
-	}
-	// Credentials the schema registry refuses stop the sink now, not at
-	// its first record (serde.ErrRegistryRefused); a registry that does
-	// not answer is left to the records, which wait for it.
-	if err := serde.CheckRegistry(ctx, s.codec); serde.IsRegistryRefused(err) {
-		return fmt.Errorf("sink %q: %w", s.cfg.Sink, &fault.ConfigError{Err: fmt.Errorf("input registry: %w", err)})
-	} else if err != nil {
-		s.log.Warn("schema registry check failed; records wait for the registry", "err", err)
-	}
-
-	var cl *kgo.Client
+// consume joins the group and writes records until ctx ends or the loop
+// fails, with a new client after a fence that may be spurious or a
+// recreated input topic. It returns the last client and the loop's error;
+// without a client, startErr is Run's error (nil if ctx ended first).
+func (s *Sink) consume(ctx context.Context) (cl *kgo.Client, err, startErr error) {
 	for {
 		if err := s.retry(ctx, "check consumer group", s.checkGroup); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("sink %q: %w", s.cfg.Sink, err)
+			return nil, nil, s.startErr(ctx, err)
 		}
 		lctx, abort := context.WithCancel(ctx)
 		s.abort.Store(&abort)
 		fence := group.NewFenceWatch(s.cfg.Group(), s.cfg.GroupInstanceID(), s.onFenced)
 		if cl, err = kgo.NewClient(s.clientOptions(fence)...); err != nil {
 			abort()
-			return fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
+			return nil, nil, fmt.Errorf("sink %q: kafka client: %w", s.cfg.Sink, &fault.ConfigError{Err: err})
 		}
 		fence.Attach(cl)
 		s.cl = cl
@@ -426,7 +441,7 @@ func (s *Sink) Run(ctx context.Context) error {
 			continue
 		}
 		if !errors.Is(err, errRebuild) {
-			break
+			return cl, err, nil
 		}
 		// The input topic was recreated: franz-go never adopts a topic's
 		// new ID, so a new client reads the new incarnation, and its
@@ -436,6 +451,11 @@ func (s *Sink) Run(ctx context.Context) error {
 		cl.Close()
 		s.forget()
 	}
+}
+
+// stop closes cl, whose loop ended with err, and leaves the group on the
+// instance's behalf unless the instance ID is another process's now.
+func (s *Sink) stop(ctx context.Context, cl *kgo.Client, err error) error {
 	if errors.Is(err, failpoint.ErrCrashed) {
 		// A simulated crash: no flush, no leave.
 		go cl.Close()
@@ -655,24 +675,8 @@ func (s *Sink) refreshLag(ctx context.Context) {
 func (s *Sink) loop(ctx context.Context) error {
 	b := newBatch()
 	for {
-		pollCtx, cancel := ctx, context.CancelFunc(func() {})
-		if b.open {
-			pollCtx, cancel = context.WithDeadline(ctx, b.started.Add(s.cfg.CommitInterval))
-		}
-		fetches := s.cl.PollRecords(pollCtx, s.cfg.MaxRecords-b.records)
-		cancel()
-		var fatal, topicErr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			switch {
-			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-			case errors.Is(err, kgo.ErrClientClosed), kafkaconn.IsFatal(err):
-				fatal = err
-			case topic == s.cfg.Input && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)):
-				topicErr = err
-			default:
-				s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
-			}
-		})
+		fetches := s.poll(ctx, b)
+		fatal, topicErr := s.fetchErrors(fetches)
 		if fatal != nil {
 			return group.AsFenced(fatal, s.cfg.Group(), s.cfg.GroupInstanceID())
 		}
@@ -681,34 +685,9 @@ func (s *Sink) loop(ctx context.Context) error {
 			// polled is its to write, not ours.
 			return err
 		}
-		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-			for _, r := range p.Records {
-				s.add(b, r)
-			}
-			if len(p.Records) > 0 {
-				s.mu.Lock()
-				if _, owned := s.pos[p.Partition]; owned {
-					s.ends[p.Partition] = ends{logStart: p.LogStartOffset, lastStable: p.LastStableOffset}
-					s.publishLag(p.Partition)
-				}
-				s.mu.Unlock()
-			}
-		})
+		s.addFetches(b, fetches)
 		if ctx.Err() != nil {
-			// Shutdown: write what was polled if Postgres answers soon;
-			// otherwise the next owner reads it again.
-			if b.open {
-				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				err := s.attempt(wctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
-				cancel()
-				if errors.Is(err, failpoint.ErrCrashed) || IsFatal(err) {
-					return err
-				}
-				if err != nil {
-					s.log.Warn("batch not written at shutdown; it will be read again", "err", err)
-				}
-			}
-			return nil
+			return s.writeAtShutdown(ctx, b)
 		}
 		if topicErr != nil {
 			// Write what was read of the old incarnation first: its
@@ -737,6 +716,70 @@ func (s *Sink) loop(ctx context.Context) error {
 			s.cl.AllowRebalance()
 		}
 	}
+}
+
+// poll polls at most the records left under b's cap, until b's commit
+// interval ends if it is open.
+func (s *Sink) poll(ctx context.Context, b *batch) kgo.Fetches {
+	if !b.open {
+		return s.cl.PollRecords(ctx, s.cfg.MaxRecords-b.records)
+	}
+	pollCtx, cancel := context.WithDeadline(ctx, b.started.Add(s.cfg.CommitInterval))
+	defer cancel()
+	return s.cl.PollRecords(pollCtx, s.cfg.MaxRecords-b.records)
+}
+
+// fetchErrors sorts the errors of fetches: fatal ends the sink, topicErr
+// says the input topic is gone or recreated; others are logged.
+func (s *Sink) fetchErrors(fetches kgo.Fetches) (fatal, topicErr error) {
+	fetches.EachError(func(topic string, p int32, err error) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		case errors.Is(err, kgo.ErrClientClosed), kafkaconn.IsFatal(err):
+			fatal = err
+		case topic == s.cfg.Input && (errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition)):
+			topicErr = err
+		default:
+			s.log.Warn("fetch error", "topic", topic, "partition", p, "err", err)
+		}
+	})
+	return fatal, topicErr
+}
+
+// addFetches puts the polled records into b, and notes the log start and
+// last stable offsets of each owned partition, for its lag.
+func (s *Sink) addFetches(b *batch, fetches kgo.Fetches) {
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		for _, r := range p.Records {
+			s.add(b, r)
+		}
+		if len(p.Records) > 0 {
+			s.mu.Lock()
+			if _, owned := s.pos[p.Partition]; owned {
+				s.ends[p.Partition] = ends{logStart: p.LogStartOffset, lastStable: p.LastStableOffset}
+				s.publishLag(p.Partition)
+			}
+			s.mu.Unlock()
+		}
+	})
+}
+
+// writeAtShutdown writes what was polled if Postgres answers soon;
+// otherwise the next owner reads it again.
+func (s *Sink) writeAtShutdown(ctx context.Context, b *batch) error {
+	if !b.open {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	err := s.attempt(wctx, stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
+	cancel()
+	if errors.Is(err, failpoint.ErrCrashed) || IsFatal(err) {
+		return err
+	}
+	if err != nil {
+		s.log.Warn("batch not written at shutdown; it will be read again", "err", err)
+	}
+	return nil
 }
 
 // add puts a polled record into the batch.
