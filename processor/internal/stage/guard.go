@@ -312,8 +312,8 @@ const guardMaxChecks = 1000
 // not reach is another incarnation's; one that retention deleted cannot
 // be checked and counts as this one's. The outputs of an earlier
 // incarnation of a recreated topic may carry higher source offsets than
-// any of this one's (outside attack, session 11: the partition was then
-// started from its earliest offset, its outputs written twice), so each
+// any of this one's (trusting only the highest would start the partition
+// from its earliest offset and write its outputs twice), so each
 // candidate is checked, highest first.
 func (s *Stage) current(ctx context.Context, base *kgo.Client, starts, ends kadm.ListedOffsets, p int32, ls []lineage) (lineage, bool, error) {
 	st, _ := starts.Lookup(s.cfg.Input, p)

@@ -73,15 +73,15 @@ func TestResumeGuard(t *testing.T) {
 		// The output topic holds what another stage wrote from this
 		// input: this stage before a rename (its group was
 		// exactly-other), whose outputs would all be written again
-		// (outside attack, session 11). Refused, naming both remedies.
+		// Refused, naming both remedies.
 		{name: "outputs of another stage from this input", records: []*kgo.Record{lineageRecord("out", "other", 0, 5)},
 			want: map[int32]int64{0: 5}, other: "other"},
 		// A shared dead-letter topic holds other stages' dead letters of
 		// the same input: no sign of this stage.
 		{name: "dead letters of another stage", records: []*kgo.Record{deadLetterRecord("other", 0, 5)}},
 		// Renamed, and the old name's last record of a partition was
-		// dead-lettered: the offsets named are after it (outside
-		// re-attack, session 11: following them wrote it again).
+		// dead-lettered: the offsets named are after it, so following
+		// them does not write it again.
 		{name: "renamed, a dead letter last", records: []*kgo.Record{lineageRecord("out", "other", 0, 5), deadLetterRecord("other", 0, 6), deadLetterRecord("other", 1, 2)},
 			want: map[int32]int64{0: 6, 1: 2}, other: "other"},
 		{name: "offsets committed", committed: []int32{0, 1, 2},
@@ -102,8 +102,8 @@ func TestResumeGuard(t *testing.T) {
 			records: []*kgo.Record{lineageRecord("out", "s", 0, 5), lineageRecord("out", "s", 1, 9)}},
 		// The old incarnation's outputs carry higher source offsets than
 		// the current one holds or than its outputs: the current outputs
-		// below them still count (outside attack, session 11: the
-		// partition was started at its earliest offset, written twice).
+		// below them still count, so the partition does not start at its
+		// earliest offset and write its outputs twice.
 		{name: "input recreated, then processed, then the group lost", inputs: 3, want: map[int32]int64{0: 2, 1: 1},
 			records: []*kgo.Record{oldOutput(0, 7), oldOutput(0, 2), lineageRecord("out", "s", 0, 1), lineageRecord("out", "s", 0, 2),
 				oldOutput(1, 9), lineageRecord("out", "s", 1, 1), oldOutput(2, 8)}},

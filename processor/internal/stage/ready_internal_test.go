@@ -12,10 +12,10 @@ import (
 // (InitProducerId, held up while an output partition refuses the markers
 // of the predecessor's open transaction) is not ready once the stall
 // limit has passed, whether or not a session failed before, and its
-// assignment does not start the clock that forgets a past failure. Before,
-// such a session read as ready after the stall limit: no transaction was
-// open, and the assignment counted as "up" (an outside attack: 80 s with
-// no output, /readyz 200).
+// assignment does not start the clock that forgets a past failure:
+// otherwise such a session reads as ready after the stall limit (no
+// transaction open, the assignment counted as "up") while it outputs
+// nothing.
 func TestNotReadyWithoutProducerID(t *testing.T) {
 	s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: []string{"127.0.0.1:1"}, Input: "in", Output: "out", DeadLetter: "dlq"})
 	if err != nil {

@@ -11,10 +11,10 @@ import (
 )
 
 // A fault that comes back in every session (the dead-letter topic
-// deleted, as an outside attack did) keeps the stage not ready
-// the whole time, also between two rebuilds, when the new session holds
-// its partitions and has not failed yet. Before, the assignment cleared
-// the last failure and /readyz flapped to ready. Once the fault is gone,
+// deleted) keeps the stage not ready the whole time, also between two
+// rebuilds, when the new session holds its partitions and has not failed
+// yet: an assignment does not clear the last failure, so /readyz does not
+// flap to ready. Once the fault is gone,
 // the next commit makes it ready again.
 func TestStageNotReadyBetweenFailingSessions(t *testing.T) {
 	c := newKfake(t)

@@ -61,8 +61,8 @@ func TestKeyFieldReads(t *testing.T) {
 		{name: "a nested object is not read", in: `{"ev":"n1","n":{"a":1,"a":2},"l":[{"q":1,"q":2}]}`, key: "n1"},
 		{name: "a large object", in: `{"ev":"b1",` + strings.Repeat(`"p":0,`, 40) + `"z":1}`, wantErr: `field "p": duplicate key "p" in object`},
 		// A number key is read as a key step reads it: its text, if it
-		// has an exact value (outside attack: the key field let 1e400
-		// and 2^63 through, which a key step dead-letters).
+		// has an exact value; 1e400 and 2^63 are refused here, as a key
+		// step refuses them.
 		{name: "a number keeps its text", in: `{"ev":1E2}`, key: "1E2"},
 		{name: "int64 max", in: `{"ev":9223372036854775807}`, key: "9223372036854775807"},
 		{name: "minus zero", in: `{"ev":-0}`, key: "-0"},

@@ -26,9 +26,9 @@ import (
 //     before, and remembers which records after it were delivered, so that
 //     they are not written twice when polled again.
 //
-// The at-least-once rewind used to be SetOffsets(CommittedOffsets()),
-// which has nothing for a partition the group never committed: the
-// records were skipped, then the next commit moved past them (issue 13).
+// The at-least-once rewind cannot be SetOffsets(CommittedOffsets()): that
+// has nothing for a partition the group never committed, so its records
+// would be skipped and the next commit would move past them.
 
 // acked counts acknowledged records by topic and, for dead letters, reason.
 type acked struct{ topic, reason string }

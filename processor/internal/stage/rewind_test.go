@@ -116,8 +116,8 @@ func committedOffsets(t *testing.T, adm *kadm.Client) map[int32]kadm.OffsetRespo
 
 // A record whose output the broker refuses is found and dead-lettered,
 // and no other record is skipped or written twice, in both guarantees,
-// whatever the group committed before: nothing (issue 13 item 1's
-// failing input), or only some partitions.
+// whatever the group committed before: nothing, or only some
+// partitions.
 func TestStageRewindAfterRefusedRecord(t *testing.T) {
 	tests := []struct {
 		name      string
