@@ -116,14 +116,7 @@ type Report struct {
 // did. Canceling ctx stops it after the current transaction.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	var rep Report
-	if cfg.MaxRedrives <= 0 {
-		cfg.MaxRedrives = DefaultMaxRedrives
-	}
-	reader.OrDefault(&cfg.ClientID, "exactly")
-	reader.OrDefault(&cfg.TransactionTimeout, 30*time.Second)
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	cfg.setDefaults()
 	sel, err := Compile(cfg.Where)
 	if err != nil {
 		return rep, err
@@ -139,15 +132,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	done := map[int32]int64{} // committed next offsets of the group
-	fetched, err := adm.FetchOffsetsForTopics(ctx, cfg.Group(), cfg.DeadLetter)
-	if err == nil {
-		for p := range ends {
-			if o, ok := fetched.Lookup(cfg.DeadLetter, p); ok && o.Err == nil && o.At >= 0 {
-				done[p] = o.At
-			}
-		}
-	}
+	done := committedOffsets(ctx, adm, cfg, ends)
 	if reached(done, ends) {
 		return rep, nil
 	}
@@ -158,20 +143,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 		cfg.Progress.SetTotal(left)
 	}
-
-	sess, err := kgo.NewGroupTransactSession(append(append(kafkaconn.ClientOpts(cfg.Brokers, cfg.ClientID),
-		kgo.ConsumerGroup(cfg.Group()),
-		kgo.InstanceID(cfg.TransactionalID()), // static: a restart takes over at once
-		kgo.ConsumeTopics(cfg.DeadLetter),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.KeepControlRecords(), // the position passes the last marker, so the end is reached
-		kgo.RequireStableFetchOffsets(),
-		kgo.TransactionalID(cfg.TransactionalID()),
-		kgo.TransactionTimeout(cfg.TransactionTimeout),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), // back to the partition it came from
-		kgo.WithLogger(kafkaconn.KafkaLogger(cfg.Logger)),
-	), cfg.KafkaOptions...)...)
+	sess, err := newSession(cfg)
 	if err != nil {
 		return rep, fmt.Errorf("kafka client: %w", err)
 	}
@@ -184,40 +156,83 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		sess.Close()
 		group.LeaveStaticGroup(context.WithoutCancel(ctx), cfg.Logger, cfg.Group(), cfg.TransactionalID(), base...)
 	}()
-
 	r := &run{cfg: cfg, sel: sel, parts: parts, rep: &rep}
+	err = r.untilEnd(ctx, sess, done, ends)
+	crashed = errors.Is(err, failpoint.ErrCrashed)
+	return rep, err
+}
+
+// setDefaults fills in what cfg leaves out.
+func (cfg *Config) setDefaults() {
+	if cfg.MaxRedrives <= 0 {
+		cfg.MaxRedrives = DefaultMaxRedrives
+	}
+	reader.OrDefault(&cfg.ClientID, "exactly")
+	reader.OrDefault(&cfg.TransactionTimeout, 30*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// committedOffsets returns the group's committed next offset of each
+// dead-letter partition of ends that has one.
+func committedOffsets(ctx context.Context, adm *kadm.Client, cfg Config, ends map[int32]int64) map[int32]int64 {
+	done := map[int32]int64{}
+	fetched, err := adm.FetchOffsetsForTopics(ctx, cfg.Group(), cfg.DeadLetter)
+	if err != nil {
+		return done
+	}
+	for p := range ends {
+		if o, ok := fetched.Lookup(cfg.DeadLetter, p); ok && o.Err == nil && o.At >= 0 {
+			done[p] = o.At
+		}
+	}
+	return done
+}
+
+// newSession is the redrive's transactional session over the dead-letter
+// topic, a static member of its group.
+func newSession(cfg Config) (*kgo.GroupTransactSession, error) {
+	return kgo.NewGroupTransactSession(append(append(kafkaconn.ClientOpts(cfg.Brokers, cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group()),
+		kgo.InstanceID(cfg.TransactionalID()), // static: a restart takes over at once
+		kgo.ConsumeTopics(cfg.DeadLetter),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.KeepControlRecords(), // the position passes the last marker, so the end is reached
+		kgo.RequireStableFetchOffsets(),
+		kgo.TransactionalID(cfg.TransactionalID()),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), // back to the partition it came from
+		kgo.WithLogger(kafkaconn.KafkaLogger(cfg.Logger)),
+	), cfg.KafkaOptions...)...)
+}
+
+// untilEnd redrives in transactions until done reaches ends, ctx ends
+// (the report says so) or nothing more comes for idleLimit.
+func (r *run) untilEnd(ctx context.Context, sess *kgo.GroupTransactSession, done, ends map[int32]int64) error {
+	cfg, rep := r.cfg, r.rep
 	idleSince := time.Now()
 	for !reached(done, ends) {
 		if ctx.Err() != nil {
 			rep.Incomplete = "canceled"
-			return rep, nil
+			return nil
 		}
-		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
-		fetches := sess.PollFetches(pollCtx)
-		cancel()
-		var fatal error
-		fetches.EachError(func(_ string, _ int32, err error) {
-			if errors.Is(err, kgo.ErrClientClosed) || kafkaconn.IsFatal(err) {
-				fatal = err
-			}
-		})
-		if fatal != nil {
-			return rep, fmt.Errorf("read %s: %w", cfg.DeadLetter, fatal)
+		fetches, err := pollDeadLetters(ctx, sess, cfg.DeadLetter)
+		if err != nil {
+			return err
 		}
 		if fetches.NumRecords() == 0 {
 			if time.Since(idleSince) > idleLimit {
 				rep.Incomplete = fmt.Sprintf("nothing more to read for %s before the end of %s seen at start", idleLimit, cfg.DeadLetter)
-				return rep, nil
+				return nil
 			}
 			continue
 		}
 		idleSince = time.Now()
 		committed, err := r.transaction(ctx, sess, fetches)
-		if errors.Is(err, failpoint.ErrCrashed) {
-			crashed = true
-		}
 		if err != nil {
-			return rep, err
+			return err
 		}
 		for p, next := range committed {
 			if cfg.Progress != nil && next > done[p] {
@@ -226,7 +241,25 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 			done[p] = max(done[p], next)
 		}
 	}
-	return rep, nil
+	return nil
+}
+
+// pollDeadLetters polls for up to a second; a fetch error that polling
+// again cannot mend is returned.
+func pollDeadLetters(ctx context.Context, sess *kgo.GroupTransactSession, topic string) (kgo.Fetches, error) {
+	pollCtx, cancel := context.WithTimeout(ctx, time.Second)
+	fetches := sess.PollFetches(pollCtx)
+	cancel()
+	var fatal error
+	fetches.EachError(func(_ string, _ int32, err error) {
+		if errors.Is(err, kgo.ErrClientClosed) || kafkaconn.IsFatal(err) {
+			fatal = err
+		}
+	})
+	if fatal != nil {
+		return nil, fmt.Errorf("read %s: %w", topic, fatal)
+	}
+	return fetches, nil
 }
 
 // targets returns the end of each dead-letter partition (its last stable
