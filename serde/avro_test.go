@@ -249,7 +249,7 @@ func rawAvro(t testing.TB, schema string, v any) []byte {
 	return b
 }
 
-// TestRegistryEvolution is the issue's evolution check: a topic mixing v1
+// TestRegistryEvolution is the evolution check: a topic mixing v1
 // and v2 frames read with v2 as the reader schema.
 func TestRegistryEvolution(t *testing.T) {
 	reg := srfake.New()
@@ -639,8 +639,8 @@ func TestAvroEncodeNumbersExact(t *testing.T) {
 		{"2^24+1 as a double into null|float|double takes the double", `["null","float","double"]`, "16777217.0", `16777217.0`, ""},
 		{"0.1 into float|double takes the double", `["float","double"]`, "0.1", `0.1`, ""},
 		// An integer goes to an integer branch first: its type follows
-		// its text (an outside attack: 2147483648 became the float
-		// 2147483648.0, which value.v + 1 then refused).
+		// its text (2147483648 is a long, not the float 2147483648.0, which
+		// value.v + 1 would refuse).
 		{"2^31 into null|int|float|long|double takes the long", `["null","int","float","long","double"]`, "2147483648", `2147483648`, ""},
 		{"2^31-1 into null|int|float|long|double takes the int", `["null","int","float","long","double"]`, "2147483647", `2147483647`, ""},
 		{"5 into double|long takes the long", `["double","long"]`, "5", `5`, ""},

@@ -24,8 +24,8 @@ func avroDir(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "schemas", "bad.avsc"), []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// JSON, but no Avro schema a codec accepts (an outside attack: validate
-	// said ok, run exited 2).
+	// JSON, but no Avro schema a codec accepts: validate refuses it, so run
+	// does not find it first.
 	for name, text := range map[string]string{
 		"typo.avsc":       `{"type":"record","name":"R","fields":[{"name":"a","type":"strin"}]}`,
 		"baddefault.avsc": `{"type":"record","name":"R","fields":[{"name":"a","type":"string","default":5}]}`,
@@ -219,7 +219,7 @@ func TestRegistryPasswordNeverShown(t *testing.T) {
 
 // A sink column mapped to a field that the input's Avro schema (known
 // offline) does not have would be NULL in every row: validate says so,
-// naming the fields there are (an outside attack: amout for amount).
+// naming the fields there are (amout for amount, say).
 func TestSinkColumnsInAvroSchema(t *testing.T) {
 	path := avroDir(t)
 	sink := func(input, columns string) string {

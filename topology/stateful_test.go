@@ -119,8 +119,8 @@ func TestValidateStateful(t *testing.T) {
 // TestValidateChangelogCollision: stage and store names may both hold '-',
 // so two state stores of different stages can name one changelog topic;
 // validate refuses the second, which would restore the first's entries
-// (outside attack: stage a-b store c against stage a store b-c, and a
-// dedupe store against a stateful store named x-dedupe).
+// (stage a-b store c against stage a store b-c, and a dedupe store
+// against a stateful store named x-dedupe).
 func TestValidateChangelogCollision(t *testing.T) {
 	two := func(first, firstStep, second, secondStep string) string {
 		return head + "  - { name: mid, partitions: 1 }\nstages:\n" +

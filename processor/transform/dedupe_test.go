@@ -29,7 +29,7 @@ func TestDedupeID(t *testing.T) {
 		{name: "integer", value: `{"event_id":42}`, want: "42"},
 		{name: "number text kept", value: `{"event_id":4.50}`, want: "4.50"},
 		// A number keeps its text at the top level as inside an object:
-		// these are five IDs (outside attack F7: 1E2 and 100.0 were one).
+		// these are five IDs, not one (1E2 and 100.0 differ).
 		{name: "exponent kept", value: `{"event_id":1e2}`, want: "1e2"},
 		{name: "capital exponent kept", value: `{"event_id":1E2}`, want: "1E2"},
 		{name: "trailing zeros kept", value: `{"event_id":100.00}`, want: "100.00"},
@@ -46,8 +46,8 @@ func TestDedupeID(t *testing.T) {
 		{name: "empty", value: `{"event_id":""}`, noID: true},
 		{name: "missing", value: `{"other":1}`, wantErr: "id: no such key: event_id"},
 		// A problem inside the selected value names its field, as every
-		// other path does (outside attack: it said "id.a", and the record
-		// had a field id of its own).
+		// other path does ("event_id.a", not "id.a", which could be a
+		// field of the record's own).
 		{name: "duplicate key inside names the field", value: `{"event_id":{"a":1,"a":2}}`, wantErr: `id: field "event_id.a": duplicate key "a"`},
 		{name: "lone surrogate inside names the field", value: `{"event_id":[{"x":"\ud800"}]}`, wantErr: `id: field "event_id[0].x"`},
 	} {

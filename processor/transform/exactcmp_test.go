@@ -30,7 +30,7 @@ func TestExactComparisons(t *testing.T) {
 		{`dyn(18446744073709551615u) == 18446744073709551616.0`, "false"},
 		{`value.n in value.l`, "false"},
 		{`9007199254740992 in value.l`, "true"},
-		// At any depth of == and != (re-attack F2: these were true).
+		// At any depth of == and !=, compared exactly, not as doubles.
 		{`[value.n] == [9007199254740992.0]`, "false"},
 		{`[value.n] != [9007199254740992.0]`, "true"},
 		{`{"a": value.n} == {"a": 9007199254740992.0}`, "false"},

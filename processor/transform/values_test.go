@@ -68,7 +68,7 @@ func TestValues(t *testing.T) {
 		{name: "negative zero read and written", steps: "      - set: { z2: 'value.z' }\n", in: `{"z":-0.0}`, want: `{"z":-0.0,"z2":-0.0}`},
 		// A number that a set only selects keeps its text, as in a key or
 		// a header: through its double, 12345678901234567890.12 would be
-		// 12345678901234567000.0 (an outside attack, case 13).
+		// 12345678901234567000.0.
 		{name: "a selected number keeps its text", steps: "      - set: { copy: 'value.amount', e2: 'value.e', g2: 'value.g', n2: 'value.o.n', i2: 'value.i' }\n",
 			in:   `{"amount":12345678901234567890.12,"e":1E2,"g":3.60,"o":{"n":1.00000000000000000001},"i":-0}`,
 			want: `{"amount":12345678901234567890.12,"e":1E2,"g":3.60,"o":{"n":1.00000000000000000001},"i":-0,"copy":12345678901234567890.12,"e2":1E2,"g2":3.60,"i2":-0,"n2":1.00000000000000000001}`},
@@ -119,8 +119,8 @@ func TestValues(t *testing.T) {
 		{name: "a copied list keeps its bytes", steps: "      - set: { copy: 'value.items' }\n", in: `{"items":[1, 2.0, {"k":"v"}]}`, want: `{"items":[1, 2.0, {"k":"v"}],"copy":[1, 2.0, {"k":"v"}]}`},
 		{name: "a copied object keeps its bytes", steps: "      - set: { copy: 'value.o' }\n", in: `{"o":{"b":1.50,"a":1}}`, want: `{"o":{"b":1.50,"a":1},"copy":{"b":1.50,"a":1}}`},
 		// A list with an element that has no exact value is read as an
-		// object with such a member is (outside attack: [1e400] was a
-		// dead letter where {"x":1e400} was copied): copied whole it keeps
+		// object with such a member is ([1e400] and {"x":1e400} get the
+		// same outcome): copied whole it keeps
 		// its bytes, its size and other elements read; what reads the
 		// element, or every element, fails naming it.
 		{name: "a list with an unreadable element has a size", steps: "      - set: { n: 'size(value.items)', first: 'value.items[0]' }\n", in: `{"items":[1,1e400]}`,
@@ -142,8 +142,7 @@ func TestValues(t *testing.T) {
 		// An element that is an object with duplicate keys: comparing it
 		// with a number reads none of its keys (an object is never 2), so
 		// exists and in agree, false; what reads its keys fails naming the
-		// key (outside re-attack, session 11: exists failed with cel-go's
-		// "internal error: interface conversion").
+		// key, never with cel-go's "internal error: interface conversion".
 		{name: "a macro comparing an element with duplicate keys to a number", steps: "      - filter: '!value.v.exists(x, x == 2)'\n      - set: { n: 'value.v.size()' }\n", in: `{"v":[1,{"a":1,"a":2}],"w":3}`,
 			want: `{"v":[1,{"a":1,"a":2}],"w":3,"n":2}`},
 		{name: "in comparing an element with duplicate keys to a number", steps: "      - filter: '2 in value.v'\n", in: `{"v":[1,{"a":1,"a":2}]}`},

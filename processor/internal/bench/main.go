@@ -2,7 +2,7 @@
 
 // Command bench measures exactly against the broker's own limit, its own
 // at-least-once mode, Kafka Streams' exactly_once_v2 and a plain Postgres
-// COPY, side by side in one run on the same real broker (issue 8). Every
+// COPY, side by side in one run on the same real broker. Every
 // stage case reads the same input topic (1 KiB JSON records) into its own
 // output topic of the same shape, with a 100 ms commit interval. The
 // windowed case reads its own input (1 KiB JSON events keyed by one of

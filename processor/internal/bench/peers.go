@@ -144,7 +144,7 @@ func (r *runner) kstreams(ctx context.Context, round int) error {
 			return err
 		}
 	} else if r.rep.KStreamsBuild == "" {
-		return nil // the build failed in round 0
+		return nil // the build failed in the first round
 	}
 	matched, err := matchedSettings()
 	if err != nil {

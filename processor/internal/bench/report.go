@@ -233,7 +233,7 @@ func (r *report) finish() {
 
 	r.peakRSS("exactly stage peak RSS at full load <= 100 MiB (max of its cases)", 100, "alos", "eos")
 	atLeast("sink >= 0.7 x COPY", 0.7, div(sink, cp))
-	// Issue 17: the sink's, insert and upsert mode alike.
+	// The sink's peak RSS, insert and upsert mode alike.
 	r.peakRSS("exactly sink peak RSS <= 100 MiB (max of its cases)", 100, "sink")
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/exactly-io/exactly/topology"
 )
 
-// The windowed count case (issue 15): the same per-key, per-minute count
+// The windowed count case: the same per-key, per-minute count
 // and sum over event time, final results only, in exactly's aggregate
 // step and in Kafka Streams (exactly_once_v2, RocksDB window store with
 // its changelog, suppress(untilWindowCloses)).

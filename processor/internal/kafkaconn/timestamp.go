@@ -28,8 +28,8 @@ const (
 	exactMillisBits = 58
 )
 
-// inv15625 is the inverse of 15625 modulo 2^64 (15625 is odd), found by
-// Newton's iteration x = x(2 - ax), each step doubling the correct bits.
+// inv15625 is the inverse of 15625 modulo 2^64 (15625 is odd), computed
+// by Newton's iteration x = x(2 - ax), each step doubling the correct bits.
 var inv15625 = func() uint64 {
 	const a = 15625
 	x := uint64(a) // correct to 3 bits: a*a ≡ 1 (mod 8) for odd a

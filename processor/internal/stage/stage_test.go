@@ -259,7 +259,7 @@ func TestStageTransientErrorAbortsAtFirstRecord(t *testing.T) {
 }
 
 // An output the broker refuses (here: larger than the producer's batch
-// limit) does not stall the stage: the record is found by retrying one
+// limit) does not stall the stage: the record is located by retrying one
 // input record per transaction, and dead-lettered with reason produce.
 func TestStageRefusedOutputIsDeadLettered(t *testing.T) {
 	seeds := newCluster(t)
