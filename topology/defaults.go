@@ -71,7 +71,7 @@ func (v *validator) defaults() {
 		pg := &s.Postgres
 		if pg.PositionsTable == "" && !v.has(p+".postgres.positions_table") {
 			if schema, _, ok := strings.Cut(pg.Table, "."); ok {
-				pg.PositionsTable = schema + "." + defaultPositionsTable
+				pg.PositionsTable = schema + "." + Default[string]("sinks[].postgres.positions_table")
 			}
 		}
 		for c := range pg.Columns {
@@ -100,10 +100,6 @@ func (v *validator) defaults() {
 		})
 	}
 }
-
-// defaultPositionsTable is the positions table in the schema of the
-// target table, when positions_table is left out.
-const defaultPositionsTable = "exactly_positions"
 
 // capPartitionFetch lowers the default max_partition_fetch_bytes of the
 // stage or sink at path to its fetch_max_bytes: a partition's default

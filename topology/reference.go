@@ -229,7 +229,7 @@ func schemaOfField(ft reflect.Type, p string, s setting) object {
 	if s.doc != "" {
 		o["description"] = s.doc
 	}
-	if s.def != nil {
+	if s.def != nil && !s.derived {
 		d := s.def
 		if dur, ok := d.(interface{ String() string }); ok && ft == durationType {
 			d = dur.String()

@@ -46,6 +46,10 @@ type setting struct {
 	// own says validation checks the bounds by hand, with a message of
 	// its own (they depend on other settings, or say more).
 	own bool
+	// derived says def is what the default is made from, not the value:
+	// Parse derives the value by hand (defaults), and the JSON Schema
+	// shows no default.
+	derived bool
 }
 
 // Limits of the Kafka client that stages and sinks use (franz-go), which
@@ -186,8 +190,9 @@ var spec = map[string]setting{
 		required: true},
 	"sinks[].postgres.types": {doc: "Where created columns' types come from: `declared` (a column's type, else text) or `from_schema` (avro input: the field's Avro type).",
 		def: TypesDeclared, enum: []string{TypesDeclared, TypesFromSchema}, what: "types"},
-	"sinks[].postgres.auto_columns":    {doc: "With `from_schema`: every unmapped top-level field is a column; new fields add columns.", def: false},
-	"sinks[].postgres.positions_table": {doc: "Holds (topic, partition, next_offset), `schema.table`.", defText: "`<schema of table>.exactly_positions`"},
+	"sinks[].postgres.auto_columns": {doc: "With `from_schema`: every unmapped top-level field is a column; new fields add columns.", def: false},
+	"sinks[].postgres.positions_table": {doc: "Holds (topic, partition, next_offset), `schema.table`.",
+		def: "exactly_positions", derived: true, defText: "`<schema of table>.exactly_positions`"},
 	"sinks[].postgres.tombstones": {doc: "What a null value does: `skip`, or `delete` the row whose event ID is the key.",
 		def: TombstonesSkip, enum: []string{TombstonesSkip, TombstonesDelete}, what: "tombstone policy"},
 	"sinks[].postgres.mode": {doc: "`insert` (ON CONFLICT DO NOTHING) or `upsert` (overwrite).",

@@ -37,15 +37,19 @@ func each(v reflect.Value, path, pattern string, fn func(path string, f reflect.
 }
 
 // applyDefaults sets every setting the file leaves out to its spec
-// default; a string written empty takes it too.
+// default. A string written empty takes it too, but for an enum, where an
+// empty value is a mistake that checkEnum reports; a value unknown offline
+// (LoadOffline) takes it, so that the checks of other settings see a
+// valid one.
 func (v *validator) applyDefaults() {
 	root := reflect.ValueOf(v.f).Elem()
 	for _, n := range settings() {
-		if n.def == nil {
+		if n.def == nil || n.derived {
 			continue
 		}
 		each(root, "", n.path, func(path string, f reflect.Value) {
-			if v.has(path) && !(f.Kind() == reflect.String && f.String() == "") {
+			empty := f.Kind() == reflect.String && f.String() == ""
+			if v.has(path) && !(empty && (n.enum == nil || v.d.failed[path])) {
 				return
 			}
 			setValue(f, n.def)
@@ -91,7 +95,7 @@ func (v *validator) checkSpec() {
 func (v *validator) checkEnum(path string, s setting, val string) {
 	switch {
 	case slices.Contains(s.enum, val):
-	case val == "" && s.def == nil:
+	case val == "":
 		v.report(path, "must not be empty (valid: %s)", strings.Join(s.enum, ", "))
 	case s.what == "":
 		v.report(path, "must be %s (got %s)", strings.Join(s.enum, " or "), v.q(path, val))
@@ -199,6 +203,11 @@ func Bounds[T any](path string) (lo, hi T) {
 	}
 	return lo, hi
 }
+
+// Allowed returns the values the enum setting at path (see Default)
+// allows, such as "skip" and "delete" for "sinks[].postgres.tombstones";
+// nil when it is not an enum.
+func Allowed(path string) []string { return slices.Clone(specOf(path).enum) }
 
 func specValue[T any](path string, v any) T {
 	var t T
