@@ -79,32 +79,12 @@ func listEnds(ctx context.Context, adm *kadm.Client, topics []string) ([]*Partit
 // read consumes every partition from its start to the last stable offset
 // listed before, read_committed, and spills what each check needs.
 func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string][]role, rep *Report) error {
-	type tp struct {
-		t string
-		p int32
-	}
-	want := map[string]map[int32]kgo.Offset{}
-	byTP := map[tp]*Partition{}
-	pos := map[tp]int64{} // the next offset to read, for progress
-	pending := 0
-	var total int64
-	for _, p := range parts {
-		if p.LSO <= p.Start {
-			continue
-		}
-		total += p.LSO - p.Start
-		pos[tp{p.Topic, p.Partition}] = p.Start
-		if want[p.Topic] == nil {
-			want[p.Topic] = map[int32]kgo.Offset{}
-		}
-		want[p.Topic][p.Partition] = kgo.NewOffset().At(p.Start)
-		byTP[tp{p.Topic, p.Partition}] = p
-		pending++
-	}
+	pr := &partReader{cfg: cfg, roles: roles, rep: rep, byTP: map[tp]*Partition{}, pos: map[tp]int64{}, done: map[tp]bool{}}
+	want, total := pr.plan(parts)
 	if cfg.Progress != nil {
 		cfg.Progress.SetTotal(total)
 	}
-	if pending == 0 {
+	if len(pr.byTP) == 0 {
 		return nil
 	}
 	cons, err := kgo.NewClient(append([]kgo.Opt{
@@ -122,52 +102,71 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 		return fmt.Errorf("verify: kafka consumer: %w", err)
 	}
 	defer cons.Close()
+	return pr.consume(ctx, cons)
+}
 
-	done := map[tp]bool{}
+// tp is a topic partition.
+type tp struct {
+	t string
+	p int32
+}
+
+// partReader is read's state: the partitions to read, where each is, and
+// which are read to their end.
+type partReader struct {
+	cfg   Config
+	roles map[string][]role
+	rep   *Report
+	byTP  map[tp]*Partition
+	pos   map[tp]int64 // the next offset to read, for progress
+	done  map[tp]bool
+	rec   [linSize]byte
+	idRec [idSize]byte
+}
+
+// plan notes the partitions of parts with records to read, and returns
+// where to start each and how many offsets they span.
+func (pr *partReader) plan(parts []*Partition) (want map[string]map[int32]kgo.Offset, total int64) {
+	want = map[string]map[int32]kgo.Offset{}
+	for _, p := range parts {
+		if p.LSO <= p.Start {
+			continue
+		}
+		total += p.LSO - p.Start
+		pr.pos[tp{p.Topic, p.Partition}] = p.Start
+		if want[p.Topic] == nil {
+			want[p.Topic] = map[int32]kgo.Offset{}
+		}
+		want[p.Topic][p.Partition] = kgo.NewOffset().At(p.Start)
+		pr.byTP[tp{p.Topic, p.Partition}] = p
+	}
+	return want, total
+}
+
+// consume polls until every partition is read to its end, or nothing
+// comes for the idle timeout (the partitions left are marked incomplete).
+func (pr *partReader) consume(ctx context.Context, cons *kgo.Client) error {
+	pending := len(pr.byTP)
 	lastProgress := time.Now()
-	var rec [linSize]byte
-	var idRec [idSize]byte
-	for len(done) < pending {
+	for len(pr.done) < pending {
 		pollCtx, cancel := context.WithTimeout(ctx, time.Second)
 		fs := cons.PollFetches(pollCtx)
 		cancel()
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("verify: read %d of %s to their end: %w", len(done), plural.Count(pending, "partition"), err)
+			return fmt.Errorf("verify: read %d of %s to their end: %w", len(pr.done), plural.Count(pending, "partition"), err)
 		}
-		progressed := false
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				cfg.Logger.Warn("fetch error", "topic", t, "partition", p, "err", err)
+				pr.cfg.Logger.Warn("fetch error", "topic", t, "partition", p, "err", err)
 			}
 		})
+		progressed := false
 		var ferr error
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			key := tp{fp.Topic, fp.Partition}
-			part := byTP[key]
-			if part == nil || done[key] {
-				return
-			}
-			for _, r := range fp.Records {
-				if r.Offset >= part.LSO {
-					break
-				}
-				progressed = true
-				if cfg.Progress != nil {
-					cfg.Progress.Add(r.Offset + 1 - pos[key])
-					pos[key] = r.Offset + 1
-				}
-				if r.Offset >= part.LSO-1 {
-					done[key] = true
-				}
-				if r.Attrs.IsControl() || audit.IsMarker(r) {
-					continue
-				}
-				rep.Records++
-				for _, ro := range roles[r.Topic] {
-					if err := ro.handle(ctx, r, rec[:], idRec[:], cfg.EventID); err != nil && ferr == nil {
-						ferr = err
-					}
-				}
+			p, err := pr.handle(ctx, fp)
+			progressed = progressed || p
+			if ferr == nil {
+				ferr = err
 			}
 		})
 		if ferr != nil {
@@ -175,11 +174,11 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 		}
 		if progressed {
 			lastProgress = time.Now()
-		} else if time.Since(lastProgress) > cfg.IdleTimeout {
+		} else if time.Since(lastProgress) > pr.cfg.IdleTimeout {
 			// An aborted record right before an open transaction's start
 			// is below the LSO and never returned: stop and say so.
-			for k, p := range byTP {
-				if !done[k] {
+			for k, p := range pr.byTP {
+				if !pr.done[k] {
 					p.Incomplete = true
 				}
 			}
@@ -187,6 +186,40 @@ func read(ctx context.Context, cfg Config, parts []*Partition, roles map[string]
 		}
 	}
 	return nil
+}
+
+// handle gives each record of fp below its partition's end to the checks
+// of its topic, and reports whether there was any; the error is the
+// first a check returned.
+func (pr *partReader) handle(ctx context.Context, fp kgo.FetchTopicPartition) (progressed bool, ferr error) {
+	key := tp{fp.Topic, fp.Partition}
+	part := pr.byTP[key]
+	if part == nil || pr.done[key] {
+		return false, nil
+	}
+	for _, r := range fp.Records {
+		if r.Offset >= part.LSO {
+			break
+		}
+		progressed = true
+		if pr.cfg.Progress != nil {
+			pr.cfg.Progress.Add(r.Offset + 1 - pr.pos[key])
+			pr.pos[key] = r.Offset + 1
+		}
+		if r.Offset >= part.LSO-1 {
+			pr.done[key] = true
+		}
+		if r.Attrs.IsControl() || audit.IsMarker(r) {
+			continue
+		}
+		pr.rep.Records++
+		for _, ro := range pr.roles[r.Topic] {
+			if err := ro.handle(ctx, r, pr.rec[:], pr.idRec[:], pr.cfg.EventID); err != nil && ferr == nil {
+				ferr = err
+			}
+		}
+	}
+	return progressed, ferr
 }
 
 func keys[V any](m map[string]V) []string {
