@@ -2,8 +2,8 @@
 
 package integration
 
-// Outside inputs of issue 13, kind 5: every configuration error that can be
-// found before the first record is found then. Each case is a topology
+// Every configuration error that can be found before the first record is
+// found then. Each case is a topology
 // whose error needs no record to be seen: `validate` must reject what it can
 // tell offline, and `run` / `sink` must stop at start, with the input topic
 // empty, with an error naming the problem, and never report /readyz 200.
@@ -48,11 +48,11 @@ func failsAtStart(t *testing.T, env []string, want []string, args ...string) {
 
 // A stage whose transaction_timeout (20m) is above the broker's
 // transaction.max.timeout.ms (15 min, the default, as on the shared
-// broker): today the stage reports ready with an empty input and fails only
-// when the first record begins a transaction (INVALID_TRANSACTION_TIMEOUT).
-// The README says "a larger value is a fatal error at start".
+// broker) is a fatal error at start, as the README says, not a ready
+// stage that fails only when the first record begins a transaction
+// (INVALID_TRANSACTION_TIMEOUT).
 func TestTransactionTimeoutAboveBrokerMax(t *testing.T) {
-	in, out, dlq, stage := uniqueName("b_ttin"), uniqueName("b_ttout"), uniqueName("b_ttdlq"), uniqueName("tt")
+	in, out, dlq, stage := uniqueName("ttin"), uniqueName("ttout"), uniqueName("ttdlq"), uniqueName("tt")
 	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
 		"stages:\n"+jsonStageItem(stage, in, out, dlq, "100ms", 1000))
 	raw := strings.Replace(readFile(t, topo), "transaction_timeout: 30s", "transaction_timeout: 20m", 1)
@@ -74,14 +74,14 @@ func TestSinkErrorsFoundAtStart(t *testing.T) {
 		want    []string
 	}{
 		{
-			// 42P10 at the first record today; pg_index tells at start.
+			// 42P10 at the first record; pg_index tells at start.
 			name:    "table without a unique index on the event id",
 			setup:   func(s string) { pgExec(t, pool, "CREATE TABLE "+s+".events (event_id text, body jsonb)") },
 			columns: "{ event_id: event_id, body: $value }",
 			want:    []string{"event_id"},
 		},
 		{
-			// 428C9 at the first record today; pg_attribute.attgenerated tells at start.
+			// 428C9 at the first record; pg_attribute.attgenerated tells at start.
 			name: "columns name a generated column",
 			setup: func(s string) {
 				pgExec(t, pool, "CREATE TABLE "+s+".events (event_id text PRIMARY KEY, v text, vlen int GENERATED ALWAYS AS (length(v)) STORED)")
@@ -90,7 +90,7 @@ func TestSinkErrorsFoundAtStart(t *testing.T) {
 			want:    []string{"vlen"},
 		},
 		{
-			// 42501 at the first record today; has_table_privilege tells at start.
+			// 42501 at the first record; has_table_privilege tells at start.
 			name: "the sink's role has no INSERT on the table",
 			setup: func(s string) {
 				role := s + "_ro"
@@ -107,18 +107,18 @@ func TestSinkErrorsFoundAtStart(t *testing.T) {
 			want:    []string{"events"},
 		},
 		{
-			// Today: ready; the first bad record's dead letter is retried
-			// forever (UNKNOWN_TOPIC_OR_PARTITION) and the good records of
-			// its batch are never written.
+			// Found only at the first bad record, its dead letter would be
+			// retried forever (UNKNOWN_TOPIC_OR_PARTITION) and the good
+			// records of its batch never written.
 			name:    "the dead-letter topic does not exist on the broker",
 			columns: "{ event_id: event_id, body: $value }",
 			noDLQ:   true,
 			want:    []string{"dlq"},
 		},
 		{
-			// Today: the group join fails with INVALID_SESSION_TIMEOUT (the
-			// broker's group.max.session.timeout.ms is 30 min) and is retried
-			// forever; /readyz blames "no partitions assigned yet".
+			// The group join fails with INVALID_SESSION_TIMEOUT (the broker's
+			// group.max.session.timeout.ms is 30 min): retried, it would
+			// never succeed while /readyz blamed "no partitions assigned yet".
 			name:    "session_timeout above the broker's group.max.session.timeout.ms",
 			columns: "{ event_id: event_id, body: $value }",
 			extra:   "    session_timeout: 2h\n",
@@ -146,10 +146,10 @@ func TestSinkErrorsFoundAtStart(t *testing.T) {
 	}
 }
 
-// A stage whose dead-letter topic is declared but not on the broker: today
-// it reports ready and stalls at the first bad record.
+// A stage whose dead-letter topic is declared but not on the broker stops
+// at start, rather than report ready and stall at the first bad record.
 func TestStageMissingDeadLetterTopic(t *testing.T) {
-	in, out, dlq, stage := uniqueName("b_mdin"), uniqueName("b_mdout"), uniqueName("b_mddlq"), uniqueName("md")
+	in, out, dlq, stage := uniqueName("mdin"), uniqueName("mdout"), uniqueName("mddlq"), uniqueName("md")
 	topo := userTopology(t, []fileTopic{{name: in, parts: 2}, {name: out, parts: 2}, {name: dlq, parts: 1}},
 		"stages:\n"+jsonStageItem(stage, in, out, dlq, "100ms", 1000))
 	deleteTopic(t, dlq)

@@ -11,14 +11,10 @@ import (
 	"github.com/exactly-io/exactly/deploy/examples"
 )
 
-// Outside attack on issue 18 (reset, replay, redrive, exactly test): focused
-// black-box failures found by using the README as a new user would. Each
-// test runs the built binary and checks with kcat (read_committed).
-
 // TestFixtureSyntaxErrorLine: `exactly validate` reports a YAML
-// syntax error of a topology as file:line of the bad line; `exactly test`
-// must do the same for a fixture. Observed: "m.test.yaml: yaml: line 3:
-// ..." for a mistake on line 4, with no column.
+// syntax error of a topology as file:line:col of the bad line; `exactly
+// test` does the same for a fixture (line 4 and its column, not the
+// parser's "yaml: line 3").
 func TestFixtureSyntaxErrorLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

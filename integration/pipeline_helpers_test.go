@@ -2,10 +2,11 @@
 
 package integration
 
-// Helpers of the issue-13 acceptance tests (c13_*_test.go): topologies
-// written as a user writes them, Kafka's own TopicCommand for deleting,
+// Helpers of the tests that run whole pipelines: topologies written as a
+// user writes them, Kafka's own TopicCommand for deleting,
 // re-creating and growing topics, kcat for producing to a chosen
-// partition, and measures of a process's log volume and CPU time.
+// partition, Postgres schemas and counts, and measures of a process's
+// log volume and CPU time.
 
 import (
 	"context"
@@ -26,7 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// fileTopic is one topic of a c13 topology file.
+// fileTopic is one topic of a topology file written by userTopology.
 type fileTopic struct {
 	name   string
 	parts  int
@@ -322,8 +323,6 @@ func statusLag(t testing.TB, topo, name string) int64 {
 	}
 	return -1
 }
-
-// Helpers of the outside attack on issue 13 (c13b_*_test.go).
 
 // readFile returns the content of path or fails the test.
 func readFile(t testing.TB, path string) string {

@@ -2,7 +2,7 @@
 
 package integration
 
-// Issue 13, item 4: a topic's identity is part of a position. The input
+// A topic's identity is part of a position. The input
 // topic of a stage or a sink is deleted and created again with the same
 // name (Kafka's TopicCommand), while the process runs or while it is
 // stopped, and 5 events are produced to the new topic. Either documented
@@ -28,8 +28,9 @@ const (
 	recreateWait = 60 * time.Second
 	// recreateLogBudget bounds the log a process may write over that wait.
 	recreateLogBudget = 1 << 20
-	// idleCPU bounds the CPU an idle process may use, in cores (the
-	// issue saw 0.4 while spinning); a race-detector build is slower.
+	// idleCPU bounds the CPU an idle process may use, in cores (a
+	// process spinning on a recreated topic uses 0.4); a race-detector
+	// build is slower.
 	idleCPU = 0.25
 )
 
@@ -225,10 +226,9 @@ func TestRecreatedTopicSinkStopped(t *testing.T) {
 // A record whose output the broker refused (too large) is dead-lettered;
 // then the input topic is deleted and created again while the stage runs.
 // The new topic's record at the same offset is another record, and goes
-// to the output: before, the stage remembered the refusal by topic name,
-// partition and offset, and dead-lettered it unread with the old
-// record's error, logging nothing (an outside attack, in both
-// guarantees). Each dead letter names its topic's ID
+// to the output, in both guarantees: a refusal remembered by topic name,
+// partition and offset alone would dead-letter it unread with the old
+// record's error. Each dead letter names its topic's ID
 // (exactly.dlq.source.topic_id), which tells the two topics apart.
 func TestRecreatedTopicForgetsRefusedRecords(t *testing.T) {
 	for _, g := range []string{"exactly-once", "at-least-once"} {

@@ -19,7 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Operating a pipeline over its lifetime (issue 18): reset, the resume
+// Operating a pipeline over its lifetime: reset, the resume
 // guard and redrive, against the real broker and Postgres; outputs are read
 // back with kcat (read_committed) and psql-free SQL counts.
 
@@ -301,9 +301,8 @@ func guardResumeOne(t *testing.T, st stageSpec, topo, stage string, reset ...str
 // TestResumeGuardAfterStageRenamed: 1,000 events processed, then the
 // stage renamed in the file (its group is exactly-<stage>: a new, empty
 // group). The renamed stage refuses, naming the old stage and the offsets
-// to resume after, and processes nothing again (outside attack, session
-// 11: it wrote all 1,000 again). After the reset it names, new events are
-// processed once.
+// to resume after, and does not write the 1,000 again. After the reset it
+// names, new events are processed once.
 func TestResumeGuardAfterStageRenamed(t *testing.T) {
 	t.Parallel()
 	st, _ := guardFirstRun(t, "ren")
@@ -324,8 +323,8 @@ func TestResumeGuardAfterStageRenamed(t *testing.T) {
 // 30 events of the new topic processed, then the group deleted. The
 // outputs of the old topic carry higher source offsets than the new one
 // holds; the guard still finds the new topic's outputs below them and
-// refuses (outside attack, session 11: it started every partition at its
-// earliest offset and wrote the 30 again).
+// refuses, rather than start every partition at its earliest offset and
+// write the 30 again.
 func TestResumeGuardAfterInputRecreated(t *testing.T) {
 	t.Parallel()
 	st, topo := guardFirstRun(t, "rec")
@@ -503,10 +502,9 @@ func runBroken(t *testing.T, what, topo, out, dlq string, outs, dead int) {
 // JSON number without '.', 'e' or 'E' as a CEL int "in every stage", and
 // --where documents `value` as "the JSON value decoded". A user reuses a
 // transform-style integer expression in --where: `value.n % 2 == 0` must
-// select the dead letter with n=204 and reject the one with n=203. Observed:
-// `value` holds doubles in --where, `_%_` has no overload, both dead letters
-// are reported "not redrivable" (and marked done, exit 0), nothing is
-// redriven.
+// select the dead letter with n=204 and reject the one with n=203. Were
+// `value` to hold doubles in --where, `_%_` would have no overload and
+// both dead letters would be reported "not redrivable", nothing redriven.
 func TestRedriveWhereSeesJSONIntegers(t *testing.T) {
 	t.Parallel()
 	name, in, out, dlq := uniqueName("where"), uniqueName("win"), uniqueName("wout"), uniqueName("wdlq")

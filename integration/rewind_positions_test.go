@@ -2,7 +2,7 @@
 
 package integration
 
-// Issue 13, item 1: rewinds and start positions. No input offset is ever
+// Rewinds and start positions. No input offset is ever
 // skipped, whatever the group has committed (nothing, some partitions),
 // whether partitions are added while running or revoked in the middle of
 // the one-record-per-transaction retry that finds a record the broker
@@ -22,7 +22,7 @@ import (
 var bothGuarantees = []string{"exactly-once", "at-least-once"}
 
 // refusedPad pads a record's value past the 4000-byte max.message.bytes of
-// the c13 output topics: its output is refused by the broker, its dead
+// a refusedStage's output topic: its output is refused by the broker, its dead
 // letter (to a topic with the broker's default limit) is not.
 const refusedPad = 6000
 
@@ -154,7 +154,7 @@ func keysOf(lines [][]byte) []string {
 	return out
 }
 
-// The failing input of issue 13 item 1: a fresh group, an output topic
+// A fresh group, an output topic
 // with max.message.bytes=4000, 25 small records, one of 6 KB, 25 small;
 // then one more record later. In both guarantees: 50 outputs and one
 // `produce` dead letter before the 52nd record comes, and after it every
@@ -170,9 +170,9 @@ func TestRefusedRecordFreshGroup(t *testing.T) {
 			kcatProduce(t, s.in, lines)
 			p := s.run(t, g, "i-1")
 
-			// The issue waited 15 s; the outcome it saw (nothing output,
-			// nothing dead-lettered) is there within seconds, so 30 s is a
-			// generous bound for the right outcome.
+			// A stalled stage (nothing output, nothing dead-lettered)
+			// shows within seconds, so 30 s is a generous bound for the
+			// right outcome.
 			deadline := time.Now().Add(30 * time.Second)
 			var outs, dls int
 			for time.Now().Before(deadline) {
@@ -539,8 +539,8 @@ func TestSinkRevokedMidSplit(t *testing.T) {
 // record that must be dead-lettered arrives between good ones, and its
 // dead letter fails until the topic is created again, each failure
 // rebuilding the session. The good records after it were written before
-// the first rewind: no rebuild may write them again (outside attack,
-// session 11: each was written once per rebuild, 7 times). Every good
+// the first rewind: no rebuild may write them again (once per rebuild
+// would be 7 times here). Every good
 // record is output exactly once, and the bad one dead-lettered once.
 func TestDeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 	t.Parallel()
@@ -604,13 +604,11 @@ func TestDeadLetterTopicGoneAtLeastOnce(t *testing.T) {
 
 // A sink's stored position is above the partition's high watermark with
 // the topic's own ID (an operator's edit, or a log truncated by an unclean
-// leader election), and records arrive while the sink is stopped. The sink
-// resumes at the high watermark it finds at start, so the records that
-// arrived while it was stopped, at offsets below that watermark, are never
-// loaded; the stored 1000 even stays, so the next restart skips again.
-// Records in the log below the high watermark and at or above the last
-// position the sink could have read are skipped: issue 13 kind 1 says no
-// input offset is ever skipped (the event IDs keep a re-read safe).
+// leader election), and records arrive while the sink is stopped. Resuming
+// at the high watermark found at start would never load the records that
+// arrived while it was stopped, at offsets below that watermark, and keep
+// the stored 1000 for the next restart to skip again. No input offset is
+// ever skipped (the event IDs keep a re-read safe): all 8 records load.
 func TestSinkPositionAboveHighWatermarkSameTopic(t *testing.T) {
 	pool := pgPool(t)
 	c := newLoadSink(t, pool, "hw", 1, "{ event_id: event_id, body: $value }", "", nil)

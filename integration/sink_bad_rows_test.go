@@ -2,7 +2,7 @@
 
 package integration
 
-// Issue 13, item 3: one bad row never stalls a sink. A row that Postgres
+// One bad row never stalls a sink. A row that Postgres
 // rejects for its data (a constraint, a cast, a duplicate in the batch, a
 // value out of range, a trigger that raises, at statement time or at
 // COMMIT) is dead-lettered with its SQLSTATE and message; the rest of the
@@ -154,7 +154,7 @@ func runBadRowCase(t *testing.T, c badRowCase) {
 	p.stop()
 }
 
-// The failing input of issue 13 item 3: upsert into (event_id uuid
+// Upsert into (event_id uuid
 // primary key, v text); one batch of 4 in which two event IDs differ only
 // in case. 3 rows; for that UUID the last record wins; the lag metric
 // equals status's lag.
@@ -289,16 +289,13 @@ CREATE TABLE %[1]s.events (event_id text PRIMARY KEY,
 	}
 }
 
-// Outside inputs of issue 13, kinds 1 and 3, on the sink: no input offset
-// is ever skipped, and one bad row never stalls a sink.
-
 // A trigger that raises for one row with its own SQLSTATE (RAISE ... USING
 // ERRCODE = 'U0001', a common way to tag an application's errors): the
-// error is the row's, as the bisection can see (the other halves commit).
-// Today the batch counts as "unclassified", is retried 6 times, and the
-// sink exits 1 with none of the 4 good rows written; a restart does the
-// same, so the stream is stalled for good.
-func TestTriggerWithCustomSQLSTATE(t *testing.T) {
+// error is the row's, as the bisection can see (the other halves commit),
+// so the row is dead-lettered and the 4 good rows written. Counted as an
+// unclassified batch error, it would be retried until the sink exits, and
+// again after every restart: the stream stalled for good.
+func TestSinkTriggerWithCustomSQLSTATE(t *testing.T) {
 	pool := pgPool(t)
 	c := newLoadSink(t, pool, "cust", 1, "{ event_id: event_id, n: n }", "", func(s string) {
 		pgExec(t, pool, "CREATE TABLE "+s+".events (event_id text PRIMARY KEY, n int)")
@@ -328,13 +325,12 @@ BEGIN IF NEW.n = 3 THEN RAISE EXCEPTION 'three is refused' USING ERRCODE = 'U000
 
 // A bad row (a check on length refuses a 1.5 MB text) whose dead letter is
 // larger than the dead-letter topic accepts (max.message.bytes, 1 MB by
-// default; the input topic allows 4 MB). Today the dead letter's
-// MESSAGE_TOO_LARGE is retried as transient forever: the two good rows of
-// the batch are never written and the sink is stalled (/readyz not ready).
-// Accepted: the good rows are written and the bad record leaves a dead
+// default; the input topic allows 4 MB). Retrying the dead letter's
+// MESSAGE_TOO_LARGE as transient would stall the sink forever, the two
+// good rows of the batch never written. Accepted: the good rows are written and the bad record leaves a dead
 // letter (its value may be cut, its headers say why), or the sink exits
 // non-zero naming the dead-letter topic; never a silent endless retry.
-func TestDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
+func TestSinkDeadLetterLargerThanItsTopicAccepts(t *testing.T) {
 	pool := pgPool(t)
 	schema := freshSchema(t, pool, "huge")
 	pgExec(t, pool, "CREATE TABLE "+schema+".events (event_id text PRIMARY KEY, v text CHECK (length(v) < 1000))")

@@ -2,10 +2,10 @@
 
 package integration
 
-// Issue 13, item 2: two consumers never share a position. Two sinks on
-// one topic, a sink added later, two stages on one input, one sink name
-// in two files; and positions tables written in today's format keep
-// working.
+// Two consumers never share a position. Two sinks on one topic, a sink
+// added later, two stages on one input, one name in two files on one
+// host; and a positions table keeps working across a restart and in the
+// legacy format.
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The failing input of issue 13 item 2: one topology file with two sinks
+// One topology file with two sinks
 // reading one topic (2 partitions, 200 events) into two tables (one named
 // in mixed case), with the default positions_table, so that both keep
 // their positions in one table. Each table gets all 200 rows, and
@@ -135,7 +135,7 @@ func TestSameSinkNameTwoFiles(t *testing.T) {
 	}
 }
 
-// A positions table written by today's sink keeps working: the sink runs,
+// A positions table keeps working across a restart: the sink runs,
 // stops, and runs again on the same table; it does not load again what
 // it loaded (no row written twice, none counted as a duplicate), and
 // loads what came in between and after.
@@ -160,12 +160,12 @@ func TestPositionsTableRunStopRun(t *testing.T) {
 	p.stop()
 }
 
-// A positions table created with the DDL of today's sink (commit c6619cb,
-// processor/pgsink/schema.go), holding a position that says the first 100
-// records are loaded: the sink resumes from there. It loads the records
-// after the stored positions and none before (a migration, when positions
-// gain a key, must keep these rows).
-func TestPositionsTableTodaysFormat(t *testing.T) {
+// A positions table in the legacy format (legacyPositionsDDL: keyed by
+// topic and partition only), holding a position that says the first 100
+// records are loaded: the sink migrates it, keeping its rows, and resumes
+// from there. It loads the records after the stored positions and none
+// before.
+func TestPositionsTableLegacyFormat(t *testing.T) {
 	pool := pgPool(t)
 	c := newLoadSink(t, pool, "old", 1, "{ event_id: event_id, body: $value }", "", func(schema string) {
 		pgExec(t, pool, fmt.Sprintf(legacyPositionsDDL, schema+".exactly_positions"))
@@ -186,7 +186,6 @@ func TestPositionsTableTodaysFormat(t *testing.T) {
 	p.stop()
 }
 
-// Outside inputs of issue 13, kind 2: two consumers never share a position.
 // A stage's and a sink's consumer group and static member ID come from
 // their names and the instance ID, so two files that name things alike
 // (each valid alone) put two unrelated consumers in one group under one
@@ -229,7 +228,7 @@ func eachDoneOrExit(t *testing.T, name string, timeout time.Duration, procs []*p
 }
 
 // runSameHost starts `exactly cmds[i] --topology topos[i]` for each i,
-// all with the instance ID c13b-host and each with a metrics address of
+// all with the instance ID i-host and each with a metrics address of
 // its own, and waits until they are ready. It then produces 20 events to
 // each of ins in each of 5 rounds, 3 s apart: the input arrives over 15 s,
 // as in production, so that the clash shows at a rejoin. Last it requires
@@ -288,8 +287,8 @@ func awaitReadyAll(t *testing.T, procs []*proc, addrs []string) {
 
 // Two teams name their stage alike in two files with different topics; both
 // run on one host with the same instance ID (the default is the hostname).
-// Today the first stage is fenced out of group exactly-<name> and outputs
-// nothing while /readyz says ready.
+// Neither may sit fenced out of group exactly-<name>, outputting nothing
+// while /readyz says ready.
 func TestSameStageNameTwoFiles(t *testing.T) {
 	name := uniqueName("sn")
 	var topos, ins []string
@@ -306,7 +305,7 @@ func TestSameStageNameTwoFiles(t *testing.T) {
 // A sink named alike in two files that read different topics into
 // different tables (both valid alone), one host, one instance ID. The
 // README's check of "one name, two tables" looks at one topic; here the
-// topics differ. Today one sink is fenced and loads nothing.
+// topics differ. Neither sink may sit fenced, loading nothing.
 func TestSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 	pool := pgPool(t)
 	schema := freshSchema(t, pool, "sk")
@@ -325,8 +324,8 @@ func TestSameSinkNameTwoFilesDifferentTopics(t *testing.T) {
 
 // A stage named "sink-<x>" in one file and a sink named "<x>" in another,
 // both reading one topic: both use consumer group exactly-sink-<x> (one file
-// holding both is rejected by validate; two files are not). Today one of
-// them is fenced out and processes nothing more, /readyz ready.
+// holding both is rejected by validate; two files are not). Neither may
+// sit fenced out, processing nothing more while /readyz says ready.
 func TestStageAndSinkShareAGroupAcrossFiles(t *testing.T) {
 	pool := pgPool(t)
 	schema := freshSchema(t, pool, "grp")
