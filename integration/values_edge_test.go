@@ -11,15 +11,16 @@ import (
 	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
-// Values invented by an outside attacker for issue 14 (see the README's
-// "Values: exact on every path"), run through every path on the real
+// Edge values of JSON (see the README's "Values: exact on every path"):
+// numbers past a double's range or precision, lone surrogates, escapes,
+// duplicate keys, odd white space, run through every path on the real
 // broker and Postgres: records written with kcat, read back with kcat
 // (read_committed) and psql-equivalent queries.
 
-// attackValueIn holds the inputs of TestAttackValuesEveryPath: key → the
+// edgeValueIn holds the inputs of TestEdgeValuesEveryPath: key → the
 // exact value bytes. Each record has at most the fields event_id and f, so
-// that the Avro path (schema attackUnionSchema) can hold it.
-var attackValueIn = map[string]string{
+// that the Avro path (schema edgeUnionSchema) can hold it.
+var edgeValueIn = map[string]string{
 	"n01": `{"event_id":"n01","f":0.1e1}`,
 	"n02": `{"event_id":"n02","f":-0}`,
 	"n05": `{"event_id":"n05","f":4.9e-324}`,
@@ -41,59 +42,58 @@ var attackValueIn = map[string]string{
 	"x12": `{"event_id":"x12","f":1} {"a":2}`,
 	"x16": `{"event_id":"x16","f":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`,
 	"x19": `{"event_id":"x19","f":{"b":1,"a":2,"b":3}}`,
-	// Duplicate keys (the outside tester's F5): the last copy must not
+	// Duplicate keys: the last copy must not
 	// win silently anywhere.
 	"t20": `{"event_id":"t20","f":"x","event_id":"t20b"}`,
 	"t01": `{"event_id":"t01","f":"a","\u0066":"b"}`,
 	"t21": `{"event_id":"t21","f":[{"q":1,"q":2}]}`,
-	// A list holding a value with no exact form (outside attack, session
-	// 11: a step copying it was a dead letter, one copying an object
-	// holding the same value copied its bytes).
+	// A list holding a value with no exact form: a step copying it
+	// copies its bytes, as it does an object holding the same value.
 	"t22": `{"event_id":"t22","f":[1, 1e400]}`,
 }
 
-const attackUnionSchema = `{"type":"record","name":"R","namespace":"it.attack14","fields":[
+const edgeUnionSchema = `{"type":"record","name":"R","namespace":"it.edge","fields":[
   {"name":"event_id","type":"string"},
   {"name":"f","type":["null","boolean","long","double","string",
     {"type":"array","items":["null","boolean","long","double","string"]},
     {"type":"map","values":["null","boolean","long","double","string"]}]}]}`
 
-// attackOutcome is what one path must do with one input: write want, or
+// pathOutcome is what one path must do with one input: write want, or
 // dead-letter it with reason and an error containing err.
-type attackOutcome struct {
+type pathOutcome struct {
 	want        string
 	reason, err string
 }
 
-func atkOut(v string) attackOutcome           { return attackOutcome{want: v} }
-func atkDLQ(reason, err string) attackOutcome { return attackOutcome{reason: reason, err: err} }
-func atkSame(k string) attackOutcome          { return atkOut(attackValueIn[k]) }
-func atkAppend(k, field string) attackOutcome { // a new field at the end of the top-level object
-	v := attackValueIn[k]
+func outWant(v string) pathOutcome          { return pathOutcome{want: v} }
+func outDLQ(reason, err string) pathOutcome { return pathOutcome{reason: reason, err: err} }
+func outSame(k string) pathOutcome          { return outWant(edgeValueIn[k]) }
+func outAppend(k, field string) pathOutcome { // a new field at the end of the top-level object
+	v := edgeValueIn[k]
 	end := strings.LastIndexByte(v, '}')
 	body := strings.TrimRight(v[:end], " \r\n\t")
-	return atkOut(strings.TrimSpace(body + field + v[len(body):end+1]))
+	return outWant(strings.TrimSpace(body + field + v[len(body):end+1]))
 }
 
-// TestAttackValuesEveryPath runs the attacker's values through a
+// TestEdgeValuesEveryPath runs the edge values through a
 // pass-through stage, a stage with one unrelated step, a filter-only stage,
 // a stage reading f (set y from value.f), two chained stages (the second
 // reads the y the first wrote), JSON → Avro → JSON, and a stage whose step
 // writes computed doubles, and requires the README's outcome on each.
-func TestAttackValuesEveryPath(t *testing.T) {
+func TestEdgeValuesEveryPath(t *testing.T) {
 	t.Parallel()
-	in, cin := uniqueName("atk_in"), uniqueName("atk_cin")
+	in, cin := uniqueName("edge_in"), uniqueName("edge_cin")
 	names := []string{"pass", "touch", "filter", "read", "chain1", "chain2", "toavro", "fromavro", "compute", "nanlist"}
 	outT, dlqT := map[string]string{}, map[string]string{}
 	topics := map[string]int{in: 1, cin: 1}
 	for _, n := range names {
-		outT[n], dlqT[n] = uniqueName("atk_"+n+"_out"), uniqueName("atk_"+n+"_dlq")
+		outT[n], dlqT[n] = uniqueName("edge_"+n+"_out"), uniqueName("edge_"+n+"_dlq")
 		topics[outT[n]], topics[dlqT[n]] = 1, 1
 	}
-	schema := schemaFile(t, "union.avsc", attackUnionSchema)
+	schema := schemaFile(t, "union.avsc", edgeUnionSchema)
 	stage := func(name, input, inFmt, outFmt, steps string) string {
 		s := fmt.Sprintf("  - name: %s\n    input: { topic: %s, format: %s }\n    output: { topic: %s, format: %s }\n    dead_letter: { topic: %s }\n    commit: { interval: 100ms }\n",
-			uniqueName("atk_"+name), input, inFmt, outT[name], outFmt, dlqT[name])
+			uniqueName("edge_"+name), input, inFmt, outT[name], outFmt, dlqT[name])
 		if steps != "" {
 			s += "    transform:\n" + steps
 		}
@@ -113,7 +113,7 @@ func TestAttackValuesEveryPath(t *testing.T) {
 			stage("nanlist", cin, "json", "json", "      - set: { o: '[1.0, 0.0 / 0.0]' }\n"))
 	exactlyCmd(t, "validate", topo)
 	exactlyCmd(t, "topics", "create", topo)
-	for k, v := range attackValueIn {
+	for k, v := range edgeValueIn {
 		kcatProduceFile(t, in, k, []byte(v))
 	}
 	kcatProduce(t, cin, [][]byte{[]byte(`c1|{"event_id":"c1","i":2}`)})
@@ -126,21 +126,21 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		beyond    = `field "f": integer 18446744073709551616 is beyond the range of a 64-bit integer (int64)`
 		surrogate = `field "f": string has a lone surrogate \udfff, which is not text`
 	)
-	bad := map[string]attackOutcome{"n10": atkDLQ(deadletter.ReasonDecode, syntax0), "x12": atkDLQ(deadletter.ReasonDecode, trailing), "x16": atkDLQ(deadletter.ReasonDecode, tooDeep)}
-	want := map[string]map[string]attackOutcome{"pass": {}, "touch": {}, "filter": {}, "read": {}, "chain2": {}, "fromavro": {}}
-	for k := range attackValueIn {
+	bad := map[string]pathOutcome{"n10": outDLQ(deadletter.ReasonDecode, syntax0), "x12": outDLQ(deadletter.ReasonDecode, trailing), "x16": outDLQ(deadletter.ReasonDecode, tooDeep)}
+	want := map[string]map[string]pathOutcome{"pass": {}, "touch": {}, "filter": {}, "read": {}, "chain2": {}, "fromavro": {}}
+	for k := range edgeValueIn {
 		if o, ok := bad[k]; ok { // invalid JSON: refused alike on every path
 			for _, p := range []string{"pass", "touch", "filter", "read", "chain1", "toavro"} {
 				if want[p] == nil {
-					want[p] = map[string]attackOutcome{}
+					want[p] = map[string]pathOutcome{}
 				}
 				want[p][k] = o
 			}
 			continue
 		}
-		want["pass"][k] = atkSame(k)
-		want["filter"][k] = atkSame(k)
-		want["touch"][k] = atkAppend(k, `,"touched":true`)
+		want["pass"][k] = outSame(k)
+		want["filter"][k] = outSame(k)
+		want["touch"][k] = outAppend(k, `,"touched":true`)
 	}
 	// Duplicate keys in the top-level object: every path that reads it
 	// (a step, JSON → Avro) refuses it naming the key; pass-through and a
@@ -152,31 +152,31 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	}
 	for k, e := range dupTop {
 		delete(want["touch"], k)
-		want["touch"] = mergeOutcome(want["touch"], k, atkDLQ(deadletter.ReasonTransform, e))
-		want["read"] = mergeOutcome(want["read"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
-		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
-		want["toavro"] = mergeOutcome(want["toavro"], k, atkDLQ(deadletter.ReasonDecode, e))
+		want["touch"] = mergeOutcome(want["touch"], k, outDLQ(deadletter.ReasonTransform, e))
+		want["read"] = mergeOutcome(want["read"], k, outDLQ(deadletter.ReasonTransform, "y: "+e))
+		want["chain1"] = mergeOutcome(want["chain1"], k, outDLQ(deadletter.ReasonTransform, "y: "+e))
+		want["toavro"] = mergeOutcome(want["toavro"], k, outDLQ(deadletter.ReasonDecode, e))
 	}
 	// Duplicates in a nested object: JSON → Avro decodes it and refuses
 	// it; a step that copies the value whole copies its bytes.
-	want["toavro"] = mergeOutcome(want["toavro"], "x19", atkDLQ(deadletter.ReasonDecode, `field "f.b": duplicate key "b" in object`))
-	want["toavro"] = mergeOutcome(want["toavro"], "t21", atkDLQ(deadletter.ReasonDecode, `field "f[0].q": duplicate key "q" in object`))
+	want["toavro"] = mergeOutcome(want["toavro"], "x19", outDLQ(deadletter.ReasonDecode, `field "f.b": duplicate key "b" in object`))
+	want["toavro"] = mergeOutcome(want["toavro"], "t21", outDLQ(deadletter.ReasonDecode, `field "f[0].q": duplicate key "q" in object`))
 	// A step that reads f: what has no exact form is dead-lettered naming
 	// f; a number that the step only selects (y: value.f) keeps its text,
-	// as in a key or a header (an outside attack: through its double,
-	// 12345678901234567890.12 lost digits), and a string is its text.
+	// as in a key or a header (through its double,
+	// 12345678901234567890.12 would lose digits), and a string is its text.
 	readY := map[string]string{
 		"n01": "0.1e1", "n02": "-0", "n05": "4.9e-324", "n15": "-0.0e-0", "n25": "1e0000000000000000000001", "s01": `"\u0000"`, "s06": "\"\U0001D11E\"",
 		"s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x08": "2.50", "x09": "1", "x19": `{"b":1,"a":2,"b":3}`,
 		"t21": `[{"q":1,"q":2}]`, "t22": `[1, 1e400]`,
 	}
 	for k, y := range readY {
-		want["read"][k] = atkAppend(k, `,"y":`+y)
-		want["chain2"][k] = atkAppend(k, `,"y":`+y+`,"z":`+y)
+		want["read"][k] = outAppend(k, `,"y":`+y)
+		want["chain2"][k] = outAppend(k, `,"y":`+y+`,"z":`+y)
 	}
 	for k, e := range map[string]string{"n06": underflow, "n07": beyond, "n26": `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`, "s04": surrogate} {
-		want["read"][k] = atkDLQ(deadletter.ReasonTransform, "y: "+e)
-		want["chain1"] = mergeOutcome(want["chain1"], k, atkDLQ(deadletter.ReasonTransform, "y: "+e))
+		want["read"][k] = outDLQ(deadletter.ReasonTransform, "y: "+e)
+		want["chain1"] = mergeOutcome(want["chain1"], k, outDLQ(deadletter.ReasonTransform, "y: "+e))
 	}
 	// JSON → Avro → JSON: the union takes the first branch the value fits;
 	// Avro → JSON writes a double with a point, the fields in schema order.
@@ -184,23 +184,23 @@ func TestAttackValuesEveryPath(t *testing.T) {
 		"n01": "1.0", "n02": "0", "n05": "5e-324", "n15": "-0.0", "n25": "10.0", "s01": `"\u0000"`,
 		"s06": "\"\U0001D11E\"", "s08": `"//"`, "s14": `"\u2028"`, "s19": "1", "x08": "2.5", "x09": "1",
 	} {
-		want["fromavro"][k] = atkOut(fmt.Sprintf(`{"event_id":%q,"f":%s}`, k, f))
+		want["fromavro"][k] = outWant(fmt.Sprintf(`{"event_id":%q,"f":%s}`, k, f))
 	}
-	for k, o := range map[string]attackOutcome{
+	for k, o := range map[string]pathOutcome{
 		// A number with no exact reading as a double has none in any
 		// branch: the union names that reason, in a transform's words.
-		"n06": atkDLQ(deadletter.ReasonEncode, underflow),
-		"n26": atkDLQ(deadletter.ReasonEncode, `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`),
-		"t22": atkDLQ(deadletter.ReasonEncode, `field "f[1]": number 1e400 is beyond the range of a double`),
-		"s04": atkDLQ(deadletter.ReasonDecode, surrogate),
+		"n06": outDLQ(deadletter.ReasonEncode, underflow),
+		"n26": outDLQ(deadletter.ReasonEncode, `field "f": number 0.00000000000000000000000000000000000000... underflows to zero as a double`),
+		"t22": outDLQ(deadletter.ReasonEncode, `field "f[1]": number 1e400 is beyond the range of a double`),
+		"s04": outDLQ(deadletter.ReasonDecode, surrogate),
 		// An integer beyond int64 is refused by JSON → Avro as by every
 		// reader of it, though the union's double would hold 2^64.
-		"n07": atkDLQ(deadletter.ReasonEncode, beyond),
+		"n07": outDLQ(deadletter.ReasonEncode, beyond),
 	} {
 		want["toavro"] = mergeOutcome(want["toavro"], k, o)
 	}
-	want["compute"] = map[string]attackOutcome{"c1": atkOut(`{"event_id":"c1","i":2,"a":0.30000000000000004,"d3":3.0,"dbl":2.0,"e21":1e+21,"e7":1e-7,"l":[1.0,-0.0,2.5e-8],"m":{"k":1e+100},"nz":-0.0,"u":18446744073709551615}`)}
-	want["nanlist"] = map[string]attackOutcome{"c1": atkDLQ(deadletter.ReasonTransform, `field "o[1]": NaN cannot be written as JSON`)}
+	want["compute"] = map[string]pathOutcome{"c1": outWant(`{"event_id":"c1","i":2,"a":0.30000000000000004,"d3":3.0,"dbl":2.0,"e21":1e+21,"e7":1e-7,"l":[1.0,-0.0,2.5e-8],"m":{"k":1e+100},"nz":-0.0,"u":18446744073709551615}`)}
+	want["nanlist"] = map[string]pathOutcome{"c1": outDLQ(deadletter.ReasonTransform, `field "o[1]": NaN cannot be written as JSON`)}
 
 	// Split each path's expectations into its output and dead-letter topics.
 	expOut, expDLQ := map[string]map[string]string{}, map[string]map[string]deadLetter{}
@@ -270,15 +270,15 @@ func TestAttackValuesEveryPath(t *testing.T) {
 	}
 }
 
-func mergeOutcome(m map[string]attackOutcome, k string, o attackOutcome) map[string]attackOutcome {
+func mergeOutcome(m map[string]pathOutcome, k string, o pathOutcome) map[string]pathOutcome {
 	if m == nil {
-		m = map[string]attackOutcome{}
+		m = map[string]pathOutcome{}
 	}
 	m[k] = o
 	return m
 }
 
-// TestAttackValuesSinkTypedColumns loads values into typed columns that
+// TestEdgeValuesSinkTypedColumns loads values into typed columns that
 // cannot hold them exactly. Postgres itself casts them quietly: numeric
 // with a scale rounds (1.234 → 1.23, 0.5 → 1), real and double precision
 // round integers past 2^24 and 2^53, timestamp drops an explicit offset,
@@ -288,9 +288,9 @@ func mergeOutcome(m map[string]attackOutcome, k string, o attackOutcome) map[str
 // field, never a row with another value; the same 1.234 into an Avro
 // decimal of scale 2 and 9007199254740993 into an Avro double are refused.
 // Values that fit exactly are loaded as they are.
-func TestAttackValuesSinkTypedColumns(t *testing.T) {
+func TestEdgeValuesSinkTypedColumns(t *testing.T) {
 	t.Parallel()
-	s, pool, topo := newTypedSink(t, "atk_sink", "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }",
+	s, pool, topo := newTypedSink(t, "edge_sink", "{ event_id: event_id, n102: n102, n50: n50, r: r, d: d, ts: ts, dt: dt, vc: vc, tx: tx }",
 		"event_id text PRIMARY KEY, n102 numeric(10,2), n50 numeric(5,0), r real, d double precision, ts timestamp, dt date, vc varchar(3), tx text")
 	// key → field, its JSON value, and for a good one the column's text.
 	good := map[string]typedCell{
