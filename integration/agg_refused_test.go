@@ -12,10 +12,10 @@ import (
 
 // A window result the broker refuses closes its window all the same: the
 // result is a dead letter (reason produce, the group key as key, the
-// result as value), and the records after it go on. Before, the record
-// whose stream time closed such a window was dead-lettered in its place,
-// the window stayed open, and every later record of the partition that
-// advanced stream time was dead-lettered too, for ever. Refused here:
+// result as value), and the records after it go on: the record whose
+// stream time closed the window is not dead-lettered in its place, which
+// would leave the window open and dead-letter every later record of the
+// partition that advances stream time, for ever. Refused here:
 // results whose timestamp (their largest event time) is more than the
 // output topic's message.timestamp.after.max.ms (1 h) ahead of the
 // broker's clock, and a result larger than its max.message.bytes. Event

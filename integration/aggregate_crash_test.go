@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// TestAggregateCrashRestart is the aggregate crash check: order
+// TestAggregateCrashRestart is the aggregate crash check: order
 // events over 60 event-time minutes, keyed by customer (50 customers, 3
 // partitions), into 1-minute tumbling windows with count and sum(amount),
 // emit final, through a stage killed at random points. The amounts have

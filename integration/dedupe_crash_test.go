@@ -15,7 +15,7 @@ import (
 )
 
 // TestDedupeCrashRestart: N events (EXACTLY_DEDUPE_EVENTS, default 20,000;
-// the full size is 200,000), a fifth of them resent with the same
+// the full size is 200,000), a fifth of them resent with the same
 // event ID and key, through a stage with a dedupe step that is killed at
 // crash-before-commit and crash-after-commit, then, on an emptied state
 // dir, at crash-during-restore, and restarted; more events and duplicates

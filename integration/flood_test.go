@@ -287,8 +287,8 @@ func longestTransaction(t testing.TB, m map[string]float64, stage string) (bound
 // dead-letter topic (1 MB): each must end as a size-bounded envelope,
 // without a transaction waiting out the transaction timeout.
 //
-// EXACTLY_FLOOD_RECORDS sets the record count (default 100000, the
-// issue's figure: about 30 s here), EXACTLY_FLOOD_HUGE the number of 5 MB
+// EXACTLY_FLOOD_RECORDS sets the record count (default 100000,
+// about 30 s here), EXACTLY_FLOOD_HUGE the number of 5 MB
 // events (default 3), EXACTLY_FLOOD_SEED the generator's seed, and EXACTLY_FLOOD_MAX_RSS_MB
 // the peak RSS allowed (default 1024). The binary is built without -race,
 // so that the peak RSS is the product's, not the race detector's.

@@ -21,8 +21,8 @@ import (
 // output schema incompatible with its subject (HTTP 409, on the real
 // registry) is found at start, before the stage reports ready; the
 // credentials refused (401), at start or by a registry that starts
-// refusing them once records flow. Before, each was retried for ever while
-// /readyz said ready, the log naming no status.
+// refusing them once records flow; none is retried for ever while
+// /readyz says ready.
 func TestRegistryRefusalsStopTheStage(t *testing.T) {
 	t.Parallel()
 	t.Run("output schema incompatible with its subject", func(t *testing.T) {
@@ -58,8 +58,8 @@ func TestRegistryRefusalsStopTheStage(t *testing.T) {
 
 	// A registry URL with a typo in its path: the real registry answers
 	// 404 for a path it does not serve, which is no "schema not found"
-	// (error code 40403). Before, every valid record was dead-lettered as
-	// an unknown schema ID while /readyz said ready.
+	// (error code 40403), so valid records are not dead-lettered as an
+	// unknown schema ID while /readyz says ready.
 	t.Run("registry URL with a wrong path", func(t *testing.T) {
 		reg := registryURL(t)
 		in, out, dlq, stage := uniqueName("r404_in"), uniqueName("r404_out"), uniqueName("r404_dlq"), uniqueName("r404")

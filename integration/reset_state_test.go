@@ -12,8 +12,8 @@ import (
 // records read again meet it, and a dedupe drops them all. exactly reset
 // says so and refuses without --keep-state; the way it gives to reprocess
 // with empty state (delete the changelog topic, topics create, reset)
-// writes every output again. Before, the reset went through and the
-// replay wrote nothing, without a word.
+// writes every output again. A silent reset would replay into the old
+// state and write nothing, without a word.
 func TestResetOfAStageWithState(t *testing.T) {
 	t.Parallel()
 	in, out, dlq, stage, topo := dedupeTopology(t, 1000)

@@ -9,10 +9,9 @@ import (
 // TestSinkExactArraysAndWrappingTypes: the exactness rules hold for every
 // element of an array column as for a column of the element's type, and
 // for the types whose casts round or wrap: money rounds to the currency's
-// fraction digits, oid wraps -1 to 4294967295. Before, these were plain
-// casts, and 1.234 into numeric(5,2)[] was stored as 1.23, a +05 offset
-// into timestamp[] dropped, -1 into oid stored as 4294967295, without a
-// dead letter.
+// fraction digits, oid wraps -1 to 4294967295. Plain casts would store
+// 1.234 into numeric(5,2)[] as 1.23, drop a +05 offset into timestamp[]
+// and store -1 into oid as 4294967295, without a dead letter.
 func TestSinkExactArraysAndWrappingTypes(t *testing.T) {
 	t.Parallel()
 	s, pool, topo := newTypedSink(t, "exact_arrays", "{ event_id: event_id, na: na, ta: ta, ra: ra, tsa: tsa, va: va, tza: tza, m: m, ma: ma, o: o }",
@@ -59,9 +58,9 @@ func TestSinkExactArraysAndWrappingTypes(t *testing.T) {
 // its elements, each by its type's rules, in every dimension: a number as
 // its JSON text (1.50 into numeric(5,2)[] is 1.50, 1.234 refused), a
 // string as its contents (quotes, backslashes, commas and braces kept),
-// null as NULL; into jsonb[], each element's JSON. Before, the array's
-// JSON text was cast as an array literal and every such record was
-// dead-lettered (22P02).
+// null as NULL; into jsonb[], each element's JSON. The array's JSON text
+// is not cast as an array literal, which would dead-letter every such
+// record (22P02).
 func TestSinkJSONArraysIntoArrayColumns(t *testing.T) {
 	t.Parallel()
 	s, pool, topo := newTypedSink(t, "json_arrays", "{ event_id: event_id, na: na, ia: ia, xa: xa, ba: ba, ja: ja, tza: tza }",

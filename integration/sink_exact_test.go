@@ -194,9 +194,9 @@ func TestSinkNamedZoneLocalTimes(t *testing.T) {
 }
 
 // TestSinkKeyAndValueIntoBytea: $key and $value into bytea columns are the
-// record's bytes as they came, never read as bytea's text input: before,
-// the keys \x41 and \101 (four bytes each) were both stored as the one
-// byte 0x41, and a key that is no UTF-8 was refused (22021).
+// record's bytes as they came, never read as bytea's text input, which
+// would store the keys \x41 and \101 (four bytes each) as the one byte
+// 0x41 and refuse a key that is no UTF-8 (22021).
 func TestSinkKeyAndValueIntoBytea(t *testing.T) {
 	t.Parallel()
 	s, pool, topo := newTypedSink(t, "key_bytea", "{ event_id: event_id, kb: $key, vb: $value }",

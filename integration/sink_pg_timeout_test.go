@@ -126,7 +126,7 @@ func slowRecordSink(t *testing.T, prefix, slow, timeout string, maxRecords int) 
 // one: after three attempts that time out writing the rows, while
 // Postgres answers a probe, the sink bisects the batch under a statement
 // timeout, dead-letters that record with Postgres's error, and writes the
-// rest. Before, it retried the whole batch for ever and wrote nothing.
+// rest, rather than retry the whole batch for ever and write nothing.
 func TestSinkSlowRecordIsFoundAndDeadLettered(t *testing.T) {
 	t.Parallel()
 	const n = 40
@@ -185,8 +185,8 @@ func TestSinkTimeoutsThatFollowNoRecordStopTheSink(t *testing.T) {
 // options=-c is the session's, as one given as a parameter is: the sink
 // sets its own (twice the session timeout, at least 30 s) only where
 // nothing set one. A sink process stopped (SIGSTOP) inside a batch's
-// transaction has its backend ended after the DSN's 3 s; before, the
-// sink's startup parameter overrode options=-c, and it took 30 s.
+// transaction has its backend ended after the DSN's 3 s, not the sink's
+// own 30 s.
 func TestSinkKeepsTheDSNsIdleInTransactionTimeout(t *testing.T) {
 	t.Parallel()
 	s, pool, topo := slowRecordSink(t, "idletx", "^idletx-1$", "30s", 100)

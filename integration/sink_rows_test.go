@@ -2,7 +2,7 @@
 
 package integration
 
-// One bad row never stalls a sink (issue 13, item 3). A record whose data
+// One bad row never stalls a sink. A record whose data
 // Postgres refuses, at statement time or at COMMIT, is dead-lettered with
 // its SQLSTATE; the rest of its batch is written once, with the position;
 // records produced afterwards arrive. A fault of the database itself is
@@ -189,8 +189,8 @@ func TestSinkRowsRejected(t *testing.T) {
 	)
 	cases := []rowsCase{
 		{
-			// The failing input of the issue: SQLSTATE 21000 retried
-			// forever. The last record of a UUID wins, compared as uuid.
+			// Two event IDs of one UUID in one batch must not raise SQLSTATE
+			// 21000. The last record of a UUID wins, compared as uuid.
 			name: "upsert uuids differing in case",
 			ddl:  "CREATE TABLE %[1]s.events (event_id uuid PRIMARY KEY, v text)", columns: "{ event_id: event_id, v: v }",
 			mode: "upsert", valCol: "v",

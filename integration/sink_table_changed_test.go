@@ -15,7 +15,7 @@ import (
 // runs. Each batch after a change is written with the new types: a value
 // the new column cannot hold exactly is a dead letter (1.5 into integer,
 // 1.25 into numeric(10,1)), never rounded by Postgres's assignment cast
-// (outside attack, session 11: 1.5 was stored as 2, 1.25 as 1.3).
+// (1.5 stored as 2, 1.25 as 1.3).
 func TestSinkTableChangedWhileRunning(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("tblchg")
@@ -130,7 +130,7 @@ func TestSinkTableDroppedWhileStopped(t *testing.T) {
 
 // A sink whose role may write its target table but not create the
 // positions table next to it stops at start naming the statement that was
-// refused: before, "create tables: permission denied for schema" left the
+// refused, so that "permission denied for schema" does not leave the
 // reader to guess which table, the target existing.
 func TestSinkSetupNamesTheRefusedStatement(t *testing.T) {
 	t.Parallel()

@@ -2,9 +2,8 @@
 
 package integration
 
-// Sink start positions (issue 13 items 1, 2 and 4, sink side): the
-// migration of a positions table written by the sink of before positions
-// were keyed by sink (main at c82e716), legacy rows that cannot be told
+// Sink start positions: the migration of a positions table in the legacy
+// format (before positions were keyed by sink), legacy rows that cannot be told
 // apart, and a batch retried while the lag metric is read, the sink is
 // stopped, or its partitions move.
 
@@ -17,8 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// legacyPositionsDDL is the positions table exactly as the sink of c82e716
-// (processor/pgsink/schema.go) created it.
+// legacyPositionsDDL is the positions table in the legacy format, keyed by
+// topic and partition only, which migratePositionsSQL in
+// processor/internal/pgsink/schema.go upgrades.
 const legacyPositionsDDL = `CREATE TABLE %s (
 	topic       text        NOT NULL,
 	partition   integer     NOT NULL,
@@ -53,7 +53,7 @@ func positionRows(t *testing.T, pool *pgxpool.Pool, table string) []positionRow 
 	return out
 }
 
-// A positions table of c82e716 with rows for two partitions (and a row of
+// A legacy positions table with rows for two partitions (and a row of
 // another topic): the sink migrates it, claims its rows, resumes from them
 // (nothing before them is loaded; everything after them is), and stores
 // its topic ID and table beside them. The other topic's row is kept as it

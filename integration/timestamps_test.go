@@ -18,11 +18,11 @@ import (
 // Record timestamps at the edges of what a Kafka timestamp holds (int64
 // Unix ms), written by Kafka's own Java producer (testdata/
 // TimestampProducer.java): the Go client reads and writes timestamps
-// through int64 nanoseconds, which wrap after 2262-04-11. Before, a
-// pass-through stage wrote the year 3000 as 1831 and the year 2300 as 1715
-// (on topics that accept any timestamp), silently, and the sink read the
-// year 3000 as 1830-11-23T00:50:52.580896768Z and dead-lettered the record.
-// Now every reader sees the record's own timestamp: the sink loads it; a
+// through int64 nanoseconds, which wrap after 2262-04-11: read that way, a
+// pass-through stage would write the year 3000 as 1831 and the year 2300
+// as 1715 (on topics that accept any timestamp), silently, and the sink
+// would read the year 3000 as 1830-11-23T00:50:52.580896768Z. Every reader
+// sees the record's own timestamp: the sink loads it; a
 // stage, whose outputs must keep it and cannot, dead-letters the record
 // (reason produce) with the exact timestamp in its header. A record
 // written without a timestamp (-1, NO_TIMESTAMP) passes the stage with it

@@ -12,7 +12,7 @@ import (
 	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
-// The README's value rules on the real broker, with the inputs of issue 14:
+// The README's value rules on the real broker, with one input of each kind:
 // written with kcat, read back with kcat (read_committed). Every path gets
 // the same input and must agree: an untouched field keeps its bytes, a
 // number's type follows its text in every stage, and a value with no exact
@@ -59,7 +59,7 @@ func TestValuesOnEveryPath(t *testing.T) {
 	exactlyCmd(t, "validate", topo)
 	exactlyCmd(t, "topics", "create", topo)
 
-	// The main input: every value kind of the issue, through pass-through
+	// The main input: every value kind, through pass-through
 	// and a stage with one unrelated step.
 	plain := map[string]string{
 		"n1": `{"event_id":"n1","f":2.0,"g":3.60,"e":1E2,"z":-0.0,"i":-0}`,
