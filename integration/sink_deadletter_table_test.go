@@ -25,7 +25,7 @@ type dlBad struct {
 var dlBads = []dlBad{
 	{reason: "decode", value: func(id string) string { return `{"event_id":"` + id + `", not json` }},
 	{reason: "event_id", value: func(string) string { return `{"n":1,"qty":1}` }},
-	// Postgres rejects these, found by the load's savepoint bisection.
+	// Postgres rejects these; the load's savepoint bisection locates them.
 	{reason: "postgres", sqlstate: "22P02", value: func(id string) string { return `{"event_id":"` + id + `","n":"many","qty":1}` }},
 	{reason: "postgres", sqlstate: "23514", value: func(id string) string { return `{"event_id":"` + id + `","n":1,"qty":-5}` }},
 }

@@ -71,7 +71,7 @@ func positionsAt(t testing.TB, pool *pgxpool.Pool, positions, topic string) bool
 // on partition 1, read later: the row keeps version 2. In one batch, the
 // greatest version of a key wins, the first of equal ones. A record
 // without a version is a dead letter (reason version), one whose version
-// is not a bigint is found by the bisection (reason postgres, naming the
+// is not a bigint is located by the bisection (reason postgres, naming the
 // field) while the rest of its batch loads. Replaying both
 // partitions from the start, as a new sink, changes nothing.
 func TestSinkVersionGuard(t *testing.T) {

@@ -309,8 +309,8 @@ func TestEdgeValuesSinkTypedColumns(t *testing.T) {
 		"b5": {"ts", `"2024-01-01T00:00:00+05:00"`, ""},            // the offset is dropped: 5 h off
 		"b6": {"dt", `"2024-01-01T23:30:00-05:00"`, ""},            // the time and zone are dropped
 		"b7": {"vc", `"abc  "`, ""},                                // trailing spaces trimmed to fit
-		"b8": {"d", "1e400", ""},                                   // refused today, but the reason does not name d
-		"b9": {"tx", `"nul\u0000"`, ""},                            // refused today, naming an internal "column c1"
+		"b8": {"d", "1e400", ""},                                   // refused by Postgres; the reason must name d
+		"b9": {"tx", `"nul\u0000"`, ""},                            // refused; the reason names tx, not an internal "column c1"
 		"bA": {"n102", "1.005", ""},                                // rounded to 1.01
 		"bB": {"ts", `"2024-01-01 00:00:00 America/New_York"`, ""}, // zone name dropped
 	}

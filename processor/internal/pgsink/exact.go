@@ -402,9 +402,9 @@ func elementName(s string) string {
 // arrayCastExpr is castExpr for an array column of element type elem:
 // every element (of every dimension) passes the checks its scalar type
 // would, the refusals of relative times and integers beyond int64
-// included, or the value is refused naming the column. Before, an array
-// was a plain cast, which rounded 1.234 into numeric(5,2)[] and dropped a
-// +05 offset into timestamp[] without a word.
+// included, or the value is refused naming the column. A plain cast would
+// round 1.234 into numeric(5,2)[] and drop a +05 offset into timestamp[]
+// without a word.
 func arrayCastExpr(x, col string, t, elem colType) string {
 	const e = "elem"
 	checks, value, _, _ := scalarChecks(e, elem)

@@ -350,7 +350,7 @@ func TestStageOversizedRecordBecomesEnvelope(t *testing.T) {
 // A step that makes a value JSON null (explode of a list holding null)
 // dead-letters its input record, naming the null value: the literal null
 // is no event, and the next stage or the sink would refuse it as one.
-// Before, the null went out, to be dead-lettered downstream instead.
+// Sent on, it would only be dead-lettered downstream instead.
 func TestStageNullOutputValueIsDeadLettered(t *testing.T) {
 	seeds := newCluster(t)
 	cl := newClient(t, seeds)
