@@ -33,7 +33,7 @@ type ksSetting struct {
 func matchedSettings() ([]ksSetting, error) {
 	opts := kafkaconn.GroupConsumerOpts([]string{"127.0.0.1:1"}, "bench", group.RoleStage, "bench", "bench", "bench",
 		slog.New(slog.DiscardHandler), health.NewBrokerHealth(), nil)
-	opts = append(opts, kafkaconn.FetchOpts(topology.DefaultFetchMaxBytes, topology.DefaultMaxPartitionFetchBytes)...)
+	opts = append(opts, kafkaconn.FetchOpts(topology.Default[int32]("stages[].fetch_max_bytes"), topology.Default[int32]("stages[].max_partition_fetch_bytes"))...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("the stage's client options: %w", err)

@@ -27,13 +27,16 @@ func FetchOpts(maxBytes, partitionBytes int32) []kgo.Opt {
 
 // CheckFetchSizes reports fetch sizes that FetchOpts would pass to a
 // client that refuses or silently clamps them (a *ConfigError): the
-// topology's bounds, for a Config built by hand.
-func CheckFetchSizes(maxBytes, partitionBytes int32) error {
-	if maxBytes < topology.MinFetchBytes || maxBytes > topology.MaxFetchBytes {
-		return fault.NewConfigError("fetch max bytes %d must be between %d and %d", maxBytes, topology.MinFetchBytes, topology.MaxFetchBytes)
+// topology spec's bounds of role's settings (role is the file's list,
+// "stages" or "sinks"), for a Config built by hand.
+func CheckFetchSizes(role string, maxBytes, partitionBytes int32) error {
+	lo, hi := topology.Bounds[int32](role + "[].fetch_max_bytes")
+	if maxBytes < lo || maxBytes > hi {
+		return fault.NewConfigError("fetch max bytes %d must be between %d and %d", maxBytes, lo, hi)
 	}
-	if partitionBytes < topology.MinFetchBytes || partitionBytes > maxBytes {
-		return fault.NewConfigError("max partition fetch bytes %d must be between %d and the fetch max bytes %d", partitionBytes, topology.MinFetchBytes, maxBytes)
+	lo, _ = topology.Bounds[int32](role + "[].max_partition_fetch_bytes")
+	if partitionBytes < lo || partitionBytes > maxBytes {
+		return fault.NewConfigError("max partition fetch bytes %d must be between %d and the fetch max bytes %d", partitionBytes, lo, maxBytes)
 	}
 	return nil
 }

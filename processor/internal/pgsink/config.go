@@ -69,7 +69,7 @@ type Config struct {
 	Envelope string
 	// Timeout bounds one attempt at a call to PostgreSQL (a batch's
 	// transaction, from taking a connection to COMMIT; a read of the
-	// positions; the set-up); default topology.DefaultPostgresTimeout. An
+	// positions; the set-up); default 1m (the topology spec's). An
 	// attempt past it is cancelled and retried as a transient fault.
 	Timeout time.Duration
 
@@ -208,38 +208,70 @@ var sources = []string{topology.SourceValue, topology.SourceKey, topology.Source
 // validate applies defaults to cfg and returns every problem. It never
 // mentions the DSN's value.
 func (cfg *Config) validate() error {
-	rd := reader.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+	rd := reader.Reader{Role: reader.Sinks, Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
 		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
 		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
-	rd.Defaults(topology.SinkDefaults)
-	reader.OrDefault(&cfg.Tombstones, topology.TombstonesSkip)
-	reader.OrDefault(&cfg.Mode, topology.ModeInsert)
-	reader.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
-	if cfg.Timeout == 0 {
-		cfg.Timeout = topology.DefaultPostgresTimeout
-	}
+	rd.Defaults()
+	cfg.defaults()
 	errs := reader.Required([]reader.Field{
 		{Name: "sink", Value: cfg.Sink}, {Name: "instance id", Value: cfg.InstanceID}, {Name: "input topic", Value: cfg.Input},
 		{Name: "postgres dsn", Value: cfg.DSN}, {Name: "table", Value: cfg.Table}, {Name: "event id column", Value: cfg.EventID},
 	})
 	errs = append(errs, rd.Check()...)
-	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < topology.HeartbeatInterval || cfg.SessionTimeout > topology.MaxWireTimeout) {
-		errs = append(errs, fault.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, topology.HeartbeatInterval, topology.MaxWireTimeout))
-	}
-	if cfg.Timeout < topology.MinPostgresTimeout || cfg.Timeout > topology.MaxPostgresTimeout {
-		errs = append(errs, fault.NewConfigError("postgres timeout %s must be between %s and %s", cfg.Timeout, topology.MinPostgresTimeout, topology.MaxPostgresTimeout))
-	}
-	reader.OrDefault(&cfg.Types, topology.TypesDeclared)
+	errs = append(errs, cfg.checkSpec()...)
 	if _, err := serde.NewCodec(cfg.inputCodec()); err != nil {
 		errs = append(errs, &fault.ConfigError{Err: fmt.Errorf("input: %w", err)})
 	}
 	errs = append(errs, cfg.validateTypes()...)
-	tbl, ok := parseTable(cfg.Table)
-	if cfg.Table != "" && !ok {
-		errs = append(errs, fault.NewConfigError("table %q is not schema.table", cfg.Table))
+	errs = append(errs, cfg.checkTables()...)
+	errs = append(errs, cfg.checkColumns()...)
+	errs = append(errs, cfg.checkVersion()...)
+	errs = append(errs, cfg.checkEnvelope()...)
+	return errors.Join(errs...)
+}
+
+// defaults applies the topology spec's defaults of a sink's own settings
+// to those left zero (rd.Defaults applies those it shares with a stage).
+func (cfg *Config) defaults() {
+	reader.OrDefault(&cfg.Tombstones, topology.Default[string]("sinks[].postgres.tombstones"))
+	reader.OrDefault(&cfg.Mode, topology.Default[string]("sinks[].postgres.mode"))
+	reader.OrDefault(&cfg.Types, topology.Default[string]("sinks[].postgres.types"))
+	reader.OrDefault(&cfg.Timeout, topology.Default[time.Duration]("sinks[].postgres.timeout"))
+	// A file leaves envelope empty for none: the spec gives it no default.
+	reader.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
+	if t, ok := parseTable(cfg.Table); ok && cfg.PositionsTable == "" {
+		cfg.PositionsTable = t.schema + "." + topology.Default[string]("sinks[].postgres.positions_table")
 	}
-	if cfg.PositionsTable == "" && ok {
-		cfg.PositionsTable = tbl.schema + "." + topology.DefaultPositionsTable
+}
+
+// checkSpec reports the settings outside the topology spec's bounds or
+// allowed values (types: validateTypes).
+func (cfg *Config) checkSpec() []error {
+	var errs []error
+	lo, hi := topology.Bounds[time.Duration]("sinks[].session_timeout")
+	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < lo || cfg.SessionTimeout > hi) {
+		errs = append(errs, fault.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, lo, hi))
+	}
+	for _, err := range []error{
+		reader.Within("postgres timeout", "sinks[].postgres.timeout", cfg.Timeout),
+		reader.OneOf("envelope", "sinks[].postgres.envelope", cfg.Envelope),
+		reader.OneOf("tombstones", "sinks[].postgres.tombstones", cfg.Tombstones),
+		reader.OneOf("mode", "sinks[].postgres.mode", cfg.Mode),
+	} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// checkTables reports a table, positions table or dead-letter table that
+// is not schema.table, and a dead-letter destination missing, doubled or
+// shared with the sink's own tables.
+func (cfg *Config) checkTables() []error {
+	var errs []error
+	if _, ok := parseTable(cfg.Table); cfg.Table != "" && !ok {
+		errs = append(errs, fault.NewConfigError("table %q is not schema.table", cfg.Table))
 	}
 	if _, ok := parseTable(cfg.PositionsTable); cfg.PositionsTable != "" && !ok {
 		errs = append(errs, fault.NewConfigError("positions table %q is not schema.table", cfg.PositionsTable))
@@ -254,11 +286,17 @@ func (cfg *Config) validate() error {
 	case cfg.DeadLetterTable != "" && (dt == tableOf(cfg.Table) || dt == tableOf(cfg.PositionsTable)):
 		errs = append(errs, fault.NewConfigError("dead-letter table %q is also the sink's table or positions table", cfg.DeadLetterTable))
 	}
+	return errs
+}
+
+// checkColumns reports columns missing, unnamed, doubled or with a source
+// the input cannot give, and an event id column that is not one of them.
+func (cfg *Config) checkColumns() []error {
+	var errs []error
 	if len(cfg.Columns) == 0 {
 		errs = append(errs, fault.NewConfigError("at least one column is required"))
 	}
 	seen := map[string]bool{}
-	hasEventID, hasVersion := false, false
 	for _, c := range cfg.Columns {
 		switch {
 		case c.Name == "" || c.Source == "":
@@ -267,51 +305,59 @@ func (cfg *Config) validate() error {
 			errs = append(errs, fault.NewConfigError("column %q appears twice", c.Name))
 		case strings.HasPrefix(c.Source, "$") && !slices.Contains(sources, c.Source):
 			errs = append(errs, fault.NewConfigError("column %q: unknown source %q", c.Name, c.Source))
-		case !strings.HasPrefix(c.Source, "$") && cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro:
+		case !strings.HasPrefix(c.Source, "$") && !cfg.fieldsInput():
 			errs = append(errs, fault.NewConfigError("column %q: field %q needs json or avro input, not %s", c.Name, c.Source, cfg.InputFormat))
 		}
 		seen[c.Name] = true
-		hasEventID = hasEventID || c.Name == cfg.EventID
-		hasVersion = hasVersion || c.Name == cfg.Version
 	}
-	if cfg.Version != "" {
-		switch {
-		case cfg.Mode != topology.ModeUpsert:
-			errs = append(errs, fault.NewConfigError("version column %q needs mode upsert", cfg.Version))
-		case cfg.Version == cfg.EventID:
-			errs = append(errs, fault.NewConfigError("version column %q is the event id column", cfg.Version))
-		case !hasVersion:
-			errs = append(errs, fault.NewConfigError("version column %q is not one of the columns", cfg.Version))
-		}
-	}
-	switch cfg.Envelope {
-	case topology.EnvelopeNone:
-	case topology.EnvelopeDebezium:
-		if cfg.Mode != topology.ModeUpsert {
-			errs = append(errs, fault.NewConfigError("envelope debezium needs mode upsert"))
-		}
-		if cfg.Tombstones != topology.TombstonesSkip {
-			errs = append(errs, fault.NewConfigError("envelope debezium needs tombstones skip"))
-		}
-		if cfg.InputFormat != serde.JSON && cfg.InputFormat != serde.Avro {
-			errs = append(errs, fault.NewConfigError("envelope debezium needs json or avro input, not %s", cfg.InputFormat))
-		}
-		for _, c := range cfg.Columns {
-			if c.Name == cfg.EventID && strings.HasPrefix(c.Source, "$") && c.Source != topology.SourceKey {
-				errs = append(errs, fault.NewConfigError("envelope debezium: event id column %q must be a field or $key, not %s", c.Name, c.Source))
-			}
-		}
-	default:
-		errs = append(errs, fault.NewConfigError("envelope %q: want none or debezium", cfg.Envelope))
-	}
-	if cfg.EventID != "" && !hasEventID {
+	if cfg.EventID != "" && !seen[cfg.EventID] {
 		errs = append(errs, fault.NewConfigError("event id column %q is not one of the columns", cfg.EventID))
 	}
-	if cfg.Tombstones != topology.TombstonesSkip && cfg.Tombstones != topology.TombstonesDelete {
-		errs = append(errs, fault.NewConfigError("tombstones %q: want skip or delete", cfg.Tombstones))
+	return errs
+}
+
+// fieldsInput reports whether the input format has fields a column can
+// name.
+func (cfg *Config) fieldsInput() bool {
+	return cfg.InputFormat == serde.JSON || cfg.InputFormat == serde.Avro
+}
+
+// checkVersion reports a version column without mode upsert, or that is
+// the event id or no column.
+func (cfg *Config) checkVersion() []error {
+	switch {
+	case cfg.Version == "":
+	case cfg.Mode != topology.ModeUpsert:
+		return []error{fault.NewConfigError("version column %q needs mode upsert", cfg.Version)}
+	case cfg.Version == cfg.EventID:
+		return []error{fault.NewConfigError("version column %q is the event id column", cfg.Version)}
+	case !slices.ContainsFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.Version }):
+		return []error{fault.NewConfigError("version column %q is not one of the columns", cfg.Version)}
 	}
-	if cfg.Mode != topology.ModeInsert && cfg.Mode != topology.ModeUpsert {
-		errs = append(errs, fault.NewConfigError("mode %q: want insert or upsert", cfg.Mode))
+	return nil
+}
+
+// checkEnvelope reports what envelope debezium needs and the settings
+// lack: mode upsert, tombstones skip, input with fields, an event id that
+// is a field or the key.
+func (cfg *Config) checkEnvelope() []error {
+	if cfg.Envelope != topology.EnvelopeDebezium {
+		return nil
 	}
-	return errors.Join(errs...)
+	var errs []error
+	if cfg.Mode != topology.ModeUpsert {
+		errs = append(errs, fault.NewConfigError("envelope debezium needs mode upsert"))
+	}
+	if cfg.Tombstones != topology.TombstonesSkip {
+		errs = append(errs, fault.NewConfigError("envelope debezium needs tombstones skip"))
+	}
+	if !cfg.fieldsInput() {
+		errs = append(errs, fault.NewConfigError("envelope debezium needs json or avro input, not %s", cfg.InputFormat))
+	}
+	for _, c := range cfg.Columns {
+		if c.Name == cfg.EventID && strings.HasPrefix(c.Source, "$") && c.Source != topology.SourceKey {
+			errs = append(errs, fault.NewConfigError("envelope debezium: event id column %q must be a field or $key, not %s", c.Name, c.Source))
+		}
+	}
+	return errs
 }

@@ -260,7 +260,7 @@ func TestNewDeadLetterTableValidation(t *testing.T) {
 		{"both", func(c *Config) { c.DeadLetterTable = "raw.dead" }, `dead-letter topic "dlq" and table "raw.dead": set one, not both`},
 		{"not qualified", func(c *Config) { c.DeadLetter, c.DeadLetterTable = "", "dead" }, `dead-letter table "dead" is not schema.table`},
 		{"the target table", func(c *Config) { c.DeadLetter, c.DeadLetterTable = "", "raw.events" }, `dead-letter table "raw.events" is also the sink's table or positions table`},
-		{"the default positions table", func(c *Config) { c.DeadLetter, c.DeadLetterTable = "", "raw."+topology.DefaultPositionsTable },
+		{"the default positions table", func(c *Config) { c.DeadLetter, c.DeadLetterTable = "", "raw.exactly_positions" },
 			`dead-letter table "raw.exactly_positions" is also the sink's table or positions table`},
 		{"the positions table", func(c *Config) { c.DeadLetter, c.DeadLetterTable, c.PositionsTable = "", "ops.pos", "ops.pos" },
 			`dead-letter table "ops.pos" is also the sink's table or positions table`},

@@ -9,10 +9,20 @@ import (
 	"github.com/exactly-io/exactly/topology"
 )
 
+// The lists of the topology file that hold a reader's settings: the spec
+// paths of its defaults and bounds ("stages[].commit.interval") start
+// with them.
+const (
+	Stages = "stages"
+	Sinks  = "sinks"
+)
+
 // Reader points at the settings that a stage's Config and a sink's Config
 // both have: the Kafka client and group that read the input, and how long
 // and how large a transaction or batch grows.
 type Reader struct {
+	// Role is Stages or Sinks: whose defaults and bounds apply.
+	Role                                           string
 	Brokers                                        []string
 	ClientID, InputFormat                          *string
 	CommitInterval, SessionTimeout, MetadataMaxAge *time.Duration
@@ -22,17 +32,21 @@ type Reader struct {
 	FetchMaxBytes, MaxPartitionFetchBytes *int32
 }
 
-// Defaults applies topology's defaults to the settings left zero: those of
-// every reader, and the role's (topology.StageDefaults, SinkDefaults).
-func (r Reader) Defaults(role topology.ReaderDefaults) {
-	OrDefault(r.ClientID, topology.DefaultClientID)
-	OrDefault(r.InputFormat, topology.DefaultFormat)
-	OrDefault(r.CommitInterval, role.CommitInterval)
-	OrDefault(r.MaxRecords, role.CommitMaxRecords)
-	OrDefault(r.SessionTimeout, role.SessionTimeout)
-	OrDefault(r.MetadataMaxAge, topology.DefaultMetadataMaxAge)
-	OrDefault(r.FetchMaxBytes, role.FetchMaxBytes)
-	OrDefault(r.MaxPartitionFetchBytes, min(topology.DefaultMaxPartitionFetchBytes, *r.FetchMaxBytes))
+// setting is the spec path of the role's setting name.
+func (r Reader) setting(name string) string { return r.Role + "[]." + name }
+
+// Defaults applies the topology spec's defaults of r.Role to the settings
+// left zero, so that a Config built by hand and one built from a file
+// behave the same.
+func (r Reader) Defaults() {
+	OrDefault(r.ClientID, topology.Default[string]("kafka.client_id"))
+	OrDefault(r.InputFormat, topology.Default[string](r.setting("input.format")))
+	OrDefault(r.CommitInterval, topology.Default[time.Duration](r.setting("commit.interval")))
+	OrDefault(r.MaxRecords, topology.Default[int](r.setting("commit.max_records")))
+	OrDefault(r.SessionTimeout, topology.Default[time.Duration](r.setting("session_timeout")))
+	OrDefault(r.MetadataMaxAge, topology.Default[time.Duration](r.setting("metadata_max_age")))
+	OrDefault(r.FetchMaxBytes, topology.Default[int32](r.setting("fetch_max_bytes")))
+	OrDefault(r.MaxPartitionFetchBytes, min(topology.Default[int32](r.setting("max_partition_fetch_bytes")), *r.FetchMaxBytes))
 }
 
 // Check returns a *ConfigError for each problem of the settings: no
@@ -45,7 +59,7 @@ func (r Reader) Check() []error {
 	if *r.CommitInterval < 0 || *r.MaxRecords < 0 || *r.SessionTimeout < 0 || *r.MetadataMaxAge < 0 {
 		errs = append(errs, fault.NewConfigError("commit interval, max records, session timeout and metadata max age must be positive"))
 	}
-	if err := kafkaconn.CheckFetchSizes(*r.FetchMaxBytes, *r.MaxPartitionFetchBytes); err != nil {
+	if err := kafkaconn.CheckFetchSizes(r.Role, *r.FetchMaxBytes, *r.MaxPartitionFetchBytes); err != nil {
 		errs = append(errs, err)
 	}
 	return errs

@@ -241,13 +241,13 @@ type Stage struct {
 func New(cfg Config, opts ...Option) (*Stage, error) {
 	// The defaults are topology's, so that a Config built by hand and one
 	// built from a file (StageConfig) behave the same.
-	rd := reader.Reader{Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
+	rd := reader.Reader{Role: reader.Stages, Brokers: cfg.Brokers, ClientID: &cfg.ClientID, InputFormat: &cfg.InputFormat,
 		CommitInterval: &cfg.CommitInterval, MaxRecords: &cfg.MaxRecords, SessionTimeout: &cfg.SessionTimeout, MetadataMaxAge: &cfg.MetadataMaxAge,
 		FetchMaxBytes: &cfg.FetchMaxBytes, MaxPartitionFetchBytes: &cfg.MaxPartitionFetchBytes}
-	rd.Defaults(topology.StageDefaults)
-	reader.OrDefault(&cfg.OutputFormat, topology.DefaultFormat)
-	reader.OrDefault(&cfg.TransactionTimeout, topology.DefaultTransactionTimeout)
-	reader.OrDefault(&cfg.MaxBufferedBytes, topology.DefaultMaxBufferedBytes)
+	rd.Defaults()
+	reader.OrDefault(&cfg.OutputFormat, topology.Default[string]("stages[].output.format"))
+	reader.OrDefault(&cfg.TransactionTimeout, topology.Default[time.Duration]("kafka.transaction_timeout"))
+	reader.OrDefault(&cfg.MaxBufferedBytes, topology.Default[int]("stages[].max_buffered_bytes"))
 	reader.OrDefault(&cfg.Guarantee, ExactlyOnce)
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
@@ -260,11 +260,11 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 		errs = append(errs, fault.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
 	}
 	errs = append(errs, rd.Check()...)
-	if cfg.MaxBufferedBytes < topology.MinBufferedBytes || cfg.MaxBufferedBytes > topology.MaxBufferedBytes {
-		errs = append(errs, fault.NewConfigError("max buffered bytes %d must be between %d and %d", cfg.MaxBufferedBytes, topology.MinBufferedBytes, topology.MaxBufferedBytes))
+	if err := reader.Within("max buffered bytes", "stages[].max_buffered_bytes", cfg.MaxBufferedBytes); err != nil {
+		errs = append(errs, err)
 	}
-	if cfg.TransactionTimeout > topology.MaxWireTimeout {
-		errs = append(errs, fault.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, topology.MaxWireTimeout))
+	if _, hi := topology.Bounds[time.Duration]("kafka.transaction_timeout"); cfg.TransactionTimeout > hi {
+		errs = append(errs, fault.NewConfigError("transaction timeout %s must be at most %s", cfg.TransactionTimeout, hi))
 	}
 	if cfg.CommitInterval >= cfg.TransactionTimeout {
 		errs = append(errs, fault.NewConfigError("commit interval %s must be below the transaction timeout %s", cfg.CommitInterval, cfg.TransactionTimeout))
