@@ -61,6 +61,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sort"
@@ -393,4 +394,10 @@ func newSinkCheck(f *topology.File, sk topology.Sink) (*SinkCheck, error) {
 func ident(qualified string) string {
 	schema, name, _ := strings.Cut(qualified, ".")
 	return pgx.Identifier{schema, name}.Sanitize()
+}
+
+// WriteHangingTable writes the report's hanging transactions as a table;
+// after is the threshold they were found with (0: their timeout).
+func (r *Report) WriteHangingTable(w io.Writer, after time.Duration) error {
+	return status.WriteHangingTable(w, r.HangingTransactions, after)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,13 +118,13 @@ func TestValidateAcceptsWhatRunStarts(t *testing.T) {
 				t.Fatal("no stage and no sink to build")
 			}
 			for i := range f.Stages {
-				if _, err := processor.New(processor.StageConfig(f, &f.Stages[i], "i1")); err != nil {
+				if _, err := processor.New(f, processor.Stages(f.Stages[i].Name), processor.InstanceID("i1")); err != nil {
 					t.Errorf("validate accepts stage %s, processor.New rejects it: %v", f.Stages[i].Name, err)
 				}
 			}
 			for i := range f.Sinks {
-				if _, err := processor.NewSink(f, &f.Sinks[i], "i1", slog.New(slog.DiscardHandler), nil, nil, nil); err != nil {
-					t.Errorf("validate accepts sink %s, processor.NewSink rejects it: %v", f.Sinks[i].Name, err)
+				if _, err := processor.New(f, processor.Sinks(f.Sinks[i].Name), processor.InstanceID("i1")); err != nil {
+					t.Errorf("validate accepts sink %s, processor.New rejects it: %v", f.Sinks[i].Name, err)
 				}
 			}
 		})

@@ -279,44 +279,22 @@ func cmdRun(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		}
 		defer stop()
 	}
-	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	var pipelines map[string]*transform.Pipeline
-	loadCompiled := func(path string) (f *topology.File, err error) {
-		f, pipelines, err = load(path)
-		return f, err
-	}
-	ps, metrics, code, ok := runSetup(ctx, *path, loadCompiled, processor.NewMetrics, "run", log, stderr)
-	if !ok {
-		return code
-	}
-	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	inOrder := f.StagesInOrder()
-	stages, ok := buildNamed(len(inOrder), *stage, func(i int) string { return inOrder[i].Name },
-		func(i int) (*processor.Stage, error) {
-			st := inOrder[i]
-			cfg := processor.StageConfig(f, st, *instance)
-			cfg.Guarantee = *guarantee
-			cfg.StateDir = *stateDir
-			return processor.New(cfg,
-				processor.WithLogger(log), processor.WithFailpoints(fps...), processor.WithTransform(pipelines[st.Name]), processor.WithMetrics(metrics),
-				processor.WithKafkaOptions(kopts...))
-		}, "run", stderr)
-	if !ok {
+	f, _, err := load(*pf.path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if len(stages) == 0 {
-		fmt.Fprintf(stderr, "exactly run: %s has no stage %q\n", *path, *stage)
-		return exitUsage
-	}
+	opts := []processor.Option{processor.Stages(), processor.InstanceID(*pf.instance), processor.Guarantee(*guarantee), processor.StateDir(*stateDir)}
 	var running []*topology.Stage
-	for _, st := range inOrder {
+	for _, st := range f.StagesInOrder() {
 		if *stage == "" || st.Name == *stage {
 			running = append(running, st)
 		}
 	}
-	setMemoryLimit(os.LookupEnv, running, log)
-
-	return runAll(ctx, "run", "stage", *metricsAddr, reg, stages, kafkaRefused, log, stderr)
+	if *stage != "" {
+		opts[0] = processor.Stages(*stage)
+	}
+	return runProcess(ctx, f, opts, func() { setMemoryLimit(os.LookupEnv, running, log) }, *pf.metricsAddr, "run", log, stderr)
 }
 
 // load reads and validates a topology file and compiles its transforms,
@@ -469,7 +447,7 @@ func cmdDemo(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 		fmt.Fprintln(stderr, "exactly demo:", err)
 		return exitUsage
 	}
-	if _, err := processor.RunDemo(ctx, stdout, processor.DemoOptions{Events: *events, Logger: log}); err != nil {
+	if err := processor.RunDemo(ctx, stdout, processor.DemoOptions{Events: *events, Logger: log}); err != nil {
 		fmt.Fprintln(stderr, "exactly demo:", err)
 		return exitFailure
 	}

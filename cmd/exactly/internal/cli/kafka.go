@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,27 +24,6 @@ func kafkaOptions(f *topology.File, cmd string, stderr io.Writer) (opts []kgo.Op
 		return nil, false
 	}
 	return opts, true
-}
-
-// watchKafka returns ctx, canceled when a client built with the returned
-// options meets a connection error that no retry mends (a refused SASL
-// password, an untrusted broker certificate: kafkaconn.IsAuthError), and
-// a function returning that error, or nil. franz-go itself retries such
-// connections forever; with this, run and sink stop and exit 1 instead.
-func watchKafka(ctx context.Context, opts []kgo.Opt) (context.Context, []kgo.Opt, func() error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	var fatal atomic.Pointer[error]
-	hook := processor.WatchKafka(func(err error) {
-		fatal.Store(&err)
-		cancel(err)
-	})
-	opts = append(slices.Clip(opts), kgo.WithHooks(hook))
-	return ctx, opts, func() error {
-		if p := fatal.Load(); p != nil {
-			return *p
-		}
-		return nil
-	}
 }
 
 // loadKafka loads the topology file at path and builds its Kafka client

@@ -9,6 +9,7 @@ import (
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/progress"
 	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/topology"
 )
 
 var redriveCommand = command{
@@ -61,12 +62,9 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 		fmt.Fprintln(stderr, "exactly redrive:", err)
 		return exitUsage
 	}
-	_, ok := failpoints("redrive", stderr)
-	if !ok {
-		return exitUsage
-	}
-	f, kopts, ok := loadKafka(*path, "redrive", stderr)
-	if !ok {
+	f, err := topology.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
 	st, ok := f.Stage(*stage)
@@ -75,16 +73,11 @@ func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, st
 		return exitUsage
 	}
 	bar := progress.ForTerminal(stderr, *noProgress, "redriving dead letters", -1)
-	cfg := processor.RedriveConfig{
-		Stage: st.Name, DeadLetter: st.DeadLetter.Topic, Input: st.Input.Topic,
-		Brokers: f.Kafka.Brokers, ClientID: f.Kafka.ClientID,
-		Where: *where, MaxRedrives: *maxRedrives, TransactionTimeout: f.Kafka.TransactionTimeout.Duration,
-		Logger: log, KafkaOptions: kopts,
-	}
+	o := processor.RedriveOptions{Where: *where, MaxRedrives: *maxRedrives, Logger: log}
 	if bar != nil {
-		cfg.Progress = bar
+		o.Progress = bar
 	}
-	rep, err := processor.Redrive(ctx, cfg)
+	rep, err := processor.Redrive(ctx, f, st.Name, o)
 	bar.Done()
 	if errors.Is(err, processor.ErrUsage) {
 		// A refused --where: no report, as if it had run.

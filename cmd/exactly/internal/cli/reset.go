@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/exactly-io/exactly/processor"
@@ -80,10 +81,8 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	defer closeAdm()
 
 	var (
-		plan         processor.ResetPlan
-		group        string
+		plan         *processor.ResetPlan
 		err          error
-		execute      func() error
 		stateWarning string // a stage with a state store: what a reset does not reset
 	)
 	switch {
@@ -93,10 +92,7 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 			fmt.Fprintf(stderr, "exactly reset: %s has no stage %q\n", *f.path, *f.stage)
 			return exitUsage
 		}
-		cfg := processor.StageConfig(file, st, "reset")
-		group = cfg.Group()
-		plan, err = processor.PlanStageReset(ctx, adm, st.Name, group, cfg.Input, f.target)
-		execute = func() error { return processor.ExecuteStageReset(ctx, adm, plan) }
+		plan, err = processor.PlanStageReset(ctx, adm, file, st.Name, f.target)
 		if store := st.StateStore(); store != "" {
 			// The state is not reset with the offsets (Kafka Streams'
 			// reset tool deletes its internal topics for the same
@@ -109,19 +105,11 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 				st.Name, store, topology.ChangelogTopic(st.Name, store), topology.ChangelogTopic(st.Name, store), *f.path)
 		}
 	default:
-		var sink *topology.Sink
-		for i := range file.Sinks {
-			if file.Sinks[i].Name == *f.sink {
-				sink = &file.Sinks[i]
-			}
-		}
-		if sink == nil {
+		if !slices.ContainsFunc(file.Sinks, func(s topology.Sink) bool { return s.Name == *f.sink }) {
 			fmt.Fprintf(stderr, "exactly reset: %s has no sink %q\n", *f.path, *f.sink)
 			return exitUsage
 		}
-		group = processor.SinkGroup(file, sink)
-		plan, err = processor.PlanSinkReset(ctx, adm, file, sink, f.target)
-		execute = func() error { return processor.ExecuteSinkReset(ctx, file, sink, plan) }
+		plan, err = processor.PlanSinkReset(ctx, adm, file, *f.sink, f.target)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly reset:", err)
@@ -132,7 +120,7 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 	}
 	// Checked after planning too, so that a dry run shows the plan and
 	// says it could not be applied now.
-	idleErr := processor.CheckGroupIdle(ctx, adm, group)
+	idleErr := plan.Idle(ctx)
 	plan.Print(stdout)
 	if idleErr != nil {
 		fmt.Fprintln(stderr, "exactly reset:", idleErr)
@@ -149,7 +137,7 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 		fmt.Fprintln(stdout, plan.Summary(false))
 		return exitOK
 	}
-	if err := execute(); err != nil {
+	if err := plan.Execute(ctx); err != nil {
 		fmt.Fprintln(stderr, "exactly reset:", err)
 		return exitFailure
 	}

@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -30,77 +27,30 @@ func logWarnings(f *topology.File, log *slog.Logger) {
 	}
 }
 
-// buildNamed builds, in order, each of n items whose name(i) is only (every
-// item when only is ""). The first error is printed as cmd's, and ok is
-// false.
-func buildNamed[T any](n int, only string, name func(i int) string, build func(i int) (T, error), cmd string, stderr io.Writer) (
-	built []T, ok bool) {
-	for i := range n {
-		if only != "" && name(i) != only {
-			continue
-		}
-		t, err := build(i)
-		if err != nil {
-			fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
-			return nil, false
-		}
-		built = append(built, t)
-	}
-	return built, true
-}
-
-// processSetup is what run and sink share before they build their stages
-// or sinks.
-type processSetup struct {
-	ctx     context.Context // watched by refused
-	f       *topology.File
-	fps     []processor.Failpoint // from the environment
-	kopts   []kgo.Opt
-	refused func() error // see watchKafka
-	reg     *prometheus.Registry
-}
-
-// runSetup is what run and sink share: the file at path read by load,
-// failpoints from the environment, Kafka options watched for a refused
-// connection, the file's warnings logged, and a fresh metrics registry
-// with the metrics newMetrics registers on it. When ok is false a problem
-// was printed and code is the exit code: 2, or 1 when the metrics could not
-// be registered.
-func runSetup[M any](ctx context.Context, path string, load func(string) (*topology.File, error),
-	newMetrics func(prometheus.Registerer) (M, error), cmd string, log *slog.Logger, stderr io.Writer) (
-	s processSetup, metrics M, code int, ok bool) {
-	f, err := load(path)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return s, metrics, exitUsage, false
-	}
-	fps, ok := failpoints(cmd, stderr)
-	if !ok {
-		return s, metrics, exitUsage, false
-	}
-	kopts, ok := kafkaOptions(f, cmd, stderr)
-	if !ok {
-		return s, metrics, exitUsage, false
-	}
+// runProcess is what run and sink share once their flags are parsed: the
+// engine built from f with opts (a problem is cmd's error, exit 2), the
+// file's warnings logged, then before, the operations endpoints on
+// metricsAddr, and the engine run until ctx ends or a stage or sink
+// fails (exit 1).
+func runProcess(ctx context.Context, f *topology.File, opts []processor.Option, before func(), metricsAddr, cmd string,
+	log *slog.Logger, stderr io.Writer) int {
 	logWarnings(f, log)
-	ctx, kopts, refused := watchKafka(ctx, kopts)
-	s = processSetup{ctx: ctx, f: f, fps: fps, kopts: kopts, refused: refused, reg: newRegistry()}
-	if metrics, err = newMetrics(s.reg); err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
-		return s, metrics, exitFailure, false
-	}
-	return s, metrics, exitOK, true
-}
-
-// failpoints returns the failpoints EXACTLY_FAILPOINT arms; a bad value
-// is printed as cmd's error.
-func failpoints(cmd string, stderr io.Writer) ([]processor.Failpoint, bool) {
-	fps, err := processor.FailpointsFromEnv()
+	eng, err := processor.New(f, append(opts, processor.WithLogger(log))...)
 	if err != nil {
-		fmt.Fprintf(stderr, "exactly %s: %s: %v\n", cmd, "EXACTLY_FAILPOINT", err)
-		return nil, false
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return exitUsage
 	}
-	return fps, true
+	before()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := serveOps(ctx, metricsAddr, eng.Handler(), log); err != nil {
+		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
+		return exitUsage
+	}
+	if err := eng.Run(ctx); err != nil {
+		return exitFailure // logged by Run
+	}
+	return exitOK
 }
 
 // processFlags are the flags that run and sink share.

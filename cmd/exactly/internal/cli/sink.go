@@ -34,27 +34,14 @@ func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 	if done {
 		return code
 	}
-	path, instance, metricsAddr := pf.path, pf.instance, pf.metricsAddr
-	ps, metrics, code, ok := runSetup(ctx, *path, topology.Load, processor.NewSinkMetrics, "sink", log, stderr)
-	if !ok {
-		return code
-	}
-	ctx, f, fps, kopts, kafkaRefused, reg := ps.ctx, ps.f, ps.fps, ps.kopts, ps.refused, ps.reg
-	sinks, ok := buildNamed(len(f.Sinks), *name, func(i int) string { return f.Sinks[i].Name },
-		func(i int) (*processor.Sink, error) {
-			return processor.NewSink(f, &f.Sinks[i], *instance, log, fps, metrics, kopts)
-		}, "sink", stderr)
-	if !ok {
+	f, err := topology.Load(*pf.path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if len(sinks) == 0 {
-		if *name == "" {
-			fmt.Fprintf(stderr, "exactly sink: %s declares no sinks\n", *path)
-		} else {
-			fmt.Fprintf(stderr, "exactly sink: %s has no sink %q\n", *path, *name)
-		}
-		return exitUsage
+	sinks := processor.Sinks()
+	if *name != "" {
+		sinks = processor.Sinks(*name)
 	}
-
-	return runAll(ctx, "sink", "sink", *metricsAddr, reg, sinks, kafkaRefused, log, stderr)
+	return runProcess(ctx, f, []processor.Option{sinks, processor.InstanceID(*pf.instance)}, func() {}, *pf.metricsAddr, "sink", log, stderr)
 }

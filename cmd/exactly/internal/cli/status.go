@@ -45,11 +45,7 @@ func cmdStatus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	if rf.bad("status", stderr) {
 		return exitUsage
 	}
-	opts := []processor.StatusOption{processor.StatusHangingAfter(*rf.hangingAfter)}
-	if *name != "" {
-		opts = append(opts, processor.StatusOnly(*name))
-	}
-	rep, err := processor.Status(ctx, adm, f, opts...)
+	rep, err := processor.Status(ctx, adm, f, processor.StatusOptions{Only: *name, HangingAfter: *rf.hangingAfter})
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly status:", err)
 		return exitFailure

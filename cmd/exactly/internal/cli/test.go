@@ -62,8 +62,8 @@ func cmdTest(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 			fmt.Fprintln(stderr, err)
 			return exitUsage
 		}
-		pipelines, err := transform.Compile(f, nil)
-		if err != nil {
+		// Compiled here for the exit code: a bad step is a usage error.
+		if _, err := transform.Compile(f, nil); err != nil {
 			fmt.Fprintln(stderr, err)
 			return exitUsage
 		}
@@ -72,7 +72,7 @@ func cmdTest(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 			fmt.Fprintln(stderr, err)
 			return exitUsage
 		}
-		res, err := testrun.Run(ctx, f, pipelines, fx, testrun.Options{Timeout: *timeout, Logger: log})
+		res, err := testrun.Run(ctx, f, fx, testrun.Options{Timeout: *timeout, Logger: log})
 		switch {
 		case errors.Is(err, testrun.ErrMismatch):
 			failed++

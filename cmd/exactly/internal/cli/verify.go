@@ -60,7 +60,7 @@ func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	if rf.bad("verify", stderr) {
 		return exitUsage
 	}
-	f, kopts, ok := loadKafka(*path, "verify", stderr)
+	f, _, ok := loadKafka(*path, "verify", stderr)
 	if !ok {
 		return exitUsage
 	}
@@ -68,11 +68,11 @@ func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, std
 	defer cancel()
 	// Progress on a terminal only: a pipe, a file or --json stays clean.
 	bar := progress.ForTerminal(stderr, *rf.asJSON || *noProgress, "reading topics", -1)
-	cfg := processor.VerifyConfig{Topology: f, EventID: *field, OpenTxnWait: *openWait, HangingAfter: *rf.hangingAfter, TempDir: *tmp, KafkaOptions: kopts}
+	o := processor.VerifyOptions{EventID: *field, OpenTxnWait: *openWait, HangingAfter: *rf.hangingAfter, TempDir: *tmp}
 	if bar != nil {
-		cfg.Progress = bar
+		o.Progress = bar
 	}
-	rep, err := processor.Verify(ctx, cfg)
+	rep, err := processor.Verify(ctx, f, o)
 	bar.Done()
 	if err != nil {
 		fmt.Fprintln(stderr, "exactly verify:", err)
@@ -151,7 +151,7 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 	}
 	fmt.Fprintf(w, "partitions: %d read read_committed, %d blocked by an open transaction\n", len(rep.Partitions), blocked) // "partitions: N" reads for any N
 	if len(rep.HangingTransactions) > 0 {
-		_ = processor.WriteHangingTable(w, rep.HangingTransactions, hangingAfter)
+		_ = rep.WriteHangingTable(w, hangingAfter)
 	}
 	fmt.Fprintf(w, "records read: %d in %s\n", rep.Records, time.Duration(rep.Elapsed).Round(time.Millisecond))
 	if rep.OK {

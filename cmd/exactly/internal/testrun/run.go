@@ -17,7 +17,6 @@ import (
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/processor/deadletter"
-	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/provision"
 )
@@ -63,7 +62,7 @@ func ParseTopology(path string, data []byte, lookup func(string) (string, bool))
 	})
 }
 
-// Run runs every stage of f, with the transforms in pipelines, on a new
+// Run runs every stage of f, with the Go transforms of transform.Default, on a new
 // embedded cluster: it creates the topics f declares, produces the
 // fixture's input, waits until every stage has committed all of its input
 // and no transaction is open, reads every topic a stage writes
@@ -71,7 +70,7 @@ func ParseTopology(path string, data []byte, lookup func(string) (string, bool))
 // ErrMismatch when something differs, and other errors when the run
 // itself failed. Sinks are not run. The TLS and SASL settings of f are not
 // used: the embedded cluster takes plaintext.
-func Run(ctx context.Context, f *topology.File, pipelines map[string]*transform.Pipeline, fx *Fixture, o Options) (*Result, error) {
+func Run(ctx context.Context, f *topology.File, fx *Fixture, o Options) (*Result, error) {
 	start := time.Now()
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
@@ -96,7 +95,7 @@ func Run(ctx context.Context, f *topology.File, pipelines map[string]*transform.
 	seeds := cluster.ListenAddrs()
 	// The cluster stands in for the file's; its own security settings do
 	// not apply to it.
-	f.Kafka.Brokers = seeds
+	f.Kafka.Brokers, f.Kafka.TLS, f.Kafka.SASL = seeds, topology.TLS{}, topology.SASL{}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -120,7 +119,7 @@ func Run(ctx context.Context, f *topology.File, pipelines map[string]*transform.
 	}
 	defer rd.close()
 
-	stages, err := startStages(ctx, f, pipelines, o.Logger)
+	stages, err := startStages(ctx, f, o.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -337,53 +336,34 @@ func (rd *reader) close() {
 
 type runningStages struct {
 	cancel   context.CancelFunc
-	errs     chan error
-	names    []string
-	stateDir string // the stages' local state, removed by stop
+	done     chan error // the engine's Run, once it returned
+	stateDir string     // the stages' local state, removed by stop
 }
 
-func startStages(ctx context.Context, f *topology.File, pipelines map[string]*transform.Pipeline, log *slog.Logger) (*runningStages, error) {
-	var stages []*processor.Stage
-	var names []string
+// startStages runs every stage of f in an engine until stop.
+func startStages(ctx context.Context, f *topology.File, log *slog.Logger) (*runningStages, error) {
 	// Each run has its own state dir: runs in parallel must not share
 	// (and empty) each other's.
 	stateDir, err := os.MkdirTemp("", "exactly-test-state-")
 	if err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	for _, st := range f.StagesInOrder() {
-		cfg := processor.StageConfig(f, st, "test")
-		cfg.StateDir = stateDir
-		s, err := processor.New(cfg,
-			processor.WithLogger(log.With("stage", st.Name)), processor.WithTransform(pipelines[st.Name]))
-		if err != nil {
-			_ = os.RemoveAll(stateDir)
-			return nil, fmt.Errorf("stage %s: %w", st.Name, err)
-		}
-		stages = append(stages, s)
-		names = append(names, st.Name)
+	eng, err := processor.New(f, processor.Stages(), processor.InstanceID("test"), processor.StateDir(stateDir), processor.WithLogger(log))
+	if err != nil {
+		_ = os.RemoveAll(stateDir)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	rs := &runningStages{cancel: cancel, errs: make(chan error, len(stages)), names: names, stateDir: stateDir}
-	for i, s := range stages {
-		go func() {
-			err := s.Run(ctx)
-			if err != nil && !errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("stage %s: %w", names[i], err)
-			} else {
-				err = nil
-			}
-			rs.errs <- err
-		}()
-	}
+	rs := &runningStages{cancel: cancel, done: make(chan error, 1), stateDir: stateDir}
+	go func() { rs.done <- eng.Run(ctx) }()
 	return rs, nil
 }
 
 // failed returns the error of a stage that stopped on its own, if any.
 func (rs *runningStages) failed() error {
 	select {
-	case err := <-rs.errs:
-		rs.errs <- err // stop collects it again
+	case err := <-rs.done:
+		rs.done <- err // stop collects it again
 		if err == nil {
 			return errors.New("a stage stopped before its input was processed")
 		}
@@ -395,12 +375,12 @@ func (rs *runningStages) failed() error {
 
 func (rs *runningStages) stop() error {
 	rs.cancel()
-	var errs []error
-	for range rs.names {
-		errs = append(errs, <-rs.errs)
-	}
+	err := <-rs.done
 	_ = os.RemoveAll(rs.stateDir)
-	return errors.Join(errs...)
+	if errors.Is(err, context.Canceled) {
+		return nil // stopped, not failed
+	}
+	return err
 }
 
 // quiesce waits until nothing more will be written: no transaction is
@@ -444,7 +424,8 @@ func notQuiet(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reade
 	committed := map[string]kadm.OffsetResponses{}
 	for i := range f.Stages {
 		st := &f.Stages[i]
-		offs, err := adm.FetchOffsets(ctx, processor.StageConfig(f, st, "").Group())
+		// A stage consumes in consumer group exactly-<stage>.
+		offs, err := adm.FetchOffsets(ctx, "exactly-"+st.Name)
 		if err != nil {
 			return "", fmt.Errorf("fetch offsets of stage %s: %w", st.Name, err)
 		}

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/exactly-io/exactly/cmd/exactly/internal/testrun"
-	"github.com/exactly-io/exactly/processor/transform"
 )
 
 const examples = "../../../../deploy/examples"
@@ -28,11 +27,7 @@ func run(t testing.TB, topo string, fx *testrun.Fixture) (*testrun.Result, error
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipelines, err := transform.Compile(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testrun.Run(context.Background(), f, pipelines, fx, testrun.Options{})
+	return testrun.Run(context.Background(), f, fx, testrun.Options{})
 }
 
 // shippedFixtures returns the fixture files of deploy/examples, failing
