@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // withKafka puts the lines of extra (indented by two spaces, as under
@@ -62,8 +63,8 @@ func TestParseKafkaSecurity(t *testing.T) {
 	f := check(t, src, secEnv)
 	want := Kafka{
 		Brokers:            []string{"127.0.0.1:9092"},
-		ClientID:           DefaultClientID,
-		TransactionTimeout: Duration{DefaultTransactionTimeout},
+		ClientID:           "exactly",
+		TransactionTimeout: Duration{30 * time.Second},
 		TLS:                TLS{Enabled: true, CAFile: filepath.Join("certs", "ca.pem"), ServerName: "kafka.internal"},
 		SASL:               SASL{Mechanism: MechanismScramSHA512, Username: "exactly", Password: testPassword},
 	}

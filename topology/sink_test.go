@@ -78,8 +78,8 @@ func TestParseSinkDefaults(t *testing.T) {
 `
 	f := check(t, src, env(map[string]string{"PG_DSN": "postgres://db/x"}))
 	s := f.Sinks[0]
-	if s.Commit.Interval.Duration != DefaultSinkCommitInterval || s.Commit.MaxRecords != DefaultSinkCommitMaxRecords ||
-		s.SessionTimeout.Duration != DefaultSinkSessionTimeout || s.Input.Format != "json" {
+	if s.Commit.Interval.Duration != 200*time.Millisecond || s.Commit.MaxRecords != 10000 ||
+		s.SessionTimeout.Duration != 45*time.Second || s.Input.Format != "json" {
 		t.Errorf("defaults: %+v", s)
 	}
 	// A sink holds its batch in memory: 10000 records by default, and

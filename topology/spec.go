@@ -116,12 +116,23 @@ var spec = map[string]setting{
 	"stages[].transform":          {doc: "The steps each record goes through, in order; each step has exactly one operation. Expressions are CEL."},
 	"stages[].session_timeout": {doc: "The consumer group session timeout: a killed instance holds its partitions until it passes.",
 		def: 45 * time.Second, min: heartbeatInterval, minWhy: "the client's heartbeat interval", max: maxWireTimeout, apart: true},
+	// 30s, not franz-go's 5m: each refresh is one small Metadata request.
 	"stages[].metadata_max_age": {doc: "How often topic metadata is refreshed: a partition added to the input is read within it.",
 		def: 30 * time.Second, min: time.Second, max: time.Hour},
+	// 2 MiB, not the 50 MiB of franz-go and the Java consumer, which bound
+	// nothing below 50 partitions of 1 MiB: a fetch is held while it is
+	// read and the next one arrives, and Go's collector lets the heap grow
+	// to twice what is held. 2 MiB still carries two thousand 1 KiB records
+	// a round trip. 100 MiB is the largest response the client reads
+	// (franz-go's BrokerMaxReadBytes).
 	"stages[].fetch_max_bytes": {doc: "The most one fetch from one broker returns (fetch.max.bytes); bounds the input's memory.",
 		def: 2 * mib, min: kib, max: 100 * mib, unit: "bytes"},
 	"stages[].max_partition_fetch_bytes": {doc: "The most one fetch returns of one partition (max.partition.fetch.bytes); at most `fetch_max_bytes`.",
 		def: mib, min: kib, max: 100 * mib, unit: "bytes", defText: "1048576 (1 MiB), or `fetch_max_bytes` if less", own: true},
+	// 4 MiB, not franz-go's no bound: what the producer held grew with
+	// every burst the broker was slower than the stage; 2 MiB cost
+	// throughput in the bench. At least 1 MiB, more than the largest batch
+	// the producer makes (1000012 bytes), so that it refuses no record.
 	"stages[].max_buffered_bytes": {doc: "The most the producer holds of records not yet acknowledged (buffer.memory).",
 		def: 4 * mib, min: mib, max: gib, unit: "bytes"},
 
@@ -202,12 +213,17 @@ var spec = map[string]setting{
 		defText: "`none`", enum: []string{EnvelopeNone, EnvelopeDebezium}, what: "envelope"},
 	"sinks[].postgres.timeout": {doc: "Bounds one attempt at a call to PostgreSQL (a batch's transaction); then it is retried with backoff.",
 		def: time.Minute, min: time.Second, max: time.Hour},
-	"sinks[].commit":             {doc: "Bounds one batch, held in memory until it commits."},
-	"sinks[].commit.interval":    {doc: "How long a batch stays open at most.", def: 200 * time.Millisecond, positive: true},
+	"sinks[].commit":          {doc: "Bounds one batch, held in memory until it commits."},
+	"sinks[].commit.interval": {doc: "How long a batch stays open at most.", def: 200 * time.Millisecond, positive: true},
+	// A batch is held in memory until it commits (to retry it whole):
+	// 10000 is about 10 MiB of 1 KiB records.
 	"sinks[].commit.max_records": {doc: "Records per batch at most.", def: 10000, min: 1},
 	"sinks[].session_timeout": {doc: "The consumer group session timeout; the broker bounds it too (group.min.session.timeout.ms, 6s).",
 		def: 45 * time.Second, min: heartbeatInterval, minWhy: "the client's heartbeat interval", max: maxWireTimeout, apart: true},
 	"sinks[].metadata_max_age": {doc: "As a stage's.", def: 30 * time.Second, min: time.Second, max: time.Hour},
+	// 4 MiB: while a sink writes a batch, its one fetch is all that is
+	// read ahead of the next; a smaller one leaves more round trips between
+	// batches.
 	"sinks[].fetch_max_bytes": {doc: "As a stage's; a sink's batch, not its fetch, is most of its memory.",
 		def: 4 * mib, min: kib, max: 100 * mib, unit: "bytes"},
 	"sinks[].max_partition_fetch_bytes": {doc: "As a stage's.",

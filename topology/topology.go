@@ -3,7 +3,6 @@ package topology
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -319,20 +318,19 @@ type Stage struct {
 	// FetchMaxBytes is the consumer's fetch.max.bytes: the most one fetch
 	// from one broker returns. The client holds about two fetches per
 	// broker (one being read, one arriving), so it bounds the memory of
-	// the input whatever the partition count. Default 2 MiB
-	// (DefaultFetchMaxBytes), 1 KiB to 100 MiB.
+	// the input whatever the partition count. Default 2 MiB, 1 KiB to
+	// 100 MiB.
 	FetchMaxBytes int32 `yaml:"fetch_max_bytes"`
 	// MaxPartitionFetchBytes is the consumer's max.partition.fetch.bytes:
-	// the most one fetch returns of one partition. Default 1 MiB
-	// (DefaultMaxPartitionFetchBytes, the Java consumer's), 1 KiB to
-	// FetchMaxBytes. A record batch larger than either still comes whole
+	// the most one fetch returns of one partition. Default 1 MiB (the
+	// Java consumer's), 1 KiB to FetchMaxBytes. A record batch larger than either still comes whole
 	// (KIP-74): they bound memory, never progress.
 	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 	// MaxBufferedBytes is the most the producer holds of records not yet
 	// acknowledged (the Java producer's buffer.memory): a record that
 	// would pass it waits for room, or fails with its transaction if
-	// none comes before the transaction timeout. Default 4 MiB
-	// (DefaultMaxBufferedBytes), 1 MiB to 1 GiB; 1 MiB holds any record
+	// none comes before the transaction timeout. Default 4 MiB, 1 MiB to
+	// 1 GiB; 1 MiB holds any record
 	// the producer sends (its batches are at most 1000012 bytes).
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 }
@@ -552,7 +550,7 @@ type Sink struct {
 	// input topic is read at most. Default 30s.
 	MetadataMaxAge Duration `yaml:"metadata_max_age"`
 	// FetchMaxBytes and MaxPartitionFetchBytes are as a stage's; a sink's
-	// FetchMaxBytes defaults to 4 MiB (DefaultSinkFetchMaxBytes).
+	// FetchMaxBytes defaults to 4 MiB.
 	FetchMaxBytes          int32 `yaml:"fetch_max_bytes"`
 	MaxPartitionFetchBytes int32 `yaml:"max_partition_fetch_bytes"`
 }
@@ -614,8 +612,7 @@ type Postgres struct {
 	// stops answering on an open connection (no reset, no error) would
 	// otherwise hold the sink for ever: libpq and pgx wait without end.
 	// The attempt is then cancelled and retried with backoff, like any
-	// transient fault. Default 1m (DefaultPostgresTimeout), between 1s
-	// and 1h.
+	// transient fault. Default 1m, between 1s and 1h.
 	Timeout Duration `yaml:"timeout"`
 }
 
@@ -662,100 +659,6 @@ const (
 	ModeUpsert       = "upsert"
 	EnvelopeNone     = "none"
 	EnvelopeDebezium = "debezium"
-)
-
-// Defaults applied by Parse.
-const (
-	DefaultClientID           = "exactly"
-	DefaultTransactionTimeout = 30 * time.Second
-	DefaultReplicationFactor  = -1
-	DefaultFormat             = "json"
-	DefaultCommitInterval     = 100 * time.Millisecond
-	DefaultCommitMaxRecords   = 10000
-	// DefaultSessionTimeout is a stage's consumer group session timeout.
-	DefaultSessionTimeout = 45 * time.Second
-	// DefaultMetadataMaxAge is how often stages and sinks refresh topic
-	// metadata: a partition added to an input topic is read within it.
-	// Each refresh is one small Metadata request per client.
-	DefaultMetadataMaxAge = 30 * time.Second
-	// DefaultFetchMaxBytes is a stage's fetch size: 2 MiB a fetch,
-	// instead of the 50 MiB of franz-go and the Java consumer, which
-	// bound nothing below 50 partitions of 1 MiB. A fetch is held while it
-	// is read and the next one arrives, and Go's collector lets the heap
-	// grow to about twice what is held. 2 MiB still carries two thousand
-	// 1 KiB records a round trip, which the stage takes longer to process
-	// than the broker takes to send the next fetch.
-	DefaultFetchMaxBytes = 2 << 20
-	// DefaultSinkFetchMaxBytes is a sink's: 4 MiB. While a sink writes a
-	// batch, the one fetch the client holds is all that is read ahead of
-	// the next batch; a smaller one leaves more round trips between
-	// batches. A sink's memory is mostly its batch (DefaultSinkCommitMaxRecords).
-	DefaultSinkFetchMaxBytes = 4 << 20
-	// DefaultMaxPartitionFetchBytes is the Java consumer's and franz-go's
-	// 1 MiB.
-	DefaultMaxPartitionFetchBytes = 1 << 20
-	// DefaultMaxBufferedBytes bounds what a stage's producer holds
-	// unacknowledged: 4 MiB, instead of franz-go's no bound (only its
-	// 50000 records, many times a transaction's outputs). What it holds,
-	// and the request buffers franz-go sizes by it, grew with every burst
-	// the broker was slower than the stage. 4 MiB is still several round
-	// trips' worth of records at the broker's rate; 2 MiB cost a stage
-	// throughput in the bench.
-	DefaultMaxBufferedBytes = 4 << 20
-
-	DefaultSinkCommitInterval = 200 * time.Millisecond
-	// DefaultSinkCommitMaxRecords bounds a sink's batch, which it holds
-	// in memory until it commits (to retry it whole): about 10 MiB of
-	// 1 KiB records.
-	DefaultSinkCommitMaxRecords = 10000
-	DefaultSinkSessionTimeout   = 45 * time.Second
-	// DefaultPostgresTimeout bounds one attempt at a call to PostgreSQL
-	// (Postgres.Timeout).
-	DefaultPostgresTimeout = time.Minute
-	// MinPostgresTimeout and MaxPostgresTimeout bound Postgres.Timeout.
-	MinPostgresTimeout, MaxPostgresTimeout = time.Second, time.Hour
-	DefaultPositionsTable                  = "exactly_positions" // in the schema of the target table
-)
-
-// ReaderDefaults are the defaults that differ between the two readers of
-// an input topic, a stage and a sink: how long a transaction or batch
-// stays open, how many records it takes, the group session timeout and
-// the size of one fetch (bytes).
-type ReaderDefaults struct {
-	CommitInterval   time.Duration
-	CommitMaxRecords int
-	SessionTimeout   time.Duration
-	FetchMaxBytes    int32
-}
-
-// StageDefaults and SinkDefaults are a stage's and a sink's ReaderDefaults.
-var (
-	StageDefaults = ReaderDefaults{DefaultCommitInterval, DefaultCommitMaxRecords, DefaultSessionTimeout, DefaultFetchMaxBytes}
-	SinkDefaults  = ReaderDefaults{DefaultSinkCommitInterval, DefaultSinkCommitMaxRecords, DefaultSinkSessionTimeout, DefaultSinkFetchMaxBytes}
-)
-
-// Limits of the Kafka client that stages and sinks use (franz-go), which
-// validate applies so that a file it accepts also builds a client.
-const (
-	// HeartbeatInterval is the consumer group heartbeat interval the
-	// clients keep (franz-go's default); the client refuses a session
-	// timeout below it.
-	HeartbeatInterval = 3 * time.Second
-	// MaxWireTimeout is the largest timeout the Kafka protocol carries
-	// (an int32 of milliseconds); the client refuses a session or
-	// transaction timeout above it.
-	MaxWireTimeout = time.Duration(math.MaxInt32) * time.Millisecond
-	// MinFetchBytes and MaxFetchBytes bound fetch_max_bytes and
-	// max_partition_fetch_bytes: the client reads no response larger
-	// than 100 MiB (franz-go's BrokerMaxReadBytes default).
-	MinFetchBytes = 1 << 10
-	MaxFetchBytes = 100 << 20
-	// MinBufferedBytes and MaxBufferedBytes bound max_buffered_bytes: at
-	// least the largest record batch the producer makes (1000012 bytes,
-	// Kafka's max.message.bytes default), so that it refuses no record
-	// it would otherwise send.
-	MinBufferedBytes = 1 << 20
-	MaxBufferedBytes = 1 << 30
 )
 
 // Stage returns the stage called name.
