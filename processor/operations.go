@@ -29,13 +29,6 @@ import (
 // take a client built with them.
 func KafkaOptions(f *topology.File) ([]kgo.Opt, error) { return kafkaconn.Options(f.Kafka) }
 
-// Progress hears how far a long read is: one SetTotal with the offsets
-// to read, then Add as they are read.
-type Progress interface {
-	SetTotal(total int64)
-	Add(n int64)
-}
-
 // StatusOptions narrow Status; the zero value reports everything.
 type StatusOptions struct {
 	// Only limits the report to the stage or sink of this name.
@@ -80,7 +73,12 @@ type VerifyOptions struct {
 	// longer than their own timeout.
 	HangingAfter time.Duration
 	Logger       *slog.Logger
-	Progress     Progress // optional
+	// Progress, when set, hears how far the read is: one SetTotal with
+	// the offsets to read, then Add as they are read.
+	Progress interface {
+		SetTotal(total int64)
+		Add(n int64)
+	}
 }
 
 // VerifyReport is what Verify found, per stage and sink. Its JSON is
@@ -187,7 +185,12 @@ type RedriveOptions struct {
 	// KafkaOptions are added to every client, after KafkaOptions(f).
 	KafkaOptions []kgo.Opt
 	Logger       *slog.Logger
-	Progress     Progress // optional
+	// Progress, when set, hears how far the redrive is: one SetTotal
+	// with the dead-letter offsets to handle, then Add as they are.
+	Progress interface {
+		SetTotal(total int64)
+		Add(n int64)
+	}
 }
 
 // RedriveReport is what Redrive did. Its Print writes it as `exactly
