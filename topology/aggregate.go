@@ -113,13 +113,13 @@ func (a *Aggregation) parseScalar(s string) error {
 // alsoMapping tells the decoder that an Aggregation is a mapping too.
 func (a *Aggregation) alsoMapping() string { return "count or a mapping" }
 
-// TimestampTime is the Aggregate.Time that means the record timestamp.
-const TimestampTime = "$timestamp"
+// timestampTime is the Aggregate.Time that means the record timestamp.
+const timestampTime = "$timestamp"
 
 // Emit modes of an aggregate step.
 const (
 	emitFinal  = "final"
-	EmitUpdate = "update"
+	emitUpdate = "update"
 )
 
 // AggregateStore is the name of the aggregate step's store, part of its

@@ -24,7 +24,7 @@ func TestParseAggregate(t *testing.T) {
 	if a == nil {
 		t.Fatal("AggregateStep() = nil")
 	}
-	if size, adv := a.Window.Size(); size != 5*time.Minute || adv != time.Minute || a.Grace.Duration != 30*time.Second || a.Emit != EmitUpdate || a.Time != "value.ts" {
+	if size, adv := a.Window.Size(); size != 5*time.Minute || adv != time.Minute || a.Grace.Duration != 30*time.Second || a.Emit != emitUpdate || a.Time != "value.ts" {
 		t.Fatalf("AggregateStep() = %+v", a)
 	}
 	for name, want := range map[string][2]string{"n": {"count", ""}, "total": {"sum", "value.amount"}, "lo": {"min", "value.amount"}, "first_id": {"first", "value.id"}} {

@@ -49,10 +49,10 @@ func TestParseManagedKafkaSASL(t *testing.T) {
     mechanism: oauthbearer
     token: ${KAFKA_OAUTH_TOKEN}
     extensions: { logicalCluster: lkc-abc123, identityPoolId: pool-Xy1 }
-`, cloudEnv, SASL{Mechanism: MechanismOAuthBearer, Token: testToken,
+`, cloudEnv, SASL{Mechanism: mechanismOAuthBearer, Token: testToken,
 			Extensions: map[string]string{"logicalCluster": "lkc-abc123", "identityPoolId": "pool-Xy1"}}},
 		{"oauthbearer token file", "  tls: {}\n  sasl: { mechanism: OAUTHBEARER, token_file: secrets/token }\n", cloudEnv,
-			SASL{Mechanism: MechanismOAuthBearer, TokenFile: filepath.Join("secrets", "token")}},
+			SASL{Mechanism: mechanismOAuthBearer, TokenFile: filepath.Join("secrets", "token")}},
 		{"msk iam from the file's variables", `  tls: {}
   sasl:
     mechanism: AWS_MSK_IAM
@@ -61,14 +61,14 @@ func TestParseManagedKafkaSASL(t *testing.T) {
       secret_access_key: ${MSK_SECRET}
       session_token: ${MSK_SESSION}
       user_agent: exactly-orders
-`, cloudEnv, SASL{Mechanism: MechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID,
+`, cloudEnv, SASL{Mechanism: mechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID,
 			SecretAccessKey: testSecretKey, SessionToken: testSessionToken, UserAgent: "exactly-orders"}}},
 		{"msk iam from the standard AWS variables", "  tls: {}\n  sasl: { mechanism: aws_msk_iam }\n", cloudEnv,
-			SASL{Mechanism: MechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID,
+			SASL{Mechanism: mechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID,
 				SecretAccessKey: testSecretKey, SessionToken: testSessionToken}}},
 		{"msk iam, long-term keys without a session token", "  tls: {}\n  sasl: { mechanism: AWS_MSK_IAM }\n",
 			env(map[string]string{envAWSAccessKeyID: testAccessKeyID, envAWSSecretAccessKey: testSecretKey}),
-			SASL{Mechanism: MechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID, SecretAccessKey: testSecretKey}}},
+			SASL{Mechanism: mechanismAWSMSKIAM, AWS: AWSCredentials{AccessKeyID: testAccessKeyID, SecretAccessKey: testSecretKey}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -91,13 +91,13 @@ func (v *validator) kafkaSASL() {
 		}
 	}
 	switch s.Mechanism {
-	case MechanismOAuthBearer:
+	case mechanismOAuthBearer:
 		v.secret(p, "token", s.Token, s.TokenFile, "${KAFKA_OAUTH_TOKEN}")
 		v.extensions(p+".extensions", s.Extensions)
 		if !v.f.Kafka.TLS.Enabled {
 			v.warn(mp, "OAUTHBEARER without tls sends the token in clear text (add tls: { enabled: true })")
 		}
-	case MechanismAWSMSKIAM:
+	case mechanismAWSMSKIAM:
 		v.awsCredentials(p+".aws", &s.AWS)
 		if !v.f.Kafka.TLS.Enabled {
 			v.warn(mp, "MSK takes IAM authentication on its TLS listener only, port 9098 (add tls: { enabled: true })")
@@ -111,7 +111,7 @@ func (v *validator) kafkaSASL() {
 			}
 		}
 		v.password(p, s.Password, s.PasswordFile, "${KAFKA_PASSWORD}")
-		if s.Mechanism == MechanismPlain && !v.f.Kafka.TLS.Enabled {
+		if s.Mechanism == mechanismPlain && !v.f.Kafka.TLS.Enabled {
 			v.warn(mp, "PLAIN without tls sends the password in clear text (add tls: { enabled: true })")
 		}
 	}
@@ -120,11 +120,11 @@ func (v *validator) kafkaSASL() {
 // saslFields are the fields of kafka.sasl that each mechanism takes,
 // besides mechanism itself.
 var saslFields = map[string][]string{
-	MechanismPlain:       {"username", "password", "password_file"},
-	MechanismScramSHA256: {"username", "password", "password_file"},
-	MechanismScramSHA512: {"username", "password", "password_file"},
-	MechanismOAuthBearer: {"token", "token_file", "extensions"},
-	MechanismAWSMSKIAM:   {"aws"},
+	mechanismPlain:       {"username", "password", "password_file"},
+	mechanismScramSHA256: {"username", "password", "password_file"},
+	mechanismScramSHA512: {"username", "password", "password_file"},
+	mechanismOAuthBearer: {"token", "token_file", "extensions"},
+	mechanismAWSMSKIAM:   {"aws"},
 }
 
 var allSASLFields = []string{"username", "password", "password_file", "token", "token_file", "extensions", "aws"}

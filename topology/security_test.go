@@ -66,7 +66,7 @@ func TestParseKafkaSecurity(t *testing.T) {
 		ClientID:           "exactly",
 		TransactionTimeout: Duration{30 * time.Second},
 		TLS:                TLS{Enabled: true, CAFile: filepath.Join("certs", "ca.pem"), ServerName: "kafka.internal"},
-		SASL:               SASL{Mechanism: MechanismScramSHA512, Username: "exactly", Password: testPassword},
+		SASL:               SASL{Mechanism: mechanismScramSHA512, Username: "exactly", Password: testPassword},
 	}
 	if !reflect.DeepEqual(f.Kafka, want) {
 		t.Fatalf("got  %+v\nwant %+v", f.Kafka, want)

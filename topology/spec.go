@@ -85,7 +85,7 @@ var spec = map[string]setting{
 	"kafka.tls.insecure_skip_verify": {doc: "Accepts any certificate: tests only (warned about).", def: false},
 	"kafka.sasl":                     {doc: "SASL authentication to the brokers; each mechanism takes only its own fields."},
 	"kafka.sasl.mechanism": {doc: "The SASL mechanism (any case).", required: true,
-		enum: []string{MechanismPlain, MechanismScramSHA256, MechanismScramSHA512, MechanismOAuthBearer, MechanismAWSMSKIAM}, what: "SASL mechanism"},
+		enum: []string{mechanismPlain, mechanismScramSHA256, mechanismScramSHA512, mechanismOAuthBearer, mechanismAWSMSKIAM}, what: "SASL mechanism"},
 	"kafka.sasl.username":              {doc: "PLAIN and SCRAM: the user."},
 	"kafka.sasl.password":              {doc: "PLAIN and SCRAM: the password, written as `${VAR}`; or `password_file`."},
 	"kafka.sasl.password_file":         {doc: "A file holding the password (one trailing newline dropped), read when a command connects."},

@@ -18,12 +18,12 @@ type Position struct {
 	Line, Col int
 }
 
-// IsValid reports whether p points into a file.
-func (p Position) IsValid() bool { return p.Line > 0 }
+// isValid reports whether p points into a file.
+func (p Position) isValid() bool { return p.Line > 0 }
 
 // String returns "line:col", or "-" for the zero Position.
 func (p Position) String() string {
-	if !p.IsValid() {
+	if !p.isValid() {
 		return "-"
 	}
 	return strconv.Itoa(p.Line) + ":" + strconv.Itoa(p.Col)
@@ -269,11 +269,11 @@ const (
 
 // SASL mechanisms.
 const (
-	MechanismPlain       = "PLAIN"
-	MechanismScramSHA256 = "SCRAM-SHA-256"
-	MechanismScramSHA512 = "SCRAM-SHA-512"
-	MechanismOAuthBearer = "OAUTHBEARER"
-	MechanismAWSMSKIAM   = "AWS_MSK_IAM"
+	mechanismPlain       = "PLAIN"
+	mechanismScramSHA256 = "SCRAM-SHA-256"
+	mechanismScramSHA512 = "SCRAM-SHA-512"
+	mechanismOAuthBearer = "OAUTHBEARER"
+	mechanismAWSMSKIAM   = "AWS_MSK_IAM"
 )
 
 // Topic is a topic the topology reads or writes. Provisioning creates it
@@ -715,7 +715,7 @@ func ItemPath[T any](list string, items []T, item *T) string {
 // "file:line:col: path", or path alone when the node is not in the file
 // (a default, say).
 func (f *File) Where(path string) string {
-	if p := f.pos[path]; p.IsValid() {
+	if p := f.pos[path]; p.isValid() {
 		return (&Error{File: f.Path, Pos: p}).Error() + path
 	}
 	return path

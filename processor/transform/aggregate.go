@@ -134,14 +134,14 @@ func (a *Aggregate) Values(ctx context.Context, r *Record) ([]any, error) {
 
 func (c *compiler) aggregate(path string, idx int, st *topology.Step) (*Aggregate, bool) {
 	ta := &st.Aggregate
-	a := &Aggregate{Step: st.Name, Index: idx, Grace: ta.Grace.Duration, Update: ta.Emit == topology.EmitUpdate}
+	a := &Aggregate{Step: st.Name, Index: idx, Grace: ta.Grace.Duration, Update: ta.Emit == "update"}
 	if a.Step == "" {
 		a.Step = fmt.Sprintf("transform[%d] aggregate", idx)
 	}
 	a.Size, a.Advance = ta.Window.Size()
 	ok := true
 	p := path + ".aggregate"
-	if t := ta.Time; t != "" && t != topology.TimestampTime {
+	if t := ta.Time; t != "" && t != "$timestamp" { // the record timestamp
 		var good bool
 		a.time, good = c.compile(p+".time", t)
 		ok = ok && good

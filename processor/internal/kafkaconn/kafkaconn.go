@@ -91,7 +91,7 @@ func TLSConfig(t topology.TLS) (*tls.Config, error) {
 // never part of an error.
 func mechanism(s topology.SASL) (sasl.Mechanism, error) {
 	switch mech := strings.ToUpper(s.Mechanism); mech {
-	case topology.MechanismPlain, topology.MechanismScramSHA256, topology.MechanismScramSHA512:
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
 		pass := string(s.Password)
 		if s.PasswordFile != "" {
 			var err error
@@ -100,15 +100,15 @@ func mechanism(s topology.SASL) (sasl.Mechanism, error) {
 			}
 		}
 		switch mech {
-		case topology.MechanismPlain:
+		case "PLAIN":
 			return plain.Auth{User: s.Username, Pass: pass}.AsMechanism(), nil
-		case topology.MechanismScramSHA256:
+		case "SCRAM-SHA-256":
 			return scram.Auth{User: s.Username, Pass: pass}.AsSha256Mechanism(), nil
 		}
 		return scram.Auth{User: s.Username, Pass: pass}.AsSha512Mechanism(), nil
-	case topology.MechanismOAuthBearer:
+	case "OAUTHBEARER":
 		return oauthBearer(s)
-	case topology.MechanismAWSMSKIAM:
+	case "AWS_MSK_IAM":
 		c := s.AWS
 		if c.AccessKeyID == "" || c.SecretAccessKey == "" {
 			return nil, errors.New("kafka.sasl.aws: access_key_id and secret_access_key are required for AWS_MSK_IAM")

@@ -104,7 +104,7 @@ func TestOptions(t *testing.T) {
 	}
 	good := topology.Kafka{Brokers: seeds, ClientID: "test",
 		TLS:  topology.TLS{Enabled: true, CAFile: caFile},
-		SASL: topology.SASL{Mechanism: topology.MechanismScramSHA512, Username: "exactly", Password: password}}
+		SASL: topology.SASL{Mechanism: "SCRAM-SHA-512", Username: "exactly", Password: password}}
 
 	t.Run("password", func(t *testing.T) {
 		if err := metadata(t, good); err != nil {

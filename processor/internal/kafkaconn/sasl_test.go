@@ -76,8 +76,8 @@ func TestOAuthBearer(t *testing.T) {
 		s    topology.SASL
 		want string
 	}{
-		{"token", topology.SASL{Mechanism: topology.MechanismOAuthBearer, Token: oauthToken}, "n,,\x01auth=Bearer " + oauthToken + "\x01\x01"},
-		{"token and extensions", topology.SASL{Mechanism: topology.MechanismOAuthBearer, Token: oauthToken, Extensions: ext}, want},
+		{"token", topology.SASL{Mechanism: "OAUTHBEARER", Token: oauthToken}, "n,,\x01auth=Bearer " + oauthToken + "\x01\x01"},
+		{"token and extensions", topology.SASL{Mechanism: "OAUTHBEARER", Token: oauthToken, Extensions: ext}, want},
 		{"token file", topology.SASL{Mechanism: "oauthbearer", TokenFile: tokenFile, Extensions: ext}, want},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestOAuthBearer(t *testing.T) {
 
 	t.Run("token file re-read for every authentication", func(t *testing.T) {
 		m := mechanismOf(t, topology.Kafka{Brokers: []string{"127.0.0.1:1"},
-			SASL: topology.SASL{Mechanism: topology.MechanismOAuthBearer, TokenFile: tokenFile}})
+			SASL: topology.SASL{Mechanism: "OAUTHBEARER", TokenFile: tokenFile}})
 		if got := string(authBytes(t, m, "127.0.0.1:9092")); !strings.Contains(got, "Bearer "+oauthToken+"\x01") {
 			t.Fatalf("first authentication %q does not carry the file's token", got)
 		}
@@ -129,7 +129,7 @@ func TestAWSMSKIAM(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := mechanismOf(t, topology.Kafka{Brokers: []string{host + ":9098"},
-				SASL: topology.SASL{Mechanism: topology.MechanismAWSMSKIAM, AWS: tt.c}})
+				SASL: topology.SASL{Mechanism: "AWS_MSK_IAM", AWS: tt.c}})
 			if m.Name() != "AWS_MSK_IAM" {
 				t.Fatalf("mechanism %s, want AWS_MSK_IAM", m.Name())
 			}
@@ -246,14 +246,14 @@ func TestCloudMechanismsReachTheBroker(t *testing.T) {
 		reply []byte
 		check func(t *testing.T, b []byte)
 	}{
-		{"oauthbearer", topology.SASL{Mechanism: topology.MechanismOAuthBearer, Token: oauthToken,
+		{"oauthbearer", topology.SASL{Mechanism: "OAUTHBEARER", Token: oauthToken,
 			Extensions: map[string]string{"logicalCluster": "lkc-abc123"}}, nil,
 			func(t *testing.T, b []byte) {
 				if want := "n,,\x01auth=Bearer " + oauthToken + "\x01logicalCluster=lkc-abc123\x01\x01"; string(b) != want {
 					t.Errorf("broker got %q, want %q", b, want)
 				}
 			}},
-		{"aws msk iam", topology.SASL{Mechanism: topology.MechanismAWSMSKIAM,
+		{"aws msk iam", topology.SASL{Mechanism: "AWS_MSK_IAM",
 			AWS: topology.AWSCredentials{AccessKeyID: accessKeyID, SecretAccessKey: secretKey, SessionToken: sessionToken}},
 			[]byte(`{"version":"2020_10_22","request-id":"test"}`),
 			func(t *testing.T, b []byte) {
@@ -293,12 +293,12 @@ func TestCloudMechanismErrors(t *testing.T) {
 		s    topology.SASL
 		want string
 	}{
-		{"missing token file", topology.SASL{Mechanism: topology.MechanismOAuthBearer, TokenFile: filepath.Join(dir, "nope")}, "kafka.sasl.token_file: open "},
-		{"empty token file", topology.SASL{Mechanism: topology.MechanismOAuthBearer, TokenFile: empty}, "kafka.sasl.token_file: empty secret file"},
-		{"no token", topology.SASL{Mechanism: topology.MechanismOAuthBearer}, "kafka.sasl.token: required"},
-		{"no secret key", topology.SASL{Mechanism: topology.MechanismAWSMSKIAM, AWS: topology.AWSCredentials{AccessKeyID: accessKeyID, SessionToken: sessionToken}},
+		{"missing token file", topology.SASL{Mechanism: "OAUTHBEARER", TokenFile: filepath.Join(dir, "nope")}, "kafka.sasl.token_file: open "},
+		{"empty token file", topology.SASL{Mechanism: "OAUTHBEARER", TokenFile: empty}, "kafka.sasl.token_file: empty secret file"},
+		{"no token", topology.SASL{Mechanism: "OAUTHBEARER"}, "kafka.sasl.token: required"},
+		{"no secret key", topology.SASL{Mechanism: "AWS_MSK_IAM", AWS: topology.AWSCredentials{AccessKeyID: accessKeyID, SessionToken: sessionToken}},
 			"kafka.sasl.aws: access_key_id and secret_access_key are required"},
-		{"no key ID", topology.SASL{Mechanism: topology.MechanismAWSMSKIAM, AWS: topology.AWSCredentials{SecretAccessKey: secretKey}},
+		{"no key ID", topology.SASL{Mechanism: "AWS_MSK_IAM", AWS: topology.AWSCredentials{SecretAccessKey: secretKey}},
 			"kafka.sasl.aws: access_key_id and secret_access_key are required"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,6 +310,21 @@ func TestCloudMechanismErrors(t *testing.T) {
 				if strings.Contains(err.Error(), s) {
 					t.Fatalf("error shows a credential: %v", err)
 				}
+			}
+		})
+	}
+}
+
+// TestEveryMechanismBuilds: each SASL mechanism the topology file allows
+// builds the franz-go mechanism of that name, so that a mechanism the
+// spec gains is not accepted by validate and refused at start.
+func TestEveryMechanismBuilds(t *testing.T) {
+	for _, name := range topology.Allowed("kafka.sasl.mechanism") {
+		t.Run(name, func(t *testing.T) {
+			s := topology.SASL{Mechanism: name, Username: "u", Password: "p", Token: oauthToken,
+				AWS: topology.AWSCredentials{AccessKeyID: accessKeyID, SecretAccessKey: secretKey}}
+			if got := mechanismOf(t, topology.Kafka{Brokers: []string{"127.0.0.1:1"}, SASL: s}).Name(); got != name {
+				t.Errorf("mechanism %s built %s", name, got)
 			}
 		})
 	}
