@@ -531,13 +531,13 @@ func TestSystemdUnits(t *testing.T) {
 // command.
 func commandFlags(command string) []string {
 	var out bytes.Buffer
-	if cli.Run(context.Background(), append(strings.Fields(command), "--help"), io.Discard, &out) != 0 {
+	if cli.Run(context.Background(), append(strings.Fields(command), "--help"), &out, io.Discard) != 0 {
 		return nil
 	}
 	var names []string
 	for _, line := range strings.Split(out.String(), "\n") {
-		// flag.PrintDefaults: "  -name type" then an indented usage line.
-		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+		// The help's flags: "  --name VALUE" then an indented usage line.
+		if rest, ok := strings.CutPrefix(line, "  --"); ok {
 			names = append(names, strings.Fields(rest)[0])
 		}
 	}

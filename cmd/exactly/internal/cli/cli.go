@@ -33,25 +33,6 @@ const (
 	exitUsage   = 2 // bad flags or a bad topology file
 )
 
-const usage = `exactly moves records between Kafka topics exactly once.
-
-Usage:
-  exactly run --topology FILE [--stage NAME] [--instance-id ID]
-  exactly sink --topology FILE [--sink NAME] [--instance-id ID]
-  exactly status --topology FILE [--name NAME] [--json]
-  exactly verify --topology FILE --event-id FIELD [--json]
-  exactly reset --topology FILE (--stage NAME | --sink NAME) --to-... [--execute]
-  exactly redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]
-  exactly validate [--topology] FILE
-  exactly topics create [--topology] FILE
-  exactly test --topology FILE [FIXTURE...]
-  exactly demo
-  exactly version [--json]
-  exactly help [COMMAND]
-
-Run 'exactly COMMAND --help' for a command's flags.
-`
-
 // Main runs the command line args (without the program name) until it is
 // done or SIGINT or SIGTERM arrives, and returns the exit code: 0 success,
 // 1 a failed run, 2 bad flags or a bad topology file.
@@ -75,7 +56,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, overview())
 		return exitUsage
 	}
 	switch args[0] {
@@ -85,25 +66,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return versionCommand.start(ctx, "version", args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
-			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+			return help(ctx, strings.Join(args[1:], " "), stdout, stderr)
 		}
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, overview())
 		return exitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "exactly: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "exactly: unknown command %q\n\n%s", args[0], overview())
 		return exitUsage
 	}
 	return c.start(ctx, args[0], args[1:], stdout, stderr)
 }
 
-// A command is one of exactly's commands: its --help prints synopsis
-// (after "Usage: exactly ") and desc before its flags; run declares its
-// flags on fs, parses args with them and runs it.
+// A command is one of exactly's commands. Its synopsis is made from the
+// flags run declares (see synopsis), so that the two cannot disagree; its
+// --help prints the synopsis, summary, desc and flags on stdout.
 type command struct {
-	synopsis, desc string
-	run            func(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
+	summary     string     // one line, for `exactly help`
+	operands    string     // what follows the flags in the synopsis: "[FIXTURE...]"
+	oneOf       [][]string // flags of which one of each group is given: (--stage NAME | --sink NAME)
+	fileOperand bool       // the topology file is --topology FILE or the one operand FILE
+	desc        string
+	run         func(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int
 }
 
 // commands are the commands by name; topics takes create first, and
@@ -119,24 +104,26 @@ var commands = map[string]*command{
 	"demo":     &demoCommand,
 	"test":     &testCommand,
 	"version":  &versionCommand,
+	"init":     &initCommand,
+	"schema":   &schemaCommand,
 }
 
 // start runs c, named name, with args, on a flag set of its own.
 func (c *command) start(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	return c.run(ctx, newFlags(name, c.synopsis, c.desc, stderr), args, stdout, stderr)
+	return c.run(ctx, newFlags(name, c, stdout, stderr), args, stdout, stderr)
 }
 
 // topologyFlag declares --topology FILE, the one way every command names
 // its topology file.
 func topologyFlag(fs *flag.FlagSet) *string {
-	return fs.String("topology", "", "topology file (required)")
+	return fs.String("topology", "", "the topology `FILE` (required)")
 }
 
 // parseFile parses args of a command that takes its topology file as
 // --topology FILE or as its one argument (validate, topics create), not
 // both.
 func parseFile(fs *flag.FlagSet, args []string) (path string, code int, done bool) {
-	flagPath := topologyFlag(fs)
+	flagPath := fs.String("topology", "", "the topology `FILE`, instead of the argument FILE")
 	if code, done := parse(fs, args); done {
 		return "", code, true
 	}
@@ -176,18 +163,19 @@ func (r reportFlags) bad(cmd string, stderr io.Writer) bool {
 	return false
 }
 
-// newFlags returns a flag set whose --help prints the command's synopsis
-// and description before its flags.
-func newFlags(name, synopsis, desc string, stderr io.Writer) *flag.FlagSet {
+// streams is a flag set's output: flag errors and usage errors go to
+// stderr, --help to stdout (see parse).
+type streams struct{ stdout, stderr io.Writer }
+
+func (s *streams) Write(p []byte) (int, error) { return s.stderr.Write(p) }
+
+// newFlags returns the flag set of command c, named name, whose Usage
+// prints c's help on the flag set's output: stderr, or stdout for --help.
+func newFlags(name string, c *command, stdout, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: exactly %s\n\n%s\n", synopsis, desc)
-		if hasFlags(fs) {
-			fmt.Fprintln(stderr, "\nFlags:")
-			fs.PrintDefaults()
-		}
-	}
+	out := &streams{stdout: stdout, stderr: stderr}
+	fs.SetOutput(out)
+	fs.Usage = func() { printHelp(fs.Output(), name, c, fs) }
 	return fs
 }
 
@@ -199,11 +187,25 @@ func hasFlags(fs *flag.FlagSet) bool {
 
 // parse parses args; done is true when the command should return code
 // (after --help or a flag error).
+//
+// Help asked for goes to stdout, with exit code 0; a flag error to stderr,
+// with the help after it, and exit code 2.
 func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK, true
+	usage := fs.Usage
+	fs.Usage = func() {} // printed below, on the stream that fits
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		out := fs.Output()
+		if s, ok := out.(*streams); ok {
+			fs.SetOutput(s.stdout)
+			defer fs.SetOutput(out)
 		}
+		fs.Usage()
+		return exitOK, true
+	case err != nil:
+		fs.Usage()
 		return exitUsage, true
 	}
 	return exitOK, false
@@ -212,8 +214,8 @@ func parse(fs *flag.FlagSet, args []string) (code int, done bool) {
 type logFlags struct{ level, format string }
 
 func (l *logFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+	fs.StringVar(&l.level, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log `FORMAT`: text or json")
 }
 
 // registerQuiet is register with log level error by default: for commands
@@ -240,7 +242,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 }
 
 var runCommand = command{
-	synopsis: "run --topology FILE [--stage NAME] [--instance-id ID]",
+	summary: "Runs the stages of a topology file until stopped.",
 	desc: `Runs the stages of a topology file until SIGINT or SIGTERM, which commits
 the open transaction and leaves the consumer group. Each stage consumes in
 consumer group exactly-<stage> with transactional ID
@@ -261,12 +263,12 @@ the Nth transaction, for testing recovery.`,
 
 func cmdRun(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	pf := registerProcessFlags(fs)
-	stage := fs.String("stage", "", "run only this stage (default: all stages)")
+	stage := fs.String("stage", "", "run only the stage `NAME` (default: all stages)")
 	guarantee := fs.String("guarantee", processor.ExactlyOnce,
-		"exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
+		"`MODE`: exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
 	stateDir := fs.String("state-dir", processor.DefaultStateDir(),
-		"directory for the local state of stateful steps (dedupe, aggregate, stateful): each stage instance uses <dir>/<stage>-<instance-id>, locked while it runs and kept across restarts with a checkpoint, so that a restart reads only what its changelog topic gained since")
-	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to this file (read it with go tool pprof)")
+		"the `DIR`ectory for the local state of stateful steps (dedupe, aggregate, stateful): each stage instance uses <dir>/<stage>-<instance-id>, locked while it runs and kept across restarts with a checkpoint, so that a restart reads only what its changelog topic gained since")
+	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to `FILE` (read it with go tool pprof)")
 	log, code, done := pf.parse(fs, args, "run", stderr)
 	if done {
 		return code
@@ -336,7 +338,8 @@ func draftStepErrors(draft *topology.File) (errs topology.Errors) {
 }
 
 var validateCommand = command{
-	synopsis: "validate [--topology] FILE",
+	summary:     "Checks a topology file offline, every problem at its file:line:col.",
+	fileOperand: true,
 	desc: `Checks a topology file without connecting to anything. It prints every
 problem as file:line:col: field: message and exits 2, or prints a summary and
 exits 0.`,
@@ -377,17 +380,18 @@ func cmdValidate(ctx context.Context, fs *flag.FlagSet, args []string, stdout, s
 func cmdTopics(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "create" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help") {
-			fmt.Fprintln(stdout, "Usage: exactly topics create [--topology] FILE\n\nCreates the topics a topology file declares.")
-			return exitOK
+			return help(ctx, "topics create", stdout, stderr)
 		}
-		fmt.Fprintln(stderr, "Usage: exactly topics create [--topology] FILE")
+		fmt.Fprintln(stderr, "exactly topics: the one subcommand is create")
+		topicsCreateCommand.start(ctx, "topics create", []string{"--help"}, stderr, stderr)
 		return exitUsage
 	}
 	return topicsCreateCommand.start(ctx, "topics create", args[1:], stdout, stderr)
 }
 
 var topicsCreateCommand = command{
-	synopsis: "topics create [--topology] FILE",
+	summary:     "Creates the topics a topology file declares.",
+	fileOperand: true,
 	desc: `Creates every topic the topology file declares that does not exist yet,
 with its partitions, replication factor and configs. Existing topics are
 left alone; a partition count that differs from the file is reported. Safe
@@ -426,17 +430,23 @@ func cmdTopicsCreate(ctx context.Context, fs *flag.FlagSet, args []string, stdou
 }
 
 var demoCommand = command{
-	synopsis: "demo",
-	desc: `Runs the real stage engine on an embedded Kafka cluster, with no set-up:
-it creates the topics of deploy/examples/orders.yaml, produces events with a
-few malformed records among them, crashes the stage in the middle of a
-transaction, restarts it, and reads everything back read_committed. It exits
-1 if any event was lost or duplicated.`,
+	summary: "Crashes and recovers a stage and a dedupe stage on an embedded cluster.",
+	desc: `Runs the real stage engine on an embedded Kafka cluster, with no set-up,
+in two halves. First it creates the topics of deploy/examples/orders.yaml,
+produces events with a few malformed records among them, crashes the stage
+in the middle of a transaction, restarts it, and reads everything back
+read_committed: each valid event must come out once, each malformed record
+as one dead letter. Then it runs the stage dedupe of
+deploy/examples/orders-per-minute.yaml on 1000 distinct events of which
+every fifth is resent with the same event ID, and checks that each distinct
+event came out once and each resent copy was dropped. It exits 1 if any
+event was lost or duplicated. The dedupe half needs a writable temporary
+directory for its state (TMPDIR); without one it is skipped, and says so.`,
 	run: cmdDemo,
 }
 
 func cmdDemo(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
-	events := fs.Int("events", 5000, "valid events to produce")
+	events := fs.Int("events", 5000, "valid events to produce in the first half")
 	var lf logFlags
 	lf.registerQuiet(fs)
 	if code, done := parse(fs, args); done {

@@ -13,7 +13,7 @@ import (
 )
 
 var redriveCommand = command{
-	synopsis: "redrive --topology FILE --stage NAME [--where CEL] [--max-redrives N]",
+	summary: "Sends a stage's dead letters back to its input topic, exactly once.",
 	desc: `Sends a stage's dead letters back to its input topic, exactly once. It reads
 the stage's dead-letter topic read_committed in consumer group
 exactly-redrive-<stage> and re-produces each dead letter's original record
@@ -44,8 +44,8 @@ the Nth redrive transaction, for testing recovery.`,
 
 func cmdRedrive(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
-	stage := fs.String("stage", "", "the stage whose dead letters to redrive (required)")
-	where := fs.String("where", "", "CEL bool expression selecting dead letters (default: all)")
+	stage := fs.String("stage", "", "the stage `NAME` whose dead letters to redrive (required)")
+	where := fs.String("where", "", "redrive only the dead letters for which the bool expression `CEL` is true (default: all)")
 	maxRedrives := fs.Int("max-redrives", processor.DefaultMaxRedrives, "do not redrive a record redriven this many times already")
 	noProgress := fs.Bool("no-progress", false, "never draw the progress bar (it is drawn on a terminal only)")
 	var lf logFlags

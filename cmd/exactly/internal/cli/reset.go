@@ -24,7 +24,8 @@ type resetFlags struct {
 }
 
 var resetCommand = command{
-	synopsis: "reset --topology FILE (--stage NAME | --sink NAME) (--to-earliest | --to-latest | --to-datetime TIME | --to-offsets P=O,...) [--execute] [--keep-state]",
+	summary: "Moves where a stage or sink resumes; a dry run unless --execute.",
+	oneOf:   [][]string{{"stage", "sink"}, {"to-earliest", "to-latest", "to-datetime", "to-offsets"}},
 	desc: `Moves where a stage or a sink resumes reading its input topic: a stage's
 consumer group offsets (exactly-<stage>), or a sink's positions stored in
 Postgres. It prints the plan, per partition the current and the new
@@ -53,12 +54,12 @@ EXACTLY_BROKERS overrides kafka.brokers.`,
 func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	f := resetFlags{
 		path:      topologyFlag(fs),
-		stage:     fs.String("stage", "", "reset this stage's consumer group offsets"),
-		sink:      fs.String("sink", "", "reset this sink's positions in Postgres"),
+		stage:     fs.String("stage", "", "reset the consumer group offsets of the stage `NAME`"),
+		sink:      fs.String("sink", "", "reset the positions in Postgres of the sink `NAME`"),
 		earliest:  fs.Bool("to-earliest", false, "to the first offset of each partition"),
 		latest:    fs.Bool("to-latest", false, "to the end of each partition (skip every record there now)"),
-		datetime:  fs.String("to-datetime", "", "to the first record at or after this RFC 3339 time"),
-		offsets:   fs.String("to-offsets", "", "to these offsets: PARTITION=OFFSET[,PARTITION=OFFSET...]"),
+		datetime:  fs.String("to-datetime", "", "to the first record at or after `TIME` (RFC 3339)"),
+		offsets:   fs.String("to-offsets", "", "to these offsets: `P=O,...` (PARTITION=OFFSET[,PARTITION=OFFSET...])"),
 		execute:   fs.Bool("execute", false, "apply the plan (default: print it only)"),
 		keepState: fs.Bool("keep-state", false, "reset a stage with a state store (dedupe, aggregate, stateful) and keep its state: replayed records meet it"),
 		timeout:   fs.Duration("timeout", 30*time.Second, "give up after this long"),

@@ -63,9 +63,9 @@ func registerProcessFlags(fs *flag.FlagSet) *processFlags {
 	host, _ := os.Hostname()
 	pf := &processFlags{
 		path:     topologyFlag(fs),
-		instance: fs.String("instance-id", host, "this instance's ID, stable across restarts"),
+		instance: fs.String("instance-id", host, "this instance's `ID`, stable across restarts"),
 		metricsAddr: fs.String("metrics-addr", defaultMetricsAddr,
-			`serve /metrics, /healthz and /readyz on this address ("" disables); it binds loopback by default`),
+			"serve /metrics, /healthz and /readyz on `ADDR` (\"\" disables); it binds loopback by default"),
 	}
 	pf.log.register(fs)
 	return pf

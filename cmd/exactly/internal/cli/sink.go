@@ -11,7 +11,7 @@ import (
 )
 
 var sinkCommand = command{
-	synopsis: "sink --topology FILE [--sink NAME] [--instance-id ID]",
+	summary: "Loads topics into PostgreSQL tables until stopped.",
 	desc: `Runs the Postgres sinks of a topology file until SIGINT or SIGTERM, which
 commits the batch in hand and leaves the consumer group. Each sink consumes
 read_committed in consumer group exactly-sink-<sink> and writes each batch of
@@ -29,7 +29,7 @@ at the Nth database commit, for testing recovery.`,
 
 func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	pf := registerProcessFlags(fs)
-	name := fs.String("sink", "", "run only this sink (default: all sinks)")
+	name := fs.String("sink", "", "run only the sink `NAME` (default: all sinks)")
 	log, code, done := pf.parse(fs, args, "sink", stderr)
 	if done {
 		return code

@@ -11,7 +11,7 @@ import (
 )
 
 var statusCommand = command{
-	synopsis: "status --topology FILE [--name NAME] [--json] [--hanging-after D]",
+	summary: "Prints groups, positions, lag and hanging transactions.",
 	desc: `Prints, for each stage and sink of a topology file, its consumer group's
 state and members, the partitions each member holds, the last committed
 position and the lag against the last stable offset (the read_committed
@@ -32,7 +32,7 @@ EXACTLY_BROKERS overrides kafka.brokers.`,
 
 func cmdStatus(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
-	name := fs.String("name", "", "report only this stage or sink (default: all)")
+	name := fs.String("name", "", "report only the stage or sink `NAME` (default: all)")
 	rf := registerReportFlags(fs, "print JSON instead of a table", 15*time.Second)
 	if code, done := parseTopology(fs, args, path, "status", stderr); done {
 		return code

@@ -14,7 +14,8 @@ import (
 )
 
 var testCommand = command{
-	synopsis: "test --topology FILE [FIXTURE...]",
+	summary:  "Runs the stages against fixture files on an embedded cluster.",
+	operands: "[FIXTURE...]",
 	desc: `Runs the stages of a topology file on an embedded Kafka cluster, with no
 network, against fixture files: it produces each fixture's input records,
 waits until every stage has committed all of its input, reads every topic
@@ -24,7 +25,32 @@ any difference; exits 0 when every fixture passes.
 
 FIXTURE defaults to the topology file with .yaml replaced by .test.yaml
 (orders.yaml -> orders.test.yaml). Sinks are not run, and the file's TLS
-and SASL settings are not used. See the README for the fixture format.`,
+and SASL settings are not used.
+
+A fixture file:
+
+  input:                         # records produced, in this order, before the stages start
+    orders.raw:
+      - { key: k-1, value: '{"event_id":"e-1"}', headers: { source: web } }
+      - { value: null }           # a null value (a tombstone); no key means a null key
+      - { value_base64: /w== }    # bytes that are not UTF-8 (key_base64 too)
+      - { key: k-2, value: '{}', partition: 2 }   # default: the partition the key picks
+  output:                        # expected records, per topic a stage writes
+    orders.clean:
+      - { key: e-1, value: '{"event_id":"e-1"}', headers: { source: web } }
+  dead_letters:                  # expected dead letters, per dead-letter topic
+    orders.dlq:
+      - { reason: decode, value: null }   # reason: the exactly.dlq.reason header
+
+Every topic a stage writes (outputs, route targets, dead-letter topics) is
+compared; one the fixture does not list must stay empty ([] says so too).
+Keys and values are compared byte for byte (null differs from ''), and the
+headers whose names do not start with "exactly.". Partitions, offsets,
+timestamps and the exactly.* headers are not compared. Records are listed
+in input order: an output sorts by the input record it came from,
+followed through chained stages, then by its place among that record's
+outputs. A value no step changed leaves byte for byte; how a changed value
+is written: exactly help values.`,
 	run: cmdTest,
 }
 

@@ -56,7 +56,7 @@ func TestTestCommand(t *testing.T) {
 			nil, []string{broken + ":2:18: input.orders.raw[0].valu: unknown field"}},
 		{"a partition the topic lacks is a usage error, the file named once", []string{"test", "--topology", topo, badPart}, 2,
 			nil, []string{"exactly test: " + badPart + ":3: partition 7: topic orders.raw has"}},
-		{"no topology", []string{"test"}, 2, nil, []string{"Usage: exactly test --topology FILE [FIXTURE...]"}},
+		{"no topology", []string{"test"}, 2, nil, []string{"Usage: exactly test --topology FILE [--log-format FORMAT]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 )
 
 var verifyCommand = command{
-	synopsis: "verify --topology FILE --event-id FIELD [--json] [--timeout D]",
+	summary: "Audits topics and tables for loss, duplicates and open transactions.",
 	desc: `Audits a topology for exactly-once. It reads every input, output and
 dead-letter topic with isolation.level=read_committed, and every sink table,
 and accounts for each committed input record of each stage: processed (its
@@ -44,10 +44,10 @@ blocked (or verify could not finish), and 2 for bad flags or a bad file.`,
 
 func cmdVerify(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	path := topologyFlag(fs)
-	field := fs.String("event-id", "", "the value field holding the event ID, e.g. event_id or order.id (required)")
+	field := fs.String("event-id", "", "the value `FIELD` holding the event ID, e.g. event_id or order.id (required)")
 	rf := registerReportFlags(fs, "print the report as JSON", 10*time.Minute)
 	openWait := fs.Duration("open-txn-wait", 10*time.Second, "how long an open transaction may hold a partition's last stable offset before it is reported")
-	tmp := fs.String("temp-dir", "", "where to spill (default the system temp dir)")
+	tmp := fs.String("temp-dir", "", "the `DIR` to spill to (default: the system temp dir)")
 	noProgress := fs.Bool("no-progress", false, "show no progress bar (it shows only on a terminal, and not with --json)")
 	if code, done := parse(fs, args); done {
 		return code

@@ -11,11 +11,14 @@ import (
 )
 
 var versionCommand = command{
-	synopsis: "version [--json]",
+	summary: "Prints the version, commit and Go version of this binary.",
 	desc: `Prints the version, the git commit and the Go version of this binary.
 A release build sets the version and commit at build time (see
 deploy/container/build.sh); a plain go build or go install from a clone
-reports "(devel)" and the commit the Go toolchain stamped.`,
+reports "(devel)" and the commit the Go toolchain stamped, and go install
+of a module at a commit the commit in its pseudo-version. The toolchain
+stamps nothing with -buildvcs=false (GOFLAGS too) or under go run: the
+commit is then "unknown".`,
 	run: cmdVersion,
 }
 
