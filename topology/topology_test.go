@@ -290,6 +290,12 @@ func TestParseValidation(t *testing.T) {
 			}},
 		{"commit negative interval", stages(stage + "    commit: { interval: -1s }\n"),
 			[]string{`t.yaml:13:25: stages[0].commit.interval: must be greater than 0 (got -1s)`}},
+		// The client refuses a commit interval not below the transaction
+		// timeout when the stage starts: validate says so first.
+		{"commit interval equal to the transaction timeout", strings.Replace(stages(stage+"    commit: { interval: 10s }\n"), "  brokers: [\"127.0.0.1:9092\"]\n", "  brokers: [\"127.0.0.1:9092\"]\n  transaction_timeout: 10s\n", 1),
+			[]string{`t.yaml:14:25: stages[0].commit.interval: must be below kafka.transaction_timeout 10s (got 10s)`}},
+		{"commit interval above the default transaction timeout", stages(stage + "    commit: { interval: 1m }\n"),
+			[]string{`t.yaml:13:25: stages[0].commit.interval: must be below kafka.transaction_timeout 30s (got 1m0s)`}},
 		{"commit bad duration", stages(stage + "    commit:\n      interval: 10 parsecs\n"),
 			[]string{`t.yaml:14:17: stages[0].commit.interval: invalid duration "10 parsecs" (want a number and a unit such as 100ms, 5s or 1m)`}},
 		{"key empty", stages(stage + `    key: ""` + "\n"),
