@@ -157,53 +157,72 @@ func (ro role) handle(ctx context.Context, r *kgo.Record, rec, idRec []byte, fie
 func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field string) error {
 	switch kind {
 	case kIn:
-		var flags byte
-		if o, ok := c.group[r.Partition]; !ok || r.Offset >= o {
-			flags |= fPending
-		}
-		digest, ok := eventID(c.in, r, field)
-		if ok {
-			flags |= fDigest
-		}
-		switch {
-		case ok && !c.explodes:
-			if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idIn)); err != nil {
-				return err
-			}
-		case !ok:
-			c.NoEventID++
-		}
-		return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+		return c.handleInput(r, rec, idRec, field)
 	case kOut:
-		if st, ok := audit.Header(r, stage.HeaderLineageStage); ok && st != c.Name {
-			return nil // another stage writing the same topic
-		}
-		src, _ := audit.Header(r, stage.HeaderLineageTopic)
-		p, errP := strconv.ParseInt(hdr(r, stage.HeaderLineagePartition), 10, 32)
-		o, errO := strconv.ParseInt(hdr(r, stage.HeaderLineageOffset), 10, 64)
-		idx, errI := strconv.ParseUint(hdr(r, stage.HeaderLineageIndex), 10, 32)
-		if src != c.Input || errP != nil || errO != nil || errI != nil {
-			_, ofStage := audit.Header(r, stage.HeaderLineageStage)
-			switch {
-			case src == "" && ofStage && c.aggregates:
-				c.WindowResults++
-			case src == "":
-				c.NoLineage++
-			}
-			return nil
-		}
-		if !c.explodes {
-			if digest, ok := eventID(c.out, r, field); ok {
-				if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idOut)); err != nil {
-					return err
-				}
-			}
-		}
-		return c.lineage.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{}))
+		return c.handleOutput(r, rec, idRec, field)
 	case kDLQ:
 		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
 	}
 	return nil
+}
+
+// handleInput spills input record r: its lineage, and its event ID.
+func (c *StageCheck) handleInput(r *kgo.Record, rec, idRec []byte, field string) error {
+	var flags byte
+	if o, ok := c.group[r.Partition]; !ok || r.Offset >= o {
+		flags |= fPending
+	}
+	digest, ok := eventID(c.in, r, field)
+	if ok {
+		flags |= fDigest
+	}
+	switch {
+	case ok && !c.explodes:
+		if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idIn)); err != nil {
+			return err
+		}
+	case !ok:
+		c.NoEventID++
+	}
+	return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+}
+
+// handleOutput spills output record r of the stage, by the input its
+// lineage headers name, and its event ID; an output of another stage is
+// skipped, and one without lineage counted.
+func (c *StageCheck) handleOutput(r *kgo.Record, rec, idRec []byte, field string) error {
+	if st, ok := audit.Header(r, stage.HeaderLineageStage); ok && st != c.Name {
+		return nil // another stage writing the same topic
+	}
+	src, _ := audit.Header(r, stage.HeaderLineageTopic)
+	p, errP := strconv.ParseInt(hdr(r, stage.HeaderLineagePartition), 10, 32)
+	o, errO := strconv.ParseInt(hdr(r, stage.HeaderLineageOffset), 10, 64)
+	idx, errI := strconv.ParseUint(hdr(r, stage.HeaderLineageIndex), 10, 32)
+	if src != c.Input || errP != nil || errO != nil || errI != nil {
+		c.countUnlinked(r, src)
+		return nil
+	}
+	if !c.explodes {
+		if digest, ok := eventID(c.out, r, field); ok {
+			if err := c.ids.add(int(digest[0]), idRecord(idRec, digest, idOut)); err != nil {
+				return err
+			}
+		}
+	}
+	return c.lineage.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{}))
+}
+
+// countUnlinked counts output r, whose lineage names no input record of
+// the stage (src is its source topic header): a window's result, or an
+// output without lineage.
+func (c *StageCheck) countUnlinked(r *kgo.Record, src string) {
+	_, ofStage := audit.Header(r, stage.HeaderLineageStage)
+	switch {
+	case src == "" && ofStage && c.aggregates:
+		c.WindowResults++
+	case src == "":
+		c.NoLineage++
+	}
 }
 
 // keying is an input of a sink whose event ID waits for its key.
@@ -306,138 +325,160 @@ func (c *SinkCheck) example(format string, args ...any) {
 }
 
 func (c *StageCheck) account(starts map[int32]int64) error {
-	err := c.lineage.groups(func(recs [][]byte) error {
-		g := parseGroup(recs)
-		src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
-		if !g.in {
-			if g.o < starts[g.p] {
-				return nil // below the log start: deleted by retention
-			}
-			c.Orphans += g.outs + g.dlq
-			c.example("orphan: %s and %s name %s, which is no committed input record (aborted read?)", plural.Count(g.outs, "output"), plural.Count(g.dlq, "dead letter"), src)
-			return nil
-		}
-		c.In++
-		c.Out += g.outs
-		if g.dupOuts > 0 {
-			c.Duplicates += g.dupOuts
-			c.example("duplicate: %s has an output written %s more", src, plural.Count(g.dupOuts, "time"))
-		}
-		if g.dlq > 1 {
-			c.Duplicates += g.dlq - 1
-			c.example("duplicate: %s was dead-lettered %s", src, plural.Count(g.dlq, "time"))
-		}
-		switch {
-		case g.outs > 0 && g.dlq > 0:
-			c.OutputAndDeadLetter++
-			c.example("both: %s has outputs and a dead letter", src)
-		case g.outs > 0:
-			c.Processed++
-		case g.dlq > 0:
-			c.DeadLettered++
-		case g.flags&fPending != 0:
-			c.Pending++
-		case c.dedupes && g.flags&fDigest != 0 && !c.explodes:
-			// Deduplicated if its event ID has an output (judged
-			// below, by event ID).
-			var rec [idSize]byte
-			c.Deduplicated++
-			return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, idDropped))
-		case c.aggregates:
-			c.Aggregated++
-		case c.mayFilter:
-			c.Filtered++
-		default:
-			c.Lost++
-			c.example("lost: %s has no output and no dead letter, and its offset is committed", src)
-		}
-		return nil
-	})
+	err := c.lineage.groups(func(recs [][]byte) error { return c.accountRecord(starts, parseGroup(recs)) })
 	if err != nil || c.explodes {
 		return err
 	}
-	return c.ids.groups(func(recs [][]byte) error {
-		n := countIDKinds(recs)
-		in, out, dropped := n[idIn], n[idOut], n[idDropped]
-		if dropped > 0 && out == 0 {
-			// Dropped, but no copy of the event came out: not a
-			// duplicate the dedupe step removed.
-			c.Deduplicated -= dropped
-			if c.mayFilter {
-				c.Filtered += dropped
-			} else {
-				c.Lost += dropped
-				c.example("lost: %s of an event ID (sha256 %x) have no output and no dead letter, and no other input of that ID has an output", plural.Count(dropped, "input"), recs[0][:8])
-			}
+	return c.ids.groups(c.accountEventID)
+}
+
+// accountRecord counts what became of one input record, g: its outputs
+// and dead letters (or of the records they name, with no input).
+func (c *StageCheck) accountRecord(starts map[int32]int64, g group) error {
+	src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
+	if !g.in {
+		if g.o < starts[g.p] {
+			return nil // below the log start: deleted by retention
 		}
-		if out > max(in, 1) {
-			c.EventIDDuplicates += out - max(in, 1)
-			c.example("duplicate: an event ID (sha256 %x) is in the outputs %s and in the input %s", recs[0][:8], plural.Count(out, "time"), plural.Count(in, "time"))
-		}
+		c.Orphans += g.outs + g.dlq
+		c.example("orphan: %s and %s name %s, which is no committed input record (aborted read?)", plural.Count(g.outs, "output"), plural.Count(g.dlq, "dead letter"), src)
 		return nil
-	})
+	}
+	c.In++
+	c.Out += g.outs
+	if g.dupOuts > 0 {
+		c.Duplicates += g.dupOuts
+		c.example("duplicate: %s has an output written %s more", src, plural.Count(g.dupOuts, "time"))
+	}
+	if g.dlq > 1 {
+		c.Duplicates += g.dlq - 1
+		c.example("duplicate: %s was dead-lettered %s", src, plural.Count(g.dlq, "time"))
+	}
+	return c.accountOutcome(g, src)
+}
+
+// accountOutcome counts input g (named src) by its outcome: processed,
+// dead-lettered, both, pending, deduplicated, aggregated, filtered or
+// lost.
+func (c *StageCheck) accountOutcome(g group, src string) error {
+	switch {
+	case g.outs > 0 && g.dlq > 0:
+		c.OutputAndDeadLetter++
+		c.example("both: %s has outputs and a dead letter", src)
+	case g.outs > 0:
+		c.Processed++
+	case g.dlq > 0:
+		c.DeadLettered++
+	case g.flags&fPending != 0:
+		c.Pending++
+	case c.dedupes && g.flags&fDigest != 0 && !c.explodes:
+		// Deduplicated if its event ID has an output (judged
+		// below, by event ID).
+		var rec [idSize]byte
+		c.Deduplicated++
+		return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, idDropped))
+	case c.aggregates:
+		c.Aggregated++
+	case c.mayFilter:
+		c.Filtered++
+	default:
+		c.Lost++
+		c.example("lost: %s has no output and no dead letter, and its offset is committed", src)
+	}
+	return nil
+}
+
+// accountEventID counts the records of one event ID: inputs dropped as
+// duplicates of none, and outputs more than its inputs.
+func (c *StageCheck) accountEventID(recs [][]byte) error {
+	n := countIDKinds(recs)
+	in, out, dropped := n[idIn], n[idOut], n[idDropped]
+	if dropped > 0 && out == 0 {
+		// Dropped, but no copy of the event came out: not a
+		// duplicate the dedupe step removed.
+		c.Deduplicated -= dropped
+		if c.mayFilter {
+			c.Filtered += dropped
+		} else {
+			c.Lost += dropped
+			c.example("lost: %s of an event ID (sha256 %x) have no output and no dead letter, and no other input of that ID has an output", plural.Count(dropped, "input"), recs[0][:8])
+		}
+	}
+	if out > max(in, 1) {
+		c.EventIDDuplicates += out - max(in, 1)
+		c.example("duplicate: an event ID (sha256 %x) is in the outputs %s and in the input %s", recs[0][:8], plural.Count(out, "time"), plural.Count(in, "time"))
+	}
+	return nil
 }
 
 func (c *SinkCheck) account(starts map[int32]int64) error {
 	var rec [idSize]byte
-	err := c.lineage.groups(func(recs [][]byte) error {
-		g := parseGroup(recs)
-		src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
-		if !g.in {
-			if g.o < starts[g.p] {
-				return nil
-			}
-			c.Orphans += g.dlq
-			c.example("orphan: %s %s %s, which is no committed input record", plural.Count(g.dlq, "dead letter"), plural.Noun(g.dlq, "names", "name"), src)
-			return nil
-		}
-		c.In++
-		if g.dlq > 1 {
-			c.DeadLetterRepeats += g.dlq - 1
-		}
-		pending := g.flags&fPending != 0
-		switch {
-		case g.dlq > 0:
-			c.DeadLettered++
-		case g.flags&fTombstone != 0:
-			c.Skipped++
-		case g.flags&fDigest != 0:
-			kind := idExpected
-			if pending {
-				kind, c.Pending = idMaybe, c.Pending+1
-			}
-			return c.ids.add(int(g.digest[0]), idRecord(rec[:], g.digest, kind))
-		case pending:
-			c.Pending++
-		default:
-			c.Lost++
-			c.example("lost: %s has no event ID and no dead letter, below the stored position", src)
-		}
-		return nil
-	})
+	err := c.lineage.groups(func(recs [][]byte) error { return c.accountRecord(starts, parseGroup(recs), rec[:]) })
 	if err != nil || !c.RowsChecked {
 		return err
 	}
-	return c.ids.groups(func(recs [][]byte) error {
-		n := countIDKinds(recs)
-		exp, maybe, rows := n[idExpected], n[idMaybe], n[idRow]
-		if exp > 0 {
-			c.Expected++
+	return c.ids.groups(c.accountEventID)
+}
+
+// accountRecord counts what became of one input record, g: a dead
+// letter, a tombstone skipped, an event ID expected in the table (or
+// maybe, when pending; spilled through rec), or lost.
+func (c *SinkCheck) accountRecord(starts map[int32]int64, g group, rec []byte) error {
+	src := fmt.Sprintf("%s/%d@%d", c.Input, g.p, g.o)
+	if !g.in {
+		if g.o < starts[g.p] {
+			return nil
 		}
-		switch {
-		case exp > 0 && rows == 0:
-			c.Missing++
-			c.example("missing: an event ID (sha256 %x) read from %s below the stored position is not in %s", recs[0][:8], c.Input, c.Table)
-		case rows > 0 && exp == 0 && maybe == 0:
-			c.Extra += rows
-			c.example("extra: a row of %s (event ID sha256 %x) comes from no record of %s", c.Table, recs[0][:8], c.Input)
-		}
-		if rows > 1 {
-			c.DuplicateRows += rows - 1
-			c.example("duplicate: an event ID (sha256 %x) is in %s %s", recs[0][:8], c.Table, plural.Count(rows, "time"))
-		}
+		c.Orphans += g.dlq
+		c.example("orphan: %s %s %s, which is no committed input record", plural.Count(g.dlq, "dead letter"), plural.Noun(g.dlq, "names", "name"), src)
 		return nil
-	})
+	}
+	c.In++
+	if g.dlq > 1 {
+		c.DeadLetterRepeats += g.dlq - 1
+	}
+	pending := g.flags&fPending != 0
+	switch {
+	case g.dlq > 0:
+		c.DeadLettered++
+	case g.flags&fTombstone != 0:
+		c.Skipped++
+	case g.flags&fDigest != 0:
+		kind := idExpected
+		if pending {
+			kind, c.Pending = idMaybe, c.Pending+1
+		}
+		return c.ids.add(int(g.digest[0]), idRecord(rec, g.digest, kind))
+	case pending:
+		c.Pending++
+	default:
+		c.Lost++
+		c.example("lost: %s has no event ID and no dead letter, below the stored position", src)
+	}
+	return nil
+}
+
+// accountEventID compares the records of one event ID with the table's
+// rows of it: missing, extra and duplicate rows.
+func (c *SinkCheck) accountEventID(recs [][]byte) error {
+	n := countIDKinds(recs)
+	exp, maybe, rows := n[idExpected], n[idMaybe], n[idRow]
+	if exp > 0 {
+		c.Expected++
+	}
+	switch {
+	case exp > 0 && rows == 0:
+		c.Missing++
+		c.example("missing: an event ID (sha256 %x) read from %s below the stored position is not in %s", recs[0][:8], c.Input, c.Table)
+	case rows > 0 && exp == 0 && maybe == 0:
+		c.Extra += rows
+		c.example("extra: a row of %s (event ID sha256 %x) comes from no record of %s", c.Table, recs[0][:8], c.Input)
+	}
+	if rows > 1 {
+		c.DuplicateRows += rows - 1
+		c.example("duplicate: an event ID (sha256 %x) is in %s %s", recs[0][:8], c.Table, plural.Count(rows, "time"))
+	}
+	return nil
 }
 
 func (r *Report) judge() {
