@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor"
 )
 
 // clusterChaosKinds are the fault kinds of the cluster chaos profile, in
@@ -148,13 +146,11 @@ func (cc *clusterChaos) fault(kind string) int {
 	case "txn-coordinator-kill":
 		i := rand.N(len(ch.stages))
 		id := []string{"a", "b"}[rand.N(2)]
-		cfg := processor.Config{Stage: ch.stages[i], InstanceID: id}
-		cc.killTimed(c.txnCoordinator(cfg.TransactionalID()), "coordinator", ch.topics[i+1])
+		cc.killTimed(c.txnCoordinator(transactionalID(ch.stages[i], id)), "coordinator", ch.topics[i+1])
 		return 1
 	case "group-coordinator-kill":
 		i := rand.N(len(ch.stages))
-		cfg := processor.Config{Stage: ch.stages[i]}
-		cc.killTimed(c.groupCoordinator(cfg.Group()), "coordinator", ch.topics[i+1])
+		cc.killTimed(c.groupCoordinator(stageGroup(ch.stages[i])), "coordinator", ch.topics[i+1])
 		return 1
 	case "controller-kill":
 		cc.killTimed(c.activeController(), "controller", ch.topics[1])

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/exactly-io/exactly/processor"
 )
 
 // clusterFault is one fault family of the cluster crash check. inject
@@ -29,14 +27,14 @@ type clusterFault struct {
 type clusterStage struct {
 	name, in, out, dlq string
 	topo               string // its topology file
-	cfg                processor.Config
+	instance           string // its instance ID
 }
 
 var clusterFaults = []clusterFault{
 	{"input-leader-kill", "leader", func(c *cluster, s clusterStage) int32 { return c.leaderOf(s.in, 0) }},
 	{"output-leader-kill", "leader", func(c *cluster, s clusterStage) int32 { return c.leaderOf(s.out, 0) }},
-	{"txn-coordinator-kill", "coordinator", func(c *cluster, s clusterStage) int32 { return c.txnCoordinator(s.cfg.TransactionalID()) }},
-	{"group-coordinator-kill", "coordinator", func(c *cluster, s clusterStage) int32 { return c.groupCoordinator(s.cfg.Group()) }},
+	{"txn-coordinator-kill", "coordinator", func(c *cluster, s clusterStage) int32 { return c.txnCoordinator(transactionalID(s.name, s.instance)) }},
+	{"group-coordinator-kill", "coordinator", func(c *cluster, s clusterStage) int32 { return c.groupCoordinator(stageGroup(s.name)) }},
 	{"controller-kill", "controller", func(c *cluster, _ clusterStage) int32 { return c.activeController() }},
 	{"rolling-restart", "", nil},
 	{"proxy-cut", "", func(c *cluster, s clusterStage) int32 { return c.leaderOf(s.out, 0) }},
@@ -64,7 +62,7 @@ func TestClusterCrashCheck(t *testing.T) {
 	stages := make([]clusterStage, len(clusterFaults))
 	for i := range stages {
 		s := clusterStage{name: uniqueName("cc"), in: uniqueName("cc_raw"), out: uniqueName("cc_clean"), dlq: uniqueName("cc_dlq")}
-		s.cfg = processor.Config{Stage: s.name, InstanceID: "it-1"}
+		s.instance = "it-1"
 		s.topo = topologyFile(t, []stageSpec{{s.name, s.in, s.out, s.dlq}}, "100ms", "60s", 200)
 		exactlyCmd(t, "topics", "create", s.topo)
 		stages[i] = s

@@ -397,8 +397,8 @@ func TestBadInputFlood(t *testing.T) {
 		if consumed < float64(n) || out+dead+filtered != float64(n) {
 			t.Errorf("%s: consumed %v, out %v + dead letters %v + filtered %v = %v; want %d", s.name, consumed, out, dead, filtered, out+dead+filtered, n)
 		}
-		if v, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": processor.AbortError}); v != 0 {
-			t.Errorf("%s: %v transactions failed to end (reason %q)", s.name, v, processor.AbortError)
+		if v, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": abortError}); v != 0 {
+			t.Errorf("%s: %v transactions failed to end (reason %q)", s.name, v, abortError)
 		}
 		if v, _ := sum(m, "exactly_stage_session_rebuilds_total", st); v != 0 {
 			t.Errorf("%s: the Kafka session was rebuilt %v times", s.name, v)
@@ -407,7 +407,7 @@ func TestBadInputFlood(t *testing.T) {
 		if longest > txnTimeout.Seconds()/2 {
 			t.Errorf("%s: the longest of %v committed transactions took up to %vs, over half the transaction timeout %s", s.name, txns, longest, txnTimeout)
 		}
-		retried, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": processor.AbortRetry})
+		retried, _ := sum(m, "exactly_stage_transactions_aborted_total", map[string]string{"stage": s.name, "reason": abortRetry})
 		byReason := map[string]float64{}
 		for _, reason := range []string{deadletter.ReasonDecode, deadletter.ReasonKey, deadletter.ReasonTransform, deadletter.ReasonEncode, deadletter.ReasonProduce} {
 			byReason[reason], _ = sum(m, "exactly_stage_records_dead_lettered_total", map[string]string{"stage": s.name, "reason": reason})

@@ -38,6 +38,19 @@ const (
 	stallMin           = 10 * time.Second
 )
 
+// A stage consumes in consumer group exactly-<stage>, with transactional
+// ID exactly-<stage>-<instance> (see package processor).
+func stageGroup(stage string) string                { return "exactly-" + stage }
+func transactionalID(stage, instance string) string { return "exactly-" + stage + "-" + instance }
+
+// The reason label values of exactly_stage_transactions_aborted_total:
+// a produce or transient record error, retried; an EndTxn that failed,
+// whose session is rebuilt.
+const (
+	abortRetry = "retry"
+	abortError = "error"
+)
+
 // markerHeader is the header of the marker records that drainMarkers
 // writes and that stages forward.
 const markerHeader = "exactly.audit.marker"

@@ -132,7 +132,7 @@ func TestVerifyMemory(t *testing.T) {
 			}
 		}
 	}()
-	rep, err := processor.Verify(ctx, processor.VerifyConfig{Topology: f, EventID: "event_id", OpenTxnWait: time.Second})
+	rep, err := processor.Verify(ctx, f, processor.VerifyOptions{EventID: "event_id", OpenTxnWait: time.Second})
 	close(stop)
 	<-sampled
 	if err != nil {
