@@ -76,8 +76,10 @@ func (w *FenceWatch) OnGroupManageError(err error) {
 		if cl := w.cl.Load(); cl != nil {
 			// A nil context leaves without waiting (the wait would be
 			// for this very goroutine). A static member sends no
-			// LeaveGroup; the leave only ends the management loop.
-			_ = cl.LeaveGroupContext(nil) //nolint:staticcheck // nil is kgo's "do not wait"
+			// LeaveGroup; the leave only ends the management loop. A
+			// cancelled context would not do: kgo leaves with it.
+			//lint:ignore SA1012 nil is kgo's "leave without waiting"
+			_ = cl.LeaveGroupContext(nil)
 			// The leave runs on another goroutine; the loop's backoff
 			// must not end before it has.
 			time.Sleep(fenceHold)

@@ -200,7 +200,6 @@ func newSession(cfg Config) (*kgo.GroupTransactSession, error) {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.KeepControlRecords(), // the position passes the last marker, so the end is reached
-		kgo.RequireStableFetchOffsets(),
 		kgo.TransactionalID(cfg.TransactionalID()),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), // back to the partition it came from

@@ -24,9 +24,6 @@ import (
 // ends the session, and the new session starts by the same rules, since
 // only a new client forgets the old topic ID.
 
-// errTopicGone is the input topic missing from the cluster's metadata.
-var errTopicGone = errors.New("topic does not exist")
-
 // topicID returns the input topic's current ID. A missing topic is a
 // *partpos.TopicChangedError with a zero New (old is the ID last consumed,
 // zero at start).

@@ -36,10 +36,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	// franz-go sizes its request buffers by what it holds); a Produce
 	// past it waits for acknowledgements (txn.produce bounds the wait).
 	opts = append(opts, kgo.MaxBufferedBytes(s.cfg.MaxBufferedBytes))
+	// franz-go fetches a group's offsets with require_stable (KIP-447)
+	// always: a new owner of a partition waits for our pending
+	// transactional offsets to resolve instead of reading stale ones.
 	opts = append(opts,
-		// KIP-447: a new owner of a partition waits for our pending
-		// transactional offsets to resolve instead of reading stale ones.
-		kgo.RequireStableFetchOffsets(),
 		kgo.OnOffsetsFetched(check.onFetched),
 		kgo.AdjustFetchOffsetsFn(check.adjust),
 	)
@@ -318,7 +318,9 @@ func (s *Stage) poll(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]
 	if !t.open {
 		// What the client fetched while the last transaction ended
 		// comes first, without waiting (a nil context drains what is
-		// buffered, kgo.Client.PollRecords).
+		// buffered, kgo.Client.PollRecords; a cancelled one returns an
+		// error instead).
+		//lint:ignore SA1012 nil is kgo's "return what is buffered"
 		fetches = t.sess.PollRecords(nil, limit)
 		t.buffered = fetches.NumRecords() > 0
 	}
