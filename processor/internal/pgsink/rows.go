@@ -144,35 +144,13 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 		return bytesText(b, t), nil
 	}
 	if t.base == "bytea" {
-		// The key's and the value's bytes as they came, never read as
-		// bytea's text input: "\x41" would be the one byte 0x41, and a
-		// byte that is no UTF-8 no text at all.
-		switch src {
-		case topology.SourceKey:
-			if r.Key == nil {
-				return nil, nil
-			}
-			return bytesText(r.Key, t), nil
-		case topology.SourceValue:
-			if !s.typed.avro {
-				return bytesText(r.Value, t), nil
-			}
+		if v, ok := s.recordBytes(r, src, t); ok {
+			return v, nil
 		}
 	}
 	if elem, ok := arrayElement(t); ok {
-		// An array into an array column: its elements, as Postgres's
-		// array literal; each is then checked by its type's rules. An
-		// Avro array is read as its JSON (the conversion rules).
-		raw, isJSON := obj[src].(json.RawMessage)
-		if a, isAvro := obj[src].([]any); isAvro {
-			enc, err := s.jsonCodec.Encode(a)
-			if err != nil {
-				return nil, err
-			}
-			raw, isJSON = enc, true
-		}
-		if isJSON && len(raw) > 0 && raw[0] == '[' {
-			return arrayLiteral(raw, src, elem.base == "jsonb" || elem.base == "json")
+		if v, ok, err := s.arrayText(obj, src, elem); ok || err != nil {
+			return v, err
 		}
 	}
 	v, err := s.columnValue(r, obj, src)
@@ -180,6 +158,45 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 		err = jsonbKeys(v, src)
 	}
 	return v, err
+}
+
+// recordBytes is the text of the key's or the value's bytes as they
+// came, for a bytea column of type t, never read as bytea's text input:
+// "\x41" would be the one byte 0x41, and a byte that is no UTF-8 no text
+// at all. ok is false for any other source, and for an Avro value.
+func (s *Sink) recordBytes(r *kgo.Record, src string, t colType) (v any, ok bool) {
+	switch src {
+	case topology.SourceKey:
+		if r.Key == nil {
+			return nil, true
+		}
+		return bytesText(r.Key, t), true
+	case topology.SourceValue:
+		if !s.typed.avro {
+			return bytesText(r.Value, t), true
+		}
+	}
+	return nil, false
+}
+
+// arrayText is field src, an array going to an array column whose
+// elements are of type elem, as Postgres's array literal; each element is
+// then checked by its type's rules. An Avro array is read as its JSON
+// (the conversion rules). ok is false when the field is no array.
+func (s *Sink) arrayText(obj map[string]any, src string, elem colType) (v any, ok bool, err error) {
+	raw, isJSON := obj[src].(json.RawMessage)
+	if a, isAvro := obj[src].([]any); isAvro {
+		enc, err := s.jsonCodec.Encode(a)
+		if err != nil {
+			return nil, false, err
+		}
+		raw, isJSON = enc, true
+	}
+	if !isJSON || len(raw) == 0 || raw[0] != '[' {
+		return nil, false, nil
+	}
+	text, err := arrayLiteral(raw, src, elem.base == "jsonb" || elem.base == "json")
+	return text, true, err
 }
 
 // arrayLiteral is raw, the JSON array of field src, as the text of a
@@ -208,44 +225,46 @@ func appendArrayLiteral(b, arr []byte, path string, asJSON bool) ([]byte, error)
 		if i > 0 {
 			b = append(b, ',')
 		}
-		e, at := arr[el[i]:el[i+1]], serde.IndexPath(path, i/2)
-		text := string(e)
-		switch e[0] {
-		case 'n':
-			b = append(b, "NULL"...)
-			continue
-		case '[':
-			if asJSON {
-				break // a JSON array element of jsonb[]: its text
-			}
-			var err error
-			if b, err = appendArrayLiteral(b, e, at, asJSON); err != nil {
-				return nil, err
-			}
-			continue
-		case '"':
-			unquoted, err := serde.Unquote(e, at)
-			if err != nil {
-				return nil, err
-			}
-			if !asJSON {
-				text = unquoted
-			}
-		case '{':
-			if err := serde.CheckKeys(e, at); err != nil && asJSON {
-				return nil, err
-			}
+		var err error
+		if b, err = appendArrayElement(b, arr[el[i]:el[i+1]], serde.IndexPath(path, i/2), asJSON); err != nil {
+			return nil, err
 		}
-		b = append(b, '"')
-		for k := 0; k < len(text); k++ {
-			if c := text[k]; c == '"' || c == '\\' {
-				b = append(b, '\\')
-			}
-			b = append(b, text[k])
-		}
-		b = append(b, '"')
 	}
 	return append(b, '}'), nil
+}
+
+// appendArrayElement appends e, the JSON of the array element at path, as
+// an element of an array literal (see arrayLiteral).
+func appendArrayElement(b, e []byte, at string, asJSON bool) ([]byte, error) {
+	text := string(e)
+	switch e[0] {
+	case 'n':
+		return append(b, "NULL"...), nil
+	case '[':
+		if !asJSON { // a JSON array element of jsonb[] is its text
+			return appendArrayLiteral(b, e, at, asJSON)
+		}
+	case '"':
+		unquoted, err := serde.Unquote(e, at)
+		if err != nil {
+			return nil, err
+		}
+		if !asJSON {
+			text = unquoted
+		}
+	case '{':
+		if err := serde.CheckKeys(e, at); err != nil && asJSON {
+			return nil, err
+		}
+	}
+	b = append(b, '"')
+	for k := 0; k < len(text); k++ {
+		if c := text[k]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, text[k])
+	}
+	return append(b, '"'), nil
 }
 
 // jsonbKeys refuses text v of the field src, going to a jsonb column,
@@ -274,31 +293,8 @@ func jsonbKeys(v any, src string) error {
 // Every staging column is text; the INSERT casts it to the column's type,
 // so that a value of the wrong type is a data error of its row.
 func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, error) {
-	switch src {
-	case topology.SourceValue:
-		if s.cfg.InputFormat == serde.Bytes {
-			return `\x` + hex.EncodeToString(r.Value), nil // bytea hex input
-		}
-		if s.typed.avro {
-			return obj[topology.SourceValue], nil // the record as JSON text (avroValue)
-		}
-		return string(r.Value), nil // valid UTF-8: the codec checked
-	case topology.SourceKey:
-		if r.Key == nil {
-			return nil, nil
-		}
-		return string(r.Key), nil
-	case topology.SourceTopic:
-		return r.Topic, nil
-	case topology.SourcePartition:
-		return strconv.FormatInt(int64(r.Partition), 10), nil
-	case topology.SourceOffset:
-		return strconv.FormatInt(r.Offset, 10), nil
-	case topology.SourceTimestamp:
-		if !kafkaconn.HasTimestamp(r.Timestamp) {
-			return nil, nil // NULL, as Kafka Connect's null timestamp
-		}
-		return r.Timestamp.UTC().Format(time.RFC3339Nano), nil
+	if v, ok := s.recordValue(r, obj, src); ok {
+		return v, nil
 	}
 	fv, ok := obj[src]
 	if !ok || fv == nil {
@@ -321,6 +317,39 @@ func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, 
 	return string(b), nil
 }
 
+// recordValue is the staging text of a source that is the record's
+// ($value, $key, $topic, $partition, $offset, $timestamp); ok is false
+// for a field.
+func (s *Sink) recordValue(r *kgo.Record, obj map[string]any, src string) (v any, ok bool) {
+	switch src {
+	case topology.SourceValue:
+		if s.cfg.InputFormat == serde.Bytes {
+			return `\x` + hex.EncodeToString(r.Value), true // bytea hex input
+		}
+		if s.typed.avro {
+			return obj[topology.SourceValue], true // the record as JSON text (avroValue)
+		}
+		return string(r.Value), true // valid UTF-8: the codec checked
+	case topology.SourceKey:
+		if r.Key == nil {
+			return nil, true
+		}
+		return string(r.Key), true
+	case topology.SourceTopic:
+		return r.Topic, true
+	case topology.SourcePartition:
+		return strconv.FormatInt(int64(r.Partition), 10), true
+	case topology.SourceOffset:
+		return strconv.FormatInt(r.Offset, 10), true
+	case topology.SourceTimestamp:
+		if !kafkaconn.HasTimestamp(r.Timestamp) {
+			return nil, true // NULL, as Kafka Connect's null timestamp
+		}
+		return r.Timestamp.UTC().Format(time.RFC3339Nano), true
+	}
+	return nil, false
+}
+
 // Debezium change-event ops (the envelope's "op" field).
 const (
 	opCreate   = "c"
@@ -337,25 +366,9 @@ const (
 // payload. An event that cannot be applied is a *dlq.RecordError, reason
 // deadletter.ReasonEnvelope (or deadletter.ReasonEventID for a missing event ID).
 func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
-	if err := serde.CheckJSON(r.Value); err != nil {
-		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
-	}
-	body := r.Value
-	raw, isObject, found, err := serde.TopLevelField(body, "op")
-	if !isObject {
-		return op{}, false, envelopeError("the value is not a json object")
-	}
-	if !found && err == nil {
-		if p, _, ok, _ := serde.TopLevelField(body, envPayload); ok && len(p) > 0 && p[0] == '{' {
-			body = p
-			raw, _, found, err = serde.TopLevelField(body, "op")
-		}
-	}
-	if err != nil { // duplicate keys
-		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
-	}
-	if !found {
-		return op{}, false, envelopeError(`no "op" field (nor a "payload" object holding one)`)
+	body, raw, err := changeBody(r.Value)
+	if err != nil {
+		return op{}, false, err
 	}
 	v, err := serde.FieldValue(raw)
 	if err != nil {
@@ -364,29 +377,65 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	kind, _ := v.(string)
 	switch kind {
 	case opCreate, opUpdate, opRead:
-		after, _, _, _ := serde.TopLevelField(body, "after") // body's keys are checked
-		if len(after) == 0 || after[0] != '{' {
-			return op{}, false, envelopeError("op %q needs an \"after\" object (got %s)", kind, shownJSON(after))
-		}
-		obj, err := serde.JSONFields(after, s.fieldSources)
-		if err != nil {
-			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
-		}
-		return s.rowOp(r, obj)
+		return s.afterOp(r, body, kind)
 	case opDelete:
-		return s.deleteOp(r, func(src string) (map[string]any, error) {
-			before, _, _, _ := serde.TopLevelField(body, "before")
-			if len(before) == 0 || before[0] != '{' {
-				return nil, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
-			}
-			obj, err := serde.JSONFields(before, []string{src})
-			if err != nil {
-				return nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
-			}
-			return obj, nil
-		})
+		return s.deleteOp(r, func(src string) (map[string]any, error) { return changeBefore(body, src) })
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownJSON(raw))
+}
+
+// changeBody finds the change event in value, the value itself or its
+// "payload" object, and the JSON of the event's "op" field.
+func changeBody(value []byte) (body, opField []byte, err error) {
+	if err := serde.CheckJSON(value); err != nil {
+		return nil, nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
+	}
+	body = value
+	raw, isObject, found, err := serde.TopLevelField(body, "op")
+	if !isObject {
+		return nil, nil, envelopeError("the value is not a json object")
+	}
+	if !found && err == nil {
+		if p, _, ok, _ := serde.TopLevelField(body, envPayload); ok && len(p) > 0 && p[0] == '{' {
+			body = p
+			raw, _, found, err = serde.TopLevelField(body, "op")
+		}
+	}
+	if err != nil { // duplicate keys
+		return nil, nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
+	}
+	if !found {
+		return nil, nil, envelopeError(`no "op" field (nor a "payload" object holding one)`)
+	}
+	return body, raw, nil
+}
+
+// afterOp is the op of a change event's c, u or r (kind): an upsert of
+// the row mapped from the event's after.
+func (s *Sink) afterOp(r *kgo.Record, body []byte, kind string) (op, bool, error) {
+	after, _, _, _ := serde.TopLevelField(body, "after") // body's keys are checked
+	if len(after) == 0 || after[0] != '{' {
+		return op{}, false, envelopeError("op %q needs an \"after\" object (got %s)", kind, shownJSON(after))
+	}
+	obj, err := serde.JSONFields(after, s.fieldSources)
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
+	}
+	return s.rowOp(r, obj)
+}
+
+// changeBefore decodes field src of the before object of a change
+// event's body, for its d.
+func changeBefore(body []byte, src string) (map[string]any, error) {
+	before, _, _, _ := serde.TopLevelField(body, "before")
+	if len(before) == 0 || before[0] != '{' {
+		return nil, envelopeError("op \"d\" needs a \"before\" object holding the event id field %q (got %s)", src, shownJSON(before))
+	}
+	obj, err := serde.JSONFields(before, []string{src})
+	if err != nil {
+		return nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
+	}
+	return obj, nil
 }
 
 // deleteOp is the op of a change event's "d", JSON or Avro: it deletes

@@ -215,19 +215,46 @@ func (s *Sink) setup(ctx context.Context) error {
 	if err := s.prepareCreate(ctx, conn); err != nil {
 		return err
 	}
+	if err := s.createTables(ctx, conn); err != nil {
+		return err
+	}
+	// The types with their modifiers: castExpr checks that a value reads
+	// the same in its column's type as without it (numeric(10,2) rounds,
+	// varchar(3) trims trailing spaces in a cast).
+	types, err := readColumnTypes(ctx, conn, s.table)
+	if err != nil {
+		return err
+	}
+	s.typed.tableCols = types
+	if err := s.matchColumns(types); err != nil {
+		return err
+	}
+	if err := s.checkVersionType(); err != nil {
+		return err
+	}
+	if err := s.checkCatalog(ctx, conn); err != nil {
+		return err
+	}
+	if err := s.checkDeadLetterTable(ctx, conn); err != nil {
+		return err
+	}
+	s.buildSQL()
+	s.chooseDirect()
+	return nil
+}
+
+// createTables creates the schemas and tables that are missing, claims
+// the positions of an older positions table, and warns when the stored
+// positions are past rows the target table does not hold.
+func (s *Sink) createTables(ctx context.Context, conn *pgx.Conn) error {
 	var existed bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, s.table.String()).Scan(&existed); err != nil {
 		return fmt.Errorf("look up table %s: %w", s.table, err)
 	}
 	var loaded int64 // partitions whose stored position is past offset 0
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, q := range s.setupSQL() {
-			if _, err := tx.Exec(ctx, q); err != nil {
-				// Say which statement: the positions table's creation
-				// can be refused where the target table exists.
-				what, _, _ := strings.Cut(q, "\n")
-				return fmt.Errorf("%s: %w", strings.TrimSuffix(strings.TrimSpace(what), " ("), err)
-			}
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if err := s.execSetupSQL(ctx, tx); err != nil {
+			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+s.positions.String()+` WHERE sink = $1 AND topic = $2 AND next_offset > 0`,
 			s.cfg.Sink, s.cfg.Input).Scan(&loaded); err != nil {
@@ -248,26 +275,25 @@ func (s *Sink) setup(ctx context.Context) error {
 	if existed && loaded > 0 {
 		s.warnIfEmpty(ctx, conn, loaded)
 	}
-	types := map[string]colType{}
-	// The type with its modifier: castExpr checks that a value reads the
-	// same in it as without it (numeric(10,2) rounds, varchar(3) trims
-	// trailing spaces in a cast).
-	rows, err := conn.Query(ctx, readTypesSQL, s.table.String())
-	if err != nil {
-		return fmt.Errorf("read columns of %s: %w", s.table, err)
-	}
-	for rows.Next() {
-		var name string
-		var t colType
-		if err := rows.Scan(&name, &t.name, &t.base, &t.full, &t.mod, &t.domain, &t.eq); err != nil {
-			return fmt.Errorf("read columns of %s: %w", s.table, err)
+	return nil
+}
+
+// execSetupSQL runs the statements that create what is missing.
+func (s *Sink) execSetupSQL(ctx context.Context, tx pgx.Tx) error {
+	for _, q := range s.setupSQL() {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			// Say which statement: the positions table's creation
+			// can be refused where the target table exists.
+			what, _, _ := strings.Cut(q, "\n")
+			return fmt.Errorf("%s: %w", strings.TrimSuffix(strings.TrimSpace(what), " ("), err)
 		}
-		types[name] = t
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read columns of %s: %w", s.table, err)
-	}
-	s.typed.tableCols = types
+	return nil
+}
+
+// matchColumns sets the type of each configured column from the table's
+// types, and refuses the columns the table does not have.
+func (s *Sink) matchColumns(types map[string]colType) error {
 	s.types = make([]colType, len(s.cfg.Columns))
 	var missing []error
 	for i, c := range s.cfg.Columns {
@@ -282,23 +308,18 @@ func (s *Sink) setup(ctx context.Context) error {
 	if len(missing) > 0 {
 		return &fault.ConfigError{Err: errors.Join(missing...)}
 	}
-	if err := s.checkVersionType(); err != nil {
-		return err
-	}
-	if err := s.checkCatalog(ctx, conn); err != nil {
-		return err
-	}
-	if err := s.checkDeadLetterTable(ctx, conn); err != nil {
-		return err
-	}
-	s.buildSQL()
+	return nil
+}
+
+// chooseDirect turns the direct copy path on where the configuration
+// and the column types allow it, and logs why not otherwise.
+func (s *Sink) chooseDirect() {
 	on, why := directEligible(s.cfg, s.types)
 	if s.noDirect {
 		on, why = false, "turned off"
 	}
 	s.direct.on = on
 	s.log.Info("direct copy path", "on", on, "why_not", why)
-	return nil
 }
 
 // orderedTypes are the base types whose order is the order of the values

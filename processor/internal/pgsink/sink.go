@@ -860,51 +860,16 @@ const maxUnexplained = 6
 // sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 	bo := backoff.NewBackoff(100*time.Millisecond, 5*time.Second)
-	unexplained, timeouts := 0, 0
+	var f batchFailures
 	defer func() { s.isolating = false }()
 	for {
-		err := s.attemptAt(ctx, &s.step, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
-		if err == nil && !s.targetChecked.Load() {
-			if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
-				s.targetChecked.Store(true)
-			}
-		}
-		switch {
-		case err == nil:
-			s.failing.Store(nil)
-			return nil
-		case errors.Is(err, failpoint.ErrCrashed), IsFatal(err), kafkaconn.IsFatal(err):
+		err := s.attemptBatch(ctx, b)
+		if done, err := s.attemptEnds(ctx, b, err); done {
 			return err
-		case errors.Is(err, ErrFenced):
-			s.fenced.Add(1)
-			s.metrics.fence()
-			partition := int32(-1)
-			if fe := (*fencedError)(nil); errors.As(err, &fe) {
-				partition = fe.partition
-			}
-			s.log.Warn("position guard failed: another instance wrote the partition; re-reading positions",
-				"topic", s.cfg.Input, "partition", partition, "err", err)
-			return s.reseek(ctx, b)
-		case ctx.Err() != nil:
-			return nil
 		}
 		class := Classify(err)
-		if class != ClassTransient || s.isolating {
-			// While isolating, the batch's timeouts are its records'
-			// (the probe answered): they count as unexplained too.
-			if unexplained++; unexplained >= maxUnexplained {
-				return &stuckError{topic: s.cfg.Input, ranges: b.ranges(), attempts: unexplained, err: err}
-			}
-		}
-		if timedOutWriting(err) {
-			timeouts++
-		} else {
-			timeouts = 0
-		}
-		if timeouts >= timeoutsBeforeIsolating && !s.isolating && s.probe(ctx) == nil {
-			s.isolating = true
-			s.log.Warn("the batch's rows keep timing out while PostgreSQL answers other work: looking for the records they follow, one statement timeout each",
-				"topic", s.cfg.Input, "partitions", b.order, "attempts", timeouts, "statement_timeout", s.cfg.Timeout, "err", err)
+		if err := s.countFailure(ctx, b, &f, err, class); err != nil {
+			return err
 		}
 		s.failing.Store(&err)
 		s.retries.Add(1)
@@ -918,6 +883,75 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// attemptBatch is one attempt at writing b, then, once, the check of the
+// target table after the first commit.
+func (s *Sink) attemptBatch(ctx context.Context, b *batch) error {
+	err := s.attemptAt(ctx, &s.step, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
+	if err == nil && !s.targetChecked.Load() {
+		if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
+			s.targetChecked.Store(true)
+		}
+	}
+	return err
+}
+
+// attemptEnds reports whether err, the outcome of an attempt at b, ends
+// writeBatch, and with what: success, a fatal error, a fenced batch
+// (re-seeking to the stored positions) or the end of ctx.
+func (s *Sink) attemptEnds(ctx context.Context, b *batch, err error) (bool, error) {
+	switch {
+	case err == nil:
+		s.failing.Store(nil)
+		return true, nil
+	case errors.Is(err, failpoint.ErrCrashed), IsFatal(err), kafkaconn.IsFatal(err):
+		return true, err
+	case errors.Is(err, ErrFenced):
+		s.fenced.Add(1)
+		s.metrics.fence()
+		partition := int32(-1)
+		if fe := (*fencedError)(nil); errors.As(err, &fe) {
+			partition = fe.partition
+		}
+		s.log.Warn("position guard failed: another instance wrote the partition; re-reading positions",
+			"topic", s.cfg.Input, "partition", partition, "err", err)
+		return true, s.reseek(ctx, b)
+	case ctx.Err() != nil:
+		return true, nil
+	}
+	return false, nil
+}
+
+// batchFailures counts the failed attempts at one batch.
+type batchFailures struct {
+	unexplained int // errors with no explanation (see maxUnexplained)
+	timeouts    int // timeouts writing the rows, in a row
+}
+
+// countFailure counts err, of class, the error of an attempt at b: it
+// returns a *stuckError once maxUnexplained of them had no explanation,
+// and starts isolating the batch when its rows keep timing out while
+// PostgreSQL answers.
+func (s *Sink) countFailure(ctx context.Context, b *batch, f *batchFailures, err error, class Class) error {
+	if class != ClassTransient || s.isolating {
+		// While isolating, the batch's timeouts are its records'
+		// (the probe answered): they count as unexplained too.
+		if f.unexplained++; f.unexplained >= maxUnexplained {
+			return &stuckError{topic: s.cfg.Input, ranges: b.ranges(), attempts: f.unexplained, err: err}
+		}
+	}
+	if timedOutWriting(err) {
+		f.timeouts++
+	} else {
+		f.timeouts = 0
+	}
+	if f.timeouts >= timeoutsBeforeIsolating && !s.isolating && s.probe(ctx) == nil {
+		s.isolating = true
+		s.log.Warn("the batch's rows keep timing out while PostgreSQL answers other work: looking for the records they follow, one statement timeout each",
+			"topic", s.cfg.Input, "partitions", b.order, "attempts", f.timeouts, "statement_timeout", s.cfg.Timeout, "err", err)
+	}
+	return nil
 }
 
 // reseek re-reads the stored positions of the batch's partitions and

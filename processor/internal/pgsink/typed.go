@@ -176,18 +176,25 @@ func holds(col colType, t string) bool {
 	case "jsonb", "json":
 		return slices.Contains([]string{"jsonb", "bigint", "integer", "boolean", "real", "double precision", "numeric"}, base)
 	case "numeric":
-		cp, cs := -1, -1
-		if col.mod >= 4 { // atttypmod of numeric(p,s) is (p<<16 | s) + 4
-			cp, cs = int((col.mod-4)>>16&0xffff), int((col.mod-4)&0xffff)
-		}
-		switch base {
-		case "numeric":
-			return cp < 0 || (prec >= 0 && cs >= scale && cp-cs >= prec-scale)
-		case "integer":
-			return cp < 0 || cp-cs >= 10
-		case "bigint":
-			return cp < 0 || cp-cs >= 19
-		}
+		return numericHolds(col, base, prec, scale)
+	}
+	return false
+}
+
+// numericHolds is holds for a numeric column col, and a field of base
+// type base (with prec and scale when numeric).
+func numericHolds(col colType, base string, prec, scale int) bool {
+	cp, cs := -1, -1
+	if col.mod >= 4 { // atttypmod of numeric(p,s) is (p<<16 | s) + 4
+		cp, cs = int((col.mod-4)>>16&0xffff), int((col.mod-4)&0xffff)
+	}
+	switch base {
+	case "numeric":
+		return cp < 0 || (prec >= 0 && cs >= scale && cp-cs >= prec-scale)
+	case "integer":
+		return cp < 0 || cp-cs >= 10
+	case "bigint":
+		return cp < 0 || cp-cs >= 19
 	}
 	return false
 }
@@ -214,42 +221,17 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 	changed := false
 	for _, f := range rs.Fields {
 		want := DerivedType(f.Type)
-		mapped := false
-		for i, c := range s.cfg.Columns {
-			if c.Source != f.Name {
-				continue
-			}
-			mapped = true
-			if s.cfg.ColumnTypes[c.Name] != "" || i >= len(s.types) {
-				continue // a declared type: values are cast to it, one by one
-			}
-			if !holds(s.types[i], want) {
-				return s.incompatible(c.Name, s.types[i].name, f, want, rs.ID)
-			}
+		mapped, err := s.checkMapped(f, want, rs.ID)
+		if err != nil {
+			return err
 		}
 		if mapped || !s.cfg.AutoColumns {
 			continue
 		}
-		if slices.ContainsFunc(s.cfg.Columns, func(c Column) bool { return c.Name == f.Name }) {
-			return fault.NewConfigError("field %q of schema id %d has no column: column %q maps %s, not the field (auto_columns loads a field into the column of its name; rename the column)",
-				f.Name, rs.ID, f.Name, s.sourceOf(f.Name))
-		}
-		if len(f.Name) > maxIdentifier {
-			return errLongField(f.Name, rs.ID)
-		}
-		s.cfg.Columns = append(s.cfg.Columns, Column{Name: f.Name, Source: f.Name})
-		s.fieldSources = append(s.fieldSources, f.Name)
-		if t, ok := s.typed.tableCols[f.Name]; ok {
-			if !holds(t, want) {
-				return s.incompatible(f.Name, t.name, f, want, rs.ID)
-			}
-			s.types = append(s.types, t)
-		} else {
-			s.types = append(s.types, plainType(want))
-			s.typed.pending = append(s.typed.pending, pendingColumn{index: len(s.cfg.Columns) - 1, typ: want, schemaID: rs.ID})
+		if err := s.addFieldColumn(f, want, rs.ID); err != nil {
+			return err
 		}
 		changed = true
-		s.log.Info("new field: adding its column", "field", f.Name, "type", want, "schema_id", rs.ID, "exists", len(s.typed.pending) == 0 || s.typed.pending[len(s.typed.pending)-1].index != len(s.cfg.Columns)-1)
 	}
 	if changed {
 		s.rebuild()
@@ -260,6 +242,51 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 		}
 	}
 	s.typed.seen[rs.ID] = true
+	return nil
+}
+
+// checkMapped reports whether a column maps field f, whose DerivedType is
+// want, of schema id, and checks that each such column without a
+// declared type holds its values.
+func (s *Sink) checkMapped(f serde.Field, want string, id int) (mapped bool, err error) {
+	for i, c := range s.cfg.Columns {
+		if c.Source != f.Name {
+			continue
+		}
+		mapped = true
+		if s.cfg.ColumnTypes[c.Name] != "" || i >= len(s.types) {
+			continue // a declared type: values are cast to it, one by one
+		}
+		if !holds(s.types[i], want) {
+			return true, s.incompatible(c.Name, s.types[i].name, f, want, id)
+		}
+	}
+	return mapped, nil
+}
+
+// addFieldColumn maps field f, whose DerivedType is want, of schema id,
+// to a column of its name (AutoColumns): the table's column of that name,
+// when it holds the field's values, or a column that evolve adds.
+func (s *Sink) addFieldColumn(f serde.Field, want string, id int) error {
+	if slices.ContainsFunc(s.cfg.Columns, func(c Column) bool { return c.Name == f.Name }) {
+		return fault.NewConfigError("field %q of schema id %d has no column: column %q maps %s, not the field (auto_columns loads a field into the column of its name; rename the column)",
+			f.Name, id, f.Name, s.sourceOf(f.Name))
+	}
+	if len(f.Name) > maxIdentifier {
+		return errLongField(f.Name, id)
+	}
+	s.cfg.Columns = append(s.cfg.Columns, Column{Name: f.Name, Source: f.Name})
+	s.fieldSources = append(s.fieldSources, f.Name)
+	if t, ok := s.typed.tableCols[f.Name]; ok {
+		if !holds(t, want) {
+			return s.incompatible(f.Name, t.name, f, want, id)
+		}
+		s.types = append(s.types, t)
+	} else {
+		s.types = append(s.types, plainType(want))
+		s.typed.pending = append(s.typed.pending, pendingColumn{index: len(s.cfg.Columns) - 1, typ: want, schemaID: id})
+	}
+	s.log.Info("new field: adding its column", "field", f.Name, "type", want, "schema_id", id, "exists", len(s.typed.pending) == 0 || s.typed.pending[len(s.typed.pending)-1].index != len(s.cfg.Columns)-1)
 	return nil
 }
 

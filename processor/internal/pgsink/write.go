@@ -177,19 +177,9 @@ const statementTimeoutSQL = `SELECT set_config('statement_timeout', CASE WHEN cu
 // write runs one attempt at batch b in one database transaction (see the
 // package documentation for its steps).
 func (s *Sink) write(ctx context.Context, b *batch) error {
-	// A streamable batch is decoded inside its COPY (loadStream,
-	// loadStreamStaged); any other before the transaction starts.
-	stream := s.streamable(b)
-	if s.isolating {
-		stream = streamNone // the staged load bisects; see timeoutsBeforeIsolating
-	}
-	var ops []op
-	var dead []deadLetter
-	if stream == streamNone {
-		var err error
-		if ops, dead, err = s.prepare(b); err != nil {
-			return err
-		}
+	stream, ops, dead, err := s.decodeFirst(b)
+	if err != nil {
+		return err
 	}
 	s.at(stepConnect)
 	conn, err := s.pool.Acquire(ctx)
@@ -210,7 +200,36 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
+	if err := s.beginBatch(ctx, tx, b); err != nil {
+		return err
+	}
+	res, err := s.loadRows(ctx, tx, b, stream, ops, dead)
+	if err != nil {
+		return err
+	}
+	return s.commitBatch(ctx, tx, b, res)
+}
 
+// decodeFirst chooses how write loads batch b, and decodes it now unless
+// it streams: a streamable batch is decoded inside its COPY (loadStream,
+// loadStreamStaged); any other before the transaction starts.
+func (s *Sink) decodeFirst(b *batch) (stream int, ops []op, dead []deadLetter, err error) {
+	stream = s.streamable(b)
+	if s.isolating {
+		stream = streamNone // the staged load bisects; see timeoutsBeforeIsolating
+	}
+	if stream == streamNone {
+		if ops, dead, err = s.prepare(b); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	return stream, ops, dead, nil
+}
+
+// beginBatch runs the steps of write's transaction before the rows: the
+// statement timeout while isolating, the lock and check of the target
+// table, the position guard and the columns to add.
+func (s *Sink) beginBatch(ctx context.Context, tx pgx.Tx, b *batch) error {
 	if s.isolating {
 		if _, err := tx.Exec(ctx, statementTimeoutSQL, strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10)); err != nil {
 			return err
@@ -225,12 +244,16 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		return err
 	}
 	s.at(stepEvolve)
-	if err := s.evolve(ctx, tx); err != nil { // typed.go
-		return err
-	}
+	return s.evolve(ctx, tx) // typed.go
+}
+
+// loadRows writes the rows of batch b the way stream says (ops and dead
+// when decoded before), then its dead letters.
+func (s *Sink) loadRows(ctx context.Context, tx pgx.Tx, b *batch, stream int, ops []op, dead []deadLetter) (*result, error) {
 	s.at(stepLoad)
 	res := &result{dead: dead}
 	loaded, decoded := len(ops), len(dead)
+	var err error
 	switch stream {
 	case streamDirect:
 		loaded, decoded, err = s.loadStream(ctx, tx, b, res)
@@ -240,10 +263,10 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		err = s.loadBatch(ctx, tx, ops, res)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := s.followsRecords(loaded, res, len(res.dead)-decoded); err != nil {
-		return err
+		return nil, err
 	}
 	if len(res.dead) > 0 {
 		// In the dead-letter table, in this transaction: exactly once.
@@ -251,9 +274,14 @@ func (s *Sink) write(ctx context.Context, b *batch) error {
 		// the records commits in Postgres: at least once, never lost.
 		s.at(stepDead)
 		if err := s.recordDeadLetters(ctx, tx, b, res.dead); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return res, nil
+}
+
+// commitBatch commits write's transaction and counts what it wrote.
+func (s *Sink) commitBatch(ctx context.Context, tx pgx.Tx, b *batch, res *result) error {
 	s.commits++
 	if s.fp.Armed(failpoint.CrashBeforeDBCommit, s.commits) {
 		return s.fp.Fire(s.log, failpoint.CrashBeforeDBCommit, s.commits)
@@ -292,7 +320,34 @@ var errTableChanged = errors.New("the target table's columns changed while the s
 // errTableChanged. It runs first in the transaction, so that a REPEATABLE
 // READ snapshot is taken after the lock.
 func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
-	// One round trip: the lock, then the catalog read after it.
+	oid, types, err := s.lockTable(ctx, tx)
+	if err != nil {
+		return err
+	}
+	pending := map[int]bool{} // columns evolve is about to add (typed.go)
+	for _, p := range s.typed.pending {
+		pending[p.index] = true
+	}
+	changed, err := s.changedColumns(types, pending)
+	if err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		s.tableOID = oid
+		return nil
+	}
+	if err := s.adoptTypes(types, pending); err != nil {
+		return err
+	}
+	s.tableOID = oid
+	s.log.Warn("target table columns changed while running; writing with their new types", "table", s.table, "changed", changed)
+	return errTableChanged
+}
+
+// lockTable locks the target table and reads its oid and its columns'
+// types, in one round trip, and warns when the oid changed: the table was
+// dropped and created again.
+func (s *Sink) lockTable(ctx context.Context, tx pgx.Tx) (uint32, map[string]colType, error) {
 	var pb pgx.Batch
 	pb.Queue("LOCK TABLE " + s.table.String() + " IN ROW EXCLUSIVE MODE")
 	pb.Queue("SELECT $1::regclass::oid", s.table.String())
@@ -300,12 +355,12 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 	br := tx.SendBatch(ctx, &pb)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return fmt.Errorf("lock %s: %w", s.table, err)
+		return 0, nil, fmt.Errorf("lock %s: %w", s.table, err)
 	}
 	var oid uint32
 	if err := br.QueryRow().Scan(&oid); err != nil {
 		_ = br.Close()
-		return fmt.Errorf("look up %s: %w", s.table, err)
+		return 0, nil, fmt.Errorf("look up %s: %w", s.table, err)
 	}
 	if s.tableOID != 0 && oid != s.tableOID {
 		// The rows written before the drop went with the old table; the
@@ -324,12 +379,15 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		err = fmt.Errorf("read columns of %s: %w", s.table, cerr)
 	}
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
-	pending := map[int]bool{} // columns evolve is about to add (typed.go)
-	for _, p := range s.typed.pending {
-		pending[p.index] = true
-	}
+	return oid, types, nil
+}
+
+// changedColumns names the mapped columns, other than pending ones, whose
+// type is not the one the sink writes with ("name: old -> new"), or
+// fails when one is gone.
+func (s *Sink) changedColumns(types map[string]colType, pending map[int]bool) ([]string, error) {
 	var changed []string
 	for i, c := range s.cfg.Columns {
 		if pending[i] {
@@ -337,16 +395,19 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		}
 		t, ok := types[c.Name]
 		if !ok {
-			return fault.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
+			return nil, fault.NewConfigError("table %s has no column %q any more (changed while the sink runs)", s.table, c.Name)
 		}
 		if t != s.types[i] {
 			changed = append(changed, fmt.Sprintf("%s: %s -> %s", c.Name, s.types[i].name, t.name))
 		}
 	}
-	if len(changed) == 0 {
-		s.tableOID = oid
-		return nil
-	}
+	return changed, nil
+}
+
+// adoptTypes writes with the table's new column types from now on (the
+// pending columns keep theirs), unless the version column's new type
+// cannot order versions.
+func (s *Sink) adoptTypes(types map[string]colType, pending map[int]bool) error {
 	old := slices.Clone(s.types)
 	for i, c := range s.cfg.Columns {
 		if !pending[i] {
@@ -361,9 +422,7 @@ func (s *Sink) checkTable(ctx context.Context, tx pgx.Tx) error {
 		s.typed.tableCols = types
 	}
 	s.rebuild()
-	s.tableOID = oid
-	s.log.Warn("target table columns changed while running; writing with their new types", "table", s.table, "changed", changed)
-	return errTableChanged
+	return nil
 }
 
 // guard moves each partition's stored position from where the batch
@@ -422,59 +481,93 @@ func (s *Sink) load(ctx context.Context, tx pgx.Tx, ops []op, res *result) error
 	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 		return err
 	}
-	var r result
-	err := s.apply(ctx, tx, ops, &r)
+	err := s.applyChecked(ctx, tx, ops, res)
 	if err == nil {
-		_, err = tx.Exec(ctx, checkDeferred)
-	}
-	if err == nil {
-		res.rows += r.rows
-		res.deleted += r.deleted
-		res.duplicates += r.duplicates
 		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint)
 		return err
 	}
-	class := Classify(err)
-	if s.isolating && sqlState(err) == "57014" {
-		// A statement timeout: bisected, to find the records it
-		// follows (see timeoutsBeforeIsolating).
-		if class = ClassUnknown; len(ops) == 1 {
-			if res.timedOut++; res.timedOut > maxIsolatedTimeouts {
-				return fmt.Errorf("more than %d records' rows time out alone: the timeouts follow no record: %w", maxIsolatedTimeouts, err)
-			}
-		}
-	}
-	if class != ClassRow && class != ClassUnknown {
-		return err
+	class, stop := s.loadClass(err, len(ops), res)
+	if stop != nil {
+		return stop
 	}
 	if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); rerr != nil {
 		return rerr
 	}
 	if len(ops) == 1 {
-		o := ops[0]
-		s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset,
-			"class", class.String(), "err", err)
-		if class == ClassUnknown {
-			if res.unclassified++; res.first == nil {
-				res.first = err
-			}
-		}
-		res.dead = append(res.dead, s.newDeadLetter(o.rec, &dlq.RecordError{Reason: deadletter.ReasonPostgres, Err: s.nameField(ctx, tx, o, newRowError(err))}))
-	} else {
-		before := res.unclassified
-		h := len(ops) / 2
-		if err := s.load(ctx, tx, ops[:h], res); err != nil {
-			return err
-		}
-		if err := s.load(ctx, tx, ops[h:], res); err != nil {
-			return err
-		}
-		if class == ClassUnknown && res.unclassified == before {
-			return fmt.Errorf("%d records fail together and none alone: the error follows no record: %w", len(ops), err)
-		}
+		s.deadLetterOp(ctx, tx, ops[0], class, err, res)
+	} else if err := s.bisect(ctx, tx, ops, class, err, res); err != nil {
+		return err
 	}
 	_, err = tx.Exec(ctx, "RELEASE SAVEPOINT "+savepoint)
 	return err
+}
+
+// applyChecked applies ops and checks the deferred constraints, and adds
+// what they wrote to res when both succeed.
+func (s *Sink) applyChecked(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
+	var r result
+	if err := s.apply(ctx, tx, ops, &r); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, checkDeferred); err != nil {
+		return err
+	}
+	res.rows += r.rows
+	res.deleted += r.deleted
+	res.duplicates += r.duplicates
+	return nil
+}
+
+// loadClass classifies err, the error of a load of n ops. stop is the
+// error that ends the load instead of a bisection: err itself when its
+// class is neither ClassRow nor ClassUnknown, or too many records whose
+// rows time out alone while isolating.
+func (s *Sink) loadClass(err error, n int, res *result) (class Class, stop error) {
+	class = Classify(err)
+	if s.isolating && sqlState(err) == "57014" {
+		// A statement timeout: bisected, to find the records it
+		// follows (see timeoutsBeforeIsolating).
+		if class = ClassUnknown; n == 1 {
+			if res.timedOut++; res.timedOut > maxIsolatedTimeouts {
+				return class, fmt.Errorf("more than %d records' rows time out alone: the timeouts follow no record: %w", maxIsolatedTimeouts, err)
+			}
+		}
+	}
+	if class != ClassRow && class != ClassUnknown {
+		return class, err
+	}
+	return class, nil
+}
+
+// deadLetterOp makes op o, which Postgres rejected alone with err, a
+// dead letter.
+func (s *Sink) deadLetterOp(ctx context.Context, tx pgx.Tx, o op, class Class, err error, res *result) {
+	s.log.Debug("dead-lettering row postgres rejected", "topic", o.rec.Topic, "partition", o.rec.Partition, "offset", o.rec.Offset,
+		"class", class.String(), "err", err)
+	if class == ClassUnknown {
+		if res.unclassified++; res.first == nil {
+			res.first = err
+		}
+	}
+	res.dead = append(res.dead, s.newDeadLetter(o.rec, &dlq.RecordError{Reason: deadletter.ReasonPostgres, Err: s.nameField(ctx, tx, o, newRowError(err))}))
+}
+
+// bisect loads each half of ops on its own, after their load together
+// failed with err; an error of no known class that none of them fails
+// with alone follows no record.
+func (s *Sink) bisect(ctx context.Context, tx pgx.Tx, ops []op, class Class, err error, res *result) error {
+	before := res.unclassified
+	h := len(ops) / 2
+	if err := s.load(ctx, tx, ops[:h], res); err != nil {
+		return err
+	}
+	if err := s.load(ctx, tx, ops[h:], res); err != nil {
+		return err
+	}
+	if class == ClassUnknown && res.unclassified == before {
+		return fmt.Errorf("%d records fail together and none alone: the error follows no record: %w", len(ops), err)
+	}
+	return nil
 }
 
 // followsRecords decides whether the ops the load dead-lettered for an
