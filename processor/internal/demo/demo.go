@@ -73,23 +73,8 @@ var ErrNotExactlyOnce = errors.New("result is not exactly once")
 
 // Run runs the demo, writing its progress and summary to w.
 func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
-	if o.Events == 0 {
-		o.Events = 5000
-	}
-	if o.Events < 100 {
-		return Summary{}, fmt.Errorf("events must be at least 100, so that the crash lands mid-stream (got %d)", o.Events)
-	}
-	if o.CrashAtTxn == 0 {
-		o.CrashAtTxn = 3
-	}
-	if o.DedupeEvents == 0 {
-		o.DedupeEvents = 1000
-	}
-	if o.DedupeEvents < 100 {
-		return Summary{}, fmt.Errorf("dedupe events must be at least 100 (got %d)", o.DedupeEvents)
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	if err := o.setDefaults(); err != nil {
+		return Summary{}, err
 	}
 	var sum Summary
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -98,72 +83,9 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	}
 	defer cluster.Close()
 	seeds := cluster.ListenAddrs()
-
-	f, err := topology.Parse("deploy/examples/orders.yaml", examples.Orders, func(k string) (string, bool) {
-		if k == topology.BrokersEnv {
-			return seeds[0], true
-		}
-		return "", false
-	})
-	if err != nil {
+	if err := crashPhase(ctx, w, seeds, o, &sum); err != nil {
 		return sum, err
 	}
-	st := &f.Stages[0]
-	fmt.Fprintf(w, "embedded Kafka cluster on %s; topology deploy/examples/orders.yaml, stage %q: %s -> %s (dead letters: %s)\n",
-		seeds[0], st.Name, st.Input.Topic, st.Output.Topic, st.DeadLetter.Topic)
-
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		return sum, err
-	}
-	defer admCl.Close()
-	if _, err := provision.CreateTopics(ctx, kadm.NewClient(admCl), f); err != nil {
-		return sum, err
-	}
-
-	if sum.In, sum.Malformed, err = produce(ctx, admCl, st.Input.Topic, o.Events); err != nil {
-		return sum, err
-	}
-	fmt.Fprintf(w, "produced %s to %s: %s and %d malformed (bad JSON, invalid UTF-8, null value, no event_id)\n",
-		plural.Count(sum.In, "record"), st.Input.Topic, plural.Count(sum.In-sum.Malformed, "event"), sum.Malformed)
-
-	cfg := stage.StageConfig(f, st, "demo-1")
-	// Several transactions, so that the crash lands mid-stream.
-	cfg.MaxRecords = max(10, sum.In/(3*o.CrashAtTxn))
-	var d netcut.Dialer
-	crashing, err := stage.New(cfg,
-		stage.WithLogger(o.Logger),
-		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
-		stage.WithFailpoints(failpoint.Failpoint{Name: failpoint.CrashBeforeCommit, N: o.CrashAtTxn}),
-		stage.WithCrashAction(d.Cut))
-	if err != nil {
-		return sum, err
-	}
-	if err := crashing.Run(ctx); !errors.Is(err, failpoint.ErrCrashed) {
-		return sum, fmt.Errorf("first run: want a crash at transaction %d, got %v", o.CrashAtTxn, err)
-	}
-	cs := crashing.Stats()
-	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %s committed, the next one flushed to the broker and left open\n",
-		failpoint.CrashBeforeCommit, o.CrashAtTxn, plural.Count(cs.Committed, "transaction"))
-
-	restarted, err := stage.New(cfg, stage.WithLogger(o.Logger))
-	if err != nil {
-		return sum, err
-	}
-	start := time.Now()
-	if err := runUntil(ctx, restarted, int64(sum.In)-cs.Produced-cs.DeadLettered); err != nil {
-		return sum, err
-	}
-	rs := restarted.Stats()
-	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %d more %s in %s\n",
-		rs.Committed, plural.Noun(rs.Committed, "transaction"), time.Since(start).Round(time.Millisecond))
-
-	if err := check(ctx, seeds, st, &sum); err != nil {
-		return sum, err
-	}
-	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
-	fmt.Fprintf(w, "  in            %d\n  out           %d\n  dead-lettered %d\n  duplicates    %d\n  missing       %d\n",
-		sum.In, sum.Out, sum.DeadLettered, sum.Duplicates, sum.Missing+sum.MissingDLQ)
 	stateDir, err := os.MkdirTemp("", "exactly-demo-state-")
 	if err != nil {
 		// The container image is FROM scratch: no /tmp unless one is
@@ -183,17 +105,122 @@ func Run(ctx context.Context, w io.Writer, o Options) (Summary, error) {
 	return sum, nil
 }
 
-// dedupePhase runs the stage dedupe of deploy/examples/orders-per-minute.yaml
-// on events of which every fifth is resent (same event ID and key): half
-// the resent ones before a crash, half after it, so that only the store
-// restored from the changelog knows them.
-func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir string, o Options, sum *Summary) error {
-	f, err := topology.Parse("deploy/examples/orders-per-minute.yaml", examples.OrdersPerMinute, func(k string) (string, bool) {
+// setDefaults fills in the defaults of o, and checks its sizes.
+func (o *Options) setDefaults() error {
+	if o.Events == 0 {
+		o.Events = 5000
+	}
+	if o.Events < 100 {
+		return fmt.Errorf("events must be at least 100, so that the crash lands mid-stream (got %d)", o.Events)
+	}
+	if o.CrashAtTxn == 0 {
+		o.CrashAtTxn = 3
+	}
+	if o.DedupeEvents == 0 {
+		o.DedupeEvents = 1000
+	}
+	if o.DedupeEvents < 100 {
+		return fmt.Errorf("dedupe events must be at least 100 (got %d)", o.DedupeEvents)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// parseExample parses the example topology data (named path), with the
+// embedded cluster's first seed as its brokers.
+func parseExample(path string, data []byte, seeds []string) (*topology.File, error) {
+	return topology.Parse(path, data, func(k string) (string, bool) {
 		if k == topology.BrokersEnv {
 			return seeds[0], true
 		}
 		return "", false
 	})
+}
+
+// crashPhase runs the stage of deploy/examples/orders.yaml on events with
+// malformed records mixed in, crashes it mid-transaction, restarts it,
+// and reads back its output and dead letters.
+func crashPhase(ctx context.Context, w io.Writer, seeds []string, o Options, sum *Summary) error {
+	f, err := parseExample("deploy/examples/orders.yaml", examples.Orders, seeds)
+	if err != nil {
+		return err
+	}
+	st := &f.Stages[0]
+	fmt.Fprintf(w, "embedded Kafka cluster on %s; topology deploy/examples/orders.yaml, stage %q: %s -> %s (dead letters: %s)\n",
+		seeds[0], st.Name, st.Input.Topic, st.Output.Topic, st.DeadLetter.Topic)
+
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	if _, err := provision.CreateTopics(ctx, kadm.NewClient(admCl), f); err != nil {
+		return err
+	}
+
+	if sum.In, sum.Malformed, err = produce(ctx, admCl, st.Input.Topic, o.Events); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "produced %s to %s: %s and %d malformed (bad JSON, invalid UTF-8, null value, no event_id)\n",
+		plural.Count(sum.In, "record"), st.Input.Topic, plural.Count(sum.In-sum.Malformed, "event"), sum.Malformed)
+
+	if err := crashAndRestart(ctx, w, f, st, o, sum.In); err != nil {
+		return err
+	}
+	if err := check(ctx, seeds, st, sum); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
+	fmt.Fprintf(w, "  in            %d\n  out           %d\n  dead-lettered %d\n  duplicates    %d\n  missing       %d\n",
+		sum.In, sum.Out, sum.DeadLettered, sum.Duplicates, sum.Missing+sum.MissingDLQ)
+	return nil
+}
+
+// crashAndRestart runs stage st of f until it crashes before the commit
+// of transaction o.CrashAtTxn, then a new instance of it until every one
+// of the in input records is committed.
+func crashAndRestart(ctx context.Context, w io.Writer, f *topology.File, st *topology.Stage, o Options, in int) error {
+	cfg := stage.StageConfig(f, st, "demo-1")
+	// Several transactions, so that the crash lands mid-stream.
+	cfg.MaxRecords = max(10, in/(3*o.CrashAtTxn))
+	var d netcut.Dialer
+	crashing, err := stage.New(cfg,
+		stage.WithLogger(o.Logger),
+		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
+		stage.WithFailpoints(failpoint.Failpoint{Name: failpoint.CrashBeforeCommit, N: o.CrashAtTxn}),
+		stage.WithCrashAction(d.Cut))
+	if err != nil {
+		return err
+	}
+	if err := crashing.Run(ctx); !errors.Is(err, failpoint.ErrCrashed) {
+		return fmt.Errorf("first run: want a crash at transaction %d, got %v", o.CrashAtTxn, err)
+	}
+	cs := crashing.Stats()
+	fmt.Fprintf(w, "instance demo-1 crashed at %s@%d: %s committed, the next one flushed to the broker and left open\n",
+		failpoint.CrashBeforeCommit, o.CrashAtTxn, plural.Count(cs.Committed, "transaction"))
+
+	restarted, err := stage.New(cfg, stage.WithLogger(o.Logger))
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := runUntil(ctx, restarted, int64(in)-cs.Produced-cs.DeadLettered); err != nil {
+		return err
+	}
+	rs := restarted.Stats()
+	fmt.Fprintf(w, "instance demo-1 restarted: fenced the open transaction, committed %d more %s in %s\n",
+		rs.Committed, plural.Noun(rs.Committed, "transaction"), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// dedupePhase runs the stage dedupe of deploy/examples/orders-per-minute.yaml
+// on events of which every fifth is resent (same event ID and key): half
+// the resent ones before a crash, half after it, so that only the store
+// restored from the changelog knows them.
+func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir string, o Options, sum *Summary) error {
+	f, err := parseExample("deploy/examples/orders-per-minute.yaml", examples.OrdersPerMinute, seeds)
 	if err != nil {
 		return err
 	}
@@ -215,22 +242,7 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 	}
 	fmt.Fprintf(w, "\ntopology deploy/examples/orders-per-minute.yaml, stage %q: %s -> %s, dedupe by value.event_id\n", st.Name, st.Input.Topic, st.Output.Topic)
 
-	event := func(i int) *kgo.Record {
-		id := "o-" + strconv.Itoa(i)
-		v := fmt.Sprintf(`{"event_id":%q,"customer":"c-%d","amount":%d,"ts":%d}`, id, i%13, i%50, 1_767_225_600_000+int64(i)*100)
-		return &kgo.Record{Topic: st.Input.Topic, Key: []byte(id), Value: []byte(v)}
-	}
-	var first, later []*kgo.Record
-	for i := range o.DedupeEvents {
-		first = append(first, event(i))
-	}
-	for i := 0; i < o.DedupeEvents; i += 5 {
-		if i%10 == 0 {
-			first = append(first, event(i))
-		} else {
-			later = append(later, event(i))
-		}
-	}
+	first, later := resentEvents(st.Input.Topic, o.DedupeEvents)
 	sum.Distinct, sum.Resent = o.DedupeEvents, len(first)-o.DedupeEvents+len(later)
 	if err := cl.ProduceSync(ctx, first...).FirstErr(); err != nil {
 		return fmt.Errorf("produce input: %w", err)
@@ -240,8 +252,45 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 	cfg := stage.StageConfig(f, st, "demo-1")
 	cfg.StateDir = stateDir
 	cfg.MaxRecords = max(10, len(first)/6)
+	if err := dedupeCrashAndRestart(ctx, w, cl, cfg, pipelines[st.Name], later, o.Logger, sum); err != nil {
+		return err
+	}
+	if err := countDedupeOutputs(ctx, seeds, st.Output.Topic, sum); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
+	fmt.Fprintf(w, "  in            %d (%d distinct, %d resent)\n  out           %d\n  deduplicated  %d\n  duplicates    %d\n  missing       %d\n",
+		sum.Distinct+sum.Resent, sum.Distinct, sum.Resent, sum.DedupeOut, sum.Deduplicated, sum.DedupeDuplicates, sum.DedupeMissing)
+	return nil
+}
+
+// resentEvents are n distinct events to topic, with every tenth resent
+// among them (first), and every other fifth resent after them (later).
+func resentEvents(topic string, n int) (first, later []*kgo.Record) {
+	event := func(i int) *kgo.Record {
+		id := "o-" + strconv.Itoa(i)
+		v := fmt.Sprintf(`{"event_id":%q,"customer":"c-%d","amount":%d,"ts":%d}`, id, i%13, i%50, 1_767_225_600_000+int64(i)*100)
+		return &kgo.Record{Topic: topic, Key: []byte(id), Value: []byte(v)}
+	}
+	for i := range n {
+		first = append(first, event(i))
+	}
+	for i := 0; i < n; i += 5 {
+		if i%10 == 0 {
+			first = append(first, event(i))
+		} else {
+			later = append(later, event(i))
+		}
+	}
+	return first, later
+}
+
+// dedupeCrashAndRestart runs the dedupe stage (cfg, pipeline) until it
+// crashes before the commit of its third transaction, produces later,
+// then runs a new instance until it has counted every input.
+func dedupeCrashAndRestart(ctx context.Context, w io.Writer, cl *kgo.Client, cfg stage.Config, pipeline *transform.Pipeline, later []*kgo.Record, log *slog.Logger, sum *Summary) error {
 	var d netcut.Dialer
-	crashing, err := stage.New(cfg, stage.WithLogger(o.Logger), stage.WithTransform(pipelines[st.Name]),
+	crashing, err := stage.New(cfg, stage.WithLogger(log), stage.WithTransform(pipeline),
 		stage.WithKafkaOptions(kgo.Dialer(d.Dial)),
 		stage.WithFailpoints(failpoint.Failpoint{Name: failpoint.CrashBeforeCommit, N: 3}),
 		stage.WithCrashAction(d.Cut))
@@ -258,7 +307,7 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 		return fmt.Errorf("produce input: %w", err)
 	}
 	fmt.Fprintf(w, "produced %d more resent events, seen before the crash\n", len(later))
-	restarted, err := stage.New(cfg, stage.WithLogger(o.Logger), stage.WithTransform(pipelines[st.Name]))
+	restarted, err := stage.New(cfg, stage.WithLogger(log), stage.WithTransform(pipeline))
 	if err != nil {
 		return err
 	}
@@ -269,10 +318,15 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 	rs := restarted.Stats()
 	sum.Deduplicated = int(cs.Deduplicated + rs.Deduplicated)
 	fmt.Fprintf(w, "instance demo-1 restarted: restored its store from the changelog, committed %s\n", plural.Count(rs.Committed, "more transaction"))
+	return nil
+}
 
+// countDedupeOutputs reads the dedupe stage's output topic, read
+// committed, and counts its records, duplicates and missing events.
+func countDedupeOutputs(ctx context.Context, seeds []string, topic string, sum *Summary) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	outs, err := audit.Drain(ctx, seeds, st.Output.Topic)
+	outs, err := audit.Drain(ctx, seeds, topic)
 	if err != nil {
 		return err
 	}
@@ -295,9 +349,6 @@ func dedupePhase(ctx context.Context, w io.Writer, seeds []string, stateDir stri
 			sum.DedupeMissing++
 		}
 	}
-	fmt.Fprintf(w, "\nread back with isolation.level=read_committed:\n")
-	fmt.Fprintf(w, "  in            %d (%d distinct, %d resent)\n  out           %d\n  deduplicated  %d\n  duplicates    %d\n  missing       %d\n",
-		sum.Distinct+sum.Resent, sum.Distinct, sum.Resent, sum.DedupeOut, sum.Deduplicated, sum.DedupeDuplicates, sum.DedupeMissing)
 	return nil
 }
 
