@@ -229,50 +229,65 @@ func errIfNot(ok bool, err error) error {
 
 // resolve returns the new offset of every partition that t moves.
 func resolve(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]partitionState, t Target) (map[int32]int64, error) {
-	out := make(map[int32]int64, len(parts))
 	switch t.Kind {
 	case Earliest, Latest:
+		out := make(map[int32]int64, len(parts))
 		for p, s := range parts {
 			out[p] = s.start
 			if t.Kind == Latest {
 				out[p] = s.end
 			}
 		}
+		return out, nil
 	case Time:
-		listed, err := adm.ListOffsetsAfterMilli(ctx, t.Time.UnixMilli(), topic)
-		if err == nil {
-			err = listed.Error()
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list offsets of %s at %s: %w", topic, t.Time.Format(time.RFC3339), err)
-		}
-		for p, s := range parts {
-			o, ok := listed.Lookup(topic, p)
-			if !ok || o.Offset < 0 {
-				// No record at or after the time: the end.
-				out[p] = s.end
-				continue
-			}
-			out[p] = o.Offset
-		}
+		return resolveTime(ctx, adm, topic, parts, t.Time)
 	case Offsets:
-		var errs []error
-		for p, o := range t.Offsets {
-			s, ok := parts[p]
-			switch {
-			case !ok:
-				errs = append(errs, fmt.Errorf("partition %d: %s has %d partitions", p, topic, len(parts)))
-			case o < s.start || o > s.end:
-				errs = append(errs, fmt.Errorf("partition %d: offset %d is outside the log [%d, %d]", p, o, s.start, s.end))
-			default:
-				out[p] = o
-			}
+		return resolveOffsets(topic, parts, t.Offsets)
+	}
+	return nil, fmt.Errorf("%w: unknown target %q", ErrUsage, t.Kind)
+}
+
+// resolveTime returns, for every partition, the offset of its first
+// record at or after at, or its end when there is none.
+func resolveTime(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]partitionState, at time.Time) (map[int32]int64, error) {
+	listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list offsets of %s at %s: %w", topic, at.Format(time.RFC3339), err)
+	}
+	out := make(map[int32]int64, len(parts))
+	for p, s := range parts {
+		o, ok := listed.Lookup(topic, p)
+		if !ok || o.Offset < 0 {
+			// No record at or after the time: the end.
+			out[p] = s.end
+			continue
 		}
-		if err := errors.Join(errs...); err != nil {
-			return nil, fmt.Errorf("%w: --to-offsets: %w", ErrUsage, err)
+		out[p] = o.Offset
+	}
+	return out, nil
+}
+
+// resolveOffsets checks the offsets given, each within its partition's
+// log, and returns them.
+func resolveOffsets(topic string, parts map[int32]partitionState, offsets map[int32]int64) (map[int32]int64, error) {
+	out := make(map[int32]int64, len(parts))
+	var errs []error
+	for p, o := range offsets {
+		s, ok := parts[p]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("partition %d: %s has %d partitions", p, topic, len(parts)))
+		case o < s.start || o > s.end:
+			errs = append(errs, fmt.Errorf("partition %d: offset %d is outside the log [%d, %d]", p, o, s.start, s.end))
+		default:
+			out[p] = o
 		}
-	default:
-		return nil, fmt.Errorf("%w: unknown target %q", ErrUsage, t.Kind)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: --to-offsets: %w", ErrUsage, err)
 	}
 	return out, nil
 }
