@@ -330,8 +330,8 @@ type Stage struct {
 	// acknowledged (the Java producer's buffer.memory): a record that
 	// would pass it waits for room, or fails with its transaction if
 	// none comes before the transaction timeout. Default 4 MiB, 1 MiB to
-	// 1 GiB; 1 MiB holds any record
-	// the producer sends (its batches are at most 1000012 bytes).
+	// 1 GiB; 1 MiB holds any record the producer sends (its batches are
+	// at most 1000012 bytes).
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 }
 
