@@ -23,24 +23,43 @@ func IsFatal(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
+	return hasFatalType(err) || isFatalKafkaError(err) ||
+		fault.IsCertificateError(err) ||
+		// the schema registry refuses the credentials or the schema
+		serde.IsRegistryRefused(err)
+}
+
+// hasFatalType reports whether err is or wraps a ConfigError, a
+// FatalError, a FencedError or a GroupClashError.
+func hasFatalType(err error) bool {
 	var cfgErr *fault.ConfigError
 	var fatal *fault.FatalError
 	var fenced *group.FencedError
 	var clash *group.GroupClashError
-	if errors.As(err, &cfgErr) || errors.As(err, &fatal) || errors.As(err, &fenced) || errors.As(err, &clash) {
-		return true
+	return errors.As(err, &cfgErr) || errors.As(err, &fatal) || errors.As(err, &fenced) || errors.As(err, &clash)
+}
+
+// fatalKafkaErrors are the Kafka error codes that rebuilding the session
+// does not clear.
+var fatalKafkaErrors = []error{
+	kerr.TopicAuthorizationFailed,
+	kerr.GroupAuthorizationFailed,
+	kerr.TransactionalIDAuthorizationFailed,
+	kerr.ClusterAuthorizationFailed,
+	kerr.SaslAuthenticationFailed,
+	kerr.UnsupportedSaslMechanism,
+	// another live process holds our group.instance.id (FencedError)
+	kerr.FencedInstanceID,
+	// transaction_timeout above the broker's transaction.max.timeout.ms
+	kerr.InvalidTransactionTimeout,
+}
+
+// isFatalKafkaError reports whether err is one of fatalKafkaErrors.
+func isFatalKafkaError(err error) bool {
+	for _, k := range fatalKafkaErrors {
+		if errors.Is(err, k) {
+			return true
+		}
 	}
-	return errors.Is(err, kerr.TopicAuthorizationFailed) ||
-		errors.Is(err, kerr.GroupAuthorizationFailed) ||
-		errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
-		errors.Is(err, kerr.ClusterAuthorizationFailed) ||
-		errors.Is(err, kerr.SaslAuthenticationFailed) ||
-		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
-		// another live process holds our group.instance.id (FencedError)
-		errors.Is(err, kerr.FencedInstanceID) ||
-		fault.IsCertificateError(err) ||
-		// transaction_timeout above the broker's transaction.max.timeout.ms
-		errors.Is(err, kerr.InvalidTransactionTimeout) ||
-		// the schema registry refuses the credentials or the schema
-		serde.IsRegistryRefused(err)
+	return false
 }
