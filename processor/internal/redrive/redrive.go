@@ -408,39 +408,50 @@ func Parse(rec *kgo.Record) (dl DeadLetter, ok bool) {
 	for _, h := range rec.Headers {
 		v := string(h.Value)
 		switch h.Key {
-		case deadletter.HeaderStage:
-			dl.Stage = v
-		case deadletter.HeaderReason:
-			dl.Reason = v
-		case deadletter.HeaderError:
-			dl.Error = v
-		case deadletter.HeaderStep:
-			dl.Step = v
 		case deadletter.HeaderSourceTopic:
 			dl.SourceTopic, topicOK = v, v != ""
 		case deadletter.HeaderSourcePartition:
 			p, err := strconv.ParseInt(v, 10, 32)
 			dl.SourcePartition, partOK = int32(p), err == nil && p >= 0
-		case deadletter.HeaderSourceOffset:
-			dl.SourceOffset, _ = strconv.ParseInt(v, 10, 64)
-		case deadletter.HeaderSourceTimestamp:
-			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
-				dl.SourceTime = time.UnixMilli(ms)
-			}
-		case deadletter.HeaderValueOmitted, deadletter.HeaderKeyOmitted:
-			dl.Envelope = true
-		case deadletter.HeaderWindowResult:
-			dl.WindowResult = true
-		case HeaderCount:
-			dl.Count, _ = strconv.Atoi(v)
 		default:
-			if !strings.HasPrefix(h.Key, "exactly.dlq.") {
-				dl.Headers = append(dl.Headers, h)
-			}
+			dl.setHeader(h)
 		}
 	}
 	dl.Key, dl.Value = rec.Key, rec.Value
 	return dl, partOK && topicOK
+}
+
+// setHeader reads header h of a dead letter into dl: an exactly.dlq.*
+// header other than the source topic and partition, or one of the
+// original record's own headers.
+func (dl *DeadLetter) setHeader(h kgo.RecordHeader) {
+	v := string(h.Value)
+	switch h.Key {
+	case deadletter.HeaderStage:
+		dl.Stage = v
+	case deadletter.HeaderReason:
+		dl.Reason = v
+	case deadletter.HeaderError:
+		dl.Error = v
+	case deadletter.HeaderStep:
+		dl.Step = v
+	case deadletter.HeaderSourceOffset:
+		dl.SourceOffset, _ = strconv.ParseInt(v, 10, 64)
+	case deadletter.HeaderSourceTimestamp:
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			dl.SourceTime = time.UnixMilli(ms)
+		}
+	case deadletter.HeaderValueOmitted, deadletter.HeaderKeyOmitted:
+		dl.Envelope = true
+	case deadletter.HeaderWindowResult:
+		dl.WindowResult = true
+	case HeaderCount:
+		dl.Count, _ = strconv.Atoi(v)
+	default:
+		if !strings.HasPrefix(h.Key, "exactly.dlq.") {
+			dl.Headers = append(dl.Headers, h)
+		}
+	}
 }
 
 // Record returns the record to produce: the original key, value, headers
