@@ -155,7 +155,8 @@ func (w *fenceWatch) OnGroupManageError(err error) {
 	w.once.Do(func() {
 		w.err.Store(&err)
 		if cl := w.cl.Load(); cl != nil {
-			_ = cl.LeaveGroupContext(nil) //nolint:staticcheck // nil is kgo's "do not wait"
+			//lint:ignore SA1012 nil is kgo's "leave without waiting"
+			_ = cl.LeaveGroupContext(nil)
 			time.Sleep(time.Second)
 		}
 	})

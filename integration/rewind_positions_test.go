@@ -418,10 +418,6 @@ func newLoadSink(t *testing.T, pool *pgxpool.Pool, prefix string, parts int, col
 	return c
 }
 
-func (c loadSink) spec() sinkSpec {
-	return sinkSpec{name: c.name, in: c.in, dlq: c.dlq, schema: c.schema}
-}
-
 // run starts the sink as instance id, at log level info, with addr as its
 // metrics address ("" for none).
 func (c loadSink) run(t *testing.T, id, addr string) *proc {

@@ -104,6 +104,9 @@ func TestVerifyMemory(t *testing.T) {
 	outs = nil
 	// The stage's group has committed everything: nothing is pending.
 	ends, err := adm.ListEndOffsets(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
 	offs := kadm.Offsets{}
 	ends.Each(func(o kadm.ListedOffset) { offs.AddOffset(in, o.Partition, o.Offset, -1) })
 	if _, err := adm.CommitOffsets(ctx, "exactly-"+stage, offs); err != nil {

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"reflect"
-	"strings"
 )
 
 // node is one setting of the file as its Go types shape it: a path in the
@@ -63,6 +62,3 @@ func walkType(ft reflect.Type, p string, out []node) []node {
 
 // settingNodes is every setting of a topology file.
 var settingNodes = walk(reflect.TypeFor[File](), "", nil)
-
-// depth is how many mappings hold the setting at path.
-func depth(path string) int { return strings.Count(path, ".") }

@@ -103,7 +103,7 @@ func procCPU(pid int) float64 {
 // machineCPU is the busy and total CPU seconds of all CPUs (procfs,
 // /proc/stat): busy is all but idle and iowait.
 func machineCPU() (busy, all float64) {
-	st, err := procfs.NewStat()
+	st, err := procStat()
 	if err != nil {
 		return 0, 0
 	}
@@ -114,11 +114,20 @@ func machineCPU() (busy, all float64) {
 
 // numCPU is the number of CPUs /proc/stat lists.
 func numCPU() int {
-	st, err := procfs.NewStat()
+	st, err := procStat()
 	if err != nil {
 		return 0
 	}
 	return len(st.CPU)
+}
+
+// procStat reads /proc/stat.
+func procStat() (procfs.Stat, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return procfs.Stat{}, err
+	}
+	return fs.Stat()
 }
 
 // listenerPID finds the process listening on the TCP address addr

@@ -237,8 +237,6 @@ type sinkSpec struct {
 	name, in, dlq, schema string
 	interval              string
 	maxRecords            int
-	sessionTimeout        string // "" for the default
-	columns               string // flow mapping; default event_id and body
 }
 
 func (s sinkSpec) table() string     { return s.schema + ".events" }

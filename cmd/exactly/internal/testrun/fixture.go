@@ -35,7 +35,6 @@
 package testrun
 
 import (
-	"bytes"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -258,9 +257,4 @@ func (p *parser) bytes(n *yaml.Node, path string, b64 bool) ([]byte, bool) {
 		return nil, false
 	}
 	return append([]byte{}, b...), true
-}
-
-// equalBytes compares keys and values, null differing from empty.
-func equalBytes(a, b []byte) bool {
-	return (a == nil) == (b == nil) && bytes.Equal(a, b)
 }
