@@ -186,45 +186,67 @@ func (p *parser) record(n *yaml.Node, path string, kind recordKind) (Record, boo
 			continue
 		}
 		seen[k.Value] = true
-		switch k.Value {
-		case "key", "value", "key_base64", "value_base64":
-			b, good := p.bytes(v, fp, strings.HasSuffix(k.Value, "_base64"))
-			ok = ok && good
-			if strings.HasPrefix(k.Value, "key") {
-				r.Key = b
-			} else {
-				r.Value = b
-			}
-		case "headers":
-			if v.Kind != yaml.MappingNode {
-				p.errorf(v, fp, "expected a mapping of header name to value")
-				ok = false
-				continue
-			}
-			for j := 0; j+1 < len(v.Content); j += 2 {
-				hk, hv := v.Content[j], v.Content[j+1]
-				if hv.Kind != yaml.ScalarNode {
-					p.errorf(hv, fp+"."+hk.Value, "expected a string")
-					ok = false
-					continue
-				}
-				r.Headers = append(r.Headers, Header{Key: hk.Value, Value: hv.Value})
-			}
-		case "partition":
-			n, err := strconv.ParseInt(v.Value, 10, 32)
-			if v.Kind != yaml.ScalarNode || err != nil || n < 0 {
-				p.errorf(v, fp, "expected a partition number (0 or more)")
-				ok = false
-			}
-			r.Partition = int32(n)
-		case "reason":
-			if v.Kind != yaml.ScalarNode || v.Value == "" {
-				p.errorf(v, fp, "expected the dead-letter reason (decode, transform, key, encode, produce)")
-				ok = false
-			}
-			r.Reason = v.Value
+		ok = p.field(&r, k.Value, v, fp) && ok
+	}
+	return r, p.fieldsComplete(n, path, kind, seen) && ok
+}
+
+// field reads field name of a record, with value v (at path fp), into r.
+func (p *parser) field(r *Record, name string, v *yaml.Node, fp string) bool {
+	switch name {
+	case "key", "value", "key_base64", "value_base64":
+		b, good := p.bytes(v, fp, strings.HasSuffix(name, "_base64"))
+		if strings.HasPrefix(name, "key") {
+			r.Key = b
+		} else {
+			r.Value = b
+		}
+		return good
+	case "headers":
+		hs, good := p.headers(v, fp)
+		r.Headers = append(r.Headers, hs...)
+		return good
+	case "partition":
+		n, err := strconv.ParseInt(v.Value, 10, 32)
+		r.Partition = int32(n)
+		if v.Kind != yaml.ScalarNode || err != nil || n < 0 {
+			p.errorf(v, fp, "expected a partition number (0 or more)")
+			return false
+		}
+	case "reason":
+		r.Reason = v.Value
+		if v.Kind != yaml.ScalarNode || v.Value == "" {
+			p.errorf(v, fp, "expected the dead-letter reason (decode, transform, key, encode, produce)")
+			return false
 		}
 	}
+	return true
+}
+
+// headers reads a record's headers, a mapping of name to value at path.
+func (p *parser) headers(v *yaml.Node, path string) ([]Header, bool) {
+	if v.Kind != yaml.MappingNode {
+		p.errorf(v, path, "expected a mapping of header name to value")
+		return nil, false
+	}
+	var hs []Header
+	ok := true
+	for j := 0; j+1 < len(v.Content); j += 2 {
+		hk, hv := v.Content[j], v.Content[j+1]
+		if hv.Kind != yaml.ScalarNode {
+			p.errorf(hv, path+"."+hk.Value, "expected a string")
+			ok = false
+			continue
+		}
+		hs = append(hs, Header{Key: hk.Value, Value: hv.Value})
+	}
+	return hs, ok
+}
+
+// fieldsComplete checks the fields seen of record n (at path) of this
+// kind together: a key or value given once, a dead letter's reason given.
+func (p *parser) fieldsComplete(n *yaml.Node, path string, kind recordKind, seen map[string]bool) bool {
+	ok := true
 	for _, f := range []string{"key", "value"} {
 		if seen[f] && seen[f+"_base64"] {
 			p.errorf(n, path, "give %s or %s_base64, not both", f, f)
@@ -235,7 +257,7 @@ func (p *parser) record(n *yaml.Node, path string, kind recordKind) (Record, boo
 		p.errorf(n, path+".reason", "required (the exactly.dlq.reason header: decode, transform, key, encode or produce)")
 		ok = false
 	}
-	return r, ok
+	return ok
 }
 
 // bytes decodes a key or value: null (or ~) is nil, anything else the

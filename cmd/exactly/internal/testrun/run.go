@@ -72,12 +72,7 @@ func ParseTopology(path string, data []byte, lookup func(string) (string, bool))
 // used: the embedded cluster takes plaintext.
 func Run(ctx context.Context, f *topology.File, fx *Fixture, o Options) (*Result, error) {
 	start := time.Now()
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.setDefaults()
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	if len(f.Stages) == 0 {
@@ -119,19 +114,44 @@ func Run(ctx context.Context, f *topology.File, fx *Fixture, o Options) (*Result
 	}
 	defer rd.close()
 
-	stages, err := startStages(ctx, f, o.Logger)
-	if err != nil {
+	if err := runStages(ctx, adm, f, rd, o.Logger); err != nil {
 		return nil, err
-	}
-	waitErr := quiesce(ctx, adm, f, rd, stages)
-	if err := stages.stop(); err != nil {
-		return nil, err
-	}
-	if waitErr != nil {
-		return nil, waitErr
 	}
 
 	res.Topics = compare(fx, written, rd.snapshot(), ranks)
+	res.countRecords()
+	res.Elapsed = time.Since(start)
+	if !res.OK() {
+		return res, ErrMismatch
+	}
+	return res, nil
+}
+
+// setDefaults fills in the defaults of o.
+func (o *Options) setDefaults() {
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// runStages runs every stage of f until the run is quiet, then stops them.
+func runStages(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reader, log *slog.Logger) error {
+	stages, err := startStages(ctx, f, log)
+	if err != nil {
+		return err
+	}
+	waitErr := quiesce(ctx, adm, f, rd, stages)
+	if err := stages.stop(); err != nil {
+		return err
+	}
+	return waitErr
+}
+
+// countRecords adds up the records read from the output and dead-letter topics.
+func (res *Result) countRecords() {
 	for _, t := range res.Topics {
 		if t.DeadLetters {
 			res.DeadLettered += len(t.Actual)
@@ -139,11 +159,6 @@ func Run(ctx context.Context, f *topology.File, fx *Fixture, o Options) (*Result
 			res.Out += len(t.Actual)
 		}
 	}
-	res.Elapsed = time.Since(start)
-	if !res.OK() {
-		return res, ErrMismatch
-	}
-	return res, nil
 }
 
 // check reports fixture topics the topology does not know or no stage
@@ -421,15 +436,9 @@ func quiesce(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reader
 func notQuiet(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reader) (string, error) {
 	// Committed offsets first: a record read later is then either
 	// covered by them or shows that a stage has more to do.
-	committed := map[string]kadm.OffsetResponses{}
-	for i := range f.Stages {
-		st := &f.Stages[i]
-		// A stage consumes in consumer group exactly-<stage>.
-		offs, err := adm.FetchOffsets(ctx, "exactly-"+st.Name)
-		if err != nil {
-			return "", fmt.Errorf("fetch offsets of stage %s: %w", st.Name, err)
-		}
-		committed[st.Name] = offs
+	committed, err := committedOffsets(ctx, adm, f)
+	if err != nil {
+		return "", err
 	}
 	topics := inputsAndWritten(f, writtenTopics(f))
 	ends, err := adm.ListEndOffsets(ctx, topics...)
@@ -445,6 +454,31 @@ func notQuiet(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reade
 	if rd.err != nil {
 		return "", rd.err
 	}
+	if why := rd.notAtEnd(ends, stable); why != "" {
+		return why, nil
+	}
+	return rd.notCommitted(f, committed), nil
+}
+
+// committedOffsets are the offsets each stage of f committed, by stage.
+func committedOffsets(ctx context.Context, adm *kadm.Client, f *topology.File) (map[string]kadm.OffsetResponses, error) {
+	committed := map[string]kadm.OffsetResponses{}
+	for i := range f.Stages {
+		st := &f.Stages[i]
+		// A stage consumes in consumer group exactly-<stage>.
+		offs, err := adm.FetchOffsets(ctx, "exactly-"+st.Name)
+		if err != nil {
+			return nil, fmt.Errorf("fetch offsets of stage %s: %w", st.Name, err)
+		}
+		committed[st.Name] = offs
+	}
+	return committed, nil
+}
+
+// notAtEnd names the first partition whose end offset is not known, whose
+// transaction is open (its last stable offset below its end), or which rd
+// has not read to its end; "" when there is none. rd.mu is held.
+func (rd *reader) notAtEnd(ends, stable kadm.ListedOffsets) string {
 	var why string
 	ends.Each(func(e kadm.ListedOffset) {
 		if why != "" {
@@ -460,19 +494,23 @@ func notQuiet(ctx context.Context, adm *kadm.Client, f *topology.File, rd *reade
 			why = fmt.Sprintf("%s/%d: not read to its end %d", e.Topic, e.Partition, e.Offset)
 		}
 	})
-	if why != "" {
-		return why, nil
-	}
+	return why
+}
+
+// notCommitted names the first stage of f whose committed offsets are
+// below the last data record rd read from its input; "" when there is
+// none. rd.mu is held.
+func (rd *reader) notCommitted(f *topology.File, committed map[string]kadm.OffsetResponses) string {
 	for i := range f.Stages {
 		st := &f.Stages[i]
 		for p, last := range rd.lastData[st.Input.Topic] {
 			c, ok := committed[st.Name].Lookup(st.Input.Topic, p)
 			if !ok || c.Err != nil || c.At < last {
-				return "stage " + st.Name + " has not committed " + st.Input.Topic + "/" + strconv.Itoa(int(p)), nil
+				return "stage " + st.Name + " has not committed " + st.Input.Topic + "/" + strconv.Itoa(int(p))
 			}
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // source returns the record an output or dead letter came from, by its
