@@ -113,9 +113,6 @@ func (a *Aggregation) parseScalar(s string) error {
 // alsoMapping tells the decoder that an Aggregation is a mapping too.
 func (a *Aggregation) alsoMapping() string { return "count or a mapping" }
 
-// timestampTime is the Aggregate.Time that means the record timestamp.
-const timestampTime = "$timestamp"
-
 // Emit modes of an aggregate step.
 const (
 	emitFinal  = "final"
