@@ -153,10 +153,19 @@ func (s *Stage) StateStore() string {
 	return ""
 }
 
-// aggregate checks the aggregate step at sp, the i-th step of the stage s
-// at p.
-func (v *validator) aggregate(p, sp string, i int, s Stage, a Aggregate) {
-	ap := sp + ".aggregate"
+// aggregate: windowed results per record key; stateful, the stage's last
+// step (see Aggregate).
+var aggregateKind = stepKind{
+	name:  "aggregate",
+	set:   func(st *Step) bool { return !st.Aggregate.IsZero() },
+	bare:  true,
+	check: (*validator).aggregate,
+}
+
+// aggregate checks an aggregate step.
+func (v *validator) aggregate(at stepAt) {
+	p, i, s, a := at.p, at.i, at.s, at.st.Aggregate
+	ap := at.sp + ".aggregate"
 	switch {
 	case i != len(s.Transform)-1:
 		v.report(ap, "aggregate must be the stage's last step: its outputs are window results, not records (move later steps to a stage that reads %s)", v.q(p+".output.topic", s.Output.Topic))

@@ -55,10 +55,19 @@ func (s *Stage) statefulStep() *Stateful {
 	return nil
 }
 
-// stateful checks the stateful step at sp, the i-th step of the stage s at
-// p.
-func (v *validator) stateful(p, sp string, i int, s Stage, sf Stateful) {
-	fp := sp + ".stateful"
+// stateful: a Go transform registered with transform.RegisterStateful,
+// and its store (see Stateful).
+var statefulKind = stepKind{
+	name:  "stateful",
+	set:   func(st *Step) bool { return st.Stateful != (Stateful{}) },
+	bare:  true,
+	check: (*validator).stateful,
+}
+
+// stateful checks a stateful step.
+func (v *validator) stateful(at stepAt) {
+	p, i, s, sf := at.p, at.i, at.s, at.st.Stateful
+	fp := at.sp + ".stateful"
 	for j, o := range s.Transform {
 		op := o.Op()
 		if j == i || (op != "dedupe" && op != "aggregate" && op != "stateful") || (op == "stateful" && j > i) {
@@ -123,4 +132,14 @@ func (v *validator) changelogDeclared(path, stage, store, step string) {
 		v.report(tp, "topic %s is the changelog of stage %s's %s step: exactly topics create makes it (compacted, with the input's partitions); remove it from topics",
 			v.q(tp, name), stage, step)
 	}
+}
+
+// declaredIndex returns the index of topic name in f.Topics, or -1.
+func (v *validator) declaredIndex(name string) int {
+	for i, t := range v.f.Topics {
+		if t.Name == name {
+			return i
+		}
+	}
+	return -1
 }
