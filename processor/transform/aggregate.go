@@ -11,7 +11,6 @@ import (
 	"cel.dev/cel-go/common/types"
 
 	"github.com/exactly-io/exactly/serde"
-	"github.com/exactly-io/exactly/topology"
 )
 
 // Aggregate is the compiled aggregate step of a stage (topology.Aggregate).
@@ -132,24 +131,19 @@ func (a *Aggregate) Values(ctx context.Context, r *Record) ([]any, error) {
 	return out, nil
 }
 
-func (c *compiler) aggregate(path string, idx int, st *topology.Step) (*Aggregate, bool) {
-	ta := &st.Aggregate
-	a := &Aggregate{Step: st.Name, Index: idx, Grace: ta.Grace.Duration, Update: ta.Emit == "update"}
-	if a.Step == "" {
-		a.Step = fmt.Sprintf("transform[%d] aggregate", idx)
-	}
+func init() { registerStep("aggregate", compileAggregate) }
+
+// compileAggregate records the aggregate step in the Pipeline: the engine
+// runs it after the steps, with the stage's state store.
+func compileAggregate(b *builder) runFunc {
+	ta := &b.st.Aggregate
+	a := &Aggregate{Step: b.name(), Index: b.idx, Grace: ta.Grace.Duration, Update: ta.Emit == "update"}
 	a.Size, a.Advance = ta.Window.Size()
-	ok := true
-	p := path + ".aggregate"
 	if t := ta.Time; t != "" && t != "$timestamp" { // the record timestamp
-		var good bool
-		a.time, good = c.compile(p+".time", t)
-		ok = ok && good
+		a.time = b.expr("aggregate.time", t)
 	}
 	if g := ta.GroupBy; g != "" && g != "key" {
-		var good bool
-		a.group, good = c.compile(p+".group_by", g)
-		ok = ok && good
+		a.group = b.expr("aggregate.group_by", g)
 	}
 	for name := range ta.Aggregations {
 		a.Names = append(a.Names, name)
@@ -160,13 +154,14 @@ func (c *compiler) aggregate(path string, idx int, st *topology.Step) (*Aggregat
 		a.Kinds = append(a.Kinds, kind)
 		var prg *program
 		if kind != "count" {
-			var good bool
-			prg, good = c.compile(p+".aggregations."+name+"."+kind, expr)
-			ok = ok && good
+			prg = b.expr("aggregate.aggregations."+name+"."+kind, expr)
 		}
 		a.exprs = append(a.exprs, prg)
 	}
-	return a, ok
+	if b.ok {
+		b.p.aggregate = a
+	}
+	return nil
 }
 
 // Aggregate returns the stage's aggregate step, nil if it has none.

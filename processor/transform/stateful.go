@@ -2,7 +2,10 @@ package transform
 
 import (
 	"context"
+	"fmt"
 	"sync"
+
+	"github.com/exactly-io/exactly/topology"
 )
 
 // Store is the state of a stateful Go transform (see StatefulFunc): a
@@ -81,7 +84,42 @@ func WithStore(ctx context.Context, st Store) context.Context {
 	return context.WithValue(ctx, storeKey{}, st)
 }
 
-// statefulStep calls a stateful Go transform as funcStep calls a Func,
+func init() { registerStep("stateful", compileStateful) }
+
+// compileStateful calls the stateful Go transform registered under the
+// step's func in the compile's Registry, and records the step in the
+// Pipeline: the engine sets up its store.
+func compileStateful(b *builder) runFunc {
+	fn, found := b.c.lookupStateful(b.path, b.st.Stateful.Func, b.reg)
+	if !found {
+		b.ok = false
+		return nil
+	}
+	b.p.hasFuncs = true
+	b.p.stateful = &Stateful{Step: b.name(), Index: b.idx, Store: b.st.Stateful.StoreName()}
+	return statefulStep(fn)
+}
+
+// lookupStateful returns the stateful Go transform registered as name,
+// or reports at path that there is none.
+func (c *compiler) lookupStateful(path, name string, reg *Registry) (StatefulFunc, bool) {
+	fn, found := reg.LookupStateful(name)
+	if found {
+		return fn, true
+	}
+	hint := ""
+	if _, stateless := reg.Lookup(name); stateless {
+		hint = fmt.Sprintf(" (%q is a stateless transform: call it with func: %s)", name, name)
+	}
+	fp := path + ".stateful.func"
+	if c.f.Position(fp) == (topology.Position{}) {
+		fp = path + ".stateful" // the scalar form
+	}
+	c.fail(fp, "no stateful Go transform is registered as %q%s (registered with transform.RegisterStateful: %s)", name, hint, namesOrNone(reg.StatefulNames()))
+	return nil, false
+}
+
+// statefulStep calls a stateful Go transform as the func step calls a Func,
 // with the store from the context behind a guard that closes when the
 // step returns: a call abandoned at its deadline must not change the
 // state of the records processed after it.
