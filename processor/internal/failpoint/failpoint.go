@@ -3,11 +3,9 @@ package failpoint
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // FailpointEnv is the environment variable that arms failpoints in the CLI.
@@ -79,13 +77,6 @@ func ParseFailpoints(s string) ([]Failpoint, error) {
 		fps = append(fps, Failpoint{Name: name, N: num})
 	}
 	return fps, nil
-}
-
-// KillSelf ends the process at once with SIGKILL: no deferred function, no
-// flush, no LeaveGroup, no EndTxn. It is the default crash action.
-func KillSelf() {
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // SIGKILL is not deliverable late; never return
 }
 
 // Failpoints are the armed failpoints of a stage or a sink, and what firing

@@ -29,7 +29,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -73,7 +72,7 @@ const memTableSize = 32 << 20
 // identity, or that Pebble cannot open, is emptied first: its state is
 // rebuilt from the changelogs.
 //
-// dir is locked (flock on dir + ".lock") until Close: two processes must
+// dir is locked (an OS file lock on dir + ".lock") until Close: two processes must
 // never share a state directory, and the second gets ErrLocked.
 //
 // Pebble writes no WAL and does not sync: every write is a batch that
@@ -144,15 +143,15 @@ func open(dir, identity string, log *slog.Logger) (*DB, error) {
 	return &DB{db: db, dir: dir}, nil
 }
 
-// lockDir takes an exclusive flock on dir + ".lock", which holds the PID
-// of its owner.
+// lockDir takes an exclusive lock on dir + ".lock" (flock on unix,
+// LockFileEx on windows), which holds the PID of its owner.
 func lockDir(dir string) (*os.File, error) {
 	name := dir + ".lock"
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open state: lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := tryLock(f); err != nil {
 		pid, _ := os.ReadFile(name)
 		_ = f.Close()
 		owner := strings.TrimSpace(string(pid))
@@ -185,7 +184,7 @@ func (d *DB) Close() error {
 		err = cerr
 	}
 	if d.lock != nil {
-		_ = d.lock.Close() // releases the flock
+		_ = d.lock.Close() // releases the lock
 	}
 	if err != nil {
 		return fmt.Errorf("close state: %w", err)
