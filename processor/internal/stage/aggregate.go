@@ -16,48 +16,72 @@ import (
 	"github.com/exactly-io/exactly/serde"
 )
 
-// The aggregate step (topology.Aggregate) in the engine. Its state
-// (state.Aggregate) lives and commits as the dedupe step's does (see
-// dedupe.go): the same database, changelog rules, restore and drop.
+// The aggregate step (topology.Aggregate) in the engine: a stateful step
+// (see state.go) whose state is the open windows of each group key
+// (state.Aggregate).
 //
 // A record runs the stage's other steps, then is added to its windows
 // (the step is the stage's last). With emit update each changed window is
 // an output at once; with emit final, the windows that the transaction's
-// stream time closed are outputs at its end (finishAggregate), in the
-// same transaction as their tombstones and the input offsets.
+// stream time closed are outputs at its end (finish), in the same
+// transaction as their tombstones and the input offsets.
 
-// aggregateOutputs is recordOutputs for a stage with an aggregate step.
-// Records it consumes without an output are counted as filtered.
-func (t *txn) aggregateOutputs(r *kgo.Record, src source) ([]*kgo.Record, error) {
-	s := t.stage
-	a := s.aggregateStep
-	key, ts, values, err := t.aggregateInput(r)
+// aggregateStep is the stage's aggregate step.
+type aggregateStep struct {
+	stepInfo
+	a     *transform.Aggregate
+	store *state.Aggregate // set by open
+}
+
+func (g *aggregateStep) open(db *state.DB) stateStore {
+	a := g.a
+	g.store = state.NewAggregate(db, state.AggregateConfig{Size: a.Size, Advance: a.Advance, Grace: a.Grace, Kinds: a.Kinds, Update: a.Update})
+	return g.store
+}
+
+func (g *aggregateStep) begin(t *txn) stepTxn {
+	return &aggregateTxn{t: t, a: g.a, agg: g.store.Begin(t.emitChangelog)}
+}
+
+// aggregateTxn is the aggregate step in one session's transactions.
+type aggregateTxn struct {
+	t   *txn
+	a   *transform.Aggregate
+	agg *state.AggregateTxn
+}
+
+// outputs counts the records it consumes without an output as filtered.
+// A window result has its own timestamp (its largest event time), so the
+// input's timestamp is not checked here.
+func (x *aggregateTxn) outputs(r *kgo.Record, src source) ([]*kgo.Record, bool, error) {
+	t, a := x.t, x.a
+	key, ts, values, err := x.input(r)
 	if err != nil || key == nil {
-		return nil, err
+		return nil, t.stateLost, err
 	}
-	updated, late, err := t.agg.Add(r.Partition, key, ts, values)
+	updated, late, err := x.agg.Add(r.Partition, key, ts, values)
 	stepErr := func(reason string, err error) error { return &dlq.RecordError{Reason: reason, Step: a.Step, Err: err} }
 	switch {
 	case errors.Is(err, state.ErrNotRestored):
 		t.stateLost = true
-		return nil, nil
+		return nil, true, nil
 	case errors.Is(err, state.ErrOverflow) || errors.Is(err, state.ErrNotNumber):
-		return nil, stepErr(deadletter.ReasonTransform, fmt.Errorf("%w", namedAggErr(a, err)))
+		return nil, t.stateLost, stepErr(deadletter.ReasonTransform, fmt.Errorf("%w", namedAggErr(a, err)))
 	case err != nil:
 		t.fail(src, fmt.Errorf("aggregate state: %w", err))
-		return nil, nil
+		return nil, t.stateLost, nil
 	case late:
-		return nil, lateErr(a, r.Partition, ts)
+		return nil, t.stateLost, lateErr(a, r.Partition, ts)
 	}
 	outs := make([]*kgo.Record, 0, len(updated))
 	for _, res := range updated {
-		out, err := s.windowOutput(res)
+		out, err := t.stage.windowOutput(a, res)
 		if err != nil {
-			return nil, err
+			return nil, t.stateLost, err
 		}
 		outs = append(outs, out)
 	}
-	return outs, nil
+	return outs, t.stateLost, nil
 }
 
 func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
@@ -65,27 +89,27 @@ func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
 		time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), partition)}
 }
 
-// aggregateVerdict is the record error r would get from the aggregate
-// step (its other steps, group, time, values, lateness), changing
-// nothing: for the envelope of a dead letter the broker refused, which
-// keeps the record's own reason. nil when r would be aggregated.
-func (t *txn) aggregateVerdict(r *kgo.Record) error {
-	_, ts, _, err := t.aggregateInput(r)
+// verdict is the record error r would get from the aggregate step (its
+// other steps, group, time, values, lateness), changing nothing: for the
+// envelope of a dead letter the broker refused, which keeps the record's
+// own reason. nil when r would be aggregated.
+func (x *aggregateTxn) verdict(r *kgo.Record) error {
+	_, ts, _, err := x.input(r)
 	if err != nil {
 		return err
 	}
-	if late, lerr := t.agg.Late(r.Partition, ts); lerr == nil && late {
-		return lateErr(t.stage.aggregateStep, r.Partition, ts)
+	if late, lerr := x.agg.Late(r.Partition, ts); lerr == nil && late {
+		return lateErr(x.a, r.Partition, ts)
 	}
 	return nil
 }
 
-// aggregateInput runs r through the stage's other steps and reads its
-// group key, event time and aggregation values; a nil key with a nil
-// error is a record filtered out.
-func (t *txn) aggregateInput(r *kgo.Record) (key []byte, ts int64, values []any, err error) {
+// input runs r through the stage's other steps and reads its group key,
+// event time and aggregation values; a nil key with a nil error is a
+// record filtered out.
+func (x *aggregateTxn) input(r *kgo.Record) (key []byte, ts int64, values []any, err error) {
+	t, a := x.t, x.a
 	s := t.stage
-	a := s.aggregateStep
 	in, err := s.decodeInput(r)
 	if err != nil {
 		return nil, 0, nil, err
@@ -131,30 +155,34 @@ func namedAggErr(a *transform.Aggregate, err error) error {
 	return err
 }
 
-// finishAggregate ends the aggregate state's changes of the open
-// transaction and produces the results of the windows it closed.
-func (t *txn) finishAggregate() {
-	closed, err := t.agg.Finish()
+// finish ends the aggregate state's changes of the open transaction and
+// produces the results of the windows its stream time closed; the
+// changelog of every window it changed goes in it too.
+func (x *aggregateTxn) finish() {
+	t := x.t
+	closed, err := x.agg.Finish()
 	if err != nil {
 		t.fail(t.last, fmt.Errorf("aggregate state: %w", err))
 		return
 	}
 	for _, res := range closed {
-		out, err := t.stage.windowOutput(res)
+		out, err := t.stage.windowOutput(x.a, res)
 		if err != nil {
 			t.fail(t.last, err)
 			return
 		}
-		t.produceWindow(windowID{partition: res.Partition, key: string(res.Key), start: res.Window.Start}, out)
+		t.produceWindow(windowID{partition: res.Partition, key: string(res.Key), start: res.Window.Start}, x.a.Step, out)
 	}
 }
+
+func (x *aggregateTxn) Commit(ends map[int32]int64) error { return x.agg.Commit(ends) }
+func (x *aggregateTxn) Discard()                          { x.agg.Discard() }
 
 // windowOutput is the output record of one window's results: key = the
 // record key, value = {"key": ..., "window": {"start", "end", "start_ms",
 // "end_ms"}, "results": {name: value, ...}}, timestamp = the largest event
-// time in the window.
-func (s *Stage) windowOutput(res state.Result) (*kgo.Record, error) {
-	a := s.aggregateStep
+// time in the window; a is the step.
+func (s *Stage) windowOutput(a *transform.Aggregate, res state.Result) (*kgo.Record, error) {
 	b := []byte(`{`)
 	if utf8.Valid(res.Key) {
 		b = append(b, `"key":`...)

@@ -74,10 +74,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		opts = append(opts, kgo.WithHooks(s.offsetTrap))
 	}
 	last := []kgo.Opt{s.roleClientID()}
-	if s.changelog != "" {
+	if cl := s.changelog(); cl != "" {
 		// After the injected options: changelog records must go to the
 		// partition of their input partition.
-		last = append(last, kgo.RecordPartitioner(changelogPartitioner{changelog: s.changelog, def: defaultPartitioner()}))
+		last = append(last, kgo.RecordPartitioner(changelogPartitioner{changelog: cl, def: defaultPartitioner()}))
 	}
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), last...)...)
 	if err != nil {
@@ -177,19 +177,14 @@ func (s *Stage) initProducer(ctx context.Context, sess session) error {
 	return nil
 }
 
-// newTxn returns the transaction state of sess, with the stores' batches.
+// newTxn returns the transaction state of sess, with the stateful step's
+// part.
 func (s *Stage) newTxn(ctx context.Context, sess session) *txn {
 	// Transforms see a context that shutdown does not cancel: a record
 	// polled before SIGTERM is still processed, never dead-lettered for it.
 	t := &txn{ctx: context.WithoutCancel(ctx), stage: s, sess: sess, delivered: s.delivered}
-	if s.dedupe != nil {
-		t.dd = s.dedupe.Begin(t.emitChangelog)
-	}
-	if s.aggregate != nil {
-		t.agg = s.aggregate.Begin(t.emitChangelog)
-	}
-	if s.kv != nil {
-		t.kv = s.kv.Begin(t.emitChangelog)
+	if s.store != nil {
+		t.step = s.step.begin(t)
 	}
 	return t
 }

@@ -84,7 +84,7 @@ func (s *Stage) recordOutputs(ctx context.Context, r *kgo.Record) ([]*kgo.Record
 // decodeInput decodes input record r for the transform steps (a
 // *dlq.RecordError if it does not decode).
 func (s *Stage) decodeInput(r *kgo.Record) (transform.Record, error) {
-	steps := s.pipeline != nil && (s.pipeline.Len() > 0 || s.changelog != "")
+	steps := s.pipeline != nil && (s.pipeline.Len() > 0 || s.step != nil)
 	var v any
 	var err error
 	if steps && s.cfg.InputFormat == serde.JSON {

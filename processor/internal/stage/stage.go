@@ -156,21 +156,12 @@ type Stage struct {
 	pipeline   *transform.Pipeline
 	metrics    stageMetrics
 
-	// The stateful step, dedupe (see dedupe.go), aggregate (see
-	// aggregate.go) or stateful (see stateful.go): its compiled step, its
-	// changelog topic, and, while Run runs, its local state (store is
-	// dedupe, aggregate or kv).
-	dedupeStep    *transform.Dedupe
-	aggregateStep *transform.Aggregate
-	statefulStep  *transform.Stateful
-	changelog     string
-	stateStep     string // the step in messages, e.g. "transform[0].dedupe"
-	db            *state.DB
-	dedupe        *state.Dedupe
-	aggregate     *state.Aggregate
-	kv            *state.KV
-	store         stateStore
-	stateErr      atomic.Pointer[error] // a failed restore, for the run loop
+	// The stateful step, dedupe, aggregate or stateful (see state.go),
+	// nil without one, and, while Run runs, its local state.
+	step     statefulStep
+	db       *state.DB
+	store    stateStore
+	stateErr atomic.Pointer[error] // a failed restore, for the run loop
 	// restoredRecords counts the changelog records restored by this
 	// process (for failpoint.CrashDuringRestore); restores run one at a time.
 	restoredRecords int
@@ -288,26 +279,12 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
 	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
-	s.dedupeStep, s.aggregateStep, s.statefulStep = s.pipeline.Dedupe(), s.pipeline.Aggregate(), s.pipeline.Stateful()
-	statefulStore := ""
-	if s.statefulStep != nil {
-		statefulStore = s.statefulStep.Store
-	}
-	for _, st := range []struct {
-		on          bool
-		store, step string
-	}{{s.dedupeStep != nil, topology.DedupeStore, "dedupe"}, {s.aggregateStep != nil, topology.AggregateStore, "aggregate"},
-		{s.statefulStep != nil, statefulStore, "stateful"}} {
-		if !st.on {
-			continue
-		}
-		s.changelog, s.stateStep = topology.ChangelogTopic(cfg.Stage, st.store), st.step
-		if cfg.Guarantee != ExactlyOnce {
-			return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &fault.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", st.step, ExactlyOnce)})
-		}
+	s.step = newStatefulStep(cfg.Stage, s.pipeline)
+	if s.step != nil && cfg.Guarantee != ExactlyOnce {
+		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &fault.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", s.step.about().kind, ExactlyOnce)})
 	}
 	s.stageName, s.inputName = []byte(cfg.Stage), []byte(cfg.Input)
-	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.changelog == ""
+	s.passJSON = cfg.InputFormat == serde.JSON && cfg.OutputFormat == serde.JSON && (s.pipeline == nil || s.pipeline.Len() == 0) && s.step == nil
 	return s, nil
 }
 

@@ -11,9 +11,9 @@ import (
 )
 
 // The stateful step (topology.Stateful, a Go function registered with
-// transform.RegisterStateful) in the engine. Its state (state.KV) lives
-// and commits as the dedupe step's does (see dedupe.go): the same
-// database, changelog rules, restore and drop.
+// transform.RegisterStateful) in the engine: a stateful step (see
+// state.go) whose state is a key-value store per input partition
+// (state.KV).
 //
 // The step runs among the stage's other steps. Each input record gets a
 // recordStore over the open transaction's state, bound to the record's
@@ -23,47 +23,71 @@ import (
 // transaction changed goes to the changelog once, with its last value, in
 // the same transaction as the outputs and input offsets.
 
-// statefulOutputs is recordOutputs for a stage with a stateful step. skip
-// says that the record has neither outputs nor a dead letter, because its
-// state could not be used: the transaction then aborts.
-func (t *txn) statefulOutputs(r *kgo.Record, src source) (outs []*kgo.Record, skip bool, err error) {
-	st := &recordStore{kv: t.kv, p: r.Partition}
+// kvStep is the stage's stateful step.
+type kvStep struct {
+	stepInfo
+	store *state.KV // set by open
+}
+
+func (k *kvStep) open(db *state.DB) stateStore {
+	k.store = state.NewKV(db)
+	return k.store
+}
+
+func (k *kvStep) begin(t *txn) stepTxn { return &kvTxn{t: t, kv: k.store.Begin(t.emitChangelog)} }
+
+// kvTxn is the stateful step in one session's transactions.
+type kvTxn struct {
+	t  *txn
+	kv *state.KVTxn
+}
+
+// outputs skips a record whose state could not be used: the transaction
+// then aborts.
+func (x *kvTxn) outputs(r *kgo.Record, src source) (outs []*kgo.Record, skip bool, err error) {
+	t := x.t
+	if t.unwritableTimestamp(r) {
+		return nil, true, nil
+	}
+	st := &recordStore{kv: x.kv, p: r.Partition}
 	outs, err = t.stage.recordOutputs(transform.WithStore(t.ctx, st), r)
 	switch {
 	case errors.Is(st.err, state.ErrNotRestored):
 		// Revoked while polled (or its restore failed): the
 		// transaction must not commit this record's offset.
-		t.kv.Drop()
+		x.kv.Drop()
 		t.stateLost = true
 		return nil, true, nil
 	case st.err != nil:
-		t.kv.Drop()
+		x.kv.Drop()
 		t.fail(src, fmt.Errorf("stateful state: %w", st.err))
 		return nil, true, nil
 	case err != nil:
-		t.kv.Drop() // a dead letter changes no state; a transient error aborts
+		x.kv.Drop() // a dead letter changes no state; a transient error aborts
 		return nil, false, err
 	}
-	if err := t.kv.Keep(); err != nil {
+	if err := x.kv.Keep(); err != nil {
 		t.fail(src, fmt.Errorf("stateful state: %w", err))
 		return nil, true, nil
 	}
 	return outs, false, nil
 }
 
-// dryOutputs is recordOutputs leaving no change in the state: for the
-// dead letter of a record whose output the broker refused, which says why
-// the record had failed first.
-func (t *txn) dryOutputs(r *kgo.Record) ([]*kgo.Record, error) {
-	if t.agg != nil {
-		return nil, t.aggregateVerdict(r)
-	}
-	if t.kv == nil {
-		return t.stage.recordOutputs(t.ctx, r)
-	}
-	defer t.kv.Drop()
-	return t.stage.recordOutputs(transform.WithStore(t.ctx, &recordStore{kv: t.kv, p: r.Partition}), r)
+func (x *kvTxn) verdict(r *kgo.Record) error {
+	defer x.kv.Drop()
+	_, err := x.t.stage.recordOutputs(transform.WithStore(x.t.ctx, &recordStore{kv: x.kv, p: r.Partition}), r)
+	return err
 }
+
+// finish puts the last value of every key the transaction changed in it.
+func (x *kvTxn) finish() {
+	if err := x.kv.Finish(); err != nil {
+		x.t.fail(x.t.last, fmt.Errorf("stateful state: %w", err))
+	}
+}
+
+func (x *kvTxn) Commit(ends map[int32]int64) error { return x.kv.Commit(ends) }
+func (x *kvTxn) Discard()                          { x.kv.Discard() }
 
 // recordStore is the transform.Store of one input record: partition p of
 // the open transaction's state. err keeps its first failure, which is the

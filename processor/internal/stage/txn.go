@@ -15,7 +15,6 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/failpoint"
 	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
-	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -41,13 +40,10 @@ type txn struct {
 	outputs, deadLetters, filtered int64
 	deduplicated                   int64 // records the dedupe step dropped
 
-	// dd is the open transaction's changes to the dedupe state (nil
-	// without a dedupe step); stateLost is set when a record of a
-	// partition without state was polled (revoked meanwhile): the
-	// transaction then aborts.
-	dd        *state.DedupeTxn
-	agg       *state.AggregateTxn // the aggregate state's, likewise
-	kv        *state.KVTxn        // the stateful step's, likewise
+	// step is the stateful step's part of the transaction (nil without
+	// one); stateLost is set when a record of a partition without state
+	// was polled (revoked meanwhile): the transaction then aborts.
+	step      stepTxn
 	stateLost bool
 	// changelogEnds is, per changelog partition, the offset after the
 	// last changelog record of the open transaction (guarded by mu).
@@ -201,9 +197,6 @@ func (t *txn) process(r *kgo.Record) {
 		t.processPoisoned(r, src, p)
 		return
 	}
-	if t.agg == nil && t.unwritableTimestamp(r) {
-		return
-	}
 	outs, skip, err := t.outputsOf(r, src)
 	if skip || t.haltOn(r, src, err) {
 		return
@@ -232,7 +225,8 @@ func (t *txn) process(r *kgo.Record) {
 // unwritableTimestamp produces the dead letter of r if the Kafka client
 // would write its timestamp as another time, and reports whether it did:
 // outputs keep the input's timestamp (record.go). A window result has its
-// own timestamp (aggregate's MaxEventTime).
+// own timestamp (aggregate's MaxEventTime), so the aggregate step does not
+// check it.
 func (t *txn) unwritableTimestamp(r *kgo.Record) bool {
 	err := kafkaconn.CheckWritableTimestamp(r.Timestamp)
 	if err != nil {
@@ -251,36 +245,36 @@ func (t *txn) processPoisoned(r *kgo.Record, src source, p poison) {
 	}
 	// Even its dead letter was refused: keep why it failed in the
 	// first place, and send a size-bounded envelope.
-	if _, err := t.dryOutputs(r); err != nil && !serde.IsTransient(err) {
+	if err := t.verdict(r); err != nil && !serde.IsTransient(err) {
 		errors.As(err, &re)
 	}
 	t.countDeadLetter(r, re)
 	t.produce(src, t.stage.envelope(r, re))
 }
 
-// outputsOf returns the outputs of r, by the stage's store if it has one;
-// skip means r has none to write and no dead letter (a duplicate, a
-// record of a partition whose state was dropped).
+// outputsOf returns the outputs of r, by the stage's stateful step if it
+// has one; skip means r has none to write and no dead letter (a
+// duplicate, a record of a partition whose state was dropped).
 func (t *txn) outputsOf(r *kgo.Record, src source) (outs []*kgo.Record, skip bool, err error) {
-	switch {
-	case t.agg != nil:
-		outs, err = t.aggregateOutputs(r, src)
-		return outs, t.stateLost, err
-	case t.kv != nil:
-		return t.statefulOutputs(r, src)
-	case t.dd != nil:
-		var v dedupeVerdict
-		switch outs, v, err = t.dedupeOutputs(r, src); v {
-		case dedupeDuplicate:
-			t.deduplicated++
-			return nil, true, nil
-		case dedupeSkip:
-			return nil, true, nil
-		}
-		return outs, false, err
+	if t.step != nil {
+		return t.step.outputs(r, src)
+	}
+	if t.unwritableTimestamp(r) {
+		return nil, true, nil
 	}
 	outs, err = t.stage.recordOutputs(t.ctx, r)
 	return outs, false, err
+}
+
+// verdict is the record error of r, leaving no change in the state: for
+// the dead letter of a record whose output the broker refused, which says
+// why the record had failed first.
+func (t *txn) verdict(r *kgo.Record) error {
+	if t.step != nil {
+		return t.step.verdict(r)
+	}
+	_, err := t.stage.recordOutputs(t.ctx, r)
+	return err
 }
 
 // haltOn dooms the transaction for err, the error of record r, if it is
@@ -337,7 +331,7 @@ func (t *txn) produceThen(src source, r *kgo.Record, then func(error)) {
 			t.fail(src, fmt.Errorf("produce to %s: %w", r.Topic, err))
 			return
 		}
-		if r.Topic == t.stage.changelog && t.stage.changelog != "" {
+		if cl := t.stage.changelog(); cl != "" && r.Topic == cl {
 			// Where the store's checkpoint moves once this commits.
 			t.mu.Lock()
 			t.changelogEnds[r.Partition] = max(t.changelogEnds[r.Partition], r.Offset+1)
@@ -366,13 +360,14 @@ func (t *txn) refusedWindows() map[windowID]error {
 
 // produceWindow produces out, the emit-final result of window w, closed
 // in this transaction, or its dead letter when the broker refused it
-// before (Stage.poisonedWindows). A refusal that is the record's fault is
+// before (Stage.poisonedWindows); step names the aggregate step in a dead
+// letter. A refusal that is the record's fault is
 // noted for afterAbort. The broker refuses a whole batch for one bad
 // record in it (INVALID_TIMESTAMP, say), so while some refused results
 // are suspects (Stage.suspectWindows), each result is produced alone:
 // after everything produced before it is answered, and the next waits for
 // its own answer.
-func (t *txn) produceWindow(w windowID, out *kgo.Record) {
+func (t *txn) produceWindow(w windowID, step string, out *kgo.Record) {
 	// The source a refusal is charged to, and a dead letter names: the
 	// last record of the window's input partition in this transaction,
 	// whose stream time closed it.
@@ -393,7 +388,7 @@ func (t *txn) produceWindow(w windowID, out *kgo.Record) {
 			t.windowsDead = map[windowID]bool{}
 		}
 		t.windowsDead[w] = true
-		re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Step: t.stage.aggregateStep.Step,
+		re := &dlq.RecordError{Reason: deadletter.ReasonProduce, Step: step,
 			Err: fmt.Errorf("the broker refused the window result (record timestamp %d ms): %w", out.Timestamp.UnixMilli(), p.err)}
 		// The result as the dead letter's value, marked as a result
 		// (redrive has no input record to send back).
@@ -497,26 +492,10 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 // finishState writes what the stores add at the end of a transaction
 // into it, unless their state was dropped.
 func (t *txn) finishState() {
-	if t.stateLost {
+	if t.stateLost || t.step == nil {
 		return
 	}
-	if t.dd != nil {
-		// Stream time and expired IDs go in this transaction too.
-		if _, err := t.dd.Finish(expirePerTxn); err != nil {
-			t.fail(t.last, fmt.Errorf("dedupe state: %w", err))
-		}
-	}
-	if t.agg != nil {
-		// Windows closed by this transaction's stream time, and the
-		// changelog of every window it changed, go in it too.
-		t.finishAggregate()
-	}
-	if t.kv != nil {
-		// The last value of every key the transaction changed.
-		if err := t.kv.Finish(); err != nil {
-			t.fail(t.last, fmt.Errorf("stateful state: %w", err))
-		}
-	}
+	t.step.finish()
 }
 
 // endTry is how the transaction ends: an abort if a record failed to
@@ -563,11 +542,11 @@ func (t *txn) notCommitted(ctx context.Context, endErr, produceErr error, n int)
 // the local store, its counts to the stage.
 func (t *txn) afterCommit(n int) error {
 	s := t.stage
-	if st := t.stateTxn(); st != nil {
+	if t.step != nil {
 		t.mu.Lock()
 		ends := t.changelogEnds
 		t.mu.Unlock()
-		if err := st.Commit(ends); err != nil {
+		if err := t.step.Commit(ends); err != nil {
 			// Kafka has the changes; the local store does not: it is
 			// rebuilt with the session.
 			return fmt.Errorf("apply committed state: %w", err)
@@ -614,24 +593,7 @@ func (t *txn) abort(ctx context.Context) error {
 // discardState forgets the open transaction's state changes: it aborted,
 // or its outcome is unknown.
 func (t *txn) discardState() {
-	if st := t.stateTxn(); st != nil {
-		st.Discard()
+	if t.step != nil {
+		t.step.Discard()
 	}
-}
-
-// stateTxn returns the open transaction's changes to the stage's state,
-// nil without a stateful step.
-func (t *txn) stateTxn() interface {
-	Commit(ends map[int32]int64) error
-	Discard()
-} {
-	switch {
-	case t.dd != nil:
-		return t.dd
-	case t.agg != nil:
-		return t.agg
-	case t.kv != nil:
-		return t.kv
-	}
-	return nil
 }
