@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE project test command: bash deploy/local/test.sh
 #
-# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go vet, the unit tests, the
+# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go vet
+# and staticcheck, builds for windows and darwin, runs the unit tests, the
 # integration tests against them, and the cluster profile (cluster-test.sh: the
 # TestCluster* tests on a three-node cluster per transaction.version), and
 # stops everything again on exit (down.sh, cluster.sh stop) unless
@@ -76,6 +77,15 @@ read -r -a gotestflags <<<"${GOTESTFLAGS:-}"
 
 run tidy go mod tidy -diff
 run vet go vet ./...
+# staticcheck at a pinned release (2026.2.2, module v0.8.2, which supports
+# Go 1.26), fetched through the module proxy, over the plain and the
+# integration build. A deliberate exception carries a
+# //lint:ignore CHECK reason on the line above it.
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
+run staticcheck bash -c "go run $STATICCHECK ./... && go run $STATICCHECK -tags integration ./..."
+# The packages build (and vet) for the other platforms a user may embed them
+# on: OS calls live in _unix.go / _windows.go files.
+run cross-build bash -c 'GOOS=windows go build ./... && GOOS=darwin go build ./... && GOOS=windows go vet ./... && GOOS=darwin go vet ./...'
 # Unit tests run on kfake and must not see the real broker: EXACTLY_BROKERS
 # would replace the kfake address in every topology file they load.
 run unit env -u EXACTLY_BROKERS go test -race -count=1 "${gotestflags[@]}" ./...
