@@ -58,7 +58,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 	if os.Getenv("EXACTLY_AGG_RACE") == "0" {
 		bin = buildBin(t, false, "../cmd/exactly")
 	}
-	t.Logf("agg15: %d events, %d kills, seed %d (EXACTLY_AGG_SEED), stage binary %s", events, kills, seed, bin)
+	t.Logf("aggregate crash: %d events, %d kills, seed %d (EXACTLY_AGG_SEED), stage binary %s", events, kills, seed, bin)
 
 	in, out, dlq, stage := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("agg")
 	maxRecords := min(max(events/200, 500), 5000)
@@ -234,7 +234,7 @@ CREATE TABLE %[1]s.got AS
 	if code != 0 || !rep.OK || len(rep.Stages) != 1 || rep.Stages[0].In == 0 || rep.Stages[0].Aggregated != rep.Stages[0].In || rep.Stages[0].Lost != 0 || rep.Stages[0].Orphans != 0 {
 		t.Errorf("exactly verify: exit %d, %+v; want ok, every input aggregated", code, rep.Stages)
 	}
-	t.Logf("agg15 result: %d events, %d windows (%d keys x 60 minutes), %d kills %v, %d mismatches, %d windows emitted more than once, %d results read, wall time %s, seed %d",
+	t.Logf("aggregate crash result: %d events, %d windows (%d keys x 60 minutes), %d kills %v, %d mismatches, %d windows emitted more than once, %d results read, wall time %s, seed %d",
 		events, windows, customers, kills, fired, mismatches, repeated, emitted, time.Since(began).Round(time.Second), seed)
 }
 

@@ -223,7 +223,7 @@ func TestDedupeRebalanceScale(t *testing.T) {
 // returns its names.
 func scaleTopology(t *testing.T) (in, out, dlq, stage, topo string) {
 	t.Helper()
-	in, out, dlq, stage = uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("reb15")
+	in, out, dlq, stage = uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("scale")
 	topo = stagesTopology{txnTimeout: "20s", partitions: scaleParts, stages: []stageYAML{{
 		name: stage, in: in, out: out, dlq: dlq, key: "event_id", interval: "100ms", maxRecords: 1000,
 		transform: "- dedupe: { id: value.id, retention: 20m }",

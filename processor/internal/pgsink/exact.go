@@ -403,8 +403,8 @@ func elementName(s string) string {
 // every element (of every dimension) passes the checks its scalar type
 // would, the refusals of relative times and integers beyond int64
 // included, or the value is refused naming the column. A plain cast would
-// round 1.234 into numeric(5,2)[] and drop a +05 offset into timestamp[]
-// without a word.
+// store 1.234 into numeric(5,2)[] as 1.23 and drop a +05 offset into
+// timestamp[] without a word.
 func arrayCastExpr(x, col string, t, elem colType) string {
 	const e = "elem"
 	checks, value, _, _ := scalarChecks(e, elem)
