@@ -175,17 +175,27 @@ var spec = map[string]setting{
 
 	"Endpoint.topic":                {doc: "A declared topic.", required: true},
 	"Endpoint.format":               {doc: "How record values are encoded.", def: "json", enum: formats, what: "format"},
-	"Endpoint.schema":               {doc: "An Avro schema file (.avsc), relative to the topology file: raw Avro without a registry; with one, an output's registered schema."},
 	"Endpoint.registry":             {doc: "A Confluent-compatible schema registry: values in its wire format (format avro)."},
 	"Registry.url":                  {doc: "http(s)://host[:port][/path], no credentials in it.", required: true},
-	"Registry.subject":              {doc: "Outputs: where the schema is registered.", defText: "`<topic>-value`"},
-	"Registry.reader_schema":        {doc: "Inputs: an .avsc every record's writer schema is resolved to."},
 	"Registry.username":             {doc: "HTTP basic auth user."},
 	"Registry.password":             {doc: "HTTP basic auth password, written as `${VAR}`; or `password_file`."},
 	"Registry.password_file":        {doc: "A file holding the password."},
 	"Registry.ca_file":              {doc: "https: PEM CAs the registry's certificate chains to.", defText: "the system's roots"},
 	"Registry.insecure_skip_verify": {doc: "https: accepts any certificate; tests only (warned about).", def: false},
 	"DeadLetter.topic":              {doc: "A declared topic.", required: true},
+
+	// An input and an output share Endpoint and Registry, but schema,
+	// subject and reader_schema mean something else on each, so each path
+	// has its own entry.
+	"stages[].input.schema":                  {doc: inputSchemaDoc},
+	"sinks[].input.schema":                   {doc: inputSchemaDoc},
+	"stages[].output.schema":                 {doc: "An Avro schema file (.avsc), relative to the topology file: the schema of the values written, and the one registered with a registry."},
+	"stages[].input.registry.subject":        {doc: inputSubjectDoc},
+	"sinks[].input.registry.subject":         {doc: inputSubjectDoc},
+	"stages[].output.registry.subject":       {doc: "Where the schema is registered.", defText: "`<topic>-value`"},
+	"stages[].input.registry.reader_schema":  {doc: inputReaderSchemaDoc},
+	"sinks[].input.registry.reader_schema":   {doc: inputReaderSchemaDoc},
+	"stages[].output.registry.reader_schema": {doc: "Not for an output, which writes with `schema`: an input's setting, refused here."},
 
 	"sinks":                     {doc: "Sinks: each reads one topic and writes rows of a Postgres table, with its stream positions in the same transaction."},
 	"sinks[].name":              {doc: "As a stage's name; the sink consumes in group `exactly-sink-<name>`.", required: true},
@@ -229,6 +239,13 @@ var spec = map[string]setting{
 	"sinks[].max_partition_fetch_bytes": {doc: "As a stage's.",
 		def: mib, min: kib, max: 100 * mib, unit: "bytes", defText: "1048576 (1 MiB), or `fetch_max_bytes` if less", own: true},
 }
+
+// The docs of schema, subject and reader_schema on an input.
+const (
+	inputSchemaDoc       = "An Avro schema file (.avsc), relative to the topology file, for raw Avro; with a registry, use `registry.reader_schema` instead."
+	inputSubjectDoc      = "Not for an input, which finds each record's schema by the ID in its frame: an output's setting, refused here."
+	inputReaderSchemaDoc = "An .avsc every record's writer schema is resolved to."
+)
 
 // typeKey is the spec key of field name of struct type t.
 func typeKey(t reflect.Type, name string) string { return t.Name() + "." + name }
