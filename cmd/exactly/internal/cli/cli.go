@@ -252,7 +252,7 @@ instance ID: it fences its predecessor and aborts its open transaction.
 
 Unless GOMEMLIMIT is set, a process that runs one stage without state
 sets Go's soft memory limit to 64 MiB (more with larger fetch_max_bytes
-or max_buffered_bytes); see the README, Operating exactly: Memory.
+or max_buffered_bytes); see exactly help operating, "Memory".
 
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-commit, crash-after-offset-commit, crash-after-commit,

@@ -132,9 +132,15 @@ func printHelp(w io.Writer, name string, c *command, flags *flag.FlagSet) {
 		fmt.Fprintln(w, "\nFlags:")
 		printFlags(w, flags)
 	}
-	if _, err := fs.Stat(docs.FS, name+".md"); err == nil {
-		fmt.Fprintf(w, "\nReference page: exactly help %s.md\n", name)
+	if title := pageTitle(name); title != "" {
+		fmt.Fprintf(w, "\nFor the reference page %q, run: exactly help %s.md\n", title, name)
 	}
+}
+
+// pageTitle returns the title of the page name.md, "" if there is none.
+func pageTitle(name string) string {
+	_, titles := topics()
+	return titles[name]
 }
 
 // printFlags writes each flag as --name VALUE, then its usage and default.
@@ -207,8 +213,9 @@ Commands:
 	return b.String()
 }
 
-// help prints the help on topic: a command's, or a page of the reference
-// (a command's name wins; NAME.md names the page).
+// help prints the help on topic: a command's, or a page of the reference.
+// NAME.md is always the page; a plain NAME is the command when there is
+// one (whose help then names the page), else the page.
 func help(ctx context.Context, topic string, stdout, stderr io.Writer) int {
 	if topic == "topics" {
 		topic = "topics create"
@@ -218,12 +225,64 @@ func help(ctx context.Context, topic string, stdout, stderr io.Writer) int {
 	}
 	page := strings.TrimSuffix(topic, ".md") + ".md"
 	if b, err := docs.FS.ReadFile(page); err == nil && !strings.Contains(topic, "/") {
-		_, _ = stdout.Write(b)
+		_, _ = io.WriteString(stdout, withoutComments(string(b)))
 		return exitOK
 	}
 	names, _ := topics()
 	fmt.Fprintf(stderr, "exactly help: no command or reference page %q (pages: %s)\n", topic, strings.Join(names, ", "))
 	return exitUsage
+}
+
+// withoutComments returns a Markdown page as a reader of the terminal
+// wants it: without the HTML comments outside its code blocks (generator
+// notes, markers for the tests), and without the blank lines they leave.
+func withoutComments(page string) string {
+	var (
+		out            []string
+		inCode, inNote bool
+	)
+	for _, l := range strings.Split(page, "\n") {
+		if !inCode && (inNote || strings.Contains(l, "<!--")) {
+			had, lead := strings.TrimSpace(l) != "", strings.HasPrefix(l, "<!--")
+			l, inNote = stripComments(l, inNote)
+			if had && strings.TrimSpace(l) == "" {
+				continue
+			}
+			if lead {
+				l = strings.TrimLeft(l, " ") // "<!-- note --> Text" is "Text"
+			}
+		}
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			inCode = !inCode
+		}
+		if !inCode && l == "" && (len(out) == 0 || out[len(out)-1] == "") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// stripComments removes the HTML comments of line l, which starts inside
+// one when open; open is then whether the last one goes on past l.
+func stripComments(l string, open bool) (string, bool) {
+	var b strings.Builder
+	for {
+		if open {
+			j := strings.Index(l, "-->")
+			if j < 0 {
+				return b.String(), true
+			}
+			l, open = l[j+3:], false
+		}
+		i := strings.Index(l, "<!--")
+		if i < 0 {
+			b.WriteString(l)
+			return b.String(), false
+		}
+		b.WriteString(l[:i])
+		l, open = l[i+4:], true
+	}
 }
 
 // reference returns the CLI reference page, cmd/exactly/docs/cli-reference.md.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -138,21 +139,75 @@ func TestHelpTexts(t *testing.T) {
 	}
 }
 
-// `exactly help TOPIC` prints a page of cmd/exactly/docs; a command's name
-// wins, and NAME.md names the page.
+// `exactly help TOPIC` prints a page of cmd/exactly/docs without its HTML
+// comments; NAME.md is always the page, and a plain NAME the command when
+// there is one, whose help then names the page.
 func TestHelpTopics(t *testing.T) {
-	for topic, page := range map[string]string{"topology": "topology.md", "values": "values.md", "sink.md": "sink.md", "cli-reference": "cli-reference.md"} {
-		want, err := docs.FS.ReadFile(page)
+	for topic, page := range map[string]string{"topology": "topology.md", "values": "values.md", "sink.md": "sink.md",
+		"cli-reference": "cli-reference.md", "getting-started": "getting-started.md", "stages.md": "stages.md"} {
+		b, err := docs.FS.ReadFile(page)
 		if err != nil {
 			t.Fatal(err)
 		}
 		code, stdout, stderr := runCLI("help", topic)
-		if code != 0 || stderr != "" || stdout != string(want) {
-			t.Errorf("exactly help %s: exit %d, stderr %q, stdout is not %s", topic, code, stderr, page)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "# ") {
+			t.Errorf("exactly help %s: exit %d, stderr %q, stdout starts %q; want the page %s, its title first",
+				topic, code, stderr, stdout[:min(len(stdout), 60)], page)
+		}
+		if strings.Contains(stdout, "<!--") || strings.Contains(stdout, "-->") {
+			t.Errorf("exactly help %s prints an HTML comment", topic)
+		}
+		if want := uncommentedLines(string(b)); !slices.Equal(nonBlank(stdout), want) {
+			t.Errorf("exactly help %s: the text is not %s's, less its comments", topic, page)
 		}
 	}
-	if _, stdout, _ := runCLI("help", "sink"); !strings.HasPrefix(stdout, "Usage: exactly sink") || !strings.Contains(stdout, "exactly help sink.md") {
-		t.Errorf("exactly help sink: want the command's help, naming the page sink.md:\n%s", stdout)
+	_, stdout, _ := runCLI("help", "sink")
+	if !strings.HasPrefix(stdout, "Usage: exactly sink") || !strings.HasSuffix(stdout, `For the reference page "The Postgres sink", run: exactly help sink.md`+"\n") {
+		t.Errorf("exactly help sink: want the command's help, then a line naming the page sink.md:\n%s", stdout)
+	}
+	if _, stdout, _ := runCLI("help", "run"); strings.Contains(stdout, "For the reference page") {
+		t.Errorf("exactly help run names a page run.md, which does not exist:\n%s", stdout)
+	}
+	if code, _, stderr := runCLI("help", "run.md"); code != 2 || !strings.Contains(stderr, `no command or reference page "run.md"`) {
+		t.Errorf("exactly help run.md: exit %d, %q; want 2: there is no page run.md", code, stderr)
+	}
+}
+
+// nonBlank returns the lines of text that are not blank.
+func nonBlank(text string) []string {
+	var ls []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.TrimSpace(l) != "" {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// uncommentedLines returns the lines of a page that are not blank,
+// without the comments that fill a line and with inline ones cut out.
+func uncommentedLines(page string) []string {
+	var ls []string
+	for _, l := range nonBlank(page) {
+		l = regexp.MustCompile(`<!--.*?--> ?`).ReplaceAllString(l, "")
+		if strings.TrimSpace(l) != "" {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+func TestWithoutComments(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"<!-- note -->\n\n# T\n\ntext\n", "# T\n\ntext\n"},
+		{"# T\n\n<!-- toc -->\n## Contents\n\n- a\n\n<!-- /toc -->\n## A\n", "# T\n\n## Contents\n\n- a\n\n## A\n"},
+		{"a <!-- x --> b\n", "a  b\n"},
+		{"a\n<!-- one\ntwo -->\nb\n", "a\nb\n"},
+		{"```html\n<!-- kept -->\n\n\nx\n```\n", "```html\n<!-- kept -->\n\n\nx\n```\n"},
+	} {
+		if got := withoutComments(tc.in); got != tc.want {
+			t.Errorf("withoutComments(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
 
