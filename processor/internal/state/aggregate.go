@@ -29,7 +29,8 @@ type Aggregate struct {
 	db      *DB
 	windows *Store
 	cfg     AggregateConfig
-	size    int64 // ms
+	kinds   []aggKind // of cfg.Kinds
+	size    int64     // ms
 	advance int64
 	grace   int64
 	*partSet
@@ -50,7 +51,7 @@ type AggregateConfig struct {
 // "aggregate" of db.
 func NewAggregate(db *DB, cfg AggregateConfig) *Aggregate {
 	w := db.Store("aggregate")
-	return &Aggregate{db: db, windows: w, cfg: cfg, size: cfg.Size.Milliseconds(), advance: cfg.Advance.Milliseconds(),
+	return &Aggregate{db: db, windows: w, cfg: cfg, kinds: aggKindsOf(cfg.Kinds), size: cfg.Size.Milliseconds(), advance: cfg.Advance.Milliseconds(),
 		grace: cfg.Grace.Milliseconds(), partSet: newPartSet(w)}
 }
 
@@ -120,9 +121,6 @@ func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
 	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: touched{}}
 }
 
-// Add adds a record of partition p with this key, event time ts (Unix
-// ms) and one native value per aggregation (ignored for count) to its
-// open windows, after advancing the stream time to ts. It returns the
 // Late reports whether a record of partition p with event time ts would
 // be late (every window of ts closed, Add's late), changing nothing.
 func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) {
@@ -139,6 +137,9 @@ func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) {
 	return true, nil
 }
 
+// Add adds a record of partition p with this key, event time ts (Unix
+// ms) and one native value per aggregation (ignored for count) to its
+// open windows, after advancing the stream time to ts. It returns the
 // results of the windows it changed (emit update), or late when every
 // window of ts is closed. An error is the record's (ErrOverflow,
 // ErrNotNumber, naming the aggregation by index), and it changes nothing,
@@ -194,6 +195,34 @@ func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated
 	return updated, false, nil
 }
 
+// aggKind is an aggregation's kind (AggregateConfig.Kinds), read once,
+// for update's switch on every record.
+type aggKind uint8
+
+const (
+	aggOther aggKind = iota // no kind topology allows
+	aggCount
+	aggSum
+	aggAvg
+	aggMin
+	aggMax
+	aggFirst
+	aggLast
+)
+
+var aggKindNames = map[string]aggKind{
+	"count": aggCount, "sum": aggSum, "avg": aggAvg, "min": aggMin, "max": aggMax, "first": aggFirst, "last": aggLast,
+}
+
+// aggKindsOf reads the kinds of names.
+func aggKindsOf(names []string) []aggKind {
+	kinds := make([]aggKind, len(names))
+	for i, n := range names {
+		kinds[i] = aggKindNames[n]
+	}
+	return kinds
+}
+
 // update folds one record into ac.
 func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 	if ac.C == 0 {
@@ -201,67 +230,99 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 	}
 	ac.C++
 	ac.T = max(ac.T, ts)
-	for i, kind := range a.cfg.Kinds {
+	for i, kind := range a.kinds {
 		g := &ac.A[i]
 		var v any
 		if i < len(values) {
 			v = values[i]
 		}
+		var err error
 		switch kind {
-		case "count":
-		case "first", "last":
-			if (kind == "first" && g.V != nil && ts >= g.T) || (kind == "last" && g.V != nil && ts < g.T) {
-				continue
+		case aggCount:
+			continue
+		case aggFirst, aggLast:
+			if !g.keeps(kind, ts) {
+				err = g.setFirstLast(a.cfg.Kinds[i], ts, v)
 			}
-			b, err := serde.AppendJSON(nil, v, kind)
-			if err != nil {
-				return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
-			}
-			g.T, g.V = ts, b
+		case aggMin, aggMax:
+			err = foldExtreme(g, kind, v)
 		default:
-			n, ok, err := toNum(v)
-			if err != nil {
-				return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
-			}
-			if !ok {
-				continue
-			}
-			extreme := kind == "min" || kind == "max"
-			if g.N == 0 {
-				g.N, g.S = 1, n.text()
-				if extreme {
-					g.S = valueText(v, n)
-				}
-				continue
-			}
-			cur, _, err := parseNum(g.S)
-			if err != nil {
-				return fmt.Errorf("aggregation %d (%s): stored %w", i, kind, err)
-			}
-			switch kind {
-			case "sum":
-				if cur, err = add(cur, n); err != nil {
-					return fmt.Errorf("aggregation %d (%s): %w", i, kind, err)
-				}
-			case "avg":
-				// An average is written as a decimal whatever its
-				// values: its running sum goes on exactly past the
-				// int64 range (stored as decimal text) where a sum's
-				// own result could not be written as an int.
-				cur = addExact(cur, n)
-			case "min", "max":
-				// The extreme value as it came (-0.0, 1e+21), not
-				// rewritten: the first of equal values stays.
-				if c := cmp(n, cur); (kind == "min" && c < 0) || (kind == "max" && c > 0) {
-					g.S = valueText(v, n)
-				}
-				g.N++
-				continue
-			}
-			g.N++
-			g.S = cur.text()
+			err = foldSum(g, kind, v)
+		}
+		if err != nil {
+			return fmt.Errorf("aggregation %d (%s): %w", i, a.cfg.Kinds[i], err)
 		}
 	}
+	return nil
+}
+
+// keeps reports whether the value of a first or last (kind) stays when
+// a value of event time ts comes: first keeps the earliest event time's,
+// the first one seen of equal times; last the latest one's, the last seen.
+func (g *aggAcc) keeps(kind aggKind, ts int64) bool {
+	return g.V != nil && ((kind == aggFirst && ts >= g.T) || (kind == aggLast && ts < g.T))
+}
+
+// setFirstLast makes v, of event time ts, the value of a first or last
+// (named kind).
+func (g *aggAcc) setFirstLast(kind string, ts int64, v any) error {
+	b, err := serde.AppendJSON(nil, v, kind)
+	if err == nil {
+		g.T, g.V = ts, b
+	}
+	return err
+}
+
+// foldExtreme keeps the smallest (min) or largest (max) value, as it
+// came (-0.0, 1e+21), not rewritten: the first of equal values stays.
+func foldExtreme(g *aggAcc, kind aggKind, v any) error {
+	n, ok, err := toNum(v)
+	if err != nil || !ok {
+		return err
+	}
+	if g.N == 0 {
+		g.N, g.S = 1, valueText(v, n)
+		return nil
+	}
+	cur, _, err := parseNum(g.S)
+	if err != nil {
+		return fmt.Errorf("stored %w", err)
+	}
+	if c := cmp(n, cur); (kind == aggMin && c < 0) || (kind == aggMax && c > 0) {
+		g.S = valueText(v, n)
+	}
+	g.N++
+	return nil
+}
+
+// foldSum adds v, unless null, to the running sum of a sum or an avg.
+func foldSum(g *aggAcc, kind aggKind, v any) error {
+	n, ok, err := toNum(v)
+	if err != nil || !ok {
+		return err
+	}
+	if g.N == 0 {
+		g.N, g.S = 1, n.text()
+		return nil
+	}
+	cur, _, err := parseNum(g.S)
+	if err != nil {
+		return fmt.Errorf("stored %w", err)
+	}
+	switch kind {
+	case aggSum:
+		if cur, err = add(cur, n); err != nil {
+			return err
+		}
+	case aggAvg:
+		// An average is written as a decimal whatever its values: its
+		// running sum goes on exactly past the int64 range (stored as
+		// decimal text) where a sum's own result could not be written
+		// as an int.
+		cur = addExact(cur, n)
+	}
+	g.N++
+	g.S = cur.text()
 	return nil
 }
 

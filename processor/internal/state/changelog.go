@@ -31,32 +31,11 @@ func DescribeChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts 
 		return nil, fmt.Errorf("describe changelog %s: %w", topic, err)
 	}
 	id := td[topic].ID
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	var ends kadm.ListedOffsets
-	if err == nil {
-		ends, err = adm.ListEndOffsets(ctx, topic)
-	}
-	if err == nil {
-		err = ends.Error()
-	}
+	starts, ends, err := listStartsAndEnds(ctx, adm, topic)
 	if err != nil {
 		return nil, fmt.Errorf("describe changelog %s: list offsets: %w", topic, err)
 	}
-	var retention time.Duration
-	if rcs, err := adm.DescribeTopicConfigs(ctx, topic); err == nil {
-		if rc, err := rcs.On(topic, nil); err == nil && rc.Err == nil {
-			for _, c := range rc.Configs {
-				if c.Key == "delete.retention.ms" && c.Value != nil {
-					if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
-						retention = time.Duration(ms) * time.Millisecond
-					}
-				}
-			}
-		}
-	}
+	retention := deleteRetention(ctx, adm, topic)
 	out := make(map[int32]ChangelogPartition, len(parts))
 	for _, p := range parts {
 		s, sok := starts.Lookup(topic, p)
@@ -67,6 +46,43 @@ func DescribeChangelog(ctx context.Context, opts []kgo.Opt, topic string, parts 
 		out[p] = ChangelogPartition{TopicID: id, Start: s.Offset, End: e.Offset, DeleteRetention: retention}
 	}
 	return out, nil
+}
+
+// listStartsAndEnds lists the log start and end offsets of topic.
+func listStartsAndEnds(ctx context.Context, adm *kadm.Client, topic string) (starts, ends kadm.ListedOffsets, err error) {
+	starts, err = adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	return starts, ends, err
+}
+
+// deleteRetention is the delete.retention.ms of topic, or 0 when it
+// cannot be read.
+func deleteRetention(ctx context.Context, adm *kadm.Client, topic string) time.Duration {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return 0
+	}
+	var retention time.Duration
+	for _, c := range rc.Configs {
+		if c.Key == "delete.retention.ms" && c.Value != nil {
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms > 0 {
+				retention = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	return retention
 }
 
 // restoreFetchBytes bounds a restore's fetches (franz-go's default is 50
@@ -129,43 +145,56 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("read changelog %s: %d partitions not at their end: %w", topic, len(want), err)
 		}
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if ferr == nil && !errors.Is(err, context.Canceled) {
-				ferr = fmt.Errorf("read changelog %s partition %d: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return n, ferr
+		if err := fetchError(fs); err != nil {
+			return n, err
 		}
-		var applyErr error
-		fs.EachRecord(func(r *kgo.Record) {
-			end, ok := want[r.Partition]
-			if !ok || applyErr != nil {
-				return
-			}
-			if r.Offset >= end {
-				// Records come in offset order: everything committed
-				// below end has been read. This is how a read ends whose
-				// last offsets below end belong to a transaction that
-				// aborted (its records are never delivered, and its
-				// marker is at end or beyond).
-				delete(want, r.Partition)
-				return
-			}
-			if !r.Attrs.IsControl() {
-				n++
-				applyErr = fn(r)
-			}
-			if r.Offset+1 >= end {
-				delete(want, r.Partition)
-			}
-		})
-		if applyErr != nil {
-			return n, applyErr
+		if err := applyFetched(fs, want, fn, &n); err != nil {
+			return n, err
 		}
 	}
 	return n, nil
+}
+
+// fetchError is the first error of fs other than a cancel, named by its
+// topic and partition.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if ferr == nil && !errors.Is(err, context.Canceled) {
+			ferr = fmt.Errorf("read changelog %s partition %d: %w", t, p, err)
+		}
+	})
+	return ferr
+}
+
+// applyFetched calls fn with each committed record of fs below the end of
+// its partition in want, counting them in n, and removes a partition from
+// want once its read is over. It stops at fn's first error.
+func applyFetched(fs kgo.Fetches, want map[int32]int64, fn func(r *kgo.Record) error, n *int64) error {
+	var applyErr error
+	fs.EachRecord(func(r *kgo.Record) {
+		end, ok := want[r.Partition]
+		if !ok || applyErr != nil {
+			return
+		}
+		if r.Offset >= end {
+			// Records come in offset order: everything committed
+			// below end has been read. This is how a read ends whose
+			// last offsets below end belong to a transaction that
+			// aborted (its records are never delivered, and its
+			// marker is at end or beyond).
+			delete(want, r.Partition)
+			return
+		}
+		if !r.Attrs.IsControl() {
+			*n++
+			applyErr = fn(r)
+		}
+		if r.Offset+1 >= end {
+			delete(want, r.Partition)
+		}
+	})
+	return applyErr
 }
 
 // Replay restores partitions parts from changelog topic: it reads each
