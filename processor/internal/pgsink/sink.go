@@ -124,6 +124,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/health"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/readiness"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -190,11 +191,9 @@ type Sink struct {
 	commits int // database commits attempted, for failpoints
 
 	metrics sinkMetrics
-	// Readiness, read by Ready from other goroutines.
-	brokers     *health.BrokerHealth
-	member      health.Membership
-	batchOpened atomic.Int64 // Unix nanoseconds of the open batch's first record; 0 when none
-	failing     atomic.Pointer[error]
+	// Readiness, read by Ready from other goroutines: the rule stages
+	// and sinks share, with the sink's input topic and PostgreSQL step.
+	ready readiness.Rule
 	// step is where the running attempt at a PostgreSQL call is, for
 	// /readyz and the timeout's error; nil between attempts.
 	step atomic.Pointer[attemptStep]
@@ -255,8 +254,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	codec, _ := serde.NewCodec(cfg.inputCodec())
 	jsonCodec, _ := serde.New(serde.JSON)
 	s := &Sink{cfg: cfg, codec: codec, jsonCodec: jsonCodec, pgcfg: pgcfg,
-		log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{},
-		brokers: health.NewBrokerHealth()}
+		log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{}}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
 	s.deadLetters, _ = parseTable(cfg.DeadLetterTable)
@@ -276,6 +274,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		o(s)
 	}
 	s.log = s.log.With("sink", cfg.Sink, "instance", cfg.InstanceID)
+	s.initReady()
 	s.metrics.bind(cfg.Sink)
 	s.metrics.start(s.cfg.Input, s.Ready)
 	return s, nil
@@ -284,37 +283,31 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 // Ready returns nil when the sink is healthy: it holds its partitions in
 // its consumer group (health.Membership) and was not fenced out of its group (group.FencedError), Postgres and Kafka answer, and no batch has been open for
 // longer than health.StallFactor commit intervals (at least
-// health.StallMin). Otherwise the error says why. It never shows the
-// DSN. It is safe to call from any goroutine, e.g. a /readyz handler.
-func (s *Sink) Ready() error {
-	if err := s.fencedErr(); err != nil {
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
-	}
-	if errp := s.failing.Load(); errp != nil && *errp != nil {
-		return fmt.Errorf("sink %s: retrying: %w", s.cfg.Sink, *errp)
-	}
-	if errp := s.topicTrouble.gone.Load(); errp != nil {
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, *errp)
-	}
-	// Both, when both fail: silent brokers are one reason no partitions
-	// come, and a join that the group coordinator holds (while another
-	// member is slow to rejoin) leaves every broker silent too.
-	memberErr, brokerErr := s.member.Check(s.cfg.Group()), s.brokers.Check(health.BrokerSilenceLimit)
-	switch {
-	case memberErr != nil && brokerErr != nil:
-		return fmt.Errorf("sink %s: %w; and %w", s.cfg.Sink, memberErr, brokerErr)
-	case memberErr != nil:
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, memberErr)
-	case brokerErr != nil:
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, brokerErr)
-	}
-	if err := health.CheckStall("batch", s.batchOpened.Load(), s.cfg.CommitInterval); err != nil {
-		if st := s.step.Load(); st != nil {
-			return fmt.Errorf("sink %s: %w: %s", s.cfg.Sink, err, st.waiting())
+// health.StallMin). Otherwise the error says why (readiness.Rule.Check).
+// It never shows the DSN. It is safe to call from any goroutine, e.g. a
+// /readyz handler.
+func (s *Sink) Ready() error { return s.ready.Check() }
+
+// initReady sets up the sink's readiness rule: its input topic gone comes
+// before Kafka's reasons, and a stalled batch says where it waits.
+func (s *Sink) initReady() {
+	r := &s.ready
+	r.Name, r.Group, r.CommitInterval = "sink "+s.cfg.Sink, s.cfg.Group(), s.cfg.CommitInterval
+	r.Failing, r.Open = "retrying", "batch"
+	r.Fenced = s.fencedErr
+	r.Input = func() error {
+		if errp := s.topicTrouble.gone.Load(); errp != nil {
+			return *errp
 		}
-		return fmt.Errorf("sink %s: %w", s.cfg.Sink, err)
+		return nil
 	}
-	return nil
+	r.Waiting = func() string {
+		if st := s.step.Load(); st != nil {
+			return st.waiting()
+		}
+		return ""
+	}
+	r.Brokers = health.NewBrokerHealth()
 }
 
 // Config returns the sink's configuration with defaults applied.
@@ -434,7 +427,7 @@ func (s *Sink) consume(ctx context.Context) (cl *kgo.Client, err, startErr error
 			s.log.Warn("fenced out of the consumer group; rejoining with a new client (fenced again within the window, the sink stops)",
 				"group", s.cfg.Group(), "instance_id", s.cfg.GroupInstanceID(), "window", group.FenceRejoinWindow, "err", fenced.Err)
 			s.fatal.Store(nil)
-			s.member.Reset()
+			s.ready.Member.Reset()
 			cl.AllowRebalance()
 			cl.Close()
 			s.forget()
@@ -480,7 +473,7 @@ func (s *Sink) stop(ctx context.Context, cl *kgo.Client, err error) error {
 }
 
 func (s *Sink) clientOptions(fence *group.FenceWatch) []kgo.Opt {
-	opts := append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.brokers, fence),
+	opts := append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleSink, s.cfg.Group(), s.cfg.GroupInstanceID(), s.cfg.Input, s.log, s.ready.Brokers, fence),
 		kafkaconn.MetadataOpts(s.cfg.MetadataMaxAge)...)
 	opts = append(opts, kafkaconn.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	opts = append(opts,
@@ -497,7 +490,7 @@ func (s *Sink) clientOptions(fence *group.FenceWatch) []kgo.Opt {
 	// (adjust); one assigned none (more instances than partitions) is a
 	// member with nothing to do, and ready: a StatefulSet's rollout waits
 	// for every pod to be ready.
-	opts = append(opts, s.member.Opts(s.cfg.Input, nil, s.drop, s.drop)...)
+	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, nil, s.drop, s.drop)...)
 	// The role's client.id goes after the injected options, whose own
 	// client ID (the file's) would otherwise hide the role from the start
 	// check of another process (group.CheckGroup).
@@ -554,7 +547,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		s.logStart(p, row, at, ts)
 	}
 	slices.Sort(parts)
-	s.member.Assigned()
+	s.ready.Member.Assigned()
 	s.metrics.Rebalance()
 	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "topic_id", ts.id,
 		"partitions", parts, "stored", len(stored), "resume_at", resume)
@@ -622,7 +615,7 @@ func (s *Sink) forget() {
 	}
 	s.mu.Unlock()
 	s.drop(context.Background(), nil, map[string][]int32{s.cfg.Input: parts})
-	s.member.Reset()
+	s.ready.Member.Reset()
 }
 
 // publishLag sets partition p's lag metric from what the sink knows: the
@@ -697,7 +690,7 @@ func (s *Sink) loop(ctx context.Context) error {
 					return err
 				}
 				b = newBatch()
-				s.batchOpened.Store(0)
+				s.ready.Closed()
 				s.cl.AllowRebalance()
 			}
 			if err := s.checkTopic(ctx, topicErr); err != nil {
@@ -710,7 +703,7 @@ func (s *Sink) loop(ctx context.Context) error {
 				return err
 			}
 			b = newBatch()
-			s.batchOpened.Store(0)
+			s.ready.Closed()
 		}
 		if !b.open {
 			s.cl.AllowRebalance()
@@ -797,7 +790,7 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 	}
 	if !b.open {
 		b.open, b.started = true, time.Now()
-		s.batchOpened.Store(b.started.UnixNano())
+		s.ready.Opened(b.started)
 	}
 	b.records++
 	if _, ok := b.first[r.Partition]; !ok {
@@ -871,7 +864,7 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 		if err := s.countFailure(ctx, b, &f, err, class); err != nil {
 			return err
 		}
-		s.failing.Store(&err)
+		s.ready.Fail(err)
 		s.retries.Add(1)
 		s.metrics.Retry(RetryWrite)
 		s.refreshLag(ctx)
@@ -903,7 +896,7 @@ func (s *Sink) attemptBatch(ctx context.Context, b *batch) error {
 func (s *Sink) attemptEnds(ctx context.Context, b *batch, err error) (bool, error) {
 	switch {
 	case err == nil:
-		s.failing.Store(nil)
+		s.ready.Fail(nil)
 		return true, nil
 	case errors.Is(err, failpoint.ErrCrashed), IsFatal(err), kafkaconn.IsFatal(err):
 		return true, err
@@ -1001,14 +994,14 @@ func (s *Sink) retry(ctx context.Context, what string, f func(context.Context) e
 		err := f(ctx)
 		if err == nil || !IsTransient(err) {
 			if err == nil {
-				s.failing.Store(nil)
+				s.ready.Fail(nil)
 			}
 			return err
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.failing.Store(&err)
+		s.ready.Fail(err)
 		s.retries.Add(1)
 		s.metrics.Retry(strings.ReplaceAll(what, " ", "_"))
 		wait := bo.Next()

@@ -101,10 +101,10 @@ func (c *startCheck) onFetched(_ context.Context, _ *kgo.Client, resp *kmsg.Offs
 func (c *startCheck) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 	adjusted, err := c.check(ctx, offsets)
 	if err != nil {
-		c.s.member.StartFailed(err)
+		c.s.ready.Member.StartFailed(err)
 		return nil, err
 	}
-	c.s.member.Assigned()
+	c.s.ready.Member.Assigned()
 	return adjusted, nil
 }
 

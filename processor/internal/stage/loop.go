@@ -29,7 +29,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		s.fenced.Store(&err)
 		s.log.Error("fenced out of the consumer group; ending the session", "group", s.cfg.Group(), "err", err)
 	})
-	opts := append(append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.brokers, fence),
+	opts := append(append(kafkaconn.GroupConsumerOpts(s.cfg.Brokers, s.cfg.ClientID, group.RoleStage, s.cfg.Group(), s.cfg.TransactionalID(), s.cfg.Input, s.log, s.ready.Brokers, fence),
 		kgo.SessionTimeout(s.cfg.SessionTimeout)), kafkaconn.MetadataOpts(s.cfg.MetadataMaxAge)...)
 	opts = append(opts, kafkaconn.FetchOpts(s.cfg.FetchMaxBytes, s.cfg.MaxPartitionFetchBytes)...)
 	// The producer holds at most this of unacknowledged records (and
@@ -45,7 +45,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	)
 	// The added partitions are not started until check.adjust has read
 	// their offsets.
-	opts = append(opts, s.member.Opts(s.cfg.Input, func(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, func(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 		// Before the partitions' offsets are fetched, so before any
 		// of their records is polled (franz-go runs this callback
 		// first, heartbeating meanwhile).
@@ -54,7 +54,7 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 		// run for the stall limit (see Ready): a fault that comes back at
 		// every rebuild must not read as ready between two of them.
 		if s.cfg.Guarantee == AtLeastOnce || s.producerReady.Load() {
-			s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
+			s.ready.Up()
 		}
 		s.metrics.Rebalance()
 		for topic, parts := range assigned {
@@ -173,7 +173,7 @@ func (s *Stage) initProducer(ctx context.Context, sess session) error {
 	s.producerReady.Store(true)
 	// The session is up once it is assigned and can produce: this
 	// starts the stall limit after which a past failure is forgotten.
-	s.sessionUp.CompareAndSwap(0, time.Now().UnixNano())
+	s.ready.Up()
 	return nil
 }
 
@@ -433,6 +433,9 @@ func hasFetchError(fs kgo.Fetches) bool {
 	return has
 }
 
+// partitionsGone forgets the state and the lag of partitions this
+// instance no longer owns, so that a scaled-out stage does not report
+// stale lag.
 func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 	s.metrics.Rebalance()
 	s.dropState(gone[s.cfg.Input])

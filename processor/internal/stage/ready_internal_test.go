@@ -21,7 +21,7 @@ func TestNotReadyWithoutProducerID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.member.Assigned()
+	s.ready.Member.Assigned()
 	long := time.Now().Add(-2 * s.stallLimit()).UnixNano()
 	s.sessionBuilt.Store(long)
 	if err := s.Ready(); err == nil || !strings.Contains(err.Error(), "no producer ID") {
@@ -41,10 +41,9 @@ func TestNotReadyWithoutProducerID(t *testing.T) {
 	// A past failure is forgotten only StallLimit after the session could
 	// produce, never while it waits for its producer ID.
 	failed := fault.NewConfigError("flush: context deadline exceeded")
-	var e error = failed
-	s.sessionErr.Store(&e)
+	s.ready.Rebuilding(failed)
+	s.ready.Member.Assigned()
 	s.producerReady.Store(false)
-	s.sessionUp.Store(0)
 	if err := s.Ready(); err == nil {
 		t.Fatal("ready with a failed session and no producer ID")
 	}

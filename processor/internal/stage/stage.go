@@ -25,10 +25,10 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/failpoint"
 	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/processor/internal/group"
-	"github.com/exactly-io/exactly/processor/internal/health"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/reader"
+	"github.com/exactly-io/exactly/processor/internal/readiness"
 	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
@@ -201,11 +201,9 @@ type Stage struct {
 	// write them again. Cleared when the input topic's ID changes.
 	delivered map[partition]*deliveredRange
 
-	// Readiness, read by Ready from other goroutines.
-	member     health.Membership
-	txnOpened  atomic.Int64 // Unix nanoseconds of the open transaction's Begin; 0 when none
-	sessionErr atomic.Pointer[error]
-	sessionUp  atomic.Int64 // Unix nanoseconds of the current session's first assignment; 0 before it
+	// Readiness, read by Ready from other goroutines: the rule stages
+	// and sinks share, and what only a stage adds to it (see ready.go).
+	ready readiness.Rule
 	// sessionBuilt is when the current session began (Unix nanoseconds),
 	// producerReady whether its transactional producer has its producer
 	// ID (exactly-once; InitProducerId can wait on the coordinator for
@@ -221,7 +219,6 @@ type Stage struct {
 	retryErr atomic.Pointer[error]
 	fenced   atomic.Pointer[error] // a *group.FencedError of the current session
 	fences   group.FenceHistory    // whether Run rejoins after a fence or stops
-	brokers  *health.BrokerHealth
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	deduplicated                               atomic.Int64
@@ -271,12 +268,13 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, err)
 	}
-	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, poisoned: map[source]poison{}, poisonedWindows: map[windowID]poison{}, suspectWindows: map[windowID]error{}, brokers: health.NewBrokerHealth(),
+	s := &Stage{cfg: cfg, in: in, out: out, log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, poisoned: map[source]poison{}, poisonedWindows: map[windowID]poison{}, suspectWindows: map[windowID]error{},
 		fetchLog: logEvery{every: 30 * time.Second}}
 	for _, o := range opts {
 		o(s)
 	}
 	s.log = s.log.With("stage", cfg.Stage, "txn_id", cfg.TransactionalID())
+	s.initReady()
 	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
 	s.step = newStatefulStep(cfg.Stage, s.pipeline)
@@ -356,10 +354,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		}
 		s.rebuilds.Add(1)
 		s.metrics.rebuild()
-		s.member.Reset()
-		s.txnOpened.Store(0)
-		s.sessionUp.Store(0)
-		s.sessionErr.Store(&err)
+		s.ready.Rebuilding(err)
 		wait := backoff.Next()
 		var changed *partpos.TopicChangedError
 		switch {

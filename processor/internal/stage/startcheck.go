@@ -37,13 +37,13 @@ func (s *Stage) checkStart(ctx context.Context, adm *kadm.Client) error {
 			err = s.checkRegistry(ctx)
 		}
 		if err == nil || kafkaconn.IsFatal(err) {
-			s.sessionErr.Store(nil)
+			s.ready.Fail(nil)
 			return err
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.sessionErr.Store(&err)
+		s.ready.Fail(err)
 		wait := backoff.Next()
 		s.log.Warn("start check failed; retrying", "err", err, "retry_in", wait)
 		select {

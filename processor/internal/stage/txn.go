@@ -156,7 +156,7 @@ func (t *txn) begin() error {
 	t.open, t.started = true, time.Now()
 	t.promises = &kafkaconn.Promises{}
 	t.produceCtx, t.cancelProduce = context.WithDeadline(context.Background(), t.started.Add(t.stage.cfg.TransactionTimeout))
-	t.stage.txnOpened.Store(t.started.UnixNano())
+	t.stage.ready.Opened(t.started)
 	t.outputs, t.deadLetters, t.filtered, t.deduplicated, t.produceErr, t.stateLost, t.halted = 0, 0, 0, 0, nil, false, false
 	t.first, t.lastOff, t.lastTime, t.failed = map[partition]int64{}, map[partition]int64{}, map[int32]time.Time{}, nil
 	t.windowsRefused, t.windowsAlone, t.windowsDead = nil, false, nil
@@ -465,7 +465,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	try, produceErr := t.endTry()
 	n := t.records
 	t.open, t.records = false, 0
-	s.txnOpened.Store(0)
+	s.ready.Closed()
 	endStart := time.Now()
 	trap := s.offsetTrap
 	if trap != nil && try == kgo.TryCommit && s.fp.Armed(failpoint.CrashAfterOffsetCommit, s.txns) {
@@ -564,7 +564,7 @@ func (t *txn) afterCommit(n int) error {
 	for w := range t.windowsDead {
 		delete(s.poisonedWindows, w) // its dead letter is written: closed
 	}
-	s.sessionErr.Store(nil)
+	s.ready.Fail(nil)
 	s.produced.Add(t.outputs)
 	s.deadLettered.Add(t.deadLetters)
 	s.filtered.Add(t.filtered)
