@@ -58,42 +58,43 @@ type Rule struct {
 //  6. a transaction or batch open for longer than the stall limit, and
 //     where it waits (Waiting).
 func (r *Rule) Check() error {
-	if r.Fenced != nil {
-		if err := r.Fenced(); err != nil {
+	for _, reason := range []func() error{r.Fenced, r.failure, r.Input, r.kafka, r.Stuck, r.stall} {
+		if reason == nil {
+			continue
+		}
+		if err := reason(); err != nil {
 			return fmt.Errorf("%s: %w", r.Name, err)
 		}
-	}
-	if errp := r.failing.Load(); errp != nil && *errp != nil && !r.recovered() {
-		return fmt.Errorf("%s: %s: %w", r.Name, r.Failing, *errp)
-	}
-	if r.Input != nil {
-		if err := r.Input(); err != nil {
-			return fmt.Errorf("%s: %w", r.Name, err)
-		}
-	}
-	memberErr, brokerErr := r.Member.Check(r.Group), r.Brokers.Check(health.BrokerSilenceLimit)
-	switch {
-	case memberErr != nil && brokerErr != nil:
-		return fmt.Errorf("%s: %w; and %w", r.Name, memberErr, brokerErr)
-	case memberErr != nil:
-		return fmt.Errorf("%s: %w", r.Name, memberErr)
-	case brokerErr != nil:
-		return fmt.Errorf("%s: %w", r.Name, brokerErr)
-	}
-	if r.Stuck != nil {
-		if err := r.Stuck(); err != nil {
-			return fmt.Errorf("%s: %w", r.Name, err)
-		}
-	}
-	if err := health.CheckStall(r.Open, r.opened.Load(), r.CommitInterval); err != nil {
-		if r.Waiting != nil {
-			if w := r.Waiting(); w != "" {
-				return fmt.Errorf("%s: %w: %s", r.Name, err, w)
-			}
-		}
-		return fmt.Errorf("%s: %w", r.Name, err)
 	}
 	return nil
+}
+
+func (r *Rule) failure() error {
+	if errp := r.failing.Load(); errp != nil && *errp != nil && !r.recovered() {
+		return fmt.Errorf("%s: %w", r.Failing, *errp)
+	}
+	return nil
+}
+
+func (r *Rule) kafka() error {
+	memberErr, brokerErr := r.Member.Check(r.Group), r.Brokers.Check(health.BrokerSilenceLimit)
+	if memberErr != nil && brokerErr != nil {
+		return fmt.Errorf("%w; and %w", memberErr, brokerErr)
+	}
+	if memberErr != nil {
+		return memberErr
+	}
+	return brokerErr
+}
+
+func (r *Rule) stall() error {
+	err := health.CheckStall(r.Open, r.opened.Load(), r.CommitInterval)
+	if err != nil && r.Waiting != nil {
+		if w := r.Waiting(); w != "" {
+			return fmt.Errorf("%w: %s", err, w)
+		}
+	}
+	return err
 }
 
 // StallLimit is how long a transaction or batch may stay open, and a
