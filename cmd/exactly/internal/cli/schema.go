@@ -18,7 +18,10 @@ The rules between settings are validate's. For the YAML language server
 (VS Code, Neovim), save it and name it on the file's first line:
 
   exactly schema > exactly.schema.json
-  # yaml-language-server: $schema=exactly.schema.json`,
+  # yaml-language-server: $schema=exactly.schema.json
+
+In VS Code (redhat.vscode-yaml), the yaml.schemas setting maps it to your
+files instead: exactly help cli, "Editor support".`,
 	run: cmdSchema,
 }
 
