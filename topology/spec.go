@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // setting is the one definition of a setting of the topology file: its
@@ -267,10 +268,14 @@ func settingAt(pattern string, t reflect.Type, name string) (setting, bool) {
 
 // mergeSetting returns base with what over sets.
 func mergeSetting(base, over setting) setting {
-	b, o := reflect.ValueOf(&base).Elem(), reflect.ValueOf(over)
+	b, o := reflect.ValueOf(&base).Elem(), reflect.ValueOf(&over).Elem()
 	for i := range o.NumField() {
 		if !o.Field(i).IsZero() {
-			b.Field(i).Set(o.Field(i))
+			// setting's fields are unexported, so reflect refuses Set on
+			// them as they are; the addresses are our own two locals.
+			dst := reflect.NewAt(b.Field(i).Type(), unsafe.Pointer(b.Field(i).UnsafeAddr())).Elem()
+			src := reflect.NewAt(o.Field(i).Type(), unsafe.Pointer(o.Field(i).UnsafeAddr())).Elem()
+			dst.Set(src)
 		}
 	}
 	return base
