@@ -12,6 +12,7 @@ import (
 
 	"github.com/exactly-io/exactly/deploy"
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,7 +26,7 @@ import (
 // _count series.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	rec := &recorder{}
+	rec := &promtest.Recorder{}
 	sm, err := stage.NewMetrics(rec)
 	if err != nil {
 		t.Fatal(err)
@@ -46,8 +47,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, c := range rec.cs {
-		touch(t, c)
+	for _, c := range rec.Collectors {
+		promtest.Touch(t, c)
 		reg.MustRegister(c)
 	}
 	mfs, err := reg.Gather()
@@ -72,37 +73,6 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		}
 	}
 	return names
-}
-
-type recorder struct{ cs []prometheus.Collector }
-
-func (r *recorder) Register(c prometheus.Collector) error   { r.cs = append(r.cs, c); return nil }
-func (r *recorder) MustRegister(cs ...prometheus.Collector) { r.cs = append(r.cs, cs...) }
-func (r *recorder) Unregister(prometheus.Collector) bool    { return false }
-
-// touch creates one series in a vector, trying label counts until the
-// vector accepts one.
-func touch(t *testing.T, c prometheus.Collector) {
-	for n := range 8 {
-		lvs := make([]string, n)
-		var err error
-		switch v := c.(type) {
-		case *prometheus.CounterVec:
-			_, err = v.GetMetricWithLabelValues(lvs...)
-		case *prometheus.GaugeVec:
-			_, err = v.GetMetricWithLabelValues(lvs...)
-		case *prometheus.HistogramVec:
-			_, err = v.GetMetricWithLabelValues(lvs...)
-		case *prometheus.SummaryVec:
-			_, err = v.GetMetricWithLabelValues(lvs...)
-		default:
-			return
-		}
-		if err == nil {
-			return
-		}
-	}
-	t.Fatalf("cannot make a series of %T", c)
 }
 
 var (

@@ -40,8 +40,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		consumed:      f.Counter("records_consumed_total", "Data records polled (control records excluded).", "topic"),
 		rows:          f.Counter("rows_written_total", "Rows inserted or updated by committed batches."),
-		deleted:       f.Counter("rows_deleted_total", "Rows deleted by tombstones in committed batches."),
-		duplicates:    f.Counter("rows_duplicate_total", "Rows of committed batches skipped because their event ID was already in the table."),
+		deleted:       f.Counter("rows_deleted_total", "Rows deleted by tombstones or Debezium deletes in committed batches."),
+		duplicates:    f.Counter("rows_duplicate_total", "Rows of committed batches skipped because their event ID was already in the table: a replay, or a second record with one ID."),
 		deadLettered:  f.Counter("records_dead_lettered_total", "Dead letters of committed batches, by reason.", "reason"),
 		committed:     f.Counter("batches_committed_total", "Database transactions committed."),
 		fenced:        f.Counter("batches_fenced_total", "Batches rolled back because another instance moved a stored position (a zombie fenced)."),
@@ -52,13 +52,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		directCopies: f.Counter("direct_copies_total", "Batch loads tried as a COPY straight into the table, by outcome: "+
 			"written (the load is done; its transaction may still fail), fell_back (rolled back: a duplicate event ID, a bad row; the batch took the staged load).", "outcome"),
 		consumer: f.Consumer(promutil.ConsumerHelp{
-			Ready:      "1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0.",
-			Retries:    "Database or Kafka operations retried after a transient error, by cause.",
+			Ready: "1 when the sink is ready, as /readyz answers (partitions assigned, Postgres and Kafka answer, no batch stalled), else 0.",
+			Retries: "Database or Kafka operations retried after a transient error, by cause: write_batch, read_positions, set_up_schema, " +
+				"check_kafka (the topics and limits at start) or check_consumer_group (the group check before joining).",
 			Rebalances: "Partition assignments and revocations.",
 			Recreations: "Partitions whose stored position did not fit the input topic at assignment, by reason: " +
 				"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), " +
 				"truncated (same ID, offset above the high watermark: read from the log start).",
-			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them.",
+			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them; kept current while a batch is retried.",
 		}),
 	}
 	if err := f.Register(reg); err != nil {

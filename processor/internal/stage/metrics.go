@@ -61,15 +61,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return f.Histogram(name, help, buckets)
 	}
 	m := &Metrics{
-		consumed:      counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
-		produced:      counter("records_produced_total", "Output records in committed transactions.", "topic"),
-		filtered:      counter("records_filtered_total", "Input records filtered out, in committed transactions."),
-		deadLettered:  counter("records_dead_lettered_total", "Dead letters in committed transactions.", "reason"),
-		committed:     counter("transactions_committed_total", "Transactions committed."),
-		aborted:       counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance, retry or error.", "reason"),
+		consumed: counter("records_consumed_total", "Input records polled (control records excluded).", "topic"),
+		produced: counter("records_produced_total", "Output records in committed transactions.", "topic"),
+		filtered: counter("records_filtered_total", "Input records that left no output and no dead letter, in committed transactions: dropped by a filter step or a Go function, "+
+			"or taken in by an aggregate step with no result yet. A dedupe duplicate counts in exactly_stage_deduplicated_records_total instead."),
+		deadLettered: counter("records_dead_lettered_total", "Dead letters in committed transactions, by reason (late: an aggregate's record whose every window had closed).", "reason"),
+		committed:    counter("transactions_committed_total", "Transactions committed."),
+		aborted: counter("transactions_aborted_total", "Transactions aborted, by reason: rebalance (the group rebalanced while it was open), "+
+			"retry (a refused produce or a transient record error; retried) or error (EndTxn failed; the session is rebuilt).", "reason"),
 		txnDuration:   hist("transaction_duration_seconds", "Time from Begin to a committed End.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		txnRecords:    hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
-		latency:       hist("end_to_end_latency_seconds", "Input record timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
+		latency:       hist("end_to_end_latency_seconds", "From an input record's timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
 		rebuilds:      counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
 		lastCommit:    gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
 		deduplicated:  counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
@@ -78,12 +80,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		restoreTime:   hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
 		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows, keys of a stateful step) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
 		consumer: f.Consumer(promutil.ConsumerHelp{
-			Ready:      "1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0.",
-			Retries:    "Transactions retried after a transient fault, by cause.",
+			Ready: "1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0.",
+			Retries: "Transactions retried after a transient fault, by cause: produce_error (the broker refused a produce) or " +
+				"transient_record_error (a decode or encode failed transiently, such as a schema registry outage).",
 			Rebalances: "Partition assignments and revocations.",
 			Recreations: "Input partitions whose committed offset was not resumed because the topic was recreated " +
-				"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see README, Topic identity and start positions.",
-			Lag: "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count.",
+				"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see exactly help operating, Topic identity and start positions.",
+			Lag: "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count, so a caught-up stage reads 0.",
 		}),
 		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
 			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/exactly-io/exactly/processor/internal/promutil"
 )
 
 // Series is a metric name and how many series of it a registry should hold.
@@ -70,4 +72,54 @@ func Registered[M any](t testing.TB, newMetrics func(prometheus.Registerer) (M, 
 		t.Fatal(err)
 	}
 	return reg, m
+}
+
+// Recorder is a prometheus.Registerer that keeps what is registered on it,
+// so that a test can reach every collector a NewMetrics makes.
+type Recorder struct{ Collectors []prometheus.Collector }
+
+// Register keeps c.
+func (r *Recorder) Register(c prometheus.Collector) error {
+	r.Collectors = append(r.Collectors, c)
+	return nil
+}
+
+// MustRegister keeps cs.
+func (r *Recorder) MustRegister(cs ...prometheus.Collector) {
+	r.Collectors = append(r.Collectors, cs...)
+}
+
+// Unregister keeps what it has.
+func (r *Recorder) Unregister(prometheus.Collector) bool { return false }
+
+// Touch creates one series of c, so that Gather shows its family: in a
+// vector, by trying label counts until the vector accepts one (a vector
+// does not say how many labels it takes); in a readiness gauge, for the
+// owner "". A collector of another kind fails the test.
+func Touch(t testing.TB, c prometheus.Collector) {
+	t.Helper()
+	if r, ok := c.(*promutil.Ready); ok {
+		r.Set("", func() error { return nil })
+		return
+	}
+	for n := range 8 {
+		lvs := make([]string, n)
+		var err error
+		switch v := c.(type) {
+		case *prometheus.CounterVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.GaugeVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.HistogramVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		case *prometheus.SummaryVec:
+			_, err = v.GetMetricWithLabelValues(lvs...)
+		default:
+			t.Fatalf("cannot make a series of %T", c)
+		}
+		if err == nil {
+			return
+		}
+	}
+	t.Fatalf("cannot make a series of %T", c)
 }
