@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -691,14 +692,31 @@ func toAvroRecord(t *avroType, v any) (any, error) {
 		out[f.name] = x
 	}
 	if len(m) > present {
-		for k := range m {
-			if _, ok := out[k]; !ok {
-				// Never drop data silently: a transform can drop it.
-				return nil, fmt.Errorf("%w: field %q is not in %s", ErrUnsupported, k, t.name)
-			}
-		}
+		// Never drop data silently: a transform can drop it.
+		return nil, unknownFields(m, out, t.name)
 	}
 	return out, nil
+}
+
+// unknownFields names the fields of m that record name does not have (out
+// holds the ones it has), in sorted order: the same record gets the same
+// dead letter on every run, whatever the map's order.
+func unknownFields(m, out map[string]any, name string) error {
+	var extra []string
+	for k := range m {
+		if _, ok := out[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	slices.Sort(extra)
+	if len(extra) == 1 {
+		return fmt.Errorf("%w: field %q is not in %s", ErrUnsupported, extra[0], name)
+	}
+	quoted := make([]string, len(extra))
+	for i, k := range extra {
+		quoted[i] = strconv.Quote(k)
+	}
+	return fmt.Errorf("%w: fields %s are not in %s", ErrUnsupported, strings.Join(quoted, ", "), name)
 }
 
 func nullable(t *avroType) bool {

@@ -188,6 +188,7 @@ func TestAvroEncodeErrors(t *testing.T) {
 		{"decimal fraction text", moneySchema, `{"amount":"1/3","rate":"0","big":"0"}`, "not a decimal"},
 		{"missing field without default", v1Schema, `{"old":1}`, `field "event_id"`},
 		{"unknown field is not dropped", v1Schema, `{"event_id":"e","extra":1}`, `field "extra" is not in`},
+		{"unknown fields are named in order", v1Schema, `{"zeta":1,"event_id":"e","beta":2,"alpha":3}`, `fields "alpha", "beta", "zeta" are not in`},
 		{"int overflow", v1Schema, `{"event_id":"e","old":2147483648}`, "overflows int"},
 		{"wrong type", v1Schema, `{"event_id":5}`, "number for Avro string"},
 		{"not a record", v1Schema, `[1]`, "array for Avro"},
