@@ -149,7 +149,7 @@ func fromAvroInteger(r *avroType, i int64, w *avroType) (any, error) {
 func fromAvroFloat(r *avroType, f float32) any {
 	if r.kind == kindDouble {
 		// Promoted: the double is the float's value exactly, float64(f)
-		// (0x3DCCCCCD is 0.10000000149011612), as the README says.
+		// (0x3DCCCCCD is 0.10000000149011612), as values.md says.
 		// Through the float's shortest text it would be another value
 		// (0.1), the writer's float no longer.
 		return float64(f)
@@ -768,7 +768,7 @@ func describe(v any) string {
 
 // integer accepts the integer shapes of the in-memory representation. A
 // double is not an integer, even 2.0: a number's type follows its text
-// (README, "Values"), and a transform converts with int().
+// (values.md, rule 2), and a transform converts with int().
 // isIntegerValue reports whether v is an integer by its type or, for a
 // JSON number, by its text (no ".", "e" or "E").
 func isIntegerValue(v any) bool {
@@ -827,7 +827,7 @@ func float(v any, bits int) (float64, error) {
 		if IsDoubleText(string(n)) {
 			// Double text with no exact reading as a double (1e400,
 			// 2e-324) has none in any branch: a *ValueError, the reason a
-			// union names (README, union), in a transform's words. Text
+			// union names (values.md, conversion rules: union), in a transform's words. Text
 			// that is a double but no float is only a type mismatch.
 			f, err := parseFloat(string(n), 64)
 			if err != nil {
@@ -838,8 +838,8 @@ func float(v any, bits int) (float64, error) {
 			}
 			return f, nil
 		}
-		// Integer text is read as an int64 first, as everywhere (README,
-		// "Values"): 2^63 is refused here too, though a double holds it.
+		// Integer text is read as an int64 first, as everywhere (values.md,
+		// rule 2): 2^63 is refused here too, though a double holds it.
 		i, err := int64Text(string(n))
 		if err != nil {
 			return 0, err

@@ -38,7 +38,7 @@ func ParseTime(s string, local bool) (time.Time, error) {
 }
 
 // logicalFromAvro renders the goavro native value v of the logical type t as
-// plain JSON-friendly values: see the README's conversion rules.
+// plain JSON-friendly values: see values.md, "Conversion rules".
 func logicalFromAvro(t *avroType, v any) (any, error) {
 	switch t.logical {
 	case logicalDecimal:

@@ -17,8 +17,8 @@ import (
 
 // This file holds the exact JSON value rules that every path shares: how a
 // number's text gives its type, which values JSON text cannot hold, and
-// the strict reading and writing of strings and numbers. The README's
-// "Values" section states them for users.
+// the strict reading and writing of strings and numbers. values.md
+// states them for users.
 //
 // The functions that take raw JSON bytes expect bytes that passed CheckJSON
 // (one value, valid syntax, valid UTF-8); they do not check syntax again.

@@ -10,7 +10,7 @@
 // string and the bytes format to a []byte, so that every format meets in one
 // shape whatever the topic holds. Avro decodes to the same shapes, with
 // int64 and float64 for its numbers and logical types rendered as plain JSON
-// values (see NewCodec and the README's conversion rules).
+// values (see NewCodec and the conversion rules of values.md).
 package serde
 
 import (

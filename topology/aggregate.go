@@ -175,7 +175,7 @@ func (v *validator) aggregate(at stepAt) {
 	for j, st := range s.Transform[:i] {
 		switch st.Op() {
 		case "key":
-			v.report(fmt.Sprintf("%s.transform[%d].key", p, j), "a key step before aggregate in the same stage: state is partitioned by the input record's key, so re-key in an earlier stage (see the keying rule in the README)")
+			v.report(fmt.Sprintf("%s.transform[%d].key", p, j), "a key step before aggregate in the same stage: state is partitioned by the input record's key, so re-key in an earlier stage (see exactly help stateful, \"The keying rule\")")
 		case "route", "explode", "aggregate":
 			v.report(fmt.Sprintf("%s.transform[%d].%s", p, j, st.Op()), "a %s step cannot come before aggregate: an aggregate stage writes window results to its output topic", st.Op())
 		}

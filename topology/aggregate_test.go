@@ -48,7 +48,7 @@ func TestParseAggregate(t *testing.T) {
 			`t.yaml:14:20: stages[0].transform[0].aggregate: aggregate must be the stage's last step: its outputs are window results, not records (move later steps to a stage that reads "out")`,
 		}},
 		{name: "key step before", steps: "      - key: value.customer\n" + agg(good), want: []string{
-			"t.yaml:14:14: stages[0].transform[0].key: a key step before aggregate in the same stage: state is partitioned by the input record's key, so re-key in an earlier stage (see the keying rule in the README)",
+			"t.yaml:14:14: stages[0].transform[0].key: a key step before aggregate in the same stage: state is partitioned by the input record's key, so re-key in an earlier stage (see exactly help stateful, \"The keying rule\")",
 		}},
 		{name: "with dedupe", steps: "      - dedupe: { id: value.id, retention: 1h }\n" + agg(good), want: []string{
 			"t.yaml:15:20: stages[0].transform[1].aggregate: a stage has at most one stateful step: dedupe in one stage, aggregate in a stage that reads its output",

@@ -78,7 +78,7 @@ func (v *validator) stateful(at stepAt) {
 	}
 	for j, o := range s.Transform[:i] {
 		if o.Op() == "key" {
-			v.report(fmt.Sprintf("%s.transform[%d].key", p, j), "a key step before the stateful step in the same stage: its store is partitioned by the input record's key, so re-key in an earlier stage (see the keying rule in the README)")
+			v.report(fmt.Sprintf("%s.transform[%d].key", p, j), "a key step before the stateful step in the same stage: its store is partitioned by the input record's key, so re-key in an earlier stage (see exactly help stateful, \"The keying rule\")")
 		}
 	}
 	if strings.TrimSpace(sf.Func) == "" {

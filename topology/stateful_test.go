@@ -106,7 +106,7 @@ func TestValidateStateful(t *testing.T) {
 		{
 			name:  "after a key step",
 			steps: "      - key: value.customer\n      - stateful: a\n",
-			want:  []string{"t.yaml:14:14: stages[0].transform[0].key: a key step before the stateful step in the same stage: its store is partitioned by the input record's key, so re-key in an earlier stage (see the keying rule in the README)"},
+			want:  []string{"t.yaml:14:14: stages[0].transform[0].key: a key step before the stateful step in the same stage: its store is partitioned by the input record's key, so re-key in an earlier stage (see exactly help stateful, \"The keying rule\")"},
 		},
 	})
 

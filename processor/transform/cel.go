@@ -181,7 +181,7 @@ func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref
 }
 
 // selectedNumber is the JSON text of the number v that p only selects
-// (value.a.b) from r's value: a number keeps its text (README, Values),
+// (value.a.b) from r's value: a number keeps its text (values.md, rule 2),
 // 1E2 stays 1E2, not the 100.0 of its double, in a key, a header or a
 // set. ok is false when p computes its value, v is no number, or the
 // field is no longer the input's text (a step before wrote it).

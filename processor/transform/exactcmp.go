@@ -670,7 +670,7 @@ func execSize(c *checkedCall, f *interpreter.ExecutionFrame) ref.Val {
 }
 
 // execDouble is double(x) refusing a string that underflows to zero, as
-// reading a JSON number does (README, Values): cel-go's conversion
+// reading a JSON number does (values.md, rule 4): cel-go's conversion
 // (strconv.ParseFloat) refuses "1e400" but reads "1e-400" as 0.0.
 func execDouble(c *checkedCall, f *interpreter.ExecutionFrame) ref.Val {
 	v := c.orig.Exec(f)

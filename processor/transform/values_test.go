@@ -43,7 +43,7 @@ func apply(t testing.TB, steps, in string) ([]string, error) {
 	return got, nil
 }
 
-// TestValues holds the value rules of the README's "Values" section: an
+// TestValues holds the value rules of values.md, "The rules": an
 // untouched field keeps its bytes and place, a number's type follows its
 // text, and a value with no exact form is an error naming its field.
 func TestValues(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command balances is exactly with two stateful Go transforms, an example
 // of a custom binary that keeps state per key (see "Stateful Go
-// transforms" in the README):
+// transforms" in cmd/exactly/docs/stateful.md):
 //
 //   - running-balance adds each payment to its account's balance and writes
 //     the payment with the balance after it;

@@ -82,7 +82,7 @@ type PartitionState struct {
 }
 
 // StartAt decides where a stage's partition resumes, by the rules of
-// README "Topic identity and start positions":
+// operating.md, "Topic identity and start positions":
 //   - stored ID differs from the broker's: the topic was recreated; start
 //     at the new incarnation's log start (RecreatedNewID);
 //   - no stored ID and the offset is above the high watermark: treated

@@ -46,7 +46,7 @@ func (e *fencedError) Error() string {
 func (e *fencedError) Unwrap() error { return ErrFenced }
 
 // Class is what the sink does with a Postgres error of a batch, decided by
-// its SQLSTATE (see the table in the README's sink section and
+// its SQLSTATE (see the table in sink.md, "Faults, by SQLSTATE", and
 // https://www.postgresql.org/docs/current/errcodes-appendix.html). Never by
 // message text.
 type Class int

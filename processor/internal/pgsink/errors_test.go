@@ -17,7 +17,7 @@ import (
 	"github.com/exactly-io/exactly/serde"
 )
 
-// Every SQLSTATE class of the README's table gets the class it promises.
+// Every SQLSTATE class of sink.md's table gets the class it promises.
 func TestClassifySQLState(t *testing.T) {
 	tests := []struct {
 		code string

@@ -234,7 +234,7 @@ const (
 // castExpr returns the SQL expression that turns staging text x (a column
 // reference or a parameter) into a value of column col of type t, or
 // raises a row error (SQLSTATE refuseCode, through refuseFunc) for a value
-// the column cannot hold exactly (see the README's sink section):
+// the column cannot hold exactly (see values.md, "Values in typed columns"):
 //
 //   - numeric(p,s), timestamp(p), time(p) and the like: the value must
 //     read the same with and without the modifier (1.234 into

@@ -14,7 +14,7 @@ import (
 )
 
 // checkCatalog checks, at set-up and before the sink reports ready, what
-// the first batch would otherwise find out (README "Checks at start"):
+// the first batch would otherwise find out (stages.md, "What is checked, and when"):
 //   - a unique index or primary key on exactly the event ID column, that
 //     ON CONFLICT (event_id) can infer: not partial, not on an
 //     expression, not deferrable, valid;

@@ -40,8 +40,8 @@ type startAt struct {
 	reason string // "" when the stored position is used as it is
 }
 
-// decideStart applies the topic-identity policy (README, "Topic identity
-// and start positions") to one partition: row is its stored position
+// decideStart applies the topic-identity policy (operating.md, "Topic
+// identity and start positions") to one partition: row is its stored position
 // (ok false: none), brokerID the topic's current ID, logStart and hwm its
 // log start offset and high watermark now.
 func decideStart(row StoredPosition, ok bool, brokerID string, logStart, hwm int64) startAt {

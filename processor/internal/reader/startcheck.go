@@ -187,7 +187,7 @@ func (l BrokerLimits) CheckSessionTimeout(d time.Duration, field string) error {
 // WarnLimitsUnread logs that the broker limits could not be read, at warn
 // level: the process goes on, and the broker refuses a value beyond them
 // when it is used. A principal without DescribeConfigs on the cluster (the
-// least-privilege ACLs of the README) is told in words, without Kafka's
+// least-privilege ACLs of security.md) is told in words, without Kafka's
 // error code, which operators search logs for.
 func WarnLimitsUnread(log *slog.Logger, err error) {
 	const msg = "the broker's timeout limits are not checked at start: transaction_timeout and session_timeout fail only when the broker refuses them"

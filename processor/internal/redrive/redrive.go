@@ -567,7 +567,7 @@ func (s *Selector) Match(dl DeadLetter) (bool, error) {
 	if s == nil || s.prg == nil {
 		return true, nil
 	}
-	// JSON is read as a stage's steps read it (README, "Values"): 204 is
+	// JSON is read as a stage's steps read it (values.md): 204 is
 	// an int, 2.0 a double, and a field is decoded when the expression
 	// reads it, so that a field with no exact value (1e400, the reason of
 	// the dead letter, say) fails only an expression that reads it. A

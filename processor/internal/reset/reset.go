@@ -358,7 +358,7 @@ func ExecuteStage(ctx context.Context, adm *kadm.Client, p Plan) error {
 
 // CommitMetadata is the offset commit metadata the stage writes for its
 // input topic, partpos.CommitMetadata: "exactly/v1 topic_id=<32 hex digits>"
-// (see the README, "Topic identity and start positions").
+// (see operating.md, "Topic identity and start positions").
 func CommitMetadata(id [16]byte) string { return partpos.CommitMetadata(id) }
 
 // PlanSink plans the reset of the sink cfg, whose positions live in its

@@ -79,7 +79,7 @@ PARTITION  CURRENT  NEW  MOVE
 }
 
 func TestCommitMetadata(t *testing.T) {
-	// The stage's format (README "Topic identity and start positions").
+	// The stage's format (operating.md, "Topic identity and start positions").
 	got := CommitMetadata([16]byte{0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	if got != "exactly/v1 topic_id=deadbeef0102030405060708090a0b0c" {
 		t.Fatalf("metadata %q", got)

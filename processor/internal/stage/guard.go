@@ -39,7 +39,7 @@ import (
 // dead-letter partition the guard reads. Outputs are written in input
 // order, so the newest output of a partition is at the tail; a shared
 // output topic whose tail holds only other stages' records hides this
-// stage's older ones (see the README, "Resume guard").
+// stage's older ones (see cli.md, "Resume guard").
 const guardScanRecords = 1000
 
 // guardIdlePolls ends a tail scan after this many empty polls of
@@ -196,7 +196,7 @@ func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Clien
 		if !ok {
 			// The input topic was deleted and created again (Kafka deletes
 			// a deleted topic's group offsets), and nothing was written
-			// from the new topic: it is read from its start, as README
+			// from the new topic: it is read from its start, as operating.md
 			// "Topic identity and start positions" says.
 			s.log.Info("resume guard: outputs of partition came from an earlier incarnation of the input topic; starting it at the earliest offset",
 				"topic", s.cfg.Input, "partition", p, "output", ls[0].where)

@@ -15,7 +15,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 )
 
-// Topic identity (README, "Topic identity and start positions"): the
+// Topic identity (operating.md, "Topic identity and start positions"): the
 // group's committed offsets carry the input topic's ID in their metadata
 // (partpos.CommitMetadata). When partitions are assigned, each committed
 // offset is checked against the topic the broker has now (partpos.StartAt)

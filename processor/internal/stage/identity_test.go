@@ -27,7 +27,7 @@ func inputTopicID(t *testing.T, adm *kadm.Client) [16]byte {
 }
 
 // Committed offsets are checked against the topic the broker has before
-// anything is fetched (README, Topic identity and start positions): an
+// anything is fetched (operating.md, "Topic identity and start positions"): an
 // offset committed under another topic ID, or without an ID above the
 // high watermark, belongs to an old incarnation and the partition starts
 // at its first offset; one above the high watermark under the same ID

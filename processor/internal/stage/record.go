@@ -247,7 +247,7 @@ func keyText(fv any, isObject bool, field string) ([]byte, error) {
 	case json.Number:
 		// The key field is read: a number is the key as its text, but
 		// only one that has an exact value, as every reader of a field
-		// requires (README, Values: 1e400 or an integer beyond int64 is
+		// requires (values.md, rule 4: 1e400 or an integer beyond int64 is
 		// a dead letter here as in a key step).
 		if _, err := serde.ParseNumber(string(fv), field); err != nil {
 			return nil, err

@@ -111,8 +111,8 @@ type Partition struct {
 	Writer    string     `json:"writer,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 	// Void says why a sink's stored position is not its position (the
-	// topic was deleted and created again since it was stored; see the
-	// README's Topic identity): the sink starts the partition over at
+	// topic was deleted and created again since it was stored; see
+	// operating.md, "Topic identity and start positions"): the sink starts the partition over at
 	// its first offset, and Committed and Lag say so. Empty otherwise.
 	Void string `json:"void,omitempty"`
 }
@@ -339,7 +339,7 @@ func describe(g *Group, d kadm.DescribedGroup) {
 
 // voidPosition says why the sink would not resume at stored position p
 // of a topic whose ID is now id and whose high watermark is end, as the
-// sink decides when it starts (the README's Topic identity table): the
+// sink decides when it starts (sink.md, "Topic identity, for the sink"): the
 // position was stored under another topic ID, or, with no ID stored, it
 // is past the high watermark. "" when it is the sink's position.
 func voidPosition(p pgsink.StoredPosition, id string, end kadm.ListedOffset) string {

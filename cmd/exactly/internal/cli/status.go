@@ -20,8 +20,9 @@ committed offsets, sinks from the positions stored in Postgres. Then it
 lists the transactions open on the stages' and sinks' input, output and
 dead-letter partitions for longer than their timeout (or --hanging-after):
 each holds its partition's last stable offset, and read_committed
-consumers wait behind it (KIP-664; the README says how to abort one). It
-reads Kafka and Postgres and changes nothing.
+consumers wait behind it (KIP-664; exactly help operating, "Hanging
+transactions", says how to abort one). It reads Kafka and Postgres and
+changes nothing.
 
 It exits 0 when every group could be read, 1 when any could not (the
 report says why), 2 for bad flags or a bad topology file.

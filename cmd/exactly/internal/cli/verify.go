@@ -32,10 +32,12 @@ dead letters by reason, rows missing from or extra in each sink table, and
 every partition where an open transaction holds the last stable offset
 back, with the transactions open there for longer than their timeout (or
 --hanging-after): transactional ID, producer ID, partition, first offset and
-for how long (KIP-664; the README says how to abort one). Memory stays bounded: records are spilled to temporary files in
-buckets and checked one bucket at a time. On a terminal, a progress bar on
-stderr shows the offsets read of the total to each partition's last stable
-offset, the rate and the time left; in a pipe or with --json it stays off.
+for how long (KIP-664; exactly help operating, "Hanging transactions",
+says how to abort one). Memory stays bounded: records are spilled to
+temporary files in buckets and checked one bucket at a time. On a
+terminal, a progress bar on stderr shows the offsets read of the total to
+each partition's last stable offset, the rate and the time left; in a pipe
+or with --json it stays off.
 
 It exits 0 when all is exactly once, 1 when anything was lost, duplicated or
 blocked (or verify could not finish), and 2 for bad flags or a bad file.`,
