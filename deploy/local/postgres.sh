@@ -144,6 +144,10 @@ unix_socket_directories = '$SOCK'
 max_connections = 200
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%u@%d '
+# Debezium's Postgres connector reads changes by logical replication (pgoutput).
+wal_level = logical
+max_replication_slots = 10
+max_wal_senders = 10
 EOF
 	if [[ "$PG_TLS" == "1" ]]; then
 		tls_cert server "$RUN/tls"
