@@ -115,6 +115,8 @@ var spec = map[string]setting{
 	"stages[].commit.interval":    {doc: "How long a transaction stays open at most; below `kafka.transaction_timeout`.", def: 100 * time.Millisecond, positive: true},
 	"stages[].commit.max_records": {doc: "Input records per transaction at most.", def: 10000, min: 1},
 	"stages[].transform":          {doc: "The steps each record goes through, in order; each step has exactly one operation. Expressions are CEL."},
+	"stages[].output_timestamp": {doc: "The timestamp of the outputs and window results: `input` keeps the input's (event time, as Kafka Streams does), `write` is the time of writing. Retention counts from it.",
+		def: OutputTimestampInput, enum: []string{OutputTimestampInput, OutputTimestampWrite}, what: "output timestamp"},
 	"stages[].session_timeout": {doc: "The consumer group session timeout: a killed instance holds its partitions until it passes.",
 		def: 45 * time.Second, min: heartbeatInterval, minWhy: "the client's heartbeat interval", max: maxWireTimeout, apart: true},
 	// 30s, not franz-go's 5m: each refresh is one small Metadata request.

@@ -304,6 +304,9 @@ type Stage struct {
 	// value becomes the output record's key. Output format must be json.
 	Key    string `yaml:"key"`
 	Commit Commit `yaml:"commit"`
+	// OutputTimestamp is the timestamp of the stage's outputs:
+	// OutputTimestampInput (the default) or OutputTimestampWrite.
+	OutputTimestamp string `yaml:"output_timestamp"`
 	// Transform is the list of steps each record goes through, in order,
 	// between decoding and encoding (see Step).
 	Transform []Step `yaml:"transform"`
@@ -334,6 +337,13 @@ type Stage struct {
 	// at most 1000012 bytes).
 	MaxBufferedBytes int `yaml:"max_buffered_bytes"`
 }
+
+// Output timestamps of a stage (Stage.OutputTimestamp). Time-based
+// retention counts from a record's timestamp.
+const (
+	OutputTimestampInput = "input" // the input record's: its event time
+	OutputTimestampWrite = "write" // the time the stage writes the output
+)
 
 // Step is one transform step. Exactly one of its operation fields is set.
 // Expressions are CEL (https://cel.dev); they see value, key, headers,

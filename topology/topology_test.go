@@ -122,12 +122,13 @@ func TestParseExample(t *testing.T) {
 			{Name: "orders.dlq", Partitions: 1, ReplicationFactor: -1},
 		},
 		Stages: []Stage{{
-			Name:       "clean",
-			Input:      Endpoint{Topic: "orders.raw", Format: "json"},
-			Output:     Endpoint{Topic: "orders.clean", Format: "json"},
-			DeadLetter: DeadLetter{Topic: "orders.dlq"},
-			Key:        "event_id",
-			Commit:     Commit{Interval: Duration{100 * time.Millisecond}, MaxRecords: 10000},
+			Name:            "clean",
+			Input:           Endpoint{Topic: "orders.raw", Format: "json"},
+			Output:          Endpoint{Topic: "orders.clean", Format: "json"},
+			DeadLetter:      DeadLetter{Topic: "orders.dlq"},
+			Key:             "event_id",
+			Commit:          Commit{Interval: Duration{100 * time.Millisecond}, MaxRecords: 10000},
+			OutputTimestamp: OutputTimestampInput,
 			// Group settings default: 45s like a sink's, metadata every 30s.
 			SessionTimeout: Duration{45 * time.Second},
 			MetadataMaxAge: Duration{30 * time.Second},
@@ -317,7 +318,7 @@ func TestParseValidation(t *testing.T) {
 				"  - { name: b, input: { topic: dlq }, output: { topic: in }, dead_letter: { topic: out } }\n"),
 			[]string{`t.yaml:9:32: stages[0].input.topic: cycle through dead-letter topics (a record failing on every stage of it would loop for ever; exactly redrive retries dead letters a bounded number of times): a -> b -> a`}},
 		{"unknown field", stages(stage + "    inptu: { topic: in }\n"),
-			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes, max_buffered_bytes)`}},
+			[]string{`t.yaml:13:5: stages[0].inptu: unknown field (valid: name, input, output, dead_letter, key, commit, output_timestamp, transform, session_timeout, metadata_max_age, fetch_max_bytes, max_partition_fetch_bytes, max_buffered_bytes)`}},
 		{"group settings out of range", stages(stage + "    session_timeout: 500ms\n    metadata_max_age: 2h\n"),
 			[]string{
 				`t.yaml:13:22: stages[0].session_timeout: must be at least 3s, the client's heartbeat interval (got 500ms)`,
