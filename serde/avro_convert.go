@@ -346,7 +346,7 @@ var promotedFrom = [kindFixed + 1]uint16{
 }
 
 // defaultValue converts a field default, written in the schema as JSON, to
-// the in-memory representation. A union's default is for its first branch.
+// the in-memory representation.
 func defaultValue(t *avroType, d any) (any, error) {
 	n, err := defaultNative(t, d)
 	if err != nil {
@@ -355,53 +355,112 @@ func defaultValue(t *avroType, d any) (any, error) {
 	return fromAvro(t, t, n)
 }
 
-// defaultNative converts a JSON default into the goavro native value.
+// defaultNative converts a JSON default into the goavro native value, as
+// the specification reads it ("Complex Types / Records", the table of
+// default values): a union's default is of its first branch; bytes and
+// fixed are a string of code points 0-255; a logical type's default is
+// its underlying type's. An error names where in the default it is
+// ("[2]: ...", "key: ...").
 func defaultNative(t *avroType, d any) (any, error) {
 	switch t.kind {
 	case kindUnion:
-		b := t.branches[0]
-		if b.kind == kindNull {
-			return nil, nil
-		}
-		n, err := defaultNative(b, d)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{b.unionName(): n}, nil
+		return defaultUnion(t, d)
 	case kindBytes, kindFixed:
-		return defaultBytes(d)
+		return defaultBytes(t, d)
 	case kindRecord:
 		return defaultRecord(t, d)
 	case kindArray:
 		a, ok := d.([]any)
 		if !ok {
-			return nil, fmt.Errorf("want an array")
+			return nil, fmt.Errorf("an array default is a JSON array, not %s %s", article(jsonKind(d)), jsonKind(d))
 		}
-		return convertItems(a, func(e any) (any, error) { return defaultNative(t.items, e) }, false)
+		return convertItems(a, func(e any) (any, error) { return defaultNative(t.items, e) }, true)
 	case kindMap:
 		m, ok := d.(map[string]any)
 		if !ok {
-			return nil, fmt.Errorf("want an object")
+			return nil, fmt.Errorf("a map default is a JSON object, not %s %s", article(jsonKind(d)), jsonKind(d))
 		}
-		return convertValues(m, func(e any) (any, error) { return defaultNative(t.values, e) }, false)
+		return convertValues(m, func(e any) (any, error) { return defaultNative(t.values, e) }, true)
 	}
-	// Scalars: the JSON value goes through the encoder's rules.
-	return toAvro(t, d)
+	return defaultScalar(t, d)
 }
 
-// defaultBytes converts the default of a bytes or a fixed: a string whose
-// code points 0-255 are the bytes.
-func defaultBytes(d any) (any, error) {
+// defaultJSON is the JSON a default of each scalar kind is written as (the
+// specification's table of default values).
+var defaultJSON = map[avroKind]string{
+	kindNull: "null", kindBoolean: "boolean", kindInt: "integer", kindLong: "integer",
+	kindFloat: "number", kindDouble: "number", kindString: "string", kindEnum: "string",
+}
+
+// defaultScalar converts the default of scalar t: JSON of the kind the
+// specification's table gives, then the encoder's rules for the underlying
+// type (a timestamp-millis default is a long, not text; an int's must fit).
+func defaultScalar(t *avroType, d any) (any, error) {
+	want := defaultJSON[t.kind]
+	got := jsonKind(d)
+	if want != got && (want != "number" || got != "integer") {
+		return nil, fmt.Errorf("%s %s default is a JSON %s, not %s %s", article(t.kind.String()), t.kind, want, article(got), got)
+	}
+	return toAvroKind(t, d)
+}
+
+// jsonKind names the JSON kind of d, decoded with UseNumber.
+func jsonKind(d any) string {
+	switch n := d.(type) {
+	case json.Number:
+		if IsDoubleText(string(n)) {
+			return "number"
+		}
+		return "integer"
+	case bool:
+		return "boolean"
+	case nil:
+		return "null"
+	}
+	return describe(d)
+}
+
+func article(word string) string {
+	if strings.IndexByte("aeiou", word[0]) >= 0 {
+		return "an"
+	}
+	return "a"
+}
+
+// defaultUnion converts the default of union t, a value of its first
+// branch.
+func defaultUnion(t *avroType, d any) (any, error) {
+	b := t.branches[0]
+	if b.kind == kindNull {
+		if d != nil {
+			return nil, fmt.Errorf("a union's default is of its first branch, null, not %s %s", article(jsonKind(d)), jsonKind(d))
+		}
+		return nil, nil
+	}
+	n, err := defaultNative(b, d)
+	if err != nil {
+		return nil, fmt.Errorf("a union's default is of its first branch, %s: %w", b.unionName(), err)
+	}
+	return map[string]any{b.unionName(): n}, nil
+}
+
+// defaultBytes converts the default of t, bytes or a fixed: a string whose
+// code points 0-255 are the bytes ("\u00ff" is the byte 0xff, not its
+// UTF-8 encoding), one byte each, as many as a fixed's size.
+func defaultBytes(t *avroType, d any) (any, error) {
 	s, ok := d.(string)
 	if !ok {
-		return nil, fmt.Errorf("want a string")
+		return nil, fmt.Errorf("a %s default is a JSON string of code points 0-255, not %s %s", t.kind, article(jsonKind(d)), jsonKind(d))
 	}
 	b := make([]byte, 0, len(s))
-	for _, c := range s {
+	for i, c := range []rune(s) {
 		if c > 255 {
-			return nil, fmt.Errorf("code point above 255")
+			return nil, fmt.Errorf("code point %U at index %d is above 255: a %s default is a string of code points 0-255, one per byte", c, i, t.kind)
 		}
 		b = append(b, byte(c))
+	}
+	if t.kind == kindFixed && len(b) != t.size {
+		return nil, fmt.Errorf("%d bytes for %s of size %d", len(b), t.name, t.size)
 	}
 	return b, nil
 }
@@ -411,7 +470,7 @@ func defaultBytes(d any) (any, error) {
 func defaultRecord(t *avroType, d any) (any, error) {
 	m, ok := d.(map[string]any)
 	if !ok {
-		return nil, fmt.Errorf("want an object")
+		return nil, fmt.Errorf("a record default is a JSON object, not %s %s", article(jsonKind(d)), jsonKind(d))
 	}
 	out := make(map[string]any, len(t.fields))
 	for _, f := range t.fields {
@@ -424,7 +483,7 @@ func defaultRecord(t *avroType, d any) (any, error) {
 		}
 		x, err := defaultNative(f.typ, fd)
 		if err != nil {
-			return nil, err
+			return nil, fieldErr(f.name, err)
 		}
 		out[f.name] = x
 	}

@@ -57,8 +57,8 @@ type avroSchema struct {
 }
 
 // parseSchemaText parses text, an Avro schema, into its tree, its parser
-// (which holds what it ignored) and its JSON with the logicalType keys
-// removed: the physical schema.
+// (which holds what it ignored) and its JSON with the logicalType keys and
+// the field defaults removed: the physical schema, which goavro gets.
 func parseSchemaText(text string) (*avroType, *schemaParser, any, error) {
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.UseNumber()
@@ -68,6 +68,9 @@ func parseSchemaText(text string) (*avroType, *schemaParser, any, error) {
 	}
 	p := &schemaParser{named: make(map[string]*avroType)}
 	t, err := p.parse(raw, "")
+	if err == nil {
+		err = p.checkDefaults()
+	}
 	return t, p, raw, err
 }
 
@@ -95,6 +98,26 @@ type schemaParser struct {
 	// ignored says, for each logical type of the specification that the
 	// schema gives where it is invalid, what is read instead.
 	ignored []string
+	// defaulted are the records, whose field defaults are checked once
+	// the whole schema is parsed (a record may name itself).
+	defaulted []*avroType
+}
+
+// checkDefaults checks each field default against its type as the
+// specification reads defaults (defaultValue), naming the field of the
+// first that is invalid.
+func (p *schemaParser) checkDefaults() error {
+	for _, r := range p.defaulted {
+		for _, f := range r.fields {
+			if !f.hasDef {
+				continue
+			}
+			if _, err := defaultValue(f.typ, f.def); err != nil {
+				return fmt.Errorf("record %q field %q: invalid default: %v", r.name, f.name, err)
+			}
+		}
+	}
+	return nil
 }
 
 func fullName(name, ns string) string {
@@ -250,8 +273,18 @@ func (p *schemaParser) parseFields(t *avroType, m map[string]any, ns string) err
 			return fmt.Errorf("%s.%s: %w", t.name, name, err)
 		}
 		def, hasDef := fm["default"]
+		if hasDef {
+			// goavro reads a bytes or fixed default as the string's UTF-8
+			// bytes, not as the specification's code points 0-255 (fixed(2)
+			// "\u00ff\u00fe" refused, fixed(4) accepted). It never needs a
+			// default (toAvroRecord gives it every field), so it gets none:
+			// checkDefaults and defaultNative read them, as the
+			// specification does.
+			delete(fm, "default")
+		}
 		t.fields = append(t.fields, &avroField{name: name, aliases: aliasesOf(fm, ""), typ: ft, def: def, hasDef: hasDef})
 	}
+	p.defaulted = append(p.defaulted, t)
 	return nil
 }
 

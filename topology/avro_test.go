@@ -106,7 +106,7 @@ func TestParseAvroValidation(t *testing.T) {
 			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/typo.avsc" is not a valid Avro schema: R.a: unknown type "strin"`}, ""},
 		{"schema file with a default of the wrong type",
 			`{ topic: in, format: avro, schema: schemas/baddefault.avsc }`,
-			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/baddefault.avsc" is not a valid Avro schema: invalid schema: Record "R" field "a": default value ought to have a string type got: float64`}, ""},
+			nil, []string{`10:47: stages[0].input.schema: schema file "schemas/baddefault.avsc" is not a valid Avro schema: record "R" field "a": invalid default: a string default is a JSON string, not an integer`}, ""},
 		{"schema on json",
 			`{ topic: in, schema: schemas/order.avsc }`,
 			nil, []string{`10:33: stages[0].input.schema: only for format avro (format is "json")`}, ""},
