@@ -50,6 +50,8 @@ func TestParseSink(t *testing.T) {
 			Tombstones:     "skip",
 			Mode:           "insert",
 			Timeout:        Duration{time.Minute},
+			// A change event's placeholder for a value it did not capture.
+			UnavailableValue: "__debezium_unavailable_value",
 		},
 		Commit:                 Commit{Interval: Duration{200 * time.Millisecond}, MaxRecords: 20000},
 		SessionTimeout:         Duration{45 * time.Second},

@@ -224,6 +224,8 @@ var spec = map[string]setting{
 	"sinks[].postgres.version": {doc: "Mode upsert: a column; a record replaces the stored row only if its version is greater."},
 	"sinks[].postgres.envelope": {doc: "`none`: the value is the row; `debezium`: change events (needs mode upsert).",
 		defText: "`none`", enum: []string{EnvelopeNone, EnvelopeDebezium}, what: "envelope"},
+	"sinks[].postgres.unavailable_value": {doc: "The text a change event holds for a value it did not capture (Debezium's `unavailable.value.placeholder`): the column keeps its stored value.",
+		def: "__debezium_unavailable_value"},
 	"sinks[].postgres.timeout": {doc: "Bounds one attempt at a call to PostgreSQL (a batch's transaction); then it is retried with backoff.",
 		def: time.Minute, min: time.Second, max: time.Hour},
 	"sinks[].commit":          {doc: "Bounds one batch, held in memory until it commits."},

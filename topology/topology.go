@@ -616,6 +616,11 @@ type Postgres struct {
 	// mapped from after, d deletes the row whose event ID is in before;
 	// needs mode upsert).
 	Envelope string `yaml:"envelope"`
+	// UnavailableValue is the text a change event puts in place of a
+	// value it did not capture (Debezium's unavailable.value.placeholder,
+	// for an unchanged TOASTed column): such a column keeps its stored
+	// value. Default __debezium_unavailable_value.
+	UnavailableValue string `yaml:"unavailable_value"`
 	// Timeout bounds one attempt at a call to PostgreSQL: a batch's
 	// transaction from taking a connection to COMMIT, a read of the
 	// stored positions, the set-up of the sink's tables. A server that
