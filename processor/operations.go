@@ -133,8 +133,14 @@ func PlanStageReset(ctx context.Context, adm *kadm.Client, f *topology.File, nam
 	if err != nil {
 		return nil, err
 	}
+	kopts, err := KafkaOptions(f)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", f.Path, err)}
+	}
 	rp := &ResetPlan{Plan: p, adm: adm}
-	rp.execute = func(ctx context.Context) error { return reset.ExecuteStage(ctx, adm, rp.Plan) }
+	rp.execute = func(ctx context.Context) error {
+		return reset.WithLog(ctx, kopts, rp.Plan, func(ctx context.Context) error { return reset.ExecuteStage(ctx, adm, rp.Plan) })
+	}
 	return rp, nil
 }
 
@@ -155,8 +161,14 @@ func PlanSinkReset(ctx context.Context, adm *kadm.Client, f *topology.File, name
 	if err != nil {
 		return nil, err
 	}
+	kopts, err := KafkaOptions(f)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", f.Path, err)}
+	}
 	rp := &ResetPlan{Plan: p, adm: adm}
-	rp.execute = func(ctx context.Context) error { return reset.ExecuteSink(ctx, cfg, rp.Plan) }
+	rp.execute = func(ctx context.Context) error {
+		return reset.WithLog(ctx, kopts, rp.Plan, func(ctx context.Context) error { return reset.ExecuteSink(ctx, cfg, rp.Plan) })
+	}
 	return rp, nil
 }
 
@@ -167,7 +179,10 @@ func (p *ResetPlan) Idle(ctx context.Context) error { return reset.CheckIdle(ctx
 
 // Execute applies the plan: it commits the stage's offsets, or stores the
 // sink's positions in one PostgreSQL transaction. Kafka refuses the
-// stage's commit while its group has members.
+// stage's commit while its group has members. The change is made inside a
+// Kafka transaction that writes what it moved to the topic exactly-resets
+// (created when missing), committed only when the change succeeds: Verify
+// reads it to tell records skipped on purpose from records lost.
 func (p *ResetPlan) Execute(ctx context.Context) error { return p.execute(ctx) }
 
 // DefaultMaxRedrives is how many times Redrive redrives a record at most.

@@ -22,14 +22,15 @@ import (
 
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
+	"github.com/exactly-io/exactly/processor/internal/status"
 )
 
 // Target kinds.
 const (
 	Earliest = "earliest" // the log start offset of each partition
-	Latest   = "latest"   // the high watermark: skip everything there is now
-	Time     = "time"     // the first offset whose timestamp is at or after Target.Time
-	Offsets  = "offsets"  // explicit offsets per partition; others unchanged
+	Latest   = "latest"   // the last stable offset: skip every committed record there is now
+	Time     = "time"     // the first offset whose timestamp is at or after Target.Time, at most the last stable offset
+	Offsets  = "offsets"  // explicit offsets per partition, each at most the last stable offset; others unchanged
 )
 
 // Target is where a reset moves positions to.
@@ -112,6 +113,14 @@ type Plan struct {
 	// Where the positions live: "consumer group <g>" or "postgres table <t>".
 	Store   string
 	Changes []Change // by partition
+	// Stable and HighWatermark are each partition's last stable offset
+	// and high watermark when planned: they differ while a transaction is
+	// open there.
+	Stable, HighWatermark map[int32]int64
+	// Open are the transactions open on the topic when planned, and
+	// OpenErr what could not be read about them.
+	Open    []status.OpenTxn
+	OpenErr error
 }
 
 // Print writes the plan: a header line, then a table with one line per
@@ -132,6 +141,7 @@ func (p Plan) Print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\n", c.Partition, cur, c.New, move)
 	}
 	_ = tw.Flush()
+	p.printOpen(w)
 }
 
 // Summary is the last line of a reset: what was done, or for a dry run
@@ -181,11 +191,13 @@ func CheckIdle(ctx context.Context, adm *kadm.Client, group string) error {
 		plural(len(ids), "member", "members"), strings.Join(ids, ", "), ErrLiveMembers)
 }
 
-// partitionState is what the broker has for one partition of a topic.
-type partitionState struct{ start, end int64 }
+// partitionState is what the broker has for one partition of a topic: its
+// log start offset, its high watermark (end) and its last stable offset
+// (stable: the first offset of the oldest open transaction, or the end).
+type partitionState struct{ start, end, stable int64 }
 
-// topicState lists the partitions of topic with their log start offset
-// and high watermark, and the topic's ID.
+// topicState lists the partitions of topic with their log start offset,
+// high watermark and last stable offset, and the topic's ID.
 func topicState(ctx context.Context, adm *kadm.Client, topic string) (map[int32]partitionState, [16]byte, error) {
 	var id [16]byte
 	tds, err := adm.ListTopics(ctx, topic)
@@ -211,11 +223,20 @@ func topicState(ctx context.Context, adm *kadm.Client, topic string) (map[int32]
 	if err != nil {
 		return nil, id, fmt.Errorf("list end offsets of %s: %w", topic, err)
 	}
+	// read_committed (isolation level 1): the last stable offset.
+	stables, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = stables.Error()
+	}
+	if err != nil {
+		return nil, id, fmt.Errorf("list last stable offsets of %s: %w", topic, err)
+	}
 	out := make(map[int32]partitionState, len(td.Partitions))
 	for p := range td.Partitions {
 		s, _ := starts.Lookup(topic, p)
 		e, _ := ends.Lookup(topic, p)
-		out[p] = partitionState{start: s.Offset, end: e.Offset}
+		l, _ := stables.Lookup(topic, p)
+		out[p] = partitionState{start: s.Offset, end: e.Offset, stable: min(l.Offset, e.Offset)}
 	}
 	return out, id, nil
 }
@@ -227,7 +248,11 @@ func errIfNot(ok bool, err error) error {
 	return err
 }
 
-// resolve returns the new offset of every partition that t moves.
+// resolve returns the new offset of every partition that t moves. Every
+// offset is at most the partition's last stable offset, a transaction
+// boundary: a position above it could sit inside a transaction still
+// open, whose records below the position would be skipped and those above
+// it read once it commits. Below it, every transaction has ended.
 func resolve(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]partitionState, t Target) (map[int32]int64, error) {
 	switch t.Kind {
 	case Earliest, Latest:
@@ -235,7 +260,7 @@ func resolve(ctx context.Context, adm *kadm.Client, topic string, parts map[int3
 		for p, s := range parts {
 			out[p] = s.start
 			if t.Kind == Latest {
-				out[p] = s.end
+				out[p] = s.stable
 			}
 		}
 		return out, nil
@@ -248,7 +273,9 @@ func resolve(ctx context.Context, adm *kadm.Client, topic string, parts map[int3
 }
 
 // resolveTime returns, for every partition, the offset of its first
-// record at or after at, or its end when there is none.
+// record at or after at, or its last stable offset when there is none or
+// it is past it (the lookup reads uncommitted records too, so it may name
+// one inside an open transaction).
 func resolveTime(ctx context.Context, adm *kadm.Client, topic string, parts map[int32]partitionState, at time.Time) (map[int32]int64, error) {
 	listed, err := adm.ListOffsetsAfterMilli(ctx, at.UnixMilli(), topic)
 	if err == nil {
@@ -261,17 +288,19 @@ func resolveTime(ctx context.Context, adm *kadm.Client, topic string, parts map[
 	for p, s := range parts {
 		o, ok := listed.Lookup(topic, p)
 		if !ok || o.Offset < 0 {
-			// No record at or after the time: the end.
-			out[p] = s.end
+			out[p] = s.stable
 			continue
 		}
-		out[p] = o.Offset
+		out[p] = min(o.Offset, s.stable)
 	}
 	return out, nil
 }
 
 // resolveOffsets checks the offsets given, each within its partition's
-// log, and returns them.
+// log and at most its last stable offset, and returns them. An offset past
+// the last stable offset is refused rather than moved: it may be inside
+// the open transaction, or after it, and only the user knows which they
+// meant.
 func resolveOffsets(topic string, parts map[int32]partitionState, offsets map[int32]int64) (map[int32]int64, error) {
 	out := make(map[int32]int64, len(parts))
 	var errs []error
@@ -282,6 +311,9 @@ func resolveOffsets(topic string, parts map[int32]partitionState, offsets map[in
 			errs = append(errs, fmt.Errorf("partition %d: %s has %d partitions", p, topic, len(parts)))
 		case o < s.start || o > s.end:
 			errs = append(errs, fmt.Errorf("partition %d: offset %d is outside the log [%d, %d]", p, o, s.start, s.end))
+		case o > s.stable:
+			errs = append(errs, fmt.Errorf("partition %d: offset %d is past the last stable offset %d, where a transaction still open starts "+
+				"(a position there could split it): give at most %d, or wait until it ends (exactly status --hanging-after names it)", p, o, s.stable, s.stable))
 		default:
 			out[p] = o
 		}
@@ -330,8 +362,10 @@ func PlanStage(ctx context.Context, adm *kadm.Client, stage, group, topic string
 			current[p] = o.At
 		}
 	}
-	return Plan{Kind: "stage", Name: stage, Group: group, Topic: topic, TopicID: id, Target: t,
-		Store: "consumer group " + group, Changes: changes(news, current)}, nil
+	p := Plan{Kind: "stage", Name: stage, Group: group, Topic: topic, TopicID: id, Target: t,
+		Store: "consumer group " + group, Changes: changes(news, current)}
+	p.addOpen(ctx, adm, parts)
+	return p, nil
 }
 
 // ExecuteStage commits the plan's offsets for its group, with the commit
@@ -380,8 +414,10 @@ func PlanSink(ctx context.Context, adm *kadm.Client, cfg pgsink.Config, t Target
 	for _, s := range stored {
 		current[s.Partition] = s.NextOffset
 	}
-	return Plan{Kind: "sink", Name: cfg.Sink, Group: cfg.Group(), Topic: cfg.Input, TopicID: id, Target: t,
-		Store: "postgres table " + cfg.PositionsTable, Changes: changes(news, current)}, nil
+	p := Plan{Kind: "sink", Name: cfg.Sink, Group: cfg.Group(), Topic: cfg.Input, TopicID: id, Target: t,
+		Store: "postgres table " + cfg.PositionsTable, Changes: changes(news, current)}
+	p.addOpen(ctx, adm, parts)
+	return p, nil
 }
 
 // ExecuteSink writes the plan's positions to the sink's positions table in
