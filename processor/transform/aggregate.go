@@ -2,6 +2,7 @@ package transform
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -113,7 +114,8 @@ func (a *Aggregate) Group(ctx context.Context, r *Record) ([]byte, error) {
 
 // Values evaluates the aggregations' expressions on r: one native value
 // (nil, int64, uint64, float64, string, ...) per aggregation, nil for
-// count.
+// count; a number the expression only selects from the input is its text,
+// a json.Number.
 func (a *Aggregate) Values(ctx context.Context, r *Record) ([]any, error) {
 	out := make([]any, len(a.exprs))
 	for i, prg := range a.exprs {
@@ -123,6 +125,13 @@ func (a *Aggregate) Values(ctx context.Context, r *Record) ([]any, error) {
 		v, err := prg.eval(ctx, r)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Names[i], err)
+		}
+		if t, ok := prg.selectedNumber(r, v); ok {
+			// A number of the input as it came: min, max, first and
+			// last write 12.50 and 1E1 as they are, and a sum reads
+			// 12345678901234567890.12 exactly, not as its double.
+			out[i] = json.Number(t)
+			continue
 		}
 		if out[i], err = native(v, a.Names[i], true); err != nil {
 			return nil, fmt.Errorf("%s: %w", a.Names[i], err)

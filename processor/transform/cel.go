@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -74,15 +75,46 @@ type program struct {
 	prg cel.Program
 	src string
 	// field is the path of an expression that only selects a field of
-	// the value (value.a.b): text renders a number there as the text it
-	// came with.
+	// the value (value.a.b; empty for value itself): text renders a
+	// number there as the text it came with.
 	field []string
+	// sel is the path of an expression that only selects, through a list
+	// index on the way (value.items[0].q), for selectedNumber.
+	sel []selector
+}
+
+// selector is one step of a selection: a field name, or a list index
+// (index >= 0).
+type selector struct {
+	name  string
+	index int
+}
+
+// indexedSelection matches a selection through list indexes, such as
+// value.items[0] or value.o.l[2].q.
+var indexedSelection = regexp.MustCompile(`^\s*value((\.[A-Za-z_][A-Za-z0-9_]*|\[[0-9]{1,9}\])*)\s*$`)
+
+// selectionStep matches one step of an indexedSelection.
+var selectionStep = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]{1,9})\]`)
+
+// parseSelection returns the steps of the indexedSelection path.
+func parseSelection(path string) []selector {
+	sel := []selector{}
+	for _, m := range selectionStep.FindAllStringSubmatch(path, -1) {
+		if m[1] != "" {
+			sel = append(sel, selector{name: m[1], index: -1})
+			continue
+		}
+		i, _ := strconv.Atoi(m[2])
+		sel = append(sel, selector{index: i})
+	}
+	return sel
 }
 
 // pathOr is the path of the field the expression only selects ("v",
 // "order.id"), for an error in its value, or def when it computes one.
 func (p *program) pathOr(def string) string {
-	if p.field == nil {
+	if len(p.field) == 0 {
 		return def
 	}
 	path := ""
@@ -93,8 +125,9 @@ func (p *program) pathOr(def string) string {
 }
 
 // fieldSelection matches an expression that only selects a field of the
-// value, such as value.event_id or value.order.id.
-var fieldSelection = regexp.MustCompile(`^\s*value((\.[A-Za-z_][A-Za-z0-9_]*)+)\s*$`)
+// value, such as value.event_id or value.order.id, or the value itself
+// (an element that explode made the value).
+var fieldSelection = regexp.MustCompile(`^\s*value((\.[A-Za-z_][A-Za-z0-9_]*)*)\s*$`)
 
 // compile parses and type-checks src; want, if given, are the result types
 // accepted (dyn is accepted too, and checked at run time).
@@ -133,7 +166,12 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 	}
 	p := &program{prg: prg, src: src}
 	if m := fieldSelection.FindStringSubmatch(src); m != nil {
-		p.field = strings.Split(m[1][1:], ".")
+		p.field = []string{}
+		if m[1] != "" {
+			p.field = strings.Split(m[1][1:], ".")
+		}
+	} else if m := indexedSelection.FindStringSubmatch(src); m != nil {
+		p.sel = parseSelection(m[1])
 	}
 	return p, true
 }
@@ -181,23 +219,62 @@ func (p *program) text(ctx context.Context, r *Record, path string) ([]byte, ref
 }
 
 // selectedNumber is the JSON text of the number v that p only selects
-// (value.a.b) from r's value: a number keeps its text (values.md, rule 2),
-// 1E2 stays 1E2, not the 100.0 of its double, in a key, a header or a
-// set. ok is false when p computes its value, v is no number, or the
-// field is no longer the input's text (a step before wrote it).
+// (value.a.b, value.items[2].q) from r's value: a number keeps its text
+// (values.md, rule 2), 1E2 stays 1E2, not the 100.0 of its double, in a
+// key, a header, a set or an aggregation. ok is false when p computes its
+// value, v is no number, or the field is no longer the input's text (a
+// step before wrote it).
 func (p *program) selectedNumber(r *Record, v ref.Val) (rawJSON, bool) {
-	if p.field == nil {
+	if p.field == nil && p.sel == nil {
 		return nil, false
 	}
 	switch v.(type) {
 	case types.Int, types.Uint, types.Double:
 		// It was read, so CEL holds it.
+		if p.sel != nil {
+			return selectText(r.Value, p.sel)
+		}
 		if raw, ok, err := getPath(r.Value, p.field); err == nil && ok {
 			t, isRaw := raw.(rawJSON)
 			return t, isRaw
 		}
 	}
 	return nil, false
+}
+
+// selectText follows sel, fields and list indexes, from v and returns
+// the input's text there; false where a step wrote a value on the way.
+func selectText(v any, sel []selector) (rawJSON, bool) {
+	for _, s := range sel {
+		if s.index < 0 {
+			got, ok, err := getPath(v, []string{s.name})
+			if err != nil || !ok {
+				return nil, false
+			}
+			v = got
+			continue
+		}
+		switch x := v.(type) {
+		case rawJSON:
+			if x[0] != '[' {
+				return nil, false
+			}
+			spans := serde.AppendElements(nil, x)
+			if 2*s.index+1 >= len(spans) {
+				return nil, false
+			}
+			v = rawJSON(x[spans[2*s.index]:spans[2*s.index+1]])
+		case []any:
+			if s.index >= len(x) {
+				return nil, false
+			}
+			v = x[s.index]
+		default:
+			return nil, false
+		}
+	}
+	t, ok := v.(rawJSON)
+	return t, ok
 }
 
 func (p *program) bool(ctx context.Context, r *Record) (bool, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
 
 	"github.com/exactly-io/exactly/serde"
@@ -31,8 +32,9 @@ func compileExplode(b *builder) runFunc {
 			return nil, errDrop
 		}
 		out := make([]Record, n)
+		texts := elementTexts(v)
 		for i := range n {
-			e, err := native(list.Get(types.Int(i)), serde.IndexPath("", i), jsonOut)
+			e, err := element(list.Get(types.Int(i)), texts, i, jsonOut)
 			if err != nil {
 				return nil, err
 			}
@@ -42,4 +44,40 @@ func compileExplode(b *builder) runFunc {
 		}
 		return out, nil
 	}
+}
+
+// elementTexts returns the spans of the elements of v when v is a list of
+// the input, still its bytes; nil for a list an expression built.
+func elementTexts(v ref.Val) *listText {
+	lv, ok := v.(listVal)
+	if !ok {
+		return nil
+	}
+	return &listText{raw: lv.raw, spans: serde.AppendElements(nil, lv.raw)}
+}
+
+// listText is a list of the input and the spans of its elements.
+type listText struct {
+	raw   []byte
+	spans []int // start and end of each element
+}
+
+// element is the value of element i, e, of the exploded list. A number or
+// a string of the input keeps its text, as a set or key step keeps it
+// (values.md, rule 2): 1E1 stays 1E1, not the 10.0 of its double, and
+// 12.50 stays 12.50. Objects and lists keep their bytes through native.
+// An element of the input that has no exact value (1e400) fails the
+// record, naming it.
+func element(e ref.Val, texts *listText, i int, jsonOut bool) (any, error) {
+	switch e.(type) {
+	case *types.Err:
+		return nil, errOf(e) // an element with no exact value, named
+
+	case types.Int, types.Uint, types.Double, types.String:
+		if texts != nil && 2*i+1 < len(texts.spans) {
+			// copy: each output owns its value, as set's does.
+			return rawJSON(append([]byte(nil), texts.raw[texts.spans[2*i]:texts.spans[2*i+1]]...)), nil
+		}
+	}
+	return native(e, serde.IndexPath("", i), jsonOut)
 }
