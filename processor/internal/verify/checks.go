@@ -43,6 +43,10 @@ type StageCheck struct {
 	// since a window has many inputs.
 	WindowResults int64 `json:"window_results,omitempty"`
 	Pending       int64 `json:"pending"`
+	// ResetSkipped counts inputs without output or dead letter in a range
+	// an `exactly reset` skipped (ResetSkips): on purpose, not lost.
+	ResetSkipped int64       `json:"reset_skipped"`
+	ResetSkips   []ResetSkip `json:"reset_skips,omitempty"`
 	// Failures.
 	Lost                int64 `json:"lost"`
 	Duplicates          int64 `json:"duplicates"`          // repeated (source, index) or dead letters
@@ -81,6 +85,10 @@ type SinkCheck struct {
 	DeadLettered    int64  `json:"dead_lettered"`
 	Skipped         int64  `json:"skipped_tombstones"`
 	Pending         int64  `json:"pending"`
+	// ResetSkipped counts inputs without a dead letter in a range an
+	// `exactly reset` skipped (ResetSkips): no row is expected of them.
+	ResetSkipped int64       `json:"reset_skipped"`
+	ResetSkips   []ResetSkip `json:"reset_skips,omitempty"`
 	// Failures.
 	Missing       int64 `json:"missing_rows"`
 	Extra         int64 `json:"extra_rows"`
@@ -371,6 +379,8 @@ func (c *StageCheck) accountOutcome(g group, src string) error {
 		c.DeadLettered++
 	case g.flags&fPending != 0:
 		c.Pending++
+	case skippedByReset(c.ResetSkips, g.p, g.o):
+		c.ResetSkipped++
 	case c.dedupes && g.flags&fDigest != 0 && !c.explodes:
 		// Deduplicated if its event ID has an output (judged
 		// below, by event ID).
@@ -443,6 +453,12 @@ func (c *SinkCheck) accountRecord(starts map[int32]int64, g group, rec []byte) e
 		c.DeadLettered++
 	case g.flags&fTombstone != 0:
 		c.Skipped++
+	case !pending && skippedByReset(c.ResetSkips, g.p, g.o):
+		// Maybe a row: one written before the reset stays.
+		c.ResetSkipped++
+		if g.flags&fDigest != 0 {
+			return c.ids.add(int(g.digest[0]), idRecord(rec, g.digest, idMaybe))
+		}
 	case g.flags&fDigest != 0:
 		kind := idExpected
 		if pending {

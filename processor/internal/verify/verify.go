@@ -25,6 +25,9 @@
 //     compared, and every such record counts as deduplicated;
 //   - pending: no output and no dead letter, at or after the offset the
 //     stage's consumer group has committed (not processed yet);
+//   - reset-skipped: no output and no dead letter, in a range of offsets
+//     an `exactly reset` moved the stage past, as the reset log
+//     (reset.LogTopic) records it: skipped on purpose (ResetSkip);
 //   - lost: none of the above.
 //
 // A duplicate is a (source, index) written twice, or a second dead letter of
@@ -40,7 +43,8 @@
 // (pgsink.EventIDs): 1 and 1.0 in numeric are one row, and an ID that a
 // row equals by the column's own = (citext, interval, a nondeterministic
 // collation) matches that row. Input at or after the stored position is
-// pending: a row for it may or may not exist yet. A sink's dead letters
+// pending: a row for it may or may not exist yet; so is input in a range a
+// reset skipped, counted as reset-skipped. A sink's dead letters
 // are read from its dead-letter table when it has one (exactly once: one
 // row per record) and from its dead-letter topic otherwise, where they are
 // at least once (see pgsink): repeated sink dead letters are reported but
@@ -181,6 +185,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
+	// The reset log before the positions (see readResets).
+	if err := p.readResets(ctx, adm, cfg); err != nil {
+		return nil, err
+	}
 	// Positions first, ends second: anything a stage or sink committed
 	// after its position was read is then still within the ends read, and
 	// is pending, not lost or extra.
