@@ -13,12 +13,13 @@ import (
 )
 
 // Aggregate is the state of an aggregate step: per input partition, the
-// open windows of each record key, and the partition's stream time.
+// open windows of each record key, and the partition's stream time (a
+// watermark over its upstream sources, see watermark.go).
 //
 // A window is [start, end) in Unix milliseconds, end = start + size, with
 // starts at the multiples of advance (tumbling windows: advance = size).
-// It closes when the partition's stream time reaches end + grace, as in
-// Kafka Streams: a record whose every window is closed is late.
+// It closes when the partition's stream time reaches end + grace: a record
+// whose every window is closed is late.
 //
 // The store key of a window is its start (8 bytes, big-endian with the
 // sign bit flipped, so keys sort by start) followed by the record key; the
@@ -123,12 +124,15 @@ func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
 
 // Late reports whether a record of partition p with event time ts would
 // be late (every window of ts closed, Add's late), changing nothing.
-func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) {
+func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) { return t.LateFrom(p, "", ts) }
+
+// LateFrom is Late for a record of upstream source src (see Source).
+func (t *AggregateTxn) LateFrom(p int32, src string, ts int64) (bool, error) {
 	tp, err := t.get(p)
 	if err != nil {
 		return false, err
 	}
-	st := max(tp.streamTime, ts)
+	st := t.peek(tp, src, ts, t.set.wm.Now().UnixMilli())
 	for _, w := range t.a.Windows(ts) {
 		if !t.a.closed(w, st) {
 			return false, nil
@@ -145,11 +149,18 @@ func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) {
 // ErrNotNumber, naming the aggregation by index), and it changes nothing,
 // or ErrNotRestored.
 func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated []Result, late bool, err error) {
+	return t.AddFrom(p, "", key, ts, values)
+}
+
+// AddFrom is Add for a record of upstream source src (see Source): the
+// stream time it judges by is the watermark once src's clock is at ts.
+func (t *AggregateTxn) AddFrom(p int32, src string, key []byte, ts int64, values []any) (updated []Result, late bool, err error) {
 	tp, err := t.get(p)
 	if err != nil {
 		return nil, false, err
 	}
-	st := max(tp.streamTime, ts)
+	now := t.set.wm.Now().UnixMilli()
+	st := t.peek(tp, src, ts, now)
 	type change struct {
 		w   Window
 		k   []byte
@@ -177,10 +188,10 @@ func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated
 		}
 		changes = append(changes, change{w, k, ac, !ok})
 	}
+	t.observe(tp, src, ts, now)
 	if len(changes) == 0 {
 		return nil, true, nil
 	}
-	tp.advance(st)
 	for _, c := range changes {
 		b, _ := json.Marshal(c.acc)
 		t.txn.Set(t.a.windows, p, c.k, b)

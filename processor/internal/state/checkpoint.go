@@ -32,6 +32,9 @@ type Checkpoint struct {
 	// StreamTime (Unix ms, noTime before any record) and Entries are the
 	// partition's bookkeeping as of Offset.
 	StreamTime, Entries int64
+	// Clocks are the partition's source clocks as of Offset (see
+	// watermark.go); nil without any.
+	Clocks map[string]int64
 }
 
 // ChangelogPartition is what a restore learns of a changelog partition
@@ -71,6 +74,8 @@ func (c Checkpoint) Check(cl ChangelogPartition, now time.Time) error {
 
 const checkpointLen = 1 + 16 + 4*8
 
+// encode is format version 1, or 2 with source clocks after the fixed
+// part (encodeStreamTime's text).
 func (c Checkpoint) encode() []byte {
 	b := make([]byte, 0, checkpointLen)
 	b = append(b, 1) // format version
@@ -78,17 +83,28 @@ func (c Checkpoint) encode() []byte {
 	for _, n := range []int64{c.Offset, c.Since, c.StreamTime, c.Entries} {
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
+	if len(c.Clocks) > 0 {
+		b[0] = 2
+		b = append(b, encodeStreamTime(0, c.Clocks)...)
+	}
 	return b
 }
 
 func decodeCheckpoint(b []byte) (Checkpoint, error) {
-	if len(b) != checkpointLen || b[0] != 1 {
+	if len(b) < checkpointLen || (b[0] != 1 || len(b) != checkpointLen) && b[0] != 2 {
 		return Checkpoint{}, fmt.Errorf("bad checkpoint %x", b)
 	}
 	var c Checkpoint
 	copy(c.TopicID[:], b[1:17])
 	n := func(i int) int64 { return int64(binary.BigEndian.Uint64(b[17+8*i:])) }
 	c.Offset, c.Since, c.StreamTime, c.Entries = n(0), n(1), n(2), n(3)
+	if b[0] == 2 {
+		_, clocks, err := decodeStreamTime(b[checkpointLen:])
+		if err != nil || len(clocks) == 0 {
+			return Checkpoint{}, fmt.Errorf("bad checkpoint %x", b)
+		}
+		c.Clocks = clocks
+	}
 	return c, nil
 }
 

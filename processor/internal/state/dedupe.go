@@ -12,8 +12,9 @@ import (
 const noTime = math.MinInt64
 
 // Dedupe is the state of a dedupe step: per input partition, the IDs seen
-// and when, in stream time, and the partition's stream time (the largest
-// record timestamp seen, as Kafka Streams defines it).
+// and when, in stream time, and the partition's stream time (a watermark
+// over its upstream sources, see watermark.go: without lineage, the
+// largest record timestamp seen, as Kafka Streams defines it).
 //
 // The changelog of partition p holds, as record key and value:
 //   - an ID and the stream time, in Unix milliseconds as decimal text,
@@ -72,12 +73,17 @@ func (d *Dedupe) Begin(emit Emit) *DedupeTxn {
 // letter: a dead letter sent back to the input (exactly redrive) must not
 // be dropped as its own duplicate.
 func (t *DedupeTxn) Check(p int32, id []byte, ts time.Time) (dup bool, err error) {
+	return t.CheckFrom(p, "", id, ts)
+}
+
+// CheckFrom is Check for a record of upstream source src (see Source).
+func (t *DedupeTxn) CheckFrom(p int32, src string, id []byte, ts time.Time) (dup bool, err error) {
 	t.pending = nil
 	tp, err := t.get(p)
 	if err != nil {
 		return false, err
 	}
-	tp.advance(ts.UnixMilli())
+	t.observe(tp, src, ts.UnixMilli(), t.set.wm.Now().UnixMilli())
 	v, ok, err := t.txn.Get(t.d.ids, p, id)
 	if err != nil {
 		return false, err
@@ -91,7 +97,7 @@ func (t *DedupeTxn) Check(p int32, id []byte, ts time.Time) (dup bool, err error
 			return true, nil
 		}
 	}
-	t.pending = &pendingID{p: p, id: id, part: tp, existed: ok}
+	t.pending = &pendingID{p: p, id: id, part: tp, existed: ok, ts: ts.UnixMilli()}
 	return false, nil
 }
 
@@ -101,21 +107,24 @@ type pendingID struct {
 	id      []byte
 	part    *txnPart
 	existed bool
+	ts      int64 // the record's timestamp, ms
 }
 
 // Remember records the ID of the last Check that found no duplicate as
-// seen now, in stream time, and writes it to the changelog. Retention
-// counts from this first sighting: a duplicate changes nothing but the
-// stream time.
+// seen now, in stream time (or at the record's timestamp, if later: the
+// stream time is a watermark that may lag it), and writes it to the
+// changelog. Retention counts from this first sighting: a duplicate
+// changes nothing but the stream time.
 func (t *DedupeTxn) Remember() {
 	pd := t.pending
 	if pd == nil {
 		return
 	}
 	t.pending = nil
-	val := strconv.AppendInt(nil, pd.part.streamTime, 10)
+	seen := max(pd.part.streamTime, pd.ts)
+	val := strconv.AppendInt(nil, seen, 10)
 	t.txn.Set(t.d.ids, pd.p, pd.id, val)
-	t.txn.Set(t.d.index, pd.p, indexKey(pd.part.streamTime, pd.id), nil)
+	t.txn.Set(t.d.index, pd.p, indexKey(seen, pd.id), nil)
 	t.emit(pd.p, pd.id, val)
 	if !pd.existed {
 		pd.part.added++

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -21,11 +20,18 @@ type part struct {
 	topicID    [16]byte
 	offset     int64 // the checkpoint: changelog records below it are applied
 	since      int64 // ms, see Checkpoint.Since
+	// clocks are the source clocks (see watermark.go), committed with
+	// streamTime; shared with open transactions, never written in place.
+	clocks map[string]int64
+	// heardAt is when each source was last heard from, and restored when
+	// the partition became usable (wall ms): liveness, not state.
+	heardAt  map[string]int64
+	restored int64
 }
 
 // checkpoint returns pt's checkpoint.
 func (pt *part) checkpoint() Checkpoint {
-	return Checkpoint{TopicID: pt.topicID, Offset: pt.offset, Since: pt.since, StreamTime: pt.streamTime, Entries: pt.entries}
+	return Checkpoint{TopicID: pt.topicID, Offset: pt.offset, Since: pt.since, StreamTime: pt.streamTime, Entries: pt.entries, Clocks: pt.clocks}
 }
 
 // partSet is the restored partitions of a step's stores.
@@ -33,9 +39,15 @@ type partSet struct {
 	stores []*Store // the step's stores; checkpoints are keyed by the first
 	mu     sync.Mutex
 	m      map[int32]*part
+	// wm and expected (its upstream sources) are set before the first
+	// transaction (SetWatermark).
+	wm       Watermark
+	expected []string
 }
 
-func newPartSet(stores ...*Store) *partSet { return &partSet{stores: stores, m: map[int32]*part{}} }
+func newPartSet(stores ...*Store) *partSet {
+	return &partSet{stores: stores, m: map[int32]*part{}, wm: Watermark{Now: time.Now}}
+}
 
 func (s *partSet) get(p int32) *part {
 	s.mu.Lock()
@@ -106,8 +118,12 @@ type txnPart struct {
 	part       *part // the restored partition it read
 	streamTime int64
 	advanced   bool
-	added      int64
-	since      int64 // ms, when the transaction first touched it
+	// clocks are the source clocks; ownClocks once copied from part's,
+	// clocksChanged once one moved.
+	clocks                   map[string]int64
+	ownClocks, clocksChanged bool
+	added                    int64
+	since                    int64 // ms, when the transaction first touched it
 }
 
 // txnParts is the partitions an open transaction touched, and its buffer.
@@ -132,7 +148,7 @@ func (t *txnParts) get(p int32) (*txnPart, error) {
 		return nil, fmt.Errorf("partition %d: %w", p, ErrNotRestored)
 	}
 	t.set.mu.Lock()
-	tp := &txnPart{part: pt, streamTime: pt.streamTime, since: time.Now().UnixMilli()}
+	tp := &txnPart{part: pt, streamTime: pt.streamTime, clocks: pt.clocks, since: time.Now().UnixMilli()}
 	t.set.mu.Unlock()
 	t.m[p] = tp
 	return tp, nil
@@ -156,12 +172,12 @@ func (t *txnParts) sorted() []int32 {
 }
 
 // emitStreamTime writes the stream time of each partition whose stream
-// time advanced to its changelog, under the empty key (never a store
-// key), in Unix milliseconds as decimal text.
+// time or source clocks moved to its changelog, under the empty key
+// (never a store key): see encodeStreamTime.
 func (t *txnParts) emitStreamTime(emit Emit) {
 	for _, p := range t.sorted() {
-		if tp := t.m[p]; tp.advanced {
-			emit(p, []byte{}, strconv.AppendInt(nil, tp.streamTime, 10))
+		if tp := t.m[p]; tp.advanced || tp.clocksChanged {
+			emit(p, []byte{}, encodeStreamTime(tp.streamTime, tp.clocks))
 		}
 	}
 }
@@ -185,7 +201,7 @@ func (t *txnParts) commit(ends map[int32]int64) error {
 			continue
 		}
 		np := *tp.part
-		np.streamTime = tp.streamTime
+		np.streamTime, np.clocks = tp.streamTime, tp.clocks
 		np.entries = max(np.entries+tp.added, 0)
 		if e, ok := ends[p]; ok && e > np.offset {
 			// Every record after e was written after the transaction
@@ -276,7 +292,7 @@ func newRestorer(db *DB, set *partSet, p int32, cl ChangelogPartition, now time.
 		err = fmt.Errorf("%w: no checkpoint", ErrCheckpoint)
 	}
 	if err == nil {
-		r.part = &part{streamTime: cp.StreamTime, entries: cp.Entries, topicID: cp.TopicID, offset: cp.Offset, since: cp.Since}
+		r.part = &part{streamTime: cp.StreamTime, entries: cp.Entries, topicID: cp.TopicID, offset: cp.Offset, since: cp.Since, clocks: cp.Clocks}
 		r.from = cp.Offset
 		return r, nil
 	}
@@ -306,11 +322,12 @@ func (r *restorer) Lost() bool { return r.lost }
 
 // streamTime applies a stream-time record (the empty key).
 func (r *restorer) streamTime(offset int64, value []byte) error {
-	st, err := parseMillis(value)
+	st, clocks, err := decodeStreamTime(value)
 	if err != nil {
 		return fmt.Errorf("changelog partition %d: stream time: %w", r.p, err)
 	}
 	r.part.streamTime = max(r.part.streamTime, st)
+	r.part.clocks = mergeClocks(r.part.clocks, clocks)
 	return r.flush(offset)
 }
 
@@ -338,6 +355,7 @@ func (r *restorer) done(end int64) (int64, error) {
 	r.part.entries = max(r.part.entries, 0)
 	r.part.offset = max(r.part.offset, end)
 	r.part.since = r.start
+	r.part.restored = r.set.wm.Now().UnixMilli()
 	r.b.setCheckpoint(r.set.stores[0], r.p, r.part.checkpoint())
 	if err := r.b.Commit(); err != nil {
 		return 0, err
