@@ -117,6 +117,8 @@ var spec = map[string]setting{
 	"stages[].transform":          {doc: "The steps each record goes through, in order; each step has exactly one operation. Expressions are CEL."},
 	"stages[].output_timestamp": {doc: "The timestamp of the outputs and window results: `input` keeps the input's (event time, as Kafka Streams does), `write` is the time of writing. Retention counts from it.",
 		def: OutputTimestampInput, enum: []string{OutputTimestampInput, OutputTimestampWrite}, what: "output timestamp"},
+	"stages[].upstream_idle_timeout": {doc: "How long an upstream partition that sends nothing holds back the stream time of a dedupe or aggregate step, a minimum over upstream partitions (see stateful.md); `0s` waits for it for ever.",
+		def: 30 * time.Second, min: time.Duration(0), max: 24 * time.Hour},
 	"stages[].session_timeout": {doc: "The consumer group session timeout: a killed instance holds its partitions until it passes.",
 		def: 45 * time.Second, min: heartbeatInterval, minWhy: "the client's heartbeat interval", max: maxWireTimeout, apart: true},
 	// 30s, not franz-go's 5m: each refresh is one small Metadata request.

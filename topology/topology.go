@@ -307,6 +307,10 @@ type Stage struct {
 	// OutputTimestamp is the timestamp of the stage's outputs:
 	// OutputTimestampInput (the default) or OutputTimestampWrite.
 	OutputTimestamp string `yaml:"output_timestamp"`
+	// UpstreamIdleTimeout is how long an upstream partition that sends
+	// nothing holds back the stream time of a dedupe or aggregate step
+	// (its windows and ID expiry); 0 holds it until it sends. Default 30s.
+	UpstreamIdleTimeout Duration `yaml:"upstream_idle_timeout"`
 	// Transform is the list of steps each record goes through, in order,
 	// between decoding and encoding (see Step).
 	Transform []Step `yaml:"transform"`
