@@ -67,6 +67,10 @@ type Config struct {
 	Version string
 	// Envelope is topology.EnvelopeNone (default) or EnvelopeDebezium.
 	Envelope string
+	// UnavailableValue is a change event's text for a value it did not
+	// capture (Debezium's unavailable.value.placeholder): the column keeps
+	// its stored value. "" for none.
+	UnavailableValue string
 	// Timeout bounds one attempt at a call to PostgreSQL (a batch's
 	// transaction, from taking a connection to COMMIT; a read of the
 	// positions; the set-up); default 1m (the topology spec's). An
@@ -145,6 +149,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		Mode:                   s.Postgres.Mode,
 		Version:                s.Postgres.Version,
 		Envelope:               s.Postgres.Envelope,
+		UnavailableValue:       s.Postgres.UnavailableValue,
 		Timeout:                s.Postgres.Timeout.Duration,
 		CommitInterval:         s.Commit.Interval.Duration,
 		MaxRecords:             s.Commit.MaxRecords,

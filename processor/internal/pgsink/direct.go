@@ -127,7 +127,7 @@ func (d *directPath) try(ops []op) bool {
 		return false
 	}
 	for _, o := range ops {
-		if o.del {
+		if o.del || o.keep != nil {
 			return false
 		}
 	}
@@ -334,6 +334,10 @@ func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *r
 // should have ruled out: the batch then takes the staged load.
 var errStreamDelete = errors.New("direct copy: a record decodes to a delete")
 
+// errStreamKeep stops a copyStream at an op that keeps a stored value
+// (op.keep), which only the staged load fills: the batch then takes it.
+var errStreamKeep = errors.New("direct copy: a record keeps a stored value")
+
 // errStreamStopped is a copyStream's Read after stop.
 var errStreamStopped = errors.New("direct copy: read after the copy ended")
 
@@ -390,6 +394,10 @@ func (c *copyStream) Read(p []byte) (int, error) {
 			}
 			if ops[0].del {
 				c.err = errStreamDelete
+				return n, c.err
+			}
+			if ops[0].keep != nil {
+				c.err = errStreamKeep
 				return n, c.err
 			}
 			c.buf, c.err = appendCopyRow(c.buf, ops[0].row)

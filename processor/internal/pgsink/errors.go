@@ -21,6 +21,10 @@ var errMissingVersion = errors.New("missing version")
 // version is NaN or an infinity.
 var errUnorderedVersion = errors.New("version not comparable")
 
+// errKeyFields is the cause of a deadletter.ReasonEventID dead letter: a
+// tombstone's key whose fields are not the key column's.
+var errKeyFields = errors.New("key fields do not match the key column")
+
 // errBadChange is the cause of a deadletter.ReasonEnvelope dead letter.
 var errBadChange = errors.New("change event cannot be applied")
 

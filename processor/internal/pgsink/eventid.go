@@ -57,7 +57,7 @@ func (e *EventIDs) Of(r *kgo.Record) (string, bool) {
 	if e.key != nil {
 		t = *e.key
 	}
-	id, err := s.columnText(r, obj, src, t)
+	id, err := s.columnText(r, obj, src, t, nil)
 	text, _ := id.(string)
 	return text, err == nil && text != ""
 }

@@ -25,6 +25,9 @@ type op struct {
 	del bool
 	id  string // the event ID, as text
 	row []any  // one string or nil per column, in Config.Columns order
+	// keep marks the columns whose value the record did not capture
+	// (Config.UnavailableValue): they keep the stored value; nil for none.
+	keep []bool
 }
 
 var errMissingEventID = errors.New("missing event id")
@@ -41,7 +44,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID,
 				Err: fmt.Errorf("%w: a tombstone to delete needs the event id as its key", errMissingEventID)}
 		}
-		return op{rec: r, del: true, id: string(r.Key)}, true, nil
+		return s.tombstoneOp(r) // changekey.go
 	}
 	if s.cfg.Envelope == topology.EnvelopeDebezium && !s.typed.avro {
 		return s.changeOp(r)
@@ -52,6 +55,17 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	}
 	if s.typed.avro {
 		return s.avroOp(r, v, obj)
+	}
+	if s.passJSON && obj != nil && len(obj) == 0 {
+		// Connect's JSON converter with schemas.enable wraps the row:
+		// {"schema": ..., "payload": {...}}.
+		if body, sch, err := unwrapPayload(r.Value); err == nil && sch != nil {
+			obj, err := serde.JSONFields(body, s.fieldSources)
+			if err != nil {
+				return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("payload: %w", err)}
+			}
+			return s.rowOpSchema(r, obj, sch)
+		}
 	}
 	return s.rowOp(r, obj)
 }
@@ -89,13 +103,27 @@ func (s *Sink) avroOp(r *kgo.Record, v any, obj map[string]any) (op, bool, error
 // rowOp turns obj, the fields of record r's row, into an insert (or
 // upsert) op.
 func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err error) {
+	return s.rowOpSchema(r, obj, nil)
+}
+
+// rowOpSchema is rowOp with the Connect schemas of obj's fields, by name
+// (nil for none): a field's logical type decides its text (schemaText).
+func (s *Sink) rowOpSchema(r *kgo.Record, obj map[string]any, sch map[string]connectSchema) (o op, ok bool, err error) {
 	row := make([]any, len(s.cfg.Columns))
+	var keep []bool
 	for i, c := range s.cfg.Columns {
 		var t colType
 		if i < len(s.types) {
 			t = s.types[i]
 		}
-		row[i], err = s.columnText(r, obj, c.Source, t)
+		if i != s.eventIDIndex && i != s.versionIndex && s.unavailable(obj[c.Source], t, sch[c.Source]) {
+			if keep == nil {
+				keep = make([]bool, len(s.cfg.Columns))
+			}
+			keep[i] = true
+			continue
+		}
+		row[i], err = s.columnText(r, obj, c.Source, t, sch)
 		if err != nil {
 			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
@@ -119,7 +147,7 @@ func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err erro
 				Err: fmt.Errorf("%w: field %q of version column %q is %q, which no later version could ever replace", errUnorderedVersion, s.cfg.Columns[s.versionIndex].Source, s.cfg.Version, v)}
 		}
 	}
-	return op{rec: r, id: id, row: row}, true, nil
+	return op{rec: r, id: id, row: row, keep: keep}, true, nil
 }
 
 // unbeatable reports whether v, a version's text, is one that Postgres
@@ -139,7 +167,12 @@ func unbeatable(v string) bool {
 // columnText is the staging text of the column of type t whose source is
 // src: an Avro bytes or fixed field by its column's type (bytesText), any
 // other by columnValue.
-func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colType) (any, error) {
+func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colType, sch map[string]connectSchema) (any, error) {
+	if fs, ok := sch[src]; ok {
+		if v, ok, err := schemaText(obj[src], fs, t, src); ok || err != nil {
+			return v, err
+		}
+	}
 	if b, ok := obj[src].([]byte); ok {
 		return bytesText(b, t), nil
 	}
@@ -370,6 +403,10 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	if err != nil {
 		return op{}, false, err
 	}
+	sch, err := envelopeSchema(r.Value, body)
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
+	}
 	v, err := serde.FieldValue(raw)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("field \"op\": %w", err)}
@@ -377,9 +414,9 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	kind, _ := v.(string)
 	switch kind {
 	case opCreate, opUpdate, opRead:
-		return s.afterOp(r, body, kind)
+		return s.afterOp(r, body, kind, sch.field("after").fieldMap())
 	case opDelete:
-		return s.deleteOp(r, func(src string) (map[string]any, error) { return changeBefore(body, src) })
+		return s.deleteOpSchema(r, func(src string) (map[string]any, error) { return changeBefore(body, src) }, sch.field("before").fieldMap())
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownJSON(raw))
 }
@@ -412,7 +449,7 @@ func changeBody(value []byte) (body, opField []byte, err error) {
 
 // afterOp is the op of a change event's c, u or r (kind): an upsert of
 // the row mapped from the event's after.
-func (s *Sink) afterOp(r *kgo.Record, body []byte, kind string) (op, bool, error) {
+func (s *Sink) afterOp(r *kgo.Record, body []byte, kind string, sch map[string]connectSchema) (op, bool, error) {
 	after, _, _, _ := serde.TopLevelField(body, "after") // body's keys are checked
 	if len(after) == 0 || after[0] != '{' {
 		return op{}, false, envelopeError("op %q needs an \"after\" object (got %s)", kind, shownJSON(after))
@@ -421,7 +458,7 @@ func (s *Sink) afterOp(r *kgo.Record, body []byte, kind string) (op, bool, error
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
 	}
-	return s.rowOp(r, obj)
+	return s.rowOpSchema(r, obj, sch)
 }
 
 // changeBefore decodes field src of the before object of a change
@@ -445,6 +482,11 @@ func changeBefore(body []byte, src string) (map[string]any, error) {
 // missing, null or empty event ID is a *dlq.RecordError, reason
 // deadletter.ReasonEventID.
 func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, error)) (op, bool, error) {
+	return s.deleteOpSchema(r, before, nil)
+}
+
+// deleteOpSchema is deleteOp with the Connect schemas of before's fields.
+func (s *Sink) deleteOpSchema(r *kgo.Record, before func(src string) (map[string]any, error), sch map[string]connectSchema) (op, bool, error) {
 	src := s.cfg.Columns[s.eventIDIndex].Source
 	var id any
 	if src == topology.SourceKey {
@@ -454,7 +496,12 @@ func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, 
 		if err != nil {
 			return op{}, false, err
 		}
-		if id, err = s.columnValue(r, obj, src); err != nil {
+		if sch != nil {
+			id, err = s.columnText(r, obj, src, s.types[s.eventIDIndex], sch)
+		} else {
+			id, err = s.columnValue(r, obj, src)
+		}
+		if err != nil {
 			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: field %q: %w", src, err)}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -39,6 +40,11 @@ type typedState struct {
 	// pending are the columns added to Config.Columns that the table may
 	// not have yet: each transaction adds them until one commits.
 	pending []pendingColumn
+	// keepSQL are the load's INSERTs for runs that keep columns
+	// (insertKeepSQL), by the kept columns' indexes; buildLoadSQL empties
+	// it.
+	keepSQLMu sync.Mutex
+	keepSQL   map[string]string
 }
 
 // pendingColumn is a column to add: its index in Config.Columns, and the

@@ -23,7 +23,9 @@ import (
 // result counts what one attempt at a batch did.
 type result struct {
 	rows, deleted, duplicates int64
-	dead                      []deadLetter
+	// unmatched counts the deletes that matched no stored row.
+	unmatched int64
+	dead      []deadLetter
 	// unclassified counts the ops dead-lettered by the load for an error
 	// of no known class (ClassUnknown) that they fail with alone; first
 	// is the first such error.
@@ -514,6 +516,7 @@ func (s *Sink) applyChecked(ctx context.Context, tx pgx.Tx, ops []op, res *resul
 	}
 	res.rows += r.rows
 	res.deleted += r.deleted
+	res.unmatched += r.unmatched
 	res.duplicates += r.duplicates
 	return nil
 }
@@ -616,6 +619,9 @@ func (s *Sink) apply(ctx context.Context, tx pgx.Tx, ops []op, res *result) erro
 // INSERT keeps one row per key as Postgres compares keys (see
 // buildLoadSQL).
 func (s *Sink) insertRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) error {
+	if kept := keptIndexes(ops); kept != nil {
+		return s.insertKeepRun(ctx, tx, ops, kept, res) // unavailable.go
+	}
 	rows := make([][]any, len(ops))
 	for i, o := range ops {
 		rows[i] = append(o.row[:len(o.row):len(o.row)], int32(i))
@@ -651,6 +657,9 @@ func (s *Sink) deleteRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 		return err
 	}
 	res.deleted += tag.RowsAffected()
+	// One statement for the run: a key deleted twice in it matches at
+	// most once, as the second of two deletes in turn would match nothing.
+	res.unmatched += int64(len(ops)) - tag.RowsAffected()
 	return nil
 }
 
@@ -712,7 +721,10 @@ func (s *Sink) buildLoadSQL() {
 			updates = append(updates, col+" = EXCLUDED."+col)
 		}
 	}
-	staging = append(staging, ordColumn+" integer")
+	staging = append(staging, ordColumn+" integer", keepColumn+" integer[]")
+	s.typed.keepSQLMu.Lock()
+	s.typed.keepSQL = nil
+	s.typed.keepSQLMu.Unlock()
 	eid := pgx.Identifier{s.cfg.EventID}.Sanitize()
 	// One row per event ID, compared in the column's type. Every row's
 	// values are cast first, in a materialized CTE (Postgres would

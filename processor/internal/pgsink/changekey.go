@@ -1,0 +1,129 @@
+package pgsink
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/deadletter"
+	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// tombstoneOp is the delete of a tombstone (a null value, tombstones
+// delete). With event id column $key, the key is the event ID as it
+// came. Otherwise a key that is a JSON object, as Kafka Connect's JSON
+// converter writes a row's key ({"id": 1}, or {"schema": ...,
+// "payload": {"id": 1}} with schemas.enable), is read by its fields:
+// they must be the event id column's field, nothing more or less, for
+// the delete to name one row. A key that is no object is the event ID's
+// text, as for a key written by a string converter.
+func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
+	src := s.cfg.Columns[s.eventIDIndex].Source
+	if src == topology.SourceKey || !looksLikeObject(r.Key) {
+		return op{rec: r, del: true, id: string(r.Key)}, true, nil
+	}
+	if err := serde.CheckJSON(r.Key); err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: the key is not json: %w", errMissingEventID, err)}
+	}
+	body, fieldSchemas, err := unwrapPayload(r.Key)
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: key: %w", errMissingEventID, err)}
+	}
+	names, err := memberNames(body)
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: key: %w", errMissingEventID, err)}
+	}
+	if len(names) != 1 || names[0] != src {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID,
+			Err: fmt.Errorf("%w: the key's fields (%s) are not the key column's: column %q holds field %q (a tombstone deletes one row by its whole key)",
+				errKeyFields, strings.Join(quoteAll(names), ", "), s.cfg.EventID, src)}
+	}
+	obj, err := serde.JSONFields(body, []string{src})
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
+	}
+	id, err := s.columnText(r, obj, src, s.types[s.eventIDIndex], fieldSchemas)
+	if err != nil {
+		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
+	}
+	if id, _ := id.(string); id != "" {
+		return op{rec: r, del: true, id: id}, true, nil
+	}
+	return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID,
+		Err: fmt.Errorf("%w: the key's field %q is null or empty", errMissingEventID, src)}
+}
+
+// looksLikeObject reports whether b, past leading white space, starts a
+// JSON object.
+func looksLikeObject(b []byte) bool {
+	for _, c := range b {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		return c == '{'
+	}
+	return false
+}
+
+// unwrapPayload returns the object a Connect JSON value carries: with
+// schemas.enable, {"schema": {...}, "payload": {...}}, its payload and
+// the schemas of its fields (by name); else obj itself and no schemas.
+// obj passed CheckJSON.
+func unwrapPayload(obj []byte) (body []byte, fields map[string]connectSchema, err error) {
+	names, err := memberNames(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(names) != 2 || !slices.Contains(names, "schema") || !slices.Contains(names, envPayload) {
+		return obj, nil, nil
+	}
+	p, _, _, _ := serde.TopLevelField(obj, envPayload)
+	if len(p) == 0 || p[0] != '{' {
+		return obj, nil, nil
+	}
+	raw, _, _, _ := serde.TopLevelField(obj, "schema")
+	var sc connectSchema
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		return nil, nil, fmt.Errorf("schema: %w", err)
+	}
+	return p, sc.fieldMap(), nil
+}
+
+// memberNames are the keys of JSON object obj (checked), in order.
+func memberNames(obj []byte) ([]string, error) {
+	var buf [8]serde.Member
+	ms, err := serde.AppendMembers(buf[:0], obj[skipSpaces(obj):], "")
+	if err != nil {
+		return nil, err
+	}
+	body := obj[skipSpaces(obj):]
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		if names[i], err = serde.Unquote(m.Key(body), ""); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+func skipSpaces(b []byte) int {
+	i := 0
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func quoteAll(names []string) []string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return q
+}

@@ -1,0 +1,440 @@
+package pgsink
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/exactly-io/exactly/serde"
+)
+
+// connectSchema is a Kafka Connect schema as its JSON converter writes it
+// beside a value (schemas.enable=true): a field's type, and its logical
+// type's name and parameters ("Schemas" in the JsonConverter; Debezium's
+// "Data type mappings" for its own names).
+type connectSchema struct {
+	Type       string            `json:"type"`
+	Name       string            `json:"name"`
+	Field      string            `json:"field"`
+	Parameters map[string]string `json:"parameters"`
+	Fields     []connectSchema   `json:"fields"`
+	Items      *connectSchema    `json:"items"`
+}
+
+// fieldMap is the schemas of a struct's fields by name; nil for none.
+func (c *connectSchema) fieldMap() map[string]connectSchema {
+	if c == nil || len(c.Fields) == 0 {
+		return nil
+	}
+	m := make(map[string]connectSchema, len(c.Fields))
+	for _, f := range c.Fields {
+		m[f.Field] = f
+	}
+	return m
+}
+
+// field is the schema of struct field name, or nil.
+func (c *connectSchema) field(name string) *connectSchema {
+	if c == nil {
+		return nil
+	}
+	for i := range c.Fields {
+		if c.Fields[i].Field == name {
+			return &c.Fields[i]
+		}
+	}
+	return nil
+}
+
+// Connect's and Debezium's logical type names.
+const (
+	lgDecimal       = "org.apache.kafka.connect.data.Decimal"
+	lgDate          = "org.apache.kafka.connect.data.Date"
+	lgTime          = "org.apache.kafka.connect.data.Time"
+	lgTimestamp     = "org.apache.kafka.connect.data.Timestamp"
+	lgDbzDate       = "io.debezium.time.Date"
+	lgDbzTime       = "io.debezium.time.Time"
+	lgMicroTime     = "io.debezium.time.MicroTime"
+	lgNanoTime      = "io.debezium.time.NanoTime"
+	lgDbzTimestamp  = "io.debezium.time.Timestamp"
+	lgMicroTs       = "io.debezium.time.MicroTimestamp"
+	lgNanoTs        = "io.debezium.time.NanoTimestamp"
+	lgZonedTs       = "io.debezium.time.ZonedTimestamp"
+	lgZonedTime     = "io.debezium.time.ZonedTime"
+	lgMicroDuration = "io.debezium.time.MicroDuration"
+	lgVarDecimal    = "io.debezium.data.VariableScaleDecimal"
+	lgBits          = "io.debezium.data.Bits"
+)
+
+// textLogical are logical types whose value is already the text the
+// column reads (a string schema): passed as they come.
+var textLogical = map[string]bool{
+	lgZonedTs: true, lgZonedTime: true,
+	"io.debezium.data.Uuid": true, "io.debezium.data.Json": true, "io.debezium.data.Xml": true,
+	"io.debezium.data.Enum": true, "io.debezium.data.EnumSet": true, "io.debezium.data.Ltree": true,
+	"io.debezium.time.Interval": true, "io.debezium.time.IsoDate": true, "io.debezium.time.IsoTime": true,
+	"io.debezium.time.IsoTimestamp": true, "io.debezium.time.Year": true,
+}
+
+// logicalError is the cause of a field its logical type says cannot go
+// into its column, or whose value does not read as that type.
+type logicalError struct {
+	field, logical, msg string
+}
+
+func (e *logicalError) Error() string {
+	return fmt.Sprintf("field %q (logical type %s): %s", e.field, e.logical, e.msg)
+}
+
+// schemaText is the staging text of field value v (as serde.JSONFields
+// decodes it) whose Connect schema is fs, for a column of type t. ok is
+// false when the schema changes nothing (a plain int, string, boolean,
+// or a text logical type): the caller reads v as any field. A logical
+// type the sink does not know passes its plain value only where the
+// column reads that value as itself: a number into a time, date or
+// bytea column would mean something else, and is refused.
+func schemaText(v any, fs connectSchema, t colType, field string) (text any, ok bool, err error) {
+	if v == nil {
+		return nil, false, nil
+	}
+	fail := func(format string, args ...any) (any, bool, error) {
+		return nil, true, &logicalError{field: field, logical: logicalName(fs), msg: fmt.Sprintf(format, args...)}
+	}
+	if fs.Type == "array" && fs.Items != nil {
+		return arraySchemaText(v, *fs.Items, t, field)
+	}
+	num, isNum := v.(json.Number)
+	str, isStr := v.(string)
+	switch fs.Name {
+	case "":
+		if fs.Type == "bytes" && isStr && t.base == "bytea" {
+			b, err := base64.StdEncoding.DecodeString(str)
+			if err != nil {
+				return fail("not base64: %v", err)
+			}
+			return bytesText(b, t), true, nil
+		}
+		return nil, false, nil
+	case lgDecimal:
+		if !isStr {
+			return fail("want base64 text, got %s", shownValue(v))
+		}
+		scale, err := strconv.Atoi(fs.Parameters["scale"])
+		if err != nil {
+			return fail("no integer parameter scale (got %q)", fs.Parameters["scale"])
+		}
+		d, err := decimalText(str, scale)
+		if err != nil {
+			return fail("%v", err)
+		}
+		return numberInto(d, t, fail)
+	case lgVarDecimal:
+		raw, _ := v.(json.RawMessage)
+		var vs struct {
+			Scale *int    `json:"scale"`
+			Value *string `json:"value"`
+		}
+		if json.Unmarshal(raw, &vs) != nil || vs.Scale == nil || vs.Value == nil {
+			return fail("want {\"scale\": int, \"value\": base64}, got %s", shownValue(v))
+		}
+		d, err := decimalText(*vs.Value, *vs.Scale)
+		if err != nil {
+			return fail("%v", err)
+		}
+		return numberInto(d, t, fail)
+	case lgDate, lgDbzDate:
+		n, err := integer(num, isNum)
+		if err != nil {
+			return fail("want days since 1970-01-01, got %s", shownValue(v))
+		}
+		return timeInto(dateText(time.Unix(0, 0).UTC().AddDate(0, 0, int(n))), t, fail)
+	case lgTime, lgDbzTime, lgMicroTime, lgNanoTime:
+		n, err := integer(num, isNum)
+		if err != nil {
+			return fail("want a time of day as an integer, got %s", shownValue(v))
+		}
+		unit := map[string]int64{lgTime: 1e6, lgDbzTime: 1e6, lgMicroTime: 1e3, lgNanoTime: 1}[fs.Name]
+		ns := n * unit
+		if n < 0 || ns/unit != n || ns > 24*int64(time.Hour) {
+			return fail("%d is no time of day", n)
+		}
+		return timeInto(clockText(ns), t, fail)
+	case lgTimestamp, lgDbzTimestamp, lgMicroTs, lgNanoTs:
+		n, err := integer(num, isNum)
+		if err != nil {
+			return fail("want a time since the epoch as an integer, got %s", shownValue(v))
+		}
+		var at time.Time
+		switch fs.Name {
+		case lgMicroTs:
+			at = time.Unix(n/1e6, n%1e6*1e3)
+		case lgNanoTs:
+			at = time.Unix(0, n)
+		default:
+			at = time.Unix(n/1e3, n%1e3*1e6)
+		}
+		text := timestampText(at.UTC())
+		if fs.Name == lgTimestamp {
+			text += "Z" // Connect's Timestamp is an instant (java.util.Date); Debezium's are local times
+		}
+		return timeInto(text, t, fail)
+	case lgMicroDuration:
+		n, err := integer(num, isNum)
+		if err != nil {
+			return fail("want microseconds, got %s", shownValue(v))
+		}
+		if t.base == "interval" {
+			return strconv.FormatInt(n, 10) + " microseconds", true, nil
+		}
+		return numberInto(strconv.FormatInt(n, 10), t, fail)
+	case lgBits:
+		if !isStr {
+			return fail("want base64 text, got %s", shownValue(v))
+		}
+		b, err := base64.StdEncoding.DecodeString(str)
+		if err != nil {
+			return fail("not base64: %v", err)
+		}
+		switch t.base {
+		case "bytea":
+			return bytesText(b, t), true, nil
+		case "bit", "bit varying", "text", "character varying", "character":
+			s, err := bitsText(b, fs.Parameters["length"])
+			if err != nil {
+				return fail("%v", err)
+			}
+			return s, true, nil
+		}
+		return fail("a %s column cannot hold bits (want bit, bit varying, bytea or text)", t.name)
+	}
+	if textLogical[fs.Name] {
+		return nil, false, nil
+	}
+	if isNum || fs.Type == "bytes" {
+		switch {
+		case isTimeType(t.base), t.base == "interval", t.base == "bytea":
+			return fail("the sink does not decode this logical type, and a %s column would read its plain value %s as something else", t.name, shownValue(v))
+		}
+	}
+	return nil, false, nil
+}
+
+// logicalName is fs's logical type, or its type when it has none.
+func logicalName(fs connectSchema) string {
+	if fs.Name != "" {
+		return fs.Name
+	}
+	return fs.Type
+}
+
+// numberInto is number text d for column type t: a time or bytea column
+// cannot hold a number.
+func numberInto(d string, t colType, fail func(string, ...any) (any, bool, error)) (any, bool, error) {
+	if isTimeType(t.base) || t.base == "bytea" || t.base == "interval" || t.base == "boolean" {
+		return fail("a %s column cannot hold the number %s", t.name, d)
+	}
+	return d, true, nil
+}
+
+// timeInto is time text for column type t: a number or bytea column
+// cannot hold a time.
+func timeInto(text string, t colType, fail func(string, ...any) (any, bool, error)) (any, bool, error) {
+	switch t.base {
+	case "bytea", "numeric", "smallint", "integer", "bigint", "real", "double precision", "boolean", "money":
+		return fail("a %s column cannot hold the time %s", t.name, text)
+	}
+	return text, true, nil
+}
+
+func integer(n json.Number, ok bool) (int64, error) {
+	if !ok {
+		return 0, fmt.Errorf("not a number")
+	}
+	return strconv.ParseInt(string(n), 10, 64)
+}
+
+// decimalText is the decimal text of Connect's Decimal: b64, the base64
+// of the unscaled value's big-endian two's-complement bytes
+// (BigInteger.toByteArray), and scale.
+func decimalText(b64 string, scale int) (string, error) {
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return "", fmt.Errorf("not base64: %w", err)
+	}
+	if scale > 1000 || scale < -1000 {
+		return "", fmt.Errorf("scale %d is beyond ±1000", scale)
+	}
+	u := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	if scale < 0 {
+		u.Mul(u, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-scale)), nil))
+		scale = 0
+	}
+	digits := new(big.Int).Abs(u).String()
+	sign := ""
+	if u.Sign() < 0 {
+		sign = "-"
+	}
+	if scale == 0 {
+		return sign + digits, nil
+	}
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	return sign + digits[:len(digits)-scale] + "." + digits[len(digits)-scale:], nil
+}
+
+// dateText is t's date as Postgres reads it: a year before 1 is BC
+// (Go's year 0 is 1 BC).
+func dateText(t time.Time) string {
+	y, m, d := t.Date()
+	if y <= 0 {
+		return fmt.Sprintf("%04d-%02d-%02d BC", 1-y, m, d)
+	}
+	return fmt.Sprintf("%04d-%02d-%02d", y, m, d)
+}
+
+// clockText is ns nanoseconds after midnight as a time of day, with as
+// many fraction digits as it needs (24:00:00 is Postgres's end of day).
+func clockText(ns int64) string {
+	h, ns := ns/int64(time.Hour), ns%int64(time.Hour)
+	m, ns := ns/int64(time.Minute), ns%int64(time.Minute)
+	s, ns := ns/int64(time.Second), ns%int64(time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", h, m, s) + fraction(ns)
+}
+
+// timestampText is t (UTC) as a timestamp's text without a zone.
+func timestampText(t time.Time) string {
+	y, _, _ := t.Date()
+	text := fmt.Sprintf("%04d-%02d-%02dT", abs(y), t.Month(), t.Day()) +
+		clockText(int64(t.Hour())*int64(time.Hour)+int64(t.Minute())*int64(time.Minute)+int64(t.Second())*int64(time.Second)+int64(t.Nanosecond()))
+	if y <= 0 {
+		return fmt.Sprintf("%04d", 1-y) + text[4:] + " BC"
+	}
+	return text
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+// fraction is ns nanoseconds as ".123456789" without trailing zeros; ""
+// for 0.
+func fraction(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return "." + strings.TrimRight(fmt.Sprintf("%09d", ns), "0")
+}
+
+// bitsText is Debezium's Bits, b (java.util.BitSet.toByteArray: little
+// endian, bit 0 the rightmost), as the bit string of length n.
+func bitsText(b []byte, length string) (string, error) {
+	n, err := strconv.Atoi(length)
+	if err != nil || n < 0 {
+		return "", fmt.Errorf("no integer parameter length (got %q)", length)
+	}
+	be := make([]byte, len(b))
+	for i, c := range b {
+		be[len(b)-1-i] = c
+	}
+	s := new(big.Int).SetBytes(be).Text(2)
+	if s == "0" {
+		s = ""
+	}
+	if len(s) > n {
+		return "", fmt.Errorf("%d bits do not fit its length %d", len(s), n)
+	}
+	return strings.Repeat("0", n-len(s)) + s, nil
+}
+
+// arraySchemaText is a JSON array field v whose elements have schema
+// items, as an array literal of the elements' texts; ok is false when
+// the items' schema changes nothing.
+func arraySchemaText(v any, items connectSchema, t colType, field string) (any, bool, error) {
+	elem, isArray := arrayElement(t)
+	raw, _ := v.(json.RawMessage)
+	if items.Name == "" && !(items.Type == "bytes" && elem.base == "bytea") {
+		return nil, false, nil
+	}
+	if !isArray || len(raw) == 0 || raw[0] != '[' {
+		return nil, true, &logicalError{field: field, logical: "array of " + logicalName(items), msg: fmt.Sprintf("a %s column cannot hold an array", t.name)}
+	}
+	var els []json.RawMessage
+	if err := json.Unmarshal(raw, &els); err != nil {
+		return nil, true, err
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, e := range els {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		ev, err := elementValue(e)
+		if err != nil {
+			return nil, true, err
+		}
+		text, ok, err := schemaText(ev, items, elem, fmt.Sprintf("%s[%d]", field, i))
+		if err != nil {
+			return nil, true, err
+		}
+		if !ok {
+			text = ev
+			if n, isNum := ev.(json.Number); isNum {
+				text = string(n)
+			}
+		}
+		s, isText := text.(string)
+		if !isText {
+			b.WriteString("NULL")
+			continue
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), true, nil
+}
+
+// elementValue decodes an array element as serde.FieldValue does.
+func elementValue(e json.RawMessage) (any, error) {
+	switch {
+	case string(e) == "null":
+		return nil, nil
+	case e[0] == '"':
+		var s string
+		err := json.Unmarshal(e, &s)
+		return s, err
+	case e[0] == '{' || e[0] == '[':
+		return e, nil
+	}
+	return json.Number(e), nil
+}
+
+// envelopeSchema is the Connect schema of a change event value (with
+// schemas.enable, {"schema": ..., "payload": body}); nil when value is
+// the event itself.
+func envelopeSchema(value, body []byte) (*connectSchema, error) {
+	if len(body) == len(value) {
+		return nil, nil
+	}
+	raw, _, found, _ := serde.TopLevelField(value, "schema")
+	if !found || len(raw) == 0 || raw[0] != '{' {
+		return nil, nil
+	}
+	var sc connectSchema
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	return &sc, nil
+}
