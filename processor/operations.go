@@ -85,6 +85,10 @@ type VerifyOptions struct {
 // `exactly verify --json`.
 type VerifyReport = verify.Report
 
+// VerifyResetSkip is a range of input offsets that an `exactly reset`
+// moved a stage or sink past, with how many records it skipped on purpose.
+type VerifyResetSkip = verify.ResetSkip
+
 // Verify reads every input, output and dead-letter topic of f
 // read_committed, and every sink table, and accounts for each input
 // record: processed, dead-lettered, filtered, deduplicated, pending, or

@@ -43,9 +43,21 @@ records read again meet it (a dedupe drops the event IDs it has seen). Its
 reset is refused unless --keep-state is given; to reprocess with empty
 state, delete and re-create its changelog topic first (the message says how).
 
+No new position is past a partition's last stable offset (LSO), where a
+transaction still open starts: a reset never splits a transaction. Once
+it commits, all of its records are read; none if it aborts. The plan
+names each open transaction.
+
+--to-latest moves each partition to its last stable offset.
 --to-datetime takes RFC 3339 (2024-05-01T12:00:00Z); each partition moves
-to its first record at or after that time, or its end if there is none.
---to-offsets moves the partitions given and leaves the others as they are.
+to its first record at or after that time, or its last stable offset if
+there is none or it is past it.
+--to-offsets moves the partitions given and leaves the others as they are;
+an offset past the last stable offset is refused.
+
+--execute writes what it moved to the topic exactly-resets (created when
+missing) in the transaction that applies it; exactly verify reads it to
+report the records a reset skipped apart from records lost.
 
 EXACTLY_BROKERS overrides kafka.brokers.`,
 	run: cmdReset,
@@ -57,7 +69,7 @@ func cmdReset(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stde
 		stage:     fs.String("stage", "", "reset the consumer group offsets of the stage `NAME`"),
 		sink:      fs.String("sink", "", "reset the positions in Postgres of the sink `NAME`"),
 		earliest:  fs.Bool("to-earliest", false, "to the first offset of each partition"),
-		latest:    fs.Bool("to-latest", false, "to the end of each partition (skip every record there now)"),
+		latest:    fs.Bool("to-latest", false, "to the last stable offset of each partition (skip every committed record there now)"),
 		datetime:  fs.String("to-datetime", "", "to the first record at or after `TIME` (RFC 3339)"),
 		offsets:   fs.String("to-offsets", "", "to these offsets: `P=O,...` (PARTITION=OFFSET[,PARTITION=OFFSET...])"),
 		execute:   fs.Bool("execute", false, "apply the plan (default: print it only)"),

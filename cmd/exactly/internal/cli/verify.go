@@ -114,6 +114,7 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 		_ = tw.Flush()
 	}
 	fmt.Fprintln(w)
+	printResetSkips(w, rep)
 	for _, c := range rep.Stages {
 		if len(c.DeadLettersByReason) > 0 {
 			fmt.Fprintf(w, "dead letters of stage %s: %s\n", c.Name, reasons(c.DeadLettersByReason))
