@@ -39,10 +39,15 @@ const (
 	// has applied the Nth changelog record it restores (counting every
 	// restore of the process), in the middle of a restore.
 	CrashDuringRestore = "crash-during-restore"
+	// PauseDuringRestore stops the process (SIGSTOP, see StopSelf) in a
+	// stage with a stateful step once it has applied the Nth changelog
+	// record it restores, as CrashDuringRestore counts them: a test acts
+	// on the changelog while the restore is cut off, then sends SIGCONT.
+	PauseDuringRestore = "pause-during-restore"
 )
 
 // failpointNames are the names ParseFailpoints accepts.
-var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashAfterOffsetCommit, CrashBeforeDBCommit, CrashAfterDBCommit, CrashDuringRestore}
+var failpointNames = []string{CrashBeforeCommit, CrashAfterCommit, CrashAfterOffsetCommit, CrashBeforeDBCommit, CrashAfterDBCommit, CrashDuringRestore, PauseDuringRestore}
 
 // Failpoint makes a stage or a sink crash at a named point, to prove
 // recovery.
@@ -84,6 +89,7 @@ func ParseFailpoints(s string) ([]Failpoint, error) {
 type Failpoints struct {
 	List  []Failpoint
 	Crash func() // nil: KillSelf
+	Stop  func() // nil: StopSelf
 }
 
 // Armed reports whether failpoint name is armed for the nth transaction.
@@ -105,4 +111,15 @@ func (f *Failpoints) Fire(log *slog.Logger, name string, n int) error {
 	}
 	f.Crash()
 	return ErrCrashed
+}
+
+// Pause logs the failpoint and runs the stop action, which returns once
+// the process is resumed.
+func (f *Failpoints) Pause(log *slog.Logger, name string, n int) {
+	log.Warn("failpoint firing", "failpoint", Failpoint{Name: name, N: n}.String())
+	if f.Stop == nil {
+		StopSelf()
+		return
+	}
+	f.Stop()
 }

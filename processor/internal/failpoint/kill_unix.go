@@ -13,3 +13,7 @@ func KillSelf() {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL is not deliverable late; never return
 }
+
+// StopSelf stops the process with SIGSTOP, as a debugger or a paused
+// container would; it returns once the process gets SIGCONT.
+func StopSelf() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) }

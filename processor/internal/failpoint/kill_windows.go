@@ -11,3 +11,7 @@ func KillSelf() {
 	}
 	os.Exit(1) // as abrupt: deferred functions do not run
 }
+
+// StopSelf does nothing: Windows has no SIGSTOP, and a pause failpoint
+// goes on at once.
+func StopSelf() {}

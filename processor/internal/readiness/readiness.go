@@ -32,6 +32,10 @@ type Rule struct {
 	// particular.
 	Fenced, Input, Stuck func() error
 	Waiting              func() string
+	// Restoring is a restore of state under way, nil if none (or the
+	// component has no state): it comes before the Kafka reasons, since
+	// a restore runs before the group records the assignment.
+	Restoring func() error
 
 	// Brokers and Member are fed by the hooks of the component's Kafka
 	// clients. Brokers must be set (health.NewBrokerHealth).
@@ -49,16 +53,18 @@ type Rule struct {
 //  2. a failure (Fail) that the session built after it has not outrun:
 //     run for the stall limit since it was up (Up);
 //  3. Input: its input topic is gone;
-//  4. Kafka: it holds no assignment in its group, or no broker answers;
+//  4. Restoring: it is restoring the state of assigned partitions, and
+//     what the restore waits for;
+//  5. Kafka: it holds no assignment in its group, or no broker answers;
 //     both when both, since silent brokers are one reason no partitions
 //     come, and a join the group coordinator holds (while another member
 //     is slow to rejoin) leaves every broker silent too;
-//  5. Stuck: the component is stuck for a reason of its own (a producer
+//  6. Stuck: the component is stuck for a reason of its own (a producer
 //     without its producer ID, transactions that all abort);
-//  6. a transaction or batch open for longer than the stall limit, and
+//  7. a transaction or batch open for longer than the stall limit, and
 //     where it waits (Waiting).
 func (r *Rule) Check() error {
-	for _, reason := range []func() error{r.Fenced, r.failure, r.Input, r.kafka, r.Stuck, r.stall} {
+	for _, reason := range []func() error{r.Fenced, r.failure, r.Input, r.Restoring, r.kafka, r.Stuck, r.stall} {
 		if reason == nil {
 			continue
 		}

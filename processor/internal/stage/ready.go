@@ -26,7 +26,7 @@ func (s *Stage) initReady() {
 	if s.cfg.Guarantee == AtLeastOnce {
 		r.Open = "batch" // polled, not yet committed: there is no transaction
 	}
-	r.Fenced, r.Stuck = s.fencedErr, s.stuck
+	r.Fenced, r.Stuck, r.Restoring = s.fencedErr, s.stuck, s.restoring.check
 	r.Brokers = health.NewBrokerHealth()
 }
 

@@ -165,6 +165,8 @@ type Stage struct {
 	// restoredRecords counts the changelog records restored by this
 	// process (for failpoint.CrashDuringRestore); restores run one at a time.
 	restoredRecords int
+	// restoring is the restore under way, for Ready (restorewatch.go).
+	restoring restoreStatus
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record

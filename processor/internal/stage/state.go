@@ -177,6 +177,7 @@ func (s *Stage) openState() error {
 	}
 	s.db = db
 	s.store = s.step.open(db)
+	s.setWatermark()
 	return nil
 }
 
@@ -247,62 +248,29 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 // the end of their changelog partitions: from their checkpoints, or
 // rebuilt from the start. It runs in OnPartitionsAssigned, before the
 // partitions' offsets are fetched. A failure is kept for the run loop,
-// which rebuilds the session.
+// which rebuilds the session. A restore that finds changelog records
+// deleted before it read them (state.GapError) starts again at once: the
+// checkpoint it left makes that restore rebuild the partition as lost,
+// with the "partition state lost" warning, as for records deleted while
+// the stage was down.
 func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	if s.store == nil || len(parts) == 0 {
 		return
 	}
 	info := s.step.about()
 	start := time.Now()
-	rs := make(map[int32]state.Restorer, len(parts))
-	err := func() error {
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout+restoreReadTimeout)
-		defer cancel()
-		opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
-		cls, err := state.DescribeChangelog(ctx, opts, info.changelog, parts)
-		if errors.Is(err, state.ErrNoChangelogPartition) {
-			return &fault.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, info.changelog)}
+	s.restoring.begin(info.changelog, parts, start)
+	defer s.restoring.end()
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = s.restoreOnce(ctx, info, parts, start)
+		var gap *state.GapError
+		if !errors.As(err, &gap) || attempt == maxRestoreAttempts {
+			break
 		}
-		if err != nil {
-			return err
-		}
-		var resumed, rebuilt []int32
-		var behind int64
-		for _, p := range parts {
-			r, err := s.store.Restore(p, cls[p], start)
-			if err != nil {
-				return err
-			}
-			rs[p] = r
-			behind += max(cls[p].End-r.From(), 0)
-			if why := r.Rebuild(); r.Lost() {
-				rebuilt = append(rebuilt, p)
-				s.log.Warn("partition state lost: its changelog no longer holds what the local checkpoint recorded; rebuilding from what it holds",
-					"topic", info.changelog, "partition", p, "reason", why, "consequence", info.lost)
-			} else if why != "" {
-				rebuilt = append(rebuilt, p)
-				s.log.Info("rebuilding partition state from its changelog", "topic", info.changelog, "partition", p, "reason", why)
-			} else {
-				resumed = append(resumed, p)
-			}
-		}
-		s.metrics.restoreBehind(behind)
-		n, err := state.Replay(ctx, opts, info.changelog, parts, rs, cls, func() error {
-			s.metrics.restored(1)
-			s.restoredRecords++
-			if s.fp.Armed(failpoint.CrashDuringRestore, s.restoredRecords) {
-				return s.fp.Fire(s.log, failpoint.CrashDuringRestore, s.restoredRecords)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		s.metrics.restoreBehind(0)
-		s.log.Info("state restored", "topic", info.changelog, "partitions", parts, "from_checkpoint", resumed, "rebuilt", rebuilt,
-			"records", n, "elapsed", time.Since(start))
-		return nil
-	}()
+		s.log.Warn("changelog records were deleted before the restore read them; restoring again", "topic", gap.Topic,
+			"partition", gap.Partition, "offset", gap.Next)
+	}
 	s.metrics.restoreTime(time.Since(start))
 	if err != nil {
 		_ = s.store.Drop(parts...)
@@ -311,6 +279,69 @@ func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 		return
 	}
 	s.setStateSize()
+}
+
+// maxRestoreAttempts bounds the restores of one assignment that records
+// deleted under them cut short; the last one's error rebuilds the session.
+const maxRestoreAttempts = 3
+
+// restoreOnce is one restore of parts (see restoreState).
+func (s *Stage) restoreOnce(ctx context.Context, info *stepInfo, parts []int32, start time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TransactionTimeout+restoreReadTimeout)
+	defer cancel()
+	opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
+	listed := time.Now()
+	cls, err := state.DescribeChangelog(ctx, opts, info.changelog, parts)
+	if errors.Is(err, state.ErrNoChangelogPartition) {
+		return &fault.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, info.changelog)}
+	}
+	if err != nil {
+		return err
+	}
+	rs := make(map[int32]state.Restorer, len(parts))
+	var resumed, rebuilt []int32
+	var behind int64
+	for _, p := range parts {
+		r, err := s.store.Restore(p, cls[p], listed)
+		if err != nil {
+			return err
+		}
+		rs[p] = r
+		behind += max(cls[p].End-r.From(), 0)
+		if why := r.Rebuild(); r.Lost() {
+			rebuilt = append(rebuilt, p)
+			s.log.Warn("partition state lost: its changelog no longer holds what the local checkpoint recorded; rebuilding from what it holds",
+				"topic", info.changelog, "partition", p, "reason", why, "consequence", info.lost)
+		} else if why != "" {
+			rebuilt = append(rebuilt, p)
+			s.log.Info("rebuilding partition state from its changelog", "topic", info.changelog, "partition", p, "reason", why)
+		} else {
+			resumed = append(resumed, p)
+		}
+	}
+	s.metrics.restoreBehind(behind)
+	n, err := state.Replay(ctx, opts, info.changelog, parts, rs, cls, state.ReplayHooks{
+		Each: func() error {
+			s.metrics.restored(1)
+			s.restoredRecords++
+			s.restoring.read()
+			if s.fp.Armed(failpoint.CrashDuringRestore, s.restoredRecords) {
+				return s.fp.Fire(s.log, failpoint.CrashDuringRestore, s.restoredRecords)
+			}
+			if s.fp.Armed(failpoint.PauseDuringRestore, s.restoredRecords) {
+				s.fp.Pause(s.log, failpoint.PauseDuringRestore, s.restoredRecords)
+			}
+			return nil
+		},
+		Waiting: s.restoreWaiting,
+	})
+	if err != nil {
+		return err
+	}
+	s.metrics.restoreBehind(0)
+	s.log.Info("state restored", "topic", info.changelog, "partitions", parts, "from_checkpoint", resumed, "rebuilt", rebuilt,
+		"records", n, "elapsed", time.Since(start))
+	return nil
 }
 
 // dropState forgets the stores of revoked or lost input partitions.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -112,15 +114,46 @@ type Range struct{ From, End int64 }
 // transactions that overlap a fetch, so their records are still skipped
 // (KIP-98). ctx bounds the wait.
 //
+// The read is contiguous or fails with a *GapError: see readContiguous.
+//
 // opts are the client options (brokers, TLS, SASL); ReadChangelog adds the
 // consumer's own.
 func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func(r *kgo.Record) error) (int64, error) {
+	return readChangelog(ctx, opts, topic, ranges, fn, nil)
+}
+
+// readContiguous is the rule that makes a read prove it missed nothing.
+// Offsets of a changelog partition have gaps that lose nothing: the
+// markers of transactions, the records of aborted ones (never delivered
+// read_committed) and the records compaction removed (a later record of
+// the same key, or a tombstone's deletion, stands for them). Only the log
+// start offset moving past an offset not yet read loses a record, by
+// DeleteRecords or by retention (KIP-107): compaction never moves it.
+// The broker answers a fetch below the log start offset with
+// OFFSET_OUT_OF_RANGE, never with the records that remain (Kafka's
+// UnifiedLog.read checks the fetch offset against logStartOffset), and the
+// consumer fetches each offset from the one after the last batch it was
+// given. So a read that never gets OFFSET_OUT_OF_RANGE read every record
+// from its start to its end; franz-go would answer one by resuming at the
+// new log start, silently, so the read asks it not to reset
+// (kgo.NoResetOffset) and fails with a *GapError instead. A start below
+// the log start, listed before the read, fails the same way at the first
+// fetch; a checkpoint below it is refused earlier (Checkpoint.Check).
+// OFFSET_OUT_OF_RANGE past the high watermark (the log truncated under the
+// read, after an unclean leader election) is a gap too.
+
+// readChangelog is ReadChangelog; onWait, if not nil, is told which open
+// transactions the read waits for (see watchWaits).
+func readChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func(r *kgo.Record) error,
+	onWait func([]Wait)) (int64, error) {
 	want := map[int32]int64{} // partition -> end, for partitions with records to read
 	from := map[int32]kgo.Offset{}
+	prog := &readProgress{next: map[int32]int64{}, end: map[int32]int64{}, at: time.Now()}
 	for p, r := range ranges {
 		if r.End > r.From {
 			want[p] = r.End
 			from[p] = kgo.NewOffset().At(r.From)
+			prog.next[p], prog.end[p] = r.From, r.End
 		}
 	}
 	if len(want) == 0 {
@@ -128,6 +161,7 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 	}
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // see readContiguous
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(),
 		// Bounded fetches: a restore buffers at most one fetch per
@@ -139,28 +173,38 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 		return 0, fmt.Errorf("read changelog %s: %w", topic, err)
 	}
 	defer cl.Close()
+	if onWait != nil {
+		stop := watchWaits(ctx, kadm.NewClient(cl), topic, prog, onWait)
+		defer stop()
+	}
 	var n int64
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("read changelog %s: %d partitions not at their end: %w", topic, len(want), err)
 		}
-		if err := fetchError(fs); err != nil {
+		if err := fetchError(fs, prog); err != nil {
 			return n, err
 		}
 		if err := applyFetched(fs, want, fn, &n); err != nil {
 			return n, err
 		}
+		prog.update(fs, want)
 	}
 	return n, nil
 }
 
 // fetchError is the first error of fs other than a cancel, named by its
-// topic and partition.
-func fetchError(fs kgo.Fetches) error {
+// topic and partition; OFFSET_OUT_OF_RANGE is a *GapError at the
+// partition's next offset in prog (see readContiguous).
+func fetchError(fs kgo.Fetches, prog *readProgress) error {
 	var ferr error
 	fs.EachError(func(t string, p int32, err error) {
-		if ferr == nil && !errors.Is(err, context.Canceled) {
+		switch {
+		case ferr != nil || errors.Is(err, context.Canceled):
+		case errors.Is(err, kerr.OffsetOutOfRange):
+			ferr = &GapError{Topic: t, Partition: p, Next: prog.nextOf(p)}
+		default:
 			ferr = fmt.Errorf("read changelog %s partition %d: %w", t, p, err)
 		}
 	})
@@ -197,25 +241,45 @@ func applyFetched(fs kgo.Fetches, want map[int32]int64, fn func(r *kgo.Record) e
 	return applyErr
 }
 
+// ReplayHooks are what a caller of Replay watches, each nil if unused.
+type ReplayHooks struct {
+	// Each runs before each record is applied; its error ends the read.
+	Each func() error
+	// Waiting is told, every few seconds while the read makes no
+	// progress, the open transactions it waits for (none: nil).
+	Waiting func([]Wait)
+}
+
 // Replay restores partitions parts from changelog topic: it reads each
 // partition from its restorer in rs's From to its end in cls
-// (ReadChangelog), applies every record to its partition's restorer once
-// each, if not nil, returns nil, and then completes every restorer (Done)
-// at that end. It returns the records read.
+// (ReadChangelog), applies every record to its partition's restorer, and
+// then completes every restorer (Done) at that end. It returns the records
+// read. A read that finds records deleted before it read them (a
+// *GapError) keeps what its partition applied, with a checkpoint where it
+// stopped (restorer.Cut): the restore that follows finds the changelog
+// starting after that checkpoint, so it rebuilds the partition as lost
+// (Checkpoint.Check), never as whole.
 func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs map[int32]Restorer, cls map[int32]ChangelogPartition,
-	each func() error) (int64, error) {
+	h ReplayHooks) (int64, error) {
 	ranges := make(map[int32]Range, len(parts))
 	for _, p := range parts {
 		ranges[p] = Range{From: rs[p].From(), End: cls[p].End}
 	}
-	n, err := ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
-		if each != nil {
-			if err := each(); err != nil {
+	n, err := readChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
+		if h.Each != nil {
+			if err := h.Each(); err != nil {
 				return err
 			}
 		}
 		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
-	})
+	}, h.Waiting)
+	if gap := (*GapError)(nil); errors.As(err, &gap) {
+		if c, ok := rs[gap.Partition].(interface{ Cut() error }); ok {
+			if cerr := c.Cut(); cerr != nil {
+				return n, errors.Join(err, cerr)
+			}
+		}
+	}
 	if err != nil {
 		return n, err
 	}
@@ -225,4 +289,52 @@ func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs
 		}
 	}
 	return n, nil
+}
+
+// readProgress is where a read stands, for the messages of a gap and the
+// watch for open transactions.
+type readProgress struct {
+	mu   sync.Mutex
+	next map[int32]int64 // partition -> offset after the last record given; only partitions still read
+	end  map[int32]int64
+	at   time.Time // the last time a record was given
+}
+
+// nextOf returns the next offset of partition p.
+func (r *readProgress) nextOf(p int32) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.next[p]
+}
+
+// update records what fs gave; partitions no longer in want are done.
+func (r *readProgress) update(fs kgo.Fetches, want map[int32]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fs.EachRecord(func(rec *kgo.Record) {
+		if rec.Offset+1 > r.next[rec.Partition] {
+			r.next[rec.Partition] = rec.Offset + 1
+		}
+		r.at = time.Now()
+	})
+	for p := range r.next {
+		if _, ok := want[p]; !ok {
+			delete(r.next, p)
+		}
+	}
+}
+
+// stalled returns the partitions still read, with their next offsets and
+// ends, if no record came for at least d.
+func (r *readProgress) stalled(d time.Duration) map[int32][2]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.at) < d || len(r.next) == 0 {
+		return nil
+	}
+	out := make(map[int32][2]int64, len(r.next))
+	for p, n := range r.next {
+		out[p] = [2]int64{n, r.end[p]}
+	}
+	return out
 }

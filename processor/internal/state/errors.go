@@ -1,6 +1,9 @@
 package state
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrNotRestored is the error of a dedupe lookup in a partition whose store
 // is not restored (not assigned, or revoked meanwhile): the record must not
@@ -37,3 +40,22 @@ var ErrCheckpoint = errors.New("checkpoint not usable")
 // or it was truncated. The rebuilt store lacks that state (a dedupe step
 // lets the IDs it held pass again; an aggregate's windows start over).
 var ErrStateLost = errors.New("state lost")
+
+// GapError is the error of a changelog read that cannot prove it read
+// every record from its start: the partition's log start offset moved past
+// Next, the next offset it had to read, so records between were deleted
+// unread (DeleteRecords, or retention on a topic not compacted alone). It
+// is ErrStateLost: the store lacks what they held.
+type GapError struct {
+	Topic     string
+	Partition int32
+	Next      int64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("changelog %s partition %d: records from offset %d on were deleted before the restore read them (the log start offset moved past it)",
+		e.Topic, e.Partition, e.Next)
+}
+
+// Unwrap makes a GapError ErrStateLost.
+func (e *GapError) Unwrap() error { return ErrStateLost }

@@ -250,7 +250,7 @@ func restore(ctx context.Context, opts []kgo.Opt, topic, dir string, n int64, re
 		}
 		rs[p] = r
 	}
-	read, err := state.Replay(ctx, opts, topic, parts, rs, cls, nil)
+	read, err := state.Replay(ctx, opts, topic, parts, rs, cls, state.ReplayHooks{})
 	if err != nil {
 		return err
 	}
