@@ -59,7 +59,7 @@ func (x *aggregateTxn) outputs(r *kgo.Record, src source) ([]*kgo.Record, bool, 
 	if err != nil || key == nil {
 		return nil, t.stateLost, err
 	}
-	updated, late, err := x.agg.Add(r.Partition, key, ts, values)
+	updated, late, err := x.agg.AddFrom(r.Partition, sourceOf(r), key, ts, values)
 	stepErr := func(reason string, err error) error { return &dlq.RecordError{Reason: reason, Step: a.Step, Err: err} }
 	switch {
 	case errors.Is(err, state.ErrNotRestored):
@@ -85,7 +85,7 @@ func (x *aggregateTxn) outputs(r *kgo.Record, src source) ([]*kgo.Record, bool, 
 }
 
 func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
-	return &dlq.RecordError{Reason: deadletter.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (stream time of partition %d has closed them)",
+	return &dlq.RecordError{Reason: deadletter.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (the stream time of partition %d, the least of its upstream partitions' event times, has closed them)",
 		time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), partition)}
 }
 
@@ -98,7 +98,7 @@ func (x *aggregateTxn) verdict(r *kgo.Record) error {
 	if err != nil {
 		return err
 	}
-	if late, lerr := x.agg.Late(r.Partition, ts); lerr == nil && late {
+	if late, lerr := x.agg.LateFrom(r.Partition, sourceOf(r), ts); lerr == nil && late {
 		return lateErr(x.a, r.Partition, ts)
 	}
 	return nil

@@ -63,7 +63,7 @@ func (x *dedupeTxn) outputs(r *kgo.Record, src source) ([]*kgo.Record, bool, err
 	if err != nil {
 		return nil, false, &dlq.RecordError{Reason: deadletter.ReasonTransform, Step: x.d.Step, Err: err}
 	}
-	dup, err := x.dd.Check(r.Partition, id, r.Timestamp)
+	dup, err := x.dd.CheckFrom(r.Partition, sourceOf(r), id, r.Timestamp)
 	switch {
 	case errors.Is(err, state.ErrNotRestored):
 		// Revoked while polled (or its restore failed): the

@@ -55,6 +55,12 @@ type Config struct {
 	// KeyField, when set, makes the output key the value of this top-level
 	// field of a JSON object value. A record without it is dead-lettered.
 	KeyField string
+	// Upstream maps the input topics of the stages that write Input to
+	// their partition counts, and UpstreamIdle is how long one of those
+	// partitions that sends nothing holds back the stream time of a dedupe
+	// or aggregate step (default 30s; negative: for ever). See watermark.go.
+	Upstream     map[string]int32
+	UpstreamIdle time.Duration
 
 	// CommitInterval bounds how long one transaction stays open; default
 	// 100ms.

@@ -53,8 +53,10 @@ func (t OpenTxn) Open() time.Duration { return time.Duration(t.OpenMs) * time.Mi
 func (t OpenTxn) Timeout() time.Duration { return time.Duration(t.TimeoutMs) * time.Millisecond }
 
 // TxnTopics returns every topic of f whose partitions a transaction may
-// hold: the stages' and sinks' inputs, the stages' outputs and every
-// dead-letter topic, sorted; only the stage or sink named only, if not "".
+// hold: the stages' and sinks' inputs, the stages' outputs, every
+// dead-letter topic and the changelogs of stateful stages, whose restores
+// wait for a transaction open there (ChangelogTopics), sorted; only the
+// stage or sink named only, if not "".
 func TxnTopics(f *topology.File, only string) []string {
 	var topics []string
 	add := func(ts ...string) {
@@ -72,6 +74,7 @@ func TxnTopics(f *topology.File, only string) []string {
 		add(st.OutputTopics()...)
 		add(st.DeadLetter.Topic)
 	}
+	add(ChangelogTopics(f, only)...)
 	for _, sk := range f.Sinks {
 		if only != "" && sk.Name != only {
 			continue
@@ -79,6 +82,18 @@ func TxnTopics(f *topology.File, only string) []string {
 		add(sk.Input.Topic, sk.DeadLetter.Topic)
 	}
 	slices.Sort(topics)
+	return topics
+}
+
+// ChangelogTopics returns the changelog topics of the stateful stages of
+// f (only the one named only, if not ""), in stage order.
+func ChangelogTopics(f *topology.File, only string) []string {
+	var topics []string
+	for _, st := range f.StagesInOrder() {
+		if store := st.StateStore(); store != "" && (only == "" || st.Name == only) {
+			topics = append(topics, topology.ChangelogTopic(st.Name, store))
+		}
+	}
 	return topics
 }
 

@@ -210,7 +210,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := openTransactions(ctx, adm, cfg, parts); err != nil {
 		return nil, err
 	}
-	hanging, err := status.HangingTxns(ctx, adm, p.topics(), cfg.HangingAfter)
+	hanging, err := status.HangingTxns(ctx, adm, hangingTopics(f, p.topics()), cfg.HangingAfter)
 	if err != nil {
 		return nil, fmt.Errorf("verify: open transactions: %w", err)
 	}
