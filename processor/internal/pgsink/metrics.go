@@ -16,6 +16,7 @@ type Metrics struct {
 	consumed      *prometheus.CounterVec
 	rows          *prometheus.CounterVec
 	deleted       *prometheus.CounterVec
+	unmatched     *prometheus.CounterVec
 	duplicates    *prometheus.CounterVec
 	deadLettered  *prometheus.CounterVec
 	committed     *prometheus.CounterVec
@@ -41,6 +42,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		consumed:      f.Counter("records_consumed_total", "Data records polled (control records excluded).", "topic"),
 		rows:          f.Counter("rows_written_total", "Rows inserted or updated by committed batches."),
 		deleted:       f.Counter("rows_deleted_total", "Rows deleted by tombstones or Debezium deletes in committed batches."),
+		unmatched:     f.Counter("deletes_unmatched_total", "Deletes (tombstones, Debezium deletes) of committed batches that matched no stored row: a row never loaded, a delete replayed, or keys that do not name the table's rows."),
 		duplicates:    f.Counter("rows_duplicate_total", "Rows of committed batches skipped because their event ID was already in the table: a replay, or a second record with one ID."),
 		deadLettered:  f.Counter("records_dead_lettered_total", "Dead letters of committed batches, by reason.", "reason"),
 		committed:     f.Counter("batches_committed_total", "Database transactions committed."),
@@ -97,7 +99,7 @@ func (s sinkMetrics) start(input string, ready func() error) {
 	for _, o := range []string{directWritten, directFellBack} {
 		s.m.directCopies.WithLabelValues(s.Name(), o)
 	}
-	s.StartCounters(s.m.rows, s.m.deleted, s.m.duplicates, s.m.committed, s.m.fenced)
+	s.StartCounters(s.m.rows, s.m.deleted, s.m.unmatched, s.m.duplicates, s.m.committed, s.m.fenced)
 }
 
 func (s sinkMetrics) consumedRecord(topic string) {
@@ -113,6 +115,7 @@ func (s sinkMetrics) commit(b *batch, res *result, topic string, at time.Time) {
 	s.m.committed.WithLabelValues(s.Name()).Inc()
 	s.m.rows.WithLabelValues(s.Name()).Add(float64(res.rows))
 	s.m.deleted.WithLabelValues(s.Name()).Add(float64(res.deleted))
+	s.m.unmatched.WithLabelValues(s.Name()).Add(float64(res.unmatched))
 	s.m.duplicates.WithLabelValues(s.Name()).Add(float64(res.duplicates))
 	for _, d := range res.dead {
 		s.m.deadLettered.WithLabelValues(s.Name(), d.re.Reason).Inc()
