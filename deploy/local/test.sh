@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE project test command: bash deploy/local/test.sh
 #
-# Starts Kafka and PostgreSQL (up.sh), then checks that go.mod is tidy, runs go vet
+# Starts Kafka and PostgreSQL (up.sh; it also fetches Kafka Connect and Debezium
+# for the tests' own Connect workers), then checks that go.mod is tidy, runs go vet
 # and staticcheck, builds for windows and darwin, runs the unit tests, the
 # integration tests against them, and the cluster profile (cluster-test.sh: the
 # TestCluster* tests on a three-node cluster per transaction.version), and
@@ -29,6 +30,8 @@ cleanup() {
 		wait "$STEP_PID" 2>/dev/null || true
 	fi
 	bash "$HERE/cluster.sh" stop 2>/dev/null || true
+	# Workers that a killed test left (the tests start their own).
+	bash "$HERE/connect.sh" stop --all 2>/dev/null || true
 	if [[ "${EXACTLY_KEEP_UP:-0}" == "1" ]]; then
 		log "EXACTLY_KEEP_UP=1: leaving Kafka and PostgreSQL running (bash deploy/local/down.sh stops them)"
 	else

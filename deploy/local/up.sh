@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start everything the tests need: kcat, PostgreSQL, Kafka and a schema registry. Idempotent.
+# Start everything the tests need: kcat, PostgreSQL, Kafka and a schema registry,
+# and fetch Kafka Connect with Debezium (the tests start their own workers). Idempotent.
 # Writes $EXACTLY_RUN_DIR/env (source it to get EXACTLY_BROKERS, PG_DSN, ...).
 set -euo pipefail
 
@@ -58,6 +59,9 @@ write_env() {
 		done < <(bash "$HERE/kafka.sh" sasl-env)
 		[[ ! -f "$TLS_CA_FILE" ]] || echo "export EXACTLY_CA_FILE=$(sq "$TLS_CA_FILE")"
 		echo "export EXACTLY_REGISTRY_URL=$(sq "$(bash "$HERE/registry.sh" url)")"
+		# Kafka Connect: the worker's jars and plugin.path (connect.sh starts workers).
+		echo "export CONNECT_LIBS=$(sq "$(bash "$HERE/connect.sh" libs)")"
+		echo "export CONNECT_PLUGIN_PATH=$(sq "$(bash "$HERE/connect.sh" plugin-path)")"
 	} >"$env.tmp"
 	mv "$env.tmp" "$env"
 	ENV_FILE="$env"
@@ -68,6 +72,7 @@ step tools tools
 step postgres bash "$HERE/postgres.sh" start
 step kafka bash "$HERE/kafka.sh" start
 step registry bash "$HERE/registry.sh" start
+step connect bash "$HERE/connect.sh" fetch
 write_env
 log "all up in $(elapsed "$total")s"
 cat >&2 <<MSG
