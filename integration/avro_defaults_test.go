@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,4 +114,56 @@ func TestAvroFixedDefault(t *testing.T) {
 		t.Errorf("schema id %d as registered has no default: %s", id, registered.Schema)
 	}
 	t.Logf("%d records through 3 stages, schema ids %v and %d: v1 records and JSON without a tag got ff fe, no dead letter", events, ids, id)
+}
+
+// TestSinkAvroFixedDefault: the sink reads the same topic mix, v1 frames
+// and v2 frames whose writer schema has the fixed default, with v2 as
+// reader schema into a bytea column it derives from the schema: psql reads
+// ff fe for each v1 record and the written bytes for each v2 record.
+func TestSinkAvroFixedDefault(t *testing.T) {
+	const events = 40
+	reg := registryURL(t)
+	s := newSinkSpec("fixdef_sink")
+	ids := []int{srRegister(t, reg, s.in+"-value", tagV1), srRegister(t, reg, s.in+"-value", tagV2)}
+	codecs := []*goavro.Codec{mustCodec(t, tagV1), mustCodec(t, tagV2Plain)}
+	reader := schemaFile(t, "tagged-v2.avsc", tagV2)
+	b := sinkYAMLHead(t, s, 1, "{ event_id: event_id, tag: tag }")
+	text := strings.Replace(b.String(), "format: json }", `format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}", reader_schema: `+reader+" } }", 1)
+	text += "      types: from_schema\n" + fmt.Sprintf("    commit: { interval: %s, max_records: %d }\n", s.interval, s.maxRecords)
+	topo := writeSinkTopology(t, s, s.name+".yaml", text)
+	exactlyCmd(t, "validate", topo)
+
+	var recs []*kgo.Record
+	for i := range events {
+		native := map[string]any{"event_id": fmt.Sprintf("e-%03d", i)}
+		if i%2 == 1 {
+			native["tag"] = []byte{0x01, 0x02}
+		}
+		recs = append(recs, &kgo.Record{Value: frame(t, ids[i%2], codecs[i%2], native)})
+	}
+	kgoProduce(t, s.in, recs)
+	pool := pgPool(t)
+	p := startSink(t, topo, "a1")
+	waitSinkDone(t, pool, s, events, 2*time.Minute)
+	p.stop()
+	if n := kcatCount(t, s.dlq); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+	if got := columnTypes(t, s.table()); strings.Join(got, ",") != "event_id text,tag bytea" {
+		t.Fatalf("columns %v, want event_id text and tag bytea", got)
+	}
+	rows := psqlLines(t, "SELECT event_id || '|' || encode(tag, 'hex') FROM "+s.table()+" ORDER BY event_id")
+	if len(rows) != events {
+		t.Fatalf("%d rows, want %d", len(rows), events)
+	}
+	for i, r := range rows {
+		want := fmt.Sprintf("e-%03d|fffe", i)
+		if i%2 == 1 {
+			want = fmt.Sprintf("e-%03d|0102", i)
+		}
+		if r != want {
+			t.Fatalf("row %d %q, want %q", i, r, want)
+		}
+	}
+	t.Logf("%d rows, schema ids %v: v1 records stored the default ff fe", events, ids)
 }
