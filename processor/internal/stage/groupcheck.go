@@ -37,16 +37,32 @@ func (s *Stage) fencedErr() error {
 // initialized its transactional ID (PRODUCER_FENCED, or
 // INVALID_PRODUCER_EPOCH from a broker that bumped the epoch; KIP-98,
 // KIP-360). Both mean that another process may run under this instance's
-// ID, and both count once per session. The first fence in group.FenceRejoinWindow comes back
+// ID, and both count once per session. A stale producer epoch whose
+// transaction the coordinator aborted at its timeout, with no producer
+// since (timedOut), is no fence: it comes back as a plain error, and the
+// session is rebuilt. The first fence in group.FenceRejoinWindow comes back
 // as a plain error, so that Run rebuilds the session; a second comes back
 // as a *group.FencedError, which stops Run. The newer of two live processes
 // with one ID fences the older one first, so the older one stops first.
 // Other errors come back unchanged.
-func (s *Stage) afterFence(err error) error {
+func (s *Stage) afterFence(ctx context.Context, adm *kadm.Client, err error) error {
 	var fenced *group.FencedError
 	byGroup := errors.As(err, &fenced)
 	if !byGroup && !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		return err
+	}
+	var detail string
+	if !byGroup {
+		var timedOut bool
+		if timedOut, detail = s.timedOut(context.WithoutCancel(ctx), adm); timedOut {
+			s.log.Warn("the transaction coordinator aborted this instance's transaction after its transaction timeout; no other process took its transactional ID; rebuilding the session",
+				"txn_id", s.cfg.TransactionalID(), "timeout", s.cfg.TransactionTimeout, "coordinator", detail,
+				"why", "the process was paused or stalled for longer than the transaction timeout", "err", err)
+			return fmt.Errorf("transaction aborted by its coordinator at its timeout (%v), rebuilding", err)
+		}
+		if detail != "" {
+			err = fmt.Errorf("%w (%s)", err, detail)
+		}
 	}
 	if !s.fences.Rejoin(time.Now()) {
 		if byGroup {

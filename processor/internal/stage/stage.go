@@ -349,7 +349,7 @@ func (s *Stage) Run(ctx context.Context) error {
 		} else if err != nil {
 			err = group.AsFenced(err, s.cfg.Group(), s.cfg.TransactionalID())
 		}
-		err = s.afterFence(err)
+		err = s.afterFence(ctx, adm, err)
 		if ctx.Err() != nil && err == nil {
 			s.log.Info("stage stopped")
 			return nil
