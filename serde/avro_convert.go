@@ -362,25 +362,31 @@ func defaultValue(t *avroType, d any) (any, error) {
 // its underlying type's. An error names where in the default it is
 // ("[2]: ...", "key: ...").
 func defaultNative(t *avroType, d any) (any, error) {
+	return defaultAt(t, d, nil)
+}
+
+// defaultAt is defaultNative inside the fields' own defaults in, which
+// a record's default that leaves them out takes.
+func defaultAt(t *avroType, d any, in []*avroField) (any, error) {
 	switch t.kind {
 	case kindUnion:
-		return defaultUnion(t, d)
+		return defaultUnion(t, d, in)
 	case kindBytes, kindFixed:
 		return defaultBytes(t, d)
 	case kindRecord:
-		return defaultRecord(t, d)
+		return defaultRecord(t, d, in)
 	case kindArray:
 		a, ok := d.([]any)
 		if !ok {
 			return nil, fmt.Errorf("an array default is a JSON array, not %s %s", article(jsonKind(d)), jsonKind(d))
 		}
-		return convertItems(a, func(e any) (any, error) { return defaultNative(t.items, e) }, true)
+		return convertItems(a, func(e any) (any, error) { return defaultAt(t.items, e, in) }, true)
 	case kindMap:
 		m, ok := d.(map[string]any)
 		if !ok {
 			return nil, fmt.Errorf("a map default is a JSON object, not %s %s", article(jsonKind(d)), jsonKind(d))
 		}
-		return convertValues(m, func(e any) (any, error) { return defaultNative(t.values, e) }, true)
+		return convertValues(m, func(e any) (any, error) { return defaultAt(t.values, e, in) }, true)
 	}
 	return defaultScalar(t, d)
 }
@@ -429,7 +435,7 @@ func article(word string) string {
 
 // defaultUnion converts the default of union t, a value of its first
 // branch.
-func defaultUnion(t *avroType, d any) (any, error) {
+func defaultUnion(t *avroType, d any, in []*avroField) (any, error) {
 	b := t.branches[0]
 	if b.kind == kindNull {
 		if d != nil {
@@ -437,7 +443,7 @@ func defaultUnion(t *avroType, d any) (any, error) {
 		}
 		return nil, nil
 	}
-	n, err := defaultNative(b, d)
+	n, err := defaultAt(b, d, in)
 	if err != nil {
 		return nil, fmt.Errorf("a union's default is of its first branch, %s: %w", b.unionName(), err)
 	}
@@ -466,8 +472,10 @@ func defaultBytes(t *avroType, d any) (any, error) {
 }
 
 // defaultRecord converts the default of record t: an object, with the
-// fields' own defaults for the fields it leaves out.
-func defaultRecord(t *avroType, d any) (any, error) {
+// fields' own defaults for the fields it leaves out. A field's own
+// default that leaves out that field again ({"name":"next","type":"R",
+// "default":{}}) has no end: an error.
+func defaultRecord(t *avroType, d any, in []*avroField) (any, error) {
 	m, ok := d.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("a record default is a JSON object, not %s %s", article(jsonKind(d)), jsonKind(d))
@@ -475,13 +483,17 @@ func defaultRecord(t *avroType, d any) (any, error) {
 	out := make(map[string]any, len(t.fields))
 	for _, f := range t.fields {
 		fd, ok := m[f.name]
+		fin := in
 		if !ok {
 			if !f.hasDef {
 				return nil, fmt.Errorf("field %q missing", f.name)
 			}
-			fd = f.def
+			if slices.Contains(in, f) {
+				return nil, fmt.Errorf("field %q of %s is left out of its own default, which never ends", f.name, t.name)
+			}
+			fd, fin = f.def, append(in[:len(in):len(in)], f)
 		}
-		x, err := defaultNative(f.typ, fd)
+		x, err := defaultAt(f.typ, fd, fin)
 		if err != nil {
 			return nil, fieldErr(f.name, err)
 		}

@@ -32,6 +32,7 @@ var defaultCases = []struct {
 		`{"a":"\u00ff"}`, map[string]any{"a": []byte{0xff}, "b": []byte{0xfe}}},
 	{"array of bytes", `{"type":"array","items":"bytes"}`, `["\u00ff","a"]`, []any{[]byte{0xff}, []byte("a")}},
 	{"map of fixed", `{"type":"map","values":{"type":"fixed","name":"M1","size":1}}`, `{"k":"\u00e9"}`, map[string]any{"k": []byte{0xe9}}},
+	{"recursive record, null first", `["null","R"]`, `null`, nil},
 	{"map of arrays of unions of bytes", `{"type":"map","values":{"type":"array","items":["bytes","null"]}}`,
 		`{"k":["\u00ff",""]}`, map[string]any{"k": []any{[]byte{0xff}, []byte{}}}},
 }
@@ -124,6 +125,8 @@ func TestAvroDefaultsRefused(t *testing.T) {
 			`record "R" field "f": invalid default: unsupported value: 2147483648 overflows int`},
 		{"timestamp as text", `{"type":"long","logicalType":"timestamp-millis"}`, `"2024-01-01T00:00:00Z"`,
 			`record "R" field "f": invalid default: a long default is a JSON integer, not a string`},
+		{"a record's default that needs itself", `"R"`, `{"id":"x"}`,
+			`record "R" field "f": invalid default: f: field "f" of R is left out of its own default, which never ends`},
 		{"enum symbol unknown", `{"type":"enum","name":"E","symbols":["A"]}`, `"B"`,
 			`record "R" field "f": invalid default: unsupported value: "B" is not a symbol of E`},
 	}
@@ -165,4 +168,32 @@ func TestAvroDefaultKeepsRegisteredText(t *testing.T) {
 	if f := s.typ.fields[1]; !f.hasDef || f.def != "\u00ff\u00fe" {
 		t.Fatalf("field default = %#v (has %v), want the string of code points ff fe", f.def, f.hasDef)
 	}
+}
+
+// FuzzAvroDefaults: any default text for the types of defaultCases either
+// makes the schema invalid or is read the same by the encoder (a value
+// without the field) and by schema resolution (a writer without it).
+func FuzzAvroDefaults(f *testing.F) {
+	for i, tc := range defaultCases {
+		f.Add(i, tc.def)
+	}
+	f.Fuzz(func(t *testing.T, i int, def string) {
+		if i < 0 || def == "" || strings.ContainsAny(def, "\n\r") {
+			return
+		}
+		tc := defaultCases[i%len(defaultCases)]
+		schema := defaultRecordSchema(tc.typ, def)
+		if CheckSchema([]byte(schema)) != nil {
+			return
+		}
+		c := mustCodec(t, Config{Format: Avro, Schema: schema})
+		_, back := roundTrip(t, c, map[string]any{"id": "x"})
+		got, err := resolveWith(t, defaultRecordSchema("", ""), schema, map[string]any{"id": "x"})
+		if err != nil {
+			t.Fatalf("schema %s: reader default: %v", schema, err)
+		}
+		if a, b := back.(map[string]any)["f"], got.(map[string]any)["f"]; !reflect.DeepEqual(a, b) {
+			t.Fatalf("schema %s: encoded default %#v, reader default %#v", schema, a, b)
+		}
+	})
 }
