@@ -254,11 +254,11 @@ type ReplayHooks struct {
 // partition from its restorer in rs's From to its end in cls
 // (ReadChangelog), applies every record to its partition's restorer, and
 // then completes every restorer (Done) at that end. It returns the records
-// read. A read that finds records deleted before it read them (a
-// *GapError) keeps what its partition applied, with a checkpoint where it
-// stopped (restorer.Cut): the restore that follows finds the changelog
-// starting after that checkpoint, so it rebuilds the partition as lost
-// (Checkpoint.Check), never as whole.
+// read. A read that fails keeps what each partition applied, with a
+// checkpoint where it stopped (restorer.Cut): after a read that found
+// records deleted before it read them (a *GapError), the restore that
+// follows finds the changelog starting after that checkpoint, so it
+// rebuilds the partition as lost (Checkpoint.Check), never as whole.
 func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs map[int32]Restorer, cls map[int32]ChangelogPartition,
 	h ReplayHooks) (int64, error) {
 	ranges := make(map[int32]Range, len(parts))
@@ -273,15 +273,18 @@ func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs
 		}
 		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
 	}, h.Waiting)
-	if gap := (*GapError)(nil); errors.As(err, &gap) {
-		if c, ok := rs[gap.Partition].(interface{ Cut() error }); ok {
-			if cerr := c.Cut(); cerr != nil {
-				return n, errors.Join(err, cerr)
+	if err != nil {
+		// Every partition keeps its place, not only the one a gap was
+		// found in: the others' reads stopped before they could meet
+		// theirs, and the next restore must judge them from where they
+		// stood, not from the log start it then lists.
+		errs := []error{err}
+		for _, p := range parts {
+			if c, ok := rs[p].(interface{ Cut() error }); ok {
+				errs = append(errs, c.Cut())
 			}
 		}
-	}
-	if err != nil {
-		return n, err
+		return n, errors.Join(errs...)
 	}
 	for _, p := range parts {
 		if _, err := rs[p].Done(cls[p].End); err != nil {
