@@ -62,10 +62,11 @@ type listText struct {
 	spans []int // start and end of each element
 }
 
-// element is the value of element i, e, of the exploded list. A number or
-// a string of the input keeps its text, as a set or key step keeps it
-// (values.md, rule 2): 1E1 stays 1E1, not the 10.0 of its double, and
-// 12.50 stays 12.50. Objects and lists keep their bytes through native.
+// element is the value of element i, e, of the exploded list. A number of
+// the input keeps its text, as a set or key step keeps it (values.md,
+// rule 2): 1E1 stays 1E1, not the 10.0 of its double, and 12.50 stays
+// 12.50. Objects and lists keep their bytes through native; a string is
+// its text (a string or bytes output writes it unquoted).
 // An element of the input that has no exact value (1e400) fails the
 // record, naming it.
 func element(e ref.Val, texts *listText, i int, jsonOut bool) (any, error) {
@@ -73,7 +74,7 @@ func element(e ref.Val, texts *listText, i int, jsonOut bool) (any, error) {
 	case *types.Err:
 		return nil, errOf(e) // an element with no exact value, named
 
-	case types.Int, types.Uint, types.Double, types.String:
+	case types.Int, types.Uint, types.Double:
 		if texts != nil && 2*i+1 < len(texts.spans) {
 			// copy: each output owns its value, as set's does.
 			return rawJSON(append([]byte(nil), texts.raw[texts.spans[2*i]:texts.spans[2*i+1]]...)), nil

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/serde"
 )
 
 // TestNumberTextKept: a number taken from the input as it is leaves with
@@ -17,8 +19,6 @@ func TestNumberTextKept(t *testing.T) {
 			want: `{"x":1E1,"y":12.50,"a":1E1,"b":12.50}`},
 		{name: "explode keeps numbers' text", steps: "      - explode: 'value.items'\n", in: `{"items":[1E1,12.50,3,-0.0,1e-7,12345678901234567890.12]}`,
 			want: `1E1|12.50|3|-0.0|1e-7|12345678901234567890.12`},
-		{name: "explode keeps strings' text", steps: "      - explode: 'value.items'\n", in: `{"items":["a\u00e9","\/"]}`,
-			want: `"a\u00e9"|"\/"`},
 		{name: "explode of a nested list keeps numbers' text", steps: "      - explode: 'value.o.items'\n", in: `{"o":{"items":[1.0,2E0]}}`,
 			want: `1.0|2E0`},
 		{name: "explode keeps lists' and objects' text", steps: "      - explode: 'value.items'\n", in: `{"items":[[1.0, 2],{"q":1E1},true]}`,
@@ -104,4 +104,36 @@ func TestIndexedSelectionKeepsNumberText(t *testing.T) {
 		{name: "a computed index is computed", steps: "      - set: { a: 'value.items[size(value.items) - 1]' }\n", in: `{"items":[1E1, 12.50]}`,
 			want: `{"items":[1E1, 12.50],"a":12.5}`},
 	})
+}
+
+// TestExplodeIntoTextOutputs: exploded elements written by a string or
+// bytes output are a string's text, unquoted, and a number's text as it
+// came.
+func TestExplodeIntoTextOutputs(t *testing.T) {
+	p, err := compileSteps(t, "      - explode: 'value.items'\n", NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := `{"items":["abc","a\u00e9",1E1,12.50,{"q":2.0}]}`
+	out, err := p.Apply(t.Context(), Record{Value: decodeJSON(t, in), Raw: []byte(in)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{serde.String, serde.Bytes} {
+		c, err := serde.New(format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range out {
+			b, err := c.Encode(r.Value)
+			if err != nil {
+				t.Fatalf("%s: %v", format, err)
+			}
+			got = append(got, string(b))
+		}
+		if want := []string{"abc", "aé", "1E1", "12.50", `{"q":2.0}`}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s output = %q, want %q", format, got, want)
+		}
+	}
 }
