@@ -31,6 +31,14 @@ type FieldType struct {
 	Precision, Scale int
 	// Nullable is set for a union holding null.
 	Nullable bool
+	// Connect is Kafka Connect's logical type of the value, as its
+	// AvroConverter names it (connect.name: "io.debezium.time.MicroTimestamp"),
+	// with its parameters; "" for none.
+	Connect           string
+	ConnectParameters map[string]string
+	// Fields are a record's fields (nil for a record that encloses
+	// itself, met again).
+	Fields []Field
 }
 
 // RecordSchema is the record schema a codec reads a value with: its
@@ -109,14 +117,25 @@ func recordSchema(s *avroSchema, id int) (RecordSchema, error) {
 	if s == nil || s.typ.kind != kindRecord {
 		return RecordSchema{}, fmt.Errorf("%w: schema id %d is not a record", ErrUnsupported, id)
 	}
-	out := RecordSchema{ID: id, Fields: make([]Field, 0, len(s.typ.fields))}
-	for _, f := range s.typ.fields {
-		out.Fields = append(out.Fields, Field{Name: f.name, Type: fieldType(f.typ)})
-	}
-	return out, nil
+	return RecordSchema{ID: id, Fields: recordFields(s.typ, map[*avroType]bool{})}, nil
 }
 
-func fieldType(t *avroType) FieldType {
+// recordFields are the fields of record t; open holds the records being
+// described, so that a recursive one ends.
+func recordFields(t *avroType, open map[*avroType]bool) []Field {
+	if open[t] {
+		return nil
+	}
+	open[t] = true
+	defer delete(open, t)
+	out := make([]Field, 0, len(t.fields))
+	for _, f := range t.fields {
+		out = append(out, Field{Name: f.name, Type: fieldType(f.typ, open)})
+	}
+	return out
+}
+
+func fieldType(t *avroType, open map[*avroType]bool) FieldType {
 	if t.kind == kindUnion {
 		var other []*avroType
 		for _, b := range t.branches {
@@ -126,11 +145,16 @@ func fieldType(t *avroType) FieldType {
 		}
 		nullable := len(other) < len(t.branches)
 		if len(other) == 1 {
-			ft := fieldType(other[0])
+			ft := fieldType(other[0], open)
 			ft.Nullable = nullable
 			return ft
 		}
 		return FieldType{Kind: "union", Nullable: nullable}
 	}
-	return FieldType{Kind: t.kind.String(), Logical: t.logical.String(), Precision: t.precision, Scale: t.scale, Nullable: t.kind == kindNull}
+	ft := FieldType{Kind: t.kind.String(), Logical: t.logical.String(), Precision: t.precision, Scale: t.scale, Nullable: t.kind == kindNull,
+		Connect: t.connect, ConnectParameters: t.connectParams}
+	if t.kind == kindRecord {
+		ft.Fields = recordFields(t, open)
+	}
+	return ft
 }

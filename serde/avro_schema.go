@@ -28,6 +28,11 @@ type avroType struct {
 	enumDefault      *string
 	items, values    *avroType
 	branches         []*avroType
+	// connect and connectParams are Kafka Connect's logical type of the
+	// value (connect.name, connect.parameters), as its AvroConverter
+	// writes them: Debezium's MicroTimestamp is a plain long named so.
+	connect       string
+	connectParams map[string]string
 }
 
 type avroField struct {
@@ -202,6 +207,13 @@ func (p *schemaParser) parseObject(m map[string]any, ns string) (*avroType, erro
 	}
 	if why := t.setLogical(logical, m); why != "" {
 		p.ignored = append(p.ignored, why)
+	}
+	t.connect, _ = m["connect.name"].(string)
+	if ps, ok := m["connect.parameters"].(map[string]any); ok {
+		t.connectParams = make(map[string]string, len(ps))
+		for k, v := range ps {
+			t.connectParams[k], _ = v.(string)
+		}
 	}
 	return t, nil
 }

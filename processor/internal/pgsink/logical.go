@@ -2,12 +2,15 @@ package pgsink
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/serde"
 )
@@ -101,126 +104,162 @@ func schemaText(v any, fs connectSchema, t colType, field string) (text any, ok 
 	if v == nil {
 		return nil, false, nil
 	}
-	fail := func(format string, args ...any) (any, bool, error) {
-		return nil, true, &logicalError{field: field, logical: logicalName(fs), msg: fmt.Sprintf(format, args...)}
-	}
 	if fs.Type == "array" && fs.Items != nil {
 		return arraySchemaText(v, *fs.Items, t, field)
 	}
-	num, isNum := v.(json.Number)
-	str, isStr := v.(string)
-	switch fs.Name {
-	case "":
-		if fs.Type == "bytes" && isStr && t.base == "bytea" {
-			b, err := base64.StdEncoding.DecodeString(str)
-			if err != nil {
-				return fail("not base64: %v", err)
-			}
-			return bytesText(b, t), true, nil
+	decode, known := logicalDecoders[fs.Name]
+	switch {
+	case fs.Name == "" && fs.Type == "bytes" && t.base == "bytea":
+		decode = decodeBytes
+	case fs.Name == "", textLogical[fs.Name]:
+		return nil, false, nil
+	case !known:
+		if _, isNum := v.(json.Number); (isNum || fs.Type == "bytes") && (isTimeType(t.base) || t.base == "interval" || t.base == "bytea") {
+			return nil, true, &logicalError{field: field, logical: fs.Name,
+				msg: fmt.Sprintf("the sink does not decode this logical type, and a %s column would read its plain value %s as something else", t.name, shownValue(v))}
 		}
 		return nil, false, nil
-	case lgDecimal:
-		if !isStr {
-			return fail("want base64 text, got %s", shownValue(v))
-		}
-		scale, err := strconv.Atoi(fs.Parameters["scale"])
+	}
+	text, err = decode(v, fs, t)
+	if err != nil {
+		return nil, true, &logicalError{field: field, logical: logicalName(fs), msg: err.Error()}
+	}
+	return text, true, nil
+}
+
+// A logicalDecoder reads value v of Connect schema fs as text for a
+// column of type t; its error says why it cannot.
+type logicalDecoder func(v any, fs connectSchema, t colType) (any, error)
+
+var logicalDecoders = map[string]logicalDecoder{
+	lgDecimal:       decodeDecimal,
+	lgVarDecimal:    decodeVariableDecimal,
+	lgDate:          decodeDate,
+	lgDbzDate:       decodeDate,
+	lgTime:          clockDecoder(int64(time.Millisecond)),
+	lgDbzTime:       clockDecoder(int64(time.Millisecond)),
+	lgMicroTime:     clockDecoder(int64(time.Microsecond)),
+	lgNanoTime:      clockDecoder(1),
+	lgTimestamp:     timestampDecoder(int64(time.Millisecond), "Z"), // Connect's Timestamp is an instant (java.util.Date)
+	lgDbzTimestamp:  timestampDecoder(int64(time.Millisecond), ""),  // Debezium's are local times
+	lgMicroTs:       timestampDecoder(int64(time.Microsecond), ""),
+	lgNanoTs:        timestampDecoder(1, ""),
+	lgMicroDuration: decodeMicroDuration,
+	lgBits:          decodeBits,
+}
+
+func decodeBytes(v any, _ connectSchema, t colType) (any, error) {
+	b, err := base64Value(v)
+	if err != nil {
+		return nil, err
+	}
+	return bytesText(b, t), nil
+}
+
+func base64Value(v any) ([]byte, error) {
+	str, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("want base64 text, got %s", shownValue(v))
+	}
+	b, err := base64.StdEncoding.DecodeString(str)
+	if err != nil {
+		return nil, fmt.Errorf("not base64: %w", err)
+	}
+	return b, nil
+}
+
+func decodeDecimal(v any, fs connectSchema, t colType) (any, error) {
+	str, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("want base64 text, got %s", shownValue(v))
+	}
+	scale, err := strconv.Atoi(fs.Parameters["scale"])
+	if err != nil {
+		return nil, fmt.Errorf("no integer parameter scale (got %q)", fs.Parameters["scale"])
+	}
+	d, err := decimalText(str, scale)
+	if err != nil {
+		return nil, err
+	}
+	return numberInto(d, t)
+}
+
+func decodeVariableDecimal(v any, _ connectSchema, t colType) (any, error) {
+	raw, _ := v.(json.RawMessage)
+	var vs struct {
+		Scale *int    `json:"scale"`
+		Value *string `json:"value"`
+	}
+	if json.Unmarshal(raw, &vs) != nil || vs.Scale == nil || vs.Value == nil {
+		return nil, fmt.Errorf("want {\"scale\": int, \"value\": base64}, got %s", shownValue(v))
+	}
+	d, err := decimalText(*vs.Value, *vs.Scale)
+	if err != nil {
+		return nil, err
+	}
+	return numberInto(d, t)
+}
+
+func decodeDate(v any, _ connectSchema, t colType) (any, error) {
+	n, err := integer(v)
+	if err != nil || n < -1e9 || n > 1e9 {
+		return nil, fmt.Errorf("want days since 1970-01-01, got %s", shownValue(v))
+	}
+	return timeInto(dateText(time.Unix(0, 0).UTC().AddDate(0, 0, int(n))), t)
+}
+
+// clockDecoder reads a time of day counted in units of unit nanoseconds.
+func clockDecoder(unit int64) logicalDecoder {
+	return func(v any, _ connectSchema, t colType) (any, error) {
+		n, err := integer(v)
 		if err != nil {
-			return fail("no integer parameter scale (got %q)", fs.Parameters["scale"])
+			return nil, fmt.Errorf("want a time of day as an integer, got %s", shownValue(v))
 		}
-		d, err := decimalText(str, scale)
-		if err != nil {
-			return fail("%v", err)
-		}
-		return numberInto(d, t, fail)
-	case lgVarDecimal:
-		raw, _ := v.(json.RawMessage)
-		var vs struct {
-			Scale *int    `json:"scale"`
-			Value *string `json:"value"`
-		}
-		if json.Unmarshal(raw, &vs) != nil || vs.Scale == nil || vs.Value == nil {
-			return fail("want {\"scale\": int, \"value\": base64}, got %s", shownValue(v))
-		}
-		d, err := decimalText(*vs.Value, *vs.Scale)
-		if err != nil {
-			return fail("%v", err)
-		}
-		return numberInto(d, t, fail)
-	case lgDate, lgDbzDate:
-		n, err := integer(num, isNum)
-		if err != nil {
-			return fail("want days since 1970-01-01, got %s", shownValue(v))
-		}
-		return timeInto(dateText(time.Unix(0, 0).UTC().AddDate(0, 0, int(n))), t, fail)
-	case lgTime, lgDbzTime, lgMicroTime, lgNanoTime:
-		n, err := integer(num, isNum)
-		if err != nil {
-			return fail("want a time of day as an integer, got %s", shownValue(v))
-		}
-		unit := map[string]int64{lgTime: 1e6, lgDbzTime: 1e6, lgMicroTime: 1e3, lgNanoTime: 1}[fs.Name]
 		ns := n * unit
 		if n < 0 || ns/unit != n || ns > 24*int64(time.Hour) {
-			return fail("%d is no time of day", n)
+			return nil, fmt.Errorf("%d is no time of day", n)
 		}
-		return timeInto(clockText(ns), t, fail)
-	case lgTimestamp, lgDbzTimestamp, lgMicroTs, lgNanoTs:
-		n, err := integer(num, isNum)
-		if err != nil {
-			return fail("want a time since the epoch as an integer, got %s", shownValue(v))
-		}
-		var at time.Time
-		switch fs.Name {
-		case lgMicroTs:
-			at = time.Unix(n/1e6, n%1e6*1e3)
-		case lgNanoTs:
-			at = time.Unix(0, n)
-		default:
-			at = time.Unix(n/1e3, n%1e3*1e6)
-		}
-		text := timestampText(at.UTC())
-		if fs.Name == lgTimestamp {
-			text += "Z" // Connect's Timestamp is an instant (java.util.Date); Debezium's are local times
-		}
-		return timeInto(text, t, fail)
-	case lgMicroDuration:
-		n, err := integer(num, isNum)
-		if err != nil {
-			return fail("want microseconds, got %s", shownValue(v))
-		}
-		if t.base == "interval" {
-			return strconv.FormatInt(n, 10) + " microseconds", true, nil
-		}
-		return numberInto(strconv.FormatInt(n, 10), t, fail)
-	case lgBits:
-		if !isStr {
-			return fail("want base64 text, got %s", shownValue(v))
-		}
-		b, err := base64.StdEncoding.DecodeString(str)
-		if err != nil {
-			return fail("not base64: %v", err)
-		}
-		switch t.base {
-		case "bytea":
-			return bytesText(b, t), true, nil
-		case "bit", "bit varying", "text", "character varying", "character":
-			s, err := bitsText(b, fs.Parameters["length"])
-			if err != nil {
-				return fail("%v", err)
-			}
-			return s, true, nil
-		}
-		return fail("a %s column cannot hold bits (want bit, bit varying, bytea or text)", t.name)
+		return timeInto(clockText(ns), t)
 	}
-	if textLogical[fs.Name] {
-		return nil, false, nil
-	}
-	if isNum || fs.Type == "bytes" {
-		switch {
-		case isTimeType(t.base), t.base == "interval", t.base == "bytea":
-			return fail("the sink does not decode this logical type, and a %s column would read its plain value %s as something else", t.name, shownValue(v))
+}
+
+// timestampDecoder reads a time since the epoch counted in units of unit
+// nanoseconds, as UTC text followed by zone.
+func timestampDecoder(unit int64, zone string) logicalDecoder {
+	return func(v any, _ connectSchema, t colType) (any, error) {
+		n, err := integer(v)
+		if err != nil {
+			return nil, fmt.Errorf("want a time since the epoch as an integer, got %s", shownValue(v))
 		}
+		perSecond := int64(time.Second) / unit
+		at := time.Unix(n/perSecond, n%perSecond*unit)
+		return timeInto(timestampText(at.UTC())+zone, t)
 	}
-	return nil, false, nil
+}
+
+func decodeMicroDuration(v any, _ connectSchema, t colType) (any, error) {
+	n, err := integer(v)
+	if err != nil {
+		return nil, fmt.Errorf("want microseconds, got %s", shownValue(v))
+	}
+	if t.base == "interval" {
+		return strconv.FormatInt(n, 10) + " microseconds", nil
+	}
+	return numberInto(strconv.FormatInt(n, 10), t)
+}
+
+func decodeBits(v any, fs connectSchema, t colType) (any, error) {
+	b, err := base64Value(v)
+	if err != nil {
+		return nil, err
+	}
+	switch t.base {
+	case "bytea":
+		return bytesText(b, t), nil
+	case "bit", "bit varying", "text", "character varying", "character":
+		return bitsText(b, fs.Parameters["length"])
+	}
+	return nil, fmt.Errorf("a %s column cannot hold bits (want bit, bit varying, bytea or text)", t.name)
 }
 
 // logicalName is fs's logical type, or its type when it has none.
@@ -233,24 +272,26 @@ func logicalName(fs connectSchema) string {
 
 // numberInto is number text d for column type t: a time or bytea column
 // cannot hold a number.
-func numberInto(d string, t colType, fail func(string, ...any) (any, bool, error)) (any, bool, error) {
+func numberInto(d string, t colType) (any, error) {
 	if isTimeType(t.base) || t.base == "bytea" || t.base == "interval" || t.base == "boolean" {
-		return fail("a %s column cannot hold the number %s", t.name, d)
+		return nil, fmt.Errorf("a %s column cannot hold the number %s", t.name, d)
 	}
-	return d, true, nil
+	return d, nil
 }
 
 // timeInto is time text for column type t: a number or bytea column
 // cannot hold a time.
-func timeInto(text string, t colType, fail func(string, ...any) (any, bool, error)) (any, bool, error) {
+func timeInto(text string, t colType) (any, error) {
 	switch t.base {
 	case "bytea", "numeric", "smallint", "integer", "bigint", "real", "double precision", "boolean", "money":
-		return fail("a %s column cannot hold the time %s", t.name, text)
+		return nil, fmt.Errorf("a %s column cannot hold the time %s", t.name, text)
 	}
-	return text, true, nil
+	return text, nil
 }
 
-func integer(n json.Number, ok bool) (int64, error) {
+// integer is v, a JSON number, as an int64.
+func integer(v any) (int64, error) {
+	n, ok := v.(json.Number)
 	if !ok {
 		return 0, fmt.Errorf("not a number")
 	}
@@ -437,4 +478,71 @@ func envelopeSchema(value, body []byte) (*connectSchema, error) {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
 	return &sc, nil
+}
+
+// avroConnectSchemas are the Connect logical types (connect.name) of the
+// fields of record field rec ("after" or "before") of Avro change event
+// r, by field name, for fields whose Avro type has no logical type of its
+// own: with Confluent's AvroConverter, Debezium's time types are plain
+// longs named so, and a VariableScaleDecimal a record. Decimal, Date,
+// Time and Timestamp are Avro logical types there, which the codec reads.
+// nil when the schema names none, or cannot be read.
+func (s *Sink) avroConnectSchemas(r *kgo.Record, rec string) map[string]connectSchema {
+	id := -1
+	if len(r.Value) >= 5 && r.Value[0] == 0 {
+		id = int(binary.BigEndian.Uint32(r.Value[1:5]))
+	}
+	s.typed.connectMu.Lock()
+	defer s.typed.connectMu.Unlock()
+	key := fmt.Sprintf("%d/%s", id, rec)
+	if m, ok := s.typed.connect[key]; ok {
+		return m
+	}
+	rs, err := serde.ValueSchema(s.codec, r.Value)
+	if err != nil {
+		return nil // the decode already passed: a registry hiccup; read plain values as before
+	}
+	var m map[string]connectSchema
+	for _, f := range rs.Fields {
+		if f.Name != rec {
+			continue
+		}
+		for _, ff := range f.Type.Fields {
+			if ff.Type.Connect == "" || ff.Type.Logical != "" {
+				continue
+			}
+			if m == nil {
+				m = map[string]connectSchema{}
+			}
+			m[ff.Name] = connectSchema{Type: ff.Type.Kind, Name: ff.Type.Connect, Parameters: ff.Type.ConnectParameters}
+		}
+	}
+	if s.typed.connect == nil {
+		s.typed.connect = map[string]map[string]connectSchema{}
+	}
+	s.typed.connect[key] = m
+	return m
+}
+
+// connectValues turns the Avro values of obj's fields that sch names into
+// the JSON converter's forms that schemaText reads: a number as its
+// text, bytes as base64, a record as JSON.
+func connectValues(obj map[string]any, sch map[string]connectSchema) error {
+	for name := range sch {
+		switch v := obj[name].(type) {
+		case int64:
+			obj[name] = json.Number(strconv.FormatInt(v, 10))
+		case int32:
+			obj[name] = json.Number(strconv.FormatInt(int64(v), 10))
+		case []byte:
+			obj[name] = base64.StdEncoding.EncodeToString(v)
+		case map[string]any, []any:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("field %q: %w", name, err)
+			}
+			obj[name] = json.RawMessage(b)
+		}
+	}
+	return nil
 }

@@ -6,6 +6,9 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
 )
 
 // twos is the base64 of n's big-endian two's complement, as Java's
@@ -193,5 +196,50 @@ func TestUnavailable(t *testing.T) {
 	off := &Sink{}
 	if off.unavailable("__debezium_unavailable_value", text, connectSchema{}) {
 		t.Fatal("no placeholder configured, yet a value is unavailable")
+	}
+}
+
+// dbzAvroSchema is a Debezium change event as Confluent's AvroConverter
+// writes its schema: Connect's Decimal an Avro decimal, Debezium's time
+// types plain ints and longs named by connect.name, a
+// VariableScaleDecimal a record.
+const dbzAvroSchema = `{"type":"record","name":"Envelope","namespace":"srv.public.items","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"ts","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}],"default":null},
+   {"name":"t","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTime"}],"default":null},
+   {"name":"amount","type":["null",{"type":"bytes","scale":3,"precision":12,"connect.version":1,"connect.parameters":{"scale":"3","connect.decimal.precision":"12"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}],"default":null},
+   {"name":"vs","type":["null",{"type":"record","name":"VariableScaleDecimal","namespace":"io.debezium.data","fields":[{"name":"scale","type":"int"},{"name":"value","type":"bytes"}],"connect.name":"io.debezium.data.VariableScaleDecimal"}],"default":null},
+   {"name":"d","type":["null",{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Date"}],"default":null}
+ ]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}]}`
+
+func TestAvroConnectLogicalTypes(t *testing.T) {
+	s := newTestSink(t, func(c *Config) {
+		c.InputFormat = serde.Avro
+		c.InputCodec = serde.Config{Schema: dbzAvroSchema}
+		c.EventID = "id"
+		c.Columns = []Column{{"id", "id"}, {"ts", "ts"}, {"t", "t"}, {"amount", "amount"}, {"vs", "vs"}, {"d", "d"}}
+		c.Mode = topology.ModeUpsert
+		c.Envelope = topology.EnvelopeDebezium
+	})
+	s.types = []colType{plainType("bigint"), plainType("timestamp without time zone"), plainType("time without time zone"),
+		plainType("numeric"), plainType("numeric"), plainType("date")}
+	row := map[string]any{"id": int64(7), "ts": int64(1704067200123456), "t": int64(45296789012),
+		"amount": "-2667.212", "vs": map[string]any{"scale": int32(2), "value": []byte{0xcf, 0xc7}}, "d": int32(-1)}
+	o, ok, err := s.toOp(avroRecord(t, dbzAvroSchema, map[string]any{"before": nil, "after": row, "op": "c"}))
+	if err != nil || !ok {
+		t.Fatalf("toOp: %v, %v", ok, err)
+	}
+	want := []any{"7", "2024-01-01T00:00:00.123456", "12:34:56.789012", "-2667.212", "-123.45", "1969-12-31"}
+	for i, w := range want {
+		if o.row[i] != w {
+			t.Errorf("column %s: %v; want %v", s.cfg.Columns[i].Name, o.row[i], w)
+		}
+	}
+	del, ok, err := s.toOp(avroRecord(t, dbzAvroSchema, map[string]any{"before": row, "after": nil, "op": "d"}))
+	if err != nil || !ok || !del.del || del.id != "7" {
+		t.Fatalf("delete: %+v, %v, %v", del, ok, err)
 	}
 }

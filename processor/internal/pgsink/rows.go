@@ -416,7 +416,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	case opCreate, opUpdate, opRead:
 		return s.afterOp(r, body, kind, sch.field("after").fieldMap())
 	case opDelete:
-		return s.deleteOpSchema(r, func(src string) (map[string]any, error) { return changeBefore(body, src) }, sch.field("before").fieldMap())
+		return s.deleteOp(r, func(src string) (map[string]any, error) { return changeBefore(body, src) }, sch.field("before").fieldMap())
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownJSON(raw))
 }
@@ -480,13 +480,9 @@ func changeBefore(body []byte, src string) (map[string]any, error) {
 // the event id field of the event's before, which before(src) returns
 // decoded (a *dlq.RecordError when the event has no such object). A
 // missing, null or empty event ID is a *dlq.RecordError, reason
-// deadletter.ReasonEventID.
-func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, error)) (op, bool, error) {
-	return s.deleteOpSchema(r, before, nil)
-}
-
-// deleteOpSchema is deleteOp with the Connect schemas of before's fields.
-func (s *Sink) deleteOpSchema(r *kgo.Record, before func(src string) (map[string]any, error), sch map[string]connectSchema) (op, bool, error) {
+// deadletter.ReasonEventID. sch are the Connect schemas of before's
+// fields (nil for none).
+func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, error), sch map[string]connectSchema) (op, bool, error) {
 	src := s.cfg.Columns[s.eventIDIndex].Source
 	var id any
 	if src == topology.SourceKey {

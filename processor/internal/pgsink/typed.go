@@ -45,6 +45,10 @@ type typedState struct {
 	// it.
 	keepSQLMu sync.Mutex
 	keepSQL   map[string]string
+	// connect are the Connect logical types of an Avro change event's
+	// row fields, by writer schema ID and record (avroConnectSchemas).
+	connectMu sync.Mutex
+	connect   map[string]map[string]connectSchema
 }
 
 // pendingColumn is a column to add: its index in Config.Columns, and the
@@ -520,15 +524,23 @@ func (s *Sink) avroChangeOp(r *kgo.Record, ev map[string]any) (op, bool, error) 
 		if err := s.avroValue(after, ev); err != nil {
 			return op{}, false, err
 		}
-		return s.rowOp(r, after)
+		sch := s.avroConnectSchemas(r, "after")
+		if err := connectValues(after, sch); err != nil {
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("after: %w", err)}
+		}
+		return s.rowOpSchema(r, after, sch)
 	case opDelete:
+		sch := s.avroConnectSchemas(r, "before")
 		return s.deleteOp(r, func(src string) (map[string]any, error) {
 			before, ok := ev["before"].(map[string]any)
 			if !ok {
 				return nil, envelopeError("op \"d\" needs a \"before\" record holding the event id field %q (got %s)", src, shownValue(ev["before"]))
 			}
+			if err := connectValues(before, sch); err != nil {
+				return nil, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("before: %w", err)}
+			}
 			return before, nil
-		})
+		}, sch)
 	}
 	return op{}, false, envelopeError("unknown op %s (want c, u, r or d)", shownValue(raw))
 }
