@@ -45,7 +45,7 @@ func dbzEvent(op, before, after string) []byte {
 
 // itemSink runs a sink of envelope debezium (mode upsert) into items of a
 // new schema, created by the test, until its stored position reaches n.
-func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string) (schema string, s *pgsink.Sink) {
+func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string, mods ...func(*pgsink.Config)) (schema string, s *pgsink.Sink) {
 	t.Helper()
 	pool := pgPool(t)
 	ctx := context.Background()
@@ -67,13 +67,17 @@ func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string) 
 	for _, c := range []string{"id", "big", "doc", "blob", "amount", "d", "ts", "tstz", "tags"} {
 		cols = append(cols, pgsink.Column{Name: c, Source: c})
 	}
-	s, err := pgsink.New(pgsink.Config{
+	cfg := pgsink.Config{
 		Sink: uniqueName("dbz"), InstanceID: "d1", Brokers: []string{brokers(t)},
 		Input: topic, DeadLetterTable: schema + ".dead", DSN: pgDSN(t),
 		Table: schema + ".items", PositionsTable: schema + ".positions", EventID: "id", Columns: cols,
 		CommitInterval: 50 * time.Millisecond, MaxRecords: 100, Mode: topology.ModeUpsert,
 		Envelope: envelope, Tombstones: tombstones, UnavailableValue: placeholder,
-	})
+	}
+	for _, m := range mods {
+		m(&cfg)
+	}
+	s, err := pgsink.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +201,66 @@ func TestSinkTombstoneJSONKeys(t *testing.T) {
 	}
 	if st := s.Stats(); st.Deleted != 2 {
 		t.Fatalf("stats %+v: want 2 deleted", st)
+	}
+}
+
+// TestSinkUnavailableValueRows writes rows without an envelope (as
+// Debezium's ExtractNewRecordState leaves them) holding the placeholder,
+// on each load path: upsert mode (the COPY into the staging table
+// streams, and falls back at the first placeholder), insert mode (the
+// direct COPY, which falls back the same way), and upsert guarded by a
+// version, where a batch record's value is kept only if it is newer
+// than the stored row's.
+func TestSinkUnavailableValueRows(t *testing.T) {
+	ph := fmt.Sprintf("%q", placeholder)
+	line := func(id int, big, d string) []byte {
+		return fmt.Appendf(nil, `%d|{"id":%d,"big":%s,"d":%s}`, id, id, big, d)
+	}
+	for _, tc := range []struct {
+		name  string
+		mode  string
+		lines [][]byte
+		seed  string // rows stored before the sink starts
+		want  []string
+		dead  int
+	}{
+		{"upsert", topology.ModeUpsert, [][]byte{
+			line(1, `"one"`, `"2024-01-01"`), line(1, ph, `"2024-01-02"`), line(2, ph, `"2024-01-03"`), line(3, ph, `"2024-01-04"`),
+		}, `(2, 'stored', '2000-01-01')`, []string{"1|one|2024-01-02", "2|stored|2024-01-03"}, 1},
+		{"insert", topology.ModeInsert, [][]byte{
+			line(1, `"one"`, `"2024-01-01"`), line(2, ph, `"2024-01-03"`), line(3, ph, `"2024-01-04"`),
+		}, `(2, 'stored', '2000-01-01')`, []string{"1|one|2024-01-01", "2|stored|2000-01-01"}, 1},
+		{"version", topology.ModeUpsert, [][]byte{
+			// d is the version: id 1's stored row (2000) is older than
+			// the batch's first record, whose big the second keeps;
+			// id 2's stored row (2030) is newer than the batch's first
+			// record, so the second keeps the stored big.
+			line(1, `"one"`, `"2024-01-01"`), line(1, ph, `"2024-01-02"`),
+			line(2, `"older"`, `"2024-01-01"`), line(2, ph, `"2031-01-01"`),
+		}, `(1, 'stored', '2000-01-01'), (2, 'stored', '2030-01-01')`, []string{"1|one|2024-01-02", "2|stored|2031-01-01"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topic := newTopic(t, "unavail_in")
+			kcatProduce(t, topic, tc.lines)
+			var seeded string
+			schema, _ := itemSink(t, topic, int64(len(tc.lines)), topology.EnvelopeNone, topology.TombstonesSkip, func(c *pgsink.Config) {
+				c.Mode = tc.mode
+				c.Columns = []pgsink.Column{{Name: "id", Source: "id"}, {Name: "big", Source: "big"}, {Name: "d", Source: "d"}}
+				if tc.name == "version" {
+					c.Version = "d"
+				}
+				seeded = c.Table
+				if _, err := pgPool(t).Exec(context.Background(), "INSERT INTO "+c.Table+" (id, big, d) VALUES "+tc.seed); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := psqlLines(t, "SELECT id, big, d FROM "+seeded+" ORDER BY id"); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("rows %q; want %q", got, tc.want)
+			}
+			dead := psqlLines(t, "SELECT count(*) FROM "+schema+".dead")
+			if dead[0] != fmt.Sprint(tc.dead) {
+				t.Fatalf("%s dead letters; want %d", dead[0], tc.dead)
+			}
+		})
 	}
 }
