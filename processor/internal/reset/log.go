@@ -140,6 +140,9 @@ func ReadLog(ctx context.Context, kopts []kgo.Opt) ([]LogEntry, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read %s: at offset %d of %d: %w", LogTopic, next, end.Offset, err)
 		}
+		if err := fs.Err0(); err != nil && !kerr.IsRetriable(err) {
+			return nil, fmt.Errorf("read %s: %w", LogTopic, err)
+		}
 		var bad error
 		fs.EachRecord(func(r *kgo.Record) {
 			next = max(next, r.Offset+1)

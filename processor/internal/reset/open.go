@@ -73,4 +73,21 @@ func (p Plan) printOpen(w io.Writer) {
 			"the %s waits at %d until the transaction ends, then reads all of its records if it commits, none if it aborts.\n",
 			c.Partition, c.New, s, h, p.Kind, s)
 	}
+	for _, t := range p.Open {
+		if t.State != "" && (t.TimeoutMs == 0 || t.Open() <= t.Timeout()) {
+			continue
+		}
+		// KIP-664: a transaction its coordinator does not know, or open
+		// past its timeout, is never ended by the cluster itself.
+		fmt.Fprintf(w, "partition %d: the transaction at %d hangs (%s): nothing will end it, so the %s would wait there for good; "+
+			"abort it: kafka-transactions.sh --bootstrap-server BROKER abort --topic %s --partition %d --start-offset %d\n",
+			t.Partition, t.StartOffset, hangReason(t), p.Kind, p.Topic, t.Partition, t.StartOffset)
+	}
+}
+
+func hangReason(t status.OpenTxn) string {
+	if t.State == "" {
+		return t.Reason
+	}
+	return fmt.Sprintf("open for %s, past its timeout %s", t.Open().Round(time.Second), t.Timeout())
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/internal/status"
 )
 
 // openTxnCluster returns a kfake cluster whose topic "in" (one partition)
@@ -202,5 +204,21 @@ func TestSkips(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transaction its coordinator does not know, or open past its timeout,
+// hangs: the plan says nothing ends it and how to abort it.
+func TestPlanPrintNamesHangingTransaction(t *testing.T) {
+	p := Plan{Kind: "sink", Topic: "in", Changes: []Change{{Partition: 0, Current: 5, New: 10}},
+		Stable: map[int32]int64{0: 10}, HighWatermark: map[int32]int64{0: 15},
+		Open: []status.OpenTxn{{Topic: "in", Partition: 0, ProducerID: 9, StartOffset: 10, OpenMs: 3_600_000,
+			Reason: "no coordinator knows this producer ID: nothing will end the transaction"}}}
+	var b strings.Builder
+	p.Print(&b)
+	want := "partition 0: the transaction at 10 hangs (no coordinator knows this producer ID: nothing will end the transaction): " +
+		"nothing will end it, so the sink would wait there for good; abort it: kafka-transactions.sh --bootstrap-server BROKER abort --topic in --partition 0 --start-offset 10"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("plan lacks %q:\n%s", want, b.String())
 	}
 }
