@@ -188,7 +188,7 @@ func (t *AggregateTxn) AddFrom(p int32, src string, key []byte, ts int64, values
 		}
 		changes = append(changes, change{w, k, ac, !ok})
 	}
-	t.observe(tp, src, ts, now)
+	t.observe(tp, src, ts, now, st)
 	if len(changes) == 0 {
 		return nil, true, nil
 	}

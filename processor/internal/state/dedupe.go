@@ -83,7 +83,8 @@ func (t *DedupeTxn) CheckFrom(p int32, src string, id []byte, ts time.Time) (dup
 	if err != nil {
 		return false, err
 	}
-	t.observe(tp, src, ts.UnixMilli(), t.set.wm.Now().UnixMilli())
+	ms, now := ts.UnixMilli(), t.set.wm.Now().UnixMilli()
+	t.observe(tp, src, ms, now, t.peek(tp, src, ms, now))
 	v, ok, err := t.txn.Get(t.d.ids, p, id)
 	if err != nil {
 		return false, err

@@ -122,6 +122,7 @@ type txnPart struct {
 	// clocksChanged once one moved.
 	clocks                   map[string]int64
 	ownClocks, clocksChanged bool
+	wm                       watermarkCache
 	added                    int64
 	since                    int64 // ms, when the transaction first touched it
 }

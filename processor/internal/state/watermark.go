@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,9 +69,9 @@ func (s *partSet) SetWatermark(w Watermark) {
 // Source names upstream partition p of topic, as clocks are keyed.
 func Source(topic string, p int32) string { return topic + "/" + strconv.Itoa(int(p)) }
 
-// observe advances the clock of src to ts and the stream time to the
-// watermark at wall time now (Unix ms).
-func (t *txnParts) observe(tp *txnPart, src string, ts, now int64) {
+// observe advances the clock of src to ts, heard from at wall time now
+// (Unix ms), and the stream time to st, what peek gave for them.
+func (t *txnParts) observe(tp *txnPart, src string, ts, now, st int64) {
 	if cur, ok := tp.clocks[src]; !ok || ts > cur {
 		if !tp.ownClocks {
 			tp.clocks, tp.ownClocks = maps.Clone(tp.clocks), true
@@ -82,54 +83,102 @@ func (t *txnParts) observe(tp *txnPart, src string, ts, now int64) {
 		tp.clocksChanged = true
 	}
 	tp.part.heard(src, now)
-	tp.advance(t.watermark(tp, "", noTime, now))
+	tp.advance(st)
+	c := &tp.wm
+	if c.valid(src, now, len(tp.clocks)) {
+		// src now counts, with a deadline no earlier than c.until.
+		if src == c.src {
+			c.stale++
+		} else if v := tp.clocks[src]; v < c.min {
+			c.min, c.src = v, src
+		}
+		return
+	}
+	c.min, c.src, c.until = t.scan(tp, src, tp.clocks[src], now)
+	c.ok, c.stale = true, 0
 }
 
-// peek is the stream time observe(src, ts) would leave, changing nothing.
+// peek is the stream time once src's clock is at ts, heard from at wall
+// time now, changing nothing.
 func (t *txnParts) peek(tp *txnPart, src string, ts, now int64) int64 {
 	return max(tp.streamTime, t.watermark(tp, src, ts, now))
 }
 
+// watermarkCache is the least clock of the active sources of a partition
+// in an open transaction, and which source has it: the stream time of a
+// record from another source is then the least of it and that source's
+// clock, without a pass over every source.
+//
+// With many sources, records of the source holding the minimum leave it
+// stale (low) for up to a sixteenth of the source count before a new
+// pass: when every source sends in turn, that source is the next one
+// nearly every time. A stream time that lags only closes windows later;
+// it never makes a record late that the exact one would not.
+type watermarkCache struct {
+	ok    bool
+	min   int64
+	src   string
+	until int64 // wall ms: the first time an active source can go idle
+	stale int   // records of src since the pass
+}
+
+// valid reports whether the cache answers for a record of src at now,
+// with n sources known: no active source went idle since the pass, and
+// src does not hold the minimum, or may leave it stale.
+func (c *watermarkCache) valid(src string, now int64, n int) bool {
+	return c.ok && now < c.until && (src != c.src || c.stale < n/16)
+}
+
 // watermark is the minimum clock of the active sources of tp at wall time
-// now, with src's clock raised to ts (heard now) unless ts is noTime;
-// noTime when a source is active but unheard of, or none is.
+// now, with src's clock raised to ts (heard now); noTime when a source is
+// active but unheard of.
 func (t *txnParts) watermark(tp *txnPart, src string, ts, now int64) int64 {
-	idle := t.set.wm.Idle.Milliseconds()
-	active := func(s string) bool {
-		if s == src && ts != noTime {
-			return true
+	if c := &tp.wm; c.valid(src, now, len(tp.clocks)) {
+		v := ts
+		if cur, ok := tp.clocks[src]; ok {
+			v = max(cur, ts)
 		}
-		return idle <= 0 || now-tp.part.lastHeard(s) < idle
+		return min(c.min, v)
 	}
-	wm, found := int64(noTime), false
+	wm, _, _ := t.scan(tp, src, ts, now)
+	return wm
+}
+
+// scan is watermark by a pass over every source; it also returns the
+// source with the minimum and when the first active source can go idle.
+func (t *txnParts) scan(tp *txnPart, src string, ts, now int64) (wm int64, minSrc string, until int64) {
+	idle := t.set.wm.Idle.Milliseconds()
+	wm, minSrc, until = ts, src, int64(math.MaxInt64)
+	if cur, ok := tp.clocks[src]; ok {
+		wm = max(cur, ts)
+	}
+	if idle > 0 {
+		until = now + idle
+	}
 	consider := func(s string, c int64) {
-		if !active(s) {
+		if s == src {
 			return
 		}
-		if s == src && ts != noTime {
-			c = max(c, ts)
+		if idle > 0 {
+			at := tp.part.lastHeard(s)
+			if now-at >= idle {
+				return // idle
+			}
+			until = min(until, at+idle)
 		}
-		if !found || c < wm {
-			wm, found = c, true
+		if c < wm {
+			wm, minSrc = c, s
 		}
 	}
 	for s, c := range tp.clocks {
 		consider(s, c)
 	}
-	if src != "" && ts != noTime {
-		if _, ok := tp.clocks[src]; !ok {
-			consider(src, noTime)
-		}
-	}
 	for _, s := range t.set.expected {
-		if _, ok := tp.clocks[s]; !ok && s != src {
+		if _, ok := tp.clocks[s]; !ok {
 			consider(s, noTime)
 		}
 	}
-	if !found {
-		return noTime
-	}
-	return wm
+	return wm, minSrc, until
 }
 
 // heard records that src was heard from at wall time now (Unix ms). Only

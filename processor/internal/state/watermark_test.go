@@ -215,3 +215,29 @@ func TestDedupeWatermarkOverSources(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWatermark judges and records one record's event time against
+// the clocks of n upstream partitions, the work AddFrom and CheckFrom add
+// per record.
+func BenchmarkWatermark(b *testing.B) {
+	for _, n := range []int32{1, 3, 100} {
+		b.Run(fmt.Sprintf("%d upstream partitions", n), func(b *testing.B) {
+			set := newPartSet()
+			set.SetWatermark(Watermark{Upstream: map[string]int32{"orders": n}, Idle: time.Minute})
+			pt := &part{streamTime: noTime, restored: time.Now().UnixMilli()}
+			t := txnParts{set: set, m: map[int32]*txnPart{}}
+			tp := &txnPart{part: pt, streamTime: noTime}
+			srcs := make([]string, n)
+			for i := range srcs {
+				srcs[i] = Source("orders", int32(i))
+			}
+			now := time.Now().UnixMilli()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				src, ts := srcs[i%len(srcs)], int64(i)
+				t.observe(tp, src, ts, now, t.peek(tp, src, ts, now))
+			}
+		})
+	}
+}
