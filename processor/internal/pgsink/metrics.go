@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/promutil"
 )
 
@@ -50,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		batchDuration: f.Histogram("batch_duration_seconds", "Time from a batch's first record to its database commit.", prometheus.ExponentialBuckets(0.005, 2, 14)),
 		batchRecords:  f.Histogram("batch_records", "Records per committed batch, control records included.", prometheus.ExponentialBuckets(1, 4, 10)),
 		position:      f.Gauge("position_offset", "The next offset stored in Postgres for the partition, as of this instance's last commit.", "topic", "partition"),
-		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch."),
+		lastCommit:    f.Gauge("last_commit_timestamp_seconds", "Unix time of the last committed batch; the sink's start until its first."),
 		directCopies: f.Counter("direct_copies_total", "Batch loads tried as a COPY straight into the table, by outcome: "+
 			"written (the load is done; its transaction may still fail), fell_back (rolled back: a duplicate event ID, a bad row; the batch took the staged load).", "outcome"),
 		consumer: f.Consumer(promutil.ConsumerHelp{
@@ -61,7 +62,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Recreations: "Partitions whose stored position did not fit the input topic at assignment, by reason: " +
 				"recreated (another topic ID, or no ID and an offset above the high watermark: read from the first offset), " +
 				"truncated (same ID, offset above the high watermark: read from the log start).",
-			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them; kept current while a batch is retried.",
+			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them; kept current while a batch is retried. " +
+				"While the brokers do not answer it keeps its last value: see exactly_sink_consumer_lag_age_seconds.",
+			LagAge: "Seconds since the end offsets behind exactly_sink_consumer_lag_records were read (by a fetch, or a look while a batch is retried). " +
+				"It grows while the sink cannot reach the partition's leader; the lag is then a lower bound.",
 		}),
 	}
 	if err := f.Register(reg); err != nil {
@@ -86,8 +90,13 @@ func (s *sinkMetrics) bind(sink string) {
 	s.Owned = promutil.Bind(s.m, sink, func(m *Metrics) *promutil.Consumer { return m.consumer })
 }
 
-// retryCauses are the cause labels of exactly_sink_retries_total.
-var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema"}
+// retryCauses are the cause labels of exactly_sink_retries_total: what
+// Sink.retry retries, spaces made underscores.
+var retryCauses = []string{RetryWrite, "read_positions", "set_up_schema", "check_kafka", "check_consumer_group"}
+
+// deadLetterReasons are the reasons of the sink's dead letters, created
+// at 0 with the other series.
+var deadLetterReasons = []string{deadletter.ReasonDecode, deadletter.ReasonEventID, deadletter.ReasonPostgres, deadletter.ReasonVersion, deadletter.ReasonEnvelope}
 
 // start creates the sink's series of rare events at 0, as Owned.Start
 // does its shared ones.
@@ -100,6 +109,14 @@ func (s sinkMetrics) start(input string, ready func() error) {
 		s.m.directCopies.WithLabelValues(s.Name(), o)
 	}
 	s.StartCounters(s.m.rows, s.m.deleted, s.m.unmatched, s.m.duplicates, s.m.committed, s.m.fenced)
+	// What the alert rules read: their rate() and increase() see the
+	// first record, and the time since the last commit counts from the
+	// start while nothing has committed.
+	s.m.consumed.WithLabelValues(s.Name(), input)
+	for _, r := range deadLetterReasons {
+		s.m.deadLettered.WithLabelValues(s.Name(), r)
+	}
+	s.m.lastCommit.WithLabelValues(s.Name()).Set(float64(time.Now().UnixNano()) / 1e9)
 }
 
 func (s sinkMetrics) consumedRecord(topic string) {

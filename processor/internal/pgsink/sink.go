@@ -223,8 +223,12 @@ type position struct {
 	rewind  bool   // the next batch may store a position below next: the topic was recreated or truncated
 }
 
-// ends are a partition's offsets as last seen, for the lag metric.
-type ends struct{ logStart, lastStable int64 }
+// ends are a partition's offsets as last seen, and when, for the lag
+// metric and its age.
+type ends struct {
+	logStart, lastStable int64
+	at                   time.Time
+}
 
 func (p position) expected() *int64 {
 	if !p.stored {
@@ -346,6 +350,9 @@ func (s *Sink) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	s.adm = kadm.NewClient(admCl)
+	lagCtx, stopLag := context.WithCancel(ctx)
+	defer stopLag()
+	go s.watchLag(lagCtx)
 	if err := s.retry(ctx, "check kafka", s.checkKafka); err != nil {
 		return s.startErr(ctx, err)
 	}
@@ -542,7 +549,7 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 		}
 		resume[p] = max(at.offset, ts.start[p])
 		s.pos[p] = pos
-		s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p]}
+		s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p], at: time.Now()}
 		s.publishLag(p)
 		s.logStart(p, row, at, ts)
 	}
@@ -629,7 +636,7 @@ func (s *Sink) publishLag(p int32) {
 	if !ok || !owned {
 		return
 	}
-	s.metrics.SetLag(s.cfg.Input, p, partpos.Lag(e.lastStable, e.logStart, pos.next, pos.stored))
+	s.metrics.SetLag(s.cfg.Input, p, partpos.Lag(e.lastStable, e.logStart, pos.next, pos.stored), e.at)
 }
 
 // markStored records that batch b committed: its partitions' positions
@@ -658,7 +665,7 @@ func (s *Sink) refreshLag(ctx context.Context) {
 	defer s.mu.Unlock()
 	for p := range s.pos {
 		if _, ok := ts.lastStb[p]; ok {
-			s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p]}
+			s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p], at: time.Now()}
 			s.publishLag(p)
 		}
 	}
@@ -749,7 +756,7 @@ func (s *Sink) addFetches(b *batch, fetches kgo.Fetches) {
 		if len(p.Records) > 0 {
 			s.mu.Lock()
 			if _, owned := s.pos[p.Partition]; owned {
-				s.ends[p.Partition] = ends{logStart: p.LogStartOffset, lastStable: p.LastStableOffset}
+				s.ends[p.Partition] = ends{logStart: p.LogStartOffset, lastStable: p.LastStableOffset, at: time.Now()}
 				s.publishLag(p.Partition)
 			}
 			s.mu.Unlock()

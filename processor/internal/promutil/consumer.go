@@ -1,23 +1,28 @@
 package promutil
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Consumer are the collectors that the stage and the sink both keep, each
 // under its subsystem, by the same names and labels:
 // exactly_<subsystem>_ready, _retries_total (cause), _rebalances_total,
-// _topic_recreations_total (topic, reason) and _consumer_lag_records
-// (topic, partition).
+// _topic_recreations_total (topic, reason), _consumer_lag_records and
+// _consumer_lag_age_seconds (topic, partition).
 type Consumer struct {
 	ready       *Ready
 	retries     *prometheus.CounterVec
 	rebalances  *prometheus.CounterVec
 	recreations *prometheus.CounterVec
 	lag         *prometheus.GaugeVec
+	lagAge      *Age
 }
 
 // ConsumerHelp are the subsystem's help texts of its Consumer collectors.
 type ConsumerHelp struct {
-	Ready, Retries, Rebalances, Recreations, Lag string
+	Ready, Retries, Rebalances, Recreations, Lag, LagAge string
 }
 
 // Consumer returns the subsystem's Consumer collectors.
@@ -28,6 +33,7 @@ func (f *Factory) Consumer(help ConsumerHelp) *Consumer {
 		rebalances:  f.Counter("rebalances_total", help.Rebalances),
 		recreations: f.Counter("topic_recreations_total", help.Recreations, "topic", "reason"),
 		lag:         f.Gauge("consumer_lag_records", help.Lag, "topic", "partition"),
+		lagAge:      f.Age("consumer_lag_age_seconds", help.LagAge, "topic", "partition"),
 	}
 }
 
@@ -108,15 +114,18 @@ func (o Owned) Recreated(topic, reason string) {
 }
 
 // SetLag sets the lag series of a partition to records, 0 when records
-// is negative (a position briefly ahead of a stale end offset).
-func (o Owned) SetLag(topic string, partition int32, records int64) {
+// is negative (a position briefly ahead of a stale end offset), counted
+// against end offsets read at endsAt: the lag's age series is measured
+// from there.
+func (o Owned) SetLag(topic string, partition int32, records int64, endsAt time.Time) {
 	if o.c != nil {
 		o.c.lag.WithLabelValues(o.owner, topic, Partition(partition)).Set(float64(max(records, 0)))
+		o.c.lagAge.Set(endsAt, o.owner, topic, Partition(partition))
 	}
 }
 
 // DropPartition deletes the owner's series of a partition from the lag
-// gauge and from each of gauges (labelled owner, topic, partition), for a
+// and lag age gauges and from each of gauges (labelled owner, topic, partition), for a
 // partition the owner no longer holds.
 func (o Owned) DropPartition(topic string, partition int32, gauges ...*prometheus.GaugeVec) {
 	if o.c == nil {
@@ -125,4 +134,5 @@ func (o Owned) DropPartition(topic string, partition int32, gauges ...*prometheu
 	for _, g := range append([]*prometheus.GaugeVec{o.c.lag}, gauges...) {
 		g.DeleteLabelValues(o.owner, topic, Partition(partition))
 	}
+	o.c.lagAge.Delete(o.owner, topic, Partition(partition))
 }

@@ -57,10 +57,11 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 			s.ready.Up()
 		}
 		s.metrics.Rebalance()
+		s.lag.assigned(assigned[s.cfg.Input])
 		for topic, parts := range assigned {
 			s.log.Info("partitions assigned", "topic", topic, "partitions", parts)
 		}
-	}, s.partitionsGone, s.partitionsGone)...)
+	}, s.partitionsRevoked, s.partitionsLost)...)
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(append(opts, kgo.DisableAutoCommit()), s.kopts...), s.roleClientID())...)
 		if err != nil {
@@ -285,6 +286,7 @@ func (s *Stage) closeSession(ctx context.Context, sess session, crashed bool) {
 		go sess.Close()
 		return
 	}
+	s.lag.closeSession()
 	sess.Close()
 	if s.fencedErr() != nil {
 		// The group.instance.id is another process's now: a leave by
@@ -433,18 +435,28 @@ func hasFetchError(fs kgo.Fetches) bool {
 	return has
 }
 
-// partitionsGone forgets the state and the lag of partitions this
+// partitionsRevoked forgets the state and the lag of partitions this
 // instance no longer owns, so that a scaled-out stage does not report
-// stale lag.
-func (s *Stage) partitionsGone(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+// stale lag; the revocations of a closing session keep their lag (see
+// lagTracker).
+func (s *Stage) partitionsRevoked(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	s.partitionsGone(gone, false)
+}
+
+// partitionsLost forgets the state of the partitions of a lost
+// membership, and keeps their lag until the next assignment: the
+// instance may hold them still, and their input keeps coming.
+func (s *Stage) partitionsLost(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	s.partitionsGone(gone, true)
+}
+
+func (s *Stage) partitionsGone(gone map[string][]int32, lost bool) {
 	s.metrics.Rebalance()
 	s.dropState(gone[s.cfg.Input])
 	for topic, parts := range gone {
 		s.log.Info("partitions revoked", "topic", topic, "partitions", parts)
-		for _, p := range parts {
-			s.metrics.DropPartition(topic, p)
-		}
 	}
+	s.lag.gone(gone[s.cfg.Input], lost)
 }
 
 // fatalFetchError returns the first fetch error that polling again cannot

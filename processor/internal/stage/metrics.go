@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/promutil"
 )
@@ -73,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		txnRecords:    hist("transaction_records", "Input records per committed transaction.", prometheus.ExponentialBuckets(1, 4, 10)),
 		latency:       hist("end_to_end_latency_seconds", "From an input record's timestamp to the commit of its transaction.", prometheus.ExponentialBuckets(0.005, 2, 16)),
 		rebuilds:      counter("session_rebuilds_total", "Kafka sessions closed and rebuilt after an error (fenced producer, failed EndTxn)."),
-		lastCommit:    gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction."),
+		lastCommit:    gauge("last_commit_timestamp_seconds", "Unix time of the last committed transaction; the stage's start until its first."),
 		deduplicated:  counter("deduplicated_records_total", "Input records dropped by the dedupe step as duplicates, in committed transactions."),
 		restored:      counter("state_restored_records_total", "Changelog records applied while restoring partition stores (restore progress)."),
 		restoreBehind: gauge("state_restore_pending_records", "Changelog offsets the restore under way reads at most (end minus where it starts: its checkpoint, or the changelog's start); 0 when no restore runs. Read with exactly_stage_state_restored_records_total for progress."),
@@ -86,7 +87,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Rebalances: "Partition assignments and revocations.",
 			Recreations: "Input partitions whose committed offset was not resumed because the topic was recreated " +
 				"(reason topic_id_changed, offset_above_high_watermark) or its log truncated (log_truncated); see exactly help operating, Topic identity and start positions.",
-			Lag: "Records between the stage's position and the partition's last stable offset (read_committed end); transaction markers do not count, so a caught-up stage reads 0.",
+			Lag: "Records between the stage's position (the offset after its last polled record, else its group's committed offset) and the partition's last stable offset (read_committed end); " +
+				"transaction markers do not count, so a caught-up stage reads 0. Read from each fetch, and every few seconds apart from the consumer, so it keeps rising while the stage cannot fetch or commit; " +
+				"when the end offsets cannot be read either it keeps its last value (see exactly_stage_consumer_lag_age_seconds). A partition keeps its series until another assignment leaves it out.",
+			LagAge: "Seconds since the end offsets behind exactly_stage_consumer_lag_records were read. A few seconds while the brokers answer; " +
+				"it grows while the stage cannot reach the partition's leader, and the lag is then a lower bound.",
 		}),
 		commitTime: hist("transaction_commit_duration_seconds", "Time a committed transaction took to end: the flush of its records, then End (offsets in the transaction, heartbeat, EndTxn). "+
 			"Records wait for it on top of the time the transaction was open.", prometheus.ExponentialBuckets(0.001, 2, 14)),
@@ -127,6 +132,14 @@ func (s stageMetrics) start(input string, ready func() error) {
 		s.m.triggers.WithLabelValues(s.Name(), tr)
 	}
 	s.StartCounters(s.m.filtered, s.m.committed, s.m.rebuilds, s.m.deduplicated, s.m.restored)
+	// What the alert rules read: their rate() and increase() see the
+	// first record, and the time since the last commit counts from the
+	// start while nothing has committed.
+	s.m.consumed.WithLabelValues(s.Name(), input)
+	for _, r := range []string{deadletter.ReasonDecode, deadletter.ReasonTransform, deadletter.ReasonKey, deadletter.ReasonEncode, deadletter.ReasonProduce, deadletter.ReasonLate} {
+		s.m.deadLettered.WithLabelValues(s.Name(), r)
+	}
+	s.m.lastCommit.WithLabelValues(s.Name()).Set(float64(time.Now().UnixNano()) / 1e9)
 	s.m.restoreTime.WithLabelValues(s.Name())
 	s.m.stateEntries.WithLabelValues(s.Name())
 	s.m.restoreBehind.WithLabelValues(s.Name())

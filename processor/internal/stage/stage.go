@@ -161,6 +161,8 @@ type Stage struct {
 	offsetTrap *offsetCommitTrap
 	pipeline   *transform.Pipeline
 	metrics    stageMetrics
+	// lag keeps the input partitions' lag series (see lag.go).
+	lag *lagTracker
 
 	// The stateful step, dedupe, aggregate or stateful (see state.go),
 	// nil without one, and, while Run runs, its local state.
@@ -285,6 +287,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.initReady()
 	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
+	s.lag = newLagTracker(s.metrics, cfg.Input)
 	s.step = newStatefulStep(cfg.Stage, s.pipeline)
 	if s.step != nil && cfg.Guarantee != ExactlyOnce {
 		return nil, fmt.Errorf("stage %q: %w", cfg.Stage, &fault.ConfigError{Err: fmt.Errorf("the %s step needs guarantee %s: its state changes commit in the stage's transactions", s.step.about().kind, ExactlyOnce)})
@@ -328,6 +331,10 @@ func (s *Stage) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
+	lagCtx, stopLag := context.WithCancel(ctx)
+	defer s.lag.stop()
+	defer stopLag()
+	go s.lag.run(lagCtx, adm, s.cfg.Group())
 	if err := s.checkStart(ctx, adm); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}

@@ -137,7 +137,7 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 			// here, never the 1 of a trailing marker.
 			last := p.Records[len(p.Records)-1].Offset
 			lag := p.LastStableOffset - (last + 1)
-			s.metrics.SetLag(p.Topic, p.Partition, lag)
+			s.lag.polled(p.Partition, last+1, p.LastStableOffset, p.LogStartOffset)
 			if lag > 0 {
 				t.caughtUp = false
 			}
@@ -523,6 +523,7 @@ func (t *txn) endTry() (try kgo.TransactionEndTry, produceErr error) {
 func (t *txn) notCommitted(ctx context.Context, endErr, produceErr error, n int) error {
 	s := t.stage
 	t.discardState()
+	s.lag.aborted()
 	s.aborted.Add(1)
 	if endErr != nil {
 		// The outcome is unknown: the session is rebuilt, and the state
@@ -582,6 +583,7 @@ func (t *txn) abort(ctx context.Context) error {
 	}
 	t.open, t.records = false, 0
 	t.discardState()
+	t.stage.lag.aborted()
 	t.stage.aborted.Add(1)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.stage.cfg.TransactionTimeout)
 	defer cancel()

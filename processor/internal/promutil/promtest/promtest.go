@@ -4,6 +4,7 @@ package promtest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -43,6 +44,20 @@ func countSeries(t *testing.T, reg *prometheus.Registry, name string) int {
 		}
 	}
 	return len(ms)
+}
+
+// StartedAt checks that reg holds one series of the gauge name, a Unix
+// time in [from, to].
+func StartedAt(t *testing.T, reg *prometheus.Registry, name string, from, to time.Time) {
+	t.Helper()
+	ms := Family(t, reg, name)
+	if len(ms) != 1 {
+		t.Fatalf("%s: %d series, want 1", name, len(ms))
+	}
+	v := ms[0].GetGauge().GetValue()
+	if lo, hi := float64(from.UnixNano())/1e9, float64(to.UnixNano())/1e9; v < lo || v > hi {
+		t.Errorf("%s = %v, want a time in [%v, %v]", name, v, lo, hi)
+	}
 }
 
 // Family gathers reg and returns the series of the metric name, none if
@@ -95,11 +110,16 @@ func (r *Recorder) Unregister(prometheus.Collector) bool { return false }
 // Touch creates one series of c, so that Gather shows its family: in a
 // vector, by trying label counts until the vector accepts one (a vector
 // does not say how many labels it takes); in a readiness gauge, for the
-// owner "". A collector of another kind fails the test.
+// owner ""; in an age gauge, for empty labels. A collector of another
+// kind fails the test.
 func Touch(t testing.TB, c prometheus.Collector) {
 	t.Helper()
 	if r, ok := c.(*promutil.Ready); ok {
 		r.Set("", func() error { return nil })
+		return
+	}
+	if a, ok := c.(*promutil.Age); ok {
+		a.Set(time.Now(), make([]string, a.Labels())...)
 		return
 	}
 	for n := range 8 {

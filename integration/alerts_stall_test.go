@@ -1,0 +1,314 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor"
+	"github.com/exactly-io/exactly/topology"
+)
+
+// Fault modes of a kafkaFaults dialer.
+const (
+	faultNone     = iota
+	faultConsumer // fetch, produce, group and transaction requests fail; metadata and offset look-ups answer
+	faultAll      // no connection at all
+)
+
+// consumerRequests are the API keys faultConsumer refuses: what a stage
+// needs to fetch, produce, stay in its group and commit (Produce, Fetch,
+// OffsetCommit, JoinGroup, Heartbeat, LeaveGroup, SyncGroup,
+// InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// TxnOffsetCommit, ConsumerGroupHeartbeat). ListOffsets, Metadata,
+// FindCoordinator and OffsetFetch answer, as a partition leader does while
+// a stage's coordinator is cut off.
+var consumerRequests = map[int16]bool{0: true, 1: true, 8: true, 11: true, 12: true, 13: true, 14: true,
+	22: true, 24: true, 25: true, 26: true, 28: true, 68: true}
+
+// kafkaFaults is a kgo.Dialer whose connections fail by mode: a client
+// built on it sees the broker refuse it, while the broker itself, and
+// every other client, is fine. franz-go writes each request in one Write
+// (size, API key, ...), so a request is refused by its key.
+type kafkaFaults struct {
+	mu    sync.Mutex
+	mode  int
+	conns map[*faultConn]bool
+}
+
+func (k *kafkaFaults) set(mode int) {
+	k.mu.Lock()
+	k.mode = mode
+	conns := k.conns
+	k.conns = map[*faultConn]bool{}
+	k.mu.Unlock()
+	if mode != faultNone {
+		for c := range conns {
+			_ = c.Conn.Close()
+		}
+	}
+}
+
+func (k *kafkaFaults) refuses(key int16) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.mode == faultAll || k.mode == faultConsumer && consumerRequests[key]
+}
+
+func (k *kafkaFaults) Dial(ctx context.Context, network, host string) (net.Conn, error) {
+	k.mu.Lock()
+	all := k.mode == faultAll
+	k.mu.Unlock()
+	if all {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	fc := &faultConn{Conn: c, k: k}
+	k.mu.Lock()
+	if k.conns == nil {
+		k.conns = map[*faultConn]bool{}
+	}
+	k.conns[fc] = true
+	k.mu.Unlock()
+	return fc, nil
+}
+
+type faultConn struct {
+	net.Conn
+	k *kafkaFaults
+}
+
+func (c *faultConn) Write(b []byte) (int, error) {
+	if len(b) >= 6 && c.k.refuses(int16(binary.BigEndian.Uint16(b[4:6]))) {
+		_ = c.Conn.Close()
+		return 0, &net.OpError{Op: "write", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	return c.Conn.Write(b)
+}
+
+// shortRules writes the shipped alert rules with their waits made short
+// for a test: every for: 5s, every range 20s, and the 30 s thresholds of
+// time since the last commit and of the lag's age 10 s. The expressions
+// are the shipped ones otherwise.
+func shortRules(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile("../deploy/prometheus/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct{ re, to string }{
+		{`for: \d+m`, "for: 5s"},
+		{`\[\d+m\]`, "[20s]"},
+		{`\) > 30\b`, ") > 10"},
+		{`_seconds > 30\b`, "_seconds > 10"},
+	} {
+		re := regexp.MustCompile(r.re)
+		if !re.Match(text) {
+			t.Fatalf("alerts.yaml: nothing matches %s", r.re)
+		}
+		text = re.ReplaceAll(text, []byte(r.to))
+	}
+	path := filepath.Join(t.TempDir(), "alerts.yaml")
+	if err := os.WriteFile(path, text, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// A stage that cannot fetch or commit, or reach its broker at all, while
+// its input grows: against a real Prometheus evaluating the shipped rules
+// (waits shortened), ExactlyStageTransactionOpenTooLong fires for a stage
+// cut off entirely, whose lag series stay with their last value while
+// their age grows; and for a stage whose fetches and commits fail while
+// offset look-ups answer, the lag follows the real lag (read with kadm,
+// apart from the stage) and ExactlyStageLagGrowing,
+// ExactlyStageTransactionOpenTooLong and ExactlyStageNotReady fire. Once
+// the network is back, the stage catches up and the lag reads 0. An
+// instance that answers no scrape trips ExactlyInstanceDown.
+func TestAlertRulesFireForAStalledStage(t *testing.T) {
+	tool(t, "promtool", "deploy/local/up.sh installs it (apt-get install prometheus)")
+	in, out, dlq, name := uniqueName("stall_in"), uniqueName("stall_out"), uniqueName("stall_dlq"), uniqueName("stall")
+	path := topologyFile(t, []stageSpec{{name, in, out, dlq}}, "100ms", "10s", 500)
+	exactlyCmd(t, "topics", "create", path)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse(path, text, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	faults := &kafkaFaults{}
+	reg := prometheus.NewRegistry()
+	eng, err := processor.New(f, processor.Stages(name), processor.InstanceID("stall-1"), processor.WithRegistry(reg),
+		processor.StateDir(t.TempDir()), processor.WithKafkaOptions(kgo.Dialer(faults.Dial)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	srv := &http.Server{Addr: addr, Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.ListenAndServe() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	t.Cleanup(func() {
+		faults.set(faultNone)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+		_ = srv.Close()
+	})
+
+	// The input grows by 100 records a second, from a client of its own.
+	prod := kafkaClient(t, kgo.DefaultProduceTopic(in))
+	defer prod.Close()
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; feedCtx.Err() == nil; i++ {
+			for j := range 10 {
+				prod.Produce(feedCtx, &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"e-%d-%d"}`, i, j)}, nil)
+			}
+			select {
+			case <-feedCtx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { stopFeed(); <-fed }()
+
+	prom := startPrometheus(t, shortRules(t), addr)
+	admCl := kafkaClient(t)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	st := map[string]string{"stage": name}
+	metricLag := func() (float64, int) { return sum(scrape(t, addr), "exactly_stage_consumer_lag_records", st) }
+	alert := func(alertname string) string {
+		return fmt.Sprintf(`ALERTS{alertname=%q,alertstate="firing",stage=%q}`, alertname, name)
+	}
+	firing := func(alertname string) bool {
+		n, err := promQuery(t, prom, alert(alertname))
+		return err == nil && n > 0
+	}
+	caughtUp := func(what string) {
+		t.Helper()
+		eventually(t, time.Minute, func() bool {
+			lag, series := metricLag()
+			return series == 3 && lag < 200 && !firing("ExactlyStageTransactionOpenTooLong")
+		}, func() string {
+			lag, series := metricLag()
+			return fmt.Sprintf("%s: lag %v over %d series, want 3 series under 200 and no alert", what, lag, series)
+		})
+	}
+	caughtUp("at start")
+
+	// Cut off entirely: nothing can be read, so the lag keeps its last
+	// value, near 0, on every partition, and its age grows.
+	faults.set(faultAll)
+	cutAt := time.Now()
+	eventually(t, 90*time.Second, func() bool { return firing("ExactlyStageTransactionOpenTooLong") },
+		func() string {
+			return "ExactlyStageTransactionOpenTooLong not firing for a stage cut off from its broker"
+		})
+	m := scrape(t, addr)
+	if _, series := sum(m, "exactly_stage_consumer_lag_records", st); series != 3 {
+		t.Errorf("cut off: %d lag series, want 3 (the partitions are still assigned)", series)
+	}
+	if age, series := sum(m, "exactly_stage_consumer_lag_age_seconds", st); series != 3 || age < 3*10 {
+		t.Errorf("cut off for %s: lag age %v over %d series, want 3 series over 10 s", time.Since(cutAt).Round(time.Second), age, series)
+	}
+	t.Logf("cut off: ExactlyStageTransactionOpenTooLong fired %s after the cut", time.Since(cutAt).Round(time.Second))
+
+	faults.set(faultNone)
+	caughtUp("after the cut")
+
+	// Fetches and commits fail; offset look-ups answer. The lag follows
+	// the input, as kadm reads it apart from the stage.
+	faults.set(faultConsumer)
+	stallAt := time.Now()
+	group := "exactly-" + name
+	realLag := func() int64 {
+		ends, err := adm.ListCommittedOffsets(context.Background(), in)
+		if err != nil {
+			return -1
+		}
+		committed, err := adm.FetchOffsetsForTopics(context.Background(), group, in)
+		if err != nil {
+			return -1
+		}
+		var lag int64
+		ends.Each(func(e kadm.ListedOffset) {
+			from := int64(0)
+			if c, ok := committed.Lookup(in, e.Partition); ok && c.At >= 0 {
+				from = c.At
+			}
+			lag += e.Offset - from
+		})
+		return lag
+	}
+	var last, worst float64 // the last lag metric, and its largest shortfall
+	want := []string{"ExactlyStageLagGrowing", "ExactlyStageTransactionOpenTooLong", "ExactlyStageNotReady"}
+	eventually(t, 90*time.Second, func() bool {
+		before := realLag()
+		got, series := metricLag()
+		after := realLag()
+		if series != 3 {
+			t.Errorf("stalled: %d lag series, want 3", series)
+		}
+		if before >= 0 && after >= 0 {
+			last, worst = got, max(worst, float64(before)-got)
+			// Read every 5 s: behind by at most one interval of input
+			// (500 records), and a little more while a read is under way.
+			if got > float64(after) || got < float64(before)-700 {
+				t.Errorf("stalled for %s: lag metric %v, real lag %d to %d", time.Since(stallAt).Round(time.Second), got, before, after)
+			}
+		}
+		for _, a := range want {
+			if !firing(a) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("not all of %v fire for a stage that cannot fetch or commit", want) })
+	t.Logf("stalled: %v fired %s after the stall; lag metric %v at the end, at most %v below the real lag", want, time.Since(stallAt).Round(time.Second), last, worst)
+	if last < 1000 {
+		t.Errorf("stalled: lag metric %v at the end, want above 1000", last)
+	}
+
+	faults.set(faultNone)
+	caughtUp("after the stall")
+
+	// An instance that answers no scrape (paused, crashed) has no series
+	// left to alert on: ExactlyInstanceDown reads Prometheus's up.
+	_ = srv.Close()
+	downAt := time.Now()
+	eventually(t, time.Minute, func() bool {
+		n, err := promQuery(t, prom, `ALERTS{alertname="ExactlyInstanceDown",alertstate="firing"}`)
+		return err == nil && n > 0
+	}, func() string { return "ExactlyInstanceDown not firing for an instance that answers no scrape" })
+	t.Logf("no scrape: ExactlyInstanceDown fired %s after", time.Since(downAt).Round(time.Second))
+}
