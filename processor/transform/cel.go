@@ -97,6 +97,22 @@ var indexedSelection = regexp.MustCompile(`^\s*value((\.[A-Za-z_][A-Za-z0-9_]*|\
 // selectionStep matches one step of an indexedSelection.
 var selectionStep = regexp.MustCompile(`\.([A-Za-z_][A-Za-z0-9_]*)|\[([0-9]{1,9})\]`)
 
+// selection returns the path src only selects: as field names
+// (fieldSelection), or as selectors through a list index
+// (indexedSelection); both nil when src computes its value.
+func selection(src string) ([]string, []selector) {
+	if m := fieldSelection.FindStringSubmatch(src); m != nil {
+		if m[1] == "" {
+			return []string{}, nil
+		}
+		return strings.Split(m[1][1:], "."), nil
+	}
+	if m := indexedSelection.FindStringSubmatch(src); m != nil {
+		return nil, parseSelection(m[1])
+	}
+	return nil, nil
+}
+
 // parseSelection returns the steps of the indexedSelection path.
 func parseSelection(path string) []selector {
 	sel := []selector{}
@@ -165,14 +181,7 @@ func (c *compiler) compile(path, src string, want ...*celType) (*program, bool) 
 		return nil, false
 	}
 	p := &program{prg: prg, src: src}
-	if m := fieldSelection.FindStringSubmatch(src); m != nil {
-		p.field = []string{}
-		if m[1] != "" {
-			p.field = strings.Split(m[1][1:], ".")
-		}
-	} else if m := indexedSelection.FindStringSubmatch(src); m != nil {
-		p.sel = parseSelection(m[1])
-	}
+	p.field, p.sel = selection(src)
 	return p, true
 }
 
