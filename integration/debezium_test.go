@@ -497,8 +497,13 @@ func startConnectWorker(t *testing.T) string {
 				t.Logf("Connect worker log:\n%s", logs)
 			}
 		}
-		if out, err := exec.Command("bash", script, "stop", name).CombinedOutput(); err != nil {
-			t.Errorf("stop the Connect worker: %v\n%s", err, out)
+		// A failed test's worker keeps its run dir, with the whole log.
+		verb := "remove"
+		if t.Failed() {
+			verb = "stop"
+		}
+		if out, err := exec.Command("bash", script, verb, name).CombinedOutput(); err != nil {
+			t.Errorf("%s the Connect worker: %v\n%s", verb, err, out)
 		}
 	})
 	if err != nil {

@@ -9,6 +9,7 @@
 #                                  a worker named NAME on the worker properties
 #                                  file PROPS; prints its REST URL once it answers
 #   connect.sh stop NAME|--all     SIGTERM, up to 30s for a clean exit, then SIGKILL
+#   connect.sh remove NAME         stop it and delete its run dir
 #   connect.sh status NAME         exit 0 when running and answering
 #   connect.sh url NAME            its REST URL
 #   connect.sh logs NAME [-f|N]    tail its log
@@ -21,8 +22,10 @@
 #                        $DEBEZIUM_VERSION when last tried: fetch it by name)
 #
 # start fills in what PROPS leaves out: bootstrap.servers (EXACTLY_BROKERS or
-# 127.0.0.1:$KAFKA_PORT), plugin.path, listeners (the first free port from
-# CONNECT_PORT, default 31083) and, standalone, offset.storage.file.filename.
+# 127.0.0.1:$KAFKA_PORT), plugin.path, plugin.discovery=service_load,
+# listeners (the first free port from CONNECT_PORT, default 31083) and,
+# standalone, offset.storage.file.filename; distributed, group.id NAME and
+# internal topics connect-NAME-{configs,offsets,statuses} (replication 1).
 # A standalone worker starts with no connector: create them through REST.
 # Several workers run at once under distinct names. See deploy/local/README.md.
 set -euo pipefail
@@ -79,11 +82,12 @@ EOF
 	printf '  </dependencies>\n</project>\n'
 }
 
-# The worker: Connect's runtime and JSON converter, and the slf4j 1.x binding
-# of log4j2 (Kafka 4.x logs through slf4j-api 1.7), as in kafka.sh.
+# The worker: Connect's runtime and JSON converter, the slf4j 1.x binding of
+# log4j2 (Kafka 4.x logs through slf4j-api 1.7), as in kafka.sh, and
+# kafka-tools for ConnectPluginPath (sync_manifests).
 worker_pom() {
 	pom "org.apache.kafka:connect-runtime:$CONNECT_VERSION" "org.apache.kafka:connect-json:$CONNECT_VERSION" \
-		"org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
+		"org.apache.kafka:kafka-tools:$CONNECT_VERSION" "org.apache.logging.log4j:log4j-slf4j-impl:$LOG4J_VERSION"
 }
 
 # stamp POM [ARGS...]: the cache marker of jars fetched by the pom text POM
@@ -95,7 +99,7 @@ copied() { [[ -f "$1/.complete" && "$(cat "$1/.complete")" == "$2" ]]; }
 
 # copy_jars DIR POM [ARGS...]: the runtime jars of the pom text POM into DIR,
 # by Maven's dependency plugin with further arguments ARGS; DIR is replaced
-# whole.
+# whole. The function named by POST_COPY, if any, runs on the new jars first.
 copy_jars() {
 	local dir="$1" text="$2" start tmp work
 	shift 2
@@ -109,6 +113,7 @@ copy_jars() {
 	log "fetching $(basename "$dir") from Maven Central"
 	mvn_quiet "$work/fetch.log" "mvn copy-dependencies for $(basename "$dir")" -f "$work/pom.xml" \
 		"$DEP_PLUGIN:copy-dependencies" -DincludeScope=runtime -DoutputDirectory="$tmp" "$@"
+	if [[ -n "${POST_COPY:-}" ]]; then "$POST_COPY" "$tmp"; fi
 	stamp "$text" "$@" >"$tmp/.complete"
 	rm -rf "$dir"
 	mv "$tmp" "$dir"
@@ -123,17 +128,33 @@ fetch_worker() {
 }
 
 # PLUGIN_MVN_ARGS: a plugin's jars leave out slf4j (the worker's binding logs
-# for all). A plugin keeps the kafka-clients it was built with: Connect loads
-# org.apache.kafka classes from the worker first, and only a class that the
-# worker's release removed comes from the plugin's copy (Debezium 3.6, built
-# on Kafka 4.3, still uses common.utils.Sanitizer, gone in 4.4).
-PLUGIN_MVN_ARGS=(-DexcludeGroupIds=org.slf4j)
+# for all) and the Connect API (the worker's is the one used). A plugin keeps
+# the kafka-clients it was built with: Connect loads org.apache.kafka classes
+# from the worker first, and only a class that the worker's release removed
+# comes from the plugin's copy (Debezium 3.6, built on Kafka 4.3, still uses
+# common.utils.Sanitizer, gone in 4.4).
+PLUGIN_MVN_ARGS=(-DexcludeGroupIds=org.slf4j -DexcludeArtifactIds=connect-api,connect-json,connect-runtime,connect-transforms)
 
-# fetch_plugin NAME: plugin NAME's jars into $PLUGINS/NAME.
+# fetch_plugin NAME: plugin NAME's jars into $PLUGINS/NAME, with a
+# ServiceLoader manifest for each of its plugin classes.
 fetch_plugin() {
 	local dir="$PLUGINS/$1" text
 	text="$(pom "$(plugin_artifact "$1")")"
-	copied "$dir" "$(stamp "$text" "${PLUGIN_MVN_ARGS[@]}")" || copy_jars "$dir" "$text" "${PLUGIN_MVN_ARGS[@]}"
+	copied "$dir" "$(stamp "$text" "${PLUGIN_MVN_ARGS[@]}")" ||
+		POST_COPY=sync_manifests copy_jars "$dir" "$text" "${PLUGIN_MVN_ARGS[@]}"
+}
+
+# sync_manifests DIR: ServiceLoader manifests for the plugins in DIR that
+# lack them (Apicurio's converters), in a shim jar that Kafka's
+# ConnectPluginPath adds. Workers then start with plugin.discovery=
+# service_load, which skips the reflective scan of every class: 5 s on an
+# idle 2-core machine, 26 s on a loaded one.
+sync_manifests() {
+	if ! java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$LIBS/*" org.apache.kafka.tools.ConnectPluginPath \
+		sync-manifests --plugin-location "$1" >"$CONNECT_HOME/sync-manifests.log" 2>&1; then
+		tail -n 20 "$CONNECT_HOME/sync-manifests.log" >&2
+		die "ConnectPluginPath sync-manifests $1 failed (full output: $CONNECT_HOME/sync-manifests.log)"
+	fi
 }
 
 all_fetched() {
@@ -279,8 +300,19 @@ cmd_start() {
 		echo "# Generated by deploy/local/connect.sh from $src (its lines win)."
 		echo "bootstrap.servers=${EXACTLY_BROKERS:-127.0.0.1:${KAFKA_PORT:-9092}}"
 		echo "plugin.path=$PLUGINS"
+		echo "plugin.discovery=service_load"
 		echo "listeners=$listeners"
-		[[ "$mode" == distributed ]] || echo "offset.storage.file.filename=$RUN/offsets"
+		if [[ "$mode" == distributed ]]; then
+			# One worker's group and internal topics, named after it, on one broker.
+			echo "group.id=$NAME"
+			local kind
+			for kind in config:configs offset:offsets status:statuses; do
+				echo "${kind%%:*}.storage.topic=connect-$NAME-${kind#*:}"
+				echo "${kind%%:*}.storage.replication.factor=1"
+			done
+		else
+			echo "offset.storage.file.filename=$RUN/offsets"
+		fi
 		echo
 		cat "$src"
 	} >"$PROPS"
@@ -310,13 +342,19 @@ cmd_stop() {
 			[[ -d "$d" ]] || continue
 			(
 				set_worker "$(basename "$d")"
-				stop_all_logged "Connect worker $NAME"
+				if stop_all; then log "Connect worker $NAME stopped"; fi
 			)
 		done
 		return 0
 	fi
 	set_worker "${1:-}"
 	stop_all_logged "Connect worker $NAME"
+}
+
+# cmd_remove NAME: stop worker NAME and delete its run dir (log included).
+cmd_remove() {
+	cmd_stop "${1:-}"
+	rm -rf "$RUN"
 }
 
 cmd_status() {
@@ -335,11 +373,12 @@ libs) echo "$LIBS" ;;
 plugin-path) echo "$PLUGINS" ;;
 start) shift; cmd_start "$@" ;;
 stop) cmd_stop "${2:-}" ;;
+remove) cmd_remove "${2:-}" ;;
 status) cmd_status "${2:-}" ;;
 url) set_worker "${2:-}"; worker_url ;;
 logs) set_worker "${2:-}"; tail_log "$LOGFILE" "${3:-}" ;;
 *)
-	echo "usage: $0 fetch [PLUGIN...]|libs|plugin-path|start [--distributed] NAME PROPS|stop NAME|--all|status NAME|url NAME|logs NAME [-f|N]" >&2
+	echo "usage: $0 fetch [PLUGIN...]|libs|plugin-path|start [--distributed] NAME PROPS|stop NAME|--all|remove NAME|status NAME|url NAME|logs NAME [-f|N]" >&2
 	exit 2
 	;;
 esac
