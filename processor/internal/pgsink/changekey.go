@@ -1,7 +1,6 @@
 package pgsink
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,7 +29,7 @@ func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 	if err := serde.CheckJSON(r.Key); err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: the key is not json: %w", errMissingEventID, err)}
 	}
-	body, fieldSchemas, err := unwrapPayload(r.Key)
+	body, fieldSchemas, err := s.unwrapPayload(r.Key)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: key: %w", errMissingEventID, err)}
 	}
@@ -75,7 +74,7 @@ func looksLikeObject(b []byte) bool {
 // schemas.enable, {"schema": {...}, "payload": {...}}, its payload and
 // the schemas of its fields (by name); else obj itself and no schemas.
 // obj passed CheckJSON.
-func unwrapPayload(obj []byte) (body []byte, fields map[string]connectSchema, err error) {
+func (s *Sink) unwrapPayload(obj []byte) (body []byte, fields map[string]connectSchema, err error) {
 	names, err := memberNames(obj)
 	if err != nil {
 		return nil, nil, err
@@ -88,9 +87,9 @@ func unwrapPayload(obj []byte) (body []byte, fields map[string]connectSchema, er
 		return obj, nil, nil
 	}
 	raw, _, _, _ := serde.TopLevelField(obj, "schema")
-	var sc connectSchema
-	if err := json.Unmarshal(raw, &sc); err != nil {
-		return nil, nil, fmt.Errorf("schema: %w", err)
+	sc, err := s.typed.schemas.parse(raw)
+	if err != nil {
+		return nil, nil, err
 	}
 	return p, sc.fieldMap(), nil
 }

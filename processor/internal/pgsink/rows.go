@@ -59,7 +59,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if s.passJSON && obj != nil && len(obj) == 0 {
 		// Connect's JSON converter with schemas.enable wraps the row:
 		// {"schema": ..., "payload": {...}}.
-		if body, sch, err := unwrapPayload(r.Value); err == nil && sch != nil {
+		if body, sch, err := s.unwrapPayload(r.Value); err == nil && sch != nil {
 			obj, err := serde.JSONFields(body, s.fieldSources)
 			if err != nil {
 				return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("payload: %w", err)}
@@ -403,7 +403,7 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 	if err != nil {
 		return op{}, false, err
 	}
-	sch, err := envelopeSchema(r.Value, body)
+	sch, err := s.envelopeSchema(r.Value, body)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}

@@ -49,6 +49,8 @@ type typedState struct {
 	// row fields, by writer schema ID and record (avroConnectSchemas).
 	connectMu sync.Mutex
 	connect   map[string]map[string]connectSchema
+	// schemas are the Connect schemas of JSON values (schemas.enable).
+	schemas schemaCache
 }
 
 // pendingColumn is a column to add: its index in Config.Columns, and the
