@@ -46,7 +46,7 @@ func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
 	}
-	id, err := s.columnText(r, obj, src, s.types[s.eventIDIndex], fieldSchemas)
+	id, err := s.columnText(r, obj, src, s.typeAt(s.eventIDIndex), fieldSchemas)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
 	}
@@ -125,4 +125,13 @@ func quoteAll(names []string) []string {
 		q[i] = fmt.Sprintf("%q", n)
 	}
 	return q
+}
+
+// typeAt is the type of column i as read from the table; the zero
+// colType before it is read (exactly verify reads event IDs without it).
+func (s *Sink) typeAt(i int) colType {
+	if i < len(s.types) {
+		return s.types[i]
+	}
+	return colType{}
 }

@@ -57,6 +57,12 @@ func (e *EventIDs) Of(r *kgo.Record) (string, bool) {
 	if e.key != nil {
 		t = *e.key
 	}
+	if _, found := obj[src]; !found && obj != nil && s.passJSON {
+		// A row inside Connect's {"schema", "payload"} wrapper: read as
+		// the sink reads it.
+		o, ok, err := s.toOp(r)
+		return o.id, ok && err == nil
+	}
 	id, err := s.columnText(r, obj, src, t, nil)
 	text, _ := id.(string)
 	return text, err == nil && text != ""

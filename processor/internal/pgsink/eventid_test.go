@@ -39,6 +39,11 @@ func TestEventIDsOf(t *testing.T) {
 		{"key", topology.SourceKey, "", &kgo.Record{Key: []byte("k"), Value: []byte(`{}`)}, "k", true},
 		{"tombstone skipped", "id", topology.TombstonesSkip, &kgo.Record{Key: []byte("k")}, "", false},
 		{"tombstone deleting", "id", topology.TombstonesDelete, &kgo.Record{Key: []byte("k")}, "k", true},
+		{"tombstone of a json key", "id", topology.TombstonesDelete, &kgo.Record{Key: []byte(`{"id":"k"}`)}, "k", true},
+		{"tombstone of a key with a schema", "id", topology.TombstonesDelete,
+			&kgo.Record{Key: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"k"}}`)}, "k", true},
+		{"tombstone of a composite key", "id", topology.TombstonesDelete, &kgo.Record{Key: []byte(`{"id":"k","t":1}`)}, "", false},
+		{"row with a schema", "id", "", &kgo.Record{Value: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"w"}}`)}, "w", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := NewEventIDs(cfg(tt.src, tt.tombstones))

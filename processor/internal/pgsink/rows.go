@@ -493,7 +493,7 @@ func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, 
 			return op{}, false, err
 		}
 		if sch != nil {
-			id, err = s.columnText(r, obj, src, s.types[s.eventIDIndex], sch)
+			id, err = s.columnText(r, obj, src, s.typeAt(s.eventIDIndex), sch)
 		} else {
 			id, err = s.columnValue(r, obj, src)
 		}
