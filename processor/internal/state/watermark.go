@@ -202,8 +202,13 @@ func (pt *part) lastHeard(src string) int64 {
 // encodeStreamTime is the changelog value of a stream time and its source
 // clocks: the stream time in Unix milliseconds as decimal text, then
 // ";source=ms" per source in order. Topic names hold neither ';' nor '='.
+// Records without lineage alone (one source "", whose clock is the stream
+// time) give the number alone, as before there were sources.
 func encodeStreamTime(st int64, clocks map[string]int64) []byte {
 	b := strconv.AppendInt(nil, st, 10)
+	if c, ok := clocks[""]; ok && len(clocks) == 1 && c == st {
+		return b
+	}
 	for _, s := range slices.Sorted(maps.Keys(clocks)) {
 		b = append(b, ';')
 		b = append(b, s...)
@@ -213,13 +218,16 @@ func encodeStreamTime(st int64, clocks map[string]int64) []byte {
 	return b
 }
 
-// decodeStreamTime reads encodeStreamTime's value; a plain number has no
-// source clocks.
+// decodeStreamTime reads encodeStreamTime's value; a plain number is the
+// clock of records without lineage.
 func decodeStreamTime(v []byte) (int64, map[string]int64, error) {
 	head, rest, more := strings.Cut(string(v), ";")
 	st, err := parseMillis([]byte(head))
 	if err != nil || !more {
-		return st, nil, err
+		if err != nil || st == noTime {
+			return st, nil, err
+		}
+		return st, map[string]int64{"": st}, nil
 	}
 	clocks := map[string]int64{}
 	for _, f := range strings.Split(rest, ";") {

@@ -170,8 +170,13 @@ func TestWatermarkRestored(t *testing.T) {
 	if got, err := decodeCheckpoint(old.encode()); err != nil || got.Clocks != nil || got.StreamTime != 5 {
 		t.Fatalf("checkpoint without clocks decodes as %+v, %v", got, err)
 	}
-	if st, clocks, err := decodeStreamTime([]byte("123")); err != nil || st != 123 || clocks != nil {
+	// Records without lineage alone: the stream time alone, as before
+	// there were sources.
+	if st, clocks, err := decodeStreamTime([]byte("123")); err != nil || st != 123 || !maps.Equal(clocks, map[string]int64{"": 123}) {
 		t.Fatalf("a plain stream time decodes as %d %v %v", st, clocks, err)
+	}
+	if got := string(encodeStreamTime(123, map[string]int64{"": 123})); got != "123" {
+		t.Fatalf("the stream time of records without lineage encodes as %q, want 123", got)
 	}
 }
 
