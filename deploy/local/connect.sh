@@ -18,8 +18,8 @@
 #   debezium-postgres    io.debezium:debezium-connector-postgres
 #   apicurio-converter   io.apicurio:apicurio-registry-utils-converter (Avro and
 #                        JSON Schema converters against the local registry)
-#   debezium-jdbc        io.debezium:debezium-connector-jdbc (not served at
-#                        $DEBEZIUM_VERSION when last tried: fetch it by name)
+#   debezium-jdbc        io.debezium:debezium-connector-jdbc, at
+#                        $DEBEZIUM_JDBC_VERSION (fetch it by name)
 #
 # start fills in what PROPS leaves out: bootstrap.servers (EXACTLY_BROKERS or
 # 127.0.0.1:$KAFKA_PORT), plugin.path, plugin.discovery=service_load,
@@ -39,6 +39,9 @@ CONNECT_VERSION=4.4.0
 LOG4J_VERSION=2.25.5
 # One version for all of Debezium; 3.6.1.Final resolves with all its modules.
 DEBEZIUM_VERSION=3.6.1.Final
+# Maven Central serves the JDBC sink connector at 3.5.0.Final and 3.4.3.Final,
+# not at 3.6.1.Final.
+DEBEZIUM_JDBC_VERSION=3.5.0.Final
 # The registry's version (registry.sh): its converter speaks its API.
 APICURIO_VERSION=2.6.13.Final
 DEFAULT_PLUGINS="debezium-postgres apicurio-converter"
@@ -55,7 +58,7 @@ PLUGINS="$CONNECT_HOME/plugins"
 plugin_artifact() {
 	case "$1" in
 	debezium-postgres) echo "io.debezium:debezium-connector-postgres:$DEBEZIUM_VERSION" ;;
-	debezium-jdbc) echo "io.debezium:debezium-connector-jdbc:$DEBEZIUM_VERSION" ;;
+	debezium-jdbc) echo "io.debezium:debezium-connector-jdbc:$DEBEZIUM_JDBC_VERSION" ;;
 	apicurio-converter) echo "io.apicurio:apicurio-registry-utils-converter:$APICURIO_VERSION" ;;
 	*) die "unknown plugin '$1' (debezium-postgres, apicurio-converter, debezium-jdbc)" ;;
 	esac
