@@ -246,3 +246,68 @@ func BenchmarkWatermark(b *testing.B) {
 		})
 	}
 }
+
+// A committed transaction's source clocks reach the checkpoint, an aborted
+// one's do not, and a reopened database resumes with them.
+func TestWatermarkCheckpointed(t *testing.T) {
+	dir := t.TempDir() + "/s-1"
+	day := 24 * time.Hour
+	db, err := Open(dir, "stage=s", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm := Watermark{Upstream: map[string]int32{"orders": 2}, Idle: time.Hour}
+	open := func(db *DB) *Dedupe {
+		d := NewDedupe(db, time.Hour)
+		d.SetWatermark(wm)
+		return d
+	}
+	d := open(db)
+	r, err := d.Restore(0, ChangelogPartition{topicA, 0, 0, day}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Done(0); err != nil {
+		t.Fatal(err)
+	}
+	check := func(src, id string, at time.Duration, commit bool) {
+		t.Helper()
+		tx := d.Begin((&changelog{}).emit)
+		if _, err := tx.CheckFrom(0, src, []byte(id), t0.Add(at)); err != nil {
+			t.Fatal(err)
+		}
+		tx.Remember()
+		if _, err := tx.Finish(10); err != nil {
+			t.Fatal(err)
+		}
+		if !commit {
+			tx.Discard()
+			return
+		}
+		if err := tx.Commit(map[int32]int64{0: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("orders/0", "a", time.Minute, true)
+	check("orders/1", "b", 2*time.Minute, true)
+	check("orders/0", "c", 5*time.Minute, false) // aborted
+	want := map[string]int64{"orders/0": t0.Add(time.Minute).UnixMilli(), "orders/1": t0.Add(2 * time.Minute).UnixMilli()}
+	cp, ok, err := d.Checkpoint(0)
+	if err != nil || !ok || !maps.Equal(cp.Clocks, want) || cp.StreamTime != want["orders/0"] {
+		t.Fatalf("checkpoint %+v, %v, %v; want stream time %d, clocks %v", cp, ok, err, want["orders/0"], want)
+	}
+	d = open(reopen(t, db, dir, "stage=s"))
+	r, err = d.Restore(0, ChangelogPartition{topicA, 0, 3, day}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rebuild() != "" {
+		t.Fatalf("restore rebuilds (%s), want a resume from the checkpoint", r.Rebuild())
+	}
+	if _, err := r.Done(3); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.get(0); !maps.Equal(got.clocks, want) || got.streamTime != want["orders/0"] {
+		t.Fatalf("resumed: stream time %d, clocks %v; want %d, %v", got.streamTime, got.clocks, want["orders/0"], want)
+	}
+}
