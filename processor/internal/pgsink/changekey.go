@@ -33,6 +33,14 @@ func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: key: %w", errMissingEventID, err)}
 	}
+	if !looksLikeObject(body) {
+		// A key schema of one value, not a struct: the value is the ID.
+		v, err := serde.FieldValue(body)
+		if err != nil {
+			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
+		}
+		return s.keyDelete(r, map[string]any{src: v}, src, map[string]connectSchema{src: fieldSchemas[""]})
+	}
 	names, err := memberNames(body)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonEventID, Err: fmt.Errorf("%w: key: %w", errMissingEventID, err)}
@@ -46,7 +54,13 @@ func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
 	}
-	id, err := s.columnText(r, obj, src, s.typeAt(s.eventIDIndex), fieldSchemas)
+	return s.keyDelete(r, obj, src, fieldSchemas)
+}
+
+// keyDelete is the delete of tombstone r whose key's field src (in obj,
+// with Connect schemas sch) is the event ID.
+func (s *Sink) keyDelete(r *kgo.Record, obj map[string]any, src string, sch map[string]connectSchema) (op, bool, error) {
+	id, err := s.columnText(r, obj, src, s.typeAt(s.eventIDIndex), sch)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
 	}
@@ -73,7 +87,8 @@ func looksLikeObject(b []byte) bool {
 // unwrapPayload returns the object a Connect JSON value carries: with
 // schemas.enable, {"schema": {...}, "payload": {...}}, its payload and
 // the schemas of its fields (by name); else obj itself and no schemas.
-// obj passed CheckJSON.
+// A payload that is one value, not an object, comes with its schema as
+// the field "". obj passed CheckJSON.
 func (s *Sink) unwrapPayload(obj []byte) (body []byte, fields map[string]connectSchema, err error) {
 	names, err := memberNames(obj)
 	if err != nil {
@@ -83,13 +98,16 @@ func (s *Sink) unwrapPayload(obj []byte) (body []byte, fields map[string]connect
 		return obj, nil, nil
 	}
 	p, _, _, _ := serde.TopLevelField(obj, envPayload)
-	if len(p) == 0 || p[0] != '{' {
+	raw, _, _, _ := serde.TopLevelField(obj, "schema")
+	if len(p) == 0 || len(raw) == 0 || raw[0] != '{' {
 		return obj, nil, nil
 	}
-	raw, _, _, _ := serde.TopLevelField(obj, "schema")
 	sc, err := s.typed.schemas.parse(raw)
 	if err != nil {
 		return nil, nil, err
+	}
+	if p[0] != '{' {
+		return p, map[string]connectSchema{"": *sc}, nil
 	}
 	return p, sc.fieldMap(), nil
 }

@@ -43,6 +43,10 @@ func TestEventIDsOf(t *testing.T) {
 		{"tombstone of a key with a schema", "id", topology.TombstonesDelete,
 			&kgo.Record{Key: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"k"}}`)}, "k", true},
 		{"tombstone of a composite key", "id", topology.TombstonesDelete, &kgo.Record{Key: []byte(`{"id":"k","t":1}`)}, "", false},
+		{"tombstone of a one-value key with a schema", "id", topology.TombstonesDelete,
+			&kgo.Record{Key: []byte(`{"schema":{"type":"string"},"payload":"k"}`)}, "k", true},
+		{"tombstone of a decimal key", "id", topology.TombstonesDelete,
+			&kgo.Record{Key: []byte(`{"schema":{"type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"1"}},"payload":"AQ=="}`)}, "0.1", true},
 		{"row with a schema", "id", "", &kgo.Record{Value: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"w"}}`)}, "w", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
