@@ -1,6 +1,7 @@
 package stage
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,7 +57,8 @@ func (s *Stage) setWatermark() {
 
 // upstreamOf maps the input topic of every stage of f that writes st's
 // input (its output or a route target) to its partition count: the
-// upstream partitions whose lineage st's records carry.
+// upstream partitions whose lineage st's records carry. A stage with an
+// aggregate step is left out: its window results name no input partition.
 func upstreamOf(f *topology.File, st *topology.Stage) map[string]int32 {
 	parts := map[string]int32{}
 	for _, t := range f.Topics {
@@ -65,6 +67,9 @@ func upstreamOf(f *topology.File, st *topology.Stage) map[string]int32 {
 	var up map[string]int32
 	for i := range f.Stages {
 		u := &f.Stages[i]
+		if slices.ContainsFunc(u.Transform, func(s topology.Step) bool { return !s.Aggregate.IsZero() }) {
+			continue
+		}
 		for _, out := range u.OutputTopics() {
 			if out == st.Input.Topic && parts[u.Input.Topic] > 0 {
 				if up == nil {

@@ -34,7 +34,8 @@ func TestSourceOf(t *testing.T) {
 
 // The upstream partitions a stage waits for from the start are those of
 // the input topics of the stages writing its input, route targets
-// included; a stage reading a topic no stage writes has none.
+// included; a stage reading a topic no stage writes has none, nor one
+// reading window results (which name no input partition).
 func TestStageConfigUpstream(t *testing.T) {
 	f, err := topology.Parse("t.yaml", []byte(`version: 1
 kafka: { brokers: ["127.0.0.1:9092"] }
@@ -44,6 +45,8 @@ topics:
   - { name: by, partitions: 2 }
   - { name: out, partitions: 2 }
   - { name: side, partitions: 1 }
+  - { name: side2, partitions: 1 }
+  - { name: side3, partitions: 1 }
   - { name: dlq, partitions: 1 }
 stages:
   - { name: a, input: { topic: raw }, output: { topic: by }, dead_letter: { topic: dlq } }
@@ -57,6 +60,13 @@ stages:
     output: { topic: out }
     dead_letter: { topic: dlq }
     upstream_idle_timeout: 0s
+  - name: d
+    input: { topic: out }
+    output: { topic: side2 }
+    dead_letter: { topic: dlq }
+    transform:
+      - aggregate: { window: { tumbling: 1m }, aggregations: { n: count } }
+  - { name: e, input: { topic: side2 }, output: { topic: side3 }, dead_letter: { topic: dlq } }
 `), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +77,8 @@ stages:
 	}
 	if a := StageConfig(f, &f.Stages[0], "i"); a.Upstream != nil || a.UpstreamIdle != 30*time.Second {
 		t.Fatalf("stage a: upstream %v, idle %s; want none, 30s", a.Upstream, a.UpstreamIdle)
+	}
+	if e := StageConfig(f, &f.Stages[4], "i"); e.Upstream != nil {
+		t.Fatalf("stage e, behind an aggregate: upstream %v, want none", e.Upstream)
 	}
 }
