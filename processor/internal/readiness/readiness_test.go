@@ -13,6 +13,7 @@ import (
 // and nil once none holds.
 func TestCheckOrder(t *testing.T) {
 	fenced, gone, stuck := errors.New("fenced"), errors.New("input topic in was deleted"), errors.New("stuck")
+	restoring := errors.New("restoring partitions [1]: waiting for an open transaction")
 	for _, tc := range []struct {
 		name string
 		set  func(r *Rule, on map[string]bool)
@@ -42,6 +43,16 @@ func TestCheckOrder(t *testing.T) {
 		{"the input before kafka", func(r *Rule, on map[string]bool) {
 			on["input"] = true
 			r.Member.Reset()
+		}, "stage s: input topic in was deleted"},
+		{"a restore before kafka: its assignment is not recorded yet", func(r *Rule, on map[string]bool) {
+			on["restoring"] = true
+			r.Member.Reset()
+		}, "stage s: restoring partitions [1]: waiting for an open transaction"},
+		{"a restore while assigned (partitions added)", func(r *Rule, on map[string]bool) {
+			on["restoring"] = true
+		}, "stage s: restoring partitions [1]"},
+		{"the input before a restore", func(r *Rule, on map[string]bool) {
+			on["restoring"], on["input"] = true, true
 		}, "stage s: input topic in was deleted"},
 		{"no assignment before stuck", func(r *Rule, on map[string]bool) {
 			on["stuck"] = true
@@ -75,6 +86,7 @@ func TestCheckOrder(t *testing.T) {
 			r.Fenced = func() error { return when(on["fenced"], fenced) }
 			r.Input = func() error { return when(on["input"], gone) }
 			r.Stuck = func() error { return when(on["stuck"], stuck) }
+			r.Restoring = func() error { return when(on["restoring"], restoring) }
 			r.Waiting = func() string {
 				if on["waiting"] {
 					return "at COMMIT"
