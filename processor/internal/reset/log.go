@@ -24,12 +24,15 @@ const LogTopic = "exactly-resets"
 // LogEntry is one record of LogTopic, its JSON value; its key is
 // "<kind>/<name>".
 type LogEntry struct {
-	Kind    string `json:"kind"` // "stage" or "sink"
-	Name    string `json:"name"`
-	Group   string `json:"group"`
-	Topic   string `json:"topic"`
-	TopicID string `json:"topic_id"` // base64, as kadm prints it
-	Target  string `json:"target"`
+	Kind  string `json:"kind"` // "stage" or "sink"
+	Name  string `json:"name"`
+	Group string `json:"group"`
+	// PositionsTable is a sink's positions table: two sinks of one name
+	// in two files are one only when they share it.
+	PositionsTable string `json:"positions_table,omitempty"`
+	Topic          string `json:"topic"`
+	TopicID        string `json:"topic_id"` // base64, as kadm prints it
+	Target         string `json:"target"`
 	// At is when the reset was executed.
 	At         time.Time      `json:"at"`
 	Partitions []LogPartition `json:"partitions"`
@@ -45,7 +48,7 @@ type LogPartition struct {
 
 // entry is the log entry of executing p at at.
 func (p Plan) entry(at time.Time) LogEntry {
-	e := LogEntry{Kind: p.Kind, Name: p.Name, Group: p.Group, Topic: p.Topic, TopicID: kadm.TopicID(p.TopicID).String(),
+	e := LogEntry{Kind: p.Kind, Name: p.Name, Group: p.Group, PositionsTable: p.PositionsTable, Topic: p.Topic, TopicID: kadm.TopicID(p.TopicID).String(),
 		Target: p.Target.String(), At: at.UTC()}
 	for _, c := range p.Changes {
 		e.Partitions = append(e.Partitions, LogPartition{Partition: c.Partition, From: c.Current, To: c.New})
@@ -173,16 +176,17 @@ type Skip struct {
 	Target    string    `json:"target"` // what it was asked for
 }
 
-// Skips returns the ranges that the logged resets of kind/name on topic
-// (with topicID: a topic re-created under the same name is another) left
-// skipped, by partition, in order. A reset to position n skips [from, n)
+// Skips returns the ranges that the logged resets of one stage or sink
+// left skipped, by partition, in order: the entries whose kind, name,
+// positions table, topic and topic ID (a topic re-created under the same
+// name is another) are of's. A reset to position n skips [from, n)
 // when it moves forward (from the log start, 0, when nothing was stored);
 // and any reset to n makes the records at n and after read again, so it
 // ends the ranges of earlier resets at n.
-func Skips(entries []LogEntry, kind, name, topic, topicID string) map[int32][]Skip {
+func Skips(entries []LogEntry, of LogEntry) map[int32][]Skip {
 	out := map[int32][]Skip{}
 	for _, e := range entries {
-		if e.Kind != kind || e.Name != name || e.Topic != topic || e.TopicID != topicID {
+		if e.Kind != of.Kind || e.Name != of.Name || e.PositionsTable != of.PositionsTable || e.Topic != of.Topic || e.TopicID != of.TopicID {
 			continue
 		}
 		for _, lp := range e.Partitions {

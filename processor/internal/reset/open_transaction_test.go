@@ -156,7 +156,7 @@ func TestWithLogCommitsOnlyAppliedResets(t *testing.T) {
 		len(e.Partitions) != 1 || e.Partitions[0] != (LogPartition{Partition: 0, From: NoPosition, To: 10}) {
 		t.Fatalf("entry %+v", e)
 	}
-	skips := Skips(got, "stage", "clean", "in", e.TopicID)
+	skips := Skips(got, LogEntry{Kind: "stage", Name: "clean", Topic: "in", TopicID: e.TopicID})
 	if len(skips[0]) != 1 || skips[0][0].From != 0 || skips[0][0].To != 10 {
 		t.Fatalf("skips %+v, want [0, 10)", skips)
 	}
@@ -185,11 +185,13 @@ func TestSkips(t *testing.T) {
 			entry("clean", LogPartition{0, 100, 500}), entry("clean", LogPartition{0, 600, 900})},
 			want: map[int32][]rng{0: {{100, 500}, {600, 900}}}},
 		{name: "other stage", entries: []LogEntry{entry("enrich", LogPartition{0, 100, 500})}, want: map[int32][]rng{}},
+		{name: "another positions table", entries: []LogEntry{{Kind: "stage", Name: "clean", PositionsTable: "other.positions",
+			Topic: "in", TopicID: "id", Partitions: []LogPartition{{0, 100, 500}}}}, want: map[int32][]rng{}},
 		{name: "topic re-created", entries: []LogEntry{{Kind: "stage", Name: "clean", Topic: "in", TopicID: "old",
 			Partitions: []LogPartition{{0, 100, 500}}}}, want: map[int32][]rng{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Skips(tt.entries, "stage", "clean", "in", "id")
+			got := Skips(tt.entries, LogEntry{Kind: "stage", Name: "clean", Topic: "in", TopicID: "id"})
 			if len(got) != len(tt.want) {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}

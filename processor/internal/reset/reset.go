@@ -111,8 +111,10 @@ type Plan struct {
 	TopicID [16]byte
 	Target  Target
 	// Where the positions live: "consumer group <g>" or "postgres table <t>".
-	Store   string
-	Changes []Change // by partition
+	Store string
+	// PositionsTable is a sink's positions table.
+	PositionsTable string
+	Changes        []Change // by partition
 	// Stable and HighWatermark are each partition's last stable offset
 	// and high watermark when planned: they differ while a transaction is
 	// open there.
@@ -415,7 +417,7 @@ func PlanSink(ctx context.Context, adm *kadm.Client, cfg pgsink.Config, t Target
 		current[s.Partition] = s.NextOffset
 	}
 	p := Plan{Kind: "sink", Name: cfg.Sink, Group: cfg.Group(), Topic: cfg.Input, TopicID: id, Target: t,
-		Store: "postgres table " + cfg.PositionsTable, Changes: changes(news, current)}
+		Store: "postgres table " + cfg.PositionsTable, PositionsTable: cfg.PositionsTable, Changes: changes(news, current)}
 	p.addOpen(ctx, adm, parts)
 	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/processor/internal/reset"
 )
 
@@ -60,10 +61,12 @@ func (p *plan) readResets(ctx context.Context, adm *kadm.Client, cfg Config) err
 		return kadm.TopicID(td.ID).String()
 	}
 	for _, c := range p.rep.Stages {
-		c.ResetSkips = resetSkips(reset.Skips(entries, "stage", c.Name, c.Input, id(c.Input)))
+		c.ResetSkips = resetSkips(reset.Skips(entries, reset.LogEntry{Kind: "stage", Name: c.Name, Topic: c.Input, TopicID: id(c.Input)}))
 	}
 	for _, c := range p.rep.Sinks {
-		c.ResetSkips = resetSkips(reset.Skips(entries, "sink", c.Name, c.Input, id(c.Input)))
+		positions := pgsink.SinkConfig(cfg.Topology, &c.cfg, "verify").PositionsTable
+		c.ResetSkips = resetSkips(reset.Skips(entries, reset.LogEntry{Kind: "sink", Name: c.Name, PositionsTable: positions,
+			Topic: c.Input, TopicID: id(c.Input)}))
 	}
 	return nil
 }
