@@ -211,6 +211,10 @@ func (s *Sink) streamable(b *batch) int {
 	switch {
 	case len(b.recs) == 0 || s.cfg.Tombstones == topology.TombstonesDelete || s.cfg.Envelope == topology.EnvelopeDebezium:
 		return streamNone
+	case s.typed.keeps.Load():
+		// A stream with placeholders (op.keep) would stop at each one
+		// and decode its batch again: once met, batches are prepared.
+		return streamNone
 	case s.cfg.AutoColumns:
 		// A record may add a column in the middle of the batch, which
 		// widens the rows before it (padRows) and the table before the
@@ -397,6 +401,7 @@ func (c *copyStream) Read(p []byte) (int, error) {
 				return n, c.err
 			}
 			if ops[0].keep != nil {
+				c.s.typed.keeps.Store(true)
 				c.err = errStreamKeep
 				return n, c.err
 			}

@@ -44,8 +44,10 @@ func dbzEvent(op, before, after string) []byte {
 }
 
 // itemSink runs a sink of envelope debezium (mode upsert) into items of a
-// new schema, created by the test, until its stored position reaches n.
-func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string, mods ...func(*pgsink.Config)) (schema string, s *pgsink.Sink) {
+// new schema, created by the test, until its stored position reaches n
+// and its counts satisfy ready (nil: any), which they may do a moment
+// after the commit that stored the position.
+func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string, ready func(pgsink.Stats) bool, mods ...func(*pgsink.Config)) (schema string, s *pgsink.Sink) {
 	t.Helper()
 	pool := pgPool(t)
 	ctx := context.Background()
@@ -94,7 +96,7 @@ func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string, 
 	for {
 		var next int64
 		err := pool.QueryRow(ctx, "SELECT coalesce(sum(next_offset), 0) FROM "+schema+".positions").Scan(&next)
-		if err == nil && next >= n {
+		if err == nil && next >= n && (ready == nil || ready(s.Stats())) {
 			return schema, s
 		}
 		if time.Now().After(deadline) {
@@ -151,7 +153,8 @@ func TestSinkDebeziumPlaceholderAndLogicalTypes(t *testing.T) {
 		[]byte(`{"id":4}|`),
 	)
 	kcatProduce(t, topic, lines)
-	schema, s := itemSink(t, topic, int64(len(lines)), topology.EnvelopeDebezium, topology.TombstonesSkip)
+	schema, s := itemSink(t, topic, int64(len(lines)), topology.EnvelopeDebezium, topology.TombstonesSkip,
+		func(st pgsink.Stats) bool { return st.Deleted >= 1 && st.DeadLettered >= 1 })
 
 	got := psqlLines(t, "SELECT id, length(big), doc, encode(blob, 'hex'), amount, d, ts, tstz, tags FROM "+schema+".items ORDER BY id")
 	want := []string{
@@ -191,7 +194,8 @@ func TestSinkTombstoneJSONKeys(t *testing.T) {
 		[]byte(`{"id":3,"tenant":7}|`),
 	}
 	kcatProduce(t, topic, lines)
-	schema, s := itemSink(t, topic, int64(len(lines)), topology.EnvelopeNone, topology.TombstonesDelete)
+	schema, s := itemSink(t, topic, int64(len(lines)), topology.EnvelopeNone, topology.TombstonesDelete,
+		func(st pgsink.Stats) bool { return st.Deleted >= 2 && st.DeadLettered >= 1 })
 	if got := psqlLines(t, "SELECT id FROM "+schema+".items ORDER BY id"); strings.Join(got, ",") != "3" {
 		t.Fatalf("rows left %v; want 3", got)
 	}
@@ -243,7 +247,7 @@ func TestSinkUnavailableValueRows(t *testing.T) {
 			topic := newTopic(t, "unavail_in")
 			kcatProduce(t, topic, tc.lines)
 			var seeded string
-			schema, _ := itemSink(t, topic, int64(len(tc.lines)), topology.EnvelopeNone, topology.TombstonesSkip, func(c *pgsink.Config) {
+			schema, _ := itemSink(t, topic, int64(len(tc.lines)), topology.EnvelopeNone, topology.TombstonesSkip, nil, func(c *pgsink.Config) {
 				c.Mode = tc.mode
 				c.Columns = []pgsink.Column{{Name: "id", Source: "id"}, {Name: "big", Source: "big"}, {Name: "d", Source: "d"}}
 				if tc.name == "version" {

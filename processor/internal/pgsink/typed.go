@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,6 +52,9 @@ type typedState struct {
 	connect   map[string]map[string]connectSchema
 	// schemas are the Connect schemas of JSON values (schemas.enable).
 	schemas schemaCache
+	// keeps is set once a record kept a stored value (op.keep): the
+	// input carries placeholders, and batches are no longer streamed.
+	keeps atomic.Bool
 }
 
 // pendingColumn is a column to add: its index in Config.Columns, and the
