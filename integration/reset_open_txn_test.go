@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
 )
 
-// A reset to the latest position while another producer's transaction is
-// open on the input: the new positions are the last stable offsets, the
+// A reset to the latest position (a stage) or to a time after every record
+// (a sink) while another producer's transaction is open on the input: the new positions are the last stable offsets, the
 // first offset of that transaction on each partition, so once it commits
 // the stage or sink processes all of its records, and skips exactly the
 // committed records that were there at the reset. Read back with kcat
@@ -57,14 +58,32 @@ func openForeignTxn(t *testing.T, topic, txnID string, from, n int) (commit func
 	}
 }
 
-// resetAtOpenTxn runs the dry run and the reset --to-latest of the stage
-// or sink named by flag ("--stage" or "--sink") while txnID's transaction
-// is open on in, and checks that both name it and that the positions
+// resetAtOpenTxn runs the dry run and the reset to target (its flags) of
+// the stage or sink named by flag ("--stage" or "--sink") while txnID's
+// transaction is open on in, and checks that both name it, that an
+// explicit offset inside it is refused, and that the positions
 // positions() returns after it are the last stable offsets.
-func resetAtOpenTxn(t *testing.T, topo, flag, name, in, txnID string, positions func() map[int32]int64) {
+func resetAtOpenTxn(t *testing.T, topo, flag, name, in, txnID string, positions func() map[int32]int64, target ...string) {
 	t.Helper()
 	lso, before := committedEnds(t, in), positions()
-	code, out := exactlyExit(t, nil, "reset", "--topology", topo, flag, name, "--to-latest")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hwm, err := adminClient(t).ListEndOffsets(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hwm.Each(func(o kadm.ListedOffset) {
+		if o.Offset <= lso[o.Partition] {
+			return
+		}
+		// The high watermark is past the open transaction's first record.
+		code, out := exactlyExit(t, nil, "reset", "--topology", topo, flag, name, "--to-offsets", fmt.Sprintf("%d=%d", o.Partition, o.Offset))
+		want := fmt.Sprintf("offset %d is past the last stable offset %d", o.Offset, lso[o.Partition])
+		if code != 2 || !strings.Contains(out, want) {
+			t.Errorf("--to-offsets inside the open transaction: exit %d, want 2 and %q:\n%s", code, want, out)
+		}
+	})
+	code, out := exactlyExit(t, nil, append([]string{"reset", "--topology", topo, flag, name}, target...)...)
 	for _, want := range []string{"open transactions on " + in, txnID, "so no open transaction is split", "dry run: nothing changed"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("dry run: exit %d, want 0 and %q:\n%s", code, want, out)
@@ -73,7 +92,7 @@ func resetAtOpenTxn(t *testing.T, topo, flag, name, in, txnID string, positions 
 	if after := positions(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("a dry run changed the positions: %v -> %v", before, after)
 	}
-	code, out = exactlyExit(t, nil, "reset", "--topology", topo, flag, name, "--to-latest", "--execute")
+	code, out = exactlyExit(t, nil, append([]string{"reset", "--topology", topo, flag, name, "--execute"}, target...)...)
 	if code != 0 || !strings.Contains(out, "done: reset 3 partitions") {
 		t.Fatalf("reset: exit %d:\n%s", code, out)
 	}
@@ -134,7 +153,7 @@ func TestResetStageAtOpenTransaction(t *testing.T) {
 			out[p] = o.At
 		}
 		return out
-	})
+	}, "--to-latest")
 	commit()
 
 	p = start(t, nil, "run", "--topology", topo, "--instance-id", "a")
@@ -174,7 +193,7 @@ func TestResetSinkAtOpenTransaction(t *testing.T) {
 
 	resetAtOpenTxn(t, topo, "--sink", s.name, s.in, txnID, func() map[int32]int64 {
 		return storedPositions(t, pool, s.positions(), s.in)
-	})
+	}, "--to-datetime", time.Now().Add(time.Hour).UTC().Format(time.RFC3339)) // after every record: the last stable offset
 	commit()
 
 	p = startSink(t, topo, "a")
