@@ -141,6 +141,3 @@ func (s *Store) checkpoint(p int32) (c Checkpoint, ok bool, err error) {
 func (b *Batch) setCheckpoint(s *Store, p int32, c Checkpoint) {
 	_ = b.b.Set(checkpointKey(s, p), c.encode(), nil)
 }
-
-// deleteCheckpoint deletes the checkpoint of partition p of s in b.
-func (b *Batch) deleteCheckpoint(s *Store, p int32) { _ = b.b.Delete(checkpointKey(s, p), nil) }

@@ -298,17 +298,22 @@ func newRestorer(db *DB, set *partSet, p int32, cl ChangelogPartition, now time.
 		return r, nil
 	}
 	r.rebuild, r.lost = err.Error(), errors.Is(err, ErrStateLost)
-	b := db.NewBatch()
-	b.deleteCheckpoint(set.stores[0], p)
-	for _, st := range set.stores {
-		b.Clear(st, p)
-	}
-	if err := b.Commit(); err != nil {
-		return nil, err
-	}
 	// Records read in this restore are read after now: see Checkpoint.Since.
 	r.part = &part{streamTime: noTime, topicID: cl.TopicID, offset: cl.Start, since: r.start}
 	r.from = cl.Start
+	b := db.NewBatch()
+	for _, st := range set.stores {
+		b.Clear(st, p)
+	}
+	// The emptied store holds every record below the log start: there
+	// are none. With this checkpoint a rebuild killed before its first
+	// batch is judged from where it began, so records deleted from the
+	// changelog meanwhile are lost state (Checkpoint.Check), not a
+	// silent rebuild from the later log start.
+	b.setCheckpoint(set.stores[0], p, r.part.checkpoint())
+	if err := b.Commit(); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 

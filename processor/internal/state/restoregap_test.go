@@ -217,3 +217,33 @@ func TestReadChangelogNamesOpenTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRebuildCutBeforeItsFirstBatchIsLost: a rebuild that never applied a
+// batch (the process was killed at once) leaves a checkpoint at the log
+// start it began from, so records deleted before the next restore are
+// lost state there too, not a silent rebuild from the later log start.
+func TestRebuildCutBeforeItsFirstBatchIsLost(t *testing.T) {
+	const topic = "exactly-s-stateful-changelog"
+	opts, adm, ctx := gapChangelog(t, topic, 4)
+	d := NewKV(openDB(t))
+	restore := func() Restorer {
+		t.Helper()
+		cls, err := DescribeChangelog(ctx, opts, topic, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.Restore(0, cls[0], time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := restore(); r.Lost() || r.From() != 0 {
+		t.Fatalf("first restore: lost %v from %d; want a rebuild from 0", r.Lost(), r.From())
+	}
+	// Killed here: nothing applied, nothing done.
+	deleteBefore(t, ctx, adm, topic, 4)
+	if r := restore(); !r.Lost() {
+		t.Fatalf("restore after records were deleted under a cut rebuild: %q, want lost", r.Rebuild())
+	}
+}
