@@ -235,9 +235,13 @@ func topicState(ctx context.Context, adm *kadm.Client, topic string) (map[int32]
 	}
 	out := make(map[int32]partitionState, len(td.Partitions))
 	for p := range td.Partitions {
-		s, _ := starts.Lookup(topic, p)
-		e, _ := ends.Lookup(topic, p)
-		l, _ := stables.Lookup(topic, p)
+		s, okS := starts.Lookup(topic, p)
+		e, okE := ends.Lookup(topic, p)
+		l, okL := stables.Lookup(topic, p)
+		if !okS || !okE || !okL {
+			// A zero offset is no answer: a reset there would replay all.
+			return nil, id, fmt.Errorf("list offsets of %s: partition %d: %w", topic, p, kerr.LeaderNotAvailable)
+		}
 		out[p] = partitionState{start: s.Offset, end: e.Offset, stable: min(l.Offset, e.Offset)}
 	}
 	return out, id, nil
