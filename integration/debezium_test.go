@@ -26,8 +26,9 @@ import (
 
 // dbzColumns are the source table's columns after id, in order, with their
 // types: each Postgres type that Debezium writes as a Connect logical type
-// or a Debezium semantic type, and a TOASTed text column. The sink's target
-// table has the same columns and types.
+// or a Debezium semantic type, and a text column of large values; b and j
+// hold large values now and then (toasted). The sink's target table has the
+// same columns and types.
 var dbzColumns = []struct{ name, typ string }{
 	{"n", "numeric(20,6)"},
 	{"d", "date"},
@@ -91,8 +92,9 @@ func dbzConverters(t *testing.T) []dbzConverter {
 // the same columns; then the two tables are compared cell by cell and must
 // be equal. The rows exist before the connector starts (its snapshot, op r)
 // and then change while it streams: inserts, updates that leave the TOASTed
-// column out of the change (REPLICA IDENTITY DEFAULT: Debezium writes its
-// unavailable-value placeholder there), updates of it, updates to NULL, a
+// text, bytea and jsonb values out of the change (REPLICA IDENTITY DEFAULT:
+// Debezium writes its unavailable-value placeholder there), updates of
+// them, updates to NULL, a
 // primary-key change, deletes with their tombstones, a delete and insert
 // again of one ID, several changes of one row in one transaction. Each
 // converter is a subtest: JSON without schemas (decimals and times as
@@ -120,9 +122,9 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
 		defs = append(defs, c.name+" "+c.typ)
 	}
 	cols := "id integer PRIMARY KEY, " + strings.Join(defs, ", ")
-	// STORAGE EXTERNAL: a big value is stored out of line uncompressed, so
-	// it is TOASTed whatever it compresses to.
-	pgExec(t, pool, fmt.Sprintf("CREATE TABLE %s (%s); ALTER TABLE %s REPLICA IDENTITY DEFAULT, ALTER COLUMN big SET STORAGE EXTERNAL; CREATE TABLE %s (%s)",
+	// STORAGE EXTERNAL: a large value is stored out of line uncompressed,
+	// so it is TOASTed whatever it compresses to.
+	pgExec(t, pool, fmt.Sprintf("CREATE TABLE %s (%s); ALTER TABLE %s REPLICA IDENTITY DEFAULT, ALTER COLUMN big SET STORAGE EXTERNAL, ALTER COLUMN b SET STORAGE EXTERNAL, ALTER COLUMN j SET STORAGE EXTERNAL; CREATE TABLE %s (%s)",
 		src, cols, src, dst, cols))
 
 	seed := uint64(time.Now().UnixNano())
@@ -167,14 +169,20 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
 	for id := 21; id <= 40; id++ {
 		g.insert(t, id)
 	}
-	for _, id := range []int{1, 2, 3, 4, 21, 22, 23, 24} {
-		g.updateSmall(t, id) // big unchanged: the placeholder
+	for _, id := range []int{1, 2, 3, 4, 12, 13, 21, 22, 23, 24, 32, 33} {
+		g.updateSmall(t, id) // b, j, big unchanged: the placeholder where TOASTed
 	}
 	for _, id := range []int{2, 22} {
 		g.updateSmall(t, id) // and again
 	}
 	for _, id := range []int{3, 23} {
-		g.updateBig(t, id)
+		g.updateToasted(t, id, "big")
+	}
+	for _, id := range []int{12, 32} {
+		g.updateToasted(t, id, "b")
+	}
+	for _, id := range []int{13, 33} {
+		g.updateToasted(t, id, "j")
 	}
 	g.exec(t, "UPDATE "+src+" SET n = NULL, d = NULL, t = NULL, ts = NULL, tstz = NULL, b = NULL, j = NULL, u = NULL WHERE id IN (5, 25)")
 	g.exec(t, "UPDATE "+src+" SET big = NULL WHERE id = 6")
@@ -182,14 +190,17 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
 	g.exec(t, "DELETE FROM "+src+" WHERE id = 8")
 	g.insert(t, 8)
 	// A new primary key: a delete of the old row and a create of the new
-	// one. Its big is short (stored inline), so the create carries it.
-	g.exec(t, "UPDATE "+src+" SET big = 'short', id = 1000 WHERE id = 9")
+	// one. The update sets every toasted column to a short value (stored
+	// inline), so the create carries them: one it left out would come as
+	// the placeholder, for a row the sink never stored, and nobody, not
+	// even Debezium, has its value.
+	g.exec(t, "UPDATE "+src+` SET big = 'short', b = '\x01', j = '{"moved": true}', id = 1000 WHERE id = 9`)
 	g.exec(t, "UPDATE "+src+" SET id = 1001 WHERE id = 1000")
 	// Several changes of one row in one transaction.
 	g.txn(t, func(tx pgx.Tx) {
 		g.updateSmallIn(t, tx, 10)
 		g.updateSmallIn(t, tx, 10)
-		g.updateBigIn(t, tx, 11)
+		g.updateToastedIn(t, tx, 11, "big")
 		g.updateSmallIn(t, tx, 11)
 	})
 	g.exec(t, "UPDATE "+src+" SET n = 1 WHERE id BETWEEN 30 AND 35") // one statement, six rows
@@ -354,9 +365,13 @@ var dbzValues = map[string][]string{
 	"t":    {"00:00:00", "23:59:59.999999", "12:34:56.789012", "00:00:00.000001", "13:00:00.5"},
 	"ts":   {"1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "2024-02-29 13:14:15.123456", "1900-01-01 00:00:00", "2262-04-12 00:00:00.000001", "0001-01-01 00:00:00"},
 	"tstz": {"2024-02-29 13:14:15.123456+02", "1969-12-31 23:59:59.999999+00", "2000-01-01 00:00:00-08", "1900-06-01 12:00:00+01", "9999-12-31 23:59:59+00"},
-	"b":    {`\x`, `\x00`, `\x00ff10`, `\xdeadbeef00`},
-	"j":    {`{}`, `[]`, `{"a": [1, 2.50, "x"], "u": "é😀"}`, `null`, `{"big": 12345678901234567890.123, "neg": -0.0}`, `"text"`, `[{"k": {"n": 1e-7}}]`},
+	"b":    {`\x`, `\x00`, `\x00ff10`, `\xdeadbeef00`, "large"},
+	"j":    {`{}`, `[]`, `{"a": [1, 2.50, "x"], "u": "é😀"}`, `null`, `{"big": 12345678901234567890.123, "neg": -0.0}`, `"text"`, `[{"k": {"n": 1e-7}}]`, "large"},
 }
+
+// toasted are the columns that may hold a value stored out of line: an
+// update that does not set one leaves it out of the change.
+var toasted = map[string]bool{"b": true, "j": true, "big": true}
 
 // pick returns one of col's values, or NULL now and then.
 func (g *dbzRows) pick(col string) any {
@@ -374,7 +389,26 @@ func (g *dbzRows) pick(col string) any {
 		return g.bigText()
 	}
 	vs := dbzValues[col]
-	return vs[g.rnd.IntN(len(vs))]
+	if v := vs[g.rnd.IntN(len(vs))]; v != "large" {
+		return v
+	}
+	return g.large(col)
+}
+
+// large returns a value of col (b or j) of 3 to 8 KB, stored out of line.
+func (g *dbzRows) large(col string) string {
+	text := g.bigText()
+	for len(text) < 3000 {
+		text = g.bigText()
+	}
+	if col == "b" {
+		return fmt.Sprintf(`\x%x`, text)
+	}
+	doc, err := json.Marshal(map[string]any{"doc": text, "n": g.rnd.IntN(1000)})
+	if err != nil {
+		panic(err)
+	}
+	return string(doc)
 }
 
 // bigText returns 3 to 8 KB of text that compresses badly, with non-ASCII
@@ -418,8 +452,8 @@ func (g *dbzRows) insert(t *testing.T, id int) {
 	g.exec(t, fmt.Sprintf("INSERT INTO %s VALUES ($1, %s)", g.table, strings.Join(casts(2), ", ")), args...)
 }
 
-// updateSmall changes every column of row id but big, which an update
-// then leaves out of the change (unchanged TOAST).
+// updateSmall changes every column of row id but the toasted ones, which
+// the update then leaves out of the change (unchanged TOAST).
 func (g *dbzRows) updateSmall(t *testing.T, id int) {
 	t.Helper()
 	g.txn(t, func(tx pgx.Tx) { g.updateSmallIn(t, tx, id) })
@@ -429,22 +463,31 @@ func (g *dbzRows) updateSmallIn(t *testing.T, tx pgx.Tx, id int) {
 	t.Helper()
 	var set []string
 	args := []any{id}
-	for i, c := range dbzColumns[:len(dbzColumns)-1] {
-		set = append(set, fmt.Sprintf("%s = $%d::text::%s", c.name, i+2, c.typ))
+	for _, c := range dbzColumns {
+		if toasted[c.name] {
+			continue
+		}
 		args = append(args, g.pick(c.name))
+		set = append(set, fmt.Sprintf("%s = $%d::text::%s", c.name, len(args), c.typ))
 	}
 	g.execIn(t, tx, fmt.Sprintf("UPDATE %s SET %s WHERE id = $1", g.table, strings.Join(set, ", ")), args...)
 }
 
-// updateBig gives row id a new big value.
-func (g *dbzRows) updateBig(t *testing.T, id int) {
+// updateToasted gives row id a new large value of the toasted column col
+// alone.
+func (g *dbzRows) updateToasted(t *testing.T, id int, col string) {
 	t.Helper()
-	g.txn(t, func(tx pgx.Tx) { g.updateBigIn(t, tx, id) })
+	g.txn(t, func(tx pgx.Tx) { g.updateToastedIn(t, tx, id, col) })
 }
 
-func (g *dbzRows) updateBigIn(t *testing.T, tx pgx.Tx, id int) {
+func (g *dbzRows) updateToastedIn(t *testing.T, tx pgx.Tx, id int, col string) {
 	t.Helper()
-	g.execIn(t, tx, "UPDATE "+g.table+" SET big = $2 WHERE id = $1", id, g.bigText())
+	v := g.bigText()
+	if col != "big" {
+		v = g.large(col)
+	}
+	typ := map[string]string{"b": "bytea", "j": "jsonb", "big": "text"}[col]
+	g.execIn(t, tx, fmt.Sprintf("UPDATE %s SET %s = $2::text::%s WHERE id = $1", g.table, col, typ), id, v)
 }
 
 func (g *dbzRows) execIn(t *testing.T, tx pgx.Tx, sql string, args ...any) {
