@@ -173,6 +173,11 @@ func TestResetStageAtOpenTransaction(t *testing.T) {
 	}
 	c := rep.Stages[0]
 	checkResetSkipped(t, "stage "+st.name, rep, c.ResetSkipped, c.Lost, c.ResetSkips)
+	code, out := exactlyExit(t, nil, "verify", "--topology", topo, "--event-id", "event_id")
+	if want := "stage " + st.name + ": 200 records skipped on purpose by exactly reset (not lost):"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("verify: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	t.Logf("verify:\n%s", out)
 }
 
 func TestResetSinkAtOpenTransaction(t *testing.T) {
