@@ -18,7 +18,8 @@ position and the lag against the last stable offset (the read_committed
 end) of every input partition. Stages are measured from their group's
 committed offsets, sinks from the positions stored in Postgres. Then it
 lists the transactions open on the stages' and sinks' input, output and
-dead-letter partitions for longer than their timeout (or --hanging-after):
+dead-letter partitions, and on stateful stages' changelogs, for longer
+than their timeout (or --hanging-after):
 each holds its partition's last stable offset, and read_committed
 consumers wait behind it (KIP-664; exactly help operating, "Hanging
 transactions", says how to abort one). It reads Kafka and Postgres and
