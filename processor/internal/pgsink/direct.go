@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/topology"
@@ -296,19 +295,7 @@ func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *r
 	}
 	var affected int64
 	if err == nil {
-		var pb pgx.Batch
-		pb.Queue(s.sql.insert)
-		pb.Queue(s.sql.truncate)
-		pb.Queue(checkDeferred)
-		pb.Queue("RELEASE SAVEPOINT " + savepoint)
-		br := tx.SendBatch(ctx, &pb)
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err == nil {
-			affected = tag.RowsAffected()
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
+		affected, err = s.upsertStaged(ctx, tx) // upsert.go
 	}
 	if err == nil {
 		res.dead = append(res.dead, st.dead...)
