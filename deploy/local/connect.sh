@@ -136,7 +136,7 @@ fetch_worker() {
 # from the worker first, and only a class that the worker's release removed
 # comes from the plugin's copy (Debezium 3.6, built on Kafka 4.3, still uses
 # common.utils.Sanitizer, gone in 4.4).
-PLUGIN_MVN_ARGS=(-DexcludeGroupIds=org.slf4j -DexcludeArtifactIds=connect-api,connect-json,connect-runtime,connect-transforms)
+PLUGIN_MVN_ARGS=(-DexcludeGroupIds=org.slf4j "-DexcludeArtifactIds=connect-api,connect-json,connect-runtime,connect-transforms")
 
 # fetch_plugin NAME: plugin NAME's jars into $PLUGINS/NAME, with a
 # ServiceLoader manifest for each of its plugin classes.
