@@ -85,7 +85,7 @@ func (x *aggregateTxn) outputs(r *kgo.Record, src source) ([]*kgo.Record, bool, 
 }
 
 func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
-	return &dlq.RecordError{Reason: deadletter.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (the stream time of partition %d, the least of its upstream partitions' event times, has closed them)",
+	return &dlq.RecordError{Reason: deadletter.ReasonLate, Step: a.Step, Err: fmt.Errorf("event time %s is past the grace of its windows (the stream time of partition %d has closed them; see stream-time.md)",
 		time.UnixMilli(ts).UTC().Format(time.RFC3339Nano), partition)}
 }
 
