@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/integration/internal/tcpproxy"
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -134,6 +136,67 @@ func shortRules(t *testing.T) string {
 	return path
 }
 
+// runFaultyEngine runs an engine of f's stages or sinks (opts select
+// them), as instance stall-1, with every Kafka connection through a
+// kafkaFaults dialer, and serves its endpoints on a free address. The
+// engine stops when the test ends.
+func runFaultyEngine(t *testing.T, f *topology.File, opts ...processor.Option) (*kafkaFaults, string, *http.Server) {
+	t.Helper()
+	faults := &kafkaFaults{}
+	opts = append(opts, processor.InstanceID("stall-1"), processor.WithRegistry(prometheus.NewRegistry()),
+		processor.StateDir(t.TempDir()), processor.WithKafkaOptions(kgo.Dialer(faults.Dial)))
+	eng, err := processor.New(f, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	srv := &http.Server{Addr: addr, Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.ListenAndServe() }()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	t.Cleanup(func() {
+		faults.set(faultNone)
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine: %v", err)
+		}
+		_ = srv.Close()
+	})
+	return faults, addr, srv
+}
+
+// feedJSON writes 100 JSON records a second to topic, from a client of its
+// own, until the returned function is called.
+func feedJSON(t *testing.T, topic string) (stop func()) {
+	t.Helper()
+	prod := kafkaClient(t, kgo.DefaultProduceTopic(topic))
+	ctx, cancel := context.WithCancel(context.Background())
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ctx.Err() == nil; i++ {
+			for j := range 10 {
+				prod.Produce(ctx, &kgo.Record{Key: fmt.Appendf(nil, "e-%d-%d", i, j), Value: fmt.Appendf(nil, `{"event_id":"e-%d-%d","n":%d}`, i, j, j)}, nil)
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { cancel(); <-fed; prod.Close() }
+}
+
+// firingFor returns whether alertname fires for the series labelled
+// label=value, on Prometheus at prom.
+func firingFor(t *testing.T, prom, alertname, label, value string) bool {
+	n, err := promQuery(t, prom, fmt.Sprintf(`ALERTS{alertname=%q,alertstate="firing",%s=%q}`, alertname, label, value))
+	return err == nil && n > 0
+}
+
 // A stage that cannot fetch or commit, or reach its broker at all, while
 // its input grows: against a real Prometheus evaluating the shipped rules
 // (waits shortened), ExactlyStageTransactionOpenTooLong fires for a stage
@@ -158,48 +221,8 @@ func TestAlertRulesFireForAStalledStage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	faults := &kafkaFaults{}
-	reg := prometheus.NewRegistry()
-	eng, err := processor.New(f, processor.Stages(name), processor.InstanceID("stall-1"), processor.WithRegistry(reg),
-		processor.StateDir(t.TempDir()), processor.WithKafkaOptions(kgo.Dialer(faults.Dial)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	srv := &http.Server{Addr: addr, Handler: eng.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.ListenAndServe() }()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(ctx) }()
-	t.Cleanup(func() {
-		faults.set(faultNone)
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine: %v", err)
-		}
-		_ = srv.Close()
-	})
-
-	// The input grows by 100 records a second, from a client of its own.
-	prod := kafkaClient(t, kgo.DefaultProduceTopic(in))
-	defer prod.Close()
-	feedCtx, stopFeed := context.WithCancel(context.Background())
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; feedCtx.Err() == nil; i++ {
-			for j := range 10 {
-				prod.Produce(feedCtx, &kgo.Record{Value: fmt.Appendf(nil, `{"event_id":"e-%d-%d"}`, i, j)}, nil)
-			}
-			select {
-			case <-feedCtx.Done():
-			case <-tick.C:
-			}
-		}
-	}()
-	defer func() { stopFeed(); <-fed }()
+	faults, addr, srv := runFaultyEngine(t, f, processor.Stages(name))
+	defer feedJSON(t, in)()
 
 	prom := startPrometheus(t, shortRules(t), addr)
 	admCl := kafkaClient(t)
@@ -207,13 +230,7 @@ func TestAlertRulesFireForAStalledStage(t *testing.T) {
 	adm := kadm.NewClient(admCl)
 	st := map[string]string{"stage": name}
 	metricLag := func() (float64, int) { return sum(scrape(t, addr), "exactly_stage_consumer_lag_records", st) }
-	alert := func(alertname string) string {
-		return fmt.Sprintf(`ALERTS{alertname=%q,alertstate="firing",stage=%q}`, alertname, name)
-	}
-	firing := func(alertname string) bool {
-		n, err := promQuery(t, prom, alert(alertname))
-		return err == nil && n > 0
-	}
+	firing := func(alertname string) bool { return firingFor(t, prom, alertname, "stage", name) }
 	caughtUp := func(what string) {
 		t.Helper()
 		eventually(t, time.Minute, func() bool {
@@ -311,4 +328,118 @@ func TestAlertRulesFireForAStalledStage(t *testing.T) {
 		return err == nil && n > 0
 	}, func() string { return "ExactlyInstanceDown not firing for an instance that answers no scrape" })
 	t.Logf("no scrape: ExactlyInstanceDown fired %s after", time.Since(downAt).Round(time.Second))
+}
+
+// A sink cut off from its broker, then from Postgres, while its input
+// grows: against a real Prometheus evaluating the shipped rules (waits
+// shortened), ExactlySinkBatchOpenTooLong fires for the sink cut off from
+// Kafka, whose lag series stay; with Postgres cut off, the lag follows
+// the real lag (the read_committed ends less the positions stored in
+// Postgres) and ExactlySinkLagGrowing, ExactlySinkBatchOpenTooLong and
+// ExactlySinkNotReady fire. Once each fault ends, the sink catches up.
+func TestAlertRulesFireForAStalledSink(t *testing.T) {
+	tool(t, "promtool", "deploy/local/up.sh installs it (apt-get install prometheus)")
+	sk := newSinkSpec("stallsink")
+	path := sinkTopology(t, sk)
+	u, err := url.Parse(pgDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgProxy, err := tcpproxy.Listen("127.0.0.1:0", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pgProxy.Close()
+	u.Host = pgProxy.Addr()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse(path, text, func(name string) (string, bool) { return u.String(), name == "PG_DSN" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults, addr, _ := runFaultyEngine(t, f, processor.Sinks(sk.name))
+	defer feedJSON(t, sk.in)()
+	prom := startPrometheus(t, shortRules(t), addr)
+	pool := pgPool(t)
+	admCl := kafkaClient(t)
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+
+	lbl := map[string]string{"sink": sk.name}
+	metricLag := func() (float64, int) { return sum(scrape(t, addr), "exactly_sink_consumer_lag_records", lbl) }
+	firing := func(alertname string) bool { return firingFor(t, prom, alertname, "sink", sk.name) }
+	caughtUp := func(what string) {
+		t.Helper()
+		eventually(t, time.Minute, func() bool {
+			lag, series := metricLag()
+			return series == 3 && lag < 200 && !firing("ExactlySinkBatchOpenTooLong")
+		}, func() string {
+			lag, series := metricLag()
+			return fmt.Sprintf("%s: lag %v over %d series, want 3 series under 200 and no alert", what, lag, series)
+		})
+	}
+	caughtUp("at start")
+
+	faults.set(faultAll)
+	cutAt := time.Now()
+	eventually(t, 90*time.Second, func() bool { return firing("ExactlySinkBatchOpenTooLong") && firing("ExactlySinkNotReady") },
+		func() string {
+			return "ExactlySinkBatchOpenTooLong and ExactlySinkNotReady not both firing for a sink cut off from its broker"
+		})
+	m := scrape(t, addr)
+	if _, series := sum(m, "exactly_sink_consumer_lag_records", lbl); series != 3 {
+		t.Errorf("cut off: %d lag series, want 3 (the partitions are still assigned)", series)
+	}
+	if age, series := sum(m, "exactly_sink_consumer_lag_age_seconds", lbl); series != 3 || age < 3*10 {
+		t.Errorf("cut off for %s: lag age %v over %d series, want 3 series over 10 s", time.Since(cutAt).Round(time.Second), age, series)
+	}
+	t.Logf("kafka cut off: the sink's alerts fired %s after the cut", time.Since(cutAt).Round(time.Second))
+	faults.set(faultNone)
+	caughtUp("after the kafka cut")
+
+	pgProxy.Cut()
+	stallAt := time.Now()
+	realLag := func() int64 {
+		ends, err := adm.ListCommittedOffsets(context.Background(), sk.in)
+		if err != nil {
+			return -1
+		}
+		stored := storedPositions(t, pool, sk.positions(), sk.in)
+		var lag int64
+		ends.Each(func(e kadm.ListedOffset) { lag += e.Offset - stored[e.Partition] })
+		return lag
+	}
+	var last, worst float64
+	want := []string{"ExactlySinkLagGrowing", "ExactlySinkBatchOpenTooLong", "ExactlySinkNotReady"}
+	eventually(t, 90*time.Second, func() bool {
+		before := realLag()
+		got, series := metricLag()
+		after := realLag()
+		if series != 3 {
+			t.Errorf("postgres down: %d lag series, want 3", series)
+		}
+		if before >= 0 && after >= 0 {
+			last, worst = got, max(worst, float64(before)-got)
+			// Read every 5 s and at each retry: behind by at most one
+			// interval of input (500 records), a little more while a
+			// read is under way.
+			if got > float64(after) || got < float64(before)-700 {
+				t.Errorf("postgres down for %s: lag metric %v, real lag %d to %d", time.Since(stallAt).Round(time.Second), got, before, after)
+			}
+		}
+		for _, a := range want {
+			if !firing(a) {
+				return false
+			}
+		}
+		return true
+	}, func() string { return fmt.Sprintf("not all of %v fire for a sink whose database is down", want) })
+	t.Logf("postgres down: %v fired %s after the cut; lag metric %v at the end, at most %v below the real lag", want, time.Since(stallAt).Round(time.Second), last, worst)
+	if last < 1000 {
+		t.Errorf("postgres down: lag metric %v at the end, want above 1000", last)
+	}
+	pgProxy.Restore()
+	caughtUp("after postgres came back")
 }

@@ -179,6 +179,7 @@ type Sink struct {
 	mu   sync.Mutex
 	pos  map[int32]position // owned partitions and where the next batch starts
 	ends map[int32]ends     // owned partitions' last known log start and last stable offsets
+	lag  lagHold            // partitions whose lag series outlive their ownership (see lag.go)
 
 	// topicTrouble is the input topic missing or recreated while
 	// running; logged once, then at most every topicLogEvery.
@@ -436,6 +437,7 @@ func (s *Sink) consume(ctx context.Context) (cl *kgo.Client, err, startErr error
 			s.fatal.Store(nil)
 			s.ready.Member.Reset()
 			cl.AllowRebalance()
+			s.holdLag()
 			cl.Close()
 			s.forget()
 			continue
@@ -448,6 +450,7 @@ func (s *Sink) consume(ctx context.Context) (cl *kgo.Client, err, startErr error
 		// assignment applies the start-position rules (adjust). The same
 		// static member ID takes the partitions back at once.
 		cl.AllowRebalance()
+		s.holdLag()
 		cl.Close()
 		s.forget()
 	}
@@ -497,7 +500,7 @@ func (s *Sink) clientOptions(fence *group.FenceWatch) []kgo.Opt {
 	// (adjust); one assigned none (more instances than partitions) is a
 	// member with nothing to do, and ready: a StatefulSet's rollout waits
 	// for every pod to be ready.
-	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, nil, s.drop, s.drop)...)
+	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, nil, s.drop, s.lose)...)
 	// The role's client.id goes after the injected options, whose own
 	// client ID (the file's) would otherwise hide the role from the start
 	// check of another process (group.CheckGroup).
@@ -548,12 +551,14 @@ func (s *Sink) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offs
 			pos.from = at.offset
 		}
 		resume[p] = max(at.offset, ts.start[p])
+		s.lag.assigned(p)
 		s.pos[p] = pos
 		s.ends[p] = ends{logStart: ts.start[p], lastStable: ts.lastStb[p], at: time.Now()}
 		s.publishLag(p)
 		s.logStart(p, row, at, ts)
 	}
 	slices.Sort(parts)
+	s.lag.dropHeld(s)
 	s.ready.Member.Assigned()
 	s.metrics.Rebalance()
 	s.log.Info("partitions assigned; resuming from stored positions", "topic", s.cfg.Input, "topic_id", ts.id,
@@ -595,12 +600,22 @@ func (s *Sink) readPositions(ctx context.Context, parts []int32) (map[int32]Stor
 }
 
 func (s *Sink) drop(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.dropParts(lost, false)
+}
+
+// lose forgets the partitions of a lost membership; their lag series
+// stay until the next assignment (see lagHold).
+func (s *Sink) lose(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.dropParts(lost, true)
+}
+
+func (s *Sink) dropParts(lost map[string][]int32, hold bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range lost[s.cfg.Input] {
+		s.lag.gone(s, p, hold)
 		delete(s.pos, p)
 		delete(s.ends, p)
-		s.metrics.drop(s.cfg.Input, p)
 	}
 	if len(lost[s.cfg.Input]) > 0 {
 		s.metrics.Rebalance()
@@ -669,6 +684,7 @@ func (s *Sink) refreshLag(ctx context.Context) {
 			s.publishLag(p)
 		}
 	}
+	s.lag.refresh(s, ts)
 }
 
 // loop polls batches and writes them until ctx ends.
