@@ -56,7 +56,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if s.typed.avro {
 		return s.avroOp(r, v, obj)
 	}
-	if s.passJSON && obj != nil && len(obj) == 0 {
+	if s.passJSON && obj != nil && len(obj) == 0 && len(s.fieldSources) > 0 {
 		// Connect's JSON converter with schemas.enable wraps the row:
 		// {"schema": ..., "payload": {...}}.
 		if body, sch, err := s.unwrapPayload(r.Value); err == nil && sch != nil {
