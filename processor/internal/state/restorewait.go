@@ -118,6 +118,14 @@ func openTxnsAt(ctx context.Context, adm *kadm.Client, topic string, parts map[i
 	if len(ws) == 0 {
 		return nil
 	}
+	coordinatorView(ctx, adm, ws, pids)
+	slices.SortFunc(ws, func(a, b Wait) int { return int(a.Partition - b.Partition) })
+	return ws
+}
+
+// coordinatorView adds to each of ws what the transaction coordinators
+// say of it: its transactional ID, start and timeout.
+func coordinatorView(ctx context.Context, adm *kadm.Client, ws []Wait, pids []int64) {
 	listed, _ := adm.ListTransactions(ctx, pids, nil)
 	byPID := map[int64]string{}
 	for _, l := range listed {
@@ -137,8 +145,6 @@ func openTxnsAt(ctx context.Context, adm *kadm.Client, topic string, parts map[i
 			}
 		}
 	}
-	slices.SortFunc(ws, func(a, b Wait) int { return int(a.Partition - b.Partition) })
-	return ws
 }
 
 func toSet(ps []int32) map[int32]struct{} {
