@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 )
 
@@ -100,4 +102,16 @@ func (s *Sink) holdLag() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lag.closing = true
+}
+
+// assignedNone drops the held lag series when an assignment gives the
+// sink no partition (more instances than partitions): adjust, which
+// drops them otherwise, runs only for partitions assigned.
+func (s *Sink) assignedNone(_ context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	if len(assigned[s.cfg.Input]) > 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lag.dropHeld(s)
 }

@@ -500,7 +500,7 @@ func (s *Sink) clientOptions(fence *group.FenceWatch) []kgo.Opt {
 	// (adjust); one assigned none (more instances than partitions) is a
 	// member with nothing to do, and ready: a StatefulSet's rollout waits
 	// for every pod to be ready.
-	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, nil, s.drop, s.lose)...)
+	opts = append(opts, s.ready.Member.Opts(s.cfg.Input, s.assignedNone, s.drop, s.lose)...)
 	// The role's client.id goes after the injected options, whose own
 	// client ID (the file's) would otherwise hide the role from the start
 	// check of another process (group.CheckGroup).
