@@ -130,6 +130,25 @@ fetch_worker() {
 	copied "$LIBS" "$(stamp "$text")" || copy_jars "$LIBS" "$text"
 }
 
+# plugin_pom NAME: the pom text of plugin NAME. The JDBC sink's Hibernate
+# registers every Jackson module its task's class loader can see, the
+# worker's included (jackson-module-blackbird, -jakarta-xmlbind-annotations),
+# which are linked to the worker's jackson-databind: "... not a subtype" when
+# the plugin brings its own. So that plugin leaves Jackson out and uses the
+# worker's.
+plugin_pom() {
+	local g ex="<exclusions>"
+	case "$1" in
+	debezium-jdbc)
+		for g in com.fasterxml.jackson.core com.fasterxml.jackson.datatype com.fasterxml.jackson.module; do
+			ex+="<exclusion><groupId>$g</groupId><artifactId>*</artifactId></exclusion>"
+		done
+		pom "$(plugin_artifact "$1")" | sed "s|</version></dependency>|</version>$ex</exclusions></dependency>|"
+		;;
+	*) pom "$(plugin_artifact "$1")" ;;
+	esac
+}
+
 # PLUGIN_MVN_ARGS: a plugin's jars leave out slf4j (the worker's binding logs
 # for all) and the Connect API (the worker's is the one used). A plugin keeps
 # the kafka-clients it was built with: Connect loads org.apache.kafka classes
@@ -142,7 +161,7 @@ PLUGIN_MVN_ARGS=(-DexcludeGroupIds=org.slf4j "-DexcludeArtifactIds=connect-api,c
 # ServiceLoader manifest for each of its plugin classes.
 fetch_plugin() {
 	local dir="$PLUGINS/$1" text
-	text="$(pom "$(plugin_artifact "$1")")"
+	text="$(plugin_pom "$1")"
 	copied "$dir" "$(stamp "$text" "${PLUGIN_MVN_ARGS[@]}")" ||
 		POST_COPY=sync_manifests copy_jars "$dir" "$text" "${PLUGIN_MVN_ARGS[@]}"
 }
@@ -164,7 +183,7 @@ all_fetched() {
 	local p
 	copied "$LIBS" "$(stamp "$(worker_pom)")" || return 1
 	for p in "${WANT[@]}"; do
-		copied "$PLUGINS/$p" "$(stamp "$(pom "$(plugin_artifact "$p")")" "${PLUGIN_MVN_ARGS[@]}")" || return 1
+		copied "$PLUGINS/$p" "$(stamp "$(plugin_pom "$p")" "${PLUGIN_MVN_ARGS[@]}")" || return 1
 	done
 }
 
