@@ -70,6 +70,16 @@ const (
 // reason is ReasonPostgres.
 const HeaderSQLState = "exactly.dlq.sqlstate"
 
-// HeaderRedriveCount counts how many times `exactly redrive` wrote a dead
-// letter back to its source: decimal text, 1 on the first redrive.
-const HeaderRedriveCount = "exactly.redrive.count"
+// Headers of a record that `exactly redrive` wrote back to its source.
+const (
+	// HeaderRedriveCount counts how many times `exactly redrive` wrote a
+	// dead letter back to its source: decimal text, 1 on the first
+	// redrive.
+	HeaderRedriveCount = "exactly.redrive.count"
+	// HeaderRedriveTimestamp is the record's original timestamp, Unix
+	// milliseconds, decimal. Redrive writes the record with the time of
+	// writing, so that the source topic's retention.ms counts from then
+	// and does not delete it before the stage reads it; the stage takes
+	// this header as the record's timestamp.
+	HeaderRedriveTimestamp = "exactly.redrive.timestamp"
+)

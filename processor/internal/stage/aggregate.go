@@ -217,6 +217,6 @@ func (s *Stage) windowOutput(a *transform.Aggregate, res state.Result) (*kgo.Rec
 		Key:       res.Key,
 		Value:     b,
 		Headers:   []kgo.RecordHeader{{Key: HeaderLineageStage, Value: []byte(s.cfg.Stage)}},
-		Timestamp: time.UnixMilli(res.MaxTime),
+		Timestamp: s.outputTimestamp(time.UnixMilli(res.MaxTime)),
 	}, nil
 }

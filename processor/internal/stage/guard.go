@@ -266,7 +266,7 @@ func (s *Stage) lineageOf(r *kgo.Record) (lineage, bool) {
 			part = string(h.Value)
 		case HeaderLineageOffset, deadletter.HeaderSourceOffset:
 			off = string(h.Value)
-		case deadletter.HeaderSourceTimestamp:
+		case deadletter.HeaderSourceTimestamp, HeaderLineageTimestamp:
 			if ms, err := strconv.ParseInt(string(h.Value), 10, 64); err == nil {
 				ts = time.UnixMilli(ms)
 			}
@@ -337,6 +337,7 @@ func (s *Stage) current(ctx context.Context, base *kgo.Client, starts, ends kadm
 			ts = -1
 			err := scanRange(ctx, base, s.cfg.Input, p, l.offset, l.offset, func(r *kgo.Record) {
 				if ts == -1 && r.Offset == l.offset && !r.Attrs.IsControl() {
+					redrivenEventTime(r) // as the stage read it
 					ts = r.Timestamp.UnixMilli()
 				}
 			})

@@ -35,6 +35,7 @@ type Metrics struct {
 	// to read at most (its offset range), 0 when none runs.
 	restoreBehind *prometheus.GaugeVec
 	stateEntries  *prometheus.GaugeVec
+	pastRetention *prometheus.CounterVec
 	// consumer holds ready, retries, rebalances, recreations and lag.
 	consumer *promutil.Consumer
 }
@@ -80,6 +81,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		restoreBehind: gauge("state_restore_pending_records", "Changelog offsets the restore under way reads at most (end minus where it starts: its checkpoint, or the changelog's start); 0 when no restore runs. Read with exactly_stage_state_restored_records_total for progress."),
 		restoreTime:   hist("state_restore_duration_seconds", "Time to restore the stores of the partitions of one assignment from their changelogs.", prometheus.ExponentialBuckets(0.01, 2, 16)),
 		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows, keys of a stateful step) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
+		pastRetention: counter("outputs_past_retention_total", "Outputs committed with a timestamp (output_timestamp: input) older than their topic's retention.ms allows: "+
+			"the broker may delete them before they are read (see exactly help stages, Output timestamps).", "topic"),
 		consumer: f.Consumer(promutil.ConsumerHelp{
 			Ready: "1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0.",
 			Retries: "Transactions retried after a transient fault, by cause: produce_error (the broker refused a produce) or " +
@@ -236,5 +239,19 @@ func (s stageMetrics) restoreTime(d time.Duration) {
 func (s stageMetrics) stateSize(n int64) {
 	if s.m != nil {
 		s.m.stateEntries.WithLabelValues(s.Name()).Set(float64(n))
+	}
+}
+
+// startOldOutputs creates the series of outputs past retention of topic
+// at 0.
+func (s stageMetrics) startOldOutputs(topic string) {
+	if s.m != nil {
+		s.m.pastRetention.WithLabelValues(s.Name(), topic)
+	}
+}
+
+func (s stageMetrics) countPastRetention(topic string, n int64) {
+	if s.m != nil {
+		s.m.pastRetention.WithLabelValues(s.Name(), topic).Add(float64(n))
 	}
 }

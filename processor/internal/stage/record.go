@@ -14,6 +14,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/dlq"
 	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/serde"
+	"github.com/exactly-io/exactly/topology"
 )
 
 // Lineage headers that every output record carries, replacing any lineage
@@ -38,7 +39,8 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 	out := make([]kgo.RecordHeader, 0, len(hs)+5)
 	for _, h := range hs {
 		switch h.Key {
-		case HeaderLineageStage, HeaderLineageTopic, HeaderLineagePartition, HeaderLineageOffset, HeaderLineageIndex:
+		case HeaderLineageStage, HeaderLineageTopic, HeaderLineagePartition, HeaderLineageOffset, HeaderLineageIndex,
+			HeaderLineageTimestamp, deadletter.HeaderRedriveTimestamp:
 		default:
 			out = append(out, h)
 		}
@@ -56,6 +58,9 @@ func (s *Stage) lineage(in *kgo.Record, hs []kgo.RecordHeader, index int) []kgo.
 	topic := s.inputName
 	if in.Topic != s.cfg.Input {
 		topic = []byte(in.Topic)
+	}
+	if s.cfg.OutputTimestamp == topology.OutputTimestampWrite {
+		out = append(out, kgo.RecordHeader{Key: HeaderLineageTimestamp, Value: strconv.AppendInt(nil, in.Timestamp.UnixMilli(), 10)})
 	}
 	return append(out,
 		kgo.RecordHeader{Key: HeaderLineageStage, Value: s.stageName},
@@ -189,7 +194,7 @@ func (s *Stage) output(in *kgo.Record, rec *transform.Record, index int, transfo
 		Key:       key,
 		Value:     value,
 		Headers:   headers,
-		Timestamp: in.Timestamp, // as Kafka Streams does: outputs keep the input's event time
+		Timestamp: s.outputTimestamp(in.Timestamp), // by default, as Kafka Streams does: the input's event time
 	}, nil
 }
 
@@ -218,7 +223,7 @@ func (s *Stage) passThroughJSON(r *kgo.Record) ([]*kgo.Record, error) {
 		Key:       key,
 		Value:     r.Value,
 		Headers:   s.lineage(r, r.Headers, 0),
-		Timestamp: r.Timestamp, // as Kafka Streams does: outputs keep the input's event time
+		Timestamp: s.outputTimestamp(r.Timestamp),
 	}}, nil
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	// KeyField, when set, makes the output key the value of this top-level
 	// field of a JSON object value. A record without it is dead-lettered.
 	KeyField string
+	// OutputTimestamp is the outputs' timestamp: topology.OutputTimestampInput
+	// (the default: the input's) or topology.OutputTimestampWrite.
+	OutputTimestamp string
 	// Upstream maps the input topics of the stages that write Input to
 	// their partition counts, and UpstreamIdle is how long one of those
 	// partitions that sends nothing holds back the stream time of a dedupe
@@ -163,6 +166,8 @@ type Stage struct {
 	metrics    stageMetrics
 	// lag keeps the input partitions' lag series (see lag.go).
 	lag *lagTracker
+	// outTimes watches the output topics' retention (retention.go).
+	outTimes outputTimes
 
 	// The stateful step, dedupe, aggregate or stateful (see state.go),
 	// nil without one, and, while Run runs, its local state.
@@ -247,6 +252,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	reader.OrDefault(&cfg.TransactionTimeout, topology.Default[time.Duration]("kafka.transaction_timeout"))
 	reader.OrDefault(&cfg.MaxBufferedBytes, topology.Default[int]("stages[].max_buffered_bytes"))
 	reader.OrDefault(&cfg.Guarantee, ExactlyOnce)
+	reader.OrDefault(&cfg.OutputTimestamp, topology.Default[string]("stages[].output_timestamp"))
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir()
 	}
@@ -256,6 +262,9 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	})
 	if cfg.Guarantee != ExactlyOnce && cfg.Guarantee != AtLeastOnce {
 		errs = append(errs, fault.NewConfigError("guarantee %q: want %s or %s", cfg.Guarantee, ExactlyOnce, AtLeastOnce))
+	}
+	if cfg.OutputTimestamp != topology.OutputTimestampInput && cfg.OutputTimestamp != topology.OutputTimestampWrite {
+		errs = append(errs, fault.NewConfigError("output timestamp %q: want %s or %s", cfg.OutputTimestamp, topology.OutputTimestampInput, topology.OutputTimestampWrite))
 	}
 	errs = append(errs, rd.Check()...)
 	if err := reader.Within("max buffered bytes", "stages[].max_buffered_bytes", cfg.MaxBufferedBytes); err != nil {
@@ -338,6 +347,9 @@ func (s *Stage) Run(ctx context.Context) error {
 	if err := s.checkStart(ctx, adm); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	s.watchOutputTimes(watchCtx, adm)
 	if err := s.openState(); err != nil {
 		return fmt.Errorf("stage %q: %w", s.cfg.Stage, err)
 	}

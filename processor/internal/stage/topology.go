@@ -22,6 +22,7 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		InputCodec:             reader.CodecConfig(f, st.Input),
 		OutputCodec:            reader.CodecConfig(f, st.Output),
 		KeyField:               st.Key,
+		OutputTimestamp:        st.OutputTimestamp,
 		Upstream:               upstreamOf(f, st),
 		UpstreamIdle:           upstreamIdle(st.UpstreamIdleTimeout),
 		CommitInterval:         st.Commit.Interval.Duration,

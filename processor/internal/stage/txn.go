@@ -74,6 +74,9 @@ type txn struct {
 	// by mu): an at-least-once abort counts them, they are in their
 	// topics for good.
 	acked map[acked]int64
+	// old are the outputs that retention may delete before they are read
+	// (guarded by mu; see noteOld).
+	old agedOutputs
 
 	mu         sync.Mutex
 	produceErr error
@@ -161,6 +164,7 @@ func (t *txn) begin() error {
 	t.first, t.lastOff, t.lastTime, t.failed = map[partition]int64{}, map[partition]int64{}, map[int32]time.Time{}, nil
 	t.windowsRefused, t.windowsAlone, t.windowsDead = nil, false, nil
 	t.acked = map[acked]int64{}
+	t.old = nil
 	t.changelogEnds = map[int32]int64{}
 	if t.stage.metrics.m != nil {
 		t.perTopic, t.perReason, t.timestamps = map[string]int64{}, map[string]int64{}, t.timestamps[:0]
@@ -181,6 +185,7 @@ func (t *txn) process(r *kgo.Record) {
 	if t.perTopic != nil {
 		t.timestamps = append(t.timestamps, r.Timestamp)
 	}
+	redrivenEventTime(r)
 	s := t.stage
 	src := source{r.Topic, r.Partition, r.Offset}
 	if t.wasDelivered(src) {
@@ -337,6 +342,7 @@ func (t *txn) produceThen(src source, r *kgo.Record, then func(error)) {
 			t.changelogEnds[r.Partition] = max(t.changelogEnds[r.Partition], r.Offset+1)
 			t.mu.Unlock()
 		}
+		t.noteOld(r)
 		if t.stage.cfg.Guarantee != AtLeastOnce {
 			return // an aborted transaction leaves nothing behind
 		}
@@ -556,6 +562,7 @@ func (t *txn) afterCommit(n int) error {
 	}
 	s.committed.Add(1)
 	s.metrics.commit(t, n, time.Now())
+	s.committedOld(t.old)
 	if s.isolate > 0 {
 		s.isolate--
 	}
