@@ -2,7 +2,7 @@
 // exactly once: `exactly redrive`. It reads the stage's dead-letter topic
 // read_committed in consumer group exactly-redrive-<stage> and re-produces
 // each selected dead letter's original record (key, value, the record's
-// own headers, its timestamp, its partition) to the source topic, in one
+// own headers, its partition) to the source topic, in one
 // Kafka transaction with the group's offsets (KIP-98, KIP-447), as a stage
 // does. A crash at any point and a restart add each record to the source
 // topic once.
@@ -10,6 +10,12 @@
 // Each redriven record carries HeaderCount, one more than the count its
 // dead letter carried: a record that fails again comes back with it, and
 // one that reached the limit is not redriven again but reported.
+//
+// A redriven record is written with the time of writing, its original
+// timestamp in deadletter.HeaderRedriveTimestamp: the source topic's
+// retention.ms counts from a record's timestamp, and would delete a dead
+// letter older than it before the stage read it. The stage takes the
+// header as the record's timestamp.
 package redrive
 
 import (
@@ -39,7 +45,7 @@ import (
 
 // HeaderCount counts how many times a record was redriven: decimal text,
 // 1 on the first redrive.
-const HeaderCount = "exactly.redrive.count"
+const HeaderCount = deadletter.HeaderRedriveCount
 
 // DefaultMaxRedrives is how many times a record is redriven at most.
 const DefaultMaxRedrives = 3
@@ -447,6 +453,9 @@ func (dl *DeadLetter) setHeader(h kgo.RecordHeader) {
 		dl.WindowResult = true
 	case HeaderCount:
 		dl.Count, _ = strconv.Atoi(v)
+	case deadletter.HeaderRedriveTimestamp:
+		// A redriven record's: the stage took it as its timestamp,
+		// which the dead letter names (HeaderSourceTimestamp).
 	default:
 		if !strings.HasPrefix(h.Key, "exactly.dlq.") {
 			dl.Headers = append(dl.Headers, h)
@@ -454,24 +463,27 @@ func (dl *DeadLetter) setHeader(h kgo.RecordHeader) {
 	}
 }
 
-// Record returns the record to produce: the original key, value, headers
-// and timestamp, to its source partition, with HeaderCount one higher.
+// Record returns the record to produce: the original key, value and
+// headers, to its source partition, with HeaderCount one higher, and the
+// original timestamp in deadletter.HeaderRedriveTimestamp; the record's
+// own timestamp is left for the producer to set to the time of writing.
 // The lineage headers of the stage upstream (stage.HeaderLineage*)
 // are left out: redrive, not that stage, writes the record, and with them
 // exactly verify would count it as that stage's second output of one
 // input. In that topic verify counts it under no_lineage.
 func (dl DeadLetter) Record() *kgo.Record {
-	h := make([]kgo.RecordHeader, 0, len(dl.Headers)+1)
+	h := make([]kgo.RecordHeader, 0, len(dl.Headers)+2)
 	for _, hd := range dl.Headers {
 		switch hd.Key {
 		case stage.HeaderLineageStage, stage.HeaderLineageTopic, stage.HeaderLineagePartition,
-			stage.HeaderLineageOffset, stage.HeaderLineageIndex:
+			stage.HeaderLineageOffset, stage.HeaderLineageIndex, stage.HeaderLineageTimestamp:
 		default:
 			h = append(h, hd)
 		}
 	}
-	h = append(h, kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count+1), 10)})
-	return &kgo.Record{Topic: dl.SourceTopic, Partition: dl.SourcePartition, Key: dl.Key, Value: dl.Value, Headers: h, Timestamp: dl.SourceTime}
+	h = append(h, kgo.RecordHeader{Key: HeaderCount, Value: strconv.AppendInt(nil, int64(dl.Count+1), 10)},
+		kgo.RecordHeader{Key: deadletter.HeaderRedriveTimestamp, Value: strconv.AppendInt(nil, dl.SourceTime.UnixMilli(), 10)})
+	return &kgo.Record{Topic: dl.SourceTopic, Partition: dl.SourcePartition, Key: dl.Key, Value: dl.Value, Headers: h}
 }
 
 // redrive classifies dead letter rec into pending and returns the record

@@ -48,12 +48,16 @@ func TestParseAndRecord(t *testing.T) {
 		t.Fatalf("parsed %+v", dl)
 	}
 	out := dl.Record()
-	if out.Topic != "in" || out.Partition != 2 || string(out.Key) != "k" || string(out.Value) != `{"n":1}` || out.Timestamp.UnixMilli() != 1700000000123 {
+	// No timestamp: the producer writes the time of writing, from which
+	// the input's retention counts.
+	if out.Topic != "in" || out.Partition != 2 || string(out.Key) != "k" || string(out.Value) != `{"n":1}` || !out.Timestamp.IsZero() {
 		t.Fatalf("record %+v", out)
 	}
-	// The original headers, then the count: no exactly.dlq.* header, and
-	// no lineage of the upstream stage, which did not write this record.
-	want := []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: HeaderCount, Value: []byte("3")}}
+	// The original headers, then the count and the original timestamp:
+	// no exactly.dlq.* header, and no lineage of the upstream stage,
+	// which did not write this record.
+	want := []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}, {Key: HeaderCount, Value: []byte("3")},
+		{Key: deadletter.HeaderRedriveTimestamp, Value: []byte("1700000000123")}}
 	if len(out.Headers) != len(want) {
 		t.Fatalf("headers %v, want %v", out.Headers, want)
 	}
@@ -188,5 +192,28 @@ func TestMatchReadsOnlyWhatItNames(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %v, %v; want %v", tc.where, got, err, tc.want)
 		}
+	}
+}
+
+// A redriven record that fails again keeps its original timestamp: the
+// stage took it from the header, its dead letter names it, and the next
+// redrive writes it in the header again, once.
+func TestRedriveAgainKeepsOriginalTimestamp(t *testing.T) {
+	in := input("1")
+	in.Timestamp = time.UnixMilli(1700000000123)
+	in.Headers = append(in.Headers, kgo.RecordHeader{Key: deadletter.HeaderRedriveTimestamp, Value: []byte("1700000000123")})
+	dl, ok := Parse(deadLetter("s", in))
+	if !ok {
+		t.Fatal("source headers not found")
+	}
+	out := dl.Record()
+	var got []string
+	for _, h := range out.Headers {
+		if h.Key == deadletter.HeaderRedriveTimestamp {
+			got = append(got, string(h.Value))
+		}
+	}
+	if len(got) != 1 || got[0] != "1700000000123" || !out.Timestamp.IsZero() {
+		t.Fatalf("timestamp %v, %s headers %v; want the time of writing and one header 1700000000123", out.Timestamp, deadletter.HeaderRedriveTimestamp, got)
 	}
 }
