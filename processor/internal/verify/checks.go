@@ -58,6 +58,9 @@ type StageCheck struct {
 	NoEventID           int64            `json:"inputs_without_event_id"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
+	// DeletedUnread are the input partitions whose records were deleted
+	// before the stage read them (retention.go): each is a problem.
+	DeletedUnread []DeletedUnread `json:"deleted_unread,omitempty"`
 
 	mayFilter, explodes, dedupes, aggregates bool
 	in, out                                  serde.Codec
@@ -101,6 +104,9 @@ type SinkCheck struct {
 	Note                string           `json:"note,omitempty"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
+	// DeletedUnread are the input partitions whose records were deleted
+	// before the sink read them (retention.go): each is a problem.
+	DeletedUnread []DeletedUnread `json:"deleted_unread,omitempty"`
 
 	cfg topology.Sink
 	// eventIDs reads an input's event ID as the sink does and gives
@@ -149,6 +155,7 @@ func (r *Report) account(parts []*Partition) error {
 			return err
 		}
 	}
+	r.checkDeletedUnread(starts)
 	r.judge()
 	return nil
 }
