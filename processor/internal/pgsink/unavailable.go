@@ -1,7 +1,6 @@
 package pgsink
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -35,23 +34,31 @@ func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 	case []byte:
 		return string(v) == ph
 	case json.RawMessage:
-		if len(v) == 0 || v[0] != '[' || !bytes.Contains(v, []byte(ph[:min(len(ph), 8)])) && !bytes.Contains(v, []byte(base64.StdEncoding.EncodeToString([]byte(ph))[:8])) {
-			return false
-		}
-		var els []any
-		if json.Unmarshal(v, &els) != nil || len(els) != 1 {
-			return false
-		}
-		elem, _ := arrayElement(t)
-		var items connectSchema
-		if fs.Items != nil {
-			items = *fs.Items
-		}
-		return s.unavailable(els[0], elem, items)
+		return s.unavailableArray(v, t, fs)
 	case []any:
 		return len(v) == 1 && s.unavailable(v[0], colType{}, connectSchema{})
 	}
 	return false
+}
+
+// unavailableArray reports whether raw, a JSON field, is an array
+// holding only the placeholder (see unavailable).
+func (s *Sink) unavailableArray(raw json.RawMessage, t colType, fs connectSchema) bool {
+	// Longer than the array of the placeholder's base64, with room for
+	// white space: some other array, not worth decoding.
+	if len(raw) == 0 || raw[0] != '[' || len(raw) > 2*len(s.cfg.UnavailableValue)+16 {
+		return false
+	}
+	var els []any
+	if json.Unmarshal(raw, &els) != nil || len(els) != 1 {
+		return false
+	}
+	elem, _ := arrayElement(t)
+	var items connectSchema
+	if fs.Items != nil {
+		items = *fs.Items
+	}
+	return s.unavailable(els[0], elem, items)
 }
 
 // keepColumn is the staging column of an op's kept columns (op.keep): the
