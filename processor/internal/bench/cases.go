@@ -29,9 +29,12 @@ const (
 	caseSink       = "exactly sink -> Postgres"
 	caseSinkUpsert = "exactly sink -> Postgres, upsert mode"
 	caseCopy       = "plain COPY -> Postgres"
+	caseHandUpsert = "hand-written upsert -> Postgres"
 	commitInterval = 100 * time.Millisecond
 	// commitMaxRecords is the stage's commit.max_records (its default).
 	commitMaxRecords = 10000
+	// sinkMaxRecords is the sink's commit.max_records (its default).
+	sinkMaxRecords = 10000
 )
 
 // celSteps is the 3-step transform of the CEL cases; the Kafka Streams

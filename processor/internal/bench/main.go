@@ -43,10 +43,12 @@ type config struct {
 	latencyPeers              bool
 	latencyLoads              []int
 	profile                   string
+	sinkProfile               string // CPU profiles of the sink cases: <sinkProfile>_<mode>.top
 	repeat                    int
 	ksHeap                    string
 	out                       string
 	keep                      bool
+	jdbc                      bool // the sink case's Debezium JDBC sink peer
 	cases                     map[string]bool
 	exactlyBin                string
 	winKeys, winMinutes       int    // the windowed case's keys and event-time minutes
@@ -67,8 +69,10 @@ func main() {
 	loads := flag.String("latency-loads", defaultLatencyLoads, "loads of the latency case, in percent of -latency-full, comma-separated")
 	flag.BoolVar(&cfg.latencyPeers, "latency-kstreams", true, "also measure Kafka Streams in the latency case")
 	flag.StringVar(&cfg.profile, "profile", "", "also run the exactly EOS 3-step case once more with a CPU profile, and write the output of go tool pprof -top for it to this file")
+	flag.StringVar(&cfg.sinkProfile, "sink-profile", "", "take a CPU profile of each sink case and write go tool pprof -top (25 nodes) of it to `PREFIX`_insert.top and PREFIX_upsert.top")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")
+	flag.BoolVar(&cfg.jdbc, "sink-jdbc", true, "also measure Debezium's JDBC sink connector in the sink case (deploy/local/connect.sh fetches it)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the topics, groups and tables the run created")
 	flag.StringVar(&cases, "cases", strings.Join(allCases, ","), "case groups to run: "+strings.Join(allCases, ","))
 	flag.StringVar(&cfg.exactlyBin, "exactly", "", "exactly binary to measure (default: go build ./cmd/exactly)")
@@ -117,6 +121,11 @@ func main() {
 	if cfg.profile != "" {
 		if cfg.profile, err = filepath.Abs(cfg.profile); err != nil {
 			fatalf("-profile: %v", err)
+		}
+	}
+	if cfg.sinkProfile != "" {
+		if cfg.sinkProfile, err = filepath.Abs(cfg.sinkProfile); err != nil {
+			fatalf("-sink-profile: %v", err)
 		}
 	}
 	if !filepath.IsAbs(cfg.out) {

@@ -178,6 +178,9 @@ func (r *report) finish() {
 	ksPassM, ksCELM := r.rate(caseKSPassM), r.rate(caseKSCELM)
 	prod, cons := r.rate(caseProduce), r.rate(caseConsume)
 	sink, sinkUpsert, cp := r.rate(caseSink), r.rate(caseSinkUpsert), r.rate(caseCopy)
+	hand := r.rate(caseHandUpsert)
+	jdbcIns, jdbcUps := r.rate(caseJDBCInsertM), r.rate(caseJDBCUpsertM)
+	jdbcInsD, jdbcUpsD := r.rate(caseJDBCInsert), r.rate(caseJDBCUpsert)
 	eosWin, ksWin, ksWinM := r.rate(caseEOSWin), r.rate(caseKSWin), r.rate(caseKSWinM)
 	for _, x := range []ratio{
 		{"EOS 3-step CEL/EOS pass-through", div(eosCEL, eosPass)},
@@ -194,6 +197,11 @@ func (r *report) finish() {
 		{"exactly/Kafka Streams defaults windowed count", div(eosWin, ksWin)},
 		{"sink/COPY", div(sink, cp)},
 		{"sink upsert/COPY", div(sinkUpsert, cp)},
+		{"sink upsert/hand-written upsert", div(sinkUpsert, hand)},
+		{"sink/Debezium JDBC sink matched, insert", div(sink, jdbcIns)},
+		{"sink upsert/Debezium JDBC sink matched, upsert", div(sinkUpsert, jdbcUps)},
+		{"sink/Debezium JDBC sink defaults, insert", div(sink, jdbcInsD)},
+		{"sink upsert/Debezium JDBC sink defaults, upsert", div(sinkUpsert, jdbcUpsD)},
 	} {
 		if x.Value != 0 {
 			r.Ratios = append(r.Ratios, x)
@@ -233,6 +241,10 @@ func (r *report) finish() {
 
 	r.peakRSS("exactly stage peak RSS at full load <= 100 MiB (max of its cases)", 100, "alos", "eos")
 	atLeast("sink >= 0.7 x COPY", 0.7, div(sink, cp))
+	atLeast("sink upsert >= 0.8 x hand-written upsert", 0.8, div(sinkUpsert, hand))
+	atLeast("sink upsert >= 0.6 x COPY", 0.6, div(sinkUpsert, cp))
+	atLeast("sink >= 2.0 x Debezium JDBC sink matched, insert", 2.0, div(sink, jdbcIns))
+	atLeast("sink upsert >= 2.0 x Debezium JDBC sink matched, upsert", 2.0, div(sinkUpsert, jdbcUps))
 	// The sink's peak RSS, insert and upsert mode alike.
 	r.peakRSS("exactly sink peak RSS <= 100 MiB (max of its cases)", 100, "sink")
 }

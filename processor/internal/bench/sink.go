@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -24,9 +25,10 @@ func (r *runner) sink(ctx context.Context) error {
 	}
 	defer pool.Close()
 	sinkSchema, upsertSchema, copySchema := r.k.name("sink"), r.k.name("upsert"), r.k.name("copy")
+	handSchema := r.k.name("hand_upsert")
 	if !r.cfg.keep {
 		defer func() {
-			for _, s := range []string{sinkSchema, upsertSchema, copySchema} {
+			for _, s := range []string{sinkSchema, upsertSchema, copySchema, handSchema} {
 				if _, err := pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s}.Sanitize()+" CASCADE"); err != nil {
 					logf("drop schema %s: %v", s, err)
 				}
@@ -41,7 +43,17 @@ func (r *runner) sink(ctx context.Context) error {
 	r.sinkCase(ctx, pool, sinkSchema, "insert")
 	r.sinkCase(ctx, pool, upsertSchema, "upsert")
 	r.copyCase(ctx, pool, copySchema)
-	return nil
+	r.handUpsertCase(ctx, pool, handSchema)
+	if !r.cfg.jdbc {
+		return nil
+	}
+	want := map[string]string{}
+	for mode, schema := range map[string]string{"insert": sinkSchema, "upsert": upsertSchema} {
+		if d, err := tableDigest(ctx, pool, pgx.Identifier{schema, "events"}); err == nil {
+			want[mode] = d
+		}
+	}
+	return r.jdbc(ctx, pool, want)
 }
 
 // sinkCase runs the sink case in mode ("insert" or "upsert") into schema.
@@ -88,7 +100,13 @@ sinks:
 		res.Error = err.Error()
 		return
 	}
-	p, err := startProc(r.dir, "sink_"+mode, nil, r.bin, "sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn")
+	args := []string{"sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn"}
+	prof := ""
+	if r.cfg.sinkProfile != "" {
+		prof = filepath.Join(r.dir, "sink_"+mode+".prof")
+		args = append(args, "--cpu-profile", prof)
+	}
+	p, err := startProc(r.dir, "sink_"+mode, nil, r.bin, args...)
 	if err != nil {
 		res.Error = err.Error()
 		return
@@ -112,6 +130,25 @@ sinks:
 		return
 	}
 	res.measure(m, p)
+	if prof != "" {
+		if err := r.writeTop(ctx, prof, fmt.Sprintf("%s_%s.top", r.cfg.sinkProfile, mode),
+			fmt.Sprintf("# %s, %d records: %.0f records/s, %.1f CPU s", name, r.total, res.RecordsPerS, res.CPUS)); err != nil {
+			res.Note += fmt.Sprintf("; profile: %v", err)
+		}
+	}
+}
+
+// writeTop writes head and `go tool pprof -top` of the CPU profile prof
+// to file.
+func (r *runner) writeTop(ctx context.Context, prof, file, head string) error {
+	top, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", r.bin, prof).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w: %s", err, top)
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, append([]byte(head+"\n"), top...), 0o644)
 }
 
 func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
@@ -137,6 +174,70 @@ func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string
 	elapsed := time.Since(start)
 	if err != nil || n != r.total {
 		res.Error = fmt.Sprintf("copy: %d rows, %v", n, err)
+		return
+	}
+	res.RecordsPerS = float64(n) / elapsed.Seconds()
+	res.WallS = elapsed.Seconds()
+}
+
+// handUpsertCase is the upsert as a hand-written loader does it, the
+// fastest way Postgres offers: per batch of the sink's max_records, one
+// transaction that COPYs the batch (pgx binary CopyFrom) into a temporary
+// table of the target's types and INSERTs it with ON CONFLICT DO UPDATE.
+// No event ID check, no casts, no positions: the limit the sink's upsert
+// is measured against.
+func (r *runner) handUpsertCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
+	res := caseResult{Name: caseHandUpsert, Group: "sink", Records: r.total,
+		Note: fmt.Sprintf("per %d rows: BEGIN, pgx CopyFrom into a temp table, INSERT ... ON CONFLICT DO UPDATE, COMMIT; rows prepared in memory", sinkMaxRecords)}
+	defer func() { r.rep.add(res) }()
+	logf("%s", caseHandUpsert)
+	tbl := pgx.Identifier{schema, "events"}
+	for _, q := range []string{
+		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
+		"CREATE TABLE " + tbl.Sanitize() + " (event_id text PRIMARY KEY, body jsonb)",
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			res.Error = err.Error()
+			return
+		}
+	}
+	rows := make([][]any, r.total)
+	for i := range rows {
+		rows[i] = []any{eventID(i), value(i)}
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	defer conn.Release()
+	const staging = "bench_hand_upsert"
+	upsert := "INSERT INTO " + tbl.Sanitize() + " (event_id, body) SELECT event_id, body FROM " + staging +
+		" ON CONFLICT (event_id) DO UPDATE SET body = EXCLUDED.body"
+	start := time.Now()
+	if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE "+staging+" (event_id text, body jsonb) ON COMMIT DELETE ROWS"); err != nil {
+		res.Error = err.Error()
+		return
+	}
+	var n int64
+	for from := 0; from < len(rows); from += sinkMaxRecords {
+		batch := rows[from:min(from+sinkMaxRecords, len(rows))]
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{staging}, []string{"event_id", "body"}, pgx.CopyFromRows(batch)); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, upsert)
+			n += tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			res.Error = fmt.Sprintf("upsert rows %d..: %v", from, err)
+			return
+		}
+	}
+	elapsed := time.Since(start)
+	if n != r.total {
+		res.Error = fmt.Sprintf("upsert: %d rows, want %d", n, r.total)
 		return
 	}
 	res.RecordsPerS = float64(n) / elapsed.Seconds()
