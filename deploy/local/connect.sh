@@ -48,6 +48,10 @@ DEFAULT_PLUGINS="debezium-postgres apicurio-converter"
 
 CONNECT_PORT="${CONNECT_PORT:-31083}"
 CONNECT_HEAP_OPTS="${CONNECT_HEAP_OPTS:--Xms128m -Xmx512m}"
+# Serial GC and C1 only: a test worker moves little data, and on two cores
+# this starts faster than the defaults. Set it empty for the JVM's defaults
+# (a benchmark's worker).
+CONNECT_JVM_OPTS="${CONNECT_JVM_OPTS--XX:+UseSerialGC -XX:TieredStopAtLevel=1}"
 CONNECT_START_TIMEOUT="${CONNECT_START_TIMEOUT:-120}"
 
 CONNECT_HOME="$EXACTLY_CACHE_DIR/connect"
@@ -344,11 +348,9 @@ cmd_start() {
 	class=org.apache.kafka.connect.cli.ConnectStandalone
 	[[ "$mode" == standalone ]] || class=org.apache.kafka.connect.cli.ConnectDistributed
 	local -a opts
-	read -r -a opts <<<"$CONNECT_HEAP_OPTS"
-	# Serial GC and C1 only: a test worker moves little data, and on two cores
-	# this starts faster than the defaults.
+	read -r -a opts <<<"$CONNECT_HEAP_OPTS $CONNECT_JVM_OPTS"
 	detach "$PIDFILE" "$LOGFILE" "$RUN" \
-		java "${opts[@]}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.awt.headless=true \
+		java "${opts[@]}" -Djava.awt.headless=true \
 		"$TAG" "-Dlog4j2.configurationFile=$RUN/log4j2.xml" -cp "$LIBS/*" \
 		"$class" "$PROPS"
 	await_start "$PIDFILE" "$CONNECT_START_TIMEOUT" 0.2 1 fail_start "the worker process exited" \
