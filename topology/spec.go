@@ -228,6 +228,8 @@ var spec = map[string]setting{
 		defText: "`none`", enum: []string{EnvelopeNone, EnvelopeDebezium}, what: "envelope"},
 	"sinks[].postgres.unavailable_value": {doc: "The text a change event holds for a value it did not capture (Debezium's `unavailable.value.placeholder`): the column keeps its stored value.",
 		def: "__debezium_unavailable_value"},
+	"sinks[].postgres.binary_handling": {doc: "How a change event writes bytes where no schema types them (Debezium's `binary.handling.mode`): a string into a `bytea` column is decoded by it.",
+		defText: "`bytes` (base64 in JSON) with envelope debezium; else none", enum: []string{BinaryBytes, BinaryBase64, BinaryBase64URLSafe, BinaryHex}, what: "binary handling mode"},
 	"sinks[].postgres.timeout": {doc: "Bounds one attempt at a call to PostgreSQL (a batch's transaction); then it is retried with backoff.",
 		def: time.Minute, min: time.Second, max: time.Hour},
 	"sinks[].commit":          {doc: "Bounds one batch, held in memory until it commits."},

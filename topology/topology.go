@@ -625,6 +625,13 @@ type Postgres struct {
 	// for an unchanged TOASTed column): such a column keeps its stored
 	// value. Default __debezium_unavailable_value.
 	UnavailableValue string `yaml:"unavailable_value"`
+	// BinaryHandling is how a change event writes a bytea column's bytes
+	// where no schema types them as bytes: Debezium's binary.handling.mode,
+	// "bytes" (Connect's JSON converter writes them as base64), "base64",
+	// "base64-url-safe" or "hex". A string going to a bytea column is
+	// decoded by it; one that does not decode is a dead letter. Default:
+	// "bytes" with envelope debezium; else none (bytea's text input).
+	BinaryHandling string `yaml:"binary_handling"`
 	// Timeout bounds one attempt at a call to PostgreSQL: a batch's
 	// transaction from taking a connection to COMMIT, a read of the
 	// stored positions, the set-up of the sink's tables. A server that
@@ -678,6 +685,14 @@ const (
 	ModeUpsert       = "upsert"
 	EnvelopeNone     = "none"
 	EnvelopeDebezium = "debezium"
+)
+
+// Debezium's binary.handling.mode values: how a change event writes bytes.
+const (
+	BinaryBytes         = "bytes"
+	BinaryBase64        = "base64"
+	BinaryBase64URLSafe = "base64-url-safe"
+	BinaryHex           = "hex"
 )
 
 // Stage returns the stage called name.
