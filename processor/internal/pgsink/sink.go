@@ -171,6 +171,9 @@ type Sink struct {
 	// turns it off (DirectCopy(false)).
 	direct   directPath
 	noDirect bool
+	// upsertRest is the fast upsert statement's rest after it met a key
+	// twice (upsert.go).
+	upsertRest fastRest
 
 	pool *pgxpool.Pool
 	cl   *kgo.Client

@@ -43,6 +43,37 @@ import (
 // COPY leaves (direct.go): drawn sequence values, and a trigger's effects
 // outside the database.
 
+// After a batch with a key twice, the fast statement rests for 1, 2, 4,
+// ... up to maxDirectRest batches, as the direct path does, so that a
+// stream whose batches mostly repeat keys pays for a failed fast
+// statement on one batch in maxDirectRest at most.
+
+// fastRest is the fast statement's rest, in batches.
+type fastRest struct {
+	rest int // batches still to skip it
+	next int // the rest after the next fallback
+}
+
+// skip reports whether this batch skips the fast statement.
+func (f *fastRest) skip() bool {
+	if f.rest > 0 {
+		f.rest--
+		return true
+	}
+	return false
+}
+
+// done records an attempt: a key twice doubles the rest, up to
+// maxDirectRest; a success ends it.
+func (f *fastRest) done(ok bool) {
+	if ok {
+		f.next = 0
+		return
+	}
+	f.next = min(max(1, 2*f.next), maxDirectRest)
+	f.rest = f.next
+}
+
 // fastSavepoint is the savepoint of the fast upsert statement.
 const fastSavepoint = "exactly_upsert"
 
@@ -95,7 +126,7 @@ func (s *Sink) buildFastUpsertSQL() string {
 // returns the rows the INSERT affected.
 func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 	fast := s.buildFastUpsertSQL()
-	if fast == "" {
+	if fast == "" || s.upsertRest.skip() {
 		return s.upsertFull(ctx, tx, false)
 	}
 	var pb pgx.Batch
@@ -122,11 +153,13 @@ func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 		err = cerr
 	}
 	if err == nil {
+		s.upsertRest.done(true)
 		return affected, nil
 	}
 	if sqlState(err) != cardinalityViolation {
 		return 0, err
 	}
+	s.upsertRest.done(false)
 	// A key twice in the batch: the staged rows are still there.
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+fastSavepoint); err != nil {
 		return 0, err
