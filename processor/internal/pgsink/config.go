@@ -71,6 +71,10 @@ type Config struct {
 	// capture (Debezium's unavailable.value.placeholder): the column keeps
 	// its stored value. "" for none.
 	UnavailableValue string
+	// BinaryHandling is how a change event writes bytes that no schema
+	// types (topology.BinaryBytes, …): a string into a bytea column is
+	// decoded by it. "" for none: bytea's text input.
+	BinaryHandling string
 	// Timeout bounds one attempt at a call to PostgreSQL (a batch's
 	// transaction, from taking a connection to COMMIT; a read of the
 	// positions; the set-up); default 1m (the topology spec's). An
@@ -150,6 +154,7 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		Version:                s.Postgres.Version,
 		Envelope:               s.Postgres.Envelope,
 		UnavailableValue:       s.Postgres.UnavailableValue,
+		BinaryHandling:         s.Postgres.BinaryHandling,
 		Timeout:                s.Postgres.Timeout.Duration,
 		CommitInterval:         s.Commit.Interval.Duration,
 		MaxRecords:             s.Commit.MaxRecords,
@@ -244,6 +249,11 @@ func (cfg *Config) defaults() {
 	reader.OrDefault(&cfg.Timeout, topology.Default[time.Duration]("sinks[].postgres.timeout"))
 	// A file leaves envelope empty for none: the spec gives it no default.
 	reader.OrDefault(&cfg.Envelope, topology.EnvelopeNone)
+	if cfg.Envelope == topology.EnvelopeDebezium {
+		// As the connector's own default: Connect bytes, which the JSON
+		// converter writes as base64.
+		reader.OrDefault(&cfg.BinaryHandling, topology.BinaryBytes)
+	}
 	if t, ok := parseTable(cfg.Table); ok && cfg.PositionsTable == "" {
 		cfg.PositionsTable = t.schema + "." + topology.Default[string]("sinks[].postgres.positions_table")
 	}
@@ -256,6 +266,11 @@ func (cfg *Config) checkSpec() []error {
 	lo, hi := topology.Bounds[time.Duration]("sinks[].session_timeout")
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < lo || cfg.SessionTimeout > hi) {
 		errs = append(errs, fault.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, lo, hi))
+	}
+	if cfg.BinaryHandling != "" {
+		if err := reader.OneOf("binary handling", "sinks[].postgres.binary_handling", cfg.BinaryHandling); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, err := range []error{
 		reader.Within("postgres timeout", "sinks[].postgres.timeout", cfg.Timeout),

@@ -28,6 +28,20 @@ var errKeyFields = errors.New("key fields do not match the key column")
 // errBadChange is the cause of a deadletter.ReasonEnvelope dead letter.
 var errBadChange = errors.New("change event cannot be applied")
 
+// binaryError is the cause of a deadletter.ReasonDecode dead letter: a
+// value for a bytea column that does not read as the change event's
+// binary handling mode says bytes are written.
+type binaryError struct {
+	field, mode string
+	err         error
+}
+
+func (e *binaryError) Error() string {
+	return fmt.Sprintf("field %q (binary_handling %s): %v", e.field, e.mode, e.err)
+}
+
+func (e *binaryError) Unwrap() error { return e.err }
+
 // ErrFenced is the cause of a batch rolled back because a stored position
 // was no longer the one the batch started from: another instance wrote the
 // partition since (see Sink). The sink re-reads the positions and seeks.

@@ -17,8 +17,9 @@ import (
 // unavailable reports whether field value v, for a column of type t
 // (with Connect schema fs, if any), is the placeholder of a value the
 // change event did not capture (Config.UnavailableValue): the text
-// itself, its bytes (Avro bytes; base64 in JSON, where a bytea column or
-// a bytes schema reads the field as bytes), or an array holding only it
+// itself, its bytes (Avro bytes; base64 in JSON where a bytes schema
+// types the field, else encoded by the binary handling mode for a bytea
+// column: see encodeBinary), or an array holding only it
 // (Debezium's placeholder for an array column).
 func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 	ph := s.cfg.UnavailableValue
@@ -30,7 +31,14 @@ func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 		if v == ph {
 			return true
 		}
-		return (t.base == "bytea" || fs.Type == "bytes") && v == base64.StdEncoding.EncodeToString([]byte(ph))
+		switch {
+		case fs.Type == "bytes":
+			return v == base64.StdEncoding.EncodeToString([]byte(ph))
+		case t.base == "bytea":
+			// The connector encodes the placeholder's bytes as any bytes.
+			return v == encodeBinary([]byte(ph), s.cfg.BinaryHandling)
+		}
+		return false
 	case []byte:
 		return string(v) == ph
 	case json.RawMessage:
