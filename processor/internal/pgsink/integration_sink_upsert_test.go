@@ -13,13 +13,12 @@ import (
 )
 
 // The upsert's fast statement (every staged row, no DISTINCT ON) writes
-// what the full INSERT writes: an upsert sink whose batches stream into
-// the staging table and a sink of the same input whose batches are
-// prepared and take the full INSERT (tombstones: delete; the input has
-// none) end with the same rows, counts and dead letters, with and without
-// a version column, over batches with a stored key, a key twice in the
-// batch (the fast statement's 21000, then the full INSERT), bad values
-// and an older version.
+// what the full INSERT writes: upsert sinks whose batches stream into the
+// staging table, or are prepared first (tombstones: delete; the input has
+// none), end with the same rows, counts and dead letters as a sink with
+// the fast statement off, with and without a version column, over batches
+// with a stored key, a key twice in the batch (the fast statement's
+// 21000, then the full INSERT), bad values and an older version.
 func TestSinkUpsertFastSameAsFull(t *testing.T) {
 	topic, n := directInput(t)
 	for _, tc := range []struct {
@@ -30,31 +29,35 @@ func TestSinkUpsertFastSameAsFull(t *testing.T) {
 		{"version", "n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fast := newModeSink(t, "upfast", topic, topology.ModeUpsert)
+			streamed := newModeSink(t, "upfast", topic, topology.ModeUpsert)
+			prepared := newModeSink(t, "upprep", topic, topology.ModeUpsert)
 			full := newModeSink(t, "upfull", topic, topology.ModeUpsert)
-			for _, d := range []*directSink{fast, full} {
-				d.sink = openUpsert(t, d, topic, tc.version, d == full)
+			streamed.sink = openUpsert(t, streamed, topic, tc.version, false)
+			prepared.sink = openUpsert(t, prepared, topic, tc.version, true)
+			full.sink = openUpsert(t, full, topic, tc.version, false, pgsink.FastUpsert(false))
+			for _, d := range []*directSink{streamed, prepared, full} {
 				if err := runUntil(t, d.sink, int64(n)); err != nil {
 					t.Fatalf("sink %s: %v", d.name, err)
 				}
+				t.Logf("%s %+v", d.name, d.sink.Stats())
 			}
-			fs, ss := fast.sink.Stats(), full.sink.Stats()
-			t.Logf("fast %+v", fs)
-			t.Logf("full %+v", ss)
-			if fs.Rows != ss.Rows || fs.Duplicates != ss.Duplicates || fs.DeadLettered != ss.DeadLettered {
-				t.Errorf("counts differ: fast %+v, full %+v", fs, ss)
+			for _, fast := range []*directSink{streamed, prepared} {
+				fs, ss := fast.sink.Stats(), full.sink.Stats()
+				if fs.Rows != ss.Rows || fs.Duplicates != ss.Duplicates || fs.DeadLettered != ss.DeadLettered {
+					t.Errorf("counts differ: %s %+v, full %+v", fast.name, fs, ss)
+				}
+				if fs.DeadLettered != 2 {
+					t.Errorf("%s: %d dead letters, want 2", fast.name, fs.DeadLettered)
+				}
+				checkSameTables(t, fast, full, map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": sinkDeadLetters(t)})
 			}
-			if fs.DeadLettered != 2 {
-				t.Errorf("%d dead letters, want 2", fs.DeadLettered)
-			}
-			checkSameTables(t, fast, full, map[string]func(*directSink) []string{"rows": sinkRows(t), "dead letters": sinkDeadLetters(t)})
 			// b4-4: 44 then 99 in one batch, the last and the greatest;
 			// b1-1: 11, then 3 in a later batch, older by version.
 			want := []string{"b4-4|99|", "b1-1|3|"}
 			if tc.version != "" {
 				want[1] = "b1-1|11|"
 			}
-			rows := sinkRows(t)(fast)
+			rows := sinkRows(t)(streamed)
 			for _, w := range want {
 				if !slices.ContainsFunc(rows, func(l string) bool { return strings.HasPrefix(l, w) }) {
 					t.Errorf("no row %s...", w)
@@ -65,9 +68,8 @@ func TestSinkUpsertFastSameAsFull(t *testing.T) {
 }
 
 // openUpsert opens d's sink in upsert mode with version column version
-// (unless ""), its batches prepared (full) or streamed into the staging
-// table.
-func openUpsert(t *testing.T, d *directSink, input, version string, full bool) *pgsink.Sink {
+// (unless ""), its batches prepared or streamed into the staging table.
+func openUpsert(t *testing.T, d *directSink, input, version string, prepared bool, opts ...pgsink.Option) *pgsink.Sink {
 	t.Helper()
 	cfg := pgsink.Config{
 		Sink: d.name, InstanceID: "d1", Brokers: []string{brokers(t)},
@@ -76,10 +78,10 @@ func openUpsert(t *testing.T, d *directSink, input, version string, full bool) *
 		Columns:        []pgsink.Column{{Name: "event_id", Source: "event_id"}, {Name: "n", Source: "n"}, {Name: "body", Source: "$value"}},
 		CommitInterval: 50 * time.Millisecond, MaxRecords: 10, Mode: topology.ModeUpsert, Version: version,
 	}
-	if full {
+	if prepared {
 		cfg.Tombstones = topology.TombstonesDelete
 	}
-	s, err := pgsink.New(cfg)
+	s, err := pgsink.New(cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

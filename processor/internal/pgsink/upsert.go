@@ -50,12 +50,20 @@ import (
 
 // fastRest is the fast statement's rest, in batches.
 type fastRest struct {
-	rest int // batches still to skip it
-	next int // the rest after the next fallback
+	off  bool // FastUpsert(false)
+	rest int  // batches still to skip it
+	next int  // the rest after the next fallback
 }
+
+// FastUpsert turns the fast upsert statement on, the default, or off,
+// for every upsert batch to take the full INSERT: to compare the two.
+func FastUpsert(on bool) Option { return func(s *Sink) { s.upsertRest.off = !on } }
 
 // skip reports whether this batch skips the fast statement.
 func (f *fastRest) skip() bool {
+	if f.off {
+		return true
+	}
 	if f.rest > 0 {
 		f.rest--
 		return true
@@ -120,38 +128,23 @@ func (s *Sink) buildFastUpsertSQL() string {
 		pgx.Identifier{s.cfg.EventID}.Sanitize(), conflict)
 }
 
-// upsertStaged inserts the staged rows of an upsert batch, truncates the
-// staging table, checks the deferred constraints and releases the load's
-// savepoint: the fast statement first, the full INSERT after a 21000. It
-// returns the rows the INSERT affected.
+// upsertStaged inserts the staged rows of a streamed upsert batch, then
+// truncates the staging table, checks the deferred constraints and
+// releases the load's savepoint. It returns the rows the INSERT affected.
 func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
+	return s.insertStaged(ctx, tx, s.sql.truncate, checkDeferred, "RELEASE SAVEPOINT "+savepoint)
+}
+
+// insertStaged runs the INSERT of the staged rows, then the statements
+// of tail, in one round trip: in upsert mode the fast statement first,
+// unless it rests, and the full INSERT after a 21000. It returns the rows
+// the INSERT affected.
+func (s *Sink) insertStaged(ctx context.Context, tx pgx.Tx, tail ...string) (int64, error) {
 	fast := s.buildFastUpsertSQL()
 	if fast == "" || s.upsertRest.skip() {
-		return s.upsertFull(ctx, tx, false)
+		return s.runInsert(ctx, tx, s.sql.insert, fast != "", tail)
 	}
-	var pb pgx.Batch
-	pb.Queue(upsertWorkMemSQL)
-	pb.Queue("SAVEPOINT " + fastSavepoint)
-	pb.Queue(fast)
-	pb.Queue("RELEASE SAVEPOINT " + fastSavepoint)
-	pb.Queue(s.sql.truncate)
-	pb.Queue(checkDeferred)
-	pb.Queue("RELEASE SAVEPOINT " + savepoint)
-	br := tx.SendBatch(ctx, &pb)
-	var affected int64
-	var err error
-	for i := range pb.Len() {
-		var tag pgconn.CommandTag
-		if tag, err = br.Exec(); err != nil {
-			break
-		}
-		if i == 2 {
-			affected = tag.RowsAffected()
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	affected, err := s.runInsert(ctx, tx, fast, true, tail)
 	if err == nil {
 		s.upsertRest.done(true)
 		return affected, nil
@@ -164,29 +157,30 @@ func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+fastSavepoint); err != nil {
 		return 0, err
 	}
-	return s.upsertFull(ctx, tx, true)
+	if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT "+fastSavepoint); err != nil {
+		return 0, err
+	}
+	return s.runInsert(ctx, tx, s.sql.insert, false, tail)
 }
 
-// upsertFull is the full INSERT of the staged rows, then the truncate,
-// the deferred check and the release of the load's savepoint (and of the
-// fast statement's, after it was rolled back to).
-func (s *Sink) upsertFull(ctx context.Context, tx pgx.Tx, afterFast bool) (int64, error) {
+// runInsert sends insert, under the fast statement's savepoint and with
+// upsertWorkMem when fast, then tail, in one pipeline, and returns the
+// rows insert affected.
+func (s *Sink) runInsert(ctx context.Context, tx pgx.Tx, insert string, fast bool, tail []string) (int64, error) {
 	var pb pgx.Batch
-	if !afterFast {
+	if fast {
 		pb.Queue(upsertWorkMemSQL)
+		pb.Queue("SAVEPOINT " + fastSavepoint)
 	}
-	pb.Queue(s.sql.insert)
-	pb.Queue(s.sql.truncate)
-	pb.Queue(checkDeferred)
-	if afterFast {
+	at := pb.Len()
+	pb.Queue(insert)
+	if fast {
 		pb.Queue("RELEASE SAVEPOINT " + fastSavepoint)
 	}
-	pb.Queue("RELEASE SAVEPOINT " + savepoint)
-	br := tx.SendBatch(ctx, &pb)
-	insertAt := 1
-	if afterFast {
-		insertAt = 0
+	for _, q := range tail {
+		pb.Queue(q)
 	}
+	br := tx.SendBatch(ctx, &pb)
 	var affected int64
 	var err error
 	for i := range pb.Len() {
@@ -194,7 +188,7 @@ func (s *Sink) upsertFull(ctx context.Context, tx pgx.Tx, afterFast bool) (int64
 		if tag, err = br.Exec(); err != nil {
 			break
 		}
-		if i == insertAt {
+		if i == at {
 			affected = tag.RowsAffected()
 		}
 	}

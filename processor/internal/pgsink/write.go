@@ -630,20 +630,12 @@ func (s *Sink) insertRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	if err != nil {
 		return err
 	}
-	var pb pgx.Batch
-	pb.Queue(s.sql.insert)
-	pb.Queue(s.sql.truncate)
-	br := tx.SendBatch(ctx, &pb)
-	tag, err := br.Exec()
+	affected, err := s.insertStaged(ctx, tx, s.sql.truncate) // upsert.go
 	if err != nil {
-		_ = br.Close()
 		return err
 	}
-	if err := br.Close(); err != nil {
-		return err
-	}
-	res.rows += tag.RowsAffected()
-	res.duplicates += int64(len(ops)) - tag.RowsAffected()
+	res.rows += affected
+	res.duplicates += int64(len(ops)) - affected
 	return nil
 }
 
