@@ -93,13 +93,17 @@ func TestRestoreChangelogDeletedUnderIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	del, err := adm.DeleteRecords(ctx, ends.Offsets())
-	if err == nil {
-		err = del.Error()
-	}
-	if err != nil {
-		t.Fatalf("delete records of %s: %v", changelog, err)
-	}
+	// The policy reaches the partition's leader a moment after the
+	// change is acknowledged.
+	var delErr error
+	eventually(t, 30*time.Second, func() bool {
+		del, err := adm.DeleteRecords(ctx, ends.Offsets())
+		if err == nil {
+			err = del.Error()
+		}
+		delErr = err
+		return err == nil
+	}, func() string { return fmt.Sprintf("delete records of %s: %v", changelog, delErr) })
 	setPolicy("compact")
 	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
