@@ -100,7 +100,11 @@ func (r *runner) jdbc(ctx context.Context, pool *pgxpool.Pool, want map[string]s
 		return err
 	}
 	logf("connect.sh start %s", worker)
-	out, err := exec.CommandContext(ctx, connect, "start", worker, props).Output()
+	start := exec.CommandContext(ctx, connect, "start", worker, props)
+	// The JVM's own JIT and GC, with the Kafka Streams peer's heap: not the
+	// quick-start options of a test worker.
+	start.Env = append(os.Environ(), "CONNECT_JVM_OPTS=", "CONNECT_HEAP_OPTS=-Xms"+r.cfg.ksHeap+" -Xmx"+r.cfg.ksHeap)
+	out, err := start.Output()
 	if err != nil {
 		return fmt.Errorf("start the Connect worker: %w", err)
 	}
@@ -158,7 +162,7 @@ func (r *runner) fillJDBC(ctx context.Context, topic string) error {
 // with the sink's (digest want).
 func (r *runner) jdbcCase(ctx context.Context, pool *pgxpool.Pool, rest, topic, label, mode string, matched bool, want string) {
 	res := caseResult{Name: label, Group: "sinkpeer", Records: r.total,
-		Note: "debezium-connector-jdbc " + jdbcVersion + " (Maven Central has no 3.6.1.Final of it), standalone Connect " + "4.4.0, 1 task, insert.mode=" + mode}
+		Note: "debezium-connector-jdbc " + jdbcVersion + " (Maven Central has no 3.6.1.Final of it), standalone Connect 4.4.0 (JVM defaults, heap -Xms/-Xmx" + r.cfg.ksHeap + "), 1 task, insert.mode=" + mode}
 	if matched {
 		res.Note += "; matched to the sink: " + jdbcMatchedNote()
 	} else {
