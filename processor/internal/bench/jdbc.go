@@ -190,14 +190,56 @@ func (r *runner) jdbcCase(ctx context.Context, pool *pgxpool.Pool, rest, topic, 
 			return
 		}
 	}
-	u, err := url.Parse(r.cfg.pgDSN)
-	if err != nil {
-		res.Error = fmt.Sprintf("PG_DSN: %v", err)
-		return
-	}
-	pass, _ := u.User.Password()
 	connector := r.k.name(name)
 	r.k.group("connect-" + connector)
+	cfg, err := r.jdbcConfig(topic, schema, mode, matched)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	start := time.Now()
+	if err := restJSON(ctx, http.MethodPut, rest+"/connectors/"+connector+"/config", cfg); err != nil {
+		res.Error = err.Error()
+		return
+	}
+	defer func() {
+		if err := restJSON(context.Background(), http.MethodDelete, rest+"/connectors/"+connector, nil); err != nil {
+			logf("delete connector %s: %v", connector, err)
+		}
+	}()
+	count := func(ctx context.Context) (int64, error) {
+		var n int64
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM "+tbl.Sanitize()).Scan(&n)
+		return n, err
+	}
+	m, err := r.awaitRows(ctx, count, start)
+	if err != nil {
+		res.Error = fmt.Sprintf("%v (%s)", err, connectorState(ctx, rest, connector))
+		return
+	}
+	res.RecordsPerS = m.rate()
+	res.WallS = m.last.Sub(start).Seconds()
+	got, err := tableDigest(ctx, pool, tbl)
+	switch {
+	case err != nil:
+		res.Error = err.Error()
+	case want == "":
+		res.Note += "; values not compared (the sink's table of this mode is missing)"
+	case got != want:
+		res.Error = fmt.Sprintf("rows differ from the sink's table (digest %s, the sink's %s)", got, want)
+	default:
+		res.Note += "; same rows and values as the sink's table"
+	}
+}
+
+// jdbcConfig is the connector's configuration: topic into schema.events,
+// in mode, with jdbcMatched when matched.
+func (r *runner) jdbcConfig(topic, schema, mode string, matched bool) (map[string]string, error) {
+	u, err := url.Parse(r.cfg.pgDSN)
+	if err != nil {
+		return nil, fmt.Errorf("PG_DSN: %w", err)
+	}
+	pass, _ := u.User.Password()
 	cfg := map[string]string{
 		"connector.class":        jdbcConnectorCls,
 		"tasks.max":              "1",
@@ -216,33 +258,22 @@ func (r *runner) jdbcCase(ctx context.Context, pool *pgxpool.Pool, rest, topic, 
 			cfg[k] = v
 		}
 	}
-	start := time.Now()
-	if err := restJSON(ctx, http.MethodPut, rest+"/connectors/"+connector+"/config", cfg); err != nil {
-		res.Error = err.Error()
-		return
-	}
-	defer func() {
-		if err := restJSON(context.Background(), http.MethodDelete, rest+"/connectors/"+connector, nil); err != nil {
-			logf("delete connector %s: %v", connector, err)
-		}
-	}()
-	count := func(ctx context.Context) (int64, error) {
-		var n int64
-		err := pool.QueryRow(ctx, "SELECT count(*) FROM "+tbl.Sanitize()).Scan(&n)
-		return n, err
-	}
+	return cfg, nil
+}
+
+// awaitRows samples count until it reaches the input's records, and
+// measures the rate as watch does.
+func (r *runner) awaitRows(ctx context.Context, count progress, start time.Time) (measured, error) {
 	m := measured{total: r.total, started: start}
 	deadline := time.Now().Add(r.k.timeoutFor())
 	var last int64
 	for {
 		if time.Now().After(deadline) {
-			res.Error = fmt.Sprintf("timed out after %s at %d of %d rows (%s)", r.k.timeoutFor(), last, r.total, connectorState(ctx, rest, connector))
-			return
+			return m, fmt.Errorf("timed out after %s at %d of %d rows", r.k.timeoutFor(), last, r.total)
 		}
 		select {
 		case <-ctx.Done():
-			res.Error = ctx.Err().Error()
-			return
+			return m, ctx.Err()
 		case <-time.After(100 * time.Millisecond): // a count of the table: sampled less often than a position
 		}
 		n, err := count(ctx)
@@ -255,21 +286,8 @@ func (r *runner) jdbcCase(ctx context.Context, pool *pgxpool.Pool, rest, topic, 
 		}
 		if n >= r.total {
 			m.last = now
-			break
+			return m, nil
 		}
-	}
-	res.RecordsPerS = m.rate()
-	res.WallS = m.last.Sub(start).Seconds()
-	got, err := tableDigest(ctx, pool, tbl)
-	switch {
-	case err != nil:
-		res.Error = err.Error()
-	case want == "":
-		res.Note += "; values not compared (the sink's table of this mode is missing)"
-	case got != want:
-		res.Error = fmt.Sprintf("rows differ from the sink's table (digest %s, the sink's %s)", got, want)
-	default:
-		res.Note += "; same rows and values as the sink's table"
 	}
 }
 
