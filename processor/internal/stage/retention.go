@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,8 @@ type outputTimes struct {
 	mu     sync.Mutex
 	seen   map[string]bool // output topics written, described at the next refresh
 	warned map[outPartition]bool
+	// unread is set once a describe failed and was warned about.
+	unread bool
 }
 
 // outPartition is one output partition.
@@ -105,8 +108,8 @@ func (s *Stage) watchOutputTimes(ctx context.Context, adm *kadm.Client) {
 }
 
 // describeOutputTimes reads the settings of every output topic seen. A
-// failure keeps what was read before: it is logged at debug level, the
-// next refresh tries again.
+// failure keeps what was read before; the first is a warning (without
+// the settings, old outputs go unnoticed), the next refresh tries again.
 func (s *Stage) describeOutputTimes(ctx context.Context, adm *kadm.Client) {
 	ot := &s.outTimes
 	ot.mu.Lock()
@@ -116,10 +119,6 @@ func (s *Stage) describeOutputTimes(ctx context.Context, adm *kadm.Client) {
 	}
 	ot.mu.Unlock()
 	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
-	if err != nil {
-		s.log.Debug("describe output topic configs failed", "err", err)
-		return
-	}
 	next := map[string]topicTimes{}
 	if old := ot.topics.Load(); old != nil {
 		for k, v := range *old {
@@ -128,12 +127,21 @@ func (s *Stage) describeOutputTimes(ctx context.Context, adm *kadm.Client) {
 	}
 	for _, rc := range rcs {
 		if rc.Err != nil {
-			s.log.Debug("describe output topic configs failed", "topic", rc.Name, "err", rc.Err)
+			err = fmt.Errorf("%s: %w", rc.Name, rc.Err)
 			continue
 		}
 		next[rc.Name] = parseTopicTimes(rc.Configs)
 	}
 	ot.topics.Store(&next)
+	if err != nil {
+		ot.mu.Lock()
+		first := !ot.unread
+		ot.unread = true
+		ot.mu.Unlock()
+		if first && ctx.Err() == nil {
+			s.log.Warn("cannot read the output topics' retention.ms (DescribeConfigs); outputs older than it are not detected until it can", "topics", topics, "err", err)
+		}
+	}
 }
 
 // parseTopicTimes reads a topic's time settings from its configs.
