@@ -40,18 +40,6 @@ func decodeBinary(str, mode string) ([]byte, error) {
 	return nil, fmt.Errorf("unknown binary handling mode %q", mode)
 }
 
-// encodeBinary is b as a change event writes it in mode; base64 for none
-// (a bytea column's placeholder, see unavailable).
-func encodeBinary(b []byte, mode string) string {
-	switch mode {
-	case topology.BinaryBase64URLSafe:
-		return base64.URLEncoding.EncodeToString(b)
-	case topology.BinaryHex:
-		return hex.EncodeToString(b)
-	}
-	return base64.StdEncoding.EncodeToString(b)
-}
-
 // binaryText is field src for a bytea or bytea[] column, decoded by the
 // binary handling mode (Config.BinaryHandling); ok is false where the mode
 // does not apply. Without a schema nothing else says a value is bytes, so

@@ -41,9 +41,6 @@ func TestDecodeBinary(t *testing.T) {
 			if (err != nil) != tc.bad || (!tc.bad && string(got) != string(tc.want)) {
 				t.Fatalf("decodeBinary(%q, %s) = %x, %v; want %x (error %v)", tc.in, tc.mode, got, err, tc.want, tc.bad)
 			}
-			if !tc.bad && encodeBinary(got, tc.mode) != strings.ToLower(tc.in) && tc.mode != topology.BinaryBase64 && tc.mode != topology.BinaryBytes {
-				t.Fatalf("encodeBinary(%x, %s) = %q; want %q", got, tc.mode, encodeBinary(got, tc.mode), tc.in)
-			}
 		})
 	}
 }
@@ -51,7 +48,8 @@ func TestDecodeBinary(t *testing.T) {
 // A change event's string for a bytea or bytea[] column is read by the
 // binary handling mode where no schema types it as bytes; a value that
 // does not decode is a decode dead letter naming the field and the mode;
-// the placeholder, encoded by the mode, keeps the stored value.
+// the placeholder, as Debezium writes it in each mode, keeps the stored
+// value.
 func TestChangeOpBinary(t *testing.T) {
 	const ph = "__debezium_unavailable_value"
 	event := func(b string) string { return `{"op":"c","after":{"id":1,"b":` + b + `}}` }
@@ -80,8 +78,13 @@ func TestChangeOpBinary(t *testing.T) {
 		{name: "url-safe text in base64", mode: topology.BinaryBase64, value: event(`"-_8="`), errWant: `(binary_handling base64): not base64`},
 		{name: "a number", value: event(`12`), errWant: `field "b" (binary_handling bytes): want text, got 12`},
 		{name: "placeholder base64", value: event(`"` + base64.StdEncoding.EncodeToString([]byte(ph)) + `"`), keep: true},
-		{name: "placeholder hex", mode: topology.BinaryHex, value: event(`"` + hex.EncodeToString([]byte(ph)) + `"`), keep: true},
-		{name: "placeholder url-safe", mode: topology.BinaryBase64URLSafe, value: event(`"` + base64.URLEncoding.EncodeToString([]byte(ph)) + `"`), keep: true},
+		{name: "placeholder text", value: event(`"` + ph + `"`), keep: true},
+		{name: "placeholder text in hex mode", mode: topology.BinaryHex, value: event(`"` + ph + `"`), keep: true},
+		{name: "placeholder text in url-safe mode", mode: topology.BinaryBase64URLSafe, value: event(`"` + ph + `"`), keep: true},
+		// The connector writes the placeholder's bytes only in bytes mode:
+		// in another, text that decodes to them is a value.
+		{name: "placeholder's bytes in hex mode", mode: topology.BinaryHex, value: event(`"` + hex.EncodeToString([]byte(ph)) + `"`), want: `\x` + hex.EncodeToString([]byte(ph))},
+		{name: "placeholder's bytes in base64 mode", mode: topology.BinaryBase64, value: event(`"` + base64.StdEncoding.EncodeToString([]byte(ph)) + `"`), want: `\x` + hex.EncodeToString([]byte(ph))},
 		{name: "placeholder base64 in hex mode", mode: topology.BinaryHex, value: event(`"` + base64.StdEncoding.EncodeToString([]byte(ph)) + `"`), errWant: "not hex"},
 		{name: "array", arr: true, value: event(`["AP8Q",null,""]`), want: `{"\\x00ff10",NULL,"\\x"}`},
 		{name: "array hex", arr: true, mode: topology.BinaryHex, value: event(`[["00ff"],["10"]]`), want: `{{"\\x00ff"},{"\\x10"}}`},

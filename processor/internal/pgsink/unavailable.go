@@ -18,8 +18,8 @@ import (
 // (with Connect schema fs, if any), is the placeholder of a value the
 // change event did not capture (Config.UnavailableValue): the text
 // itself, its bytes (Avro bytes; base64 in JSON where a bytes schema
-// types the field, else encoded by the binary handling mode for a bytea
-// column: see encodeBinary), or an array holding only it
+// types the field, or for a bytea column unless the binary handling mode
+// writes bytes as text), or an array holding only it
 // (Debezium's placeholder for an array column).
 func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 	ph := s.cfg.UnavailableValue
@@ -35,8 +35,11 @@ func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 		case fs.Type == "bytes":
 			return v == base64.StdEncoding.EncodeToString([]byte(ph))
 		case t.base == "bytea":
-			// The connector encodes the placeholder's bytes as any bytes.
-			return v == encodeBinary([]byte(ph), s.cfg.BinaryHandling)
+			// Debezium's bytes mode writes the placeholder's bytes (base64
+			// in JSON), its hex mode the text itself; base64 and
+			// base64-url-safe write null instead (PostgresValueConverter).
+			mode := s.cfg.BinaryHandling
+			return (mode == "" || mode == topology.BinaryBytes) && v == base64.StdEncoding.EncodeToString([]byte(ph))
 		}
 		return false
 	case []byte:
