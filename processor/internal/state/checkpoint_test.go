@@ -325,11 +325,11 @@ func TestCheckpointStaleReturn(t *testing.T) {
 		dup bool
 		why string
 	}{
-		{"m0", 20 * time.Minute, true, "only B saw it: a missed ID"},
-		{"x3", 20 * time.Minute, true, "B saw it again after it expired"},
-		{"x5", 20 * time.Minute, false, "expired and tombstoned: A's stale copy (seen t0+5m) must not count"},
-		{"x9", 20 * time.Minute, false, "expired and tombstoned"},
-		{"new", 20 * time.Minute, false, "never seen"},
+		{"m0", 90 * time.Minute, true, "only B saw it: a missed ID"},
+		{"x3", 90 * time.Minute, true, "B saw it again after it expired"},
+		{"x5", 90 * time.Minute, false, "expired and tombstoned: A's stale copy (seen t0+5m) must not count"},
+		{"x9", 90 * time.Minute, false, "expired and tombstoned"},
+		{"new", 90 * time.Minute, false, "never seen"},
 	} {
 		for _, d := range []struct {
 			name string

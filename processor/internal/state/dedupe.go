@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -12,27 +13,39 @@ import (
 const noTime = math.MinInt64
 
 // Dedupe is the state of a dedupe step: per input partition, the IDs seen
-// and when, in stream time, and the partition's stream time (a watermark
-// over its upstream sources, see watermark.go: without lineage, the
-// largest record timestamp seen, as Kafka Streams defines it).
+// with the event time of their first sighting, and the partition's stream
+// time (a watermark over its upstream sources, see watermark.go: without
+// lineage, the largest record timestamp seen, as Kafka Streams defines it).
+//
+// A record is a duplicate when its ID is stored and its own timestamp is
+// within retention of the first sighting's, before or after it (bounds
+// included). The decision reads event times only, so it does not depend on
+// how the runs of upstream partitions interleave (live or from a backlog).
+// The stream time decides only when an ID is forgotten: once it passes
+// kept + retention, where kept is the later of the sighting's event time
+// and the stream time then (a late record's ID is kept for the retention
+// after it was seen). Only a copy further behind the stream time than
+// that can find its ID forgotten.
 //
 // The changelog of partition p holds, as record key and value:
-//   - an ID and the stream time, in Unix milliseconds as decimal text,
-//     when it was first seen; a tombstone (null value) once it expired;
+//   - an ID and its sighting, in Unix milliseconds as decimal text: the
+//     event time, then ",kept" when kept is later; a tombstone (null
+//     value) once it expired. A value of one number (also as written
+//     before sightings had event times) is both;
 //   - the empty key and the partition's stream time, written once per
 //     transaction that advanced it. IDs are never empty.
 //
-// An ID is a duplicate while streamTime - seen <= retention. Lookups judge
-// expiry themselves, so purging expired IDs (Finish) is garbage collection
-// only and never changes an outcome. Stream time is part of the state: a
-// restored partition judges exactly as its previous owner would have.
+// Lookups judge expiry themselves, so purging expired IDs (Finish) is
+// garbage collection only and never changes an outcome. Stream time is
+// part of the state: a restored partition judges exactly as its previous
+// owner would have.
 //
 // Dedupe is safe for concurrent use by one processing goroutine (through
 // a DedupeTxn) and the goroutines that restore and drop partitions.
 type Dedupe struct {
 	db        *DB
-	ids       *Store // ID -> seen (decimal ms)
-	index     *Store // seen (8 bytes, order-preserving) ++ ID -> empty; local only
+	ids       *Store // ID -> sighting (see encodeSighting)
+	index     *Store // kept (8 bytes, order-preserving) ++ ID -> empty; local only
 	retention int64  // ms
 
 	// partSet: the restored partitions; entries are the IDs stored
@@ -68,7 +81,7 @@ func (d *Dedupe) Begin(emit Emit) *DedupeTxn {
 }
 
 // Check advances partition p's stream time to ts and reports whether id
-// was seen within the retention. A record that is no duplicate is
+// was first seen within the retention of ts, in event time. A record that is no duplicate is
 // processed, and then Remember records its ID, unless it became a dead
 // letter: a dead letter sent back to the input (exactly redrive) must not
 // be dropped as its own duplicate.
@@ -90,11 +103,11 @@ func (t *DedupeTxn) CheckFrom(p int32, src string, id []byte, ts time.Time) (dup
 		return false, err
 	}
 	if ok {
-		seen, err := parseMillis(v)
+		seen, kept, err := decodeSighting(v)
 		if err != nil {
 			return false, fmt.Errorf("dedupe partition %d: stored value of id %q: %w", p, id, err)
 		}
-		if !t.d.expired(seen, tp.streamTime) {
+		if !t.d.expired(kept, tp.streamTime) && t.d.within(ms, seen) {
 			return true, nil
 		}
 	}
@@ -112,30 +125,60 @@ type pendingID struct {
 }
 
 // Remember records the ID of the last Check that found no duplicate as
-// seen now, in stream time (or at the record's timestamp, if later: the
-// stream time is a watermark that may lag it), and writes it to the
-// changelog. Retention counts from this first sighting: a duplicate
-// changes nothing but the stream time.
+// seen at the record's timestamp, kept from the later of it and the
+// stream time, and writes it to the changelog. Retention counts from this
+// first sighting: a duplicate changes nothing but the stream time.
 func (t *DedupeTxn) Remember() {
 	pd := t.pending
 	if pd == nil {
 		return
 	}
 	t.pending = nil
-	seen := max(pd.part.streamTime, pd.ts)
-	val := strconv.AppendInt(nil, seen, 10)
+	kept := max(pd.part.streamTime, pd.ts)
+	val := encodeSighting(pd.ts, kept)
 	t.txn.Set(t.d.ids, pd.p, pd.id, val)
-	t.txn.Set(t.d.index, pd.p, indexKey(seen, pd.id), nil)
+	t.txn.Set(t.d.index, pd.p, indexKey(kept, pd.id), nil)
 	t.emit(pd.p, pd.id, val)
 	if !pd.existed {
 		pd.part.added++
 	}
 }
 
-// expired reports whether an ID seen at seen is forgotten at stream time
+// expired reports whether an ID kept from kept is forgotten at stream time
 // now.
-func (d *Dedupe) expired(seen, now int64) bool {
-	return seen < now-d.retention && now-d.retention < now // no overflow near noTime
+func (d *Dedupe) expired(kept, now int64) bool {
+	return kept < now-d.retention && now-d.retention < now // no overflow near noTime
+}
+
+// within reports whether event times ts and seen are at most the
+// retention apart.
+func (d *Dedupe) within(ts, seen int64) bool {
+	if ts < seen {
+		ts, seen = seen, ts
+	}
+	diff := ts - seen
+	return diff >= 0 && diff <= d.retention // diff < 0: overflowed, far apart
+}
+
+// encodeSighting is the changelog value of an ID first seen at event time
+// seen and kept from kept: "seen", or "seen,kept" when kept is later.
+func encodeSighting(seen, kept int64) []byte {
+	b := strconv.AppendInt(nil, seen, 10)
+	if kept != seen {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, kept, 10)
+	}
+	return b
+}
+
+// decodeSighting reads encodeSighting's value.
+func decodeSighting(v []byte) (seen, kept int64, err error) {
+	head, tail, two := bytes.Cut(v, []byte{','})
+	if seen, err = parseMillis(head); err != nil || !two {
+		return seen, seen, err
+	}
+	kept, err = parseMillis(tail)
+	return seen, kept, err
 }
 
 // Finish ends the transaction's changes before its commit: for each
@@ -149,9 +192,9 @@ func (t *DedupeTxn) Finish(limit int) (int, error) {
 		if tp.streamTime == noTime || purged >= limit {
 			continue
 		}
-		cutoff := tp.streamTime - t.d.retention // seen < cutoff: expired
+		cutoff := tp.streamTime - t.d.retention // kept < cutoff: expired
 		type stale struct {
-			seen int64
+			kept int64
 			id   []byte
 		}
 		var found []stale
@@ -164,12 +207,12 @@ func (t *DedupeTxn) Finish(limit int) (int, error) {
 			return purged, err
 		}
 		for _, s := range found {
-			t.txn.Delete(t.d.index, p, indexKey(s.seen, s.id))
+			t.txn.Delete(t.d.index, p, indexKey(s.kept, s.id))
 			v, ok, err := t.txn.Get(t.d.ids, p, s.id)
 			if err != nil {
 				return purged, err
 			}
-			if cur, perr := parseMillis(v); !ok || perr != nil || cur != s.seen {
+			if _, cur, perr := decodeSighting(v); !ok || perr != nil || cur != s.kept {
 				continue // seen again since, or gone: only the index entry was stale
 			}
 			t.txn.Delete(t.d.ids, p, s.id)
@@ -224,12 +267,12 @@ func (r *dedupeRestorer) Apply(offset int64, key, value []byte) error {
 		r.b.Delete(r.d.ids, r.p, key)
 		r.part.entries--
 	default:
-		seen, err := parseMillis(value)
+		_, kept, err := decodeSighting(value)
 		if err != nil {
 			return fmt.Errorf("dedupe changelog partition %d: id %q: %w", r.p, key, err)
 		}
 		r.b.Set(r.d.ids, r.p, key, value)
-		r.b.Set(r.d.index, r.p, indexKey(seen, key), nil)
+		r.b.Set(r.d.index, r.p, indexKey(kept, key), nil)
 		r.part.entries++
 	}
 	return r.flush(offset)
@@ -239,9 +282,9 @@ func (r *dedupeRestorer) Apply(offset int64, key, value []byte) error {
 // usable. It returns the number of changelog records applied.
 func (r *dedupeRestorer) Done(end int64) (int64, error) { return r.done(end) }
 
-// indexKey orders by seen (sign bit flipped, big-endian), then ID.
-func indexKey(seen int64, id []byte) []byte {
-	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(id)), uint64(seen)^(1<<63))
+// indexKey orders by kept (sign bit flipped, big-endian), then ID.
+func indexKey(kept int64, id []byte) []byte {
+	k := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(id)), uint64(kept)^(1<<63))
 	return append(k, id...)
 }
 

@@ -136,7 +136,12 @@ func TestDedupeRetention(t *testing.T) {
 			// A late record of a: its own time is within the hour of
 			// a's, but stream time is past a's retention.
 			{0, "a", 30 * time.Minute, false},
-			{0, "a", 3 * time.Hour, true},
+			// Seen again at 30m: copies are judged by their own times.
+			{0, "a", 80 * time.Minute, true}, {0, "a", 3 * time.Hour, false},
+		}},
+		{name: "a copy stamped before the first sighting", events: []event{
+			{0, "a", time.Hour, false}, {0, "a", 0, true}, {0, "a", -time.Millisecond, false},
+			{0, "b", 2 * time.Hour, false}, {0, "b", time.Hour, true}, {0, "b", 3 * time.Hour, true},
 		}},
 		{name: "retention counts from the first sighting", events: []event{
 			{0, "a", 0, false}, {0, "a", 50 * time.Minute, true}, {0, "b", 61 * time.Minute, false}, {0, "a", 61 * time.Minute, false},
@@ -145,7 +150,9 @@ func TestDedupeRetention(t *testing.T) {
 			{0, "a", 0, false}, {1, "a", 0, false}, {1, "b", 2 * time.Hour, false}, {0, "a", 0, true}, {1, "a", 0, false},
 		}},
 		{name: "a late record's ID is kept for the retention after it was seen", events: []event{
-			{0, "x", 10 * time.Hour, false}, {0, "late", 0, false}, {0, "late", 10 * time.Hour, true},
+			{0, "x", 10 * time.Hour, false}, {0, "late", 0, false}, {0, "y", 10*time.Hour + 59*time.Minute, false},
+			{0, "late", 30 * time.Minute, true}, {0, "late", 10 * time.Hour, false},
+			{0, "z", 11*time.Hour + time.Millisecond, false}, {0, "late", 0, false},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,87 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// Behind a re-keying stage, three upstream partitions' records reach one
+// input partition live (in time order) or from a backlog (one upstream
+// partition's run after another's): dedupe passes and drops the same
+// records either way. The copy of a at 3m is 3m after the first sighting,
+// beyond the retention of 2m, so it passes, whether the stream time is then
+// 2m30s (live) or held back by upstream partitions not yet heard from
+// (backlog); the copy at 1m30s is within it, so it is dropped, whether it
+// comes before the copy at 3m or after it.
+func TestDedupeSameLiveAndFromBacklog(t *testing.T) {
+	const s, m = time.Second, time.Minute
+	type ev struct {
+		src string
+		id  string
+		at  time.Duration
+	}
+	runs := [][]ev{
+		{{"orders/0", "a", 0}, {"orders/0", "b", 1 * m}, {"orders/0", "a", 3 * m}, {"orders/0", "c", 5 * m}},
+		{{"orders/1", "d", 1 * m}, {"orders/1", "e", 2*m + 30*s}, {"orders/1", "b", 2*m + 50*s}, {"orders/1", "f", 5 * m}},
+		{{"orders/2", "a", 1*m + 30*s}, {"orders/2", "g", 2*m + 40*s}, {"orders/2", "d", 4 * m}, {"orders/2", "h", 5 * m}},
+	}
+	var backlog, live []ev
+	for _, r := range runs {
+		backlog = append(backlog, r...)
+	}
+	live = slices.Clone(backlog)
+	slices.SortStableFunc(live, func(x, y ev) int { return int(x.at - y.at) })
+
+	run := func(events []ev, per int) (passed, dropped []string) {
+		d := NewDedupe(openDB(t), 2*time.Minute)
+		d.SetWatermark(Watermark{Upstream: map[string]int32{"orders": 3}, Idle: time.Hour})
+		restoreEmpty(t, d.Restore, 0)
+		var cl changelog
+		for i := 0; i < len(events); i += per {
+			tx := d.Begin(cl.emit)
+			for _, e := range events[i:min(i+per, len(events))] {
+				dup, err := tx.CheckFrom(0, e.src, []byte(e.id), t0.Add(e.at))
+				if err != nil {
+					t.Fatal(err)
+				}
+				name := fmt.Sprintf("%s@%v", e.id, e.at)
+				if dup {
+					dropped = append(dropped, name)
+					continue
+				}
+				tx.Remember()
+				passed = append(passed, name)
+			}
+			if _, err := tx.Finish(1000); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		slices.Sort(passed)
+		slices.Sort(dropped)
+		return passed, dropped
+	}
+
+	wantDropped := []string{"a@1m30s", "b@2m50s"}
+	for _, tc := range []struct {
+		name   string
+		events []ev
+		per    int // records per transaction
+	}{
+		{"live", live, 1}, {"live, batched", live, 5}, {"backlog", backlog, 1}, {"backlog, one transaction", backlog, len(backlog)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			passed, dropped := run(tc.events, tc.per)
+			if !slices.Equal(dropped, wantDropped) {
+				t.Errorf("dropped %v, want %v", dropped, wantDropped)
+			}
+			if len(passed)+len(dropped) != len(tc.events) {
+				t.Errorf("passed %v", passed)
+			}
+		})
+	}
+}
