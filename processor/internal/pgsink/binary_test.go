@@ -11,6 +11,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -140,6 +141,58 @@ func TestChangeOpBinary(t *testing.T) {
 			}
 			if o.row[1] != tc.want {
 				t.Fatalf("column b = %#v; want %#v", o.row[1], tc.want)
+			}
+		})
+	}
+}
+
+// dbzAvroBinarySchema is a Debezium change event in Avro with a bytea
+// column b as binary.handling.mode writes it: bytes, or a string.
+func dbzAvroBinarySchema(b string) string {
+	return `{"type":"record","name":"Envelope","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},{"name":"b","type":["null","` + b + `"],"default":null}]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}]}`
+}
+
+// In Avro, bytes are bytes in any mode; a string is read by the mode
+// unless that is bytes.
+func TestAvroChangeBinary(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode, typ string
+		b               any
+		want            any
+		errWant         string
+	}{
+		{"bytes", topology.BinaryBytes, "bytes", []byte{0x00, 0xff, 0x10}, `\x00ff10`, ""},
+		{"bytes in hex mode", topology.BinaryHex, "bytes", []byte{0x00, 0xff, 0x10}, `\x00ff10`, ""},
+		{"hex string", topology.BinaryHex, "string", "00ff10", `\x00ff10`, ""},
+		{"base64 string", topology.BinaryBase64, "string", "AP8Q", `\x00ff10`, ""},
+		{"bad hex string", topology.BinaryHex, "string", "AP8Q", nil, `field "b" (binary_handling hex): not hex`},
+		{"string in bytes mode", topology.BinaryBytes, "string", "AP8Q", "AP8Q", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			schema := dbzAvroBinarySchema(tc.typ)
+			s := newTestSink(t, func(c *Config) {
+				c.InputFormat = serde.Avro
+				c.InputCodec = serde.Config{Schema: schema}
+				c.EventID = "id"
+				c.Columns = []Column{{"id", "id"}, {"b", "b"}}
+				c.Mode = topology.ModeUpsert
+				c.Envelope = topology.EnvelopeDebezium
+				c.BinaryHandling = tc.mode
+			})
+			s.types = []colType{plainType("bigint"), plainType("bytea")}
+			o, ok, err := s.toOp(avroRecord(t, schema, map[string]any{"before": nil, "after": map[string]any{"id": int64(1), "b": tc.b}, "op": "c"}))
+			if tc.errWant != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errWant) {
+					t.Fatalf("err = %v; want %q", err, tc.errWant)
+				}
+				return
+			}
+			if err != nil || !ok || o.row[1] != tc.want {
+				t.Fatalf("column b = %#v (%v, %v); want %#v", o.row[1], ok, err, tc.want)
 			}
 		})
 	}
