@@ -155,7 +155,7 @@ var spec = map[string]setting{
 	"stages[].transform[].func":                             {doc: "A Go transform registered with transform.Register."},
 	"stages[].transform[].dedupe":                           {doc: "Drops a record whose ID was seen within `retention`; stateful, the stage's first step."},
 	"stages[].transform[].dedupe.id":                        {doc: "An expression for the record's event ID.", required: true},
-	"stages[].transform[].dedupe.retention":                 {doc: "How long an ID is remembered, in stream time: numbers with units d, h, m, s (`7d`, `1d12h`), at most 100 years.", required: true},
+	"stages[].transform[].dedupe.retention":                 {doc: "How far, in event time, a copy may be from the first sighting of its ID to be dropped, and how long past it, in stream time, the ID is kept: numbers with units d, h, m, s (`7d`, `1d12h`), at most 100 years.", required: true},
 	"stages[].transform[].aggregate":                        {doc: "Windowed aggregations over event time per record key; stateful, the stage's last step."},
 	"stages[].transform[].aggregate.window":                 {doc: "`tumbling: <size>` or `hopping: { size, advance }`.", required: true},
 	"stages[].transform[].aggregate.window.tumbling":        {doc: "Windows this long, end to end; whole milliseconds."},

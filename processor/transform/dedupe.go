@@ -17,7 +17,9 @@ import (
 type Dedupe struct {
 	// Step names the step in dead letters, e.g. "transform[0] dedupe".
 	Step string
-	// Retention is how long an ID is remembered, in stream time.
+	// Retention is how far apart in event time a record and the first
+	// sighting of its ID may be for the record to be a duplicate; the ID
+	// is kept until stream time passes it by as much.
 	Retention time.Duration
 	id        *program
 }
