@@ -85,3 +85,34 @@ func TestDedupeSameLiveAndFromBacklog(t *testing.T) {
 		})
 	}
 }
+
+// A changelog value of one number, as written before sightings had their
+// own event time, restores as a sighting at that time, kept from it.
+func TestDedupeRestoresPlainSighting(t *testing.T) {
+	ms := func(d time.Duration) []byte { return fmt.Append(nil, t0.Add(d).UnixMilli()) }
+	cl := &changelog{recs: []rec{
+		{0, []byte("old"), ms(0)}, // seen and kept at t0
+		{0, []byte("late"), append(append(ms(-time.Hour), ','), ms(0)...)}, // seen at t0-1h, kept from t0
+		{0, nil, ms(-time.Millisecond)},                                    // stream time
+	}}
+	d := NewDedupe(openDB(t), time.Hour)
+	replay(t, d.Restore, cl)
+	for _, e := range []struct {
+		id  string
+		at  time.Duration // after t0
+		dup bool
+	}{
+		{"old", time.Hour, true}, {"old", -time.Hour, true}, {"old", time.Hour + time.Millisecond, false},
+		{"late", -time.Hour, true}, {"late", 0, true}, {"late", -2*time.Hour - time.Millisecond, false},
+	} {
+		tx := d.Begin((&changelog{}).emit)
+		dup, err := tx.Check(0, []byte(e.id), t0.Add(e.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx.Discard()
+		if dup != e.dup {
+			t.Errorf("Check(%s at %v) = %v, want %v", e.id, e.at, dup, e.dup)
+		}
+	}
+}
