@@ -291,6 +291,13 @@ func decodeMicroDuration(v any, _ connectSchema, t colType) (any, error) {
 	return numberInto(strconv.FormatInt(n, 10), t)
 }
 
+// decodeBits reads Debezium's Bits. Debezium writes bit(n) and bit
+// varying(n) alike, with parameter length the declared length (2^31-1
+// for a bit varying without one), and the BitSet's bytes drop leading
+// zeros: only a fixed length says how many there were. So the bits go
+// into a bit(n) column (of the length Debezium names, when it names one)
+// or, as the BitSet's bytes, a bytea column; any other column is
+// refused rather than given a guessed length.
 func decodeBits(v any, fs connectSchema, t colType) (any, error) {
 	b, err := base64Value(v)
 	if err != nil {
@@ -299,10 +306,10 @@ func decodeBits(v any, fs connectSchema, t colType) (any, error) {
 	switch t.base {
 	case "bytea":
 		return bytesText(b, t), nil
-	case "bit", "bit varying", "text", "character varying", "character":
-		return bitsText(b, fs.Parameters["length"])
+	case "bit":
+		return bitsText(b, t, fs.Parameters["length"])
 	}
-	return nil, fmt.Errorf("a %s column cannot hold bits (want bit, bit varying, bytea or text)", t.name)
+	return nil, fmt.Errorf("a %s column cannot hold bits exactly: Debezium writes bit(n) and bit varying alike and drops leading zeros, so only a bit(n) column (or bytea, for the bytes) says how many bits the value has", t.name)
 }
 
 // logicalName is fs's logical type, or its type when it has none.
@@ -421,11 +428,16 @@ func fraction(ns int64) string {
 }
 
 // bitsText is Debezium's Bits, b (java.util.BitSet.toByteArray: little
-// endian, bit 0 the rightmost), as the bit string of length n.
-func bitsText(b []byte, length string) (string, error) {
-	n, err := strconv.Atoi(length)
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("no integer parameter length (got %q)", length)
+// endian, bit 0 the rightmost), as the bit string of bit(n) column t.
+// The length parameter, when set, must be n: it is read only to compare,
+// never to size anything (a bit varying's is 2^31-1).
+func bitsText(b []byte, t colType, length string) (string, error) {
+	n := int(t.mod) // atttypmod of bit(n) is n
+	if n <= 0 {
+		n = 1
+	}
+	if length != "" && length != strconv.Itoa(n) {
+		return "", fmt.Errorf("parameter length %.20q is not the %d bits of a %s column (a bit varying source, or another length)", length, n, t.name)
 	}
 	be := make([]byte, len(b))
 	for i, c := range b {
