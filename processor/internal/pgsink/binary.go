@@ -49,7 +49,7 @@ func decodeBinary(str, mode string) ([]byte, error) {
 // connector then writes bytes as bytes, and the string is a text column's.
 func (s *Sink) binaryText(obj map[string]any, src string, t colType, sch map[string]connectSchema) (v any, ok bool, err error) {
 	mode := s.cfg.BinaryHandling
-	if mode == "" || strings.HasPrefix(src, "$") || obj == nil {
+	if mode == "" || strings.HasPrefix(src, "$") || obj == nil || obj[src] == nil {
 		return nil, false, nil
 	}
 	fs, typed := sch[src]
@@ -57,33 +57,41 @@ func (s *Sink) binaryText(obj map[string]any, src string, t colType, sch map[str
 	if typed && mode == topology.BinaryBytes {
 		return nil, false, nil
 	}
-	fv := obj[src]
-	if fv == nil {
-		return nil, false, nil
-	}
 	if t.base == "bytea" {
-		str, isText := fv.(string)
-		switch {
-		case isText && (fs.Type == "" || fs.Type == "string") && fs.Name == "":
-			b, err := decodeBinary(str, mode)
-			if err != nil {
-				return nil, true, &binaryError{field: src, mode: mode, err: err}
-			}
-			return bytesText(b, t), true, nil
-		case typed:
-			return nil, false, nil
-		}
-		return nil, true, &binaryError{field: src, mode: mode, err: fmt.Errorf("want text, got %s", shownValue(fv))}
+		return byteaText(obj[src], src, mode, fs, typed, t)
 	}
-	elem, isArray := arrayElement(t)
-	if !isArray || elem.base != "bytea" {
+	if elem, isArray := arrayElement(t); isArray && elem.base == "bytea" {
+		return s.byteaArrayText(obj[src], src, mode, fs, typed, t)
+	}
+	return nil, false, nil
+}
+
+// byteaText is binaryText for a bytea column: fv, field src (of schema
+// fs, typed when a schema or Avro gives its type), decoded by mode.
+func byteaText(fv any, src, mode string, fs connectSchema, typed bool, t colType) (any, bool, error) {
+	str, isText := fv.(string)
+	switch {
+	case isText && (fs.Type == "" || fs.Type == "string") && fs.Name == "":
+		b, err := decodeBinary(str, mode)
+		if err != nil {
+			return nil, true, &binaryError{field: src, mode: mode, err: err}
+		}
+		return bytesText(b, t), true, nil
+	case typed:
 		return nil, false, nil
 	}
+	return nil, true, &binaryError{field: src, mode: mode, err: fmt.Errorf("want text, got %s", shownValue(fv))}
+}
+
+// byteaArrayText is binaryText for a bytea[] column: fv, field src, a
+// JSON (or Avro) array of strings each decoded by mode.
+func (s *Sink) byteaArrayText(fv any, src, mode string, fs connectSchema, typed bool, t colType) (any, bool, error) {
 	if fs.Type == "array" && (fs.Items == nil || fs.Items.Type != "string" || fs.Items.Name != "") {
 		return nil, false, nil
 	}
 	raw, isJSON := fv.(json.RawMessage)
 	if a, isAvro := fv.([]any); isAvro {
+		var err error
 		if raw, err = s.jsonCodec.Encode(a); err != nil {
 			return nil, true, err
 		}
