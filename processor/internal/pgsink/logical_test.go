@@ -171,6 +171,13 @@ func TestUnavailable(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString([]byte("__debezium_unavailable_value"))
 	bytea, text := plainType("bytea"), plainType("text")
 	arr := colType{name: "text[]", base: "text[]", full: "text[]", mod: -1}
+	intArr := colType{name: "integer[]", base: "integer[]", full: "integer[]", mod: -1}
+	var byteB64 []string
+	var phInts []any
+	for _, c := range []byte("__debezium_unavailable_value") {
+		byteB64 = append(byteB64, `"`+base64.StdEncoding.EncodeToString([]byte{c})+`"`)
+		phInts = append(phInts, int32(c))
+	}
 	for _, tc := range []struct {
 		name string
 		v    any
@@ -189,6 +196,18 @@ func TestUnavailable(t *testing.T) {
 		{"array with more", json.RawMessage(`["__debezium_unavailable_value","x"]`), arr, connectSchema{}, false},
 		{"bytea array", json.RawMessage(`["` + b64 + `"]`), colType{name: "bytea[]", base: "bytea[]", full: "bytea[]", mod: -1}, connectSchema{}, true},
 		{"avro array", []any{"__debezium_unavailable_value"}, arr, connectSchema{}, true},
+		{"int array of its bytes", json.RawMessage(`[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]`), intArr, connectSchema{}, true},
+		{"date array of its bytes", json.RawMessage(`[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]`), colType{name: "date[]", base: "date[]", full: "date[]", mod: -1}, connectSchema{Type: "array", Items: &connectSchema{Type: "int32", Name: lgDbzDate}}, true},
+		{"float array of its bytes", json.RawMessage(`[95.0,95.0,100.0,101.0,98.0,101.0,122.0,105.0,117.0,109.0,95.0,117.0,110.0,97.0,118.0,97.0,105.0,108.0,97.0,98.0,108.0,101.0,95.0,118.0,97.0,108.0,117.0,101.0]`), intArr, connectSchema{}, true},
+		{"decimal array of its bytes", json.RawMessage(`[` + strings.Join(byteB64, ",") + `]`), intArr, connectSchema{}, true},
+		{"int array of another placeholder's bytes", json.RawMessage(`[64,64,78,65,64,64]`), intArr, connectSchema{}, false},
+		{"int array one byte off", json.RawMessage(`[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,102]`), intArr, connectSchema{}, false},
+		{"avro int array of its bytes", phInts, intArr, connectSchema{}, true},
+		{"uuid array", json.RawMessage(`["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`), colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, true},
+		{"avro uuid array", []any{"b68a35a7-17ad-35b3-af2a-ae46edb4545a"}, colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, true},
+		{"other uuid array", json.RawMessage(`["b68a35a7-17ad-35b3-af2a-ae46edb4545b"]`), colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, false},
+		{"hstore map", json.RawMessage(`{"__debezium_unavailable_value":"__debezium_unavailable_value"}`), plainType("hstore"), connectSchema{}, true},
+		{"avro bytes array", []any{[]byte("__debezium_unavailable_value")}, colType{name: "bytea[]", base: "bytea[]", full: "bytea[]", mod: -1}, connectSchema{}, true},
 		{"null", nil, text, connectSchema{}, false},
 		{"number", json.Number("1"), text, connectSchema{}, false},
 	} {
@@ -197,6 +216,13 @@ func TestUnavailable(t *testing.T) {
 				t.Fatalf("unavailable(%v) = %v; want %v", tc.v, got, tc.want)
 			}
 		})
+	}
+	na := &Sink{cfg: Config{UnavailableValue: "@@NA@@"}}
+	if !na.unavailable(json.RawMessage(`[64,64,78,65,64,64]`), intArr, connectSchema{}) {
+		t.Fatal("an int array of a configured placeholder's bytes is not unavailable")
+	}
+	if got := placeholderUUID("__debezium_unavailable_value"); got != "b68a35a7-17ad-35b3-af2a-ae46edb4545a" {
+		t.Fatalf("placeholderUUID = %s", got)
 	}
 	off := &Sink{}
 	if off.unavailable("__debezium_unavailable_value", text, connectSchema{}) {

@@ -1,8 +1,11 @@
 package pgsink
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -19,8 +22,8 @@ import (
 // change event did not capture (Config.UnavailableValue): the text
 // itself, its bytes (Avro bytes; base64 in JSON where a bytes schema
 // types the field, or for a bytea column unless the binary handling mode
-// writes bytes as text), or an array holding only it
-// (Debezium's placeholder for an array column).
+// writes bytes as text), or one of the array and map forms Debezium
+// builds from it for an array or hstore column (placeholderArray).
 func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 	ph := s.cfg.UnavailableValue
 	if ph == "" || v == nil {
@@ -45,31 +48,111 @@ func (s *Sink) unavailable(v any, t colType, fs connectSchema) bool {
 	case []byte:
 		return string(v) == ph
 	case json.RawMessage:
-		return s.unavailableArray(v, t, fs)
+		return s.unavailableJSON(v, t, fs)
 	case []any:
-		return len(v) == 1 && s.unavailable(v[0], colType{}, connectSchema{})
+		return s.placeholderArray(v, t, fs)
+	case map[string]any:
+		return len(v) == 1 && v[ph] == ph
 	}
 	return false
 }
 
-// unavailableArray reports whether raw, a JSON field, is an array
-// holding only the placeholder (see unavailable).
-func (s *Sink) unavailableArray(raw json.RawMessage, t colType, fs connectSchema) bool {
-	// Longer than the array of the placeholder's base64, with room for
-	// white space: some other array, not worth decoding.
-	if len(raw) == 0 || raw[0] != '[' || len(raw) > 2*len(s.cfg.UnavailableValue)+16 {
+// unavailableJSON reports whether raw, a JSON field, is an array or map
+// form of the placeholder (see unavailable).
+func (s *Sink) unavailableJSON(raw json.RawMessage, t colType, fs connectSchema) bool {
+	ph := s.cfg.UnavailableValue
+	// Longer than the longest form (one element of up to 7 bytes per byte
+	// of the placeholder, "\"Xw==\","), with room for white space: some
+	// other value, not worth decoding.
+	if len(raw) == 0 || len(raw) > 8*len(ph)+64 {
 		return false
 	}
-	var els []any
-	if json.Unmarshal(raw, &els) != nil || len(els) != 1 {
-		return false
+	switch raw[0] {
+	case '[':
+		var els []any
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if d.Decode(&els) != nil {
+			return false
+		}
+		return s.placeholderArray(els, t, fs)
+	case '{':
+		var m map[string]any
+		if json.Unmarshal(raw, &m) != nil {
+			return false
+		}
+		return s.unavailable(m, t, fs)
 	}
+	return false
+}
+
+// placeholderArray reports whether els, the elements of an array field,
+// are Debezium's placeholder for an unchanged array column
+// (UnchangedToastedPlaceholder): the placeholder alone, as text or bytes
+// (or, for uuid[], the name-based UUID of its bytes); or, for an element
+// type of numbers (integers, floats, decimals, and the dates and times
+// written as integers), one element per byte of the placeholder, that
+// byte's value. A boolean[]'s form, one true per byte, is also a real
+// value, and is not read as the placeholder.
+func (s *Sink) placeholderArray(els []any, t colType, fs connectSchema) bool {
+	ph := s.cfg.UnavailableValue
 	elem, _ := arrayElement(t)
 	var items connectSchema
 	if fs.Items != nil {
 		items = *fs.Items
 	}
-	return s.unavailable(els[0], elem, items)
+	if len(els) == 1 {
+		if u, ok := els[0].(string); ok && u == placeholderUUID(ph) {
+			return true
+		}
+		if s.unavailable(els[0], elem, items) {
+			return true
+		}
+	}
+	if len(els) != len(ph) {
+		return false
+	}
+	for i, e := range els {
+		if !placeholderByte(e, int8(ph[i])) {
+			return false
+		}
+	}
+	return true
+}
+
+// placeholderByte reports whether array element e is b, a byte of the
+// placeholder (a Java byte: signed), as Debezium writes it for a number
+// element type: the number itself, or for a decimal the base64 of its
+// one unscaled byte (a VariableScaleDecimal's of scale 0).
+func placeholderByte(e any, b int8) bool {
+	switch e := e.(type) {
+	case json.Number:
+		f, err := e.Float64()
+		return err == nil && f == float64(b)
+	case int32:
+		return int64(e) == int64(b)
+	case int64:
+		return e == int64(b)
+	case float32:
+		return float64(e) == float64(b)
+	case float64:
+		return e == float64(b)
+	case string:
+		return e == base64.StdEncoding.EncodeToString([]byte{byte(b)})
+	case map[string]any:
+		return len(e) == 2 && fmt.Sprint(e["scale"]) == "0" && placeholderByte(e["value"], b)
+	}
+	return false
+}
+
+// placeholderUUID is Java's UUID.nameUUIDFromBytes of ph (a version 3,
+// MD5, name-based UUID), Debezium's placeholder in a uuid[].
+func placeholderUUID(ph string) string {
+	h := md5.Sum([]byte(ph))
+	h[6] = h[6]&0x0f | 0x30
+	h[8] = h[8]&0x3f | 0x80
+	x := hex.EncodeToString(h[:])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // keepColumn is the staging column of an op's kept columns (op.keep): the
