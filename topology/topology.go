@@ -632,6 +632,16 @@ type Postgres struct {
 	// decoded by it; one that does not decode is a dead letter. Default:
 	// "bytes" with envelope debezium; else none (bytea's text input).
 	BinaryHandling string `yaml:"binary_handling"`
+	// DecimalHandling, IntervalHandling and TimePrecision are how a
+	// change event writes decimals, intervals and dates and times where no
+	// schema types them: Debezium's decimal.handling.mode,
+	// interval.handling.mode and time.precision.mode, with their values.
+	// A value whose meaning the mode leaves open is a dead letter, never
+	// guessed. Default: Debezium's (precise, numeric, adaptive) with
+	// envelope debezium; else none.
+	DecimalHandling  string `yaml:"decimal_handling"`
+	IntervalHandling string `yaml:"interval_handling"`
+	TimePrecision    string `yaml:"time_precision"`
 	// Timeout bounds one attempt at a call to PostgreSQL: a batch's
 	// transaction from taking a connection to COMMIT, a read of the
 	// stored positions, the set-up of the sink's tables. A server that
@@ -693,6 +703,20 @@ const (
 	BinaryBase64        = "base64"
 	BinaryBase64URLSafe = "base64-url-safe"
 	BinaryHex           = "hex"
+)
+
+// Debezium's decimal.handling.mode, interval.handling.mode and
+// time.precision.mode values (see the connector's "Data type mappings").
+const (
+	DecimalPrecise           = "precise"
+	DecimalString            = "string"
+	DecimalDouble            = "double"
+	IntervalNumeric          = "numeric"
+	IntervalString           = "string"
+	TimeAdaptive             = "adaptive"
+	TimeAdaptiveMicroseconds = "adaptive_time_microseconds"
+	TimeConnect              = "connect"
+	TimeISOString            = "isostring"
 )
 
 // Stage returns the stage called name.
