@@ -1,6 +1,7 @@
 package pgsink
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -152,4 +153,81 @@ func (s *Sink) typeAt(i int) colType {
 		return s.types[i]
 	}
 	return colType{}
+}
+
+// checkChangeKey refuses change event r when its key names the row by
+// more fields than the event id column's one: the event ID is then a
+// part of the row's key, and an upsert or delete by it would merge or
+// delete the other rows that share that part (tenant 2's id 1 deleting
+// tenant 1's). A tombstone's delete is refused the same way
+// (tombstoneOp). Keys that are no object, or no Avro record, pass: the
+// key says nothing of the row's fields. A dead letter, reason event_id.
+func (s *Sink) checkChangeKey(r *kgo.Record) error {
+	src := s.cfg.Columns[s.eventIDIndex].Source
+	if src == topology.SourceKey || len(r.Key) == 0 {
+		return nil
+	}
+	names := s.keyFieldNames(r.Key)
+	if len(names) <= 1 {
+		return nil
+	}
+	return &dlq.RecordError{Reason: deadletter.ReasonEventID,
+		Err: fmt.Errorf("%w: the key's fields (%s) name the row, and column %q holds only field %q (the sink never writes or deletes by a part of a key: map the event id column to $key)",
+			errKeyFields, strings.Join(quoteAll(names), ", "), s.cfg.EventID, src)}
+}
+
+// keyFieldNames are the fields of record key k: a JSON object's members
+// (a Connect JSON payload's, with schemas.enable), or the fields of the
+// Avro record a registry frame names; nil for any other key.
+func (s *Sink) keyFieldNames(k []byte) []string {
+	if s.typed.avro {
+		return s.avroKeyFields(k)
+	}
+	if !looksLikeObject(k) || serde.CheckJSON(k) != nil {
+		return nil
+	}
+	body, _, err := s.unwrapPayload(k)
+	if err != nil || !looksLikeObject(body) {
+		return nil
+	}
+	names, _ := memberNames(body)
+	return names
+}
+
+// avroKeyFields are the fields of the Avro record key k, read with its
+// writer schema from the registry (cached by schema ID); nil when k is
+// no registry frame or its schema cannot be read.
+func (s *Sink) avroKeyFields(k []byte) []string {
+	if len(k) < 5 || k[0] != 0 || s.cfg.InputCodec.Registry.URL == "" {
+		return nil
+	}
+	id := binary.BigEndian.Uint32(k[1:5])
+	s.typed.keyMu.Lock()
+	defer s.typed.keyMu.Unlock()
+	if names, ok := s.typed.keyFields[id]; ok {
+		return names
+	}
+	if s.typed.keyCodec == nil {
+		// The value's reader schema and subject do not apply to keys.
+		cfg := s.cfg.inputCodec()
+		cfg.SchemaFile, cfg.Schema, cfg.Registry.ReaderSchema, cfg.Registry.Subject = "", "", "", cfg.Topic+"-key"
+		c, err := serde.NewCodec(cfg)
+		if err != nil {
+			return nil
+		}
+		s.typed.keyCodec = c
+	}
+	rs, err := serde.ValueSchema(s.typed.keyCodec, k)
+	if err != nil {
+		return nil // a registry hiccup: not cached, tried again
+	}
+	var names []string
+	for _, f := range rs.Fields {
+		names = append(names, f.Name)
+	}
+	if s.typed.keyFields == nil {
+		s.typed.keyFields = map[uint32][]string{}
+	}
+	s.typed.keyFields[id] = names
+	return names
 }

@@ -415,6 +415,9 @@ func (s *Sink) changeOp(r *kgo.Record) (op, bool, error) {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("field \"op\": %w", err)}
 	}
 	kind, _ := v.(string)
+	if err := s.checkChangeKey(r); err != nil {
+		return op{}, false, err
+	}
 	switch kind {
 	case opCreate, opUpdate, opRead:
 		return s.afterOp(r, body, kind, sch.field("after").fieldMap())

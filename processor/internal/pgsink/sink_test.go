@@ -396,6 +396,13 @@ func TestChangeOp(t *testing.T) {
 		{name: "delete without before", value: `{"op":"d","after":null}`, reason: deadletter.ReasonEnvelope},
 		{name: "delete without the key", value: `{"op":"d","before":{"a":"x"}}`, reason: deadletter.ReasonEventID},
 		{name: "delete by an absent key", keyCol: true, value: `{"op":"d","before":{"id":1}}`, reason: deadletter.ReasonEventID},
+		{name: "create with the key's one field", key: `{"id":1}`, value: `{"op":"c","after":{"id":1,"a":"x"}}`, want: []any{"1", "x"}},
+		{name: "create with a wrapped key's one field", key: `{"schema":{"type":"struct","fields":[{"type":"int64","field":"id"}]},"payload":{"id":1}}`, value: `{"op":"c","after":{"id":1,"a":"x"}}`, want: []any{"1", "x"}},
+		{name: "create with a text key", key: `k1`, value: `{"op":"c","after":{"id":1,"a":"x"}}`, want: []any{"1", "x"}},
+		{name: "update by a part of a composite key", key: `{"tenant":2,"id":1}`, value: `{"op":"u","after":{"tenant":2,"id":1,"a":"y"}}`, reason: deadletter.ReasonEventID},
+		{name: "delete by a part of a composite key", key: `{"tenant":2,"id":1}`, value: `{"op":"d","before":{"tenant":2,"id":1,"a":"x"}}`, reason: deadletter.ReasonEventID},
+		{name: "delete by a part of a wrapped composite key", key: `{"schema":{"type":"struct","fields":[{"type":"int32","field":"tenant"},{"type":"int64","field":"id"}]},"payload":{"tenant":2,"id":1}}`, value: `{"op":"d","before":{"tenant":2,"id":1}}`, reason: deadletter.ReasonEventID},
+		{name: "delete by a composite key as the key column", keyCol: true, key: `{"tenant":2,"id":1}`, value: `{"op":"d","before":{"tenant":2,"id":1}}`, del: `{"tenant":2,"id":1}`},
 		{name: "not an object", value: `[1]`, reason: deadletter.ReasonEnvelope},
 		{name: "invalid json", value: `{"op":`, reason: deadletter.ReasonDecode},
 	}

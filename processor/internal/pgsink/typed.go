@@ -50,6 +50,11 @@ type typedState struct {
 	// row fields, by writer schema ID and record (avroConnectSchemas).
 	connectMu sync.Mutex
 	connect   map[string]map[string]connectSchema
+	// keyCodec reads Avro change event keys' schemas, and keyFields are
+	// their fields by schema ID (checkChangeKey).
+	keyMu     sync.Mutex
+	keyCodec  serde.Codec
+	keyFields map[uint32][]string
 	// schemas are the Connect schemas of JSON values (schemas.enable).
 	schemas schemaCache
 	// keeps is set once a record kept a stored value (op.keep): the
@@ -521,6 +526,9 @@ func (s *Sink) avroChangeOp(r *kgo.Record, ev map[string]any) (op, bool, error) 
 		return op{}, false, envelopeError(`no "op" field`)
 	}
 	kind, _ := raw.(string)
+	if err := s.checkChangeKey(r); err != nil {
+		return op{}, false, err
+	}
 	switch kind {
 	case opCreate, opUpdate, opRead:
 		after, ok := ev["after"].(map[string]any)
