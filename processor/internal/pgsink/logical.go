@@ -243,10 +243,20 @@ func decodeVariableDecimal(v any, _ connectSchema, t colType) (any, error) {
 	return numberInto(d, t)
 }
 
+// Postgres's date range in days since 1970-01-01: 4714-11-24 BC (Julian
+// day 0) to 5874897-12-31.
+const (
+	minDateDays = -2440588
+	maxDateDays = 2145042905
+)
+
 func decodeDate(v any, _ connectSchema, t colType) (any, error) {
 	n, err := integer(v)
-	if err != nil || n < -1e9 || n > 1e9 {
-		return nil, fmt.Errorf("want days since 1970-01-01, got %s", shownValue(v))
+	if err != nil {
+		return nil, fmt.Errorf("want days since 1970-01-01 as an integer, got %s", shownValue(v))
+	}
+	if n < minDateDays || n > maxDateDays {
+		return nil, fmt.Errorf("%d days since 1970-01-01 is beyond the dates Postgres holds (4714-11-24 BC to 5874897-12-31)", n)
 	}
 	return timeInto(dateText(time.Unix(0, 0).UTC().AddDate(0, 0, int(n))), t)
 }
@@ -321,10 +331,23 @@ func logicalName(fs connectSchema) string {
 }
 
 // numberInto is number text d for column type t: a time or bytea column
-// cannot hold a number.
+// cannot hold a number. An integer column takes a decimal whose fraction
+// is zeros (a Decimal's scale is its type's, so -3 of scale 2 is
+// "-3.00") as the whole number, and refuses any other fraction.
 func numberInto(d string, t colType) (any, error) {
 	if isTimeType(t.base) || t.base == "bytea" || t.base == "interval" || t.base == "boolean" {
 		return nil, fmt.Errorf("a %s column cannot hold the number %s", t.name, d)
+	}
+	switch t.base {
+	case "smallint", "integer", "bigint":
+		whole, frac, found := strings.Cut(d, ".")
+		if !found {
+			return d, nil
+		}
+		if strings.Trim(frac, "0") != "" {
+			return nil, fmt.Errorf("a %s column cannot hold the fraction of %s", t.name, d)
+		}
+		return whole, nil
 	}
 	return d, nil
 }
@@ -355,6 +378,10 @@ func decimalText(b64 string, scale int) (string, error) {
 	b, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
 		return "", fmt.Errorf("not base64: %w", err)
+	}
+	if len(b) == 0 {
+		// Connect's Decimal.toLogical refuses it (BigInteger of no bytes).
+		return "", fmt.Errorf("no bytes: a decimal's unscaled value has at least one")
 	}
 	if scale > 1000 || scale < -1000 {
 		return "", fmt.Errorf("scale %d is beyond ±1000", scale)
