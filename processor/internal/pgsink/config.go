@@ -75,6 +75,13 @@ type Config struct {
 	// types (topology.BinaryBytes, …): a string into a bytea column is
 	// decoded by it. "" for none: bytea's text input.
 	BinaryHandling string
+	// DecimalHandling, IntervalHandling and TimePrecision are how a
+	// change event writes decimals, intervals, dates and times that no
+	// schema types (Debezium's decimal.handling.mode, …; see modes.go).
+	// "" for none: the column type's text input.
+	DecimalHandling  string
+	IntervalHandling string
+	TimePrecision    string
 	// Timeout bounds one attempt at a call to PostgreSQL (a batch's
 	// transaction, from taking a connection to COMMIT; a read of the
 	// positions; the set-up); default 1m (the topology spec's). An
@@ -155,6 +162,9 @@ func SinkConfig(f *topology.File, s *topology.Sink, instanceID string) Config {
 		Envelope:               s.Postgres.Envelope,
 		UnavailableValue:       s.Postgres.UnavailableValue,
 		BinaryHandling:         s.Postgres.BinaryHandling,
+		DecimalHandling:        s.Postgres.DecimalHandling,
+		IntervalHandling:       s.Postgres.IntervalHandling,
+		TimePrecision:          s.Postgres.TimePrecision,
 		Timeout:                s.Postgres.Timeout.Duration,
 		CommitInterval:         s.Commit.Interval.Duration,
 		MaxRecords:             s.Commit.MaxRecords,
@@ -253,6 +263,9 @@ func (cfg *Config) defaults() {
 		// As the connector's own default: Connect bytes, which the JSON
 		// converter writes as base64.
 		reader.OrDefault(&cfg.BinaryHandling, topology.BinaryBytes)
+		reader.OrDefault(&cfg.DecimalHandling, topology.DecimalPrecise)
+		reader.OrDefault(&cfg.IntervalHandling, topology.IntervalNumeric)
+		reader.OrDefault(&cfg.TimePrecision, topology.TimeAdaptive)
 	}
 	if t, ok := parseTable(cfg.Table); ok && cfg.PositionsTable == "" {
 		cfg.PositionsTable = t.schema + "." + topology.Default[string]("sinks[].postgres.positions_table")
@@ -267,8 +280,16 @@ func (cfg *Config) checkSpec() []error {
 	if cfg.SessionTimeout > 0 && (cfg.SessionTimeout < lo || cfg.SessionTimeout > hi) {
 		errs = append(errs, fault.NewConfigError("session timeout %s must be between the heartbeat interval %s and %s", cfg.SessionTimeout, lo, hi))
 	}
-	if cfg.BinaryHandling != "" {
-		if err := reader.OneOf("binary handling", "sinks[].postgres.binary_handling", cfg.BinaryHandling); err != nil {
+	for _, m := range []struct{ name, path, v string }{
+		{"binary handling", "sinks[].postgres.binary_handling", cfg.BinaryHandling},
+		{"decimal handling", "sinks[].postgres.decimal_handling", cfg.DecimalHandling},
+		{"interval handling", "sinks[].postgres.interval_handling", cfg.IntervalHandling},
+		{"time precision", "sinks[].postgres.time_precision", cfg.TimePrecision},
+	} {
+		if m.v == "" {
+			continue
+		}
+		if err := reader.OneOf(m.name, m.path, m.v); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -42,6 +42,17 @@ func (e *binaryError) Error() string {
 
 func (e *binaryError) Unwrap() error { return e.err }
 
+// modeError is the cause of a deadletter.ReasonDecode dead letter: a value
+// with no schema whose meaning the connector's mode (option, mirrored by
+// the sink's setting) leaves open, or that the mode never writes.
+type modeError struct {
+	field, column, setting, mode, option, why string
+}
+
+func (e *modeError) Error() string {
+	return fmt.Sprintf("field %q into a %s column (%s %s, the connector's %s): %s", e.field, e.column, e.setting, e.mode, e.option, e.why)
+}
+
 // ErrFenced is the cause of a batch rolled back because a stored position
 // was no longer the one the batch started from: another instance wrote the
 // partition since (see Sink). The sink re-reads the positions and seeks.

@@ -179,6 +179,9 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 	if v, ok, err := s.binaryText(obj, src, t, sch); ok || err != nil {
 		return v, err
 	}
+	if v, ok, err := s.modeText(obj, src, t, sch); ok || err != nil {
+		return v, err
+	}
 	if t.base == "bytea" {
 		if v, ok := s.recordBytes(r, src, t); ok {
 			return v, nil
