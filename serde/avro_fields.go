@@ -39,6 +39,8 @@ type FieldType struct {
 	// Fields are a record's fields (nil for a record that encloses
 	// itself, met again).
 	Fields []Field
+	// Items is an array's item type.
+	Items *FieldType
 }
 
 // RecordSchema is the record schema a codec reads a value with: its
@@ -155,6 +157,10 @@ func fieldType(t *avroType, open map[*avroType]bool) FieldType {
 		Connect: t.connect, ConnectParameters: t.connectParams}
 	if t.kind == kindRecord {
 		ft.Fields = recordFields(t, open)
+	}
+	if t.kind == kindArray && t.items != nil {
+		items := fieldType(t.items, open)
+		ft.Items = &items
 	}
 	return ft
 }

@@ -29,7 +29,7 @@ func TestValueSchema(t *testing.T) {
 		{"amount", FieldType{Kind: "bytes", Logical: "decimal", Precision: 12, Scale: 2}},
 		{"at", FieldType{Kind: "long", Logical: "timestamp-millis", Nullable: true}},
 		{"either", FieldType{Kind: "union"}},
-		{"tags", FieldType{Kind: "array"}},
+		{"tags", FieldType{Kind: "array", Items: &FieldType{Kind: "string"}}},
 	}
 	t.Run("writer schema of a frame", func(t *testing.T) {
 		got, err := ValueSchema(c, frame(id2, nil))

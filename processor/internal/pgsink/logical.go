@@ -114,6 +114,8 @@ const (
 	lgMicroDuration = "io.debezium.time.MicroDuration"
 	lgVarDecimal    = "io.debezium.data.VariableScaleDecimal"
 	lgBits          = "io.debezium.data.Bits"
+	// lgAvroDecimal is an Avro decimal, read by the codec as its text.
+	lgAvroDecimal = "avro decimal"
 )
 
 // textLogical are logical types whose value is already the text the
@@ -189,6 +191,15 @@ var logicalDecoders = map[string]logicalDecoder{
 	lgNanoTs:        timestampDecoder(1, ""),
 	lgMicroDuration: decodeMicroDuration,
 	lgBits:          decodeBits,
+	lgAvroDecimal:   decodeAvroDecimal,
+}
+
+func decodeAvroDecimal(v any, _ connectSchema, t colType) (any, error) {
+	d, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("want decimal text, got %s", shownValue(v))
+	}
+	return numberInto(d, t)
 }
 
 func decodeBytes(v any, _ connectSchema, t colType) (any, error) {
@@ -586,13 +597,14 @@ func (s *Sink) avroConnectSchemas(r *kgo.Record, rec string) map[string]connectS
 			continue
 		}
 		for _, ff := range f.Type.Fields {
-			if ff.Type.Connect == "" || ff.Type.Logical != "" {
+			cs, ok := avroConnectSchema(ff.Type)
+			if !ok {
 				continue
 			}
 			if m == nil {
 				m = map[string]connectSchema{}
 			}
-			m[ff.Name] = connectSchema{Type: ff.Type.Kind, Name: ff.Type.Connect, Parameters: ff.Type.ConnectParameters}
+			m[ff.Name] = cs
 		}
 	}
 	if s.typed.connect == nil {
@@ -600,6 +612,30 @@ func (s *Sink) avroConnectSchemas(r *kgo.Record, rec string) map[string]connectS
 	}
 	s.typed.connect[key] = m
 	return m
+}
+
+// avroConnectSchema is the Connect schema schemaText reads an Avro field
+// of type ft by: its connect.name, when it has no Avro logical type; an
+// Avro decimal (which the codec reads as decimal text) as lgAvroDecimal;
+// an array whose items have either, or are bytes, element by element.
+// ok is false when the field is read as its plain value.
+func avroConnectSchema(ft serde.FieldType) (connectSchema, bool) {
+	switch {
+	case ft.Logical == "decimal":
+		return connectSchema{Type: "string", Name: lgAvroDecimal}, true
+	case ft.Kind == "array" && ft.Items != nil:
+		items, ok := avroConnectSchema(*ft.Items)
+		if !ok && ft.Items.Kind == "bytes" && ft.Items.Logical == "" {
+			items, ok = connectSchema{Type: "bytes"}, true
+		}
+		if !ok {
+			return connectSchema{}, false
+		}
+		return connectSchema{Type: "array", Items: &items}, true
+	case ft.Connect != "" && ft.Logical == "":
+		return connectSchema{Type: ft.Kind, Name: ft.Connect, Parameters: ft.ConnectParameters}, true
+	}
+	return connectSchema{}, false
 }
 
 // connectValues turns the Avro values of obj's fields that sch names into

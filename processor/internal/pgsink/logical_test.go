@@ -3,6 +3,7 @@ package pgsink
 import (
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"math/big"
 	"strings"
 	"testing"
@@ -283,5 +284,74 @@ func TestAvroConnectLogicalTypes(t *testing.T) {
 	del, ok, err := s.toOp(avroRecord(t, dbzAvroSchema, map[string]any{"before": row, "after": nil, "op": "d"}))
 	if err != nil || !ok || !del.del || del.id != "7" {
 		t.Fatalf("delete: %+v, %v, %v", del, ok, err)
+	}
+}
+
+// dbzAvroArraySchema is a Debezium change event with arrays as
+// Confluent's AvroConverter writes them: items named by connect.name
+// (date[], timestamp[], jsonb[]), bytes items (bytea[]), and an Avro
+// decimal field and array.
+const dbzAvroArraySchema = `{"type":"record","name":"Envelope","namespace":"srv.public.arr","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"ds","type":["null",{"type":"array","items":["null",{"type":"int","connect.version":1,"connect.name":"io.debezium.time.Date"}]}],"default":null},
+   {"name":"tss","type":["null",{"type":"array","items":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}]}],"default":null},
+   {"name":"docs","type":["null",{"type":"array","items":["null",{"type":"string","connect.version":1,"connect.name":"io.debezium.data.Json"}]}],"default":null},
+   {"name":"blobs","type":["null",{"type":"array","items":["null","bytes"]}],"default":null},
+   {"name":"n","type":["null",{"type":"bytes","scale":2,"precision":10,"logicalType":"decimal"}],"default":null},
+   {"name":"ns","type":["null",{"type":"array","items":["null",{"type":"bytes","scale":2,"precision":10,"logicalType":"decimal"}]}],"default":null}
+ ]}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}]}`
+
+func TestAvroConnectArrays(t *testing.T) {
+	cols := []Column{{"id", "id"}, {"ds", "ds"}, {"tss", "tss"}, {"docs", "docs"}, {"blobs", "blobs"}, {"n", "n"}, {"ns", "ns"}}
+	arr := func(elem string) colType {
+		return colType{name: elem + "[]", base: elem + "[]", full: elem + "[]", mod: -1}
+	}
+	types := []colType{plainType("bigint"), arr("date"), arr("timestamp without time zone"), arr("jsonb"), arr("bytea"), plainType("integer"), arr("integer")}
+	row := map[string]any{"id": int64(7), "ds": []any{int32(-1), nil, int32(19723)}, "tss": []any{int64(1704067200123456)},
+		"docs": []any{`{"a":1}`, `[2]`}, "blobs": []any{[]byte{0, 0xff}, nil}, "n": "-3.00", "ns": []any{"1.00", "-2.00"}}
+	for _, tc := range []struct {
+		name    string
+		n, ns   any
+		want    []any
+		wantErr string
+	}{
+		{name: "whole decimals", want: []any{"7", `{"1969-12-31",NULL,"2024-01-01"}`, `{"2024-01-01T00:00:00.123456"}`,
+			`{"{\"a\":1}","[2]"}`, `{"\\x00ff",NULL}`, "-3", `{"1","-2"}`}},
+		{name: "a fraction into integer", n: "-3.25", wantErr: `field "n" (logical type avro decimal): a integer column cannot hold the fraction of -3.25`},
+		{name: "a fraction into integer[]", ns: []any{"1.50"}, wantErr: `field "ns[0]" (logical type avro decimal): a integer column cannot hold the fraction of 1.50`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSink(t, func(c *Config) {
+				c.InputFormat = serde.Avro
+				c.InputCodec = serde.Config{Schema: dbzAvroArraySchema}
+				c.EventID, c.Columns, c.Mode, c.Envelope = "id", cols, topology.ModeUpsert, topology.EnvelopeDebezium
+			})
+			s.types = types
+			r := maps.Clone(row)
+			if tc.n != nil {
+				r["n"] = tc.n
+			}
+			if tc.ns != nil {
+				r["ns"] = tc.ns
+			}
+			o, ok, err := s.toOp(avroRecord(t, dbzAvroArraySchema, map[string]any{"before": nil, "after": r, "op": "c"}))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v; want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !ok {
+				t.Fatalf("toOp: %v, %v", ok, err)
+			}
+			for i, w := range tc.want {
+				if o.row[i] != w {
+					t.Errorf("column %s: %v; want %v", cols[i].Name, o.row[i], w)
+				}
+			}
+		})
 	}
 }
