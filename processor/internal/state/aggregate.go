@@ -105,6 +105,7 @@ type aggAcc struct {
 	S string          `json:"s,omitempty"` // sum, min or max: number text
 	T int64           `json:"t,omitempty"` // first, last: event time of V
 	V json.RawMessage `json:"v,omitempty"` // first, last: the value's JSON
+	U string          `json:"u,omitempty"` // first, last: upstream source of V (see keeps)
 }
 
 // AggregateTxn is the changes of one Kafka transaction to an Aggregate.
@@ -183,7 +184,7 @@ func (t *AggregateTxn) AddFrom(p int32, src string, key []byte, ts int64, values
 				return nil, false, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
 			}
 		}
-		if err := t.a.update(ac, ts, values); err != nil {
+		if err := t.a.update(ac, src, ts, values); err != nil {
 			return nil, false, err
 		}
 		changes = append(changes, change{w, k, ac, !ok})
@@ -234,8 +235,8 @@ func aggKindsOf(names []string) []aggKind {
 	return kinds
 }
 
-// update folds one record into ac.
-func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
+// update folds one record of upstream source src into ac.
+func (a *Aggregate) update(ac *acc, src string, ts int64, values []any) error {
 	if ac.C == 0 {
 		ac.T = ts
 	}
@@ -252,8 +253,8 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 		case aggCount:
 			continue
 		case aggFirst, aggLast:
-			if !g.keeps(kind, ts) {
-				err = g.setFirstLast(a.cfg.Kinds[i], ts, v)
+			if !g.keeps(kind, src, ts) {
+				err = g.setFirstLast(a.cfg.Kinds[i], src, ts, v)
 			}
 		case aggMin, aggMax:
 			err = foldExtreme(g, kind, v)
@@ -268,18 +269,27 @@ func (a *Aggregate) update(ac *acc, ts int64, values []any) error {
 }
 
 // keeps reports whether the value of a first or last (kind) stays when
-// a value of event time ts comes: first keeps the earliest event time's,
-// the first one seen of equal times; last the latest one's, the last seen.
-func (g *aggAcc) keeps(kind aggKind, ts int64) bool {
-	return g.V != nil && ((kind == aggFirst && ts >= g.T) || (kind == aggLast && ts < g.T))
+// a value of event time ts comes from upstream source src: first keeps
+// the earliest event time's, last the latest one's. Of equal times, first
+// keeps the least source's and last takes the greatest's, the first and
+// the last seen of one source: how the sources' runs interleave (live, or
+// a backlog) does not change the pick.
+func (g *aggAcc) keeps(kind aggKind, src string, ts int64) bool {
+	if g.V == nil {
+		return false
+	}
+	if kind == aggFirst {
+		return ts > g.T || ts == g.T && src >= g.U
+	}
+	return ts < g.T || ts == g.T && src < g.U
 }
 
-// setFirstLast makes v, of event time ts, the value of a first or last
-// (named kind).
-func (g *aggAcc) setFirstLast(kind string, ts int64, v any) error {
+// setFirstLast makes v, of event time ts from upstream source src, the
+// value of a first or last (named kind).
+func (g *aggAcc) setFirstLast(kind, src string, ts int64, v any) error {
 	b, err := serde.AppendJSON(nil, v, kind)
 	if err == nil {
-		g.T, g.V = ts, b
+		g.T, g.V, g.U = ts, b, src
 	}
 	return err
 }

@@ -40,7 +40,7 @@ func BenchmarkAggregateUpdate(b *testing.B) {
 					ac.C, ac.T = 0, 0
 					clear(ac.A)
 				}
-				if err := a.update(ac, int64(i), vals[i%len(vals)]); err != nil {
+				if err := a.update(ac, "", int64(i), vals[i%len(vals)]); err != nil {
 					b.Fatal(err)
 				}
 			}
