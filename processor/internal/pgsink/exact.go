@@ -209,6 +209,10 @@ func setSessionParams(params map[string]string) {
 // second after the point, which money's input would round.
 const moneyRoundedRE = `[.][0-9]{2}[0-9]*[1-9]`
 
+// plainDateRE matches a date alone, year-month-day, as dateText
+// writes one.
+const plainDateRE = `^[0-9]{4,}-[0-9]{2}-[0-9]{2}( BC)?$`
+
 // SQL regular expressions of the checks (POSIX classes: no backslashes,
 // whatever standard_conforming_strings says).
 const (
@@ -365,8 +369,10 @@ func scalarChecks(x string, t colType) (checks []string, value, target, plain st
 	case "date":
 		// The time of day is checked as a timestamp reads it, which
 		// rounds a fraction beyond microseconds (to midnight, for
-		// 00:00:00.0000001): timeChecks refuse those first.
-		checks = append(checks, fmt.Sprintf("%s::date = %s::timestamp AND %s::date = (%s::timestamptz AT TIME ZONE 'UTC')", x, x, x, x))
+		// 00:00:00.0000001): timeChecks refuse those first. A date alone
+		// has no time of day to drop, and skips the check: a timestamp
+		// ends at 294276 AD, a date at 5874897.
+		checks = append(checks, fmt.Sprintf("CASE WHEN %s ~ '%s' THEN true ELSE %s::date = %s::timestamp AND %s::date = (%s::timestamptz AT TIME ZONE 'UTC') END", x, plainDateRE, x, x, x, x))
 		checks = append(checks, timeChecks(x, "date", t)...)
 	default:
 		// Cast without the modifier: assigning the value to the column
