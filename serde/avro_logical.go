@@ -59,7 +59,20 @@ func logicalFromAvro(t *avroType, v any) (any, error) {
 	return timestampFromAvro(t, v)
 }
 
+// maxDecimalScale bounds the digits after the point of a decimal the
+// codec reads or writes: a schema's scale is the writer's to choose (up
+// to 2^31-1), and its text, or the power of ten that scales it, would be
+// that long. Postgres's numeric holds 16383.
+const maxDecimalScale = 1 << 16
+
+func errDecimalScale(t *avroType) error {
+	return fmt.Errorf("%w: decimal scale %d is beyond the %d digits after the point the codec reads or writes", ErrUnsupported, t.scale, maxDecimalScale)
+}
+
 func decimalFromAvro(t *avroType, b []byte) (any, error) {
+	if t.scale > maxDecimalScale {
+		return nil, errDecimalScale(t)
+	}
 	s := decimalString(b, t.scale)
 	// A datum with more digits than its schema's precision does not
 	// match the schema; reading it would make a value no codec writes.
@@ -284,6 +297,9 @@ func decimalBytes(t *avroType, v any) ([]byte, error) {
 	r, ok := new(big.Rat).SetString(strings.TrimSpace(text))
 	if !ok || strings.ContainsAny(text, "/") {
 		return nil, fmt.Errorf("%w: %q is not a decimal number", ErrUnsupported, truncateText(text))
+	}
+	if t.scale > maxDecimalScale {
+		return nil, errDecimalScale(t)
 	}
 	r.Mul(r, new(big.Rat).SetInt(bigPow10(t.scale)))
 	if !r.IsInt() {

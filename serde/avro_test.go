@@ -569,6 +569,19 @@ func TestDecimalBytes(t *testing.T) {
 	}
 }
 
+// TestDecimalScaleBounded refuses a decimal whose schema's scale would
+// make its text, or the power of ten that scales it, gigabytes long.
+func TestDecimalScaleBounded(t *testing.T) {
+	const schema = `{"type":"record","name":"r","fields":[{"name":"n","type":{"type":"bytes","logicalType":"decimal","precision":2147483647,"scale":2147483646}}]}`
+	c := mustCodec(t, Config{Format: Avro, Schema: schema})
+	if _, err := c.Decode([]byte{2, 1}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "decimal scale 2147483646 is beyond") {
+		t.Fatalf("decode: %v; want the scale refused", err)
+	}
+	if _, err := c.Encode(map[string]any{"n": "1"}); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "decimal scale 2147483646 is beyond") {
+		t.Fatalf("encode: %v; want the scale refused", err)
+	}
+}
+
 func jsonHex(b []byte) []byte {
 	const digits = "0123456789abcdef"
 	out := make([]byte, 0, 2*len(b))
