@@ -36,6 +36,7 @@ var dbzColumns = []struct{ name, typ string }{
 	{"t", "time"},
 	{"ts", "timestamp"},
 	{"tstz", "timestamptz"},
+	{"iv", "interval"},
 	{"b", "bytea"},
 	{"j", "jsonb"},
 	{"u", "uuid"},
@@ -45,12 +46,19 @@ var dbzColumns = []struct{ name, typ string }{
 // dbzConverter is one way Kafka Connect writes Debezium's events: the
 // converter settings of the connector (with the value representations
 // that converter needs, as cmd/exactly/docs/debezium.md says), and the
-// sink's input format and binary handling.
+// sink's input format and the settings that mirror the connector's modes.
 type dbzConverter struct {
 	name   string
 	config map[string]string
 	input  string // the sink's input: mapping, after the topic
 	binary string // the sink's binary_handling; "" for its default
+	// modes are the sink's decimal_handling, interval_handling and
+	// time_precision lines; "" keeps their defaults (Debezium's).
+	modes string
+	// refused, when set, is what every dead letter must say: the sink's
+	// defaults cannot read the connector's values, and each row becomes a
+	// dead letter naming the option instead of a guessed value.
+	refused string
 }
 
 func dbzConverters(t *testing.T) []dbzConverter {
@@ -77,10 +85,22 @@ func dbzConverters(t *testing.T) []dbzConverter {
 		}
 	}
 	// Without a schema in the event, nothing says that a Decimal's base64
-	// or a MicroTime's number is one: the connector writes them as text.
+	// or a MicroTime's number is one: the sink reads them by settings that
+	// mirror the connector's modes. Here decimals, intervals and times as
+	// text.
 	plain := jsonConv("false")
 	plain["decimal.handling.mode"] = "string"
+	plain["interval.handling.mode"] = "string"
 	plain["time.precision.mode"] = "isostring"
+	const plainModes = "\n      decimal_handling: string\n      interval_handling: string\n      time_precision: isostring"
+	// Debezium's default interval and time modes (microseconds, days,
+	// milli- or microseconds by precision), read by the sink's defaults.
+	numbers := jsonConv("false")
+	numbers["decimal.handling.mode"] = "string"
+	const numbersModes = "\n      decimal_handling: string"
+	// Every mode at Debezium's default: a precise decimal's base64 has
+	// its scale in the schema only, so each row with one is refused.
+	defaults := jsonConv("false")
 	// bytea as hex text, without schemas and with them (typed as a
 	// string): the sink reads both by its binary_handling. Not base64 or
 	// base64-url-safe: there the connector writes null, not its
@@ -90,8 +110,11 @@ func dbzConverters(t *testing.T) []dbzConverter {
 	hexSchemas := jsonConv("true")
 	hexSchemas["binary.handling.mode"] = "hex"
 	return []dbzConverter{
-		{name: "json", config: plain, input: "format: json"},
-		{name: "json_hex", config: hexText, input: "format: json", binary: "hex"},
+		{name: "json", config: plain, input: "format: json", modes: plainModes},
+		{name: "json_hex", config: hexText, input: "format: json", binary: "hex", modes: plainModes},
+		{name: "json_numbers", config: numbers, input: "format: json", modes: numbersModes},
+		{name: "json_defaults", config: defaults, input: "format: json",
+			refused: `into a numeric(20,6) column (decimal_handling precise, the connector's decimal.handling.mode): text`},
 		{name: "json_schemas", config: jsonConv("true"), input: "format: json"},
 		{name: "json_schemas_hex", config: hexSchemas, input: "format: json", binary: "hex"},
 		{name: "avro", config: avro, input: `format: avro, registry: { url: "${EXACTLY_REGISTRY_URL}" }`},
@@ -109,8 +132,11 @@ func dbzConverters(t *testing.T) []dbzConverter {
 // them, updates to NULL, a
 // primary-key change, deletes with their tombstones, a delete and insert
 // again of one ID, several changes of one row in one transaction. Each
-// converter is a subtest: JSON without schemas (decimals and times as
-// text; bytea as base64, and as hex), JSON with schemas and bytea as
+// converter is a subtest: JSON without schemas (decimals, intervals and
+// times as text; bytea as base64, and as hex; Debezium's default interval
+// and time numbers, read by the sink's default settings; every mode at its
+// default, where each row with a decimal must be a dead letter naming
+// decimal.handling.mode), JSON with schemas and bytea as
 // hex strings, and with Debezium's defaults (Connect's Decimal, Debezium's Date,
 // MicroTime, MicroTimestamp) JSON with schemas and Avro through Apicurio
 // Registry's converter in Confluent's wire format (Confluent's own Avro
@@ -168,10 +194,10 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
       positions_table: %s.positions
       event_id: id
       mode: upsert
-      envelope: debezium%s
+      envelope: debezium%s%s
       columns: { id: id, %s }
     commit: { interval: 100ms, max_records: 1000 }
-`, prefix, topic, cv.input, dlq, dst, schema, binary, strings.Join(mapping, ", ")))
+`, prefix, topic, cv.input, dlq, dst, schema, binary, cv.modes, strings.Join(mapping, ", ")))
 
 	startDebezium(t, worker, prefix, schema+".src", cv.config)
 	// The snapshot: one read event per row.
@@ -181,6 +207,11 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
 		})
 
 	p := startSink(t, topo, "c1")
+	if cv.refused != "" {
+		checkRefused(t, pool, dlq, dst, cv.refused, g.rowsWithN(t))
+		p.stop()
+		return
+	}
 
 	// Streaming.
 	for id := 21; id <= 40; id++ {
@@ -262,6 +293,31 @@ func checkDebeziumSink(t *testing.T, worker string, cv dbzConverter) {
 		t.Fatalf("converter %s: the sink's table differs from the source table in %d of %d cells:\n%s\n%d dead letters:\n%s",
 			cv.name, len(diff), cells, strings.Join(shown, "\n"), len(dead), strings.Join(lines, "\n"))
 	}
+}
+
+// checkRefused waits for a dead letter per snapshot row of n with a value
+// (want of them), and checks that every dead letter is a decode one that
+// says refused, and that no such row reached table dst.
+func checkRefused(t *testing.T, pool *pgxpool.Pool, dlq, dst, refused string, want int) {
+	t.Helper()
+	eventually(t, 2*time.Minute, func() bool { return sumEnds(committedEnds(t, dlq)) >= int64(want) },
+		func() string {
+			return fmt.Sprintf("%s has %d dead letters, want %d", dlq, sumEnds(committedEnds(t, dlq)), want)
+		})
+	dead := kcatReadJSON(t, dlq)
+	for _, d := range dead {
+		if d.Headers[deadletter.HeaderReason] != deadletter.ReasonDecode || !strings.Contains(d.Headers[deadletter.HeaderError], refused) {
+			t.Fatalf("dead letter %s: %s; want a decode dead letter saying %q", d.Headers[deadletter.HeaderReason], d.Headers[deadletter.HeaderError], refused)
+		}
+	}
+	var stored int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+dst+" WHERE n IS NOT NULL").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored > 0 || len(dead) != want {
+		t.Fatalf("%d rows stored a decimal, %d dead letters; want none and %d", stored, len(dead), want)
+	}
+	t.Logf("%d dead letters, each saying %q", len(dead), refused)
 }
 
 // sumEnds adds up partition offsets.
@@ -382,6 +438,7 @@ var dbzValues = map[string][]string{
 	"d":    {"1970-01-01", "1969-12-31", "2024-02-29", "0001-01-01", "9999-12-31", "1900-03-01"},
 	"t":    {"00:00:00", "23:59:59.999999", "12:34:56.789012", "00:00:00.000001", "13:00:00.5"},
 	"ts":   {"1970-01-01 00:00:00", "1969-12-31 23:59:59.999999", "2024-02-29 13:14:15.123456", "1900-01-01 00:00:00", "2262-04-12 00:00:00.000001", "0001-01-01 00:00:00"},
+	"iv":   {"00:00:00", "01:02:03.25", "-00:00:01.5", "838:59:59.5", "-100:00:00"},
 	"tstz": {"2024-02-29 13:14:15.123456+02", "1969-12-31 23:59:59.999999+00", "2000-01-01 00:00:00-08", "1900-06-01 12:00:00+01", "9999-12-31 23:59:59+00"},
 	"b":    {`\x`, `\x00`, `\x00ff10`, `\xdeadbeef00`, "large"},
 	"j":    {`{}`, `[]`, `{"a": [1, 2.50, "x"], "u": "é😀"}`, `null`, `{"big": 12345678901234567890.123, "neg": -0.0}`, `"text"`, `[{"k": {"n": 1e-7}}]`, "large"},
@@ -459,6 +516,16 @@ func (g *dbzRows) exec(t *testing.T, sql string, args ...any) {
 	if _, err := g.pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("source: %v\n%s", err, sql)
 	}
+}
+
+// rowsWithN is the number of the source's rows whose n is not null.
+func (g *dbzRows) rowsWithN(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := g.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+g.table+" WHERE n IS NOT NULL").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func (g *dbzRows) insert(t *testing.T, id int) {
