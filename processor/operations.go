@@ -231,6 +231,9 @@ func Redrive(ctx context.Context, f *topology.File, stage string, o RedriveOptio
 	if !ok {
 		return RedriveReport{}, usageError{fmt.Errorf("%s has no stage %q", f.Path, stage)}
 	}
+	if err := redrive.SharedInput(f, st.Name); err != nil {
+		return RedriveReport{}, err
+	}
 	kopts, err := KafkaOptions(f)
 	if err != nil {
 		return RedriveReport{}, usageError{fmt.Errorf("%s: %w", f.Path, err)}

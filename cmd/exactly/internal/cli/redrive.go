@@ -22,7 +22,8 @@ in one Kafka transaction with the group's offsets: a crash and a restart add
 each record once. It stops at the end of the dead-letter topic as it was
 when it started, and prints what it did. Run it after fixing the cause (the
 transform, the data's producer): the running stage then reads the records
-again.
+again. It refuses (exit 2) a stage whose input topic another stage or sink
+of the file also reads: that reader would get the records twice.
 
 Each redriven record carries the header exactly.redrive.count (1 on the
 first redrive). A dead letter whose count reached --max-redrives is not

@@ -46,3 +46,25 @@ func TestResetRedriveUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestRedriveRefusesSharedInput: redrive writes to the stage's input
+// topic, so a second reader of that topic would get the records twice; it
+// exits 2 naming that reader, before any network I/O.
+func TestRedriveRefusesSharedInput(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.yaml")
+	src := strings.Replace(acceptHead, "127.0.0.1:9092", "127.0.0.1:1", 1) + `  - { name: out2, partitions: 1 }
+stages:
+  - { name: a, input: { topic: in }, output: { topic: out }, dead_letter: { topic: dlq } }
+  - { name: b, input: { topic: in }, output: { topic: out2 }, dead_letter: { topic: dlq } }
+`
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("EXACTLY_BROKERS", "")
+	var stdout, stderr strings.Builder
+	code := Run(context.Background(), []string{"redrive", "--topology", path, "--stage", "a"}, &stdout, &stderr)
+	want := "in, the input of stage a, is also read by stage b"
+	if code != exitUsage || !strings.Contains(stderr.String(), want) || stdout.Len() != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, no report and %q", code, stdout.String(), stderr.String(), exitUsage, want)
+	}
+}
