@@ -3,6 +3,7 @@ package pgsink
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math/big"
 	"strings"
@@ -185,10 +186,11 @@ func TestUnavailable(t *testing.T) {
 	arr := colType{name: "text[]", base: "text[]", full: "text[]", mod: -1}
 	intArr := colType{name: "integer[]", base: "integer[]", full: "integer[]", mod: -1}
 	var byteB64 []string
-	var phInts []any
+	var phInts, phDecimals []any
 	for _, c := range []byte("__debezium_unavailable_value") {
 		byteB64 = append(byteB64, `"`+base64.StdEncoding.EncodeToString([]byte{c})+`"`)
 		phInts = append(phInts, int32(c))
+		phDecimals = append(phDecimals, fmt.Sprintf("%d.%02d", c/100, c%100))
 	}
 	for _, tc := range []struct {
 		name string
@@ -218,6 +220,8 @@ func TestUnavailable(t *testing.T) {
 		{"uuid array", json.RawMessage(`["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]`), colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, true},
 		{"avro uuid array", []any{"b68a35a7-17ad-35b3-af2a-ae46edb4545a"}, colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, true},
 		{"other uuid array", json.RawMessage(`["b68a35a7-17ad-35b3-af2a-ae46edb4545b"]`), colType{name: "uuid[]", base: "uuid[]", full: "uuid[]", mod: -1}, connectSchema{}, false},
+		{"avro decimal array of its bytes", phDecimals, intArr, connectSchema{Type: "array", Items: &connectSchema{Type: "string", Name: lgAvroDecimal}}, true},
+		{"avro decimal array one byte off", append(phDecimals[:len(phDecimals)-1:len(phDecimals)-1], "1.02"), intArr, connectSchema{Type: "array", Items: &connectSchema{Type: "string", Name: lgAvroDecimal}}, false},
 		{"hstore map", json.RawMessage(`{"__debezium_unavailable_value":"__debezium_unavailable_value"}`), plainType("hstore"), connectSchema{}, true},
 		{"avro bytes array", []any{[]byte("__debezium_unavailable_value")}, colType{name: "bytea[]", base: "bytea[]", full: "bytea[]", mod: -1}, connectSchema{}, true},
 		{"null", nil, text, connectSchema{}, false},

@@ -113,11 +113,33 @@ func (s *Sink) placeholderArray(els []any, t colType, fs connectSchema) bool {
 		return false
 	}
 	for i, e := range els {
+		if items.Name == lgAvroDecimal {
+			// The codec read the byte as the unscaled value of the
+			// items' scale: 95 of scale 2 is "0.95".
+			if d, ok := e.(string); !ok || !unscaledIs(d, int8(ph[i])) {
+				return false
+			}
+			continue
+		}
 		if !placeholderByte(e, int8(ph[i])) {
 			return false
 		}
 	}
 	return true
+}
+
+// unscaledIs reports whether decimal text d is b with some scale.
+func unscaledIs(d string, b int8) bool {
+	neg := strings.HasPrefix(d, "-")
+	digits := strings.TrimLeft(strings.Replace(strings.TrimPrefix(d, "-"), ".", "", 1), "0")
+	want := strconv.Itoa(int(b))
+	if b < 0 {
+		want = want[1:]
+	}
+	if b == 0 {
+		return digits == "" && !neg
+	}
+	return neg == (b < 0) && digits == want
 }
 
 // placeholderByte reports whether array element e is b, a byte of the
