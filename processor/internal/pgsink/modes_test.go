@@ -9,6 +9,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -119,5 +120,46 @@ func TestChangeOpModes(t *testing.T) {
 				t.Fatalf("column v = %#v; want %#v", o.row[1], tc.want)
 			}
 		})
+	}
+}
+
+// In Avro the schema types every field: the decimal, interval and time
+// settings read nothing, whatever their mode.
+func TestAvroChangeModes(t *testing.T) {
+	for _, tc := range []struct {
+		name, typ string
+		col       colType
+		v         any
+		want      string
+	}{
+		{"string into numeric", "string", plainType("numeric"), "1000", "1000"},
+		{"long into interval", "long", plainType("interval"), int64(5), "5"},
+		{"string into interval", "string", plainType("interval"), "1 day", "1 day"},
+		{"string into date", "string", plainType("date"), "2022-01-08", "2022-01-08"},
+	} {
+		for _, set := range []func(*Config){
+			func(*Config) {},
+			func(c *Config) {
+				c.DecimalHandling, c.IntervalHandling, c.TimePrecision = topology.DecimalString, topology.IntervalString, topology.TimeISOString
+			},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				schema := dbzAvroBinarySchema(tc.typ)
+				s := newTestSink(t, func(c *Config) {
+					c.InputFormat = serde.Avro
+					c.InputCodec = serde.Config{Schema: schema}
+					c.EventID = "id"
+					c.Columns = []Column{{"id", "id"}, {"b", "b"}}
+					c.Mode = topology.ModeUpsert
+					c.Envelope = topology.EnvelopeDebezium
+					set(c)
+				})
+				s.types = []colType{plainType("bigint"), tc.col}
+				o, ok, err := s.toOp(avroRecord(t, schema, map[string]any{"before": nil, "after": map[string]any{"id": int64(1), "b": tc.v}, "op": "c"}))
+				if err != nil || !ok || o.row[1] != tc.want {
+					t.Fatalf("column b = %#v (%v, %v); want %q", o.row[1], ok, err, tc.want)
+				}
+			})
+		}
 	}
 }
