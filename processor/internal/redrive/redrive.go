@@ -2,9 +2,9 @@
 // exactly once: `exactly redrive`. It reads the stage's dead-letter topic
 // read_committed in consumer group exactly-redrive-<stage> and re-produces
 // each selected dead letter's original record (key, value, the record's
-// own headers, its partition) to the source topic, in one
-// Kafka transaction with the group's offsets (KIP-98, KIP-447), as a stage
-// does. A crash at any point and a restart add each record to the source
+// own headers, its partition; its timestamp as below) to the source topic,
+// in one Kafka transaction with the group's offsets (KIP-98, KIP-447), as a
+// stage does. A crash at any point and a restart add each record to the source
 // topic once.
 //
 // Each redriven record carries HeaderCount, one more than the count its

@@ -17,9 +17,13 @@ var redriveCommand = command{
 	desc: `Sends a stage's dead letters back to its input topic, exactly once. It reads
 the stage's dead-letter topic read_committed in consumer group
 exactly-redrive-<stage> and re-produces each dead letter's original record
-(key, value, its own headers, timestamp and partition) to the input topic,
-in one Kafka transaction with the group's offsets: a crash and a restart add
-each record once. It stops at the end of the dead-letter topic as it was
+(key, value, partition and its own headers, without the upstream stage's
+lineage headers) to the input topic, in one Kafka transaction with the
+group's offsets: a crash and a restart add each record once. The record is
+written with the time of writing, so that the input topic's retention.ms
+does not delete it before the stage reads it; its original timestamp goes
+in the header exactly.redrive.timestamp (Unix milliseconds), which the
+stage takes as the record's timestamp. It stops at the end of the dead-letter topic as it was
 when it started, and prints what it did. Run it after fixing the cause (the
 transform, the data's producer): the running stage then reads the records
 again. It refuses (exit 2) a stage whose input topic another stage or sink

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/exactly-io/exactly/processor/deadletter"
 )
 
 // TestResetRedriveUsage: flag combinations that describe no reset or
@@ -66,5 +68,19 @@ stages:
 	want := "in, the input of stage a, is also read by stage b"
 	if code != exitUsage || !strings.Contains(stderr.String(), want) || stdout.Len() != 0 {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want exit %d, no report and %q", code, stdout.String(), stderr.String(), exitUsage, want)
+	}
+}
+
+// TestRedriveHelpTimestamp: the help says what timestamp a redriven record
+// gets (the time of writing) and where its original one goes.
+func TestRedriveHelpTimestamp(t *testing.T) {
+	desc := redriveCommand.desc
+	for _, want := range []string{"time of writing", deadletter.HeaderRedriveTimestamp} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("redrive help does not say %q:\n%s", want, desc)
+		}
+	}
+	if strings.Contains(desc, "timestamp and partition") {
+		t.Errorf("redrive help says the original timestamp is kept:\n%s", desc)
 	}
 }
