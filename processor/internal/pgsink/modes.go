@@ -14,7 +14,8 @@ import (
 // Without a schema (Connect's JsonConverter with schemas.enable=false) a
 // change event's JSON does not say what a number or a string means where
 // one of the connector's modes chose its form. Debezium's PostgreSQL
-// connector, "Data type mappings":
+// connector, "Data type mappings"
+// (https://debezium.io/documentation/reference/stable/connectors/postgresql.html#postgresql-data-types):
 //   - decimal.handling.mode: precise (default) writes a numeric or money
 //     as base64 of its unscaled two's complement bytes, its scale in the
 //     schema only (a numeric with no fixed scale as {"scale","value"});
