@@ -90,7 +90,8 @@ func TestRedriveOfOldDeadLettersOutlivesRetention(t *testing.T) {
 		t.Fatalf("redrive:\n%s\nwant %d redriven", got, n)
 	}
 
-	// The broker's retention check (every 5 minutes here) deletes the
+	// The broker's retention check (every 5 seconds with deploy/local's
+	// kafka.sh, 5 minutes by default) deletes the
 	// originals, which are older than a day.
 	eventually(t, 7*time.Minute, func() bool { return logStart(t, in) >= n }, func() string {
 		return fmt.Sprintf("the log start of %s is %d: retention did not delete the %d originals", in, logStart(t, in), n)

@@ -132,6 +132,9 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# Tests that need retention to delete a rolled segment wait for this check
+# (5 minutes by default).
+log.retention.check.interval.ms=5000
 EOF
 	if [[ -n "$KAFKA_SASL_PORT" ]]; then
 		cat <<EOF
