@@ -357,3 +357,33 @@ func TestCheckpointStaleReturn(t *testing.T) {
 		t.Fatal("A: x3 is no longer a duplicate after A's purge")
 	}
 }
+
+// TestRestoreNoCheckpointLogStart: a store without a checkpoint is
+// rebuilt from the changelog's start, and a start above 0 means records
+// were deleted: the rebuild is lost state, not a plain rebuild.
+func TestRestoreNoCheckpointLogStart(t *testing.T) {
+	day := 24 * time.Hour
+	for _, tc := range []struct {
+		name  string
+		start int64
+		lost  bool
+	}{
+		{"new changelog", 0, false},
+		{"changelog starts past 0", 500, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := Open(filepath.Join(t.TempDir(), "s-1"), "s", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			r, err := NewDedupe(db, time.Hour).Restore(0, ChangelogPartition{topicA, tc.start, 1000, day}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Rebuild() == "" || r.From() != tc.start || r.Lost() != tc.lost {
+				t.Fatalf("rebuild %q from %d lost %v, want a rebuild from %d lost %v", r.Rebuild(), r.From(), r.Lost(), tc.start, tc.lost)
+			}
+		})
+	}
+}

@@ -290,7 +290,7 @@ func newRestorer(db *DB, set *partSet, p int32, cl ChangelogPartition, now time.
 	if ok {
 		err = cp.Check(cl, now)
 	} else {
-		err = fmt.Errorf("%w: no checkpoint", ErrCheckpoint)
+		err = noCheckpoint(cl)
 	}
 	if err == nil {
 		r.part = &part{streamTime: cp.StreamTime, entries: cp.Entries, topicID: cp.TopicID, offset: cp.Offset, since: cp.Since, clocks: cp.Clocks}
@@ -472,4 +472,17 @@ func (r *storeRestorer) Done(end int64) (int64, error) {
 		}
 	}
 	return r.done(end)
+}
+
+// noCheckpoint is why a partition without a checkpoint is rebuilt. Its
+// store must hold every record from offset 0, so a changelog that no
+// longer starts there lost records: only DeleteRecords or retention move
+// a log start (KIP-107), never compaction, and nothing of this program
+// deletes changelog records (a reset to empty state recreates the topic,
+// which starts again at 0).
+func noCheckpoint(cl ChangelogPartition) error {
+	if cl.Start > 0 {
+		return fmt.Errorf("%w: %w: no checkpoint, and the changelog starts at offset %d, not 0 (records were deleted)", ErrCheckpoint, ErrStateLost, cl.Start)
+	}
+	return fmt.Errorf("%w: no checkpoint", ErrCheckpoint)
 }
