@@ -38,7 +38,8 @@ type brokerState struct {
 	ok, failed time.Time
 	since      time.Time // the first failure after the last answer
 	err        error
-	node       bool // a broker of the cluster's metadata, not a seed address
+	node       bool      // a broker of the cluster's metadata, not a seed address
+	joinSent   time.Time // a join or sync request written and not answered; zero if none
 }
 
 var (
@@ -54,10 +55,13 @@ func NewBrokerHealth() *BrokerHealth {
 }
 
 // OnBrokerRead implements kgo.HookBrokerRead.
-func (h *BrokerHealth) OnBrokerRead(meta kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+func (h *BrokerHealth) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	now := time.Now()
 	if err == nil {
 		h.lastOK.Store(now.UnixNano())
+	}
+	if isJoin(key) {
+		h.joinRead(meta)
 	}
 	h.record(meta, now, err)
 }
@@ -95,7 +99,8 @@ func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) 
 // asks only the brokers it needs: while it waits on one dead broker (a
 // group coordinator it keeps rejoining, a leader it keeps producing to),
 // live brokers that it has no request for are silent too, and the error
-// must not read as if they were down.
+// must not read as if they were down. A join held by the group
+// coordinator (Joining) is an answer under way, not silence.
 //
 // It also returns an error when one broker of the cluster (not a seed
 // address) has failed every connection and request for longer than
@@ -105,7 +110,7 @@ func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) 
 // longer asked (its partitions moved) does not count.
 func (h *BrokerHealth) Check(limit time.Duration) error {
 	silent := time.Since(time.Unix(0, h.lastOK.Load()))
-	if silent <= limit {
+	if _, _, joining := h.Joining(); silent <= limit || joining {
 		return h.checkOne(limit)
 	}
 	h.mu.Lock()

@@ -57,8 +57,8 @@ type Rule struct {
 //     what the restore waits for;
 //  5. Kafka: it holds no assignment in its group, or no broker answers;
 //     both when both, since silent brokers are one reason no partitions
-//     come, and a join the group coordinator holds (while another member
-//     is slow to rejoin) leaves every broker silent too;
+//     come. A join the group coordinator holds (while another member is
+//     slow to rejoin) is named as the rebalance it is, not as silence;
 //  6. Stuck: the component is stuck for a reason of its own (a producer
 //     without its producer ID, transactions that all abort);
 //  7. a transaction or batch open for longer than the stall limit, and
@@ -84,6 +84,10 @@ func (r *Rule) failure() error {
 
 func (r *Rule) kafka() error {
 	memberErr, brokerErr := r.Member.Check(r.Group), r.Brokers.Check(health.BrokerSilenceLimit)
+	if addr, sent, ok := r.Brokers.Joining(); memberErr != nil && ok {
+		memberErr = fmt.Errorf("%w; the group is rebalancing: waiting to join it, the coordinator (broker %s) has held the join for %s until every member rejoins",
+			memberErr, addr, time.Since(sent).Round(time.Second))
+	}
 	if memberErr != nil && brokerErr != nil {
 		return fmt.Errorf("%w; and %w", memberErr, brokerErr)
 	}

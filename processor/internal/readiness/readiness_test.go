@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/exactly-io/exactly/processor/internal/health"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Check names the first reason in its order, after the component's name,
@@ -120,4 +122,21 @@ func when(on bool, err error) error {
 		return err
 	}
 	return nil
+}
+
+// TestCheckJoinHeld: a member whose join the group coordinator holds
+// (another member is slow to rejoin) reads as waiting for the group's
+// rebalance, not as brokers that do not answer.
+func TestCheckJoinHeld(t *testing.T) {
+	r := &Rule{Name: "stage s", Group: "g", CommitInterval: 100 * time.Millisecond, Brokers: health.NewBrokerHealth()}
+	meta := kgo.BrokerMetadata{NodeID: 1, Host: "127.0.0.1", Port: 9092}
+	r.Brokers.OnBrokerWrite(meta, kmsg.JoinGroup.Int16(), 10, 0, 0, nil)
+	err := r.Check()
+	if err == nil || !strings.Contains(err.Error(), "no partitions assigned yet in group g; the group is rebalancing: waiting to join it, the coordinator (broker 127.0.0.1:9092)") {
+		t.Fatalf("Check = %v, want the rebalance named", err)
+	}
+	r.Brokers.OnBrokerRead(meta, kmsg.JoinGroup.Int16(), 10, 0, 0, nil)
+	if err := r.Check(); err == nil || strings.Contains(err.Error(), "rebalancing") {
+		t.Fatalf("Check after the join's answer = %v, want no partitions assigned yet alone", err)
+	}
 }
