@@ -76,7 +76,9 @@ func TestVerifyMemory(t *testing.T) {
 			if i%(n/7) == 3 {
 				return // no output: lost
 			}
-			o := &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Headers: []kgo.RecordHeader{
+			// As a stage writes it: the input's timestamp, which verify
+			// matches to tell the input topic's incarnations apart.
+			o := &kgo.Record{Topic: out, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: []kgo.RecordHeader{
 				{Key: processor.HeaderLineageStage, Value: []byte(stage)},
 				{Key: processor.HeaderLineageTopic, Value: []byte(in)},
 				{Key: processor.HeaderLineagePartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
@@ -96,7 +98,7 @@ func TestVerifyMemory(t *testing.T) {
 		t.Fatal(*e)
 	}
 	for _, o := range outs {
-		cl.Produce(ctx, &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers}, nil)
+		cl.Produce(ctx, &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatal(err)

@@ -54,7 +54,11 @@ type StageCheck struct {
 	Orphans             int64 `json:"orphans"`             // outputs of no committed input
 	OutputAndDeadLetter int64 `json:"output_and_dead_letter"`
 	// Information.
-	NoLineage           int64            `json:"no_lineage"` // outputs without lineage headers, not accounted
+	NoLineage int64 `json:"no_lineage"` // outputs without lineage headers, not accounted
+	// OtherIncarnation counts outputs whose source offset holds another
+	// record, by its timestamp: outputs of an earlier incarnation of a
+	// re-created input topic, not counted as outputs of the record there now.
+	OtherIncarnation    int64            `json:"other_incarnation,omitempty"`
 	NoEventID           int64            `json:"inputs_without_event_id"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
@@ -199,7 +203,9 @@ func (c *StageCheck) handleInput(r *kgo.Record, rec, idRec []byte, field string)
 	case !ok:
 		c.NoEventID++
 	}
-	return c.lineage.add(linBucket(r.Partition, r.Offset), linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest))
+	linRecord(rec, r.Partition, r.Offset, kIn, 0, flags, digest)
+	setLinTime(rec, inputTime(r))
+	return c.lineage.add(linBucket(r.Partition, r.Offset), rec)
 }
 
 // handleOutput spills output record r of the stage, by the input its
@@ -224,7 +230,11 @@ func (c *StageCheck) handleOutput(r *kgo.Record, rec, idRec []byte, field string
 			}
 		}
 	}
-	return c.lineage.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{}))
+	linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{})
+	if ms, ok := outputSourceTime(r); ok {
+		setLinTime(rec, ms)
+	}
+	return c.lineage.add(linBucket(int32(p), o), rec)
 }
 
 // countUnlinked counts output r, whose lineage names no input record of
@@ -361,6 +371,7 @@ func (c *StageCheck) accountRecord(starts map[int32]int64, g group) error {
 	}
 	c.In++
 	c.Out += g.outs
+	c.OtherIncarnation += g.otherIncarnation
 	if g.dupOuts > 0 {
 		c.Duplicates += g.dupOuts
 		c.example("duplicate: %s has an output written %s more", src, plural.Count(g.dupOuts, "time"))

@@ -12,10 +12,11 @@ import (
 	"github.com/exactly-io/exactly/serde"
 )
 
-// Lineage record layout (34 bytes): partition, offset, kind, index, flags,
-// event ID digest. Sorted on the first 12 bytes: one group per source.
+// Lineage record layout (42 bytes): partition, offset, kind, index, flags,
+// event ID digest, timestamp (incarnation.go). Grouped on the first 12
+// bytes: one group per source.
 const (
-	linSize, linKey = 34, 12
+	linSize, linKey = 42, 12
 	idSize, idKey   = 17, 16
 )
 
@@ -29,6 +30,7 @@ const (
 	fPending byte = 1 << iota
 	fDigest
 	fTombstone
+	fTime // the record's timestamp is known (incarnation.go)
 )
 
 // Event ID record kinds.
@@ -101,6 +103,7 @@ func linRecord(b []byte, p int32, o int64, kind byte, idx uint32, flags byte, di
 	binary.BigEndian.PutUint32(b[13:], idx)
 	b[17] = flags
 	copy(b[18:34], digest[:])
+	clear(b[34:linSize])
 	return b
 }
 
@@ -130,17 +133,27 @@ type group struct {
 	digest    [16]byte
 	outs, dlq int64
 	dupOuts   int64
+	// otherIncarnation counts outputs naming this offset that came from
+	// another record (an earlier incarnation of the input topic): they
+	// are not in outs.
+	otherIncarnation int64
 }
 
 func parseGroup(recs [][]byte) group {
 	g := group{p: int32(binary.BigEndian.Uint32(recs[0][0:])), o: int64(binary.BigEndian.Uint64(recs[0][4:]))}
 	var lastIdx uint32
+	var in []byte // kIn sorts first in its group
 	for i, r := range recs {
 		switch r[12] {
 		case kIn:
 			g.in, g.flags = true, r[17]
 			copy(g.digest[:], r[18:34])
+			in = r
 		case kOut:
+			if in != nil && otherIncarnation(in, r) {
+				g.otherIncarnation++
+				continue
+			}
 			idx := binary.BigEndian.Uint32(r[13:])
 			if g.outs > 0 && i > 0 && recs[i-1][12] == kOut && idx == lastIdx {
 				g.dupOuts++

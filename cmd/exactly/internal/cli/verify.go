@@ -127,6 +127,10 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 			fmt.Fprintf(w, "stage %s: %s no lineage headers and %s not accounted for\n", c.Name,
 				plural.Count(c.NoLineage, "output carries", "outputs carry"), plural.Noun(c.NoLineage, "was", "were"))
 		}
+		if c.OtherIncarnation > 0 {
+			fmt.Fprintf(w, "stage %s: %s an input offset holding another record now (an earlier incarnation of %s, re-created): not counted as its outputs\n", c.Name,
+				plural.Count(c.OtherIncarnation, "output names", "outputs name"), c.Input)
+		}
 		for _, e := range c.Examples {
 			fmt.Fprintf(w, "  stage %s: %s\n", c.Name, e)
 		}
