@@ -138,11 +138,11 @@ func shortRules(t *testing.T) string {
 
 // runFaultyEngine runs an engine of f's stages or sinks (opts select
 // them), as instance stall-1, with every Kafka connection through a
-// kafkaFaults dialer, and serves its endpoints on a free address. The
-// engine stops when the test ends.
-func runFaultyEngine(t *testing.T, f *topology.File, opts ...processor.Option) (*kafkaFaults, string, *http.Server) {
+// kafkaFaults dialer in mode from the start, and serves its endpoints on a
+// free address. The engine stops when the test ends.
+func runFaultyEngine(t *testing.T, f *topology.File, mode int, opts ...processor.Option) (*kafkaFaults, string, *http.Server) {
 	t.Helper()
-	faults := &kafkaFaults{}
+	faults := &kafkaFaults{mode: mode}
 	opts = append(opts, processor.InstanceID("stall-1"), processor.WithRegistry(prometheus.NewRegistry()),
 		processor.StateDir(t.TempDir()), processor.WithKafkaOptions(kgo.Dialer(faults.Dial)))
 	eng, err := processor.New(f, opts...)
@@ -221,7 +221,7 @@ func TestAlertRulesFireForAStalledStage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	faults, addr, srv := runFaultyEngine(t, f, processor.Stages(name))
+	faults, addr, srv := runFaultyEngine(t, f, faultNone, processor.Stages(name))
 	defer feedJSON(t, in)()
 
 	prom := startPrometheus(t, shortRules(t), addr)
@@ -330,6 +330,45 @@ func TestAlertRulesFireForAStalledStage(t *testing.T) {
 	t.Logf("no scrape: ExactlyInstanceDown fired %s after", time.Since(downAt).Round(time.Second))
 }
 
+// A stage started while its broker is unreachable never gets a partition,
+// so it has no lag series: against a real Prometheus evaluating the
+// shipped rules (waits shortened), ExactlyStageTransactionOpenTooLong
+// fires all the same, on the time since a broker last answered it. Once
+// the network is back, the stage gets its partitions and the alert ends.
+func TestAlertRulesFireForAStageStartedDuringAnOutage(t *testing.T) {
+	tool(t, "promtool", "deploy/local/up.sh installs it (apt-get install prometheus)")
+	in, out, dlq, name := uniqueName("cutstart_in"), uniqueName("cutstart_out"), uniqueName("cutstart_dlq"), uniqueName("cutstart")
+	path := topologyFile(t, []stageSpec{{name, in, out, dlq}}, "100ms", "10s", 500)
+	exactlyCmd(t, "topics", "create", path)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := topology.Parse(path, text, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	faults, addr, _ := runFaultyEngine(t, f, faultAll, processor.Stages(name))
+	startAt := time.Now()
+	prom := startPrometheus(t, shortRules(t), addr)
+	st := map[string]string{"stage": name}
+	lagSeries := func() int { _, n := sum(scrape(t, addr), "exactly_stage_consumer_lag_records", st); return n }
+	firing := func() bool { return firingFor(t, prom, "ExactlyStageTransactionOpenTooLong", "stage", name) }
+	eventually(t, 90*time.Second, firing, func() string {
+		return "ExactlyStageTransactionOpenTooLong not firing for a stage started while its broker is unreachable"
+	})
+	if n := lagSeries(); n != 0 {
+		t.Errorf("started cut off: %d lag series, want 0 (no partition was ever assigned)", n)
+	}
+	t.Logf("started cut off: ExactlyStageTransactionOpenTooLong fired %s after the start", time.Since(startAt).Round(time.Second))
+
+	faults.set(faultNone)
+	eventually(t, time.Minute, func() bool { return lagSeries() == 3 && !firing() }, func() string {
+		return fmt.Sprintf("after the outage: %d lag series, want 3 and no alert", lagSeries())
+	})
+}
+
 // A sink cut off from its broker, then from Postgres, while its input
 // grows: against a real Prometheus evaluating the shipped rules (waits
 // shortened), ExactlySinkBatchOpenTooLong fires for the sink cut off from
@@ -359,7 +398,7 @@ func TestAlertRulesFireForAStalledSink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	faults, addr, _ := runFaultyEngine(t, f, processor.Sinks(sk.name))
+	faults, addr, _ := runFaultyEngine(t, f, faultNone, processor.Sinks(sk.name))
 	defer feedJSON(t, sk.in)()
 	prom := startPrometheus(t, shortRules(t), addr)
 	pool := pgPool(t)

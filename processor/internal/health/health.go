@@ -54,6 +54,10 @@ func NewBrokerHealth() *BrokerHealth {
 	return h
 }
 
+// LastAnswer is when a broker last answered, or when h was made if none
+// has.
+func (h *BrokerHealth) LastAnswer() time.Time { return time.Unix(0, h.lastOK.Load()) }
+
 // OnBrokerRead implements kgo.HookBrokerRead.
 func (h *BrokerHealth) OnBrokerRead(meta kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	now := time.Now()

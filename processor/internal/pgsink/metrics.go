@@ -64,6 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 				"truncated (same ID, offset above the high watermark: read from the log start).",
 			Lag: "Records between the sink's stored position (the log start when none) and the partition's last stable offset (read_committed end), as `exactly status` counts them; kept current while a batch is retried. " +
 				"While the brokers do not answer it keeps its last value: see exactly_sink_consumer_lag_age_seconds.",
+			BrokerSilence: "Seconds since a Kafka broker last answered this instance (any request); its start until the first answer. It has a series from the start, with or without partitions, so an alert can tell an instance that started while the brokers were unreachable.",
 			LagAge: "Seconds since the end offsets behind exactly_sink_consumer_lag_records were read (by a fetch, or a look while a batch is retried). " +
 				"It grows while the sink cannot reach the partition's leader; the lag is then a lower bound.",
 		}),

@@ -285,6 +285,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 	s.initReady()
 	s.metrics.bind(cfg.Sink)
 	s.metrics.start(s.cfg.Input, s.Ready)
+	s.metrics.WatchBrokers(s.ready.Brokers.LastAnswer)
 	return s, nil
 }
 

@@ -10,7 +10,7 @@ import (
 // under its subsystem, by the same names and labels:
 // exactly_<subsystem>_ready, _retries_total (cause), _rebalances_total,
 // _topic_recreations_total (topic, reason), _consumer_lag_records and
-// _consumer_lag_age_seconds (topic, partition).
+// _consumer_lag_age_seconds (topic, partition), and _broker_silence_seconds.
 type Consumer struct {
 	ready       *Ready
 	retries     *prometheus.CounterVec
@@ -18,11 +18,12 @@ type Consumer struct {
 	recreations *prometheus.CounterVec
 	lag         *prometheus.GaugeVec
 	lagAge      *Age
+	silence     *Since
 }
 
 // ConsumerHelp are the subsystem's help texts of its Consumer collectors.
 type ConsumerHelp struct {
-	Ready, Retries, Rebalances, Recreations, Lag, LagAge string
+	Ready, Retries, Rebalances, Recreations, Lag, LagAge, BrokerSilence string
 }
 
 // Consumer returns the subsystem's Consumer collectors.
@@ -34,6 +35,7 @@ func (f *Factory) Consumer(help ConsumerHelp) *Consumer {
 		recreations: f.Counter("topic_recreations_total", help.Recreations, "topic", "reason"),
 		lag:         f.Gauge("consumer_lag_records", help.Lag, "topic", "partition"),
 		lagAge:      f.Age("consumer_lag_age_seconds", help.LagAge, "topic", "partition"),
+		silence:     f.Since("broker_silence_seconds", help.BrokerSilence),
 	}
 }
 
@@ -79,6 +81,14 @@ func (o Owned) Start(input string, ready func() error, reasons, causes []string)
 	}
 	for _, c := range causes {
 		o.c.retries.WithLabelValues(o.owner, c)
+	}
+}
+
+// WatchBrokers makes the owner's broker silence series report the
+// seconds since lastAnswer(), when a Kafka broker last answered it.
+func (o Owned) WatchBrokers(lastAnswer func() time.Time) {
+	if o.c != nil {
+		o.c.silence.Set(o.owner, lastAnswer)
 	}
 }
 

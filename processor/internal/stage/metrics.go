@@ -93,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Lag: "Records between the stage's position (the offset after its last polled record, else its group's committed offset) and the partition's last stable offset (read_committed end); " +
 				"transaction markers do not count, so a caught-up stage reads 0. Read from each fetch, and every few seconds apart from the consumer, so it keeps rising while the stage cannot fetch or commit; " +
 				"when the end offsets cannot be read either it keeps its last value (see exactly_stage_consumer_lag_age_seconds). A partition keeps its series until another assignment leaves it out.",
+			BrokerSilence: "Seconds since a Kafka broker last answered this instance (any request); its start until the first answer. It has a series from the start, with or without partitions, so an alert can tell an instance that started while the brokers were unreachable.",
 			LagAge: "Seconds since the end offsets behind exactly_stage_consumer_lag_records were read. A few seconds while the brokers answer; " +
 				"it grows while the stage cannot reach the partition's leader, and the lag is then a lower bound.",
 		}),

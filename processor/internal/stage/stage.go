@@ -296,6 +296,7 @@ func New(cfg Config, opts ...Option) (*Stage, error) {
 	s.initReady()
 	s.metrics.bind(cfg.Stage)
 	s.metrics.start(s.cfg.Input, s.Ready)
+	s.metrics.WatchBrokers(s.ready.Brokers.LastAnswer)
 	s.lag = newLagTracker(s.metrics, cfg.Input)
 	s.step = newStatefulStep(cfg.Stage, s.pipeline)
 	if s.step != nil && cfg.Guarantee != ExactlyOnce {

@@ -110,12 +110,16 @@ func (r *Recorder) Unregister(prometheus.Collector) bool { return false }
 // Touch creates one series of c, so that Gather shows its family: in a
 // vector, by trying label counts until the vector accepts one (a vector
 // does not say how many labels it takes); in a readiness gauge, for the
-// owner ""; in an age gauge, for empty labels. A collector of another
+// owner ""; in a since gauge, for the owner ""; in an age gauge, for empty labels. A collector of another
 // kind fails the test.
 func Touch(t testing.TB, c prometheus.Collector) {
 	t.Helper()
 	if r, ok := c.(*promutil.Ready); ok {
 		r.Set("", func() error { return nil })
+		return
+	}
+	if s, ok := c.(*promutil.Since); ok {
+		s.Set("", time.Now)
 		return
 	}
 	if a, ok := c.(*promutil.Age); ok {
