@@ -40,7 +40,7 @@ func NewEventIDs(cfg Config) (*EventIDs, error) {
 // which the sink dead-letters, and for a tombstone it skips.
 func (e *EventIDs) Of(r *kgo.Record) (string, bool) {
 	s := e.s
-	if r.Value == nil || s.cfg.Envelope == topology.EnvelopeDebezium {
+	if s.cfg.Envelope == topology.EnvelopeDebezium || s.isTombstone(r) {
 		// The event ID of a change event is in after or before.
 		o, ok, err := s.toOp(r)
 		return o.id, ok && err == nil

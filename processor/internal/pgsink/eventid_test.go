@@ -47,6 +47,9 @@ func TestEventIDsOf(t *testing.T) {
 			&kgo.Record{Key: []byte(`{"schema":{"type":"string"},"payload":"k"}`)}, "k", true},
 		{"tombstone of a decimal key", "id", topology.TombstonesDelete,
 			&kgo.Record{Key: []byte(`{"schema":{"type":"bytes","name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"1"}},"payload":"AQ=="}`)}, "0.1", true},
+		{"connect null payload skipped", "id", topology.TombstonesSkip, &kgo.Record{Key: []byte("k"), Value: []byte(`{"schema":{"type":"struct"},"payload":null}`)}, "", false},
+		{"connect null payload deleting", "id", topology.TombstonesDelete,
+			&kgo.Record{Key: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"k"}}`), Value: []byte(`{"schema":{"type":"struct"},"payload":null}`)}, "k", true},
 		{"row with a schema", "id", "", &kgo.Record{Value: []byte(`{"schema":{"type":"struct","fields":[{"type":"string","field":"id"}]},"payload":{"id":"w"}}`)}, "w", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

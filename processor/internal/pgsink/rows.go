@@ -36,7 +36,7 @@ var errMissingEventID = errors.New("missing event id")
 // (a *dlq.RecordError). ok is false, with a nil error, for a
 // tombstone that the policy skips.
 func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
-	if r.Value == nil {
+	if s.isTombstone(r) { // tombstone.go
 		if s.cfg.Tombstones != topology.TombstonesDelete {
 			return op{}, false, nil
 		}

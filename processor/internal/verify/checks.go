@@ -268,7 +268,7 @@ func (c *SinkCheck) handle(ctx context.Context, kind byte, r *kgo.Record, rec []
 		if o, ok := c.positions[r.Partition]; !ok || r.Offset >= o {
 			flags |= fPending
 		}
-		if r.Value == nil && c.cfg.Postgres.Tombstones != topology.TombstonesDelete {
+		if c.eventIDs.IsTombstone(r) && c.cfg.Postgres.Tombstones != topology.TombstonesDelete {
 			flags |= fTombstone
 		} else if id, ok := c.eventIDs.Of(r); ok && !c.eventIDs.AsText() {
 			c.keying = append(c.keying, keying{p: r.Partition, o: r.Offset, flags: flags, id: id})
