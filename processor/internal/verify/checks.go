@@ -55,9 +55,9 @@ type StageCheck struct {
 	OutputAndDeadLetter int64 `json:"output_and_dead_letter"`
 	// Information.
 	NoLineage int64 `json:"no_lineage"` // outputs without lineage headers, not accounted
-	// OtherIncarnation counts outputs whose source offset holds another
-	// record, by its timestamp: outputs of an earlier incarnation of a
-	// re-created input topic, not counted as outputs of the record there now.
+	// OtherIncarnation counts outputs and dead letters whose source
+	// offset holds another record, by its timestamp: of an earlier
+	// incarnation of a re-created input topic, not counted as the record's.
 	OtherIncarnation    int64            `json:"other_incarnation,omitempty"`
 	NoEventID           int64            `json:"inputs_without_event_id"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
@@ -180,7 +180,7 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 	case kOut:
 		return c.handleOutput(r, rec, idRec, field)
 	case kDLQ:
-		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
+		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec, deadLetterSourceTime)
 	}
 	return nil
 }
@@ -281,7 +281,7 @@ func (c *SinkCheck) handle(ctx context.Context, kind byte, r *kgo.Record, rec []
 		}
 		return c.addInput(r.Partition, r.Offset, flags, [16]byte{})
 	case kDLQ:
-		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec)
+		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec, nil)
 	}
 	return nil
 }
@@ -319,7 +319,9 @@ func (c *SinkCheck) flushKeys(ctx context.Context) error {
 	return nil
 }
 
-func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Record, rec []byte) error {
+// addDLQ spills dead letter r if it is of name reading input; sourceTime,
+// when set, gives the timestamp of the record it names.
+func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Record, rec []byte, sourceTime func(*kgo.Record) (int64, bool)) error {
 	if st, _ := audit.Header(r, deadletter.HeaderStage); st != name {
 		return nil
 	}
@@ -332,7 +334,13 @@ func addDLQ(name, input string, lin *spill, reasons map[string]int64, r *kgo.Rec
 		return nil
 	}
 	reasons[hdr(r, deadletter.HeaderReason)]++
-	return lin.add(linBucket(int32(p), o), linRecord(rec, int32(p), o, kDLQ, 0, 0, [16]byte{}))
+	linRecord(rec, int32(p), o, kDLQ, 0, 0, [16]byte{})
+	if sourceTime != nil {
+		if ms, ok := sourceTime(r); ok {
+			setLinTime(rec, ms)
+		}
+	}
+	return lin.add(linBucket(int32(p), o), rec)
 }
 
 func hdr(r *kgo.Record, key string) string { v, _ := audit.Header(r, key); return v }

@@ -63,8 +63,25 @@ func outputSourceTime(r *kgo.Record) (int64, bool) {
 	return r.Timestamp.UnixMilli(), true
 }
 
-// otherIncarnation reports whether output record out, of the group whose
-// input record in was read, came from another record at that offset.
+// deadLetterSourceTime is the timestamp of the input record that a
+// stage's dead letter r names (deadletter.HeaderSourceTimestamp, the
+// record as the stage read it). A window result's dead letter names the
+// window's last input offset, with another time: ok is false.
+func deadLetterSourceTime(r *kgo.Record) (int64, bool) {
+	if _, ok := audit.Header(r, deadletter.HeaderWindowResult); ok {
+		return 0, false
+	}
+	v, ok := audit.Header(r, deadletter.HeaderSourceTimestamp)
+	if !ok {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	return ms, err == nil
+}
+
+// otherIncarnation reports whether out, an output's or a dead letter's
+// lineage record of the group whose input record in was read, came from
+// another record at that offset.
 func otherIncarnation(in, out []byte) bool {
 	ti, okI := linTimeOf(in)
 	to, okO := linTimeOf(out)

@@ -133,9 +133,9 @@ type group struct {
 	digest    [16]byte
 	outs, dlq int64
 	dupOuts   int64
-	// otherIncarnation counts outputs naming this offset that came from
-	// another record (an earlier incarnation of the input topic): they
-	// are not in outs.
+	// otherIncarnation counts outputs and dead letters naming this offset
+	// that came from another record (an earlier incarnation of the input
+	// topic): they are not in outs or dlq.
 	otherIncarnation int64
 }
 
@@ -161,6 +161,10 @@ func parseGroup(recs [][]byte) group {
 			g.outs++
 			lastIdx = idx
 		case kDLQ:
+			if in != nil && otherIncarnation(in, r) {
+				g.otherIncarnation++
+				continue
+			}
 			g.dlq++
 		}
 	}

@@ -129,7 +129,7 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 		}
 		if c.OtherIncarnation > 0 {
 			fmt.Fprintf(w, "stage %s: %s an input offset holding another record now (an earlier incarnation of %s, re-created): not counted as its outputs\n", c.Name,
-				plural.Count(c.OtherIncarnation, "output names", "outputs name"), c.Input)
+				plural.Count(c.OtherIncarnation, "output or dead letter names", "outputs and dead letters name"), c.Input)
 		}
 		for _, e := range c.Examples {
 			fmt.Fprintf(w, "  stage %s: %s\n", c.Name, e)
