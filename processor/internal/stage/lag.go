@@ -45,7 +45,12 @@ type partLag struct {
 	lastStable int64 // -1 unknown
 	logStart   int64
 	endsAt     time.Time // when lastStable and logStart were read
-	held       bool      // its session ended; kept until an assignment leaves it out
+	// blockedAt is the last stable offset that refresh last read below the
+	// high watermark, and blockedSince when it first read it there: an open
+	// transaction holds it.
+	blockedAt    int64
+	blockedSince time.Time
+	held         bool // its session ended; kept until an assignment leaves it out
 }
 
 func newLagTracker(m stageMetrics, topic string) *lagTracker {
@@ -68,6 +73,7 @@ func (l *lagTracker) assigned(parts []int32) {
 		if !ok {
 			pl = &partLag{committed: -1, lastStable: -1}
 			l.parts[p] = pl
+			l.metrics.inputTransactionOpen(l.topic, p, 0)
 		}
 		pl.held, pl.polled = false, -1
 		l.publishLocked(p, pl)
@@ -113,7 +119,7 @@ func (l *lagTracker) stop() {
 
 func (l *lagTracker) dropLocked(p int32) {
 	delete(l.parts, p)
-	l.metrics.DropPartition(l.topic, p)
+	l.metrics.dropPartition(l.topic, p)
 }
 
 // polled records a fetch of partition p: next is the offset after its
@@ -154,6 +160,20 @@ func (l *lagTracker) publishLocked(p int32, pl *partLag) {
 	l.metrics.SetLag(l.topic, p, partpos.Lag(pl.lastStable, pl.logStart, pos, stored), pl.endsAt)
 }
 
+// openFor returns how long the last stable offset has stayed at lastStable
+// below high, as of at: 0 when it is at the high watermark, or has moved.
+func (pl *partLag) openFor(lastStable, high int64, at time.Time) time.Duration {
+	switch {
+	case lastStable >= high:
+		pl.blockedSince = time.Time{}
+		return 0
+	case pl.blockedSince.IsZero() || pl.blockedAt != lastStable:
+		pl.blockedAt, pl.blockedSince = lastStable, at
+		return 0
+	}
+	return at.Sub(pl.blockedSince)
+}
+
 // run refreshes the lag every lagInterval until ctx ends.
 func (l *lagTracker) run(ctx context.Context, adm *kadm.Client, group string) {
 	tick := time.NewTicker(lagInterval)
@@ -184,6 +204,7 @@ func (l *lagTracker) refresh(ctx context.Context, adm *kadm.Client, group string
 	ends, endErr := adm.ListCommittedOffsets(ctx, l.topic)
 	at := time.Now()
 	starts, startErr := adm.ListStartOffsets(ctx, l.topic)
+	highs, highErr := adm.ListEndOffsets(ctx, l.topic)
 	committed, commitErr := adm.FetchOffsetsForTopics(ctx, group, l.topic)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -198,6 +219,9 @@ func (l *lagTracker) refresh(ctx context.Context, adm *kadm.Client, group string
 			s, okS := starts.Lookup(l.topic, p)
 			if okE && okS && e.Err == nil && s.Err == nil {
 				pl.lastStable, pl.logStart, pl.endsAt = e.Offset, s.Offset, at
+			}
+			if h, ok := highs.Lookup(l.topic, p); ok && highErr == nil && okE && e.Err == nil && h.Err == nil {
+				l.metrics.inputTransactionOpen(l.topic, p, pl.openFor(e.Offset, h.Offset, at))
 			}
 		}
 		l.publishLocked(p, pl)

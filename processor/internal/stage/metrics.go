@@ -36,6 +36,7 @@ type Metrics struct {
 	restoreBehind *prometheus.GaugeVec
 	stateEntries  *prometheus.GaugeVec
 	pastRetention *prometheus.CounterVec
+	inputTxnOpen  *prometheus.GaugeVec
 	// consumer holds ready, retries, rebalances, recreations and lag.
 	consumer *promutil.Consumer
 }
@@ -83,6 +84,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		stateEntries:  gauge("state_entries", "Entries in the state store (dedupe IDs, open aggregate windows, keys of a stateful step) of the stage's assigned input partitions, as of their restore and the last commit; 0 without a stateful step."),
 		pastRetention: counter("outputs_past_retention_total", "Outputs committed with a timestamp (output_timestamp: input) older than their topic's retention.ms allows: "+
 			"the broker may delete them before they are read (see exactly help stages, Output timestamps).", "topic"),
+		inputTxnOpen: gauge("input_transaction_open_seconds", "Seconds an input partition's last stable offset has stayed at one offset below its high watermark, as read every few seconds: "+
+			"how long the oldest open transaction on it (another producer's) has held read_committed readers, this stage included, back; 0 when none is open. "+
+			"The lag does not count the records behind it; the broker aborts a transaction after its timeout, so one open for longer hangs (exactly status --hanging-after).", "topic", "partition"),
 		consumer: f.Consumer(promutil.ConsumerHelp{
 			Ready: "1 when the stage is ready, as /readyz answers (partitions assigned, the session and brokers healthy, no transaction stalled), else 0.",
 			Retries: "Transactions retried after a transient fault, by cause: produce_error (the broker refused a produce) or " +
@@ -254,5 +258,20 @@ func (s stageMetrics) startOldOutputs(topic string) {
 func (s stageMetrics) countPastRetention(topic string, n int64) {
 	if s.m != nil {
 		s.m.pastRetention.WithLabelValues(s.Name(), topic).Add(float64(n))
+	}
+}
+
+// inputTransactionOpen sets how long an open transaction has held
+// partition p of topic below its high watermark.
+func (s stageMetrics) inputTransactionOpen(topic string, p int32, d time.Duration) {
+	if s.m != nil {
+		s.m.inputTxnOpen.WithLabelValues(s.Name(), topic, promutil.Partition(p)).Set(d.Seconds())
+	}
+}
+
+// dropPartition deletes every series of partition p of topic.
+func (s stageMetrics) dropPartition(topic string, p int32) {
+	if s.m != nil {
+		s.DropPartition(topic, p, s.m.inputTxnOpen)
 	}
 }
