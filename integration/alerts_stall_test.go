@@ -369,6 +369,42 @@ func TestAlertRulesFireForAStageStartedDuringAnOutage(t *testing.T) {
 	})
 }
 
+// The same for a sink: started while its broker is unreachable, it has
+// no lag series, and ExactlySinkBatchOpenTooLong fires on the time since
+// a broker last answered it; once the network is back it ends.
+func TestAlertRulesFireForASinkStartedDuringAnOutage(t *testing.T) {
+	tool(t, "promtool", "deploy/local/up.sh installs it (apt-get install prometheus)")
+	sk := newSinkSpec("cutstartsink")
+	path := sinkTopology(t, sk)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn := pgDSN(t)
+	f, err := topology.Parse(path, text, func(name string) (string, bool) { return dsn, name == "PG_DSN" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults, addr, _ := runFaultyEngine(t, f, faultAll, processor.Sinks(sk.name))
+	startAt := time.Now()
+	prom := startPrometheus(t, shortRules(t), addr)
+	lbl := map[string]string{"sink": sk.name}
+	lagSeries := func() int { _, n := sum(scrape(t, addr), "exactly_sink_consumer_lag_records", lbl); return n }
+	firing := func() bool { return firingFor(t, prom, "ExactlySinkBatchOpenTooLong", "sink", sk.name) }
+	eventually(t, 90*time.Second, firing, func() string {
+		return "ExactlySinkBatchOpenTooLong not firing for a sink started while its broker is unreachable"
+	})
+	if n := lagSeries(); n != 0 {
+		t.Errorf("started cut off: %d lag series, want 0 (no partition was ever assigned)", n)
+	}
+	t.Logf("started cut off: ExactlySinkBatchOpenTooLong fired %s after the start", time.Since(startAt).Round(time.Second))
+
+	faults.set(faultNone)
+	eventually(t, 90*time.Second, func() bool { return lagSeries() == 3 && !firing() }, func() string {
+		return fmt.Sprintf("after the outage: %d lag series, want 3 and no alert", lagSeries())
+	})
+}
+
 // A sink cut off from its broker, then from Postgres, while its input
 // grows: against a real Prometheus evaluating the shipped rules (waits
 // shortened), ExactlySinkBatchOpenTooLong fires for the sink cut off from
