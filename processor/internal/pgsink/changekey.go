@@ -24,7 +24,10 @@ import (
 // text, as for a key written by a string converter.
 func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 	src := s.cfg.Columns[s.eventIDIndex].Source
-	if src == topology.SourceKey || !looksLikeObject(r.Key) {
+	if src == topology.SourceKey {
+		return op{rec: r, del: true, id: s.keyIDText(r)}, true, nil
+	}
+	if !looksLikeObject(r.Key) {
 		return op{rec: r, del: true, id: string(r.Key)}, true, nil
 	}
 	if err := serde.CheckJSON(r.Key); err != nil {
@@ -56,6 +59,16 @@ func (s *Sink) tombstoneOp(r *kgo.Record) (op, bool, error) {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("key: %w", err)}
 	}
 	return s.keyDelete(r, obj, src, fieldSchemas)
+}
+
+// keyIDText is the event ID of r when the event id column's source is
+// $key, the text an inserted row's holds (columnText): of a bytea column
+// the key's bytes in hex, which any key is, where the bytes themselves
+// may be no text (an Avro key starts with the byte 0x00).
+func (s *Sink) keyIDText(r *kgo.Record) string {
+	v, _ := s.columnText(r, nil, topology.SourceKey, s.typeAt(s.eventIDIndex), nil)
+	id, _ := v.(string)
+	return id
 }
 
 // keyDelete is the delete of tombstone r whose key's field src (in obj,

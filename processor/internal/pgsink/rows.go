@@ -495,7 +495,7 @@ func (s *Sink) deleteOp(r *kgo.Record, before func(src string) (map[string]any, 
 	src := s.cfg.Columns[s.eventIDIndex].Source
 	var id any
 	if src == topology.SourceKey {
-		id, _ = s.columnValue(r, nil, src)
+		id = s.keyIDText(r) // changekey.go
 	} else {
 		obj, err := before(src)
 		if err != nil {
