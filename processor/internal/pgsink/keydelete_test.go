@@ -1,10 +1,15 @@
 package pgsink
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 )
 
@@ -52,5 +57,47 @@ func TestKeyDeleteIDs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAvroKeyDeleteBytea loads Avro change events whose registry-framed
+// composite key (0x00, the schema ID, the record) is the event ID in a
+// bytea column: the "d" names the row by the hex its "c" stored.
+func TestAvroKeyDeleteBytea(t *testing.T) {
+	reg := srfake.New()
+	defer reg.Close()
+	const keySchema = `{"type":"record","name":"Key","namespace":"srv.public.items","fields":[{"name":"tenant","type":"int"},{"name":"id","type":"long"}]}`
+	id, _, err := reg.RegisterSchema("in-key", sr.Schema{Schema: keySchema, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := binary.BigEndian.AppendUint32([]byte{0}, uint32(id))
+	key = append(key, 0x06, 0x0e) // tenant 3, id 7: Avro's zigzag varints
+	s := newTestSink(t, func(c *Config) {
+		c.InputFormat = serde.Avro
+		c.InputCodec = serde.Config{Registry: serde.Registry{URL: reg.URL()}}
+		c.EventID = "k"
+		c.Columns = []Column{{"k", topology.SourceKey}, {"id", "id"}}
+		c.Mode, c.Envelope = topology.ModeUpsert, topology.EnvelopeDebezium
+	})
+	s.types = []colType{plainType("bytea"), plainType("bigint")}
+	enc, err := serde.NewCodec(serde.Config{Format: serde.Avro, Schema: dbzAvroSchema, Topic: "in", Registry: serde.Registry{URL: reg.URL()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `\x` + hex.EncodeToString(key)
+	row := map[string]any{"id": int64(7)}
+	for _, ev := range []map[string]any{
+		{"before": nil, "after": row, "op": "c"},
+		{"before": row, "after": nil, "op": "d"},
+	} {
+		v, err := enc.Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok, err := s.toOp(&kgo.Record{Topic: "in", Key: key, Value: v})
+		if err != nil || !ok || o.id != want || o.del != (ev["op"] == "d") {
+			t.Fatalf("op %s: id %q del %v, ok %v err %v; want id %q", ev["op"], o.id, o.del, ok, err, want)
+		}
 	}
 }
