@@ -2,6 +2,7 @@ package stage
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/deadletter"
@@ -139,7 +141,15 @@ func (s *Stage) describeOutputTimes(ctx context.Context, adm *kadm.Client) {
 		ot.unread = true
 		ot.mu.Unlock()
 		if first && ctx.Err() == nil {
-			s.log.Warn("cannot read the output topics' retention.ms (DescribeConfigs); outputs older than it are not detected until it can", "topics", topics, "err", err)
+			const msg = "cannot read the output topics' retention.ms (DescribeConfigs); outputs older than it are not detected until it can"
+			// The least-privilege ACLs of security.md leave DescribeConfigs
+			// out: say so in words, without Kafka's error code, which
+			// operators search logs for (as reader.WarnLimitsUnread does).
+			if errors.Is(err, kerr.TopicAuthorizationFailed) {
+				s.log.Warn(msg, "topics", topics, "why", "the principal may not describe these topics' configs (grant DescribeConfigs on them to check)")
+			} else {
+				s.log.Warn(msg, "topics", topics, "err", err)
+			}
 		}
 	}
 }
