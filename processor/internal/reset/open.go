@@ -50,14 +50,8 @@ func (p Plan) printOpen(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "PARTITION\tFIRST OFFSET\tTRANSACTIONAL ID\tPRODUCER ID\tOPEN FOR\tTIMEOUT\tSTATE")
 		for _, t := range p.Open {
-			id, timeout, state := t.TransactionalID, "-", t.State
-			if id == "" {
-				id = "-"
-			}
-			if t.TimeoutMs > 0 {
-				timeout = t.Timeout().String()
-			}
-			if state == "" {
+			id, timeout, state := t.Cells()
+			if t.State == "" {
 				state = "unknown: " + t.Reason
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\t%s\n", t.Partition, t.StartOffset, id, t.ProducerID, t.Open().Round(time.Second), timeout, state)

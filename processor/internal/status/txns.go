@@ -52,6 +52,22 @@ func (t OpenTxn) Open() time.Duration { return time.Duration(t.OpenMs) * time.Mi
 // Timeout is the transaction's timeout, 0 when unknown.
 func (t OpenTxn) Timeout() time.Duration { return time.Duration(t.TimeoutMs) * time.Millisecond }
 
+// Cells returns the transactional ID, timeout and state as a table
+// shows them, each "-" when the coordinator does not know it.
+func (t OpenTxn) Cells() (id, timeout, state string) {
+	id, timeout, state = t.TransactionalID, "-", t.State
+	if id == "" {
+		id = "-"
+	}
+	if t.TimeoutMs > 0 {
+		timeout = t.Timeout().String()
+	}
+	if state == "" {
+		state = "-"
+	}
+	return id, timeout, state
+}
+
 // TxnTopics returns every topic of f whose partitions a transaction may
 // hold: the stages' and sinks' inputs, the stages' outputs, every
 // dead-letter topic and the changelogs of stateful stages, whose restores
@@ -230,16 +246,7 @@ func WriteHangingTable(w io.Writer, txns []OpenTxn, after time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  TOPIC/PARTITION\tTRANSACTIONAL ID\tPRODUCER ID\tEPOCH\tSTART OFFSET\tOPEN FOR\tTIMEOUT\tSTATE\tWHY\n")
 	for _, t := range txns {
-		id, timeout, state := t.TransactionalID, "-", t.State
-		if id == "" {
-			id = "-"
-		}
-		if t.TimeoutMs > 0 {
-			timeout = t.Timeout().String()
-		}
-		if state == "" {
-			state = "-"
-		}
+		id, timeout, state := t.Cells()
 		fmt.Fprintf(tw, "  %s/%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", t.Topic, t.Partition, id, t.ProducerID, t.ProducerEpoch,
 			t.StartOffset, t.Open().Round(time.Second), timeout, state, t.Reason)
 	}
