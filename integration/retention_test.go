@@ -130,9 +130,11 @@ func TestRedriveOfOldDeadLettersOutlivesRetention(t *testing.T) {
 // Three stages read one input of 8-day-old records, each into an output
 // topic of its own: with output_timestamp: write, kcat shows the time of
 // writing and the lineage keeps the input's; with input (the default),
-// into a topic whose retention.ms is a day, the outputs keep the input's
-// timestamp and the stage warns once per output partition and counts
-// them; into a topic whose message.timestamp.before.max.ms is a day, the
+// into a topic whose retention.ms is 8.5 days (more than the records'
+// age, so the broker's check keeps them for the test to read, and less
+// than a tenth of it away, so the stage warns), the outputs keep the
+// input's timestamp and the stage warns once per output partition and
+// counts them; into a topic whose message.timestamp.before.max.ms is a day, the
 // broker refuses them and they are dead-lettered (reason produce), the
 // dead letters taking the time of writing.
 func TestStageOutputTimestampsAndRetention(t *testing.T) {
@@ -141,11 +143,12 @@ func TestStageOutputTimestampsAndRetention(t *testing.T) {
 	outW, outI, outB := uniqueName("ots_write"), uniqueName("ots_input"), uniqueName("ots_bounded")
 	sw, si, sb := uniqueName("ots_w"), uniqueName("ots_i"), uniqueName("ots_b")
 	dayMs := strconv.FormatInt(day.Milliseconds(), 10)
+	nearMs := strconv.FormatInt((8*day + day/2).Milliseconds(), 10)
 	stage := func(name, out, extra string) string {
 		return stageYAML{name: name, in: in, out: out, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml() + extra
 	}
-	topo := userTopology(t, []fileTopic{{in, 2, nil}, {dlq, 1, nil},
-		{outW, 2, map[string]string{"retention.ms": dayMs}}, {outI, 2, map[string]string{"retention.ms": dayMs}},
+	topo := userTopology(t, []fileTopic{{in, 2, map[string]string{"retention.ms": "-1"}}, {dlq, 1, nil},
+		{outW, 2, map[string]string{"retention.ms": dayMs}}, {outI, 2, map[string]string{"retention.ms": nearMs}},
 		{outB, 1, map[string]string{"message.timestamp.before.max.ms": dayMs}}},
 		"stages:\n"+stage(sw, outW, "    output_timestamp: write\n")+stage(si, outI, "")+stage(sb, outB, ""))
 	const n = 20

@@ -135,6 +135,11 @@ group.initial.rebalance.delay.ms=0
 # Tests that need retention to delete a rolled segment wait for this check
 # (5 minutes by default).
 log.retention.check.interval.ms=5000
+# Records are kept for ever unless a topic sets retention.ms. Tests and
+# fixtures use fixed event times (2026-01-01, say) that the default of
+# 7 days would let the check above delete before they are read, the
+# active segment too: retention rolls it when its newest record is past.
+log.retention.ms=-1
 EOF
 	if [[ -n "$KAFKA_SASL_PORT" ]]; then
 		cat <<EOF

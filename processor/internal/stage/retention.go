@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,6 +159,7 @@ func (s *Stage) describeOutputTimes(ctx context.Context, adm *kadm.Client) {
 // parseTopicTimes reads a topic's time settings from its configs.
 func parseTopicTimes(cs []kadm.Config) topicTimes {
 	var tt topicTimes
+	deletes := true // cleanup.policy's default is delete
 	for _, c := range cs {
 		v := c.MaybeValue()
 		switch c.Key {
@@ -166,7 +169,15 @@ func parseTopicTimes(cs []kadm.Config) topicTimes {
 			}
 		case "message.timestamp.type":
 			tt.logAppend = v == "LogAppendTime"
+		case "cleanup.policy":
+			// retention.ms deletes only under the delete policy
+			// ("delete" or "compact,delete"); a compacted-only topic
+			// keeps each key's latest record whatever its age.
+			deletes = slices.Contains(strings.Split(strings.ReplaceAll(v, " ", ""), ","), "delete")
 		}
+	}
+	if !deletes {
+		tt.retention = 0
 	}
 	return tt
 }
