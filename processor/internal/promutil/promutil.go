@@ -20,6 +20,11 @@ type Factory struct {
 
 func (f *Factory) labels(extra []string) []string { return append([]string{f.Owner}, extra...) }
 
+// name is the metric name as registered: exactly_<subsystem>_<name>.
+func (f *Factory) name(name string) string {
+	return prometheus.BuildFQName("exactly", f.Subsystem, name)
+}
+
 // Counter returns a counter vector labelled by owner and labels.
 func (f *Factory) Counter(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "exactly", Subsystem: f.Subsystem, Name: name, Help: help}, f.labels(labels))
