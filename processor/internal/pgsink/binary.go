@@ -113,39 +113,17 @@ func (s *Sink) byteaArrayText(fv any, src, mode string, fs connectSchema, typed 
 // appendBinaryArray appends raw, a JSON array of encoded bytes (field
 // path), as a bytea[] literal: each element bytea hex input, quoted.
 func appendBinaryArray(b []byte, raw json.RawMessage, path, mode string) ([]byte, error) {
-	var els []json.RawMessage
-	if err := json.Unmarshal(raw, &els); err != nil {
-		return nil, fmt.Errorf("field %q: %w", path, err)
-	}
-	b = append(b, '{')
-	for i, e := range els {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		at := fmt.Sprintf("%s[%d]", path, i)
-		switch {
-		case string(e) == "null":
-			b = append(b, "NULL"...)
-		case e[0] == '[':
-			var err error
-			if b, err = appendBinaryArray(b, e, at, mode); err != nil {
-				return nil, err
-			}
-		case e[0] == '"':
-			var str string
-			if err := json.Unmarshal(e, &str); err != nil {
-				return nil, fmt.Errorf("field %q: %w", at, err)
-			}
-			dec, err := decodeBinary(str, mode)
-			if err != nil {
-				return nil, &binaryError{field: at, mode: mode, err: err}
-			}
-			b = append(b, `"\\x`...)
-			b = hex.AppendEncode(b, dec)
-			b = append(b, '"')
-		default:
+	return appendArrayOf(b, raw, path, func(b []byte, e json.RawMessage, v any, at string) ([]byte, error) {
+		str, isText := v.(string)
+		if !isText {
 			return nil, &binaryError{field: at, mode: mode, err: fmt.Errorf("want text, got %s", shownJSON(e))}
 		}
-	}
-	return append(b, '}'), nil
+		dec, err := decodeBinary(str, mode)
+		if err != nil {
+			return nil, &binaryError{field: at, mode: mode, err: err}
+		}
+		b = append(b, `"\\x`...)
+		b = hex.AppendEncode(b, dec)
+		return append(b, '"'), nil
+	})
 }

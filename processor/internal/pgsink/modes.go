@@ -97,52 +97,13 @@ func (s *Sink) modeConverter(t colType) modeConv {
 // appendModeArray appends raw, the JSON array of field path, as an array
 // literal whose elements conv reads, each quoted.
 func appendModeArray(b []byte, raw json.RawMessage, path string, conv modeConv) ([]byte, error) {
-	var els []json.RawMessage
-	if err := json.Unmarshal(raw, &els); err != nil {
-		return nil, fmt.Errorf("field %q: %w", path, err)
-	}
-	b = append(b, '{')
-	for i, e := range els {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		at := fmt.Sprintf("%s[%d]", path, i)
-		var v any
-		switch {
-		case string(e) == "null":
-			b = append(b, "NULL"...)
-			continue
-		case e[0] == '[':
-			var err error
-			if b, err = appendModeArray(b, e, at, conv); err != nil {
-				return nil, err
-			}
-			continue
-		case e[0] == '"':
-			var str string
-			if err := json.Unmarshal(e, &str); err != nil {
-				return nil, fmt.Errorf("field %q: %w", at, err)
-			}
-			v = str
-		case e[0] == '{':
-			v = e
-		default:
-			v = json.Number(e)
-		}
+	return appendArrayOf(b, raw, path, func(b []byte, _ json.RawMessage, v any, at string) ([]byte, error) {
 		text, err := conv(v, at)
 		if err != nil {
 			return nil, err
 		}
-		b = append(b, '"')
-		for _, c := range []byte(text) {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\')
-			}
-			b = append(b, c)
-		}
-		b = append(b, '"')
-	}
-	return append(b, '}'), nil
+		return appendQuotedElement(b, text), nil
+	})
 }
 
 // plainDecimal is the text a numeric takes in and Debezium's string mode
