@@ -77,15 +77,27 @@ func (h *BrokerHealth) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration,
 	}
 }
 
-func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) {
-	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
-	h.mu.Lock()
-	defer h.mu.Unlock()
+// brokerAddr is the host:port of meta, the key of BrokerHealth.brokers.
+func brokerAddr(meta kgo.BrokerMetadata) string {
+	return net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+}
+
+// broker returns the state of the broker at addr, new if none; h.mu is
+// held.
+func (h *BrokerHealth) broker(addr string) *brokerState {
 	b := h.brokers[addr]
 	if b == nil {
 		b = &brokerState{}
 		h.brokers[addr] = b
 	}
+	return b
+}
+
+func (h *BrokerHealth) record(meta kgo.BrokerMetadata, at time.Time, err error) {
+	addr := brokerAddr(meta)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b := h.broker(addr)
 	b.node = meta.NodeID >= 0
 	if err == nil {
 		b.ok = at

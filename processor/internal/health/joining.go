@@ -1,8 +1,6 @@
 package health
 
 import (
-	"net"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,21 +29,16 @@ func (h *BrokerHealth) OnBrokerWrite(meta kgo.BrokerMetadata, key int16, _ int, 
 	if err != nil || !isJoin(key) {
 		return
 	}
-	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	addr := brokerAddr(meta)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := h.brokers[addr]
-	if b == nil {
-		b = &brokerState{}
-		h.brokers[addr] = b
-	}
-	b.joinSent = time.Now()
+	h.broker(addr).joinSent = time.Now()
 }
 
 // joinRead records that a join or sync request sent to meta was answered
 // or failed.
 func (h *BrokerHealth) joinRead(meta kgo.BrokerMetadata) {
-	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	addr := brokerAddr(meta)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if b := h.brokers[addr]; b != nil {
