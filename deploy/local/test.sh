@@ -109,6 +109,9 @@ run fuzz bash -c "$(declare -f fuzz); fuzz ./processor/transform/ FuzzJSONCELJSO
 if [[ -d integration ]] && find integration -name '*_test.go' -print -quit | grep -q .; then
 	# The cluster profile (TestCluster*) needs the three-node cluster: its own step.
 	run integration go test -race -count=1 -tags integration -timeout 50m -skip '^TestCluster' "${gotestflags[@]}" ./integration/... ./processor/internal/pgsink/
+	# Internal code asked of the real broker (TestBroker*); the package's
+	# other tests ran in the unit step.
+	run broker-internal go test -race -count=1 -tags integration -run '^TestBroker' "${gotestflags[@]}" ./processor/internal/stage/
 	run cluster bash "$HERE/cluster-test.sh"
 else
 	log "################################################################"

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A producer learns that its epoch is stale (PRODUCER_FENCED, or
@@ -29,11 +30,38 @@ import (
 // fenceCheckTimeout bounds the look at the coordinator after a fence.
 const fenceCheckTimeout = 10 * time.Second
 
+// producerEpoch is a producer ID and epoch as the client last held them.
+type producerEpoch struct {
+	id    int64
+	epoch int16
+}
+
+// noteProducer keeps the producer ID and epoch of the transaction that
+// just committed: the next transaction runs under them (under
+// transaction.version 2 each EndTxn bumps the epoch, and the client takes
+// the new one from the response). The client has them loaded by then, so
+// this asks no broker.
+func (s *Stage) noteProducer(ctx context.Context, cl *kgo.Client) {
+	if cl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if id, epoch, err := cl.ProducerID(ctx); err == nil && id >= 0 {
+		s.producer.Store(&producerEpoch{id, epoch})
+	}
+}
+
 // timedOut reports whether the coordinator of the stage's transactional
 // ID says it aborted the ID's last transaction and no producer has
 // initialized the ID since: the stale epoch came from a transaction
-// timeout, not from another process. detail is what the coordinator said,
-// for the log ("" when it could not be asked).
+// timeout, not from another process. The abort state alone does not tell:
+// another producer that initialized the ID and then aborted a transaction
+// of its own leaves it too. So when the stage knows the epoch it ran
+// under, the coordinator must hold the same producer ID at exactly one
+// epoch more, the bump of its own timeout abort; another producer's
+// InitProducerId bumps it again. detail is what the coordinator said, for
+// the log ("" when it could not be asked).
 func (s *Stage) timedOut(ctx context.Context, adm *kadm.Client) (timedOut bool, detail string) {
 	if adm == nil {
 		return false, ""
@@ -51,5 +79,14 @@ func (s *Stage) timedOut(ctx context.Context, adm *kadm.Client) (timedOut bool, 
 	}
 	detail = fmt.Sprintf("its coordinator holds producer ID %d epoch %d in state %s, transaction timeout %s",
 		d.ProducerID, d.ProducerEpoch, d.State, time.Duration(d.TimeoutMillis)*time.Millisecond)
-	return d.State == "PrepareAbort" || d.State == "CompleteAbort", detail
+	if d.State != "PrepareAbort" && d.State != "CompleteAbort" {
+		return false, detail
+	}
+	if ours := s.producer.Load(); ours != nil {
+		if d.ProducerID != ours.id || d.ProducerEpoch != ours.epoch+1 {
+			detail += fmt.Sprintf("; this instance ran under producer ID %d epoch %d", ours.id, ours.epoch)
+			return false, detail
+		}
+	}
+	return true, detail
 }

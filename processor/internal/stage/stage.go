@@ -234,6 +234,9 @@ type Stage struct {
 	retryErr atomic.Pointer[error]
 	fenced   atomic.Pointer[error] // a *group.FencedError of the current session
 	fences   group.FenceHistory    // whether Run rejoins after a fence or stops
+	// producer is the producer ID and epoch of the last committed
+	// transaction, for telling a timeout abort from a fence (fencecause.go).
+	producer atomic.Pointer[producerEpoch]
 
 	consumed, produced, deadLettered, filtered atomic.Int64
 	deduplicated                               atomic.Int64

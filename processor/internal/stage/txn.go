@@ -486,6 +486,7 @@ func (t *txn) end(ctx context.Context, trigger string) (committed bool, err erro
 	if err != nil || !committed {
 		return false, t.notCommitted(ctx, err, produceErr, n)
 	}
+	s.noteProducer(ctx, t.sess.Client())
 	if err := t.afterCommit(n); err != nil {
 		return true, err
 	}
