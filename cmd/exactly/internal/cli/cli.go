@@ -268,19 +268,11 @@ func cmdRun(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr
 		"`MODE`: exactly-once, or at-least-once: no transactions, offsets committed after the outputs are acknowledged; a crash then repeats records")
 	stateDir := fs.String("state-dir", processor.DefaultStateDir(),
 		"the `DIR`ectory for the local state of stateful steps (dedupe, aggregate, stateful): each stage instance uses <dir>/<stage>-<instance-id>, locked while it runs and kept across restarts with a checkpoint, so that a restart reads only what its changelog topic gained since")
-	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to `FILE` (read it with go tool pprof)")
 	log, code, done := pf.parse(fs, args, "run", stderr)
 	if done {
 		return code
 	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly run: --cpu-profile:", err)
-			return exitUsage
-		}
-		defer stop()
-	}
+	defer pf.stopProfile()
 	f, _, err := load(*pf.path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)

@@ -55,8 +55,9 @@ func runProcess(ctx context.Context, f *topology.File, opts []processor.Option, 
 
 // processFlags are the flags that run and sink share.
 type processFlags struct {
-	path, instance, metricsAddr *string
-	log                         logFlags
+	path, instance, metricsAddr, cpuProfile *string
+	log                                     logFlags
+	stopProfile                             func()
 }
 
 func registerProcessFlags(fs *flag.FlagSet) *processFlags {
@@ -66,13 +67,17 @@ func registerProcessFlags(fs *flag.FlagSet) *processFlags {
 		instance: fs.String("instance-id", host, "this instance's `ID`, stable across restarts"),
 		metricsAddr: fs.String("metrics-addr", defaultMetricsAddr,
 			"serve /metrics, /healthz and /readyz on `ADDR` (\"\" disables); it binds loopback by default"),
+		cpuProfile:  fs.String("cpu-profile", "", "write a Go CPU profile of the run to `FILE` (read it with go tool pprof)"),
+		stopProfile: func() {},
 	}
 	pf.log.register(fs)
 	return pf
 }
 
-// parse parses args and checks the shared flags; done with the exit code
-// when the command ends here (help, or a usage error printed as cmd's).
+// parse parses args, checks the shared flags and starts the CPU profile
+// that --cpu-profile asks for (the caller defers stopProfile); done with
+// the exit code when the command ends here (help, or a usage error printed
+// as cmd's).
 func (pf *processFlags) parse(fs *flag.FlagSet, args []string, cmd string, stderr io.Writer) (log *slog.Logger, code int, done bool) {
 	if code, done := parseTopology(fs, args, pf.path, cmd, stderr); done {
 		return nil, code, true
@@ -85,6 +90,14 @@ func (pf *processFlags) parse(fs *flag.FlagSet, args []string, cmd string, stder
 	if err != nil {
 		fmt.Fprintf(stderr, "exactly %s: %v\n", cmd, err)
 		return nil, exitUsage, true
+	}
+	if *pf.cpuProfile != "" {
+		stop, err := startCPUProfile(*pf.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "exactly %s: --cpu-profile: %v\n", cmd, err)
+			return nil, exitUsage, true
+		}
+		pf.stopProfile = stop
 	}
 	return log, 0, false
 }

@@ -30,19 +30,11 @@ at the Nth database commit, for testing recovery.`,
 func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stderr io.Writer) int {
 	pf := registerProcessFlags(fs)
 	name := fs.String("sink", "", "run only the sink `NAME` (default: all sinks)")
-	cpuProfile := fs.String("cpu-profile", "", "write a Go CPU profile of the run to `FILE` (read it with go tool pprof)")
 	log, code, done := pf.parse(fs, args, "sink", stderr)
 	if done {
 		return code
 	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			fmt.Fprintln(stderr, "exactly sink: --cpu-profile:", err)
-			return exitUsage
-		}
-		defer stop()
-	}
+	defer pf.stopProfile()
 	f, err := topology.Load(*pf.path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
