@@ -221,13 +221,34 @@ func JSONField(b []byte, field string) (v any, isObject, found bool, err error) 
 // not read are not checked: a lone surrogate in one of them is no error.
 // The object's keys are read: duplicate keys are an error.
 func JSONFields(b []byte, fields []string) (obj map[string]any, err error) {
+	obj, _, err = jsonFields(b, fields, false)
+	return obj, err
+}
+
+// JSONFieldsKeys is JSONFields of a value b that also goes on whole to a
+// reader that keeps one of duplicate keys (a jsonb column): keys is what
+// CheckKeys(b, "") returns, found from the members JSONFields reads
+// (whose own keys it has checked), so that b is checked and scanned once
+// rather than once for its fields and again for its keys. keys is nil
+// when err is not.
+func JSONFieldsKeys(b []byte, fields []string) (obj map[string]any, keys, err error) {
+	return jsonFields(b, fields, true)
+}
+
+func jsonFields(b []byte, fields []string, withKeys bool) (obj map[string]any, keys, err error) {
 	if err := CheckJSON(b); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var buf [16]Member
 	o, ms, isObject, err := topLevelMembers(b, buf[:0])
-	if !isObject || err != nil {
-		return nil, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if !isObject {
+		if withKeys {
+			keys = CheckKeys(b, "")
+		}
+		return nil, keys, nil
 	}
 	obj = make(map[string]any, len(fields))
 	for _, f := range fields {
@@ -236,8 +257,11 @@ func JSONFields(b []byte, fields []string) (obj map[string]any, err error) {
 			continue
 		}
 		if obj[f], err = fieldValue(raw, f); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return obj, nil
+	if withKeys {
+		keys = checkMemberKeys(o, ms, "")
+	}
+	return obj, keys, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 	c, _ := New(JSON)
 	v, decErr := c.Decode(in)
 	chkErr := CheckJSON(in)
+	checkFieldsKeys(t, in, field)
 	if dup, known := topLevelDup(in); known && chkErr == nil {
 		fields, err := JSONFields(in, []string{field})
 		_, _, _, tlErr := TopLevelField(in, field)
@@ -79,6 +81,51 @@ func checkAgainstDecode(t *testing.T, in []byte, field string) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q field %q: raw %q decodes to %v (%v), want %v", in, field, raw, got, err, want)
 		}
+	}
+}
+
+// checkFieldsKeys requires JSONFieldsKeys to be JSONFields and, when
+// that succeeds, CheckKeys(in, ""), in one: the same fields and errors.
+func checkFieldsKeys(t *testing.T, in []byte, field string) {
+	want, wantErr := JSONFields(in, []string{field})
+	var wantKeys error
+	if wantErr == nil {
+		wantKeys = CheckKeys(in, "")
+	}
+	got, keys, err := JSONFieldsKeys(in, []string{field})
+	if fmt.Sprint(err) != fmt.Sprint(wantErr) || fmt.Sprint(keys) != fmt.Sprint(wantKeys) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q field %q: JSONFieldsKeys = %v, %v, %v; want %v, %v, %v", in, field, got, keys, err, want, wantKeys, wantErr)
+	}
+}
+
+// JSONFieldsKeys reads the fields as JSONFields does and, in the same
+// pass, finds a duplicate key at any depth as CheckKeys does, in a field
+// that is read or not; a duplicate top-level key stays JSONFields's error.
+func TestJSONFieldsKeys(t *testing.T) {
+	for _, tt := range []struct {
+		in, keys, err string
+	}{
+		{`{"event_id":"e","a":{"b":[{"c":1}]}}`, "", ""},
+		{`{"event_id":"e","a":{"b":1,"b":2}}`, `field "a.b": duplicate key "b" in object`, ""},
+		{`{"event_id":{"x":1,"x":2}}`, `field "event_id.x": duplicate key "x" in object`, ""},
+		{`{"event_id":"e","a":[1,{"z":{"y":1,"\u0079":2}}]}`, `field "a[1].z.y": duplicate key "y" in object (written "y" and "\u0079")`, ""},
+		{`[{"a":1,"a":2}]`, `field "[0].a": duplicate key "a" in object`, ""},
+		{`{"event_id":"e","event_id":"f","a":{"b":1,"b":2}}`, "", `field "event_id": duplicate key "event_id" in object`},
+		{`{"event_id":"\udc00","a":{"b":1,"b":2}}`, "", `field "event_id": `},
+		{`{"event_id":`, "", "syntax error"},
+	} {
+		obj, keys, err := JSONFieldsKeys([]byte(tt.in), []string{"event_id"})
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) || keys != nil || obj != nil {
+				t.Errorf("JSONFieldsKeys(%s) = %v, %v, %v; want error %q", tt.in, obj, keys, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(keys) != fmt.Sprint(CheckKeys([]byte(tt.in), "")) ||
+			(tt.keys == "" && keys != nil) || (tt.keys != "" && (keys == nil || keys.Error() != tt.keys || !errors.Is(keys, ErrDuplicateKey))) {
+			t.Errorf("JSONFieldsKeys(%s) keys = %v, err %v; want keys %q", tt.in, keys, err, tt.keys)
+		}
+		checkAgainstDecode(t, []byte(tt.in), "event_id")
 	}
 }
 

@@ -262,7 +262,8 @@ func CheckKeys(b []byte, path string) error {
 	}
 	v := b[i:skipValue(b, i)]
 	if v[0] == '[' {
-		offs := AppendElements(nil, v)
+		var buf [32]int
+		offs := AppendElements(buf[:0], v)
 		for k := 0; k < len(offs); k += 2 {
 			if err := CheckKeys(v[offs[k]:offs[k+1]], IndexPath(path, k/2)); err != nil {
 				return err
@@ -270,18 +271,26 @@ func CheckKeys(b []byte, path string) error {
 		}
 		return nil
 	}
-	ms, err := AppendMembers(nil, v, path)
+	var buf [16]Member
+	ms, err := AppendMembers(buf[:0], v, path)
 	if err != nil {
 		return err
 	}
+	return checkMemberKeys(v, ms, path)
+}
+
+// checkMemberKeys is CheckKeys of the objects and arrays among the values
+// of ms, the members of the object obj at path, whose own keys are
+// unique.
+func checkMemberKeys(obj []byte, ms []Member, path string) error {
 	for _, m := range ms {
-		val := m.Value(v)
+		val := m.Value(obj)
 		if val[0] != '{' && val[0] != '[' {
 			continue
 		}
-		name, err := Unquote(m.Key(v), "")
+		name, err := Unquote(m.Key(obj), "")
 		if err != nil {
-			name = string(m.Key(v)[1 : m.KeyEnd-m.KeyStart-1]) // no text: as written
+			name = string(m.Key(obj)[1 : m.KeyEnd-m.KeyStart-1]) // no text: as written
 		}
 		if err := CheckKeys(val, JoinPath(path, name)); err != nil {
 			return err

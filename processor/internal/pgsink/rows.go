@@ -49,7 +49,7 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 	if s.cfg.Envelope == topology.EnvelopeDebezium && !s.typed.avro {
 		return s.changeOp(r)
 	}
-	v, obj, err := s.decode(r, s.fieldSources)
+	v, obj, keys, err := s.decodeRow(r)
 	if err != nil {
 		return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: err}
 	}
@@ -64,10 +64,10 @@ func (s *Sink) toOp(r *kgo.Record) (o op, ok bool, err error) {
 			if err != nil {
 				return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("payload: %w", err)}
 			}
-			return s.rowOpSchema(r, obj, sch)
+			return s.rowOpKeys(r, obj, sch, keys)
 		}
 	}
-	return s.rowOp(r, obj)
+	return s.rowOpKeys(r, obj, nil, keys)
 }
 
 // decode decodes r's value: of json input only the fields srcs (the rest
@@ -82,6 +82,36 @@ func (s *Sink) decode(r *kgo.Record, srcs []string) (v any, obj map[string]any, 
 	v, err = s.codec.Decode(r.Value)
 	obj, _ = v.(map[string]any)
 	return v, obj, err
+}
+
+// valueKeys is the verdict on the duplicate keys of a record's json value
+// (serde.CheckKeys), found in the pass that decoded it: for the jsonb
+// columns of $value, which need it, without a second pass over the value.
+type valueKeys struct{ err error }
+
+// decodeRow is decode of r's value for its row's columns: of json input
+// whose $value goes to a jsonb column, with the verdict on its keys from
+// the same pass (nil otherwise: each such column checks its text).
+func (s *Sink) decodeRow(r *kgo.Record) (v any, obj map[string]any, keys *valueKeys, err error) {
+	if !s.passJSON || !s.valueToJSONB() {
+		v, obj, err = s.decode(r, s.fieldSources)
+		return v, obj, nil, err
+	}
+	obj, kerr, err := serde.JSONFieldsKeys(r.Value, s.fieldSources)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return obj, obj, &valueKeys{err: kerr}, nil
+}
+
+// valueToJSONB reports whether a column maps $value to a jsonb column.
+func (s *Sink) valueToJSONB() bool {
+	for i, c := range s.cfg.Columns {
+		if c.Source == topology.SourceValue && s.typeAt(i).base == "jsonb" {
+			return true
+		}
+	}
+	return false
 }
 
 // avroOp is toOp for a decoded Avro value v (obj when it is a record).
@@ -109,6 +139,12 @@ func (s *Sink) rowOp(r *kgo.Record, obj map[string]any) (o op, ok bool, err erro
 // rowOpSchema is rowOp with the Connect schemas of obj's fields, by name
 // (nil for none): a field's logical type decides its text (schemaText).
 func (s *Sink) rowOpSchema(r *kgo.Record, obj map[string]any, sch map[string]connectSchema) (o op, ok bool, err error) {
+	return s.rowOpKeys(r, obj, sch, nil)
+}
+
+// rowOpKeys is rowOpSchema with the verdict on the keys of r's value
+// (nil: not checked yet), for its jsonb columns of $value.
+func (s *Sink) rowOpKeys(r *kgo.Record, obj map[string]any, sch map[string]connectSchema, keys *valueKeys) (o op, ok bool, err error) {
 	row := make([]any, len(s.cfg.Columns))
 	var keep []bool
 	for i, c := range s.cfg.Columns {
@@ -123,7 +159,7 @@ func (s *Sink) rowOpSchema(r *kgo.Record, obj map[string]any, sch map[string]con
 			keep[i] = true
 			continue
 		}
-		row[i], err = s.columnText(r, obj, c.Source, t, sch)
+		row[i], err = s.columnTextKeys(r, obj, c.Source, t, sch, keys)
 		if err != nil {
 			return op{}, false, &dlq.RecordError{Reason: deadletter.ReasonDecode, Err: fmt.Errorf("column %q: %w", c.Name, err)}
 		}
@@ -168,6 +204,12 @@ func unbeatable(v string) bool {
 // src: an Avro bytes or fixed field by its column's type (bytesText), any
 // other by columnValue.
 func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colType, sch map[string]connectSchema) (any, error) {
+	return s.columnTextKeys(r, obj, src, t, sch, nil)
+}
+
+// columnTextKeys is columnText with the verdict on the keys of r's value
+// (nil: not checked yet), for a jsonb column of $value.
+func (s *Sink) columnTextKeys(r *kgo.Record, obj map[string]any, src string, t colType, sch map[string]connectSchema, keys *valueKeys) (any, error) {
 	if fs, ok := sch[src]; ok {
 		if v, ok, err := schemaText(obj[src], fs, t, src); ok || err != nil {
 			return v, err
@@ -194,6 +236,9 @@ func (s *Sink) columnText(r *kgo.Record, obj map[string]any, src string, t colTy
 	}
 	v, err := s.columnValue(r, obj, src)
 	if err == nil && t.base == "jsonb" {
+		if src == topology.SourceValue && keys != nil {
+			return v, keys.err
+		}
 		err = jsonbKeys(v, src)
 	}
 	return v, err
@@ -322,10 +367,11 @@ func jsonbKeys(v any, src string) error {
 	if src == topology.SourceValue {
 		path = ""
 	}
-	if serde.CheckJSON([]byte(text)) != nil {
+	b := []byte(text)
+	if serde.CheckJSON(b) != nil {
 		return nil
 	}
-	return serde.CheckKeys([]byte(text), path)
+	return serde.CheckKeys(b, path)
 }
 
 // columnValue returns the staging text of one column, or nil for NULL.
