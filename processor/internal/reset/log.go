@@ -11,40 +11,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 )
 
 // LogTopic is the topic where every executed reset is written, one record
-// per reset: the positions it moved, from and to. It is how `exactly
-// verify` tells the records a reset skipped from records lost. One
-// partition keeps the resets in order; no retention (retention.ms=-1)
-// keeps them as long as the topics they describe. A reset creates it when
-// it is missing.
-const LogTopic = "exactly-resets"
+// per reset: the positions it moved, from and to (resetlog.Topic, which
+// also holds the ranges readers found deleted before they read them).
+const LogTopic = resetlog.Topic
 
 // LogEntry is one record of LogTopic, its JSON value; its key is
-// "<kind>/<name>".
-type LogEntry struct {
-	Kind  string `json:"kind"` // "stage" or "sink"
-	Name  string `json:"name"`
-	Group string `json:"group"`
-	// PositionsTable is a sink's positions table: two sinks of one name
-	// in two files are one only when they share it.
-	PositionsTable string `json:"positions_table,omitempty"`
-	Topic          string `json:"topic"`
-	TopicID        string `json:"topic_id"` // base64, as kadm prints it
-	Target         string `json:"target"`
-	// At is when the reset was executed.
-	At         time.Time      `json:"at"`
-	Partitions []LogPartition `json:"partitions"`
-}
+// "<kind>/<name>". A reset's has no Cause.
+type LogEntry = resetlog.Entry
 
 // LogPartition is one partition a reset moved: From is the position
 // before (NoPosition: none stored), To the position after.
-type LogPartition struct {
-	Partition int32 `json:"partition"`
-	From      int64 `json:"from"`
-	To        int64 `json:"to"`
-}
+type LogPartition = resetlog.Partition
 
 // entry is the log entry of executing p at at.
 func (p Plan) entry(at time.Time) LogEntry {
@@ -98,16 +80,9 @@ func WithLog(ctx context.Context, kopts []kgo.Opt, p Plan, apply func(context.Co
 	return nil
 }
 
-// createLog creates LogTopic unless it exists: one partition, the
-// broker's replication factor, kept forever.
 func createLog(ctx context.Context, adm *kadm.Client) error {
-	retention := "-1"
-	resp, err := adm.CreateTopic(ctx, 1, -1, map[string]*string{"retention.ms": &retention}, LogTopic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		return fmt.Errorf("reset log: create topic %s (create it with one partition and retention.ms=-1, or grant CREATE on it): %w (nothing changed)", LogTopic, err)
+	if err := resetlog.Create(ctx, adm); err != nil {
+		return fmt.Errorf("reset log: %w (nothing changed)", err)
 	}
 	return nil
 }
@@ -186,7 +161,7 @@ type Skip struct {
 func Skips(entries []LogEntry, of LogEntry) map[int32][]Skip {
 	out := map[int32][]Skip{}
 	for _, e := range entries {
-		if e.Kind != of.Kind || e.Name != of.Name || e.PositionsTable != of.PositionsTable || e.Topic != of.Topic || e.TopicID != of.TopicID {
+		if e.Cause != "" || e.Kind != of.Kind || e.Name != of.Name || e.PositionsTable != of.PositionsTable || e.Topic != of.Topic || e.TopicID != of.TopicID {
 			continue
 		}
 		for _, lp := range e.Partitions {

@@ -172,23 +172,25 @@ func TestSkips(t *testing.T) {
 		entries []LogEntry
 		want    map[int32][]rng
 	}{
-		{name: "forward", entries: []LogEntry{entry("clean", LogPartition{0, 100, 500})}, want: map[int32][]rng{0: {{100, 500}}}},
-		{name: "nothing stored", entries: []LogEntry{entry("clean", LogPartition{1, NoPosition, 40})}, want: map[int32][]rng{1: {{0, 40}}}},
-		{name: "backward skips nothing", entries: []LogEntry{entry("clean", LogPartition{0, 500, 100})}, want: map[int32][]rng{}},
+		{name: "forward", entries: []LogEntry{entry("clean", lp(0, 100, 500))}, want: map[int32][]rng{0: {{100, 500}}}},
+		{name: "nothing stored", entries: []LogEntry{entry("clean", lp(1, NoPosition, 40))}, want: map[int32][]rng{1: {{0, 40}}}},
+		{name: "backward skips nothing", entries: []LogEntry{entry("clean", lp(0, 500, 100))}, want: map[int32][]rng{}},
 		{name: "a later rewind reads part again", entries: []LogEntry{
-			entry("clean", LogPartition{0, 100, 500}), entry("clean", LogPartition{0, 800, 300})},
+			entry("clean", lp(0, 100, 500)), entry("clean", lp(0, 800, 300))},
 			want: map[int32][]rng{0: {{100, 300}}}},
 		{name: "a rewind below the range reads it all again", entries: []LogEntry{
-			entry("clean", LogPartition{0, 100, 500}), entry("clean", LogPartition{0, 800, 0})},
+			entry("clean", lp(0, 100, 500)), entry("clean", lp(0, 800, 0))},
 			want: map[int32][]rng{}},
 		{name: "two skips", entries: []LogEntry{
-			entry("clean", LogPartition{0, 100, 500}), entry("clean", LogPartition{0, 600, 900})},
+			entry("clean", lp(0, 100, 500)), entry("clean", lp(0, 600, 900))},
 			want: map[int32][]rng{0: {{100, 500}, {600, 900}}}},
-		{name: "other stage", entries: []LogEntry{entry("enrich", LogPartition{0, 100, 500})}, want: map[int32][]rng{}},
+		{name: "other stage", entries: []LogEntry{entry("enrich", lp(0, 100, 500))}, want: map[int32][]rng{}},
 		{name: "another positions table", entries: []LogEntry{{Kind: "stage", Name: "clean", PositionsTable: "other.positions",
-			Topic: "in", TopicID: "id", Partitions: []LogPartition{{0, 100, 500}}}}, want: map[int32][]rng{}},
+			Topic: "in", TopicID: "id", Partitions: []LogPartition{lp(0, 100, 500)}}}, want: map[int32][]rng{}},
 		{name: "topic re-created", entries: []LogEntry{{Kind: "stage", Name: "clean", Topic: "in", TopicID: "old",
-			Partitions: []LogPartition{{0, 100, 500}}}}, want: map[int32][]rng{}},
+			Partitions: []LogPartition{lp(0, 100, 500)}}}, want: map[int32][]rng{}},
+		{name: "a range deleted unread is no reset", entries: []LogEntry{{Kind: "stage", Name: "clean", Topic: "in", TopicID: "id",
+			Cause: "deleted_unread", Partitions: []LogPartition{lp(0, 100, 500)}}}, want: map[int32][]rng{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Skips(tt.entries, LogEntry{Kind: "stage", Name: "clean", Topic: "in", TopicID: "id"})
@@ -224,3 +226,6 @@ func TestPlanPrintNamesHangingTransaction(t *testing.T) {
 		t.Errorf("plan lacks %q:\n%s", want, b.String())
 	}
 }
+
+// lp is one partition of a log entry.
+func lp(p int32, from, to int64) LogPartition { return LogPartition{Partition: p, From: from, To: to} }

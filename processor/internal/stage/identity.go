@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 )
 
 // Topic identity (operating.md, "Topic identity and start positions"): the
@@ -52,6 +53,8 @@ type startCheck struct {
 	s       *Stage
 	adm     *kadm.Client
 	topicID [16]byte // the ID the session consumes
+	// deleted finds input deleted before the stage read it (deleted.go).
+	deleted resetlog.Watch
 
 	mu      sync.Mutex
 	fetched map[int32]partpos.StoredPosition
@@ -116,6 +119,7 @@ func (c *startCheck) check(ctx context.Context, offsets map[string]map[int32]kgo
 	c.fetched = nil
 	c.mu.Unlock()
 	parts := offsets[c.s.cfg.Input]
+	expectPositions(&c.deleted, c.s.cfg.Input, offsets, fetched)
 	var stored []int32
 	for p := range parts {
 		if _, ok := fetched[p]; ok {

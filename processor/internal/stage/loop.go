@@ -15,6 +15,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/group"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/processor/internal/partpos"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 )
 
 // newSession builds the Kafka client of one session: a
@@ -22,7 +23,7 @@ import (
 // session consumes incarnation topicID of the input topic: its commits
 // record that ID, and committed offsets of another incarnation are not
 // resumed (see identity.go).
-func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) {
+func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, *resetlog.Watch, error) {
 	check := &startCheck{s: s, adm: adm, topicID: topicID}
 	meta := commitMeta{topic: s.cfg.Input, text: partpos.CommitMetadata(topicID)}
 	fence := group.NewFenceWatch(s.cfg.Group(), s.cfg.TransactionalID(), func(err error) {
@@ -65,10 +66,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	if s.cfg.Guarantee == AtLeastOnce {
 		cl, err := kgo.NewClient(append(append(append(opts, kgo.DisableAutoCommit()), s.kopts...), s.roleClientID())...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		fence.Attach(cl)
-		return alosSession{cl: cl, meta: meta}, nil
+		return alosSession{cl: cl, meta: meta}, &check.deleted, nil
 	}
 	opts = append(opts, kgo.TransactionalID(s.cfg.TransactionalID()), kgo.TransactionTimeout(s.cfg.TransactionTimeout))
 	if s.offsetTrap = newOffsetCommitTrap(s); s.offsetTrap != nil {
@@ -82,10 +83,10 @@ func (s *Stage) newSession(adm *kadm.Client, topicID [16]byte) (session, error) 
 	}
 	sess, err := kgo.NewGroupTransactSession(append(append(opts, s.kopts...), last...)...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fence.Attach(sess.Client())
-	return eosSession{GroupTransactSession: sess, meta: meta}, nil
+	return eosSession{GroupTransactSession: sess, meta: meta}, &check.deleted, nil
 }
 
 // runSession runs one GroupTransactSession until ctx ends (nil) or the
@@ -109,7 +110,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 		}
 		s.stateErr.Store(nil)
 	}
-	sess, err := s.newSession(adm, topicID)
+	sess, deleted, err := s.newSession(adm, topicID)
 	if err != nil {
 		return false, &fault.ConfigError{Err: fmt.Errorf("kafka client: %w", err)}
 	}
@@ -119,7 +120,7 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			return false, err
 		}
 	}
-	return s.runTxns(ctx, s.newTxn(ctx, sess), adm, topicID)
+	return s.runTxns(ctx, s.newTxn(ctx, sess), adm, topicID, deleted)
 }
 
 // resumeTopic returns the input topic's ID. A topic that is new, or
@@ -192,7 +193,7 @@ func (s *Stage) newTxn(ctx context.Context, sess session) *txn {
 
 // runTxns polls, processes and commits transactions in t's session until
 // ctx ends (nil, once what was polled is committed) or the session fails.
-func (s *Stage) runTxns(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte) (progressed bool, err error) {
+func (s *Stage) runTxns(ctx context.Context, t *txn, adm *kadm.Client, topicID [16]byte, deleted *resetlog.Watch) (progressed bool, err error) {
 	retryBackoff := backoff.NewBackoff(100*time.Millisecond, 10*time.Second)
 	// Fetch errors that repeat (a topic being recreated, a partition
 	// without a leader) are waited out, not polled in a busy loop.
@@ -211,8 +212,15 @@ func (s *Stage) runTxns(ctx context.Context, t *txn, adm *kadm.Client, topicID [
 		} else if hasFetchError(fetches) && ctx.Err() == nil {
 			sleep(ctx, fetchBackoff.Next())
 		}
+		noteErr := s.noteDeleted(ctx, deleted, topicID, fetches)
 		if err := t.processFetches(fetches); err != nil {
 			return progressed, err
+		}
+		if noteErr != nil && t.open {
+			// Nothing past the deleted range commits before it is
+			// recorded: abort, and poll it again.
+			t.fail(t.last, noteErr)
+			t.halted = true
 		}
 		if ctx.Err() != nil {
 			// Shutdown: commit what was polled and processed. End commits
