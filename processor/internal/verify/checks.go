@@ -12,6 +12,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/audit"
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/processor/internal/plural"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/processor/internal/status"
 	"github.com/exactly-io/exactly/serde"
@@ -62,9 +63,20 @@ type StageCheck struct {
 	NoEventID           int64            `json:"inputs_without_event_id"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
-	// DeletedUnread are the input partitions whose records were deleted
+	// DeletedUnread are the input ranges whose records were deleted
 	// before the stage read them (retention.go): each is a problem.
 	DeletedUnread []DeletedUnread `json:"deleted_unread,omitempty"`
+	// DeletedOutputs are the ranges of outputs the stage wrote older than
+	// their topic's retention allows, since deleted, of a topic that no
+	// stage or sink of the topology reads (retention.go): each is a
+	// problem.
+	DeletedOutputs []DeletedUnread `json:"deleted_outputs,omitempty"`
+
+	// recorded are the input ranges the stage recorded as deleted
+	// unread, and pastRetention its outputs written past retention, by
+	// topic, as the reset log holds them.
+	recorded      map[int32][]resetlog.Partition
+	pastRetention map[string]map[int32][]resetlog.Partition
 
 	mayFilter, explodes, dedupes, aggregates bool
 	in, out                                  serde.Codec
@@ -108,9 +120,12 @@ type SinkCheck struct {
 	Note                string           `json:"note,omitempty"`
 	DeadLettersByReason map[string]int64 `json:"dead_letters_by_reason"`
 	Examples            []string         `json:"examples,omitempty"`
-	// DeletedUnread are the input partitions whose records were deleted
+	// DeletedUnread are the input ranges whose records were deleted
 	// before the sink read them (retention.go): each is a problem.
 	DeletedUnread []DeletedUnread `json:"deleted_unread,omitempty"`
+
+	// recorded are the input ranges the sink recorded as deleted unread.
+	recorded map[int32][]resetlog.Partition
 
 	cfg topology.Sink
 	// eventIDs reads an input's event ID as the sink does and gives

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
@@ -21,12 +23,23 @@ func TestRunReportsInputDeletedUnread(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		deleteTo  int64 // partition 0's new log start
-		committed int64 // partition 0's committed offset
+		committed int64 // partition 0's committed offset; -1: none
+		recorded  []resetlog.Partition
 		want      []DeletedUnread
+		problem   string
 	}{
-		{"deleted unread", 6, 2, []DeletedUnread{{Topic: "in", Partition: 0, Position: 2, LogStart: 6}}},
-		{"deleted once read", 6, 6, nil},
-		{"nothing deleted", 0, 2, nil},
+		{"deleted unread", 6, 2, nil, []DeletedUnread{{Topic: "in", Partition: 0, Position: 2, LogStart: 6}},
+			"in/0: stage s's group committed offset is 2, below the log start offset 6: 4 offsets were deleted"},
+		{"deleted once read", 6, 6, nil, nil, ""},
+		{"nothing deleted", 0, 2, nil, nil, ""},
+		{"deleted before any offset was committed", 6, -1, nil, []DeletedUnread{{Topic: "in", Partition: 0, Position: 0, LogStart: 6, NoPosition: true}},
+			"in/0: stage s has no group committed offset, and the log start offset is 6: 6 offsets were deleted"},
+		{"read past a range the stage recorded", 6, 9, []resetlog.Partition{{Partition: 0, From: 2, To: 6}},
+			[]DeletedUnread{{Topic: "in", Partition: 0, Position: 2, LogStart: 6, Recorded: true}},
+			"in/0: stage s found offsets 2 to 5 deleted (retention.ms, or records deleted) before it read them"},
+		{"a recorded range and a lagging offset are one", 6, 2, []resetlog.Partition{{Partition: 0, From: 2, To: 4}},
+			[]DeletedUnread{{Topic: "in", Partition: 0, Position: 2, LogStart: 6, Recorded: true}},
+			"in/0: stage s found offsets 2 to 5 deleted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -35,7 +48,9 @@ func TestRunReportsInputDeletedUnread(t *testing.T) {
 			topologytest.CommitInput(ctx, t, addr, 2, 2, 5) // 12 offsets a partition
 			adm := topologytest.Admin(t, addr)
 			var offs kadm.Offsets
-			offs.AddOffset("in", 0, tc.committed, -1)
+			if tc.committed >= 0 {
+				offs.AddOffset("in", 0, tc.committed, -1)
+			}
 			offs.AddOffset("in", 1, 0, -1)
 			if _, err := adm.CommitOffsets(ctx, "exactly-s", offs); err != nil {
 				t.Fatal(err)
@@ -51,8 +66,14 @@ func TestRunReportsInputDeletedUnread(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.recorded != nil {
+				e := resetlog.Entry{Kind: "stage", Name: "s", Topic: "in", Cause: resetlog.CauseDeletedUnread, Partitions: tc.recorded}
+				if err := resetlog.Write(ctx, []kgo.Opt{kgo.SeedBrokers(addr)}, e); err != nil {
+					t.Fatal(err)
+				}
+			}
 			f := topologytest.Load(t, topologytest.Stage(addr, "s", 2, ""))
-			rep, err := Run(ctx, Config{Topology: f, EventID: "event_id", OpenTxnWait: time.Millisecond})
+			rep, err := Run(ctx, Config{Topology: f, EventID: "event_id", OpenTxnWait: time.Millisecond, KafkaOptions: []kgo.Opt{kgo.SeedBrokers(addr)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,10 +83,73 @@ func TestRunReportsInputDeletedUnread(t *testing.T) {
 			}
 			var problem bool
 			for _, p := range rep.Problems {
-				problem = problem || strings.Contains(p, "in/0: stage s's group committed offset is 2, below the log start offset 6: 4 offsets were deleted")
+				problem = problem || (tc.problem != "" && strings.Contains(p, tc.problem))
 			}
 			if problem != (len(tc.want) > 0) || (problem && rep.OK) {
 				t.Errorf("problems %q, OK %v", rep.Problems, rep.OK)
+			}
+		})
+	}
+}
+
+// Outputs a stage recorded as written past their topic's retention are a
+// problem once deleted from a topic that no stage or sink of the topology
+// reads: nothing tells that anyone read them. Not yet deleted, they are
+// none.
+func TestRunReportsOutputsDeletedPastRetention(t *testing.T) {
+	t.Setenv(topology.BrokersEnv, "")
+	for _, tc := range []struct {
+		name     string
+		deleteTo int64 // out/0's new log start
+		want     []DeletedUnread
+	}{
+		{"deleted", 4, []DeletedUnread{{Topic: "out", Partition: 0, Position: 1, LogStart: 3, Recorded: true}}},
+		{"partly deleted", 2, []DeletedUnread{{Topic: "out", Partition: 0, Position: 1, LogStart: 2, Recorded: true}}},
+		{"kept", 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			addr := topologytest.Cluster(t, 1)
+			kopts := []kgo.Opt{kgo.SeedBrokers(addr)}
+			cl, err := kgo.NewClient(append(kopts, kgo.DefaultProduceTopic("out"))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			for range 5 {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(`{}`)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := resetlog.Entry{Kind: "stage", Name: "s", Topic: "out", Cause: resetlog.CausePastRetention,
+				Partitions: []resetlog.Partition{{Partition: 0, From: 1, To: 3}}}
+			if err := resetlog.Write(ctx, kopts, e); err != nil {
+				t.Fatal(err)
+			}
+			if tc.deleteTo > 0 {
+				var del kadm.Offsets
+				del.AddOffset("out", 0, tc.deleteTo, -1)
+				if rs, err := topologytest.Admin(t, addr).DeleteRecords(ctx, del); err != nil || rs.Error() != nil {
+					t.Fatal(err, rs.Error())
+				}
+			}
+			var offs kadm.Offsets
+			offs.AddOffset("in", 0, 0, -1)
+			if _, err := topologytest.Admin(t, addr).CommitOffsets(ctx, "exactly-s", offs); err != nil {
+				t.Fatal(err)
+			}
+			f := topologytest.Load(t, topologytest.Stage(addr, "s", 1, ""))
+			rep, err := Run(ctx, Config{Topology: f, EventID: "event_id", OpenTxnWait: time.Millisecond, KafkaOptions: kopts})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Stages[0].DeletedOutputs
+			if len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
+				t.Fatalf("deleted outputs %+v, want %+v", got, tc.want)
+			}
+			if rep.OK != (tc.want == nil) {
+				t.Errorf("OK %v, problems %q", rep.OK, rep.Problems)
 			}
 		})
 	}

@@ -199,6 +199,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.readDeleted(ctx, adm, cfg); err != nil {
+		return nil, err
+	}
 	if err := read(ctx, cfg, parts, p.roles, p.rep); err != nil {
 		return nil, err
 	}
