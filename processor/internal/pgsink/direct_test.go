@@ -142,12 +142,14 @@ func TestCopyText(t *testing.T) {
 		{row: []any{"e-3", "back\\slash\nnew\rline\ttab"}},
 		{row: []any{`\N`, `\.`}},
 		{row: []any{"é-5", ""}},
+		{row: []any{"only\nnewline", "only\rreturn", "only\ttab"}},
 	}
 	want := "e-1\t{\"a\":\"x\\\\ty\"}\n" + // JSON's \t: a backslash, then t
 		"e-2\t\\N\n" +
 		"e-3\tback\\\\slash\\nnew\\rline\\ttab\n" +
 		"\\\\N\t\\\\.\n" +
-		"é-5\t\n"
+		"é-5\t\n" +
+		"only\\nnewline\tonly\\rreturn\tonly\\ttab\n"
 	for _, r := range []struct {
 		name string
 		wrap func(io.Reader) io.Reader

@@ -26,6 +26,13 @@ func TestIsTombstone(t *testing.T) {
 		{"json null", serde.JSON, []byte(`null`), false},
 		{"invalid json", serde.JSON, []byte(`{"schema":{},"payload":null`), false},
 		{"bytes input", "bytes", []byte(`{"schema":{},"payload":null}`), false},
+		{"trailing white space", serde.JSON, []byte("{\"schema\":{},\"payload\":null \n}\r\n"), true},
+		{"payload's key escaped", serde.JSON, []byte(`{"schema":{"payload":1},"pay\u006coad":null}`), true},
+		{"first key escaped", serde.JSON, []byte(`{"p\"ayload\\":null,"schema":{"f":"\"payload\""}}`), false},
+		{"escaped payload first", serde.JSON, []byte(`{"\u0070ayload":null,"schema":{"name":"payload"},"x":"\"payload\""}`), false},
+		{"escaped payload first of two", serde.JSON, []byte(`{"\u0070ayload" :null,"schema":{"payload":1}}`), true},
+		{"null payload nested in a row", serde.JSON, []byte(`{"schema":{},"payload":{"payload":null}}`), false},
+		{"null last, no payload", serde.JSON, []byte(`{"schema":{},"other":null}`), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e, err := NewEventIDs(Config{Sink: "s", InstanceID: "verify", Brokers: []string{"127.0.0.1:9092"}, Input: "in", DeadLetter: "dlq",
