@@ -89,15 +89,41 @@ func Create(ctx context.Context, adm *kadm.Client) error {
 // writes it before it commits a position past the range, and a range
 // written twice is one range to verify.
 func Write(ctx context.Context, opts []kgo.Opt, e Entry) error {
+	w, err := NewWriter(opts)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	return w.Write(ctx, e)
+}
+
+// Writer writes entries through one client, for a writer of many.
+type Writer struct {
+	cl      *kgo.Client
+	created bool
+}
+
+// NewWriter returns a writer on the cluster that opts connect to.
+func NewWriter(opts []kgo.Opt) (*Writer, error) {
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(Topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DisableIdempotentWrite())...)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", Topic, err)
+		return nil, fmt.Errorf("write %s: %w", Topic, err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if err := Create(ctx, adm); err != nil {
-		return fmt.Errorf("write %s: %w", Topic, err)
+	return &Writer{cl: cl}, nil
+}
+
+// Close closes the writer's client.
+func (w *Writer) Close() { w.cl.Close() }
+
+// Write writes e, as the function Write does. Not safe for concurrent use.
+func (w *Writer) Write(ctx context.Context, e Entry) error {
+	adm := kadm.NewClient(w.cl)
+	if !w.created {
+		if err := Create(ctx, adm); err != nil {
+			return fmt.Errorf("write %s: %w", Topic, err)
+		}
+		w.created = true
 	}
 	if e.TopicID == "" {
 		tds, err := adm.ListTopics(ctx, e.Topic)
@@ -116,7 +142,7 @@ func Write(ctx context.Context, opts []kgo.Opt, e Entry) error {
 		return fmt.Errorf("write %s: %w", Topic, err)
 	}
 	rec := &kgo.Record{Key: []byte(e.Kind + "/" + e.Name), Value: value, Partition: 0}
-	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+	if err := w.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
 		return fmt.Errorf("write %s: %w", Topic, err)
 	}
 	return nil

@@ -63,6 +63,8 @@ type outputTimes struct {
 	warned map[outPartition]bool
 	// unread is set once a describe failed and was warned about.
 	unread bool
+	// past records the old outputs in the reset log (pastretention.go).
+	past pastLog
 }
 
 // outPartition is one output partition.
@@ -78,6 +80,7 @@ type agedOutputs map[outPartition]agedOutput
 type agedOutput struct {
 	n         int64
 	offset    int64 // the first one's
+	last      int64 // the last one's
 	timestamp time.Time
 	retention time.Duration
 }
@@ -103,6 +106,7 @@ func (s *Stage) watchOutputTimes(ctx context.Context, adm *kadm.Client) {
 		for {
 			select {
 			case <-ctx.Done():
+				ot.past.close()
 				return
 			case <-tick.C:
 				s.describeOutputTimes(ctx, adm)
@@ -218,6 +222,7 @@ func (t *txn) noteOld(r *kgo.Record) {
 		o = agedOutput{offset: r.Offset, timestamp: r.Timestamp, retention: tt.retention}
 	}
 	o.n++
+	o.last = max(o.last, r.Offset)
 	t.old[k] = o
 	t.mu.Unlock()
 }
@@ -225,6 +230,7 @@ func (t *txn) noteOld(r *kgo.Record) {
 // committedOld counts the old outputs of a committed transaction and
 // warns once per output partition.
 func (s *Stage) committedOld(old agedOutputs) {
+	s.recordOld(old)
 	for k, o := range old {
 		s.metrics.countPastRetention(k.topic, o.n)
 		ot := &s.outTimes
