@@ -175,20 +175,15 @@ func (r *runner) jdbcCase(ctx context.Context, pool *pgxpool.Pool, rest, topic, 
 		name += "_m"
 	}
 	schema := r.k.name(name)
-	tbl := pgx.Identifier{schema, "events"}
 	defer func() {
 		if !r.cfg.keep {
 			_, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 		}
 	}()
-	for _, q := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + tbl.Sanitize() + " (event_id text PRIMARY KEY, body jsonb)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			res.Error = err.Error()
-			return
-		}
+	tbl, err := createEvents(ctx, pool, schema)
+	if err != nil {
+		res.Error = err.Error()
+		return
 	}
 	connector := r.k.name(name)
 	r.k.group("connect-" + connector)

@@ -151,33 +151,13 @@ func (r *runner) writeTop(ctx context.Context, prof, file, head string) error {
 	return os.WriteFile(file, append([]byte(head+"\n"), top...), 0o644)
 }
 
+// copyCase is the plain COPY the sink is measured against: one pgx
+// CopyFrom of every row.
 func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
 	res := caseResult{Name: caseCopy, Group: "sink", Records: r.total, Note: "one pgx CopyFrom of the same rows, rows prepared in memory"}
-	defer func() { r.rep.add(res) }()
-	logf("%s", caseCopy)
-	tbl := pgx.Identifier{schema, "events"}
-	for _, q := range []string{
-		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
-		"CREATE TABLE " + tbl.Sanitize() + " (event_id text PRIMARY KEY, body jsonb)",
-	} {
-		if _, err := pool.Exec(ctx, q); err != nil {
-			res.Error = err.Error()
-			return
-		}
-	}
-	rows := make([][]any, r.total)
-	for i := range rows {
-		rows[i] = []any{eventID(i), value(i)}
-	}
-	start := time.Now()
-	n, err := pool.CopyFrom(ctx, tbl, []string{"event_id", "body"}, pgx.CopyFromRows(rows))
-	elapsed := time.Since(start)
-	if err != nil || n != r.total {
-		res.Error = fmt.Sprintf("copy: %d rows, %v", n, err)
-		return
-	}
-	res.RecordsPerS = float64(n) / elapsed.Seconds()
-	res.WallS = elapsed.Seconds()
+	r.loadCase(ctx, pool, schema, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
+		return pool.CopyFrom(ctx, tbl, eventColumns, pgx.CopyFromRows(rows))
+	})
 }
 
 // handUpsertCase is the upsert as a hand-written loader does it, the
@@ -189,55 +169,78 @@ func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string
 func (r *runner) handUpsertCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
 	res := caseResult{Name: caseHandUpsert, Group: "sink", Records: r.total,
 		Note: fmt.Sprintf("per %d rows: BEGIN, pgx CopyFrom into a temp table, INSERT ... ON CONFLICT DO UPDATE, COMMIT; rows prepared in memory", sinkMaxRecords)}
-	defer func() { r.rep.add(res) }()
-	logf("%s", caseHandUpsert)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		res.Error = err.Error()
+		r.rep.add(res)
+		return
+	}
+	defer conn.Release()
+	r.loadCase(ctx, pool, schema, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
+		const staging = "bench_hand_upsert"
+		upsert := "INSERT INTO " + tbl.Sanitize() + " (event_id, body) SELECT event_id, body FROM " + staging +
+			" ON CONFLICT (event_id) DO UPDATE SET body = EXCLUDED.body"
+		if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE "+staging+" (event_id text, body jsonb) ON COMMIT DELETE ROWS"); err != nil {
+			return 0, err
+		}
+		var n int64
+		for from := 0; from < len(rows); from += sinkMaxRecords {
+			batch := rows[from:min(from+sinkMaxRecords, len(rows))]
+			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				if _, err := tx.CopyFrom(ctx, pgx.Identifier{staging}, eventColumns, pgx.CopyFromRows(batch)); err != nil {
+					return err
+				}
+				tag, err := tx.Exec(ctx, upsert)
+				n += tag.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("upsert rows %d..: %w", from, err)
+			}
+		}
+		return n, nil
+	})
+}
+
+// eventColumns are the columns of the sink group's events tables.
+var eventColumns = []string{"event_id", "body"}
+
+// createEvents creates schema and in it the events table the sink group
+// loads (the sink's shape: event_id text primary key, body jsonb).
+func createEvents(ctx context.Context, pool *pgxpool.Pool, schema string) (pgx.Identifier, error) {
 	tbl := pgx.Identifier{schema, "events"}
 	for _, q := range []string{
 		"CREATE SCHEMA " + pgx.Identifier{schema}.Sanitize(),
 		"CREATE TABLE " + tbl.Sanitize() + " (event_id text PRIMARY KEY, body jsonb)",
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {
-			res.Error = err.Error()
-			return
+			return nil, err
 		}
+	}
+	return tbl, nil
+}
+
+// loadCase runs a reference load of the sink group into schema.events
+// and adds its result res: the input's rows, prepared in memory before
+// the clock starts, written by load, which returns how many it wrote.
+func (r *runner) loadCase(ctx context.Context, pool *pgxpool.Pool, schema string, res *caseResult,
+	load func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error)) {
+	defer func() { r.rep.add(*res) }()
+	logf("%s", res.Name)
+	tbl, err := createEvents(ctx, pool, schema)
+	if err != nil {
+		res.Error = err.Error()
+		return
 	}
 	rows := make([][]any, r.total)
 	for i := range rows {
 		rows[i] = []any{eventID(i), value(i)}
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	defer conn.Release()
-	const staging = "bench_hand_upsert"
-	upsert := "INSERT INTO " + tbl.Sanitize() + " (event_id, body) SELECT event_id, body FROM " + staging +
-		" ON CONFLICT (event_id) DO UPDATE SET body = EXCLUDED.body"
 	start := time.Now()
-	if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE "+staging+" (event_id text, body jsonb) ON COMMIT DELETE ROWS"); err != nil {
-		res.Error = err.Error()
-		return
-	}
-	var n int64
-	for from := 0; from < len(rows); from += sinkMaxRecords {
-		batch := rows[from:min(from+sinkMaxRecords, len(rows))]
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{staging}, []string{"event_id", "body"}, pgx.CopyFromRows(batch)); err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, upsert)
-			n += tag.RowsAffected()
-			return err
-		})
-		if err != nil {
-			res.Error = fmt.Sprintf("upsert rows %d..: %v", from, err)
-			return
-		}
-	}
+	n, err := load(ctx, tbl, rows)
 	elapsed := time.Since(start)
-	if n != r.total {
-		res.Error = fmt.Sprintf("upsert: %d rows, want %d", n, r.total)
+	if err != nil || n != r.total {
+		res.Error = fmt.Sprintf("load: %d rows, want %d (%v)", n, r.total, err)
 		return
 	}
 	res.RecordsPerS = float64(n) / elapsed.Seconds()
