@@ -125,6 +125,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/processor/internal/partpos"
 	"github.com/exactly-io/exactly/processor/internal/readiness"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 	"github.com/exactly-io/exactly/serde"
 )
 
@@ -152,7 +153,10 @@ type Sink struct {
 	jsonCodec serde.Codec
 	log       *slog.Logger
 	kopts     []kgo.Opt
-	fp        failpoint.Failpoints
+	// logPositions is the positions table as the topology file names it
+	// ("" for the default): exactly-resets entries name the sink by it.
+	logPositions string
+	fp           failpoint.Failpoints
 
 	pgcfg            *pgxpool.Config
 	table, positions table
@@ -245,6 +249,7 @@ func (p position) expected() *int64 {
 // New validates cfg and returns a Sink. It does no network I/O; Run
 // creates missing tables.
 func New(cfg Config, opts ...Option) (*Sink, error) {
+	logPositions := cfg.PositionsTable // before the default, as reset names it
 	err := cfg.validate()
 	var pgcfg *pgxpool.Config
 	if cfg.DSN != "" {
@@ -265,6 +270,7 @@ func New(cfg Config, opts ...Option) (*Sink, error) {
 		log: slog.New(slog.DiscardHandler), fp: failpoint.Failpoints{Crash: failpoint.KillSelf}, pos: map[int32]position{}, ends: map[int32]ends{}}
 	s.table, _ = parseTable(cfg.Table)
 	s.positions, _ = parseTable(cfg.PositionsTable)
+	s.logPositions = logPositions
 	s.deadLetters, _ = parseTable(cfg.DeadLetterTable)
 	s.eventIDIndex = slices.IndexFunc(cfg.Columns, func(c Column) bool { return c.Name == cfg.EventID })
 	s.versionIndex = -1
@@ -770,6 +776,7 @@ func (s *Sink) fetchErrors(fetches kgo.Fetches) (fatal, topicErr error) {
 // last stable offsets of each owned partition, for its lag.
 func (s *Sink) addFetches(b *batch, fetches kgo.Fetches) {
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		s.findDeleted(b, p)
 		for _, r := range p.Records {
 			s.add(b, r)
 		}
@@ -908,6 +915,9 @@ func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
 // attemptBatch is one attempt at writing b, then, once, the check of the
 // target table after the first commit.
 func (s *Sink) attemptBatch(ctx context.Context, b *batch) error {
+	if err := s.recordDeleted(ctx, b); err != nil {
+		return err
+	}
 	err := s.attemptAt(ctx, &s.step, s.writeTimeout(), stepDecode, func(ctx context.Context) error { return s.write(ctx, b) })
 	if err == nil && !s.targetChecked.Load() {
 		if err = s.attempt(ctx, "PostgreSQL: check the target table", s.checkTarget); err == nil {
@@ -1051,6 +1061,10 @@ type batch struct {
 	next    map[int32]int64    // per partition: offset after the last record read
 	first   map[int32]int64    // per partition: the first offset read
 	order   []int32            // partitions in first-seen order
+	// deleted are the input ranges deleted before the sink read them,
+	// recorded in the reset log before the batch commits (deleted.go).
+	deleted  []resetlog.Partition
+	recorded bool
 }
 
 func newBatch() *batch {

@@ -120,7 +120,10 @@ func (w *Writer) Close() { w.cl.Close() }
 func (w *Writer) Write(ctx context.Context, e Entry) error {
 	adm := kadm.NewClient(w.cl)
 	if !w.created {
-		if err := Create(ctx, adm); err != nil {
+		// A writer with Write on the topic but no Create still writes
+		// to a topic that exists.
+		err := Create(ctx, adm)
+		if err != nil && !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
 			return fmt.Errorf("write %s: %w", Topic, err)
 		}
 		w.created = true
