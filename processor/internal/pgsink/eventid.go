@@ -39,6 +39,13 @@ func NewEventIDs(cfg Config) (*EventIDs, error) {
 // false for a record that has no event ID, or whose value does not decode,
 // which the sink dead-letters, and for a tombstone it skips.
 func (e *EventIDs) Of(r *kgo.Record) (string, bool) {
+	id, ok := e.of(r)
+	// A copy: a row's text may share the record's bytes (recordText),
+	// and a caller may keep the ID longer than the record.
+	return strings.Clone(id), ok
+}
+
+func (e *EventIDs) of(r *kgo.Record) (string, bool) {
 	s := e.s
 	if s.cfg.Envelope == topology.EnvelopeDebezium || s.isTombstone(r) {
 		// The event ID of a change event is in after or before.

@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -83,5 +84,28 @@ func TestKeyText(t *testing.T) {
 	}
 	if !textKey(plainType("text")) || textKey(plainType("uuid")) || textKey(colType{name: "ids", base: "text", full: "text", mod: -1, domain: true}) {
 		t.Error("textKey: only text and varchar, not a domain, compare as their text")
+	}
+}
+
+// A row's $value text shares the record's bytes (recordText); the event
+// ID that Of returns does not, so a caller may keep it past the record.
+func TestEventIDsOfValueIsACopy(t *testing.T) {
+	e, err := NewEventIDs(Config{Sink: "s", InstanceID: "verify", Brokers: []string{"127.0.0.1:9092"}, Input: "in", DeadLetter: "dlq",
+		InputFormat: serde.String, DSN: "postgres://127.0.0.1/db", Table: "raw.t", EventID: "id",
+		Columns: []Column{{Name: "id", Source: topology.SourceValue}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &kgo.Record{Value: []byte("id-1")}
+	id, ok := e.Of(r)
+	if !ok || id != "id-1" {
+		t.Fatalf("Of = %q, %v; want id-1", id, ok)
+	}
+	if row, _ := e.s.recordValue(r, nil, topology.SourceValue); unsafe.StringData(row.(string)) != &r.Value[0] {
+		t.Error("the row's $value text is a copy of the record's bytes")
+	}
+	r.Value[0] = 'X'
+	if id != "id-1" {
+		t.Errorf("Of's ID %q changed with the record's bytes", id)
 	}
 }
