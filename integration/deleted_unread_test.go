@@ -1,0 +1,167 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/exactly-io/exactly/processor"
+)
+
+// deleteTo deletes the records of topic below offsets, by partition
+// (kadm's DeleteRecords, as kafka-delete-records.sh does).
+func deleteTo(t testing.TB, topic string, offsets map[int32]int64) {
+	t.Helper()
+	var del kadm.Offsets
+	for p, o := range offsets {
+		del.AddOffset(topic, p, o, -1)
+	}
+	rs, err := adminClient(t).DeleteRecords(context.Background(), del)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete records of %s: %v", topic, err)
+	}
+}
+
+// endOffsets returns topic's high watermarks by partition.
+func endOffsets(t testing.TB, topic string) map[int32]int64 {
+	t.Helper()
+	ends, err := adminClient(t).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// deletedProblem reports whether rep names a deleted range of topic.
+func deletedProblem(rep processor.VerifyReport, topic string) bool {
+	for _, p := range rep.Problems {
+		if strings.HasPrefix(p, topic+"/") && strings.Contains(p, "deleted") {
+			return true
+		}
+	}
+	return false
+}
+
+// A stage stopped while records it had not read were deleted (a
+// DeleteRecords here; retention does the same) resumes at the log start
+// and commits past them. Verify sees the range while the offset lags, and
+// after the stage moved on too: the stage recorded it in exactly-resets.
+func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
+	t.Parallel()
+	in, out, dlq, name := uniqueName("du_in"), uniqueName("du_out"), uniqueName("du_dlq"), uniqueName("du")
+	topo := userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
+		format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml())
+	run := func(want int) {
+		p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
+		eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == want }, func() string {
+			return fmt.Sprintf("%d of %d outputs\n%s", kcatCount(t, out), want, tail(p.logs.String(), 10))
+		})
+		p.stop()
+	}
+	now := time.Now()
+	produceOld(t, in, "a", 5, now, false) // offsets 0-4
+	run(5)
+	produceOld(t, in, "b", 5, now, false) // offsets 5-9, never read
+	deleteTo(t, in, map[int32]int64{0: 8})
+
+	rep, code := runVerify(t, topo)
+	if code == 0 || rep.OK || !deletedProblem(rep, in) {
+		t.Fatalf("verify while the offset lags: exit %d, OK %v, problems %q; want offsets 5 to 7 of %s deleted unread", code, rep.OK, rep.Problems, in)
+	}
+
+	run(7) // reads 8 and 9 from the log start
+	rep, code = runVerify(t, topo)
+	got := rep.Stages[0].DeletedUnread
+	if code == 0 || rep.OK || len(got) != 1 || got[0].Topic != in || got[0].Position != 5 || got[0].LogStart != 8 || !got[0].Recorded {
+		t.Fatalf("verify after the stage moved on: exit %d, OK %v, deleted unread %+v, want offsets 5 to 7 of %s recorded; problems %q", code, rep.OK, got, in, rep.Problems)
+	}
+}
+
+// Records deleted before a sink stored any position were never read by
+// it: verify reports them while the sink has not run, and after it ran
+// and stored positions past them (it recorded the range at its start).
+func TestVerifySeesInputDeletedBeforeTheSinkFirstRan(t *testing.T) {
+	t.Parallel()
+	s := newSinkSpec("dus")
+	pool := pgPool(t)
+	pgExec(t, pool, "CREATE SCHEMA IF NOT EXISTS "+s.schema)
+	topo := sinkTopology(t, s)
+	kcatProduce(t, s.in, events("a", 0, 12))
+	ends := endOffsets(t, s.in)
+	deleteTo(t, s.in, ends)
+
+	rep, code := runVerify(t, topo)
+	if code == 0 || rep.OK || !deletedProblem(rep, s.in) {
+		t.Fatalf("verify before the sink ran: exit %d, OK %v, problems %q; want %s deleted before the sink read any", code, rep.OK, rep.Problems, s.in)
+	}
+
+	kcatProduce(t, s.in, events("b", 0, 6))
+	p := startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool { rows, _ := rowStats(t, pool, s.table()); return rows == 6 }, func() string {
+		rows, _ := rowStats(t, pool, s.table())
+		return fmt.Sprintf("%d of 6 rows\n%s", rows, tail(p.logs.String(), 10))
+	})
+	p.stop()
+	rep, code = runVerify(t, topo)
+	var deleted int64
+	for _, d := range rep.Sinks[0].DeletedUnread {
+		if !d.Recorded || d.Position != 0 || d.LogStart != ends[d.Partition] {
+			t.Errorf("deleted unread %+v, want [0, %d) recorded", d, ends[d.Partition])
+		}
+		deleted += d.Offsets()
+	}
+	var all int64
+	for _, o := range ends {
+		all += o
+	}
+	if code == 0 || rep.OK || deleted != all {
+		t.Fatalf("verify after the sink ran: exit %d, OK %v, %d offsets deleted unread, want %d; problems %q", code, rep.OK, deleted, all, rep.Problems)
+	}
+}
+
+// An aggregate stage's window results, written with the old event time of
+// their inputs (8 days) into a topic whose retention.ms is a day, are deleted by
+// the broker's next retention check. No stage or sink of the topology
+// reads that topic: verify reports the results the stage recorded as
+// written past retention, instead of OK.
+func TestVerifySeesWindowResultsDeletedFromAnUnreadTopic(t *testing.T) {
+	t.Parallel()
+	in, out, dlq, name := uniqueName("dw_in"), uniqueName("dw_out"), uniqueName("dw_dlq"), uniqueName("dw")
+	st := stageYAML{name: name, in: in, out: out, dlq: dlq, format: "json", interval: "100ms", maxRecords: 1000,
+		transform: "- aggregate:\n    window: { tumbling: 1m }\n    aggregations:\n      n: count\n"}.yaml() + "    upstream_idle_timeout: 2s\n"
+	topo := userTopology(t, []fileTopic{{in, 1, nil}, {dlq, 1, nil},
+		{out, 1, map[string]string{"retention.ms": strconv.FormatInt(day.Milliseconds(), 10)}}}, "stages:\n"+st)
+	old := time.UnixMilli(time.Now().Add(-8 * day).UnixMilli())
+	produceOld(t, in, "e", 5, old, false)
+	produceOld(t, in, "late", 1, old.Add(2*time.Minute), false) // stream time closes the first window
+
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
+	eventually(t, 2*time.Minute, func() bool {
+		return strings.Contains(p.logs.String(), "outputs are older than their topic's retention allows")
+	},
+		func() string { return "no warning of old outputs\n" + tail(p.logs.String(), 10) })
+	// The broker's retention check (every 5 s with deploy/local's
+	// kafka.sh) deletes them.
+	eventually(t, 7*time.Minute, func() bool { return logStart(t, out) > 0 }, func() string {
+		return fmt.Sprintf("the log start of %s is %d: retention did not delete the window results", out, logStart(t, out))
+	})
+	p.stop()
+
+	rep, code := runVerify(t, topo)
+	got := rep.Stages[0].DeletedOutputs
+	if code == 0 || rep.OK || len(got) == 0 || got[0].Topic != out || !deletedProblem(rep, out) {
+		t.Fatalf("verify: exit %d, OK %v, deleted outputs %+v, problems %q; want the window results deleted from %s", code, rep.OK, got, rep.Problems, out)
+	}
+}
