@@ -40,12 +40,15 @@ const maxNesting = 10000
 // brackets than json.Valid's limit goes to json.Valid: the verdict stays
 // the same, and the recursion stays bounded.
 //
+// A value no longer than the limit cannot hold more brackets than it, and
+// is not counted.
+//
 // fastjson also misses a control character in a string before an escape
 // ("\x02\\b" passes), so a value with any byte below 0x20 (even the
 // whitespace \t, \n, \r, which may be inside a string) goes to json.Valid
 // too: RFC 8259 allows them only as whitespace between tokens.
 func validJSON(b []byte) bool {
-	if hasControl(b) || bytes.Count(b, []byte{'['})+bytes.Count(b, []byte{'{'}) > maxNesting {
+	if hasControl(b) || len(b) > maxNesting && bytes.Count(b, []byte{'['})+bytes.Count(b, []byte{'{'}) > maxNesting {
 		return json.Valid(b)
 	}
 	return fastjson.ValidateBytes(b) == nil

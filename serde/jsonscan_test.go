@@ -238,6 +238,23 @@ func FuzzValidJSON(f *testing.F) {
 	})
 }
 
+// validJSON agrees with json.Valid on values nested to its limit and past
+// it, and on values just within and beyond the length from which their
+// brackets are counted.
+func TestValidJSONNesting(t *testing.T) {
+	nest := func(depth int) []byte {
+		return append(bytes.Repeat([]byte{'['}, depth), bytes.Repeat([]byte{']'}, depth)...)
+	}
+	for _, in := range [][]byte{
+		nest(maxNesting / 2), nest(maxNesting/2 + 1), nest(maxNesting), nest(maxNesting + 1),
+		append(nest(maxNesting/2), ' '), bytes.Repeat([]byte{'['}, maxNesting+1),
+	} {
+		if got, want := validJSON(in), json.Valid(in); got != want {
+			t.Errorf("validJSON(%d bytes, %d deep) = %v, json.Valid %v", len(in), bytes.Count(in, []byte{'['}), got, want)
+		}
+	}
+}
+
 // hasControl finds a byte below 0x20 at every position of every length up
 // to three words, and none in bytes from 0x20 up.
 func TestHasControl(t *testing.T) {
