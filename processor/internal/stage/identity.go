@@ -147,6 +147,11 @@ func (c *startCheck) check(ctx context.Context, offsets map[string]map[int32]kgo
 			continue
 		}
 		parts[p] = kgo.NewOffset().At(at).WithEpoch(-1)
+		if reason != partpos.RetentionPassed {
+			// Another incarnation, or a truncated log: the committed
+			// offset names no record of it to expect.
+			c.deleted.Expect(p, at)
+		}
 		attrs := []any{"topic", c.s.cfg.Input, "partition", p, "committed", pos.Offset, "start", at,
 			"log_start", now.LogStart, "high_watermark", now.HighWatermark,
 			"old_topic_id", partpos.TopicIDString(pos.TopicID), "topic_id", partpos.TopicIDString(now.TopicID), "reason", reason}
