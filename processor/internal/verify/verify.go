@@ -50,6 +50,16 @@
 // at least once (see pgsink): repeated sink dead letters are reported but
 // are not failures.
 //
+// # Deleted records
+//
+// Records the broker deleted before a reader of the topology read them
+// are lost to it (retention.go): a position below the log start, no
+// position while the log start is past 0, or a range the reader wrote to
+// the reset log when it read on past it (resetlog.CauseDeletedUnread).
+// On a topic that no stage or sink reads, the outputs a stage recorded as
+// written past their topic's retention (resetlog.CausePastRetention) and
+// since deleted are reported too.
+//
 // # Memory
 //
 // Nothing is held per record in memory while topics are read. Each check
