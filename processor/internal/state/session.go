@@ -298,8 +298,8 @@ func mergeNum(g *aggAcc, kind aggKind, h aggAcc) error {
 	return nil
 }
 
-// finishSessions deletes the sessions of partition p closed at stream
-// time st, returning their results with emit final, by store key.
+// finishSessions deletes the sessions of partition p closed at its
+// stream time, returning their results with emit final, by end and key.
 func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
 	cand := map[string]bool{}
 	err := t.a.windows.Scan(p, nil, nil, func(k, v []byte) (bool, error) {
@@ -349,5 +349,12 @@ func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
 		t.touched.add(p, []byte(k))
 		tp.added--
 	}
+	// In the order they closed: by end, then key.
+	slices.SortStableFunc(out, func(x, y Result) int {
+		if c := cmpInt(x.Window.End, y.Window.End); c != 0 {
+			return c
+		}
+		return bytes.Compare(x.Key, y.Key)
+	})
 	return out, nil
 }

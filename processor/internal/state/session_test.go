@@ -26,7 +26,7 @@ func TestSessionWindows(t *testing.T) {
 		name   string
 		grace  time.Duration
 		events []aggEvent
-		want   []string // final results, in the order closed
+		want   []string // final results, in the order closed (by end, then key)
 		late   []int
 	}{
 		{name: "gap splits sessions, a far record closes them",
@@ -43,7 +43,7 @@ func TestSessionWindows(t *testing.T) {
 			want:   []string{`k 0-30000 [5]`}},
 		{name: "out of order within grace, several keys", grace: 30 * time.Second,
 			events: []aggEvent{{"a", 50_000, nil}, {"b", 55_000, nil}, {"a", 30_000, nil}, {"b", 41_000, nil}, {"a", 40_000, nil}, {"z", 500_000, nil}},
-			want:   []string{`a 30000-50000 [3]`, `b 41000-41000 [1]`, `b 55000-55000 [1]`}},
+			want:   []string{`b 41000-41000 [1]`, `a 30000-50000 [3]`, `b 55000-55000 [1]`}}, // closed together: by end
 		{name: "session closes when stream time passes end+gap+grace", grace: 5 * time.Second,
 			// At stream time 15s (end+gap+grace) k's session is open: the
 			// record at 15s from j does not close it, 15.001s does.
@@ -53,10 +53,10 @@ func TestSessionWindows(t *testing.T) {
 			events: []aggEvent{{"k", 0, nil}, {"k", 9_000, nil}, {"j", 40_000, nil}, {"k", 5_000, nil}, {"k", 34_000, nil}, {"k", 35_000, nil}, {"z", 200_000, nil}},
 			// k's 0-9000 closed at 40s: 5_000 is late; 34_000 is before
 			// 40s-5s and in no session: late; 35_000 is in grace.
-			want: []string{`k 0-9000 [2]`, `j 40000-40000 [1]`, `k 35000-35000 [1]`}, late: []int{3, 4}},
+			want: []string{`k 0-9000 [2]`, `k 35000-35000 [1]`, `j 40000-40000 [1]`}, late: []int{3, 4}},
 		{name: "inside an open session is never late",
 			events: []aggEvent{{"k", 0, nil}, {"k", 9_000, nil}, {"j", 15_000, nil}, {"k", 3_000, nil}, {"j", 100_000, nil}},
-			want:   []string{`j 15000-15000 [1]`, `k 0-9000 [3]`}}, // closed together: by key
+			want:   []string{`k 0-9000 [3]`, `j 15000-15000 [1]`}}, // closed together: by end
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := AggregateConfig{Gap: gap * time.Millisecond, Grace: tc.grace, Kinds: []string{"count"}}
