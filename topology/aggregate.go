@@ -195,29 +195,7 @@ func (v *validator) aggregate(at stepAt) {
 	if f := s.Output.Format; f != "" && f != "json" {
 		v.report(p+".output.format", "an aggregate stage writes JSON window results (got format %s)", v.q(p+".output.format", f))
 	}
-	wp := ap + ".window"
-	tumbling, hopping, sess := v.has(wp+".tumbling"), v.has(wp+".hopping"), v.has(wp+".session")
-	switch {
-	case !v.has(wp):
-		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> } (e.g. window: { tumbling: 1m })")
-	case tumbling && hopping:
-		v.report(wp, "a window is tumbling or hopping, not both")
-	case sess && (tumbling || hopping):
-		v.report(wp, "a window is session, or tumbling or hopping, not both")
-	case sess:
-		v.requiredMillis(wp+".session.gap", a.Window.Session.Gap.Duration, "the longest lull in event time within a session, e.g. gap: 5m")
-	case tumbling:
-		v.positiveMillis(wp+".tumbling", a.Window.Tumbling.Duration)
-	case hopping:
-		size, adv := a.Window.Hopping.Size.Duration, a.Window.Hopping.Advance.Duration
-		okSize := v.requiredMillis(wp+".hopping.size", size, "the window length")
-		okAdv := v.requiredMillis(wp+".hopping.advance", adv, "how far apart windows start")
-		if okSize && okAdv && adv > size {
-			v.report(wp+".hopping.advance", "must not exceed size %s (windows would leave gaps)", size)
-		}
-	default:
-		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> }")
-	}
+	v.aggregateWindow(ap+".window", a.Window)
 	if a.Grace.Duration < 0 || a.Grace.Duration%time.Millisecond != 0 {
 		v.report(ap+".grace", "must be a non-negative whole number of milliseconds (got %s)", v.num(ap+".grace", a.Grace.String()))
 	}
@@ -245,6 +223,33 @@ func (v *validator) aggregate(at stepAt) {
 	}
 	v.keyingRule(p, ap, s, a)
 	v.changelogDeclared(ap, s.Name, AggregateStore, "aggregate")
+}
+
+// aggregateWindow checks the window of an aggregate step at wp: exactly
+// one of tumbling, hopping and session, with sizes in whole milliseconds.
+func (v *validator) aggregateWindow(wp string, w Window) {
+	tumbling, hopping, sess := v.has(wp+".tumbling"), v.has(wp+".hopping"), v.has(wp+".session")
+	switch {
+	case !v.has(wp):
+		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> } (e.g. window: { tumbling: 1m })")
+	case tumbling && hopping:
+		v.report(wp, "a window is tumbling or hopping, not both")
+	case sess && (tumbling || hopping):
+		v.report(wp, "a window is session, or tumbling or hopping, not both")
+	case sess:
+		v.requiredMillis(wp+".session.gap", w.Session.Gap.Duration, "the longest lull in event time within a session, e.g. gap: 5m")
+	case tumbling:
+		v.positiveMillis(wp+".tumbling", w.Tumbling.Duration)
+	case hopping:
+		size, adv := w.Hopping.Size.Duration, w.Hopping.Advance.Duration
+		okSize := v.requiredMillis(wp+".hopping.size", size, "the window length")
+		okAdv := v.requiredMillis(wp+".hopping.advance", adv, "how far apart windows start")
+		if okSize && okAdv && adv > size {
+			v.report(wp+".hopping.advance", "must not exceed size %s (windows would leave gaps)", size)
+		}
+	default:
+		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> }")
+	}
 }
 
 // keyingRule checks, where the file shows it, that an aggregate stage

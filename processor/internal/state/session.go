@@ -172,19 +172,8 @@ func (t *AggregateTxn) addSession(p int32, src string, key []byte, ts int64, val
 		t.observe(tp, src, ts, now, st)
 		return nil, true, nil
 	}
-	merged := &acc{A: make([]aggAcc, len(t.a.cfg.Kinds))}
-	start := ts
-	var joined []session
-	for _, s := range ss {
-		if s.start-t.a.gap <= ts && ts <= s.end+t.a.gap && !t.a.sessionClosed(s.end, st) {
-			joined = append(joined, s)
-			start = min(start, s.start)
-			if err := t.a.merge(merged, s.acc); err != nil {
-				return nil, false, err
-			}
-		}
-	}
-	if err := t.a.update(merged, src, ts, values); err != nil {
+	joined, merged, start, err := t.a.join(ss, src, ts, st, values)
+	if err != nil {
 		return nil, false, err
 	}
 	t.observe(tp, src, ts, now, st)
@@ -212,6 +201,26 @@ func (t *AggregateTxn) addSession(p int32, src string, key []byte, ts int64, val
 		updated = append(updated, t.a.result(p, key, Window{start, merged.T}, merged))
 	}
 	return updated, false, nil
+}
+
+// join returns the open sessions of ss that a record at ts joins, and
+// the accumulator and start of the session they and the record make.
+func (a *Aggregate) join(ss []session, src string, ts, st int64, values []any) (joined []session, merged *acc, start int64, err error) {
+	merged = &acc{A: make([]aggAcc, len(a.cfg.Kinds))}
+	start = ts
+	for _, s := range ss {
+		if s.start-a.gap <= ts && ts <= s.end+a.gap && !a.sessionClosed(s.end, st) {
+			joined = append(joined, s)
+			start = min(start, s.start)
+			if err := a.merge(merged, s.acc); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+	}
+	if err := a.update(merged, src, ts, values); err != nil {
+		return nil, nil, 0, err
+	}
+	return joined, merged, start, nil
 }
 
 // touchSession marks session key k of record key key changed.
