@@ -12,29 +12,40 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/exactly-io/exactly/processor"
 )
 
-// TestAggregateSessionsCrashRestart checks session windows against SQL:
-// page views of 40 users (some busy, most sparse: user i is picked with
+// TestAggregateSessionsCrashRestart checks session windows against SQL,
+// with emit final and emit update: page views of 40 users (some busy, most sparse: user i is picked with
 // weight 1/(i+1)) over 3 partitions, into session windows of gap 30 s
-// with count, sum(amount), min and max, emit final, through a stage
-// killed at random points. Event times step by up to 2 s and are up to
+// with count, sum(amount), min and max, through a stage killed at random
+// points. Event times step by up to 2 s and are up to
 // 15 s out of order, within the 20 s grace, so no record is late, and
 // out-of-order records bridge sessions.
 //
 // The stage is killed EXACTLY_SESSION_KILLS times (default 4), each one
 // of SIGKILL after a random delay, crash-before-commit and
 // crash-after-commit at a random transaction, and crash-during-restore
-// after the state dir was deleted. A last run finishes, and closers two
-// hours later close every session.
+// after the state dir was deleted. A last run finishes, and closers five
+// minutes later close every session.
 //
 // Input and output are read read_committed with kcat and loaded into
 // Postgres with psql's \copy. SQL computes the sessions from the input
 // (LAG(ts) over each key by time: more than the gap starts a session) and
-// compares: every session's bounds, count, sum, min and max must match,
-// and each session must be emitted once. Size: EXACTLY_SESSION_EVENTS
+// compares: every session's bounds, count, sum, min and max must match.
+// With emit final each session is written once. With emit update the
+// sessions are, per key and start, the last result unless it is a
+// retraction; every record writes one result that is not a retraction.
+// Size: EXACTLY_SESSION_EVENTS
 // (default 10000), EXACTLY_SESSION_SEED (default: the clock; logged).
 func TestAggregateSessionsCrashRestart(t *testing.T) {
+	for _, emit := range []string{"final", "update"} {
+		t.Run(emit, func(t *testing.T) { sessionsCrashRestart(t, emit) })
+	}
+}
+
+func sessionsCrashRestart(t *testing.T, emit string) {
 	began := time.Now()
 	events := envInt("EXACTLY_SESSION_EVENTS", 10000)
 	kills := envInt("EXACTLY_SESSION_KILLS", 4)
@@ -44,7 +55,7 @@ func TestAggregateSessionsCrashRestart(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 30))
 	bin := exactlyBin
-	t.Logf("session windows crash: %d events, %d kills, seed %d (EXACTLY_SESSION_SEED)", events, kills, seed)
+	t.Logf("session windows crash, emit %s: %d events, %d kills, seed %d (EXACTLY_SESSION_SEED)", emit, events, kills, seed)
 
 	const gap, users = 30_000, 40
 	in, out, dlq, stage := uniqueName("in"), uniqueName("out"), uniqueName("dlq"), uniqueName("sess")
@@ -56,16 +67,18 @@ func TestAggregateSessionsCrashRestart(t *testing.T) {
     time: value.ts
     grace: 20s
     aggregations: { n: count, total: { sum: value.amount }, lo: { min: value.amount }, hi: { max: value.amount } }
-    emit: final`,
+    emit: ` + emit,
 	}}}.write(t)
 	changelog := "exactly-" + stage + "-aggregate-changelog"
 	if created := exactlyCmd(t, "topics", "create", "--topology", topo); !strings.Contains(created, changelog) {
 		t.Fatalf("topics create did not create %s:\n%s", changelog, created)
 	}
 
-	// Event time starts three hours ago: a result's timestamp is its last
-	// event time, and the broker deletes records older than retention.ms.
-	base := time.Now().Add(-3 * time.Hour).Truncate(time.Minute).UnixMilli()
+	// Event time ends about half an hour ago, a second a record: a
+	// result's timestamp is its last event time, which the broker refuses
+	// an hour ahead of its clock (message.timestamp.after.max.ms) and
+	// deletes once older than retention.ms.
+	base := time.Now().Add(-time.Duration(events)*time.Second - 30*time.Minute).Truncate(time.Minute).UnixMilli()
 	var weights []float64
 	var total float64
 	for i := range users {
@@ -147,9 +160,10 @@ func TestAggregateSessionsCrashRestart(t *testing.T) {
 	}
 
 	run := startBin(t, bin, nil, runArgs...)
+	// Closers five minutes later close every session (gap + grace is 50 s).
 	closers := make([][]byte, 0, users)
 	for u := range users {
-		closers = append(closers, fmt.Appendf(nil, `u-%d|{"id":"closer-%d","ts":%d,"amount":0}`, u, u, clock+2*time.Hour.Milliseconds()))
+		closers = append(closers, fmt.Appendf(nil, `u-%d|{"id":"closer-%d","ts":%d,"amount":0}`, u, u, clock+5*time.Minute.Milliseconds()))
 	}
 	kcatProduce(t, in, closers)
 	waitGroupCaughtUp(t, group, in, 5*time.Minute)
@@ -180,12 +194,18 @@ CREATE TABLE %[1]s.want AS
     SELECT *, sum(starts) OVER (PARTITION BY key ORDER BY ts ROWS UNBOUNDED PRECEDING) AS session FROM m)
   SELECT key, min(ts) AS start_ms, max(ts) AS end_ms, count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi
   FROM s GROUP BY key, session;
-CREATE TABLE %[1]s.got AS
-  SELECT r->>'key' AS record_key, v->>'key' AS key, (v->'window'->>'start_ms')::bigint AS start_ms,
+CREATE TABLE %[1]s.results AS
+  SELECT (r->>'partition')::int AS partition, (r->>'offset')::bigint AS "offset", v->'results' = 'null'::jsonb AS retract,
+         r->>'key' AS record_key, v->>'key' AS key, (v->'window'->>'start_ms')::bigint AS start_ms,
          (v->'window'->>'end_ms')::bigint AS end_ms, (v->'window'->>'end')::timestamptz AS end_time,
          (v->'results'->>'n')::bigint AS n, (v->'results'->>'total')::numeric AS total,
          (v->'results'->>'lo')::numeric AS lo, (v->'results'->>'hi')::numeric AS hi, (r->>'ts')::bigint AS record_ts
-  FROM (SELECT line::jsonb AS r, (line::jsonb->>'payload')::jsonb AS v FROM %[1]s.output) x;`, schema, gap))
+  FROM (SELECT line::jsonb AS r, (line::jsonb->>'payload')::jsonb AS v FROM %[1]s.output) x;
+-- The sessions written: with emit update, per key and start the last
+-- result unless it is a retraction, and not the closers' own.
+CREATE TABLE %[1]s.got AS
+  SELECT * FROM (SELECT DISTINCT ON (key, start_ms) * FROM %[1]s.results ORDER BY key, start_ms, partition, "offset" DESC) l
+  WHERE NOT retract AND start_ms <= %[3]d;`, schema, gap, clock))
 	count := func(q string) int64 {
 		t.Helper()
 		n, err := strconv.ParseInt(psqlLines(t, q)[0], 10, 64)
@@ -205,12 +225,24 @@ CREATE TABLE %[1]s.got AS
 		t.Errorf("%d sessions differ from SQL's sessions over the input (key, start_ms, want end, n, total | got end, n, total):\n%s", mismatches,
 			strings.Join(psqlLines(t, "SELECT key, start_ms, w.end_ms, w.n, w.total, g.end_ms, g.n, g.total "+mismatch+" ORDER BY 1, 2 LIMIT 20"), "\n"))
 	}
-	repeated := count("SELECT count(*) FROM (SELECT 1 FROM " + schema + ".got GROUP BY key, start_ms HAVING count(*) > 1) d")
-	if repeated != 0 {
-		t.Errorf("%d sessions emitted more than once, want each once (emit final)", repeated)
-	}
-	if emitted != sessions {
-		t.Errorf("%d session results read from %s, want %d (one per session)", emitted, out, sessions)
+	var repeated, retractions int64
+	switch emit {
+	case "final":
+		repeated = count("SELECT count(*) FROM (SELECT 1 FROM " + schema + ".results GROUP BY key, start_ms HAVING count(*) > 1) d")
+		if repeated != 0 {
+			t.Errorf("%d sessions emitted more than once, want each once (emit final)", repeated)
+		}
+		if emitted != sessions {
+			t.Errorf("%d session results read from %s, want %d (one per session)", emitted, out, sessions)
+		}
+	case "update":
+		retractions = count("SELECT count(*) FROM " + schema + ".results WHERE retract")
+		if n := emitted - retractions; n != int64(events+users) {
+			t.Errorf("%d results that are not retractions, want %d (one per record)", n, events+users)
+		}
+		if retractions == 0 {
+			t.Errorf("no retraction among %d updates: no record moved a session's bounds", emitted)
+		}
 	}
 	if sessions < users || merged < sessions/4 {
 		t.Errorf("%d sessions, %d of more than one record: the input does not make the sessions it should", sessions, merged)
@@ -218,6 +250,20 @@ CREATE TABLE %[1]s.got AS
 	if n := kcatCount(t, dlq); n != 0 {
 		t.Errorf("%s holds %d dead letters, want 0", dlq, n)
 	}
-	t.Logf("session windows crash result: %d events, %d sessions (%d of several records), %d kills %v, %d mismatches, %d sessions emitted more than once, %d results read, wall time %s, seed %d",
-		events, sessions, merged, kills, fired, mismatches, repeated, emitted, time.Since(began).Round(time.Second), seed)
+	// exactly verify: every input is accounted for as aggregated, none
+	// lost, and the session results are not taken for orphans.
+	rep, code := runVerifyBin(t, bin, topo, "id")
+	if code != 0 || !rep.OK || len(rep.Stages) != 1 || rep.Stages[0].In == 0 || rep.Stages[0].Aggregated != rep.Stages[0].In || rep.Stages[0].Lost != 0 || rep.Stages[0].Orphans != 0 {
+		t.Errorf("exactly verify: exit %d, ok %v, %s; want ok, every input aggregated", code, rep.OK, verifyStages(rep))
+	}
+	t.Logf("session windows crash result, emit %s: %d events, %d sessions (%d of several records), %d kills %v, %d mismatches, %d sessions emitted more than once, %d results read (%d retractions), wall time %s, seed %d",
+		emit, events, sessions, merged, kills, fired, mismatches, repeated, emitted, retractions, time.Since(began).Round(time.Second), seed)
+}
+
+func verifyStages(rep processor.VerifyReport) string {
+	var b strings.Builder
+	for _, st := range rep.Stages {
+		fmt.Fprintf(&b, "%+v ", *st)
+	}
+	return b.String()
 }
