@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -193,6 +194,7 @@ func (t *AggregateTxn) addSession(p int32, src string, key []byte, ts int64, val
 	}
 	b, _ := json.Marshal(merged)
 	t.txn.Set(t.a.windows, p, k, b)
+	tp.minEnd = min(tp.minEnd, merged.T)
 	t.touchSession(p, key, k)
 	if !existed {
 		tp.added++
@@ -310,21 +312,35 @@ func mergeNum(g *aggAcc, kind aggKind, h aggAcc) error {
 // finishSessions deletes the sessions of partition p closed at its
 // stream time, returning their results with emit final, by end and key.
 func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
+	if !tp.advanced {
+		// Every committed transaction deleted the sessions closed at its
+		// stream time, and a session a record writes is open: with stream
+		// time where it was, none more closed.
+		return nil, nil
+	}
 	cand := map[string]bool{}
-	err := t.a.windows.Scan(p, nil, nil, func(k, v []byte) (bool, error) {
-		var end struct {
-			T int64 `json:"t"`
+	// The stored sessions are read only when stream time may close one;
+	// those the transaction wrote are its touched keys.
+	scan := !tp.endsKnown || t.a.sessionClosed(tp.minEnd, tp.streamTime)
+	minEnd := int64(math.MaxInt64)
+	if scan {
+		err := t.a.windows.Scan(p, nil, nil, func(k, v []byte) (bool, error) {
+			var end struct {
+				T int64 `json:"t"`
+			}
+			if err := json.Unmarshal(v, &end); err != nil {
+				return false, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
+			}
+			if t.a.sessionClosed(end.T, tp.streamTime) {
+				cand[string(k)] = true
+			} else {
+				minEnd = min(minEnd, end.T)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(v, &end); err != nil {
-			return false, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
-		}
-		if t.a.sessionClosed(end.T, tp.streamTime) {
-			cand[string(k)] = true
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
 	}
 	for k := range t.touched[p] {
 		cand[k] = true
@@ -348,6 +364,7 @@ func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
 			return nil, err
 		}
 		if !t.a.sessionClosed(ac.T, tp.streamTime) {
+			minEnd = min(minEnd, ac.T)
 			continue
 		}
 		key, start, _ := parseSessionKey([]byte(k))
@@ -357,6 +374,9 @@ func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
 		t.txn.Delete(t.a.windows, p, []byte(k))
 		t.touched.add(p, []byte(k))
 		tp.added--
+	}
+	if scan {
+		tp.minEnd, tp.endsKnown = minEnd, true
 	}
 	// In the order they closed: by end, then key.
 	slices.SortStableFunc(out, func(x, y Result) int {
