@@ -136,7 +136,8 @@ func TestSessionRestore(t *testing.T) {
 
 // TestSessionRandom compares the sessions closed with the ones computed
 // from all records sorted by time, for records out of order within
-// grace, one transaction per few records.
+// grace, one transaction per few records. One transaction in four is
+// first aborted, then run again, as after a rebalance.
 func TestSessionRandom(t *testing.T) {
 	const gap, grace = 1_000, 3_000
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -153,20 +154,29 @@ func TestSessionRandom(t *testing.T) {
 	var cl changelog
 	var got []string
 	for i := 0; i < len(events); i += 7 {
-		tx := a.Begin(cl.emit)
-		for _, e := range events[i:min(i+7, len(events))] {
-			if _, late, err := tx.Add(0, []byte(e.key), e.ts, nil); err != nil || late {
-				t.Fatalf("event %+v: late %v, %v", e, late, err)
+		for abort := rng.IntN(4) == 0; ; abort = false {
+			var aborted changelog
+			tx := a.Begin(aborted.emit)
+			for _, e := range events[i:min(i+7, len(events))] {
+				if _, late, err := tx.Add(0, []byte(e.key), e.ts, nil); err != nil || late {
+					t.Fatalf("event %+v: late %v, %v", e, late, err)
+				}
 			}
+			closed, err := tx.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if abort {
+				tx.Discard()
+				continue
+			}
+			if err := tx.Commit(nil); err != nil {
+				t.Fatal(err)
+			}
+			cl.recs = append(cl.recs, aborted.recs...)
+			got = append(got, sessionResults(closed)...)
+			break
 		}
-		closed, err := tx.Finish()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(nil); err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, sessionResults(closed)...)
 	}
 	tx := a.Begin(cl.emit)
 	if _, _, err := tx.Add(0, []byte("zz"), clock+1_000_000, nil); err != nil {
@@ -204,4 +214,26 @@ func TestSessionRandom(t *testing.T) {
 		t.Fatalf("%d sessions, want %d:\n got %q\nwant %q", len(got), len(want), got, want)
 	}
 	t.Logf("%d records, %d sessions", len(events), len(want))
+}
+
+// TestSessionAbortedClose: a session an aborted transaction closed is
+// still stored, and closes in the next transaction whose stream time
+// passes its end + gap.
+func TestSessionAbortedClose(t *testing.T) {
+	cfg := AggregateConfig{Gap: 10 * time.Second, Kinds: []string{"count"}}
+	a := restoredAgg(t, openDB(t), cfg, 0)
+	var cl changelog
+	runAgg(t, a, &cl, []aggEvent{{"a", 0, nil}})
+	tx := a.Begin(cl.emit)
+	if _, _, err := tx.Add(0, []byte("b"), 100_000, nil); err != nil {
+		t.Fatal(err)
+	}
+	if closed, err := tx.Finish(); err != nil || len(closed) != 1 {
+		t.Fatalf("Finish = %q, %v; want a closed", sessionResults(closed), err)
+	}
+	tx.Discard()
+	got, _ := runAgg(t, a, &cl, []aggEvent{{"c", 50_000, nil}})
+	if gs, want := sessionResults(got), []string{`a 0-0 [1]`}; !slices.Equal(gs, want) {
+		t.Fatalf("results %q, want %q", gs, want)
+	}
 }
