@@ -115,3 +115,53 @@ func TestRecipeDebeziumPostgres(t *testing.T) {
 		t.Fatalf("dead letters %+v, want the one event of op t, reason envelope", dl)
 	}
 }
+
+// TestRecipeSessionWindows runs the recipe session-windows on the views
+// of its README: u-1's two views make one session, which u-9's view an
+// hour later closes; with emit update, the second view retracts the
+// session of the first.
+func TestRecipeSessionWindows(t *testing.T) {
+	t.Parallel()
+	views := [][]byte{
+		[]byte(`u-1|{"page":"home","ts":1767261600000}`),
+		[]byte(`u-1|{"page":"search","ts":1767261720000}`),
+		[]byte(`u-9|{"page":"home","ts":1767265200000}`),
+	}
+	for _, tc := range []struct {
+		file, out string
+		want      []string
+	}{
+		{"session-windows.yaml", "views.sessions", []string{
+			`{"key":"u-1","window":{"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:02:00Z","start_ms":1767261600000,"end_ms":1767261720000},"results":{"first_page":"home","last_page":"search","views":2}}`,
+		}},
+		{"session-windows-update.yaml", "views.session-updates", []string{
+			`{"key":"u-1","window":{"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:00:00Z","start_ms":1767261600000,"end_ms":1767261600000},"results":{"first_page":"home","last_page":"home","views":1}}`,
+			`{"key":"u-1","window":{"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:00:00Z","start_ms":1767261600000,"end_ms":1767261600000},"results":null}`,
+			`{"key":"u-1","window":{"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:02:00Z","start_ms":1767261600000,"end_ms":1767261720000},"results":{"first_page":"home","last_page":"search","views":2}}`,
+			`{"key":"u-9","window":{"start":"2026-01-01T11:00:00Z","end":"2026-01-01T11:00:00Z","start_ms":1767265200000,"end_ms":1767265200000},"results":{"first_page":"home","last_page":"home","views":1}}`,
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			p := uniqueName("rcp_sess")
+			topo := recipeTopology(t, "session-windows", tc.file, uniqueName("it_rcp_sess"),
+				"{ name: views,", "{ name: "+p+".views,", "topic: views }", "topic: "+p+".views }",
+				"{ name: "+tc.out+",", "{ name: "+p+".out, config: { retention.ms: \"-1\" },", // results of 2026-01-01
+				"topic: "+tc.out+" }", "topic: "+p+".out }", "views.dlq", p+".dlq", "- name: session", "- name: "+p+"-session")
+			kcatProduce(t, p+".views", views)
+			stage := start(t, nil, "run", "--topology", topo, "--instance-id", "r1")
+			eventually(t, 2*time.Minute, func() bool { return kcatCount(t, p+".out") >= len(tc.want) },
+				func() string { return "the session results" })
+			stage.stop()
+			var got []string
+			for _, r := range kcatRead(t, p+".out") {
+				got = append(got, r.Value)
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("results:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if n := kcatCount(t, p+".dlq"); n != 0 {
+				t.Fatalf("%d dead letters, want 0", n)
+			}
+		})
+	}
+}

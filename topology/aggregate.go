@@ -11,7 +11,7 @@ import (
 // the last step of its stage.
 //
 //   - aggregate:
-//     window: { tumbling: 1m }          # or { hopping: { size: 5m, advance: 1m } }
+//     window: { tumbling: 1m }          # or { hopping: { size: 5m, advance: 1m } }, { session: { gap: 5m } }
 //     time: value.ts                    # or $timestamp (the default): the record timestamp
 //     grace: 30s
 //     group_by: key                     # the default
@@ -43,10 +43,19 @@ type Aggregate struct {
 	Emit string `yaml:"emit"`
 }
 
-// Window is the window of an aggregate step: tumbling or hopping.
+// Window is the window of an aggregate step: tumbling, hopping or
+// session.
 type Window struct {
 	Tumbling Duration `yaml:"tumbling"`
 	Hopping  Hopping  `yaml:"hopping"`
+	Session  Session  `yaml:"session"`
+}
+
+// Session windows are a key's runs of records no more than Gap apart in
+// event time (Kafka Streams' SessionWindows), merged as records bridge
+// them.
+type Session struct {
+	Gap Duration `yaml:"gap"`
 }
 
 // Hopping windows are size long and start every advance.
@@ -56,7 +65,7 @@ type Hopping struct {
 }
 
 // Size returns the window length and how far apart windows start (equal
-// for tumbling windows).
+// for tumbling windows; 0 for sessions).
 func (w Window) Size() (size, advance time.Duration) {
 	if w.Tumbling.Duration != 0 {
 		return w.Tumbling.Duration, w.Tumbling.Duration
@@ -186,25 +195,7 @@ func (v *validator) aggregate(at stepAt) {
 	if f := s.Output.Format; f != "" && f != "json" {
 		v.report(p+".output.format", "an aggregate stage writes JSON window results (got format %s)", v.q(p+".output.format", f))
 	}
-	wp := ap + ".window"
-	tumbling, hopping := v.has(wp+".tumbling"), v.has(wp+".hopping")
-	switch {
-	case !v.has(wp):
-		v.report(wp, "required: tumbling: <size>, or hopping: { size: <size>, advance: <step> } (e.g. window: { tumbling: 1m })")
-	case tumbling && hopping:
-		v.report(wp, "a window is tumbling or hopping, not both")
-	case tumbling:
-		v.positiveMillis(wp+".tumbling", a.Window.Tumbling.Duration)
-	case hopping:
-		size, adv := a.Window.Hopping.Size.Duration, a.Window.Hopping.Advance.Duration
-		okSize := v.requiredMillis(wp+".hopping.size", size, "the window length")
-		okAdv := v.requiredMillis(wp+".hopping.advance", adv, "how far apart windows start")
-		if okSize && okAdv && adv > size {
-			v.report(wp+".hopping.advance", "must not exceed size %s (windows would leave gaps)", size)
-		}
-	default:
-		v.report(wp, "required: tumbling: <size>, or hopping: { size: <size>, advance: <step> }")
-	}
+	v.aggregateWindow(ap+".window", a.Window)
 	if a.Grace.Duration < 0 || a.Grace.Duration%time.Millisecond != 0 {
 		v.report(ap+".grace", "must be a non-negative whole number of milliseconds (got %s)", v.num(ap+".grace", a.Grace.String()))
 	}
@@ -232,6 +223,33 @@ func (v *validator) aggregate(at stepAt) {
 	}
 	v.keyingRule(p, ap, s, a)
 	v.changelogDeclared(ap, s.Name, AggregateStore, "aggregate")
+}
+
+// aggregateWindow checks the window of an aggregate step at wp: exactly
+// one of tumbling, hopping and session, with sizes in whole milliseconds.
+func (v *validator) aggregateWindow(wp string, w Window) {
+	tumbling, hopping, sess := v.has(wp+".tumbling"), v.has(wp+".hopping"), v.has(wp+".session")
+	switch {
+	case !v.has(wp):
+		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> } (e.g. window: { tumbling: 1m })")
+	case tumbling && hopping:
+		v.report(wp, "a window is tumbling or hopping, not both")
+	case sess && (tumbling || hopping):
+		v.report(wp, "a window is session, or tumbling or hopping, not both")
+	case sess:
+		v.requiredMillis(wp+".session.gap", w.Session.Gap.Duration, "the longest lull in event time within a session, e.g. gap: 5m")
+	case tumbling:
+		v.positiveMillis(wp+".tumbling", w.Tumbling.Duration)
+	case hopping:
+		size, adv := w.Hopping.Size.Duration, w.Hopping.Advance.Duration
+		okSize := v.requiredMillis(wp+".hopping.size", size, "the window length")
+		okAdv := v.requiredMillis(wp+".hopping.advance", adv, "how far apart windows start")
+		if okSize && okAdv && adv > size {
+			v.report(wp+".hopping.advance", "must not exceed size %s (windows would leave gaps)", size)
+		}
+	default:
+		v.report(wp, "required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> }")
+	}
 }
 
 // keyingRule checks, where the file shows it, that an aggregate stage

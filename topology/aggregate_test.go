@@ -41,7 +41,7 @@ func TestParseAggregate(t *testing.T) {
 	checkSteps(t, []stepsCase{
 		{name: "tumbling, defaults", steps: agg(good)},
 		{name: "empty", steps: "      - aggregate: {}\n", want: []string{
-			"t.yaml:14:20: stages[0].transform[0].aggregate.window: required: tumbling: <size>, or hopping: { size: <size>, advance: <step> } (e.g. window: { tumbling: 1m })",
+			"t.yaml:14:20: stages[0].transform[0].aggregate.window: required: tumbling: <size>, hopping: { size: <size>, advance: <step> }, or session: { gap: <gap> } (e.g. window: { tumbling: 1m })",
 			"t.yaml:14:20: stages[0].transform[0].aggregate.aggregations: required: at least one result, e.g. aggregations: { n: count, total: { sum: value.amount } }",
 		}},
 		{name: "not last", steps: agg(good) + "      - filter: value.ok\n", want: []string{
@@ -56,6 +56,20 @@ func TestParseAggregate(t *testing.T) {
 		{name: "both windows", steps: agg("{ window: { tumbling: 1m, hopping: { size: 2m, advance: 1m } }, aggregations: { n: count } }"), want: []string{
 			"t.yaml:14:30: stages[0].transform[0].aggregate.window: a window is tumbling or hopping, not both",
 		}},
+		{name: "session and tumbling", steps: agg("{ window: { tumbling: 1m, session: { gap: 5m } }, aggregations: { n: count } }"), want: []string{
+			"t.yaml:14:30: stages[0].transform[0].aggregate.window: a window is session, or tumbling or hopping, not both",
+		}},
+		{name: "session without gap", steps: agg("{ window: { session: {} }, aggregations: { n: count } }"), want: []string{
+			"t.yaml:14:41: stages[0].transform[0].aggregate.window.session.gap: required: the longest lull in event time within a session, e.g. gap: 5m",
+		}},
+		{name: "session gap zero", steps: agg("{ window: { session: { gap: 0s } }, aggregations: { n: count } }"), want: []string{
+			"t.yaml:14:48: stages[0].transform[0].aggregate.window.session.gap: must be a positive whole number of milliseconds (got 0s)",
+		}},
+		{name: "session gap negative, negative grace", steps: agg("{ window: { session: { gap: -1m } }, grace: -1s, aggregations: { n: count } }"), want: []string{
+			"t.yaml:14:48: stages[0].transform[0].aggregate.window.session.gap: must be a positive whole number of milliseconds (got -1m0s)",
+			"t.yaml:14:64: stages[0].transform[0].aggregate.grace: must be a non-negative whole number of milliseconds (got -1s)",
+		}},
+		{name: "session, every aggregation", steps: agg("{ window: { session: { gap: 5m } }, grace: 1m, aggregations: { n: count, s: { sum: value.a }, lo: { min: value.a }, hi: { max: value.a }, m: { avg: value.a }, f: { first: value.a }, l: { last: value.a } }, emit: update }")},
 		{name: "hopping advance beyond size", steps: agg("{ window: { hopping: { size: 1m, advance: 2m } }, aggregations: { n: count } }"), want: []string{
 			"t.yaml:14:62: stages[0].transform[0].aggregate.window.hopping.advance: must not exceed size 1m0s (windows would leave gaps)",
 		}},

@@ -24,6 +24,9 @@ type Aggregate struct {
 	// Index is the step's index in the stage's transform list.
 	Index                int
 	Size, Advance, Grace time.Duration
+	// Gap, when positive, makes the windows sessions (Size and Advance
+	// are then 0): records of a key no more than Gap apart in event time.
+	Gap time.Duration
 	// Names and Kinds are the aggregations, sorted by name.
 	Names, Kinds []string
 	// Update is emit: update.
@@ -148,6 +151,7 @@ func compileAggregate(b *builder) runFunc {
 	ta := &b.st.Aggregate
 	a := &Aggregate{Step: b.name(), Index: b.idx, Grace: ta.Grace.Duration, Update: ta.Emit == "update"}
 	a.Size, a.Advance = ta.Window.Size()
+	a.Gap = ta.Window.Session.Gap.Duration
 	if t := ta.Time; t != "" && t != "$timestamp" { // the record timestamp
 		a.time = b.expr("aggregate.time", t)
 	}

@@ -35,7 +35,7 @@ type aggregateStep struct {
 
 func (g *aggregateStep) open(db *state.DB) stateStore {
 	a := g.a
-	g.store = state.NewAggregate(db, state.AggregateConfig{Size: a.Size, Advance: a.Advance, Grace: a.Grace, Kinds: a.Kinds, Update: a.Update})
+	g.store = state.NewAggregate(db, state.AggregateConfig{Size: a.Size, Advance: a.Advance, Gap: a.Gap, Grace: a.Grace, Kinds: a.Kinds, Update: a.Update})
 	return g.store
 }
 
@@ -94,11 +94,11 @@ func lateErr(a *transform.Aggregate, partition int32, ts int64) error {
 // envelope of a dead letter the broker refused, which keeps the record's
 // own reason. nil when r would be aggregated.
 func (x *aggregateTxn) verdict(r *kgo.Record) error {
-	_, ts, _, err := x.input(r)
-	if err != nil {
+	key, ts, _, err := x.input(r)
+	if err != nil || key == nil {
 		return err
 	}
-	if late, lerr := x.agg.LateFrom(r.Partition, sourceOf(r), ts); lerr == nil && late {
+	if late, lerr := x.agg.LateFrom(r.Partition, sourceOf(r), key, ts); lerr == nil && late {
 		return lateErr(x.a, r.Partition, ts)
 	}
 	return nil
@@ -181,7 +181,9 @@ func (x *aggregateTxn) Discard()                          { x.agg.Discard() }
 // windowOutput is the output record of one window's results: key = the
 // record key, value = {"key": ..., "window": {"start", "end", "start_ms",
 // "end_ms"}, "results": {name: value, ...}}, timestamp = the largest event
-// time in the window; a is the step.
+// time in the window; a is the step. A retracted session has "results":
+// null (Kafka Streams forwards a null for the merged session's windowed
+// key; here the key is the record key, so the window is in the value).
 func (s *Stage) windowOutput(a *transform.Aggregate, res state.Result) (*kgo.Record, error) {
 	b := []byte(`{`)
 	if utf8.Valid(res.Key) {
@@ -202,6 +204,10 @@ func (s *Stage) windowOutput(a *transform.Aggregate, res state.Result) (*kgo.Rec
 	b = strconv.AppendInt(b, res.Window.Start, 10)
 	b = append(b, `,"end_ms":`...)
 	b = strconv.AppendInt(b, res.Window.End, 10)
+	if res.Retract {
+		b = append(b, `},"results":null}`...)
+		return s.resultRecord(res, b), nil
+	}
 	b = append(b, `},"results":{`...)
 	for i, name := range a.Names {
 		if i > 0 {
@@ -212,11 +218,16 @@ func (s *Stage) windowOutput(a *transform.Aggregate, res state.Result) (*kgo.Rec
 		b = append(b, res.Values[i]...)
 	}
 	b = append(b, `}}`...)
+	return s.resultRecord(res, b), nil
+}
+
+// resultRecord is the output record of res with value b.
+func (s *Stage) resultRecord(res state.Result, b []byte) *kgo.Record {
 	return &kgo.Record{
 		Topic:     s.cfg.Output,
 		Key:       res.Key,
 		Value:     b,
 		Headers:   []kgo.RecordHeader{{Key: HeaderLineageStage, Value: []byte(s.cfg.Stage)}},
 		Timestamp: s.outputTimestamp(time.UnixMilli(res.MaxTime)),
-	}, nil
+	}
 }

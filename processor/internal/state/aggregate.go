@@ -34,12 +34,16 @@ type Aggregate struct {
 	size    int64     // ms
 	advance int64
 	grace   int64
+	gap     int64 // > 0: session windows (see session.go)
 	*partSet
 }
 
 // AggregateConfig describes an aggregate step.
 type AggregateConfig struct {
 	Size, Advance, Grace time.Duration
+	// Gap, when positive, makes the windows sessions (see session.go);
+	// Size and Advance are then unused.
+	Gap time.Duration
 	// Kinds are the aggregations, in output order: count, sum, min, max,
 	// avg, first or last.
 	Kinds []string
@@ -53,10 +57,11 @@ type AggregateConfig struct {
 func NewAggregate(db *DB, cfg AggregateConfig) *Aggregate {
 	w := db.Store("aggregate")
 	return &Aggregate{db: db, windows: w, cfg: cfg, kinds: aggKindsOf(cfg.Kinds), size: cfg.Size.Milliseconds(), advance: cfg.Advance.Milliseconds(),
-		grace: cfg.Grace.Milliseconds(), partSet: newPartSet(w)}
+		grace: cfg.Grace.Milliseconds(), gap: cfg.Gap.Milliseconds(), partSet: newPartSet(w)}
 }
 
-// Window is a window's bounds, Unix milliseconds, end exclusive.
+// Window is a window's bounds, Unix milliseconds, end exclusive; a
+// session's end is its last event time, inclusive.
 type Window struct{ Start, End int64 }
 
 // Windows returns the windows that contain event time ts, earliest first.
@@ -91,6 +96,9 @@ type Result struct {
 	Count, MaxTime int64
 	// Values are the JSON texts of the aggregations, in config order.
 	Values []json.RawMessage
+	// Retract is, with emit update, a session merged away or whose
+	// bounds moved: it no longer exists (Values is nil).
+	Retract bool
 }
 
 // acc is a window's accumulator, as stored.
@@ -115,20 +123,29 @@ type AggregateTxn struct {
 	emit Emit
 	txnParts
 	touched touched // window keys changed
+	// byKey is, for session windows, the session keys changed by
+	// partition and record key.
+	byKey map[int32]map[string]map[string]bool
 }
 
 // Begin returns an AggregateTxn whose changelog records go to emit.
 func (a *Aggregate) Begin(emit Emit) *AggregateTxn {
 	txn := a.db.Begin()
-	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: touched{}}
+	return &AggregateTxn{a: a, txn: txn, emit: emit, txnParts: newTxnParts(a.partSet, txn), touched: touched{}, byKey: map[int32]map[string]map[string]bool{}}
 }
 
-// Late reports whether a record of partition p with event time ts would
-// be late (every window of ts closed, Add's late), changing nothing.
-func (t *AggregateTxn) Late(p int32, ts int64) (bool, error) { return t.LateFrom(p, "", ts) }
+// Late reports whether a record of partition p with this key and event
+// time ts would be late (every window of ts closed, Add's late), changing
+// nothing.
+func (t *AggregateTxn) Late(p int32, key []byte, ts int64) (bool, error) {
+	return t.LateFrom(p, "", key, ts)
+}
 
 // LateFrom is Late for a record of upstream source src (see Source).
-func (t *AggregateTxn) LateFrom(p int32, src string, ts int64) (bool, error) {
+func (t *AggregateTxn) LateFrom(p int32, src string, key []byte, ts int64) (bool, error) {
+	if t.a.gap > 0 {
+		return t.lateSession(p, src, key, ts)
+	}
 	tp, err := t.get(p)
 	if err != nil {
 		return false, err
@@ -156,6 +173,9 @@ func (t *AggregateTxn) Add(p int32, key []byte, ts int64, values []any) (updated
 // AddFrom is Add for a record of upstream source src (see Source): the
 // stream time it judges by is the watermark once src's clock is at ts.
 func (t *AggregateTxn) AddFrom(p int32, src string, key []byte, ts int64, values []any) (updated []Result, late bool, err error) {
+	if t.a.gap > 0 {
+		return t.addSession(p, src, key, ts, values)
+	}
 	tp, err := t.get(p)
 	if err != nil {
 		return nil, false, err
@@ -386,6 +406,14 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 		if tp.streamTime == noTime {
 			continue
 		}
+		if t.a.gap > 0 {
+			res, err := t.finishSessions(p, tp)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, res...)
+			continue
+		}
 		// Windows with start <= cutoff are closed.
 		cutoff := tp.streamTime - t.a.grace - t.a.size
 		cand := map[string]bool{}
@@ -432,6 +460,7 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 		return nil, err
 	}
 	clear(t.touched)
+	clear(t.byKey)
 	return out, nil
 }
 
@@ -439,19 +468,25 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 // ends (see txnParts.commit).
 func (t *AggregateTxn) Commit(ends map[int32]int64) error {
 	clear(t.touched)
+	clear(t.byKey)
 	return t.commit(ends)
 }
 
 // Discard forgets the transaction's changes: it was aborted.
 func (t *AggregateTxn) Discard() {
 	clear(t.touched)
+	clear(t.byKey)
 	t.discard()
 }
 
 // Restore starts the restore of partition p (see Dedupe.Restore). Done
 // counts the partition's windows.
 func (a *Aggregate) Restore(p int32, cl ChangelogPartition, now time.Time) (Restorer, error) {
-	return restoreStore(a.db, a.partSet, a.windows, checkWindowKey, p, cl, now)
+	check := checkWindowKey
+	if a.gap > 0 {
+		check = checkSessionKey
+	}
+	return restoreStore(a.db, a.partSet, a.windows, check, p, cl, now)
 }
 
 func checkWindowKey(key []byte) error {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func restoredAgg(t *testing.T, db *DB, cfg AggregateConfig, ps ...int32) *Aggregate {
+func restoredAgg(t testing.TB, db *DB, cfg AggregateConfig, ps ...int32) *Aggregate {
 	t.Helper()
 	a := NewAggregate(db, cfg)
 	restoreEmpty(t, a.Restore, ps...)

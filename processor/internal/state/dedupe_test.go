@@ -57,7 +57,7 @@ func checkOne(t *testing.T, d *Dedupe, cl *changelog, id string, at time.Duratio
 	return dup
 }
 
-func openDB(t *testing.T) *DB {
+func openDB(t testing.TB) *DB {
 	t.Helper()
 	db, err := Open(t.TempDir()+"/state", "test", nil)
 	if err != nil {
@@ -77,7 +77,7 @@ func restored(t *testing.T, db *DB, retention time.Duration, ps ...int32) *Dedup
 
 // restoreEmpty restores partitions ps of a step, with restore, from an
 // empty changelog.
-func restoreEmpty(t *testing.T, restore func(int32, ChangelogPartition, time.Time) (Restorer, error), ps ...int32) {
+func restoreEmpty(t testing.TB, restore func(int32, ChangelogPartition, time.Time) (Restorer, error), ps ...int32) {
 	t.Helper()
 	for _, p := range ps {
 		r, err := restore(p, ChangelogPartition{}, time.Now())

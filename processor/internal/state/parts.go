@@ -27,6 +27,11 @@ type part struct {
 	// the partition became usable (wall ms): liveness, not state.
 	heardAt  map[string]int64
 	restored int64
+	// minEnd, once endsKnown, is at most the end of every stored session
+	// (session windows): stream time that closes none of them spares a
+	// scan of them all.
+	minEnd    int64
+	endsKnown bool
 }
 
 // checkpoint returns pt's checkpoint.
@@ -125,6 +130,8 @@ type txnPart struct {
 	wm                       watermarkCache
 	added                    int64
 	since                    int64 // ms, when the transaction first touched it
+	minEnd                   int64 // see part.minEnd
+	endsKnown                bool
 }
 
 // txnParts is the partitions an open transaction touched, and its buffer.
@@ -149,7 +156,7 @@ func (t *txnParts) get(p int32) (*txnPart, error) {
 		return nil, fmt.Errorf("partition %d: %w", p, ErrNotRestored)
 	}
 	t.set.mu.Lock()
-	tp := &txnPart{part: pt, streamTime: pt.streamTime, clocks: pt.clocks, since: time.Now().UnixMilli()}
+	tp := &txnPart{part: pt, streamTime: pt.streamTime, clocks: pt.clocks, since: time.Now().UnixMilli(), minEnd: pt.minEnd, endsKnown: pt.endsKnown}
 	t.set.mu.Unlock()
 	t.m[p] = tp
 	return tp, nil
@@ -203,6 +210,7 @@ func (t *txnParts) commit(ends map[int32]int64) error {
 		}
 		np := *tp.part
 		np.streamTime, np.clocks = tp.streamTime, tp.clocks
+		np.minEnd, np.endsKnown = tp.minEnd, tp.endsKnown
 		np.entries = max(np.entries+tp.added, 0)
 		if e, ok := ends[p]; ok && e > np.offset {
 			// Every record after e was written after the transaction
