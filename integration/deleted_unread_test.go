@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor"
 )
@@ -86,6 +87,51 @@ func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
 	got := rep.Stages[0].DeletedUnread
 	if code == 0 || rep.OK || len(got) != 1 || got[0].Topic != in || got[0].Position != 5 || got[0].LogStart != 8 || !got[0].Recorded {
 		t.Fatalf("verify after the stage moved on: exit %d, OK %v, deleted unread %+v, want offsets 5 to 7 of %s recorded; problems %q", code, rep.OK, got, in, rep.Problems)
+	}
+}
+
+// Records deleted under a running stage before it could read them (here
+// records of an open transaction, which read_committed holds back, are
+// deleted before the transaction commits): the client resumes at the log
+// start, silently, and the stage commits past them. The stage recorded
+// the range, so verify reports it after.
+func TestVerifySeesInputDeletedUnderARunningStage(t *testing.T) {
+	t.Parallel()
+	in, out, dlq, name := uniqueName("dr_in"), uniqueName("dr_out"), uniqueName("dr_dlq"), uniqueName("dr")
+	topo := userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
+		format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml())
+	produceOld(t, in, "a", 5, time.Now(), false) // offsets 0-4
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 5 }, func() string {
+		return fmt.Sprintf("%d of 5 outputs\n%s", kcatCount(t, out), tail(p.logs.String(), 10))
+	})
+	ctx := context.Background()
+	tx := kafkaClient(t, kgo.TransactionalID(uniqueName("dr_tx")), kgo.DefaultProduceTopic(in))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // offsets 5-9
+		r := &kgo.Record{Key: fmt.Appendf(nil, "b-%d", i), Value: fmt.Appendf(nil, `{"event_id":"b-%d","n":%d}`, i, i)}
+		if err := tx.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteTo(t, in, map[int32]int64{0: 8})
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 7 }, func() string {
+		return fmt.Sprintf("%d of 7 outputs\n%s", kcatCount(t, out), tail(p.logs.String(), 10))
+	})
+	waitGroupCaughtUp(t, "exactly-"+name, in, time.Minute)
+	p.stop()
+	if !strings.Contains(p.logs.String(), "input records were deleted before the stage read them") {
+		t.Errorf("the stage did not warn of the deleted range:\n%s", tail(p.logs.String(), 10))
+	}
+	rep, code := runVerify(t, topo)
+	got := rep.Stages[0].DeletedUnread
+	if code == 0 || rep.OK || len(got) != 1 || got[0].Position != 5 || got[0].LogStart != 8 || !got[0].Recorded {
+		t.Fatalf("verify: exit %d, OK %v, deleted unread %+v, want offsets 5 to 7 of %s recorded; problems %q", code, rep.OK, got, in, rep.Problems)
 	}
 }
 
