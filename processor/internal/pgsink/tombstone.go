@@ -38,20 +38,28 @@ func (s *Sink) isTombstone(r *kgo.Record) bool {
 // payload, so a record without is no tombstone, known without a scan of
 // its whole value (most records are rows). It may answer true for b that
 // is no such object; never false for one that is.
-func nullFirstOrLast(b []byte) bool {
+func nullFirstOrLast(b []byte) bool { return nullLast(b) || nullFirst(b) }
+
+// nullLast reports whether b ends with null, then '}' (white space
+// around either).
+func nullLast(b []byte) bool {
 	end := len(b)
 	for end > 0 && isJSONSpace(b[end-1]) {
 		end--
 	}
-	if end > 0 && b[end-1] == '}' {
-		end--
-		for end > 0 && isJSONSpace(b[end-1]) {
-			end--
-		}
-		if bytes.HasSuffix(b[:end], []byte("null")) {
-			return true
-		}
+	if end == 0 || b[end-1] != '}' {
+		return false
 	}
+	end--
+	for end > 0 && isJSONSpace(b[end-1]) {
+		end--
+	}
+	return bytes.HasSuffix(b[:end], []byte("null"))
+}
+
+// nullFirst reports whether b starts an object whose first member's
+// value is null.
+func nullFirst(b []byte) bool {
 	i := skipJSONSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return false
@@ -59,7 +67,7 @@ func nullFirstOrLast(b []byte) bool {
 	if i = skipJSONSpace(b, i+1); i >= len(b) || b[i] != '"' {
 		return false
 	}
-	for i++; i < len(b) && b[i] != '"'; i++ { // the first key
+	for i++; i < len(b) && b[i] != '"'; i++ { // the key
 		if b[i] == '\\' {
 			i++
 		}
