@@ -237,12 +237,18 @@ func (s *Sink) columnTextKeys(r *kgo.Record, obj map[string]any, src string, t c
 	}
 	v, err := s.columnValue(r, obj, src)
 	if err == nil && t.base == "jsonb" {
-		if src == topology.SourceValue && keys != nil {
-			return v, keys.err
-		}
-		err = jsonbKeys(v, src)
+		err = keys.check(v, src)
 	}
 	return v, err
+}
+
+// check is jsonbKeys of v, the text of source src for a jsonb column:
+// for $value, the verdict k found in the decode, unless k is nil.
+func (k *valueKeys) check(v any, src string) error {
+	if src == topology.SourceValue && k != nil {
+		return k.err
+	}
+	return jsonbKeys(v, src)
 }
 
 // recordBytes is the text of the key's or the value's bytes as they
