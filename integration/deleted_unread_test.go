@@ -211,3 +211,31 @@ func TestVerifySeesWindowResultsDeletedFromAnUnreadTopic(t *testing.T) {
 		t.Fatalf("verify: exit %d, OK %v, deleted outputs %+v, problems %q; want the window results deleted from %s", code, rep.OK, got, rep.Problems, out)
 	}
 }
+
+// Records that the next stage read before they were deleted are no
+// problem: stage a's outputs, read by stage b, then deleted (a
+// DeleteRecords here; retention does the same), leave a's inputs without
+// outputs, counted as output_deleted, and verify says OK.
+func TestVerifyOKWhenOutputsWereReadBeforeTheyWereDeleted(t *testing.T) {
+	t.Parallel()
+	in, mid, out, dlq := uniqueName("dk_in"), uniqueName("dk_mid"), uniqueName("dk_out"), uniqueName("dk_dlq")
+	a, b := uniqueName("dka"), uniqueName("dkb")
+	stage := func(name, from, to string) string {
+		return stageYAML{name: name, in: from, out: to, dlq: dlq, format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml()
+	}
+	topo := userTopology(t, []fileTopic{{in, 1, nil}, {mid, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stage(a, in, mid)+stage(b, mid, out))
+	produceOld(t, in, "e", 6, time.Now(), false)
+	p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
+	eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == 6 }, func() string {
+		return fmt.Sprintf("%d of 6 outputs\n%s", kcatCount(t, out), tail(p.logs.String(), 10))
+	})
+	waitGroupCaughtUp(t, "exactly-"+b, mid, time.Minute)
+	p.stop()
+	deleteTo(t, mid, endOffsets(t, mid))
+
+	rep, code := runVerify(t, topo)
+	if code != 0 || !rep.OK || rep.Stages[0].OutputDeleted != 6 || rep.Stages[0].Lost != 0 {
+		t.Fatalf("verify: exit %d, OK %v, stage %s: output deleted %d, lost %d (want 6, 0); problems %q", code, rep.OK, a,
+			rep.Stages[0].OutputDeleted, rep.Stages[0].Lost, rep.Problems)
+	}
+}

@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -44,6 +45,11 @@ type StageCheck struct {
 	// since a window has many inputs.
 	WindowResults int64 `json:"window_results,omitempty"`
 	Pending       int64 `json:"pending"`
+	// OutputDeleted counts inputs without output or dead letter whose
+	// output or dead letter may lie below its topic's log start, deleted
+	// by retention (retention.go): not lost. Whether the stage or sink
+	// reading that topic read it first is checked on its side.
+	OutputDeleted int64 `json:"output_deleted,omitempty"`
 	// ResetSkipped counts inputs without output or dead letter in a range
 	// an `exactly reset` skipped (ResetSkips): on purpose, not lost.
 	ResetSkipped int64       `json:"reset_skipped"`
@@ -77,6 +83,12 @@ type StageCheck struct {
 	// topic, as the reset log holds them.
 	recorded      map[int32][]resetlog.Partition
 	pastRetention map[string]map[int32][]resetlog.Partition
+	// firstKept is, for each partition of the output and dead-letter
+	// topics, the lowest input offset of each input partition that an
+	// output or dead letter still there names; starts are the log starts
+	// of every topic read.
+	firstKept map[tp]map[int32]int64
+	starts    map[string]map[int32]int64
 
 	mayFilter, explodes, dedupes, aggregates bool
 	in, out                                  serde.Codec
@@ -165,6 +177,7 @@ func (r *Report) account(parts []*Partition) error {
 		r.Partitions = append(r.Partitions, *p)
 	}
 	for _, c := range r.Stages {
+		c.starts = starts
 		if err := c.account(starts[c.Input]); err != nil {
 			return err
 		}
@@ -195,9 +208,53 @@ func (c *StageCheck) handle(kind byte, r *kgo.Record, rec, idRec []byte, field s
 	case kOut:
 		return c.handleOutput(r, rec, idRec, field)
 	case kDLQ:
+		if st, _ := audit.Header(r, deadletter.HeaderStage); st == c.Name {
+			p, errP := strconv.ParseInt(hdr(r, deadletter.HeaderSourcePartition), 10, 32)
+			o, errO := strconv.ParseInt(hdr(r, deadletter.HeaderSourceOffset), 10, 64)
+			if src, _ := audit.Header(r, deadletter.HeaderSourceTopic); src == c.Input && errP == nil && errO == nil {
+				c.kept(r, int32(p), o)
+			}
+		}
 		return addDLQ(c.Name, c.Input, c.lineage, c.DeadLettersByReason, r, rec, deadLetterSourceTime)
 	}
 	return nil
+}
+
+// kept notes that output or dead letter r, of input partition p, offset
+// o, is still in its topic.
+func (c *StageCheck) kept(r *kgo.Record, p int32, o int64) {
+	k := tp{r.Topic, r.Partition}
+	if c.firstKept == nil {
+		c.firstKept = map[tp]map[int32]int64{}
+	}
+	m := c.firstKept[k]
+	if m == nil {
+		m = map[int32]int64{}
+		c.firstKept[k] = m
+	}
+	if first, ok := m[p]; !ok || o < first {
+		m[p] = o
+	}
+}
+
+// outputMayBeDeleted reports whether an output or dead letter of input
+// partition p, offset o, may lie below the log start of a partition of
+// the stage's output and dead-letter topics. A stage writes the outputs
+// of one input partition in input order: below the first one still in an
+// output partition, an output of an earlier input is either deleted or
+// was never written there.
+func (c *StageCheck) outputMayBeDeleted(p int32, o int64) bool {
+	for _, topic := range append(slices.Clone(c.Outputs), c.DeadLetter) {
+		for q, st := range c.starts[topic] {
+			if st <= 0 {
+				continue
+			}
+			if first, ok := c.firstKept[tp{topic, q}][p]; !ok || o < first {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // handleInput spills input record r: its lineage, and its event ID.
@@ -245,6 +302,7 @@ func (c *StageCheck) handleOutput(r *kgo.Record, rec, idRec []byte, field string
 			}
 		}
 	}
+	c.kept(r, int32(p), o)
 	linRecord(rec, int32(p), o, kOut, uint32(idx), 0, [16]byte{})
 	if ms, ok := outputSourceTime(r); ok {
 		setLinTime(rec, ms)
@@ -432,6 +490,8 @@ func (c *StageCheck) accountOutcome(g group, src string) error {
 		c.Aggregated++
 	case c.mayFilter:
 		c.Filtered++
+	case c.outputMayBeDeleted(g.p, g.o):
+		c.OutputDeleted++
 	default:
 		c.Lost++
 		c.example("lost: %s has no output and no dead letter, and its offset is committed", src)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/internal/resetlog"
+	"github.com/exactly-io/exactly/serde"
 	"github.com/exactly-io/exactly/topology"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
@@ -150,6 +151,45 @@ func TestRunReportsOutputsDeletedPastRetention(t *testing.T) {
 			}
 			if rep.OK != (tc.want == nil) {
 				t.Errorf("OK %v, problems %q", rep.OK, rep.Problems)
+			}
+		})
+	}
+}
+
+// An input with no output and no dead letter left is not lost when its
+// output may lie below the log start of an output partition: below the
+// first output still there of its input partition, retention took it.
+// Without a log start past 0, or above that first output, it is lost.
+func TestStageAccountOutputDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		outStart    int64 // out/0's log start
+		wantDeleted int64
+		wantLost    int64
+	}{
+		{name: "outputs deleted", outStart: 4, wantDeleted: 2},
+		{name: "nothing deleted", outStart: 0, wantLost: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			json, _ := serde.New(serde.JSON)
+			c := &StageCheck{Name: "st", Input: "in", Outputs: []string{"out"}, DeadLetter: "dlq", in: json, out: json,
+				group: map[int32]int64{0: 4}, DeadLettersByReason: map[string]int64{}}
+			c.lineage, c.ids = newTestSpills(t)
+			var rec [linSize]byte
+			var idRec [idSize]byte
+			// Inputs 0-3; only the outputs of 2 and 3 are left.
+			for _, h := range []handled{{kIn, input(0, "a")}, {kIn, input(1, "b")}, {kIn, input(2, "c")}, {kIn, input(3, "d")},
+				{kOut, output(2, 0, "c")}, {kOut, output(3, 0, "d")}} {
+				if err := c.handle(h.kind, h.r, rec[:], idRec[:], "id"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.starts = map[string]map[int32]int64{"in": {0: 0}, "out": {0: tc.outStart}, "dlq": {0: 0}}
+			if err := c.account(map[int32]int64{0: 0}); err != nil {
+				t.Fatal(err)
+			}
+			if c.Processed != 2 || c.OutputDeleted != tc.wantDeleted || c.Lost != tc.wantLost {
+				t.Errorf("processed %d, output deleted %d, lost %d; want 2, %d, %d", c.Processed, c.OutputDeleted, c.Lost, tc.wantDeleted, tc.wantLost)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -122,6 +123,10 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 		if c.WindowResults > 0 {
 			fmt.Fprintf(w, "stage %s: %s of its aggregate step, each of the inputs of one window and key (counted as aggregated)\n", c.Name,
 				plural.Count(c.WindowResults, "output is a window result", "outputs are window results"))
+		}
+		if c.OutputDeleted > 0 {
+			fmt.Fprintf(w, "stage %s: %s no output or dead letter left: retention deleted them from %s (not lost; its readers' positions tell whether they read them first)\n", c.Name,
+				plural.Count(c.OutputDeleted, "input has", "inputs have"), strings.Join(append(slices.Clone(c.Outputs), c.DeadLetter), ", "))
 		}
 		if c.NoLineage > 0 {
 			fmt.Fprintf(w, "stage %s: %s no lineage headers and %s not accounted for\n", c.Name,
