@@ -138,6 +138,7 @@ func TestVerifySeesInputDeletedUnderARunningStage(t *testing.T) {
 // Records deleted before a sink stored any position were never read by
 // it: verify reports them while the sink has not run, and after it ran
 // and stored positions past them (it recorded the range at its start).
+// So too records deleted under its stored positions while it was stopped.
 func TestVerifySeesInputDeletedBeforeTheSinkFirstRan(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("dus")
@@ -174,6 +175,32 @@ func TestVerifySeesInputDeletedBeforeTheSinkFirstRan(t *testing.T) {
 	}
 	if code == 0 || rep.OK || deleted != all {
 		t.Fatalf("verify after the sink ran: exit %d, OK %v, %d offsets deleted unread, want %d; problems %q", code, rep.OK, deleted, all, rep.Problems)
+	}
+
+	// Stopped, the sink misses more records deleted under its stored
+	// positions; run again, it records them too.
+	read := endOffsets(t, s.in) // its stored positions
+	kcatProduce(t, s.in, events("c", 0, 6))
+	more := endOffsets(t, s.in)
+	deleteTo(t, s.in, more)
+	kcatProduce(t, s.in, events("d", 0, 6))
+	p = startSink(t, topo, "a1")
+	eventually(t, time.Minute, func() bool { rows, _ := rowStats(t, pool, s.table()); return rows == 12 }, func() string {
+		rows, _ := rowStats(t, pool, s.table())
+		return fmt.Sprintf("%d of 12 rows\n%s", rows, tail(p.logs.String(), 10))
+	})
+	p.stop()
+	rep, code = runVerify(t, topo)
+	deleted = 0
+	for _, d := range rep.Sinks[0].DeletedUnread {
+		deleted += d.Offsets()
+	}
+	var wantMore int64
+	for p, o := range more {
+		wantMore += o - read[p]
+	}
+	if code == 0 || rep.OK || deleted != all+wantMore {
+		t.Fatalf("verify after the sink ran again: exit %d, OK %v, %d offsets deleted unread, want %d; problems %q", code, rep.OK, deleted, all+wantMore, rep.Problems)
 	}
 }
 
