@@ -73,23 +73,27 @@ func (s *Sink) modeConverter(t colType) modeConv {
 	if elem, isArray := arrayElement(t); isArray {
 		t = elem
 	}
-	cfg := s.cfg
+	// Each reader keeps only its own setting: a closure over the whole
+	// Config would copy it to the heap for every column of every record.
 	switch t.base {
 	case "numeric", "money", "real", "double precision", "smallint", "integer", "bigint":
-		if cfg.DecimalHandling == "" {
+		mode := s.cfg.DecimalHandling
+		if mode == "" {
 			return nil
 		}
-		return func(v any, path string) (string, error) { return decimalModeText(v, path, t, cfg.DecimalHandling) }
+		return func(v any, path string) (string, error) { return decimalModeText(v, path, t, mode) }
 	case "interval":
-		if cfg.IntervalHandling == "" {
+		mode := s.cfg.IntervalHandling
+		if mode == "" {
 			return nil
 		}
-		return func(v any, path string) (string, error) { return intervalText(v, path, cfg.IntervalHandling) }
+		return func(v any, path string) (string, error) { return intervalText(v, path, mode) }
 	case "date", "time without time zone", "timestamp without time zone", "time with time zone", "timestamp with time zone":
-		if cfg.TimePrecision == "" {
+		precision := s.cfg.TimePrecision
+		if precision == "" {
 			return nil
 		}
-		return func(v any, path string) (string, error) { return temporalText(v, path, t, cfg.TimePrecision) }
+		return func(v any, path string) (string, error) { return temporalText(v, path, t, precision) }
 	}
 	return nil
 }
