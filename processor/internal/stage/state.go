@@ -112,6 +112,10 @@ func newStatefulStep(stage string, p *transform.Pipeline) statefulStep {
 		return &aggregateStep{a: a, stepInfo: info("aggregate", fmt.Sprintf("transform[%d].aggregate", a.Index), topology.AggregateStore,
 			"the windows the lost state held start over: their results count only the records read from now on")}
 	}
+	if j := p.Join(); j != nil {
+		return &joinStep{j: j, stepInfo: stepInfo{kind: "join", field: fmt.Sprintf("transform[%d].join", j.Index), changelog: j.Table,
+			lost: "records are joined with what the table topic still holds"}}
+	}
 	if f := p.Stateful(); f != nil {
 		return &kvStep{stepInfo: info("stateful", fmt.Sprintf("transform[%d].stateful", f.Index), f.Store,
 			"the stateful function starts from the state the changelog still holds")}
@@ -207,13 +211,18 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	if err != nil {
 		return fmt.Errorf("describe topics: %w", err)
 	}
+	what, create, match := fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
+	if info.kind == "join" {
+		what, create = "the join's table topic", "create it compacted, keyed by the lookup key, with the input's partition count"
+		match = "co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying"
+	}
 	cl, ok := td[info.changelog]
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
-		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q does not exist (%s)", field, info.kind, info.changelog, s.cfg.Origin.CreateHint())}
+		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q does not exist (%s)", field, what, info.changelog, create)}
 	}
 	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
-		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
-			field, info.kind, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
+		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
+			field, what, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions), match)}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, info.changelog)
 	if err == nil {
@@ -231,8 +240,8 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 			// Exactly "compact": with "compact,delete" the broker also
 			// deletes segments past retention.ms, state included.
 			if policy != "compact" {
-				return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
-					field, info.kind, info.changelog, policy)}
+				return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+					field, what, info.changelog, policy)}
 			}
 			return nil
 		}
