@@ -86,20 +86,7 @@ func (v *validator) join(at stepAt) {
 			break
 		}
 	}
-	switch {
-	case strings.TrimSpace(j.Table) == "":
-		v.report(jp+".table", "required: the table's topic, compacted and keyed by the lookup key (e.g. table: customers)")
-	case j.Table == at.s.Input.Topic:
-		v.report(jp+".table", "the table %s is the stage's input: a stage cannot join its input with itself", v.q(jp+".table", j.Table))
-	case topicNameProblem(j.Table) != "":
-		v.report(jp+".table", "%s is not a topic name: %s", v.q(jp+".table", j.Table), topicNameProblem(j.Table))
-	default:
-		if i := v.declaredIndex(j.Table); i >= 0 {
-			if pol, ok := v.f.Topics[i].Config["cleanup.policy"]; !ok || pol != "compact" {
-				v.report(jp+".table", "table topic %s must be compacted alone (set config: { cleanup.policy: compact } on topics[%d]): with delete, expired segments would lose table entries", v.q(jp+".table", j.Table), i)
-			}
-		}
-	}
+	v.joinTable(at)
 	if strings.TrimSpace(j.Key) == "" {
 		v.report(jp+".key", "required: an expression for the lookup key (e.g. key: value.customer_id)")
 	}
@@ -115,5 +102,24 @@ func (v *validator) join(at stepAt) {
 		v.report(rp, "required: how far behind the table's newest timestamp earlier versions are kept (e.g. history_retention: 7d)")
 	} else if j.HistoryRetention.Duration <= 0 {
 		v.report(rp, "must be positive (got %s)", v.num(rp, j.HistoryRetention.String()))
+	}
+}
+
+// joinTable checks a join step's table topic.
+func (v *validator) joinTable(at stepAt) {
+	j, jp := at.st.Join, at.sp+".join"
+	switch {
+	case strings.TrimSpace(j.Table) == "":
+		v.report(jp+".table", "required: the table's topic, compacted and keyed by the lookup key (e.g. table: customers)")
+	case j.Table == at.s.Input.Topic:
+		v.report(jp+".table", "the table %s is the stage's input: a stage cannot join its input with itself", v.q(jp+".table", j.Table))
+	case topicNameProblem(j.Table) != "":
+		v.report(jp+".table", "%s is not a topic name: %s", v.q(jp+".table", j.Table), topicNameProblem(j.Table))
+	default:
+		if i := v.declaredIndex(j.Table); i >= 0 {
+			if pol, ok := v.f.Topics[i].Config["cleanup.policy"]; !ok || pol != "compact" {
+				v.report(jp+".table", "table topic %s must be compacted alone (set config: { cleanup.policy: compact } on topics[%d]): with delete, expired segments would lose table entries", v.q(jp+".table", j.Table), i)
+			}
+		}
 	}
 }
