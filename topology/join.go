@@ -20,8 +20,9 @@ import (
 // lookup reads the value as of the input record's timestamp. In
 // co-partitioned mode, input partition p looks up table partition p: the
 // table topic must have the input's partition count and be keyed the
-// same way (checked at start). The topic itself is the table's changelog:
-// nothing is written to it.
+// same way (checked at start). In global mode every instance holds every
+// table partition, and a lookup reads them all. The topic itself is the
+// table's changelog: nothing is written to it.
 type Join struct {
 	// Table is the table's topic.
 	Table string `yaml:"table"`
@@ -81,8 +82,8 @@ func (v *validator) join(at stepAt) {
 		break
 	}
 	for k, o := range at.s.Transform[:at.i] {
-		if o.Op() == "key" || o.Op() == "explode" {
-			v.report(jp, "transform[%d] %s comes before the join in the same stage: in co_partitioned mode the record must still be in the input partition whose table partition it looks up (join first, then re-key)", k, o.Op())
+		if j.Mode != JoinGlobal && (o.Op() == "key" || o.Op() == "explode") {
+			v.report(jp, "transform[%d] %s comes before the join in the same stage: in co_partitioned mode the record must still be in the input partition whose table partition it looks up (join first, then re-key; or mode: global)", k, o.Op())
 			break
 		}
 	}
@@ -94,9 +95,6 @@ func (v *validator) join(at stepAt) {
 		v.report(jp+".as", "required: the field that gets the table's value (e.g. as: customer)")
 	} else if slices.Contains(strings.Split(j.As, "."), "") {
 		v.report(jp+".as", "%s is not a field path: no empty part (e.g. as: enrich.customer)", v.q(jp+".as", j.As))
-	}
-	if j.Mode == JoinGlobal {
-		v.report(jp+".mode", "global mode is not available yet: use co_partitioned (the table topic keyed like the input, with its partition count), or re-key the input in an earlier stage to match the table")
 	}
 	if rp := jp + ".history_retention"; !v.has(rp) {
 		v.report(rp, "required: how far behind the table's newest timestamp earlier versions are kept (e.g. history_retention: 7d)")

@@ -33,9 +33,8 @@ func TestValidateJoin(t *testing.T) {
 			},
 		},
 		{
-			name:  "global mode",
-			steps: "      - join: { table: customers, key: value.c, as: c, mode: global, history_retention: 1d }\n",
-			want:  []string{"t.yaml:14:62: stages[0].transform[0].join.mode: global mode is not available yet: use co_partitioned (the table topic keyed like the input, with its partition count), or re-key the input in an earlier stage to match the table"},
+			name:  "global mode allows a key step before",
+			steps: "      - key: value.c\n      - join: { table: customers, key: value.c, as: c, mode: global, history_retention: 1d }\n",
 		},
 		{
 			name:  "bad missing",
@@ -45,7 +44,7 @@ func TestValidateJoin(t *testing.T) {
 		{
 			name:  "key step before",
 			steps: "      - key: value.c\n      - join: { table: customers, key: value.c, as: c, history_retention: 1d }\n",
-			want:  []string{"t.yaml:15:15: stages[0].transform[1].join: transform[0] key comes before the join in the same stage: in co_partitioned mode the record must still be in the input partition whose table partition it looks up (join first, then re-key)"},
+			want:  []string{"t.yaml:15:15: stages[0].transform[1].join: transform[0] key comes before the join in the same stage: in co_partitioned mode the record must still be in the input partition whose table partition it looks up (join first, then re-key; or mode: global)"},
 		},
 		{
 			name:  "with dedupe",

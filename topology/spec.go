@@ -183,7 +183,7 @@ var spec = map[string]setting{
 	"stages[].transform[].join.as":        {doc: "The field of the value (dotted for a nested one) that gets the table's value.", required: true},
 	"stages[].transform[].join.missing": {doc: "A key the table does not hold at the record's time: `drop` the record, keep it with `null`, or make it a `dead_letter` (reason transform).",
 		defText: "`drop`", enum: []string{JoinDrop, JoinNull, JoinDeadLetter}, what: "missing rule"},
-	"stages[].transform[].join.mode": {doc: "`co_partitioned`: input partition p looks up table partition p (checked at start). `global` (every instance holds every partition) is not available yet.",
+	"stages[].transform[].join.mode": {doc: "`co_partitioned`: input partition p looks up table partition p (checked at start). `global`: every instance holds every table partition, whatever the keying.",
 		defText: "`co_partitioned`", enum: []string{JoinCoPartitioned, JoinGlobal}, what: "join mode"},
 	"stages[].transform[].join.history_retention": {doc: "How far behind the table's newest timestamp the versions of a key are kept for lookups as of an earlier time: numbers with units d, h, m, s (`7d`).", required: true},
 

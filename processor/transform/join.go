@@ -23,10 +23,15 @@ type Join struct {
 	// HistoryRetention is how far behind a table partition's newest
 	// timestamp earlier versions are kept.
 	HistoryRetention time.Duration
+	// Global: every instance holds every table partition, and a lookup
+	// reads them all (topology.JoinGlobal); else input partition p looks
+	// up table partition p.
+	Global bool
 }
 
 // Table is the table of a join step as the engine passes it with a
-// record: the table partition of the record's input partition.
+// record: the table partition of the record's input partition, or every
+// table partition in global mode.
 type Table interface {
 	// Lookup returns the value key had at time at, and whether it had
 	// one. An error means the table cannot be used: the engine aborts
@@ -60,7 +65,7 @@ func compileJoin(b *builder) runFunc {
 	field := strings.Split(j.As, ".")
 	missing := j.Missing
 	if b.ok {
-		b.p.join = &Join{Step: b.name(), Index: b.idx, Table: j.Table, HistoryRetention: j.HistoryRetention.Duration}
+		b.p.join = &Join{Step: b.name(), Index: b.idx, Table: j.Table, HistoryRetention: j.HistoryRetention.Duration, Global: j.Mode == topology.JoinGlobal}
 	}
 	return func(ctx context.Context, r *Record) ([]Record, error) {
 		tb, _ := ctx.Value(tableKey{}).(Table)

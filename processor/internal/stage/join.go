@@ -31,6 +31,36 @@ import (
 // table update with a timestamp at or before the record's was committed
 // in between (see joins.md, "Late table updates").
 
+// In global mode every instance holds every table partition, whatever
+// input partitions it is assigned: they are restored with the first
+// assignment, kept across revocations, and a lookup reads them all.
+
+// globalTableParts returns the partitions of the global table that are
+// not restored.
+func (s *Stage) globalTableParts(ctx context.Context, j *joinStep) ([]int32, error) {
+	opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	td, err := kadm.NewClient(cl).ListTopics(ctx, j.changelog)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list partitions: %w", err)
+	}
+	restored := j.store.Size()
+	var parts []int32
+	for _, p := range td[j.changelog].Partitions.Numbers() {
+		if _, ok := restored[p]; !ok {
+			parts = append(parts, p)
+		}
+	}
+	return parts, nil
+}
+
 // joinStep is the stage's join step.
 type joinStep struct {
 	stepInfo
@@ -104,7 +134,7 @@ func (x *joinTxn) outputs(r *kgo.Record, src source) (outs []*kgo.Record, skip b
 		}
 		x.fresh = true
 	}
-	tb := &recordTable{v: x.j.store, p: r.Partition}
+	tb := &recordTable{v: x.j.store, p: r.Partition, global: x.j.j.Global}
 	outs, err = t.stage.recordOutputs(transform.WithTable(t.ctx, tb), r)
 	switch {
 	case errors.Is(tb.err, state.ErrNotRestored):
@@ -120,7 +150,7 @@ func (x *joinTxn) outputs(r *kgo.Record, src source) (outs []*kgo.Record, skip b
 }
 
 func (x *joinTxn) verdict(r *kgo.Record) error {
-	_, err := x.t.stage.recordOutputs(transform.WithTable(x.t.ctx, &recordTable{v: x.j.store, p: r.Partition}), r)
+	_, err := x.t.stage.recordOutputs(transform.WithTable(x.t.ctx, &recordTable{v: x.j.store, p: r.Partition, global: x.j.j.Global}), r)
 	return err
 }
 
@@ -135,13 +165,21 @@ func (x *joinTxn) Discard()                     { x.fresh = false }
 // the table. err keeps its first failure, which is the state's, never the
 // record's.
 type recordTable struct {
-	v   *state.Versioned
-	p   int32
-	err error
+	v      *state.Versioned
+	p      int32
+	global bool // every table partition, not p's (see transform.Join.Global)
+	err    error
 }
 
 func (r *recordTable) Lookup(key []byte, at time.Time) ([]byte, bool, error) {
-	v, ok, err := r.v.Lookup(r.p, key, at.UnixMilli())
+	var v []byte
+	var ok bool
+	var err error
+	if r.global {
+		v, ok, err = r.v.LookupAll(key, at.UnixMilli())
+	} else {
+		v, ok, err = r.v.Lookup(r.p, key, at.UnixMilli())
+	}
 	if err != nil && r.err == nil {
 		r.err = err
 	}

@@ -79,13 +79,18 @@ func produceTable(t *testing.T, seeds []string, vs []tableVersion) {
 // from p*10 s.
 func orderAt(i int) int64 { return int64(i/20)*10_000 + int64(i%20)*500 }
 
-// produceOrders writes orders from..to-1, keyed by customer c(i%10).
-func produceOrders(t *testing.T, seeds []string, from, to int) {
+// produceOrders writes orders from..to-1, for customer c(i%10), keyed by
+// customer, or by order with byOrder.
+func produceOrders(t *testing.T, seeds []string, from, to int, byOrder ...bool) {
 	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
 		c := "c" + strconv.Itoa(i%10)
-		recs = append(recs, &kgo.Record{Topic: inTopic, Key: []byte(c), Timestamp: time.UnixMilli(joinBase + orderAt(i)),
+		key := c
+		if len(byOrder) > 0 && byOrder[0] {
+			key = "o" + strconv.Itoa(i)
+		}
+		recs = append(recs, &kgo.Record{Topic: inTopic, Key: []byte(key), Timestamp: time.UnixMilli(joinBase + orderAt(i)),
 			Value: []byte(fmt.Sprintf(`{"order":%d,"customer":%q}`, i, c))})
 	}
 	if err := newClient(t, seeds).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
@@ -112,7 +117,12 @@ func wantTier(vs []tableVersion, i int) *int {
 
 func joinStage(t *testing.T, seeds []string, dir string, opts ...stage.Option) *stage.Stage {
 	t.Helper()
-	p := cleanPipeline(t, nil, "      - join: { table: customers, key: key, as: customer, missing: \"null\", history_retention: 1d }\n")
+	return joinStageWith(t, seeds, dir, "      - join: { table: customers, key: key, as: customer, missing: \"null\", history_retention: 1d }\n", opts...)
+}
+
+func joinStageWith(t *testing.T, seeds []string, dir, steps string, opts ...stage.Option) *stage.Stage {
+	t.Helper()
+	p := cleanPipeline(t, nil, steps)
 	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
@@ -208,4 +218,47 @@ func TestStageJoinAsOfEventTime(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStageJoinGlobal: in global mode the table has its own partition
+// count (2, the input 3) and keying, and orders keyed by order ID find
+// their customer in any table partition, as of their timestamps, across a
+// crash and a restart on an empty state dir, with table updates while the
+// stage runs.
+func TestStageJoinGlobal(t *testing.T) {
+	seeds := dedupeCluster(t, &topology.Topic{Name: tableTopic, Partitions: 2, Config: map[string]string{"cleanup.policy": "compact"}})
+	steps := "      - join: { table: customers, key: value.customer, as: customer, missing: \"null\", mode: global, history_retention: 1d }\n"
+	vs := joinTable(0)
+	produceTable(t, seeds, vs)
+	produceOrders(t, seeds, 0, 20, true)
+	before := crashStage(t, func(t *testing.T, seeds []string, opts ...stage.Option) *stage.Stage {
+		return joinStageWith(t, seeds, t.TempDir(), steps, opts...)
+	}, seeds, failpoint.CrashAfterCommit, 1)
+	s := joinStageWith(t, seeds, t.TempDir(), steps)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(ctx) }()
+	wait := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for accounted(before)+accounted(s.Stats()) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("stats %+v after %+v: want %d records accounted for", s.Stats(), before, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	wait(20)
+	for phase := 1; phase <= 2; phase++ {
+		more := joinTable(phase)
+		produceTable(t, seeds, more)
+		vs = append(vs, more...)
+		produceOrders(t, seeds, phase*20, phase*20+20, true)
+		wait(int64(phase*20 + 20))
+	}
+	cancel()
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	checkJoined(t, seeds, vs, 60)
 }

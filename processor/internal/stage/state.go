@@ -220,7 +220,9 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
 		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q does not exist (%s)", field, what, info.changelog, create)}
 	}
-	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
+	if j, ok := s.step.(*joinStep); ok && j.j.Global {
+		// Any partition count: every instance reads every partition.
+	} else if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
 		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
 			field, what, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions), match)}
 	}
@@ -265,6 +267,17 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	if s.store == nil || len(parts) == 0 {
 		return
+	}
+	if j, ok := s.step.(*joinStep); ok && j.j.Global {
+		var err error
+		if parts, err = s.globalTableParts(ctx, j); err != nil {
+			err = fmt.Errorf("restore table %s: %w", j.changelog, err)
+			s.stateErr.Store(&err)
+			return
+		}
+		if len(parts) == 0 {
+			return // every table partition is restored already
+		}
 	}
 	info := s.step.about()
 	start := time.Now()
@@ -357,6 +370,9 @@ func (s *Stage) restoreOnce(ctx context.Context, info *stepInfo, parts []int32, 
 func (s *Stage) dropState(parts []int32) {
 	if s.store == nil || len(parts) == 0 {
 		return
+	}
+	if j, ok := s.step.(*joinStep); ok && j.j.Global {
+		return // a global table does not follow the input's partitions
 	}
 	if err := s.store.Drop(parts...); err != nil {
 		s.log.Warn("dropping partition state failed", "partitions", parts, "err", err)

@@ -84,6 +84,42 @@ func (v *Versioned) Lookup(p int32, key []byte, ts int64) (value []byte, ok bool
 	return append([]byte{}, last[1:]...), true, nil
 }
 
+// LookupAll is Lookup over every restored partition, for a global table:
+// the latest version at or before ts in any of them (a key is in one
+// partition when one partitioner writes the table; if not, the later
+// version wins, then the higher partition). ErrNotRestored if none is
+// restored.
+func (v *Versioned) LookupAll(key []byte, ts int64) (value []byte, ok bool, err error) {
+	parts := v.Size()
+	if len(parts) == 0 {
+		return nil, false, fmt.Errorf("table: %w", ErrNotRestored)
+	}
+	to := versionKey(key, math.MaxInt64)
+	if ts < math.MaxInt64 {
+		to = versionKey(key, ts+1)
+	}
+	var best []byte
+	bestTS, bestP := int64(math.MinInt64), int32(-1)
+	for p := range parts {
+		var last []byte
+		lastTS := int64(math.MinInt64)
+		err := v.store.Scan(p, versionKey(key, math.MinInt64), to, func(k, val []byte) (bool, error) {
+			last, lastTS = append(last[:0], val...), versionTime(k)
+			return true, nil
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		if len(last) > 0 && (best == nil || lastTS > bestTS || lastTS == bestTS && p > bestP) {
+			best, bestTS, bestP = last, lastTS, p
+		}
+	}
+	if best == nil || best[0] == versionTombstone {
+		return nil, false, nil
+	}
+	return append([]byte{}, best[1:]...), true, nil
+}
+
 // apply puts the table record (key, ts, value; nil is a tombstone) in b,
 // and purges the versions of key that the retention no longer needs, as
 // the database holds them. newest is the partition's newest timestamp.
