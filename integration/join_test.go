@@ -19,6 +19,7 @@ import (
 // in rounds of event time, each round's table versions committed before
 // its orders are produced.
 type joinCase struct {
+	global                 bool // orders keyed by order ID, the table by customer with 2 partitions
 	base                   time.Time
 	customers, rounds      int
 	versionsPer, ordersPer int
@@ -68,6 +69,9 @@ func (jc joinCase) produceRound(t *testing.T, tableCl, ordersCl *kgo.Client, tab
 	recs = recs[:0]
 	for i := r * jc.ordersPer; i < (r+1)*jc.ordersPer; i++ {
 		k, at, v := jc.order(i)
+		if jc.global {
+			k = "o-" + strconv.Itoa(i)
+		}
 		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(k), Value: v, Timestamp: at})
 	}
 	if err := ordersCl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -135,11 +139,25 @@ func (jc joinCase) expectedBySQL(t *testing.T) map[int]string {
 // and joined with the value Postgres computes as of its timestamp over a
 // table of the versions: no mismatch, none doubled or lost.
 func TestJoinAsOfEventTime(t *testing.T) {
+	testJoinAsOfEventTime(t, false)
+}
+
+// TestJoinGlobalAsOfEventTime is TestJoinAsOfEventTime in global mode: a
+// 2-partition table, orders keyed by order ID.
+func TestJoinGlobalAsOfEventTime(t *testing.T) {
+	testJoinAsOfEventTime(t, true)
+}
+
+func testJoinAsOfEventTime(t *testing.T, global bool) {
 	jc := joinCase{base: time.Now().Add(-2 * time.Hour).Truncate(time.Second), customers: 40, rounds: 10,
-		versionsPer: 150, ordersPer: 300, roundLen: time.Minute}
+		versionsPer: 150, ordersPer: 300, roundLen: time.Minute, global: global}
 	table, in, out, dlq, stage := uniqueName("jn_customers"), uniqueName("jn_orders"), uniqueName("jn_out"), uniqueName("jn_dlq"), uniqueName("jn")
+	tableParts, mode := 3, "co_partitioned"
+	if global {
+		tableParts, mode = 2, "global"
+	}
 	topo := userTopology(t, []fileTopic{
-		{name: table, parts: 3, config: map[string]string{"cleanup.policy": "compact"}},
+		{name: table, parts: tableParts, config: map[string]string{"cleanup.policy": "compact"}},
 		{name: in, parts: 3}, {name: out, parts: 3}, {name: dlq, parts: 1},
 	}, fmt.Sprintf(`stages:
   - name: %s
@@ -148,8 +166,8 @@ func TestJoinAsOfEventTime(t *testing.T) {
     dead_letter: { topic: %s }
     commit: { interval: 100ms, max_records: 200 }
     transform:
-      - join: { table: %s, key: value.customer_id, as: customer, missing: "null", history_retention: 30d }
-`, stage, in, out, dlq, table))
+      - join: { table: %s, key: value.customer_id, as: customer, missing: "null", mode: %s, history_retention: 30d }
+`, stage, in, out, dlq, table, mode))
 
 	tableCl := kafkaClient(t, kgo.TransactionalID(uniqueName("jn_table_writer")))
 	defer tableCl.Close()

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/exactly-io/exactly/processor/internal/failpoint"
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/processor/internal/stage"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -261,4 +263,36 @@ func TestStageJoinGlobal(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkJoined(t, seeds, vs, 60)
+}
+
+// TestStageJoinStartCheck: the table topic is checked at start, in the
+// join's words: it exists, is compacted alone, and has the input's
+// partition count unless the join is global.
+func TestStageJoinStartCheck(t *testing.T) {
+	const coPartitioned = "      - join: { table: customers, key: key, as: c, history_retention: 1d }\n"
+	const global = "      - join: { table: customers, key: key, as: c, mode: global, history_retention: 1d }\n"
+	table := func(parts int32, policy string) *topology.Topic {
+		return &topology.Topic{Name: tableTopic, Partitions: parts, Config: map[string]string{"cleanup.policy": policy}}
+	}
+	for _, tc := range []struct {
+		name, steps string
+		table       *topology.Topic
+		want        string
+	}{
+		{name: "missing", steps: coPartitioned, want: `the join's table topic "customers" does not exist (create it compacted, keyed by the lookup key, with the input's partition count)`},
+		{name: "partitions", steps: coPartitioned, table: table(2, "compact"),
+			want: `the join's table topic "customers" has 2 partitions, the input topic "in" has 3 (co_partitioned: input partition p looks up table partition p`},
+		{name: "not compacted", steps: global, table: table(2, "delete"), want: `the join's table topic "customers" has cleanup.policy=delete, want compact alone`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seeds := dedupeCluster(t, tc.table)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := joinStageWith(t, seeds, t.TempDir(), tc.steps).Run(ctx)
+			var ce *fault.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want a config error with %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -196,6 +196,21 @@ func (s *Stage) closeState() {
 	}
 }
 
+// changelogWords says, for checkChangelog's errors, what the changelog
+// topic is, how to create it, and why its partition count must match the
+// input's ("" when it need not: a global join's table).
+func (s *Stage) changelogWords(info *stepInfo) (what, create, match string) {
+	j, join := s.step.(*joinStep)
+	switch {
+	case join && j.j.Global:
+		return "the join's table topic", "create it compacted, keyed by the lookup key", ""
+	case join:
+		return "the join's table topic", "create it compacted, keyed by the lookup key, with the input's partition count",
+			"co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying"
+	}
+	return fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
+}
+
 // checkChangelog is checkStart's look at the stateful step's changelog
 // topic: it exists, has the input topic's partition count, and is
 // compacted. A deleted segment of a changelog would lose state, and a
@@ -211,18 +226,12 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	if err != nil {
 		return fmt.Errorf("describe topics: %w", err)
 	}
-	what, create, match := fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
-	if info.kind == "join" {
-		what, create = "the join's table topic", "create it compacted, keyed by the lookup key, with the input's partition count"
-		match = "co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying"
-	}
+	what, create, match := s.changelogWords(info)
 	cl, ok := td[info.changelog]
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
 		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q does not exist (%s)", field, what, info.changelog, create)}
 	}
-	if j, ok := s.step.(*joinStep); ok && j.j.Global {
-		// Any partition count: every instance reads every partition.
-	} else if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
+	if in := td[s.cfg.Input]; match != "" && len(cl.Partitions) != len(in.Partitions) {
 		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
 			field, what, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions), match)}
 	}
