@@ -207,6 +207,14 @@ func testJoinAsOfEventTime(t *testing.T, global bool) {
 		t.Errorf("the last run logged no restore:\n%s", tail(run.logs.String(), 30))
 	}
 
+	checkJoinOutput(t, jc, out, dlq)
+}
+
+// checkJoinOutput reads out and dlq with kcat read_committed: every order
+// of jc once, joined with the value Postgres computes as of its time, no
+// dead letter.
+func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
+	t.Helper()
 	want := jc.expectedBySQL(t)
 	n := jc.rounds * jc.ordersPer
 	if len(want) != n {
@@ -262,4 +270,54 @@ func testJoinAsOfEventTime(t *testing.T, global bool) {
 	if k := kcatCount(t, dlq); k != 0 {
 		t.Errorf("%s holds %d dead letters, want 0", dlq, k)
 	}
+}
+
+// TestJoinRebalance: the co-partitioned join scaled 1 -> 3 -> 1 instances
+// while table updates and orders arrive: each instance restores the table
+// partitions of the input partitions it gets, and every order is written
+// once, joined as Postgres computes it as of its time.
+func TestJoinRebalance(t *testing.T) {
+	jc := joinCase{base: time.Now().Add(-2 * time.Hour).Truncate(time.Second), customers: 40, rounds: 9,
+		versionsPer: 150, ordersPer: 300, roundLen: time.Minute}
+	table, in, out, dlq, stage := uniqueName("jn_customers"), uniqueName("jn_orders"), uniqueName("jn_out"), uniqueName("jn_dlq"), uniqueName("jn")
+	topo := userTopology(t, []fileTopic{
+		{name: table, parts: 3, config: map[string]string{"cleanup.policy": "compact"}},
+		{name: in, parts: 3}, {name: out, parts: 3}, {name: dlq, parts: 1},
+	}, fmt.Sprintf(`stages:
+  - name: %s
+    input: { topic: %s, format: json }
+    output: { topic: %s, format: json }
+    dead_letter: { topic: %s }
+    commit: { interval: 100ms, max_records: 200 }
+    transform:
+      - join: { table: %s, key: value.customer_id, as: customer, missing: "null", history_retention: 30d }
+`, stage, in, out, dlq, table))
+	tableCl := kafkaClient(t, kgo.TransactionalID(uniqueName("jn_table_writer")))
+	defer tableCl.Close()
+	ordersCl := kafkaClient(t)
+	defer ordersCl.Close()
+	run := func(instance string) *proc {
+		return start(t, nil, "run", "--topology", topo, "--instance-id", instance, "--state-dir", t.TempDir())
+	}
+	rounds := func(from, to int) {
+		for r := from; r < to; r++ {
+			jc.produceRound(t, tableCl, ordersCl, table, in, r)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	one := run("it-1")
+	rounds(0, 3)
+	two, three := run("it-2"), run("it-3")
+	rounds(3, 6)
+	waitLogged(t, three, "state restored", 1, 2*time.Minute, "it-3 restored no partition")
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	two.stop()
+	three.stop()
+	rounds(6, 9)
+	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	one.stop()
+	if n := countLines(one.logs.String(), "state restored"); n < 2 {
+		t.Errorf("it-1 restored %d times, want at least 2 (at start, and on taking back the partitions)", n)
+	}
+	checkJoinOutput(t, jc, out, dlq)
 }
