@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -59,6 +61,27 @@ func (s *Stage) globalTableParts(ctx context.Context, j *joinStep) ([]int32, err
 		}
 	}
 	return parts, nil
+}
+
+// checkCompactionLag warns when the table topic's min.compaction.lag.ms
+// is below the history retention: compaction keeps only a key's latest
+// record, so a table rebuilt from the topic (a new instance, a lost
+// checkpoint) would lack versions a lookup within the retention needs.
+// Kafka Streams sets the changelog of a versioned store likewise (KIP-889).
+func (j *joinStep) checkCompactionLag(log *slog.Logger, configs []kadm.Config) {
+	lag := time.Duration(0)
+	for _, c := range configs {
+		if c.Key == "min.compaction.lag.ms" && c.Value != nil {
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil {
+				lag = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	if lag < j.j.HistoryRetention {
+		log.Warn("the join's table topic may compact away versions within history_retention: a table rebuilt from it then answers lookups as of earlier times with later versions or none",
+			"topic", j.changelog, "min_compaction_lag", lag, "history_retention", j.j.HistoryRetention,
+			"fix", fmt.Sprintf("kafka-configs --alter --entity-type topics --entity-name %s --add-config min.compaction.lag.ms=%d", j.changelog, j.j.HistoryRetention.Milliseconds()))
+	}
 }
 
 // joinStep is the stage's join step.

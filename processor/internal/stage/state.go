@@ -254,6 +254,9 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 				return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
 					field, what, info.changelog, policy)}
 			}
+			if j, ok := s.step.(*joinStep); ok {
+				j.checkCompactionLag(s.log, rc.Configs)
+			}
 			return nil
 		}
 	}
