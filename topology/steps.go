@@ -38,7 +38,7 @@ var stepKinds []stepKind
 func init() {
 	stepKinds = []stepKind{
 		filterKind, setKind, dropKind, renameKind, keyKind, routeKind,
-		explodeKind, headersKind, funcKind, dedupeKind, aggregateKind, statefulKind,
+		explodeKind, headersKind, funcKind, dedupeKind, aggregateKind, statefulKind, joinKind,
 	}
 }
 

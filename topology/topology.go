@@ -388,6 +388,10 @@ type Step struct {
 	// transform.RegisterStateful, with a key-value store of the stage: a
 	// stateful step, at most one per stage (see Stateful).
 	Stateful Stateful `yaml:"stateful"`
+	// Join looks a key up in a table topic as of the record's timestamp
+	// and sets a field of the value to the table's value: a stateful
+	// step, at most one per stage (see Join).
+	Join Join `yaml:"join"`
 }
 
 // Dedupe is the dedupe step: `- dedupe: { id: value.event_id, retention: 7d }`.

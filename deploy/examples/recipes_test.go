@@ -14,7 +14,7 @@ import (
 )
 
 // The recipes the docs link to, by folder name.
-var recipes = []string{"filter-rekey", "dedupe", "windowed-sum", "session-windows", "postgres-upsert", "debezium-postgres", "redrive", "stateful-go"}
+var recipes = []string{"filter-rekey", "dedupe", "windowed-sum", "session-windows", "join-customers", "postgres-upsert", "debezium-postgres", "redrive", "stateful-go"}
 
 // TestRecipes checks every recipe: it has a short README.md, each
 // topology validates and compiles, and each fixture passes `exactly test`

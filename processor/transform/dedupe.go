@@ -36,26 +36,37 @@ var ErrNoID = errors.New("dedupe id is null or empty")
 // expression computes is its shortest text. A failed evaluation, null or
 // "" is an error (ErrNoID for the last two), and the record a dead letter.
 func (d *Dedupe) ID(ctx context.Context, r *Record) ([]byte, error) {
-	b, v, err := d.id.text(ctx, r, "id")
+	b, err := keyText(ctx, d.id, r, "id")
+	if err == nil && len(b) == 0 {
+		return nil, ErrNoID
+	}
+	return b, err
+}
+
+// keyText evaluates prg on r as a key (a dedupe ID, a join's lookup key):
+// a string as its text, any other value but null as its JSON text, an
+// object's keys sorted. field names the setting in errors.
+func keyText(ctx context.Context, prg *program, r *Record, field string) ([]byte, error) {
+	b, v, err := prg.text(ctx, r, field)
 	if err != nil {
-		return nil, fmt.Errorf("id: %w", err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	if len(b) == 0 {
-		return nil, ErrNoID
+		return nil, nil
 	}
 	if _, text := v.(types.String); !text && (b[0] == '{' || b[0] == '[') {
 		// An object's text follows the input's key order and spacing;
 		// CEL holds {"a":1,"b":2} and {"b":2,"a":1} equal, and so does
-		// the ID: keys sorted, numbers by their text.
+		// the key: keys sorted, numbers by their text.
 		// An error inside names the field the expression selects
 		// (`field "v.a"`), as every other path names it.
-		path := d.id.pathOr("id")
+		path := prg.pathOr(field)
 		doc, err := serde.DecodeValue(b, path, serde.AsText)
 		if err != nil {
-			return nil, fmt.Errorf("id: %w", err)
+			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 		if b, err = serde.AppendJSON(nil, doc, path); err != nil {
-			return nil, fmt.Errorf("id: %w", err)
+			return nil, fmt.Errorf("%s: %w", field, err)
 		}
 	}
 	return b, nil

@@ -16,3 +16,12 @@ var ErrStoreClosed = errors.New("state store used after its call returned")
 // engine passes one with each record (see WithStore), a Pipeline applied
 // on its own has none.
 var ErrNoStore = errors.New("no state store for the stateful step")
+
+// ErrNoMatch is the error of a join step with missing: dead_letter whose
+// key the table does not hold as of the record's timestamp.
+var ErrNoMatch = errors.New("the table holds no value for the key at the record's time")
+
+// ErrNoTable is the error of a join step applied without a table: the
+// engine passes one with each record (see WithTable), a Pipeline applied
+// on its own has none.
+var ErrNoTable = errors.New("no table for the join step")

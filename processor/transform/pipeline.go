@@ -24,6 +24,8 @@ type Pipeline struct {
 	aggregate *Aggregate
 	// stateful is the stateful step, one of steps, for the engine.
 	stateful *Stateful
+	// join is the join step, one of steps, for the engine.
+	join *Join
 }
 
 // HasFuncs reports whether a step calls a Go transform, which may block:

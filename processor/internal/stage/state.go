@@ -112,6 +112,10 @@ func newStatefulStep(stage string, p *transform.Pipeline) statefulStep {
 		return &aggregateStep{a: a, stepInfo: info("aggregate", fmt.Sprintf("transform[%d].aggregate", a.Index), topology.AggregateStore,
 			"the windows the lost state held start over: their results count only the records read from now on")}
 	}
+	if j := p.Join(); j != nil {
+		return &joinStep{j: j, stepInfo: stepInfo{kind: "join", field: fmt.Sprintf("transform[%d].join", j.Index), changelog: j.Table,
+			lost: "records are joined with what the table topic still holds"}}
+	}
 	if f := p.Stateful(); f != nil {
 		return &kvStep{stepInfo: info("stateful", fmt.Sprintf("transform[%d].stateful", f.Index), f.Store,
 			"the stateful function starts from the state the changelog still holds")}
@@ -192,6 +196,21 @@ func (s *Stage) closeState() {
 	}
 }
 
+// changelogWords says, for checkChangelog's errors, what the changelog
+// topic is, how to create it, and why its partition count must match the
+// input's ("" when it need not: a global join's table).
+func (s *Stage) changelogWords(info *stepInfo) (what, create, match string) {
+	j, join := s.step.(*joinStep)
+	switch {
+	case join && j.j.Global:
+		return "the join's table topic", "create it compacted, keyed by the lookup key", ""
+	case join:
+		return "the join's table topic", "create it compacted, keyed by the lookup key, with the input's partition count",
+			"co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying"
+	}
+	return fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
+}
+
 // checkChangelog is checkStart's look at the stateful step's changelog
 // topic: it exists, has the input topic's partition count, and is
 // compacted. A deleted segment of a changelog would lose state, and a
@@ -207,13 +226,14 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	if err != nil {
 		return fmt.Errorf("describe topics: %w", err)
 	}
+	what, create, match := s.changelogWords(info)
 	cl, ok := td[info.changelog]
 	if !ok || errors.Is(cl.Err, kerr.UnknownTopicOrPartition) {
-		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q does not exist (%s)", field, info.kind, info.changelog, s.cfg.Origin.CreateHint())}
+		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q does not exist (%s)", field, what, info.changelog, create)}
 	}
-	if in := td[s.cfg.Input]; len(cl.Partitions) != len(in.Partitions) {
-		return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has %d partitions, the input topic %q has %d (a changelog has one partition per input partition; add partitions to match)",
-			field, info.kind, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions))}
+	if in := td[s.cfg.Input]; match != "" && len(cl.Partitions) != len(in.Partitions) {
+		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
+			field, what, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions), match)}
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, info.changelog)
 	if err == nil {
@@ -231,8 +251,11 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 			// Exactly "compact": with "compact,delete" the broker also
 			// deletes segments past retention.ms, state included.
 			if policy != "compact" {
-				return &fault.ConfigError{Err: fmt.Errorf("%s: the %s changelog topic %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
-					field, info.kind, info.changelog, policy)}
+				return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has cleanup.policy=%s, want compact alone (with delete, expired segments would lose state; set it with kafka-configs --alter --add-config cleanup.policy=compact)",
+					field, what, info.changelog, policy)}
+			}
+			if j, ok := s.step.(*joinStep); ok {
+				j.checkCompactionLag(s.log, rc.Configs)
 			}
 			return nil
 		}
@@ -256,6 +279,17 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 func (s *Stage) restoreState(ctx context.Context, parts []int32) {
 	if s.store == nil || len(parts) == 0 {
 		return
+	}
+	if j, ok := s.step.(*joinStep); ok && j.j.Global {
+		var err error
+		if parts, err = s.globalTableParts(ctx, j); err != nil {
+			err = fmt.Errorf("restore table %s: %w", j.changelog, err)
+			s.stateErr.Store(&err)
+			return
+		}
+		if len(parts) == 0 {
+			return // every table partition is restored already
+		}
 	}
 	info := s.step.about()
 	start := time.Now()
@@ -348,6 +382,9 @@ func (s *Stage) restoreOnce(ctx context.Context, info *stepInfo, parts []int32, 
 func (s *Stage) dropState(parts []int32) {
 	if s.store == nil || len(parts) == 0 {
 		return
+	}
+	if j, ok := s.step.(*joinStep); ok && j.j.Global {
+		return // a global table does not follow the input's partitions
 	}
 	if err := s.store.Drop(parts...); err != nil {
 		s.log.Warn("dropping partition state failed", "partitions", parts, "err", err)

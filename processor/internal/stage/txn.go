@@ -116,6 +116,9 @@ func (t *txn) processFetches(fetches kgo.Fetches) error {
 		return err
 	}
 	s := t.stage
+	if pr, ok := t.step.(interface{ polled() }); ok {
+		pr.polled() // a join reads its table again before these records
+	}
 	t.caughtUp = true
 	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 		if len(p.Records) > 0 {

@@ -271,6 +271,9 @@ func Replay(ctx context.Context, opts []kgo.Opt, topic string, parts []int32, rs
 				return err
 			}
 		}
+		if ra, ok := rs[r.Partition].(recordApplier); ok {
+			return ra.ApplyRecord(r)
+		}
 		return rs[r.Partition].Apply(r.Offset, r.Key, r.Value)
 	}, h.Waiting)
 	if err != nil {

@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v4"
 
@@ -65,9 +66,12 @@ type TopicRecords struct {
 type Record struct {
 	Key, Value []byte
 	Headers    []Header
-	Partition  int32  // input: the partition to produce to; -1 lets the producer choose by key
-	Reason     string // dead letters: exactly.dlq.reason
-	Line       int    // where the record is written
+	Partition  int32 // input: the partition to produce to; -1 lets the producer choose by key
+	// Timestamp is an input's record timestamp (event time); zero lets
+	// the producer set the time of producing.
+	Timestamp time.Time
+	Reason    string // dead letters: exactly.dlq.reason
+	Line      int    // where the record is written
 }
 
 // Header is a record header.
@@ -164,7 +168,7 @@ func (p *parser) topics(n *yaml.Node, path string, kind recordKind) []TopicRecor
 }
 
 var fieldNames = map[recordKind][]string{
-	kindInput:      {"key", "key_base64", "value", "value_base64", "headers", "partition"},
+	kindInput:      {"key", "key_base64", "value", "value_base64", "headers", "partition", "timestamp"},
 	kindOutput:     {"key", "key_base64", "value", "value_base64", "headers"},
 	kindDeadLetter: {"reason", "key", "key_base64", "value", "value_base64", "headers"},
 }
@@ -211,6 +215,13 @@ func (p *parser) field(r *Record, name string, v *yaml.Node, fp string) bool {
 		r.Partition = int32(n)
 		if v.Kind != yaml.ScalarNode || err != nil || n < 0 {
 			p.errorf(v, fp, "expected a partition number (0 or more)")
+			return false
+		}
+	case "timestamp":
+		ts, err := time.Parse(time.RFC3339Nano, v.Value)
+		r.Timestamp = ts
+		if v.Kind != yaml.ScalarNode || err != nil {
+			p.errorf(v, fp, "expected an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)")
 			return false
 		}
 	case "reason":

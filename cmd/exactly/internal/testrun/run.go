@@ -251,7 +251,7 @@ func produce(ctx context.Context, cl *kgo.Client, adm *kadm.Client, f *topology.
 				// No key: spread over the partitions in turn.
 				p = int32(i % int(parts[tr.Topic]))
 			}
-			rec := &kgo.Record{Topic: tr.Topic, Partition: p, Key: r.Key, Value: r.Value}
+			rec := &kgo.Record{Topic: tr.Topic, Partition: p, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
 			}

@@ -175,7 +175,7 @@ func TestFixtureErrors(t *testing.T) {
 	tests := []struct{ name, src, want string }{
 		{"unknown top-level field", "input: {}\nexpect: {}\n", "f.yaml:2:1: expect: unknown field (valid: input, output, dead_letters)"},
 		{"no input", "output: {}\n", "f.yaml:1:1: input: required: the records to produce, per topic"},
-		{"unknown record field", "input:\n  a:\n    - { key: k, valu: v }\n", "f.yaml:3:17: input.a[0].valu: unknown field (valid: key, key_base64, value, value_base64, headers, partition)"},
+		{"unknown record field", "input:\n  a:\n    - { key: k, valu: v }\n", "f.yaml:3:17: input.a[0].valu: unknown field (valid: key, key_base64, value, value_base64, headers, partition, timestamp)"},
 		{"reason on an output", "input: {}\noutput:\n  a: [{ reason: decode }]\n", "f.yaml:3:9: output.a[0].reason: unknown field (valid: key, key_base64, value, value_base64, headers)"},
 		{"dead letter without reason", "input: {}\ndead_letters:\n  d: [{ value: x }]\n", "f.yaml:3:7: dead_letters.d[0].reason: required (the exactly.dlq.reason header: decode, transform, key, encode or produce)"},
 		{"value and value_base64", "input:\n  a: [{ value: x, value_base64: eA== }]\n", "f.yaml:2:7: input.a[0]: give value or value_base64, not both"},
@@ -183,6 +183,7 @@ func TestFixtureErrors(t *testing.T) {
 		{"json value not quoted", "input:\n  a: [{ value: {x: 1} }]\n", `f.yaml:2:16: input.a[0].value: expected a string or null (write JSON values in quotes: '{"a":1}')`},
 		{"records not a sequence", "input:\n  a: { value: x }\n", "f.yaml:2:6: input.a: expected a sequence of records ([] for none)"},
 		{"negative partition", "input:\n  a: [{ value: x, partition: -1 }]\n", "f.yaml:2:30: input.a[0].partition: expected a partition number (0 or more)"},
+		{"bad timestamp", "input:\n  a: [{ value: x, timestamp: yesterday }]\n", "f.yaml:2:30: input.a[0].timestamp: expected an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
