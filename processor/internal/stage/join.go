@@ -105,6 +105,16 @@ type joinTxn struct {
 	// fresh: the table was read up to its last stable offsets since the
 	// last poll.
 	fresh bool
+	// reader reads the table for the whole session (created by the first
+	// refresh, closed by close).
+	reader *state.TableReader
+}
+
+// close releases the session's table reader.
+func (x *joinTxn) close() {
+	if x.reader != nil {
+		x.reader.Close()
+	}
 }
 
 // polled is told that a poll returned records: they are joined only once
@@ -135,8 +145,11 @@ func (x *joinTxn) refresh() error {
 			ends[p] = o.Offset
 		}
 	}
-	opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
-	n, err := v.Refresh(ctx, opts, x.j.changelog, ends, listed)
+	if x.reader == nil {
+		opts := append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), append(s.kopts, kgo.WithLogger(kafkaconn.KafkaLogger(s.log)))...)
+		x.reader = state.NewTableReader(opts, x.j.changelog)
+	}
+	n, err := v.Refresh(ctx, x.reader, ends, listed)
 	if n > 0 {
 		s.log.Debug("table refreshed", "topic", x.j.changelog, "records", n)
 	}

@@ -120,7 +120,9 @@ func (s *Stage) runSession(ctx context.Context, adm *kadm.Client) (progressed bo
 			return false, err
 		}
 	}
-	return s.runTxns(ctx, s.newTxn(ctx, sess), adm, topicID, deleted)
+	t := s.newTxn(ctx, sess)
+	defer t.closeStep()
+	return s.runTxns(ctx, t, adm, topicID, deleted)
 }
 
 // resumeTopic returns the input topic's ID. A topic that is new, or
@@ -189,6 +191,13 @@ func (s *Stage) newTxn(ctx context.Context, sess session) *txn {
 		t.step = s.step.begin(t)
 	}
 	return t
+}
+
+// closeStep releases what the stateful step held for the session.
+func (t *txn) closeStep() {
+	if c, ok := t.step.(interface{ close() }); ok {
+		c.close()
+	}
 }
 
 // runTxns polls, processes and commits transactions in t's session until

@@ -146,6 +146,42 @@ func ReadChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 // transactions the read waits for (see watchWaits).
 func readChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map[int32]Range, fn func(r *kgo.Record) error,
 	onWait func([]Wait)) (int64, error) {
+	r := NewTableReader(opts, topic)
+	defer r.Close()
+	return r.read(ctx, ranges, fn, onWait)
+}
+
+// TableReader reads ranges of one topic, read_committed, as ReadChangelog
+// does, with one client kept across reads: a join reads its table after
+// every poll, and a new client per read would cost its connections and
+// metadata each time. It is not safe for concurrent use.
+type TableReader struct {
+	opts  []kgo.Opt
+	topic string
+	cl    *kgo.Client // created by the first read
+}
+
+// NewTableReader returns a reader of topic with the client options opts.
+// Close releases it.
+func NewTableReader(opts []kgo.Opt, topic string) *TableReader {
+	return &TableReader{opts: opts, topic: topic}
+}
+
+// Close closes the reader's client, if it made one.
+func (t *TableReader) Close() {
+	if t.cl != nil {
+		t.cl.Close()
+		t.cl = nil
+	}
+}
+
+// Read is ReadChangelog with the reader's client.
+func (t *TableReader) Read(ctx context.Context, ranges map[int32]Range, fn func(r *kgo.Record) error) (int64, error) {
+	return t.read(ctx, ranges, fn, nil)
+}
+
+func (t *TableReader) read(ctx context.Context, ranges map[int32]Range, fn func(r *kgo.Record) error, onWait func([]Wait)) (int64, error) {
+	topic := t.topic
 	want := map[int32]int64{} // partition -> end, for partitions with records to read
 	from := map[int32]kgo.Offset{}
 	prog := &readProgress{next: map[int32]int64{}, end: map[int32]int64{}, at: time.Now()}
@@ -159,20 +195,36 @@ func readChangelog(ctx context.Context, opts []kgo.Opt, topic string, ranges map
 	if len(want) == 0 {
 		return 0, nil
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // see readContiguous
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(),
-		// Bounded fetches: a restore buffers at most one fetch per
-		// broker, and decoded records take several times their bytes.
-		kgo.FetchMaxBytes(restoreFetchBytes),
-		kgo.FetchMaxPartitionBytes(restoreFetchBytes/2),
-	)...)
-	if err != nil {
-		return 0, fmt.Errorf("read changelog %s: %w", topic, err)
+	cl := t.cl
+	if cl == nil {
+		var err error
+		cl, err = kgo.NewClient(append(append([]kgo.Opt(nil), t.opts...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
+			kgo.ConsumeResetOffset(kgo.NoResetOffset()), // see readContiguous
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.KeepControlRecords(),
+			// Bounded fetches: a restore buffers at most one fetch per
+			// broker, and decoded records take several times their bytes.
+			kgo.FetchMaxBytes(restoreFetchBytes),
+			kgo.FetchMaxPartitionBytes(restoreFetchBytes/2),
+		)...)
+		if err != nil {
+			return 0, fmt.Errorf("read changelog %s: %w", topic, err)
+		}
+		t.cl = cl
+	} else {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: from})
 	}
-	defer cl.Close()
+	// The partitions stop being consumed when the read ends, whatever its
+	// outcome: what was fetched past the ends is dropped, and the next
+	// read starts each partition at its own From.
+	defer func() {
+		ps := make([]int32, 0, len(from))
+		for p := range from {
+			ps = append(ps, p)
+		}
+		cl.RemoveConsumePartitions(map[string][]int32{topic: ps})
+	}()
 	if onWait != nil {
 		stop := watchWaits(ctx, kadm.NewClient(cl), topic, prog, onWait)
 		defer stop()

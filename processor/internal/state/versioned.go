@@ -196,11 +196,13 @@ type recordApplier interface {
 }
 
 // Refresh reads, read_committed, what each restored partition of parts
-// has gained in table topic since its checkpoint, up to ends (the
-// partitions' last stable offsets, listed at listed), and applies it with
-// the checkpoint moved to the end. A partition dropped meanwhile is left
-// to its next restore. It returns the records applied.
-func (v *Versioned) Refresh(ctx context.Context, opts []kgo.Opt, topic string, ends map[int32]int64, listed time.Time) (int64, error) {
+// has gained in the table topic of tr since its checkpoint, up to ends
+// (the partitions' last stable offsets, listed at listed), and applies it
+// with the checkpoint moved to the end. It reads nothing when every
+// partition was already read up to its end. A partition dropped meanwhile
+// is left to its next restore. It returns the records applied.
+func (v *Versioned) Refresh(ctx context.Context, tr *TableReader, ends map[int32]int64, listed time.Time) (int64, error) {
+	topic := tr.topic
 	ranges := map[int32]Range{}
 	parts := map[int32]*part{}
 	for p, end := range ends {
@@ -226,7 +228,7 @@ func (v *Versioned) Refresh(ctx context.Context, opts []kgo.Opt, topic string, e
 		v.mu.Unlock()
 		next[p] = &np
 	}
-	n, err := ReadChangelog(ctx, opts, topic, ranges, func(r *kgo.Record) error {
+	n, err := tr.Read(ctx, ranges, func(r *kgo.Record) error {
 		np := next[r.Partition]
 		if len(r.Key) == 0 {
 			return nil
