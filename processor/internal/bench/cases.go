@@ -54,7 +54,8 @@ type runner struct {
 	input   string
 	total   int64 // input end offsets
 	hasALOS bool
-	win     *winInput // the windowed case's input, made in its first round
+	win     *winInput  // the windowed case's input, made in its first round
+	joinIn  *joinInput // the join case's input, made in its first round
 }
 
 func run(ctx context.Context, cfg config) (*report, error) {
@@ -72,7 +73,7 @@ func run(ctx context.Context, cfg config) (*report, error) {
 	}
 	logf("run %s: %d records x %d B, %d partitions; logs in %s", k.run, cfg.records, recordSize, cfg.partitions, r.dir)
 
-	if cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["windowed"] || cfg.cases["latency"] || cfg.cases["sink"] {
+	if cfg.cases["alos"] || cfg.cases["eos"] || cfg.cases["windowed"] || cfg.cases["join"] || cfg.cases["latency"] || cfg.cases["sink"] {
 		if err := r.buildExactly(ctx); err != nil {
 			return rep, err
 		}
@@ -106,7 +107,8 @@ func run(ctx context.Context, cfg config) (*report, error) {
 			step{"alos", func(ctx context.Context) error { return r.alos(ctx, round) }},
 			step{"eos", func(ctx context.Context) error { return r.eos(ctx, round) }},
 			step{"kstreams", func(ctx context.Context) error { return r.kstreams(ctx, round) }},
-			step{"windowed", func(ctx context.Context) error { return r.windowed(ctx, round) }})
+			step{"windowed", func(ctx context.Context) error { return r.windowed(ctx, round) }},
+			step{"join", func(ctx context.Context) error { return r.join(ctx, round) }})
 	}
 	steps = append(steps, step{"latency", r.latency}, step{"sink", r.sink})
 	for _, s := range steps {

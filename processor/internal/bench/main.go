@@ -8,7 +8,11 @@
 // windowed case reads its own input (1 KiB JSON events keyed by one of
 // -windowed-keys keys, event times over -windowed-minutes minutes) into
 // per-key, per-minute counts and sums, in exactly and in Kafka Streams,
-// and checks both outputs against the counts it computed.
+// and checks both outputs against the counts it computed. The join case
+// joins its own orders (1 KiB JSON keyed by customer ID) with a compacted
+// customers table topic, co-partitioned, in exactly's join step and in a
+// Kafka Streams KStream-KTable join on a versioned store, and checks that
+// both write every order once with its customer.
 //
 //	source /tmp/exactly-local/env   # deploy/local/up.sh
 //	go run -tags integration ./processor/internal/bench [-records 200000] [-partitions 3] [-profile FILE] [-cases windowed]
@@ -56,7 +60,7 @@ type config struct {
 }
 
 // allCases are the case groups of -cases, in run order.
-var allCases = []string{"limit", "alos", "eos", "kstreams", "windowed", "latency", "sink"}
+var allCases = []string{"limit", "alos", "eos", "kstreams", "windowed", "join", "latency", "sink"}
 
 func main() {
 	var cfg config

@@ -19,12 +19,14 @@ var groupColors = map[string]color.Color{
 	"eos":      color.RGBA{R: 30, G: 90, B: 180, A: 255},
 	"kstreams": color.RGBA{R: 230, G: 130, B: 40, A: 255},
 	"windowed": color.RGBA{R: 110, G: 60, B: 170, A: 255},
+	"join":     color.RGBA{R: 200, G: 60, B: 120, A: 255},
 	"sink":     color.RGBA{R: 60, G: 160, B: 90, A: 255},
 }
 
 var groupLegend = []struct{ group, label string }{
 	{"limit", "broker limit"}, {"alos", "exactly at-least-once"}, {"eos", "exactly exactly-once"},
-	{"kstreams", "Kafka Streams exactly_once_v2"}, {"windowed", "exactly windowed count"}, {"sink", "Postgres"},
+	{"kstreams", "Kafka Streams exactly_once_v2"}, {"windowed", "exactly windowed count"},
+	{"join", "exactly join"}, {"sink", "Postgres"},
 }
 
 // plot draws every measured case as a horizontal bar of records/s, the

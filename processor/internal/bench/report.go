@@ -19,7 +19,7 @@ import (
 
 type caseResult struct {
 	Name        string  `json:"name"`
-	Group       string  `json:"group"` // limit, alos, eos, kstreams, windowed, sink
+	Group       string  `json:"group"` // limit, alos, eos, kstreams, windowed, join, sink
 	Records     int64   `json:"records"`
 	RecordsPerS float64 `json:"records_per_s"`          // steady state
 	WallS       float64 `json:"wall_s,omitempty"`       // process start to the last record committed
@@ -182,6 +182,7 @@ func (r *report) finish() {
 	jdbcIns, jdbcUps := r.rate(caseJDBCInsertM), r.rate(caseJDBCUpsertM)
 	jdbcInsD, jdbcUpsD := r.rate(caseJDBCInsert), r.rate(caseJDBCUpsert)
 	eosWin, ksWin, ksWinM := r.rate(caseEOSWin), r.rate(caseKSWin), r.rate(caseKSWinM)
+	eosJoin, ksJoin, ksJoinM := r.rate(caseEOSJoin), r.rate(caseKSJoin), r.rate(caseKSJoinM)
 	for _, x := range []ratio{
 		{"EOS 3-step CEL/EOS pass-through", div(eosCEL, eosPass)},
 		{"EOS/ALOS pass-through", div(eosPass, alosPass)},
@@ -195,6 +196,8 @@ func (r *report) finish() {
 		{"exactly EOS 3-step CEL/produce limit", div(eosCEL, prod)},
 		{"exactly/Kafka Streams matched windowed count", div(eosWin, ksWinM)},
 		{"exactly/Kafka Streams defaults windowed count", div(eosWin, ksWin)},
+		{"exactly/Kafka Streams matched join", div(eosJoin, ksJoinM)},
+		{"exactly/Kafka Streams defaults join", div(eosJoin, ksJoin)},
 		{"sink/COPY", div(sink, cp)},
 		{"sink upsert/COPY", div(sinkUpsert, cp)},
 		{"sink upsert/hand-written upsert", div(sinkUpsert, hand)},
@@ -220,6 +223,7 @@ func (r *report) finish() {
 	atLeast("exactly >= 2.0 x Kafka Streams matched, 3-step", 2.0, div(eosCEL, ksCELM))
 	atLeast("windowed count >= 1.5 x Kafka Streams matched", 1.5, div(eosWin, ksWinM))
 	atLeast("windowed count >= 1.5 x Kafka Streams defaults", 1.5, div(eosWin, ksWin))
+	atLeast("join >= 2.0 x Kafka Streams matched", 2.0, div(eosJoin, ksJoinM))
 	atLeast("EOS >= 0.95 x ALOS, pass-through", 0.95, div(eosPass, alosPass))
 	atLeast("EOS >= 0.95 x ALOS, 3-step", 0.95, div(eosCEL, alosCEL))
 

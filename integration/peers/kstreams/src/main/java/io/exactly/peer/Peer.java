@@ -26,12 +26,14 @@ import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.TimestampExtractor;
+import org.apache.kafka.streams.state.Stores;
 
 /**
  * The Kafka Streams peer of exactly's benchmark: one stage, one instance,
@@ -54,6 +56,14 @@ import org.apache.kafka.streams.processor.TimestampExtractor;
  *       topic), suppress(untilWindowCloses). Each result is written as
  *       {@code {"key","start_ms","end_ms","n","total"}} keyed by the key
  *       (exactly's aggregate step with emit: final).</li>
+ *   <li>{@code join:TABLE:HISTORY_MS}: a KStream-KTable join of the input,
+ *       keyed by customer ID, with the table topic TABLE (same key, same
+ *       partition count), the table materialized in a versioned store
+ *       (Stores.persistentVersionedKeyValueStore, history HISTORY_MS, with
+ *       its changelog topic), so that each record is joined with the
+ *       table as of its timestamp; each order is written with the
+ *       customer's JSON value added as {@code customer} (exactly's join
+ *       step with {@code as: customer}).</li>
  * </ul>
  * A record that is not a JSON object is dropped (the benchmark has none).
  *
@@ -70,7 +80,7 @@ public final class Peer {
 
   public static void main(String[] args) throws Exception {
     if (args.length < 6) {
-      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel|window:GRACE_MS STATE_DIR [KEY=VALUE ...]");
+      System.err.println("usage: Peer BOOTSTRAP APPLICATION_ID INPUT OUTPUT pass|cel|window:GRACE_MS|join:TABLE:HISTORY_MS STATE_DIR [KEY=VALUE ...]");
       System.exit(2);
     }
     String mode = args[4];
@@ -79,8 +89,16 @@ public final class Peer {
       graceMs = Long.parseLong(mode.substring("window:".length()));
       mode = "window";
     }
-    if (!mode.equals("pass") && !mode.equals("cel") && !mode.equals("window")) {
-      System.err.println("mode must be pass, cel or window:GRACE_MS");
+    String table = null;
+    long historyMs = -1;
+    if (mode.startsWith("join:")) {
+      String[] parts = mode.split(":");
+      table = parts[1];
+      historyMs = Long.parseLong(parts[2]);
+      mode = "join";
+    }
+    if (!mode.equals("pass") && !mode.equals("cel") && !mode.equals("window") && !mode.equals("join")) {
+      System.err.println("mode must be pass, cel, window:GRACE_MS or join:TABLE:HISTORY_MS");
       System.exit(2);
     }
     Properties p = new Properties();
@@ -104,6 +122,8 @@ public final class Peer {
     StreamsBuilder b = new StreamsBuilder();
     if (mode.equals("window")) {
       windowed(b, args[2], args[3], graceMs);
+    } else if (mode.equals("join")) {
+      joined(b, args[2], table, args[3], historyMs);
     } else {
       KStream<byte[], byte[]> in = b.stream(args[2], Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()));
       KStream<byte[], byte[]> out = mode.equals("pass")
@@ -191,6 +211,33 @@ public final class Peer {
         .toStream()
         .map((Windowed<byte[]> w, long[] agg) -> KeyValue.pair(w.key(), windowJson(w, agg)))
         .to(output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+  }
+
+  /** The join topology of mode join (see the class comment). */
+  private static void joined(StreamsBuilder b, String input, String table, String output, long historyMs) {
+    KTable<byte[], byte[]> customers = b.table(table, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()),
+        Materialized.<byte[], byte[]>as(Stores.persistentVersionedKeyValueStore("customers", Duration.ofMillis(historyMs)))
+            .withKeySerde(Serdes.ByteArray())
+            .withValueSerde(Serdes.ByteArray()));
+    b.stream(input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+        .join(customers, Peer::withCustomer)
+        .filter((k, v) -> v != null)
+        .to(output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+  }
+
+  /** The order with the customer's JSON value as its {@code customer}; null if either is no JSON object. */
+  private static byte[] withCustomer(byte[] order, byte[] customer) {
+    try {
+      JsonNode o = JSON.readTree(order);
+      JsonNode c = JSON.readTree(customer);
+      if (!o.isObject()) {
+        return null;
+      }
+      ((ObjectNode) o).set("customer", c);
+      return JSON.writeValueAsBytes(o);
+    } catch (Exception e) {
+      return null;
+    }
   }
 
   /** The count and sum of a window, 16 bytes: count, then sum, big-endian. */
