@@ -55,7 +55,8 @@ func (s *Sink) findDeleted(b *batch, fp kgo.FetchTopicPartition) {
 		expect = pos.next
 	}
 	if to := min(fp.LogStartOffset, first); to > expect {
-		b.deleted = append(b.deleted, resetlog.Partition{Partition: fp.Partition, From: expect, To: to})
+		b.deleted = append(b.deleted, resetlog.Partition{Partition: fp.Partition, From: expect, To: to,
+			NoPosition: !ok && !pos.rewind && !pos.stored})
 	}
 }
 
@@ -67,6 +68,11 @@ func (s *Sink) recordDeleted(ctx context.Context, b *batch) error {
 		return nil
 	}
 	for _, g := range b.deleted {
+		if g.NoPosition {
+			s.log.Info("the sink starts on a partition at its log start: the offsets below were deleted before it first ran; recording the range in the reset log, where exactly verify reports it as lost if the topology writes the topic",
+				"topic", s.cfg.Input, "partition", g.Partition, "from", g.From, "to", g.To, "log_topic", resetlog.Topic)
+			continue
+		}
 		s.log.Warn("input records were deleted before the sink read them (retention.ms, or records deleted); recording the range in the reset log, where exactly verify reports it as lost",
 			"topic", s.cfg.Input, "partition", g.Partition, "from", g.From, "to", g.To, "log_topic", resetlog.Topic)
 	}
@@ -77,7 +83,13 @@ func (s *Sink) recordDeleted(ctx context.Context, b *batch) error {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		err := resetlog.Write(wctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e)
 		cancel()
-		if err == nil {
+		if err == nil || resetlog.OnlyNoPosition(b.deleted) {
+			if err != nil {
+				// A first start on an old topic: not worth holding the
+				// batch for; verify sees the range while no position is
+				// stored there.
+				s.log.Warn("cannot record where the sink first started in the reset log", "log_topic", resetlog.Topic, "err", err)
+			}
 			b.recorded = true
 			return nil
 		}

@@ -67,6 +67,11 @@ type Partition struct {
 	Partition int32 `json:"partition"`
 	From      int64 `json:"from"`
 	To        int64 `json:"to"`
+	// NoPosition: the reader had no stored position on the partition, so
+	// the range lies below where it first started. That loses records
+	// only of a topic the topology writes: an input's history deleted by
+	// retention before the pipeline existed is no loss (verify judges).
+	NoPosition bool `json:"no_position,omitempty"`
 }
 
 // Create creates Topic unless it exists: one partition, the broker's
@@ -172,7 +177,9 @@ func Ranges(entries []Entry, cause string, of Entry) map[int32][]Partition {
 		slices.SortFunc(rs, func(a, b Partition) int { return int(a.From - b.From) })
 		merged := rs[:1]
 		for _, r := range rs[1:] {
-			if last := &merged[len(merged)-1]; r.From <= last.To {
+			// Ranges below a first start stay apart: verify drops them
+			// for a topic the topology does not write.
+			if last := &merged[len(merged)-1]; r.From <= last.To && r.NoPosition == last.NoPosition {
 				last.To = max(last.To, r.To)
 				continue
 			}
@@ -190,8 +197,9 @@ func Ranges(entries []Entry, cause string, of Entry) map[int32][]Partition {
 // client resumes at the log start when a position falls below it,
 // silently). Safe for concurrent use.
 type Watch struct {
-	mu   sync.Mutex
-	next map[int32]int64
+	mu    sync.Mutex
+	next  map[int32]int64
+	first map[int32]bool // no stored position: starting for the first time
 }
 
 // Expect sets the next offset the reader reads of partition p: its
@@ -204,6 +212,19 @@ func (w *Watch) Expect(p int32, next int64) {
 		w.next = map[int32]int64{}
 	}
 	w.next[p] = next
+	delete(w.first, p)
+}
+
+// ExpectFirst notes that the reader has no stored position on partition
+// p: it starts at the log start, and a range below it is NoPosition.
+func (w *Watch) ExpectFirst(p int32) {
+	w.Expect(p, 0)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.first == nil {
+		w.first = map[int32]bool{}
+	}
+	w.first[p] = true
 }
 
 // Polled notes the records [first, last] of partition p polled from a
@@ -218,11 +239,26 @@ func (w *Watch) Polled(p int32, logStart, first, last int64) (Partition, bool) {
 		return Partition{}, false
 	}
 	w.next[p] = max(exp, last+1)
+	noPosition := w.first[p]
+	delete(w.first, p)
 	// Offsets below the log start that the reader never read; the ones
 	// from first on were read (the log start can pass them after the
 	// fetch).
 	if to := min(logStart, first); ok && to > exp {
-		return Partition{Partition: p, From: exp, To: to}, true
+		return Partition{Partition: p, From: exp, To: to, NoPosition: noPosition}, true
 	}
 	return Partition{}, false
+}
+
+// OnlyNoPosition reports whether every range of ps lies below where its
+// reader first started (Partition.NoPosition): recording them can fail
+// without losing anything verify needs to judge a topic the reader's
+// own history decides.
+func OnlyNoPosition(ps []Partition) bool {
+	for _, p := range ps {
+		if !p.NoPosition {
+			return false
+		}
+	}
+	return true
 }

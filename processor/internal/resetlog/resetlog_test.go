@@ -12,7 +12,7 @@ import (
 func TestWatchPolled(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
-		expect                int64 // -1: none
+		expect                int64 // -1: none; -2: no stored position (ExpectFirst)
 		logStart, first, last int64
 		want                  Partition
 		ok                    bool
@@ -23,11 +23,15 @@ func TestWatchPolled(t *testing.T) {
 		{name: "no position and a log start past 0", expect: 0, logStart: 7, first: 7, last: 8, want: Partition{Partition: 0, From: 0, To: 7}, ok: true},
 		{name: "log start passed after the fetch", expect: 5, logStart: 30, first: 20, last: 25, want: Partition{Partition: 0, From: 5, To: 20}, ok: true},
 		{name: "not expected", expect: -1, logStart: 12, first: 12, last: 20},
+		{name: "first start", expect: -2, logStart: 7, first: 7, last: 8, want: Partition{Partition: 0, From: 0, To: 7, NoPosition: true}, ok: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var w Watch
-			if tc.expect >= 0 {
+			switch {
+			case tc.expect >= 0:
 				w.Expect(0, tc.expect)
+			case tc.expect == -2:
+				w.ExpectFirst(0)
 			}
 			got, ok := w.Polled(0, tc.logStart, tc.first, tc.last)
 			if ok != tc.ok || got != tc.want {
@@ -46,15 +50,28 @@ func TestRanges(t *testing.T) {
 		return Entry{Kind: "stage", Name: name, Topic: "in", TopicID: "id", Cause: cause, Partitions: ps}
 	}
 	got := Ranges([]Entry{
-		e(CauseDeletedUnread, "clean", Partition{0, 5, 12}),
-		e(CauseDeletedUnread, "clean", Partition{0, 10, 15}, Partition{1, 0, 3}),
-		e(CauseDeletedUnread, "clean", Partition{0, 20, 22}),
-		e("", "clean", Partition{0, 30, 40}),                 // a reset
-		e(CauseDeletedUnread, "other", Partition{0, 30, 40}), // another stage
-		e(CausePastRetention, "clean", Partition{0, 50, 60}), // another cause
-		{Kind: "stage", Name: "clean", Topic: "in", TopicID: "old", Cause: CauseDeletedUnread, Partitions: []Partition{{0, 70, 80}}},
+		e(CauseDeletedUnread, "clean", Partition{Partition: 0, From: 5, To: 12}),
+		e(CauseDeletedUnread, "clean", Partition{Partition: 0, From: 10, To: 15}, Partition{Partition: 1, From: 0, To: 3}),
+		e(CauseDeletedUnread, "clean", Partition{Partition: 0, From: 20, To: 22}),
+		e("", "clean", Partition{Partition: 0, From: 30, To: 40}),                 // a reset
+		e(CauseDeletedUnread, "other", Partition{Partition: 0, From: 30, To: 40}), // another stage
+		e(CausePastRetention, "clean", Partition{Partition: 0, From: 50, To: 60}), // another cause
+		{Kind: "stage", Name: "clean", Topic: "in", TopicID: "old", Cause: CauseDeletedUnread, Partitions: []Partition{{Partition: 0, From: 70, To: 80}}},
 	}, CauseDeletedUnread, Entry{Kind: "stage", Name: "clean", Topic: "in", TopicID: "id"})
-	want := map[int32][]Partition{0: {{0, 5, 15}, {0, 20, 22}}, 1: {{1, 0, 3}}}
+	want := map[int32][]Partition{0: {{Partition: 0, From: 5, To: 15}, {Partition: 0, From: 20, To: 22}}, 1: {{Partition: 1, From: 0, To: 3}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Ranges = %v, want %v", got, want)
+	}
+}
+
+// A range below a first start is not merged with a range below a
+// position: verify may drop the one and must keep the other.
+func TestRangesKeepFirstStartsApart(t *testing.T) {
+	e := Entry{Kind: "sink", Name: "s", Topic: "in", TopicID: "id", Cause: CauseDeletedUnread, Partitions: []Partition{
+		{Partition: 0, From: 0, To: 6, NoPosition: true}, {Partition: 0, From: 5, To: 12},
+	}}
+	got := Ranges([]Entry{e}, CauseDeletedUnread, Entry{Kind: "sink", Name: "s", Topic: "in", TopicID: "id"})
+	want := map[int32][]Partition{0: {{Partition: 0, From: 0, To: 6, NoPosition: true}, {Partition: 0, From: 5, To: 12}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Ranges = %v, want %v", got, want)
 	}

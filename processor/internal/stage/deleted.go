@@ -41,6 +41,11 @@ func (s *Stage) noteDeleted(ctx context.Context, w *resetlog.Watch, topicID [16]
 		return nil
 	}
 	for _, g := range gaps {
+		if g.NoPosition {
+			s.log.Info("the stage starts on a partition at its log start: the offsets below were deleted before it first ran; recording the range in the reset log, where exactly verify reports it as lost if the topology writes the topic",
+				"topic", s.cfg.Input, "partition", g.Partition, "from", g.From, "to", g.To, "log_topic", resetlog.Topic)
+			continue
+		}
 		s.log.Warn("input records were deleted before the stage read them (retention.ms, or records deleted); recording the range in the reset log, where exactly verify reports it as lost",
 			"topic", s.cfg.Input, "partition", g.Partition, "from", g.From, "to", g.To, "log_topic", resetlog.Topic)
 	}
@@ -52,6 +57,13 @@ func (s *Stage) noteDeleted(ctx context.Context, w *resetlog.Watch, topicID [16]
 		e.TopicID = kadm.TopicID(topicID).String()
 	}
 	err := resetlog.Write(wctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e)
+	if err != nil && resetlog.OnlyNoPosition(gaps) {
+		// A first start on an old topic: not worth stopping the stage
+		// for (the reset log may not even be writable to it), and verify
+		// sees the range while the group has no offset there.
+		s.log.Warn("cannot record where the stage first started in the reset log", "log_topic", resetlog.Topic, "err", err)
+		return nil
+	}
 	if err != nil {
 		for _, g := range gaps {
 			w.Expect(g.Partition, g.From)
@@ -66,6 +78,10 @@ func (s *Stage) noteDeleted(ctx context.Context, w *resetlog.Watch, topicID [16]
 // log start, and every offset below it was never read by the stage).
 func expectPositions(w *resetlog.Watch, input string, offsets map[string]map[int32]kgo.Offset, committed map[int32]partpos.StoredPosition) {
 	for p := range offsets[input] {
-		w.Expect(p, committed[p].Offset)
+		if pos, ok := committed[p]; ok {
+			w.Expect(p, pos.Offset)
+		} else {
+			w.ExpectFirst(p)
+		}
 	}
 }

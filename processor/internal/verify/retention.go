@@ -43,20 +43,27 @@ func (d DeletedUnread) Offsets() int64 { return d.LogStart - d.Position }
 // sorted by partition and offset: for each partition in starts (its log
 // start), [position, log start) when its position in positions is below
 // it, [0, log start) when it has none and the log start is past 0, and
-// the ranges it recorded (resetlog.CauseDeletedUnread), merged.
-func deletedUnread(topic string, positions, starts map[int32]int64, recorded map[int32][]resetlog.Partition) []DeletedUnread {
+// the ranges it recorded (resetlog.CauseDeletedUnread), merged. The
+// ranges below where a reader first started (no position) count only when
+// written: the topology writes topic (a stage's output or dead letters).
+// Of a topic written outside it, they are the history its producers had
+// before the reader existed, which retention was free to delete.
+func deletedUnread(topic string, written bool, positions, starts map[int32]int64, recorded map[int32][]resetlog.Partition) []DeletedUnread {
 	var out []DeletedUnread
 	for p, st := range starts {
 		var rs []DeletedUnread
 		pos, ok := positions[p]
 		switch {
-		case !ok && st > 0:
+		case !ok && st > 0 && written:
 			rs = append(rs, DeletedUnread{Topic: topic, Partition: p, Position: 0, LogStart: st, NoPosition: true})
 		case ok && pos >= 0 && pos < st:
 			rs = append(rs, DeletedUnread{Topic: topic, Partition: p, Position: pos, LogStart: st})
 		}
 		for _, r := range recorded[p] {
-			rs = append(rs, DeletedUnread{Topic: topic, Partition: p, Position: r.From, LogStart: r.To, Recorded: true})
+			if r.NoPosition && !written {
+				continue
+			}
+			rs = append(rs, DeletedUnread{Topic: topic, Partition: p, Position: r.From, LogStart: r.To, Recorded: true, NoPosition: r.NoPosition})
 		}
 		out = append(out, mergeRanges(rs)...)
 	}
@@ -149,15 +156,21 @@ func topicIDs(ctx context.Context, adm *kadm.Client, topics []string) (func(stri
 // OK while a record that was written is gone unread. starts are the log
 // start offsets of the topics read, by topic.
 func (r *Report) checkDeletedUnread(starts map[string]map[int32]int64) {
-	read := map[string]bool{}
+	read, written := map[string]bool{}, map[string]bool{}
 	for _, c := range r.Stages {
 		read[c.Input] = true
+		for _, o := range c.Outputs {
+			written[o] = true
+		}
+		if c.DeadLetter != "" {
+			written[c.DeadLetter] = true
+		}
 	}
 	for _, c := range r.Sinks {
 		read[c.Input] = true
 	}
 	for _, c := range r.Stages {
-		c.DeletedUnread = deletedUnread(c.Input, c.group, starts[c.Input], c.recorded)
+		c.DeletedUnread = deletedUnread(c.Input, written[c.Input], c.group, starts[c.Input], c.recorded)
 		for _, d := range c.DeletedUnread {
 			r.Problems = append(r.Problems, deletedProblem("stage "+c.Name, "group committed offset", d))
 		}
@@ -174,7 +187,7 @@ func (r *Report) checkDeletedUnread(starts map[string]map[int32]int64) {
 		}
 	}
 	for _, c := range r.Sinks {
-		c.DeletedUnread = deletedUnread(c.Input, c.positions, starts[c.Input], c.recorded)
+		c.DeletedUnread = deletedUnread(c.Input, written[c.Input], c.positions, starts[c.Input], c.recorded)
 		for _, d := range c.DeletedUnread {
 			r.Problems = append(r.Problems, deletedProblem("sink "+c.Name, "stored position", d))
 		}
