@@ -173,7 +173,7 @@ func (r *runner) exactlyJoin(ctx context.Context, round int) {
 		res.Error = err.Error()
 		return
 	}
-	r.finishJoin(ctx, &res, p, group, out, true)
+	r.finishStateful(ctx, &res, p, group, out, true, r.joinRun())
 }
 
 // ksJoin runs the Kafka Streams peer's "join" mode over the join input
@@ -186,47 +186,13 @@ func (r *runner) ksJoin(ctx context.Context, label string, round int, settings [
 			ksNote(settings, "Kafka Streams' client defaults")}
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
-	name := ksRunName("join", round, settings)
-	out, err := r.k.topic(ctx, name+"_out", 0)
-	if err == nil {
-		err = r.k.awaitTopics(ctx, out)
-	}
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	app := r.k.group(r.k.name(name))
-	// Kafka Streams creates its changelog topics under the application ID.
-	defer r.k.adoptTopics(app + "-")
-	state, err := os.MkdirTemp("", "bench-kstreams-")
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	defer os.RemoveAll(state)
 	mode := fmt.Sprintf("join:%s:%d", in.customers, joinHistory.Milliseconds())
-	p, err := r.startKStreams(name, app, in.orders, out, mode, state, settings)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	r.finishJoin(ctx, &res, p, app, out, false)
+	r.ksStateful(ctx, &res, ksRunName("join", round, settings), mode, settings, r.joinRun())
 }
 
-// finishJoin watches p until its group has read every order, stops it,
-// checks its output and, if it is right, measures the run into res.
-func (r *runner) finishJoin(ctx context.Context, res *caseResult, p *proc, group, out string, noteExit bool) {
-	m, perr, ok := r.watchStopN(ctx, res, r.k.groupProgress(group, r.joinIn.orders), p, r.joinIn.total)
-	if !ok {
-		return
-	}
-	if noteExit && perr != nil {
-		res.Note += fmt.Sprintf("; exit: %v", perr)
-	}
-	r.checkJoined(ctx, res, out)
-	if res.Error == "" {
-		res.measure(m, p)
-	}
+// joinRun is the join case's input and output check.
+func (r *runner) joinRun() statefulRun {
+	return statefulRun{input: r.joinIn.orders, total: r.joinIn.total, check: r.checkJoined}
 }
 
 // joinedOut is one output record of either system: the order with its

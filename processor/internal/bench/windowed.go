@@ -229,7 +229,7 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 		res.Error = err.Error()
 		return
 	}
-	r.finishWindowed(ctx, &res, p, group, out, true)
+	r.finishStateful(ctx, &res, p, group, out, true, r.windowedRun())
 }
 
 // ksWindowed runs the Kafka Streams peer's "window" mode over the
@@ -241,51 +241,13 @@ func (r *runner) ksWindowed(ctx context.Context, label string, round int, settin
 			ksNote(settings, "Kafka Streams' client defaults")}
 	defer func() { r.rep.add(res) }()
 	logf("%s (round %d)", label, round+1)
-	name := ksRunName("win", round, settings)
-	out, err := r.k.topic(ctx, name+"_out", 0)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	if err := r.k.awaitTopics(ctx, out); err != nil {
-		res.Error = err.Error()
-		return
-	}
-	app := r.k.group(r.k.name(name))
-	// Kafka Streams creates its changelog topics under the application ID.
-	defer r.k.adoptTopics(app + "-")
-	state, err := os.MkdirTemp("", "bench-kstreams-")
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	defer os.RemoveAll(state)
 	mode := fmt.Sprintf("window:%d", windowGrace.Milliseconds())
-	p, err := r.startKStreams(name, app, r.win.topic, out, mode, state, settings)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	r.finishWindowed(ctx, &res, p, app, out, false)
+	r.ksStateful(ctx, &res, ksRunName("win", round, settings), mode, settings, r.windowedRun())
 }
 
-// finishWindowed watches p, the process of a windowed case whose consumer
-// group is group, until the group has read the whole windowed input,
-// stops it, checks the windows it wrote to out and, if they are right,
-// measures the run into res. With noteExit, an error p exited with is
-// added to the note.
-func (r *runner) finishWindowed(ctx context.Context, res *caseResult, p *proc, group, out string, noteExit bool) {
-	m, perr, ok := r.watchStopN(ctx, res, r.k.groupProgress(group, r.win.topic), p, r.win.total)
-	if !ok {
-		return
-	}
-	if noteExit && perr != nil {
-		res.Note += fmt.Sprintf("; exit: %v", perr)
-	}
-	r.checkWindows(ctx, res, out)
-	if res.Error == "" {
-		res.measure(m, p)
-	}
+// windowedRun is the windowed case's input and output check.
+func (r *runner) windowedRun() statefulRun {
+	return statefulRun{input: r.win.topic, total: r.win.total, check: r.checkWindows}
 }
 
 // windowOut is one output record of either system: exactly's aggregate

@@ -1,0 +1,64 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+)
+
+// statefulRun is what a case of a stateful stage (windowed, join) reads
+// and how its output is checked, for either system.
+type statefulRun struct {
+	input string // the topic whose consumption ends the case
+	total int64  // its records
+	// check checks the output topic, setting res.Error if it is wrong.
+	check func(ctx context.Context, res *caseResult, out string)
+}
+
+// ksStateful runs the Kafka Streams peer (Peer.java) in mode over
+// sr.input into a new output topic, with its defaults or with settings.
+func (r *runner) ksStateful(ctx context.Context, res *caseResult, name, mode string, settings []ksSetting, sr statefulRun) {
+	out, err := r.k.topic(ctx, name+"_out", 0)
+	if err == nil {
+		err = r.k.awaitTopics(ctx, out)
+	}
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	app := r.k.group(r.k.name(name))
+	// Kafka Streams creates its changelog topics under the application ID.
+	defer r.k.adoptTopics(app + "-")
+	state, err := os.MkdirTemp("", "bench-kstreams-")
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	defer os.RemoveAll(state)
+	p, err := r.startKStreams(name, app, sr.input, out, mode, state, settings)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	r.finishStateful(ctx, res, p, app, out, false, sr)
+}
+
+// finishStateful watches p, the process of a case whose consumer group is
+// group, until the group has read all of sr.input, stops it, checks what
+// it wrote to out and, if that is right, measures the run into res. With
+// noteExit, an error p exited with is added to the note.
+func (r *runner) finishStateful(ctx context.Context, res *caseResult, p *proc, group, out string, noteExit bool, sr statefulRun) {
+	m, perr, ok := r.watchStopN(ctx, res, r.k.groupProgress(group, sr.input), p, sr.total)
+	if !ok {
+		return
+	}
+	if noteExit && perr != nil {
+		res.Note += fmt.Sprintf("; exit: %v", perr)
+	}
+	sr.check(ctx, res, out)
+	if res.Error == "" {
+		res.measure(m, p)
+	}
+}
