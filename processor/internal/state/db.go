@@ -273,6 +273,25 @@ func (s *Store) scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error
 	return nil
 }
 
+// Last returns copies of the greatest key of partition p in [from, to)
+// and its value: one seek, where Scan would walk the range.
+func (s *Store) Last(p int32, from, to []byte) (k, v []byte, ok bool, err error) {
+	err = s.db.use(func() error {
+		it, err := s.db.db.NewIter(&pebble.IterOptions{LowerBound: s.key(p, from), UpperBound: s.key(p, to)})
+		if err != nil {
+			return err
+		}
+		if it.Last() {
+			k, v, ok = bytes.Clone(it.Key()[len(s.name)+5:]), bytes.Clone(it.Value()), true
+		}
+		return it.Close()
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("state %s: last: %w", s.name, err)
+	}
+	return k, v, ok, nil
+}
+
 // Clear deletes every key of partition p.
 func (s *Store) Clear(p int32) error {
 	lo, hi := s.bounds(p)

@@ -69,19 +69,15 @@ func (v *Versioned) Lookup(p int32, key []byte, ts int64) (value []byte, ok bool
 	if v.get(p) == nil {
 		return nil, false, fmt.Errorf("partition %d: %w", p, ErrNotRestored)
 	}
-	var last []byte
 	to := versionKey(key, math.MaxInt64)
 	if ts < math.MaxInt64 {
 		to = versionKey(key, ts+1)
 	}
-	err = v.store.Scan(p, versionKey(key, math.MinInt64), to, func(_, val []byte) (bool, error) {
-		last = append(last[:0], val...)
-		return true, nil
-	})
-	if err != nil || len(last) == 0 || last[0] == versionTombstone {
+	_, last, found, err := v.store.Last(p, versionKey(key, math.MinInt64), to)
+	if err != nil || !found || len(last) == 0 || last[0] == versionTombstone {
 		return nil, false, err
 	}
-	return append([]byte{}, last[1:]...), true, nil
+	return last[1:], true, nil
 }
 
 // LookupAll is Lookup over every restored partition, for a global table:
@@ -101,15 +97,14 @@ func (v *Versioned) LookupAll(key []byte, ts int64) (value []byte, ok bool, err 
 	var best []byte
 	bestTS, bestP := int64(math.MinInt64), int32(-1)
 	for p := range parts {
-		var last []byte
-		lastTS := int64(math.MinInt64)
-		err := v.store.Scan(p, versionKey(key, math.MinInt64), to, func(k, val []byte) (bool, error) {
-			last, lastTS = append(last[:0], val...), versionTime(k)
-			return true, nil
-		})
+		k, last, found, err := v.store.Last(p, versionKey(key, math.MinInt64), to)
 		if err != nil {
 			return nil, false, err
 		}
+		if !found {
+			continue
+		}
+		lastTS := versionTime(k)
 		if len(last) > 0 && (best == nil || lastTS > bestTS || lastTS == bestTS && p > bestP) {
 			best, bestTS, bestP = last, lastTS, p
 		}
