@@ -55,7 +55,9 @@ func TestStageRecordsInputDeletedUnread(t *testing.T) {
 			got[p.Partition] = p
 		}
 	}
-	want := map[int32]resetlog.Partition{0: {Partition: 0, From: 1, To: 3}, 1: {Partition: 1, From: 0, To: 2}}
+	// Partition 1's range lies below where the stage first started:
+	// verify counts it only if the topology writes the topic.
+	want := map[int32]resetlog.Partition{0: {Partition: 0, From: 1, To: 3}, 1: {Partition: 1, From: 0, To: 2, NoPosition: true}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("recorded %v, want %v", got, want)
 	}
