@@ -95,7 +95,13 @@ func (s *Stage) watchOutputTimes(ctx context.Context, adm *kadm.Client) {
 	ot := &s.outTimes
 	ot.mu.Lock()
 	if ot.seen == nil {
+		// Every declared output topic is read now, before the first
+		// transaction: a route topic first met in a transaction would
+		// be read only at the next refresh, its first outputs unjudged.
 		ot.seen = map[string]bool{s.cfg.Output: true}
+		for _, t := range s.cfg.RouteTopics {
+			ot.seen[t] = true
+		}
 	}
 	ot.mu.Unlock()
 	s.metrics.startOldOutputs(s.cfg.Output)

@@ -15,7 +15,9 @@ import (
 	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/promutil/promtest"
 	"github.com/exactly-io/exactly/processor/internal/stage"
+	"github.com/exactly-io/exactly/processor/transform"
 	"github.com/exactly-io/exactly/topology"
+	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
 const day = 24 * time.Hour
@@ -126,5 +128,49 @@ func TestRedrivenRecordKeepsItsEventTime(t *testing.T) {
 		if v := header(r, deadletter.HeaderRedriveTimestamp); v != "" {
 			t.Errorf("output %s carries %s=%s", r.Key, deadletter.HeaderRedriveTimestamp, v)
 		}
+	}
+}
+
+// A route step's topic is watched from the first transaction, as the
+// output topic is: old outputs routed there are counted and warned about
+// at once, not from the next metadata refresh (an hour away here).
+func TestRoutedOutputsPastRetentionCountedFromTheStart(t *testing.T) {
+	seeds := newCluster(t)
+	const routed = "routed"
+	if _, err := adminFor(t, seeds).CreateTopic(context.Background(), 3, 1, nil, routed); err != nil {
+		t.Fatal(err)
+	}
+	setRetention(t, seeds, routed, day)
+	produceAt(t, seeds, 6, time.Now().Add(-8*day))
+	text := strings.Replace(topologytest.Stage("127.0.0.1:1", "clean", 3, "    transform:\n      - route: [ { topic: "+routed+" } ]\n"),
+		"stages:\n", "  - { name: "+routed+", partitions: 3 }\nstages:\n", 1)
+	f, err := topology.Parse("t.yaml", []byte(text), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := transform.Compile(f, transform.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, m := promtest.Registered(t, stage.NewMetrics)
+	cfg := stage.StageConfig(f, &f.Stages[0], "i1")
+	cfg.Brokers, cfg.KeyField, cfg.MetadataMaxAge = seeds, "event_id", time.Hour
+	s, err := stage.New(cfg, stage.WithTransform(ps["clean"]), stage.WithMetrics(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runUntilStats(t, s, func(st stage.Stats) bool { return st.Produced == 6 }); err != nil {
+		t.Fatal(err)
+	}
+	var counted float64
+	for _, mt := range promtest.Family(t, reg, "exactly_stage_outputs_past_retention_total") {
+		for _, l := range mt.GetLabel() {
+			if l.GetName() == "topic" && l.GetValue() == routed {
+				counted += mt.GetCounter().GetValue()
+			}
+		}
+	}
+	if counted != 6 {
+		t.Errorf("routed outputs past retention counted %v, want 6", counted)
 	}
 }

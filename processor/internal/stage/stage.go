@@ -43,8 +43,10 @@ type Config struct {
 	Brokers    []string // seed brokers, host:port
 	ClientID   string   // Kafka client.id; default "exactly"
 
-	Input        string // input topic
-	Output       string // output topic
+	Input  string // input topic
+	Output string // output topic
+	// RouteTopics are the topics of the route steps, outputs too.
+	RouteTopics  []string
 	DeadLetter   string // dead-letter topic
 	InputFormat  string // serde format name; default "json"
 	OutputFormat string // serde format name; default "json"

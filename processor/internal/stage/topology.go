@@ -16,6 +16,7 @@ func StageConfig(f *topology.File, st *topology.Stage, instanceID string) Config
 		ClientID:               f.Kafka.ClientID,
 		Input:                  st.Input.Topic,
 		Output:                 st.Output.Topic,
+		RouteTopics:            st.OutputTopics()[1:],
 		DeadLetter:             st.DeadLetter.Topic,
 		InputFormat:            st.Input.Format,
 		OutputFormat:           st.Output.Format,
