@@ -284,7 +284,8 @@ func TestVerifyOKWhenOutputsWereReadBeforeTheyWereDeleted(t *testing.T) {
 // A sink that first runs on a topic written outside the topology, whose
 // history retention already deleted, loses nothing: those records were
 // its producers' past, not the pipeline's. Verify is OK after it ran,
-// and before. Records deleted under its stored positions are lost.
+// and before, and after retention deleted what it read. Records deleted
+// under its stored positions are lost.
 func TestVerifyOKForHistoryDeletedBeforeTheSinkFirstRan(t *testing.T) {
 	t.Parallel()
 	s := newSinkSpec("duh")
@@ -308,6 +309,13 @@ func TestVerifyOKForHistoryDeletedBeforeTheSinkFirstRan(t *testing.T) {
 	}
 	if rep, code := runVerify(t, topo); code != 0 || !rep.OK || len(rep.Sinks[0].DeletedUnread) != 0 {
 		t.Fatalf("verify after the sink ran: exit %d, OK %v, deleted unread %+v, problems %q; want OK", code, rep.OK, rep.Sinks[0].DeletedUnread, rep.Problems)
+	}
+	// Retention deletes the records the sink read: their rows are no
+	// extra rows.
+	deleteTo(t, s.in, endOffsets(t, s.in))
+	if rep, code := runVerify(t, topo); code != 0 || !rep.OK || rep.Sinks[0].InputDeleted != 6 || rep.Sinks[0].Extra != 0 {
+		t.Fatalf("verify after the input the sink read was deleted: exit %d, OK %v, rows input deleted %d, extra %d, problems %q; want OK, 6, 0",
+			code, rep.OK, rep.Sinks[0].InputDeleted, rep.Sinks[0].Extra, rep.Problems)
 	}
 
 	// Stopped, the sink misses records deleted under its positions.

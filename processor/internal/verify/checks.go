@@ -88,7 +88,11 @@ type StageCheck struct {
 	// output or dead letter still there names; starts are the log starts
 	// of every topic read.
 	firstKept map[tp]map[int32]int64
-	starts    map[string]map[int32]int64
+	// deletedOut is the offsets deleted below the log starts of the
+	// output topics not yet taken by OutputDeleted for inputs a dedupe
+	// step dropped as copies of an event whose output is gone.
+	deletedOut int64
+	starts     map[string]map[int32]int64
 
 	mayFilter, explodes, dedupes, aggregates bool
 	in, out                                  serde.Codec
@@ -121,11 +125,18 @@ type SinkCheck struct {
 	ResetSkipped int64       `json:"reset_skipped"`
 	ResetSkips   []ResetSkip `json:"reset_skips,omitempty"`
 	// Failures.
-	Missing       int64 `json:"missing_rows"`
-	Extra         int64 `json:"extra_rows"`
-	DuplicateRows int64 `json:"duplicate_rows"`
-	Lost          int64 `json:"lost"` // no row possible and no dead letter
-	Orphans       int64 `json:"orphans"`
+	Missing int64 `json:"missing_rows"`
+	Extra   int64 `json:"extra_rows"`
+	// InputDeleted counts rows whose input record retention deleted
+	// after the sink read it (below the input's log start), and
+	// DeadLetterDeleted inputs whose dead letter retention deleted from
+	// the dead-letter topic: not extra, not missing. Each is bounded by
+	// the offsets deleted there, so a deletion cannot hide more.
+	InputDeleted      int64 `json:"rows_input_deleted,omitempty"`
+	DeadLetterDeleted int64 `json:"dead_letters_deleted,omitempty"`
+	DuplicateRows     int64 `json:"duplicate_rows"`
+	Lost              int64 `json:"lost"` // no row possible and no dead letter
+	Orphans           int64 `json:"orphans"`
 	// Information.
 	DeadLetterRepeats   int64            `json:"dead_letter_repeats"` // at least once by design for a topic; never for a table
 	RowsChecked         bool             `json:"rows_checked"`
@@ -145,10 +156,14 @@ type SinkCheck struct {
 	eventIDs *pgsink.EventIDs
 	// keying holds inputs whose event IDs wait for their keys from
 	// Postgres, which casts them in batches (flushKeys).
-	keying       []keying
-	positions    map[int32]int64
-	topicIDs     map[int32]string // the topic ID of each stored position ("" unknown)
-	lineage, ids *spill
+	keying []keying
+	// deletedIn and deletedDLQ are the offsets deleted below the log
+	// starts of the input and of the dead-letter topic not yet taken
+	// by InputDeleted and DeadLetterDeleted.
+	deletedIn, deletedDLQ int64
+	positions             map[int32]int64
+	topicIDs              map[int32]string // the topic ID of each stored position ("" unknown)
+	lineage, ids          *spill
 }
 
 // Failures returns the number of records or rows that break exactly-once.
@@ -178,11 +193,18 @@ func (r *Report) account(parts []*Partition) error {
 	}
 	for _, c := range r.Stages {
 		c.starts = starts
+		for _, o := range c.Outputs {
+			c.deletedOut += sumStarts(starts[o])
+		}
 		if err := c.account(starts[c.Input]); err != nil {
 			return err
 		}
 	}
 	for _, c := range r.Sinks {
+		c.deletedIn = sumStarts(starts[c.Input])
+		if c.DeadLetterTable == "" && c.DeadLetter != "" {
+			c.deletedDLQ = sumStarts(starts[c.DeadLetter])
+		}
 		if err := c.account(starts[c.Input]); err != nil {
 			return err
 		}
@@ -506,11 +528,18 @@ func (c *StageCheck) accountEventID(recs [][]byte) error {
 	in, out, dropped := n[idIn], n[idOut], n[idDropped]
 	if dropped > 0 && out == 0 {
 		// Dropped, but no copy of the event came out: not a
-		// duplicate the dedupe step removed.
+		// duplicate the dedupe step removed, unless retention deleted
+		// that copy from an output topic.
 		c.Deduplicated -= dropped
-		if c.mayFilter {
+		excused := min(dropped, c.deletedOut)
+		c.deletedOut -= excused
+		c.OutputDeleted += excused
+		dropped -= excused
+		switch {
+		case dropped == 0:
+		case c.mayFilter:
 			c.Filtered += dropped
-		} else {
+		default:
 			c.Lost += dropped
 			c.example("lost: %s of an event ID (sha256 %x) have no output and no dead letter, and no other input of that ID has an output", plural.Count(dropped, "input"), recs[0][:8])
 		}
@@ -584,12 +613,22 @@ func (c *SinkCheck) accountEventID(recs [][]byte) error {
 		c.Expected++
 	}
 	switch {
+	case exp > 0 && rows == 0 && c.deletedDLQ > 0:
+		// Its dead letter may be among those deleted.
+		c.deletedDLQ--
+		c.DeadLetterDeleted++
 	case exp > 0 && rows == 0:
 		c.Missing++
 		c.example("missing: an event ID (sha256 %x) read from %s below the stored position is not in %s", recs[0][:8], c.Input, c.Table)
 	case rows > 0 && exp == 0 && maybe == 0:
-		c.Extra += rows
-		c.example("extra: a row of %s (event ID sha256 %x) comes from no record of %s", c.Table, recs[0][:8], c.Input)
+		// Its input record may be among those deleted.
+		excused := min(rows, c.deletedIn)
+		c.deletedIn -= excused
+		c.InputDeleted += excused
+		if extra := rows - excused; extra > 0 {
+			c.Extra += extra
+			c.example("extra: a row of %s (event ID sha256 %x) comes from no record of %s", c.Table, recs[0][:8], c.Input)
+		}
 	}
 	if rows > 1 {
 		c.DuplicateRows += rows - 1
@@ -637,4 +676,14 @@ func HangingProblem(t status.OpenTxn) string {
 	}
 	return fmt.Sprintf("%s/%d: transaction %s (producer ID %d) open for %s (timeout %s, %s) holds the last stable offset at %d",
 		t.Topic, t.Partition, id, t.ProducerID, t.Open().Round(time.Second), timeout, t.Reason, t.StartOffset)
+}
+
+// sumStarts is the number of offsets below the log starts of a topic's
+// partitions: deleted, records and transaction markers alike.
+func sumStarts(starts map[int32]int64) int64 {
+	var n int64
+	for _, st := range starts {
+		n += st
+	}
+	return n
 }

@@ -151,6 +151,14 @@ func printReport(w io.Writer, rep *processor.VerifyReport, hangingAfter time.Dur
 		if c.Note != "" {
 			fmt.Fprintf(w, "sink %s: %s\n", c.Name, c.Note)
 		}
+		if c.InputDeleted > 0 {
+			fmt.Fprintf(w, "sink %s: %s no input record left: retention deleted it from %s after the sink read it (not extra)\n", c.Name,
+				plural.Count(c.InputDeleted, "row has", "rows have"), c.Input)
+		}
+		if c.DeadLetterDeleted > 0 {
+			fmt.Fprintf(w, "sink %s: %s no row and no dead letter left: retention deleted the dead letter from %s (not missing)\n", c.Name,
+				plural.Count(c.DeadLetterDeleted, "input has", "inputs have"), c.DeadLetter)
+		}
 		for _, e := range c.Examples {
 			fmt.Fprintf(w, "  sink %s: %s\n", c.Name, e)
 		}
