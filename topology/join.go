@@ -88,6 +88,11 @@ func (v *validator) join(at stepAt) {
 		}
 	}
 	v.joinTable(at)
+	if mp := jp + ".missing"; v.d.null[mp] {
+		// Bare null is YAML's null, not the rule "null": it would
+		// silently mean the default, drop.
+		v.report(mp, `is YAML's null, not a rule: write missing: "null" (quoted) to keep the record with null, or drop or dead_letter`)
+	}
 	if strings.TrimSpace(j.Key) == "" {
 		v.report(jp+".key", "required: an expression for the lookup key (e.g. key: value.customer_id)")
 	}

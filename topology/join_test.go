@@ -42,6 +42,11 @@ func TestValidateJoin(t *testing.T) {
 			want:  []string{`t.yaml:14:65: stages[0].transform[0].join.missing: unknown missing rule "skip" (valid: drop, null, dead_letter)`},
 		},
 		{
+			name:  "bare null missing",
+			steps: "      - join: { table: customers, key: value.c, as: c, missing: null, history_retention: 1d }\n",
+			want:  []string{`t.yaml:14:65: stages[0].transform[0].join.missing: is YAML's null, not a rule: write missing: "null" (quoted) to keep the record with null, or drop or dead_letter`},
+		},
+		{
 			name:  "key step before",
 			steps: "      - key: value.c\n      - join: { table: customers, key: value.c, as: c, history_retention: 1d }\n",
 			want:  []string{"t.yaml:15:15: stages[0].transform[1].join: transform[0] key comes before the join in the same stage: in co_partitioned mode the record must still be in the input partition whose table partition it looks up (join first, then re-key; or mode: global)"},
