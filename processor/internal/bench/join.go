@@ -113,22 +113,7 @@ func (r *runner) join(ctx context.Context, round int) error {
 		}
 		r.joinIn = in
 	}
-	r.exactlyJoin(ctx, round)
-	if r.rep.KStreamsBuild == "" {
-		if err := r.buildKStreams(ctx); err != nil {
-			for _, l := range []string{caseKSJoin, caseKSJoinM} {
-				r.rep.add(caseResult{Name: l, Group: "kstreams", Error: err.Error()})
-			}
-			return nil
-		}
-	}
-	matched, err := matchedSettings()
-	if err != nil {
-		return err
-	}
-	r.ksJoin(ctx, caseKSJoin, round, nil)
-	r.ksJoin(ctx, caseKSJoinM, round, matched)
-	return nil
+	return r.statefulRound(ctx, round, r.exactlyJoin, r.ksJoin, caseKSJoin, caseKSJoinM)
 }
 
 func (r *runner) exactlyJoin(ctx context.Context, round int) {

@@ -17,6 +17,29 @@ type statefulRun struct {
 	check func(ctx context.Context, res *caseResult, out string)
 }
 
+// statefulRound runs one round of a stateful case: exactly's stage, then
+// the Kafka Streams peer with its defaults (case def) and with the
+// settings matched to the stage's (case matched).
+func (r *runner) statefulRound(ctx context.Context, round int, exactly func(context.Context, int),
+	ks func(context.Context, string, int, []ksSetting), def, matched string) error {
+	exactly(ctx, round)
+	if r.rep.KStreamsBuild == "" {
+		if err := r.buildKStreams(ctx); err != nil {
+			for _, l := range []string{def, matched} {
+				r.rep.add(caseResult{Name: l, Group: "kstreams", Error: err.Error()})
+			}
+			return nil
+		}
+	}
+	settings, err := matchedSettings()
+	if err != nil {
+		return err
+	}
+	ks(ctx, def, round, nil)
+	ks(ctx, matched, round, settings)
+	return nil
+}
+
 // ksStateful runs the Kafka Streams peer (Peer.java) in mode over
 // sr.input into a new output topic, with its defaults or with settings.
 func (r *runner) ksStateful(ctx context.Context, res *caseResult, name, mode string, settings []ksSetting, sr statefulRun) {

@@ -147,22 +147,7 @@ func (r *runner) windowed(ctx context.Context, round int) error {
 		}
 		r.win = in
 	}
-	r.exactlyWindowed(ctx, round)
-	if r.rep.KStreamsBuild == "" {
-		if err := r.buildKStreams(ctx); err != nil {
-			for _, l := range []string{caseKSWin, caseKSWinM} {
-				r.rep.add(caseResult{Name: l, Group: "kstreams", Error: err.Error()})
-			}
-			return nil
-		}
-	}
-	matched, err := matchedSettings()
-	if err != nil {
-		return err
-	}
-	r.ksWindowed(ctx, caseKSWin, round, nil)
-	r.ksWindowed(ctx, caseKSWinM, round, matched)
-	return nil
+	return r.statefulRound(ctx, round, r.exactlyWindowed, r.ksWindowed, caseKSWin, caseKSWinM)
 }
 
 // windowedTopology is the exactly stage of the windowed case.
