@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -142,23 +141,11 @@ func (r *runner) exactlyJoin(ctx context.Context, round int) {
 `, in.customers, shortDur(joinHistory))
 		path, err = r.writeStageTopology(name, stage, in.orders, out, dlq, "", steps)
 	}
-	state, serr := os.MkdirTemp("", "bench-exactly-state-")
-	if err == nil {
-		err = serr
-	}
-	defer os.RemoveAll(state)
 	if err != nil {
 		res.Error = err.Error()
 		return
 	}
-	group := r.k.group("exactly-" + stage)
-	p, err := startProc(r.dir, name, nil, r.bin, "run", "--topology", path, "--instance-id", "b1",
-		"--metrics-addr", "", "--log-level", "warn", "--state-dir", state)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	r.finishStateful(ctx, &res, p, group, out, true, r.joinRun())
+	r.exactlyStateful(ctx, &res, name, stage, path, out, r.joinRun())
 }
 
 // ksJoin runs the Kafka Streams peer's "join" mode over the join input

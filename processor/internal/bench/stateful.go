@@ -40,6 +40,25 @@ func (r *runner) statefulRound(ctx context.Context, round int, exactly func(cont
 	return nil
 }
 
+// exactlyStateful runs exactly's stage of topology path (its consumer
+// group is of stage) with a state dir of its own, until it has read all
+// of sr.input, and checks and measures it into res.
+func (r *runner) exactlyStateful(ctx context.Context, res *caseResult, name, stage, path, out string, sr statefulRun) {
+	state, err := os.MkdirTemp("", "bench-exactly-state-")
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	defer os.RemoveAll(state)
+	p, err := startProc(r.dir, name, nil, r.bin, "run", "--topology", path, "--instance-id", "b1",
+		"--metrics-addr", "", "--log-level", "warn", "--state-dir", state)
+	if err != nil {
+		res.Error = err.Error()
+		return
+	}
+	r.finishStateful(ctx, res, p, r.k.group("exactly-"+stage), out, true, sr)
+}
+
 // ksStateful runs the Kafka Streams peer (Peer.java) in mode over
 // sr.input into a new output topic, with its defaults or with settings.
 func (r *runner) ksStateful(ctx context.Context, res *caseResult, name, mode string, settings []ksSetting, sr statefulRun) {

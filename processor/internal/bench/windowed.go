@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -198,23 +197,11 @@ func (r *runner) exactlyWindowed(ctx context.Context, round int) {
 	if err == nil {
 		path, err = r.windowedTopology(name, stage, r.win.topic, out, dlq)
 	}
-	state, serr := os.MkdirTemp("", "bench-exactly-state-")
-	if err == nil {
-		err = serr
-	}
-	defer os.RemoveAll(state)
 	if err != nil {
 		res.Error = err.Error()
 		return
 	}
-	group := r.k.group("exactly-" + stage)
-	p, err := startProc(r.dir, name, nil, r.bin, "run", "--topology", path, "--instance-id", "b1",
-		"--metrics-addr", "", "--log-level", "warn", "--state-dir", state)
-	if err != nil {
-		res.Error = err.Error()
-		return
-	}
-	r.finishStateful(ctx, &res, p, group, out, true, r.windowedRun())
+	r.exactlyStateful(ctx, &res, name, stage, path, out, r.windowedRun())
 }
 
 // ksWindowed runs the Kafka Streams peer's "window" mode over the
