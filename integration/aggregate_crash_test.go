@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,78 +84,22 @@ func TestAggregateCrashRestart(t *testing.T) {
 	// default) at its next retention check (every 5 minutes): results with
 	// old timestamps would vanish before they are read.
 	base := time.Now().Add(-3 * time.Hour).Truncate(time.Minute).UnixMilli()
-	input := filepath.Join(t.TempDir(), "orders.txt")
-	f, err := os.Create(input)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	for i := range events {
-		ts := min(base+int64(i)*60*minute/int64(events)+rng.Int64N(20_000), base+60*minute-1)
-		amount := fmt.Sprintf("%d.%02d", rng.IntN(1000), rng.IntN(100))
-		if rng.IntN(100) == 0 {
-			amount = strconv.Itoa(rng.IntN(1000))
+	produceLines(t, in, func(w *bufio.Writer) {
+		for i := range events {
+			ts := min(base+int64(i)*60*minute/int64(events)+rng.Int64N(20_000), base+60*minute-1)
+			amount := fmt.Sprintf("%d.%02d", rng.IntN(1000), rng.IntN(100))
+			if rng.IntN(100) == 0 {
+				amount = strconv.Itoa(rng.IntN(1000))
+			}
+			fmt.Fprintf(w, "c-%d|{\"id\":\"o-%d\",\"ts\":%d,\"amount\":%s}\n", rng.IntN(customers), i, ts, amount)
 		}
-		fmt.Fprintf(w, "c-%d|{\"id\":\"o-%d\",\"ts\":%d,\"amount\":%s}\n", rng.IntN(customers), i, ts, amount)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	kcatProduceLines(t, in, input)
+	})
 
 	stateDir := t.TempDir()
 	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
 	group := "exactly-" + stage
-	kinds := []string{"sigkill", crashBeforeCommit, crashAfterCommit, crashDuringRestore}
-	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	if kinds[0] == crashDuringRestore { // the changelog is empty before the first kill
-		kinds[0], kinds[1] = kinds[1], kinds[0]
-	}
-	fired := map[string]int{}
-	for k := range kills {
-		kind := kinds[rng.IntN(len(kinds))]
-		if k < len(kinds) {
-			kind = kinds[k]
-		}
-		var env []string
-		wait := time.Duration(200+rng.Int64N(killWindow.Milliseconds())) * time.Millisecond
-		switch kind {
-		case crashBeforeCommit, crashAfterCommit:
-			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(10))}
-			wait = 3 * time.Minute // the failpoint picks the point
-		case crashDuringRestore:
-			restorable := sumOffsets(committedEnds(t, changelog)) / 2 // markers take offsets too
-			if restorable == 0 {
-				kind = "sigkill" // nothing to restore yet
-				break
-			}
-			if err := os.RemoveAll(stateDir); err != nil {
-				t.Fatal(err)
-			}
-			env = []string{failpointEnv + "=" + kind + "@" + strconv.FormatInt(1+rng.Int64N(restorable), 10)}
-			wait = 3 * time.Minute
-		}
-		started := time.Now()
-		p := startBin(t, bin, env, runArgs...)
-		if how := killAt(t, p, kind, started.Add(wait), group, in); how != "" {
-			if kind != "sigkill" {
-				t.Logf("kill %d: %s did not fire (%s); killed", k+1, env[0], how)
-			}
-			kind = "sigkill"
-		}
-		if !p.killedBySIGKILL() {
-			t.Fatalf("kill %d (%s %v): want the process killed by SIGKILL, got %v\n%s", k+1, kind, env, p.cmd.ProcessState, tail(p.logs.String(), 40))
-		}
-		if kind != "sigkill" && !strings.Contains(p.logs.String(), "failpoint firing") {
-			t.Fatalf("kill %d: %s: killed by SIGKILL without the failpoint firing\n%s", k+1, env[0], tail(p.logs.String(), 40))
-		}
-		fired[kind]++
-		t.Logf("kill %d/%d: %s %v after %s; group committed %d of %d input records", k+1, kills, kind, env,
-			time.Since(started).Round(time.Millisecond), sumOffsets(groupOffsets(t, group, in)), events)
-	}
+	fired := crashPlan{bin: bin, args: runArgs, stateDir: stateDir, group: group, in: in, changelog: changelog,
+		kills: kills, window: killWindow, maxTxn: 10, events: events, rng: rng}.run(t)
 
 	run := startBin(t, bin, nil, runArgs...)
 	// Closers: one record per customer two hours later moves every
@@ -174,18 +117,7 @@ func TestAggregateCrashRestart(t *testing.T) {
 
 	// Postgres computes what the windows must hold from the input as
 	// Kafka has it, and compares it with the output.
-	pool := pgPool(t)
-	schema := uniqueName("agg")
-	pgExec(t, pool, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".input (line text); CREATE TABLE "+schema+".output (line text)")
-	t.Cleanup(func() {
-		if !t.Failed() {
-			pgExec(t, pool, "DROP SCHEMA "+schema+" CASCADE")
-		}
-	})
-	if n := kcatToPostgres(t, in, schema+".input"); n != int64(events+customers) {
-		t.Fatalf("loaded %d input records into Postgres, want %d", n, events+customers)
-	}
-	emitted := kcatToPostgres(t, out, schema+".output")
+	schema, emitted := loadForSQL(t, "agg", in, out, int64(events+customers))
 	psqlLines(t, fmt.Sprintf(`
 CREATE TABLE %[1]s.want AS
   SELECT r->>'key' AS key, (v->>'ts')::bigint - (v->>'ts')::bigint %% 60000 AS start_ms,
@@ -198,24 +130,16 @@ CREATE TABLE %[1]s.got AS
          (v->'window'->>'end_ms')::bigint AS end_ms, (v->'window'->>'start')::timestamptz AS start_time,
          (v->'results'->>'n')::bigint AS n, (v->'results'->>'total')::numeric AS total, v->'results'->>'total' AS total_text
   FROM (SELECT line::jsonb AS r, (line::jsonb->>'payload')::jsonb AS v FROM %[1]s.output) x;`, schema))
-	count := func(q string) int64 {
-		t.Helper()
-		n, err := strconv.ParseInt(psqlLines(t, q)[0], 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return n
-	}
-	windows := count("SELECT count(*) FROM " + schema + ".want")
+	windows := sqlCount(t, "SELECT count(*) FROM "+schema+".want")
 	mismatch := fmt.Sprintf(`FROM %[1]s.want w FULL JOIN %[1]s.got g USING (key, start_ms)
   WHERE w.n IS DISTINCT FROM g.n OR w.total IS DISTINCT FROM g.total OR (w.has_decimal AND g.total_text NOT LIKE '%%.%%')
      OR g.record_key IS DISTINCT FROM g.key OR g.end_ms <> g.start_ms + 60000 OR g.start_time <> to_timestamp(g.start_ms / 1000.0)`, schema)
-	mismatches := count("SELECT count(*) " + mismatch)
+	mismatches := sqlCount(t, "SELECT count(*) "+mismatch)
 	if mismatches != 0 {
 		t.Errorf("%d windows differ from SQL's GROUP BY key, window over the input (key, start_ms, want n, total | got n, total):\n%s", mismatches,
 			strings.Join(psqlLines(t, "SELECT key, start_ms, w.n, w.total, g.n, g.total_text "+mismatch+" ORDER BY 1, 2 LIMIT 20"), "\n"))
 	}
-	repeated := count("SELECT count(*) FROM (SELECT 1 FROM " + schema + ".got GROUP BY key, start_ms HAVING count(*) > 1) d")
+	repeated := sqlCount(t, "SELECT count(*) FROM (SELECT 1 FROM "+schema+".got GROUP BY key, start_ms HAVING count(*) > 1) d")
 	if repeated != 0 {
 		t.Errorf("%d windows emitted more than once, want each once (emit final)", repeated)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,70 +93,20 @@ func sessionsCrashRestart(t *testing.T, emit string) {
 		}
 		return users - 1
 	}
-	input := filepath.Join(t.TempDir(), "views.txt")
-	f, err := os.Create(input)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
 	clock := base + 15_000
-	for i := range events {
-		clock += rng.Int64N(2_000)
-		ts := clock - rng.Int64N(15_000)
-		fmt.Fprintf(w, "u-%d|{\"id\":\"v-%d\",\"ts\":%d,\"amount\":%d.%02d}\n", pick(), i, ts, rng.IntN(1000)-500, rng.IntN(100))
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	kcatProduceLines(t, in, input)
+	produceLines(t, in, func(w *bufio.Writer) {
+		for i := range events {
+			clock += rng.Int64N(2_000)
+			ts := clock - rng.Int64N(15_000)
+			fmt.Fprintf(w, "u-%d|{\"id\":\"v-%d\",\"ts\":%d,\"amount\":%d.%02d}\n", pick(), i, ts, rng.IntN(1000)-500, rng.IntN(100))
+		}
+	})
 
 	stateDir := t.TempDir()
 	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
 	group := "exactly-" + stage
-	kinds := []string{"sigkill", crashBeforeCommit, crashAfterCommit, crashDuringRestore}
-	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
-	if kinds[0] == crashDuringRestore { // the changelog is empty before the first kill
-		kinds[0], kinds[1] = kinds[1], kinds[0]
-	}
-	fired := map[string]int{}
-	for k := range kills {
-		kind := kinds[k%len(kinds)]
-		var env []string
-		wait := time.Duration(200+rng.Int64N(1_500)) * time.Millisecond
-		switch kind {
-		case crashBeforeCommit, crashAfterCommit:
-			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(5))}
-			wait = 3 * time.Minute
-		case crashDuringRestore:
-			restorable := sumOffsets(committedEnds(t, changelog)) / 2
-			if restorable == 0 {
-				kind = "sigkill"
-				break
-			}
-			if err := os.RemoveAll(stateDir); err != nil {
-				t.Fatal(err)
-			}
-			env = []string{failpointEnv + "=" + kind + "@" + strconv.FormatInt(1+rng.Int64N(restorable), 10)}
-			wait = 3 * time.Minute
-		}
-		started := time.Now()
-		p := startBin(t, bin, env, runArgs...)
-		if how := killAt(t, p, kind, started.Add(wait), group, in); how != "" {
-			if kind != "sigkill" {
-				t.Logf("kill %d: %s did not fire (%s); killed", k+1, env[0], how)
-			}
-			kind = "sigkill"
-		}
-		if !p.killedBySIGKILL() {
-			t.Fatalf("kill %d (%s %v): want the process killed by SIGKILL, got %v\n%s", k+1, kind, env, p.cmd.ProcessState, tail(p.logs.String(), 40))
-		}
-		fired[kind]++
-		t.Logf("kill %d/%d: %s %v after %s; group committed %d of %d input records", k+1, kills, kind, env,
-			time.Since(started).Round(time.Millisecond), sumOffsets(groupOffsets(t, group, in)), events)
-	}
+	fired := crashPlan{bin: bin, args: runArgs, stateDir: stateDir, group: group, in: in, changelog: changelog,
+		kills: kills, window: 1500 * time.Millisecond, maxTxn: 5, events: events, rng: rng}.run(t)
 
 	run := startBin(t, bin, nil, runArgs...)
 	// Closers five minutes later close every session (gap + grace is 50 s).
@@ -169,18 +118,7 @@ func sessionsCrashRestart(t *testing.T, emit string) {
 	waitGroupCaughtUp(t, group, in, 5*time.Minute)
 	run.stop()
 
-	pool := pgPool(t)
-	schema := uniqueName("sess")
-	pgExec(t, pool, "CREATE SCHEMA "+schema+"; CREATE TABLE "+schema+".input (line text); CREATE TABLE "+schema+".output (line text)")
-	t.Cleanup(func() {
-		if !t.Failed() {
-			pgExec(t, pool, "DROP SCHEMA "+schema+" CASCADE")
-		}
-	})
-	if n := kcatToPostgres(t, in, schema+".input"); n != int64(events+users) {
-		t.Fatalf("loaded %d input records into Postgres, want %d", n, events+users)
-	}
-	emitted := kcatToPostgres(t, out, schema+".output")
+	schema, emitted := loadForSQL(t, "sess", in, out, int64(events+users))
 	psqlLines(t, fmt.Sprintf(`
 CREATE TABLE %[1]s.ev AS
   SELECT r->>'key' AS key, (v->>'ts')::bigint AS ts, (v->>'amount')::numeric AS amount
@@ -206,21 +144,13 @@ CREATE TABLE %[1]s.results AS
 CREATE TABLE %[1]s.got AS
   SELECT * FROM (SELECT DISTINCT ON (key, start_ms) * FROM %[1]s.results ORDER BY key, start_ms, partition, "offset" DESC) l
   WHERE NOT retract AND start_ms <= %[3]d;`, schema, gap, clock))
-	count := func(q string) int64 {
-		t.Helper()
-		n, err := strconv.ParseInt(psqlLines(t, q)[0], 10, 64)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		return n
-	}
-	sessions := count("SELECT count(*) FROM " + schema + ".want")
-	merged := count("SELECT count(*) FROM " + schema + ".want WHERE n > 1")
+	sessions := sqlCount(t, "SELECT count(*) FROM "+schema+".want")
+	merged := sqlCount(t, "SELECT count(*) FROM "+schema+".want WHERE n > 1")
 	mismatch := fmt.Sprintf(`FROM %[1]s.want w FULL JOIN %[1]s.got g USING (key, start_ms)
   WHERE w.end_ms IS DISTINCT FROM g.end_ms OR w.n IS DISTINCT FROM g.n OR w.total IS DISTINCT FROM g.total
      OR w.lo IS DISTINCT FROM g.lo OR w.hi IS DISTINCT FROM g.hi
      OR g.record_key IS DISTINCT FROM g.key OR g.end_time <> to_timestamp(g.end_ms / 1000.0) OR g.record_ts <> g.end_ms`, schema)
-	mismatches := count("SELECT count(*) " + mismatch)
+	mismatches := sqlCount(t, "SELECT count(*) "+mismatch)
 	if mismatches != 0 {
 		t.Errorf("%d sessions differ from SQL's sessions over the input (key, start_ms, want end, n, total | got end, n, total):\n%s", mismatches,
 			strings.Join(psqlLines(t, "SELECT key, start_ms, w.end_ms, w.n, w.total, g.end_ms, g.n, g.total "+mismatch+" ORDER BY 1, 2 LIMIT 20"), "\n"))
@@ -228,7 +158,7 @@ CREATE TABLE %[1]s.got AS
 	var repeated, retractions int64
 	switch emit {
 	case "final":
-		repeated = count("SELECT count(*) FROM (SELECT 1 FROM " + schema + ".results GROUP BY key, start_ms HAVING count(*) > 1) d")
+		repeated = sqlCount(t, "SELECT count(*) FROM (SELECT 1 FROM "+schema+".results GROUP BY key, start_ms HAVING count(*) > 1) d")
 		if repeated != 0 {
 			t.Errorf("%d sessions emitted more than once, want each once (emit final)", repeated)
 		}
@@ -236,7 +166,7 @@ CREATE TABLE %[1]s.got AS
 			t.Errorf("%d session results read from %s, want %d (one per session)", emitted, out, sessions)
 		}
 	case "update":
-		retractions = count("SELECT count(*) FROM " + schema + ".results WHERE retract")
+		retractions = sqlCount(t, "SELECT count(*) FROM "+schema+".results WHERE retract")
 		if n := emitted - retractions; n != int64(events+users) {
 			t.Errorf("%d results that are not retractions, want %d (one per record)", n, events+users)
 		}
