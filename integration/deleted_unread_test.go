@@ -90,6 +90,44 @@ func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
 	}
 }
 
+// A stage whose group was deleted (offsets.retention.minutes does the
+// same) while records it had not read were deleted: the resume guard
+// refuses, names the lost offsets, suggests the log start, and records
+// the range, so verify reports it even after the reset to the earliest
+// offset that the refusal also offers.
+func TestVerifySeesInputDeletedWhileTheGroupWasGone(t *testing.T) {
+	t.Parallel()
+	in, out, dlq, name := uniqueName("dg_in"), uniqueName("dg_out"), uniqueName("dg_dlq"), uniqueName("dg")
+	topo := userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
+		format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml())
+	run := func(want int) {
+		p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
+		eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == want }, func() string {
+			return fmt.Sprintf("%d of %d outputs\n%s", kcatCount(t, out), want, tail(p.logs.String(), 10))
+		})
+		p.stop()
+	}
+	now := time.Now()
+	produceOld(t, in, "a", 5, now, false) // offsets 0-4
+	run(5)
+	produceOld(t, in, "b", 5, now, false) // offsets 5-9, never read
+	deleteGroup(t, "exactly-"+name)
+	deleteTo(t, in, map[int32]int64{0: 8})
+
+	code, logs := exactlyExit(t, nil, "run", "--topology", topo, "--instance-id", "i1", "--metrics-addr=")
+	for _, want := range []string{"no committed offsets", "--to-offsets 0=8", "partition 0 offsets 5 to 7", "exactly verify reports them as lost"} {
+		if code == 0 || !strings.Contains(logs, want) {
+			t.Fatalf("run after the group and records were deleted: exit %d, want the resume guard's refusal holding %q:\n%s", code, want, tail(logs, 20))
+		}
+	}
+	exactlyCmd(t, "reset", "--topology", topo, "--stage", name, "--to-earliest", "--execute")
+	run(7) // reads 8 and 9
+	rep, code := runVerify(t, topo)
+	if code == 0 || rep.OK || !deletedProblem(rep, in) {
+		t.Fatalf("verify after the reset to the earliest offset: exit %d, OK %v, problems %q; want offsets 5 to 7 of %s deleted unread", code, rep.OK, rep.Problems, in)
+	}
+}
+
 // Records deleted under a running stage before it could read them (here
 // records of an open transaction, which read_committed holds back, are
 // deleted before the transaction commits): the client resumes at the log

@@ -19,6 +19,7 @@ import (
 	"github.com/exactly-io/exactly/processor/internal/backoff"
 	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 )
 
 // The resume guard. A stage resumes from its group's committed offsets; a
@@ -105,7 +106,41 @@ func (s *Stage) guard(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.resumeError(ctx, adm, cl, missing, found, renamedFrom)
+	re, err := s.resumeError(ctx, adm, cl, missing, found, renamedFrom)
+	if re == nil || err != nil {
+		return err
+	}
+	s.noteDeletedBeforeResume(ctx, re, [16]byte(td.ID))
+	return re
+}
+
+// noteDeletedBeforeResume records in the reset log the input records
+// that were deleted (retention.ms, DeleteRecords) after the last one the
+// outputs show read and before the log start: the stage never read them,
+// so they are lost whatever position the user resumes at, and `exactly
+// verify` must say so even after a reset to the earliest offset. The
+// refusal's suggested offsets start at the log start, which `exactly
+// reset` accepts. A failed write is said in the refusal, not retried: the
+// stage does not start anyway.
+func (s *Stage) noteDeletedBeforeResume(ctx context.Context, re *ResumeError, topicID [16]byte) {
+	if len(re.Deleted) == 0 {
+		return
+	}
+	e := resetlog.Entry{Kind: "stage", Name: s.cfg.Stage, Group: s.cfg.Group(), Topic: s.cfg.Input, Cause: resetlog.CauseDeletedUnread}
+	if topicID != ([16]byte{}) {
+		e.TopicID = kadm.TopicID(topicID).String()
+	}
+	for _, p := range slices.Sorted(maps.Keys(re.Deleted)) {
+		e.Partitions = append(e.Partitions, re.Deleted[p])
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := resetlog.Write(wctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e); err != nil {
+		re.NotRecorded = err
+		return
+	}
+	s.log.Warn("input records were deleted before the stage read them; recorded the ranges in the reset log, where exactly verify reports them as lost",
+		"topic", s.cfg.Input, "ranges", e.Partitions, "log_topic", resetlog.Topic)
 }
 
 // guardedPartitions returns the input topic and its partitions without a
@@ -175,8 +210,8 @@ func (s *Stage) scanLineage(ctx context.Context, adm *kadm.Client, cl *kgo.Clien
 
 // resumeError is the *ResumeError of the missing partitions with outputs
 // found from the current incarnation of the input topic; nil if none has.
-func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Client, missing map[int32]bool, found map[int32][]lineage, renamedFrom map[string]string) error {
-	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}}
+func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Client, missing map[int32]bool, found map[int32][]lineage, renamedFrom map[string]string) (*ResumeError, error) {
+	re := &ResumeError{Stage: s.cfg.Stage, Group: s.cfg.Group(), Input: s.cfg.Input, Found: map[int32]int64{}, Deleted: map[int32]resetlog.Partition{}}
 	var starts, ends kadm.ListedOffsets
 	for p, ls := range found {
 		if !missing[p] {
@@ -186,12 +221,12 @@ func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Clien
 			// The input's offsets, listed once for every partition.
 			var err error
 			if starts, ends, err = s.inputOffsets(ctx, adm); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		l, ok, err := s.current(ctx, cl, starts, ends, p, ls)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !ok {
 			// The input topic was deleted and created again (Kafka deletes
@@ -203,6 +238,9 @@ func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Clien
 			continue
 		}
 		re.Found[p] = l.offset
+		if st, _ := starts.Lookup(s.cfg.Input, p); l.offset+1 < st.Offset {
+			re.Deleted[p] = resetlog.Partition{Partition: p, From: l.offset + 1, To: st.Offset}
+		}
 		if re.Where == "" {
 			re.Where = l.where
 		}
@@ -211,10 +249,10 @@ func (s *Stage) resumeError(ctx context.Context, adm *kadm.Client, cl *kgo.Clien
 		}
 	}
 	if len(re.Found) == 0 {
-		return nil
+		return nil, nil
 	}
 	re.Missing = slices.Sorted(maps.Keys(missing))
-	return re
+	return re, nil
 }
 
 // uncommitted returns the partitions of td without a committed offset in
@@ -474,25 +512,57 @@ type ResumeError struct {
 	// Other is the stage named by such an output when it is not this one
 	// (this stage's name before a rename); "" if all are this stage's.
 	Other string
+	// Deleted holds, by partition, the offsets after Found that the
+	// broker deleted before the stage read them: lost, and recorded in
+	// the reset log unless NotRecorded says why not.
+	Deleted     map[int32]resetlog.Partition
+	NotRecorded error
+}
+
+// resumeAt is where the refusal suggests partition p resumes: after the
+// last record found, or at the log start when the records after it were
+// deleted.
+func (e *ResumeError) resumeAt(p int32) int64 {
+	if d, ok := e.Deleted[p]; ok {
+		return d.To
+	}
+	return e.Found[p] + 1
+}
+
+// deletedText says which records were lost to deletion, or "".
+func (e *ResumeError) deletedText() string {
+	if len(e.Deleted) == 0 {
+		return ""
+	}
+	var ranges []string
+	for _, p := range slices.Sorted(maps.Keys(e.Deleted)) {
+		d := e.Deleted[p]
+		ranges = append(ranges, fmt.Sprintf("partition %d offsets %d to %d", p, d.From, d.To-1))
+	}
+	recorded := "they are recorded in " + resetlog.Topic + ", and exactly verify reports them as lost"
+	if e.NotRecorded != nil {
+		recorded = fmt.Sprintf("recording them in %s failed (%v): exactly verify cannot report them", resetlog.Topic, e.NotRecorded)
+	}
+	return fmt.Sprintf(". The broker deleted input records the stage never read (%s): %s", strings.Join(ranges, ", "), recorded)
 }
 
 func (e *ResumeError) Error() string {
 	parts := slices.Sorted(maps.Keys(e.Found))
 	var offsets []string
 	for _, p := range parts {
-		offsets = append(offsets, fmt.Sprintf("%d=%d", p, e.Found[p]+1))
+		offsets = append(offsets, fmt.Sprintf("%d=%d", p, e.resumeAt(p)))
 	}
 	if e.Other != "" {
 		return fmt.Sprintf("%s: group %s has no committed offsets for %s partitions %v, but its output topic holds what stage %q wrote from them (e.g. %s); "+
 			"if this stage was renamed from %q, starting from the earliest offset would write them again: exactly reset --stage %s --to-offsets %s --execute "+
 			"resumes after the last records found. If %q is another stage that writes the same topic from the same input, "+
-			"exactly reset --stage %s --to-earliest --execute starts this one from the start on purpose",
-			ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, e.Other, e.Where, e.Other, e.Stage, strings.Join(offsets, ","), e.Other, e.Stage)
+			"exactly reset --stage %s --to-earliest --execute starts this one from the start on purpose%s",
+			ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, e.Other, e.Where, e.Other, e.Stage, strings.Join(offsets, ","), e.Other, e.Stage, e.deletedText())
 	}
 	return fmt.Sprintf("%s: group %s has no committed offsets for %s partitions %v, but its outputs of partitions %v are already written (e.g. %s); "+
 		"starting from the earliest offset would write them again. Choose where to resume with exactly reset --stage %s "+
-		"(--to-offsets %s resumes after the last records found; --to-earliest reprocesses on purpose) --execute",
-		ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, parts, e.Where, e.Stage, strings.Join(offsets, ","))
+		"(--to-offsets %s resumes after the last records found; --to-earliest reprocesses on purpose) --execute%s",
+		ErrNoCommittedOffsets, e.Group, e.Input, e.Missing, parts, e.Where, e.Stage, strings.Join(offsets, ","), e.deletedText())
 }
 
 func (e *ResumeError) Unwrap() error { return ErrNoCommittedOffsets }

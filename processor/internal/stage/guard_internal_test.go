@@ -2,7 +2,9 @@ package stage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/exactly-io/exactly/processor/deadletter"
 	"github.com/exactly-io/exactly/processor/internal/dlq"
+	"github.com/exactly-io/exactly/processor/internal/resetlog"
 	"github.com/exactly-io/exactly/topology/topologytest"
 )
 
@@ -194,5 +197,71 @@ func TestResumeGuardAtLeastOnce(t *testing.T) {
 				t.Fatalf("checkResume: %v, refused want %v", err, tt.refused)
 			}
 		})
+	}
+}
+
+// TestResumeGuardRecordsInputDeletedUnread: the outputs show partition 0
+// read up to offset 3, and the broker has since deleted offsets 4 to 6,
+// which the stage never read. The refusal says so, suggests the log
+// start (7), which exactly reset accepts, and the range is in the reset
+// log, so that verify reports it whatever position the user picks.
+// Partition 1, read past its log start, loses nothing.
+func TestResumeGuardRecordsInputDeletedUnread(t *testing.T) {
+	addr, cl := guardCluster(t)
+	ctx := context.Background()
+	var recs []*kgo.Record
+	for p := range int32(2) {
+		for range 10 {
+			recs = append(recs, &kgo.Record{Topic: "in", Partition: p, Value: []byte("{}"), Timestamp: inputTime})
+		}
+	}
+	recs = append(recs, lineageRecord("out", "s", 0, 3), lineageRecord("out", "s", 1, 5))
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	var del kadm.Offsets
+	del.AddOffset("in", 0, 7, -1)
+	del.AddOffset("in", 1, 2, -1)
+	if rs, err := adm.DeleteRecords(ctx, del); err != nil || rs.Error() != nil {
+		t.Fatal(err, rs.Error())
+	}
+	s, err := New(Config{Stage: "s", InstanceID: "i", Brokers: []string{addr}, Input: "in", Output: "out", DeadLetter: "dlq"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.guard(ctx)
+	var re *ResumeError
+	if !errors.As(err, &re) {
+		t.Fatalf("guard: %v, want a *ResumeError", err)
+	}
+	want := map[int32]resetlog.Partition{0: {Partition: 0, From: 4, To: 7}}
+	if !reflect.DeepEqual(re.Deleted, want) || re.NotRecorded != nil {
+		t.Errorf("deleted %v (not recorded: %v), want %v", re.Deleted, re.NotRecorded, want)
+	}
+	msg := err.Error()
+	for _, s := range []string{"--to-offsets 0=7,1=6", "partition 0 offsets 4 to 6", "exactly verify reports them as lost"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("refusal lacks %q: %s", s, msg)
+		}
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(resetlog.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fs := rd.PollFetches(pctx)
+	if fs.NumRecords() != 1 {
+		t.Fatalf("reset log holds %d records (%v), want 1", fs.NumRecords(), fs.Errors())
+	}
+	var e resetlog.Entry
+	if err := json.Unmarshal(fs.Records()[0].Value, &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Kind != "stage" || e.Name != "s" || e.Topic != "in" || e.Cause != resetlog.CauseDeletedUnread || e.TopicID == "" ||
+		!reflect.DeepEqual(e.Partitions, []resetlog.Partition{want[0]}) {
+		t.Errorf("reset log entry %+v, want stage s's deleted_unread range %v of in", e, want[0])
 	}
 }
