@@ -200,8 +200,8 @@ func (t *AggregateTxn) AddFrom(p int32, src string, key []byte, ts int64, values
 		}
 		ac := &acc{A: make([]aggAcc, len(t.a.cfg.Kinds))}
 		if ok {
-			if err := json.Unmarshal(v, ac); err != nil || len(ac.A) != len(t.a.cfg.Kinds) {
-				return nil, false, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
+			if ac, err = t.a.decodeAcc(p, k, v); err != nil {
+				return nil, false, err
 			}
 		}
 		if err := t.a.update(ac, src, ts, values); err != nil {
@@ -444,9 +444,9 @@ func (t *AggregateTxn) Finish() ([]Result, error) {
 			}
 			start, key := parseWindowKey([]byte(k))
 			if !t.a.cfg.Update {
-				ac := &acc{}
-				if err := json.Unmarshal(v, ac); err != nil || len(ac.A) != len(t.a.cfg.Kinds) {
-					return nil, fmt.Errorf("aggregate partition %d: stored window %x: bad accumulator %q", p, k, v)
+				ac, err := t.a.decodeAcc(p, []byte(k), v)
+				if err != nil {
+					return nil, err
 				}
 				out = append(out, t.a.result(p, bytes.Clone(key), Window{start, start + t.a.size}, ac))
 			}

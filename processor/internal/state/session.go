@@ -103,16 +103,12 @@ func (t *AggregateTxn) sessionsOf(p int32, key []byte) ([]session, error) {
 	}
 	out := make([]session, 0, len(cand))
 	for k := range cand {
-		v, ok, err := t.txn.Get(t.a.windows, p, []byte(k))
+		ac, ok, err := t.storedAcc(p, []byte(k))
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			continue
-		}
-		ac, err := t.a.decodeAcc(p, []byte(k), v)
-		if err != nil {
-			return nil, err
 		}
 		_, start, _ := parseSessionKey([]byte(k))
 		out = append(out, session{k: k, start: start, end: ac.T, acc: ac})
@@ -132,6 +128,17 @@ func cmpInt(x, y int64) int {
 }
 
 // decodeAcc reads a stored accumulator.
+// storedAcc returns the accumulator of window key k as the transaction
+// sees it; false if none is stored.
+func (t *AggregateTxn) storedAcc(p int32, k []byte) (*acc, bool, error) {
+	v, ok, err := t.txn.Get(t.a.windows, p, k)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	ac, err := t.a.decodeAcc(p, k, v)
+	return ac, err == nil, err
+}
+
 func (a *Aggregate) decodeAcc(p int32, k, v []byte) (*acc, error) {
 	ac := &acc{}
 	if err := json.Unmarshal(v, ac); err != nil || len(ac.A) != len(a.cfg.Kinds) {
@@ -352,16 +359,12 @@ func (t *AggregateTxn) finishSessions(p int32, tp *txnPart) ([]Result, error) {
 	slices.Sort(keys)
 	var out []Result
 	for _, k := range keys {
-		v, ok, err := t.txn.Get(t.a.windows, p, []byte(k))
+		ac, ok, err := t.storedAcc(p, []byte(k))
 		if err != nil {
 			return nil, err
 		}
 		if !ok {
 			continue
-		}
-		ac, err := t.a.decodeAcc(p, []byte(k), v)
-		if err != nil {
-			return nil, err
 		}
 		if !t.a.sessionClosed(ac.T, tp.streamTime) {
 			minEnd = min(minEnd, ac.T)
