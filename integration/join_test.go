@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -89,29 +91,23 @@ func (jc joinCase) expectedBySQL(t *testing.T) map[int]string {
 	var sql strings.Builder
 	fmt.Fprintf(&sql, "CREATE TEMP TABLE %s (customer text, ts bigint, seq int, v int);\n", versions)
 	fmt.Fprintf(&sql, "CREATE TEMP TABLE %s (id int, customer text, ts bigint);\n", orders)
-	fmt.Fprintf(&sql, "CREATE INDEX ON %s (customer, ts, seq);\n", versions)
-	fmt.Fprintf(&sql, "INSERT INTO %s VALUES\n", versions)
+	// COPY's rows follow it in the script, up to \. (a million orders
+	// load in seconds, where one INSERT's VALUES list would not).
+	fmt.Fprintf(&sql, "COPY %s FROM STDIN;\n", versions)
 	for j := range jc.rounds * jc.versionsPer {
 		k, at, v := jc.version(j)
-		val := "NULL"
+		val := `\N`
 		if v != nil {
 			val = strconv.Itoa(j)
 		}
-		sep := ","
-		if j == jc.rounds*jc.versionsPer-1 {
-			sep = ";"
-		}
-		fmt.Fprintf(&sql, "('%s', %d, %d, %s)%s\n", k, at.UnixMilli(), j, val, sep)
+		fmt.Fprintf(&sql, "%s\t%d\t%d\t%s\n", k, at.UnixMilli(), j, val)
 	}
-	fmt.Fprintf(&sql, "INSERT INTO %s VALUES\n", orders)
+	fmt.Fprintf(&sql, "\\.\nCOPY %s FROM STDIN;\n", orders)
 	for i := range jc.rounds * jc.ordersPer {
 		k, at, _ := jc.order(i)
-		sep := ","
-		if i == jc.rounds*jc.ordersPer-1 {
-			sep = ";"
-		}
-		fmt.Fprintf(&sql, "(%d, '%s', %d)%s\n", i, k, at.UnixMilli(), sep)
+		fmt.Fprintf(&sql, "%d\t%s\t%d\n", i, k, at.UnixMilli())
 	}
+	fmt.Fprintf(&sql, "\\.\nCREATE INDEX ON %s (customer, ts, seq);\nANALYZE %s;\nANALYZE %s;\n", versions, versions, orders)
 	fmt.Fprintf(&sql, `SELECT o.id, coalesce(x.v::text, 'null') FROM %s o LEFT JOIN LATERAL (
   SELECT v FROM %s w WHERE w.customer = o.customer AND w.ts <= o.ts ORDER BY w.ts DESC, w.seq DESC LIMIT 1) x ON true ORDER BY o.id;`, orders, versions)
 	path := writeFile(t, "join.sql", sql.String())
@@ -280,52 +276,165 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 	}
 }
 
-// TestJoinRebalance: the co-partitioned join scaled 1 -> 3 -> 1 instances
-// while table updates and orders arrive: each instance restores the table
-// partitions of the input partitions it gets, and every order is written
-// once, joined as Postgres computes it as of its time.
-func TestJoinRebalance(t *testing.T) {
-	jc := joinCase{base: time.Now().Add(-2 * time.Hour).Truncate(time.Second), customers: 40, rounds: 9,
-		versionsPer: 150, ordersPer: 300, roundLen: time.Minute}
+// TestJoinCrashRebalance: the co-partitioned join, with table updates
+// and orders arriving while it runs, through every fault a stage meets:
+//
+//   - one instance killed once at each failpoint a stage has
+//     (crash-before-commit, crash-after-offset-commit, crash-after-commit,
+//     crash-during-restore on an emptied state dir: a whole restore of
+//     the table cut short) and once by SIGKILL after a random delay, each
+//     restart resuming from what the last one left;
+//   - then scaled 1 -> 3 -> 1 instances, one of the three killed by
+//     SIGKILL and restarted on the way: each instance restores the table
+//     partitions of the input partitions it gets.
+//
+// A round of table versions (one transaction) and orders is produced
+// while each run is on. At the end kcat reads the output read_committed:
+// every order is written once, joined with the value Postgres computes as
+// of its time (LATERAL ... ORDER BY ts DESC LIMIT 1 over a table of the
+// versions); and `exactly verify --event-id order` finds every order
+// processed once, none lost, doubled or orphaned.
+//
+// Size: EXACTLY_JOIN_ORDERS (default 3000) orders and
+// EXACTLY_JOIN_VERSIONS (default half as many) table versions over
+// EXACTLY_JOIN_CUSTOMERS customers (default 40), in 20 rounds of event
+// time; EXACTLY_JOIN_SEED (default: the clock; logged) picks the kill
+// points. EXACTLY_JOIN_RACE=0 runs the stage as a plain build, as a 1M
+// run should: the race detector slows it several times over.
+func TestJoinCrashRebalance(t *testing.T) {
+	began := time.Now()
+	const rounds = 20
+	orders := envInt("EXACTLY_JOIN_ORDERS", 3000)
+	jc := joinCase{customers: envInt("EXACTLY_JOIN_CUSTOMERS", 40), rounds: rounds, roundLen: time.Minute,
+		ordersPer: max(orders/rounds, 1), versionsPer: max(envInt("EXACTLY_JOIN_VERSIONS", orders/2)/rounds, 1)}
+	jc.base = time.Now().Add(-time.Duration(rounds+60) * time.Minute).Truncate(time.Second)
+	orders = rounds * jc.ordersPer
+	seed := uint64(time.Now().UnixNano())
+	if s, err := strconv.ParseUint(os.Getenv("EXACTLY_JOIN_SEED"), 10, 64); err == nil {
+		seed = s
+	}
+	rng := rand.New(rand.NewPCG(seed, 31))
+	bin := exactlyBin
+	if os.Getenv("EXACTLY_JOIN_RACE") == "0" {
+		bin = buildBin(t, false, "../cmd/exactly")
+	}
+	t.Logf("join crash and rebalance: %d orders, %d table versions over %d customers, seed %d (EXACTLY_JOIN_SEED), stage binary %s",
+		orders, rounds*jc.versionsPer, jc.customers, seed, bin)
+
 	table, in, out, dlq, stage := uniqueName("jn_customers"), uniqueName("jn_orders"), uniqueName("jn_out"), uniqueName("jn_dlq"), uniqueName("jn")
+	maxRecords := min(max(orders/200, 200), 5000)
 	topo := userTopology(t, []fileTopic{
-		{name: table, parts: 3, config: map[string]string{"cleanup.policy": "compact"}},
+		// Compaction keeps the versions the history retention needs.
+		{name: table, parts: 3, config: map[string]string{"cleanup.policy": "compact", "min.compaction.lag.ms": strconv.FormatInt((30 * 24 * time.Hour).Milliseconds(), 10)}},
 		{name: in, parts: 3}, {name: out, parts: 3}, {name: dlq, parts: 1},
 	}, fmt.Sprintf(`stages:
   - name: %s
     input: { topic: %s, format: json }
     output: { topic: %s, format: json }
     dead_letter: { topic: %s }
-    commit: { interval: 100ms, max_records: 200 }
+    commit: { interval: 100ms, max_records: %d }
     transform:
       - join: { table: %s, key: value.customer_id, as: customer, missing: "null", history_retention: 30d }
-`, stage, in, out, dlq, table))
+`, stage, in, out, dlq, maxRecords, table))
 	tableCl := kafkaClient(t, kgo.TransactionalID(uniqueName("jn_table_writer")))
 	defer tableCl.Close()
 	ordersCl := kafkaClient(t)
 	defer ordersCl.Close()
-	run := func(instance string) *proc {
-		return start(t, nil, "run", "--topology", topo, "--instance-id", instance, "--state-dir", t.TempDir())
-	}
-	rounds := func(from, to int) {
-		for r := from; r < to; r++ {
-			jc.produceRound(t, tableCl, ordersCl, table, in, r)
-			time.Sleep(200 * time.Millisecond)
+	group := "exactly-" + stage
+	next := 0 // the next round to produce
+	produce := func(n int) {
+		t.Helper()
+		for end := min(next+n, rounds); next < end; next++ {
+			jc.produceRound(t, tableCl, ordersCl, table, in, next)
+			time.Sleep(200 * time.Millisecond) // rounds come apart, as the stage runs
 		}
 	}
-	one := run("it-1")
-	rounds(0, 3)
-	two, three := run("it-2"), run("it-3")
-	rounds(3, 6)
+	caughtUp := 5*time.Minute + time.Duration(orders)*time.Millisecond
+
+	// Kills. A commit failpoint fires at a transaction of its run early
+	// enough (each takes at most max_records orders) that six rounds
+	// before the first run and one during each keep input ahead of every
+	// kill.
+	produce(6)
+	lastTxn := max(2, 6*jc.ordersPer/maxRecords/4)
+	stateDir := t.TempDir()
+	runArgs := []string{"run", "--topology", topo, "--instance-id", "it-1", "--state-dir", stateDir}
+	kills := []string{crashBeforeCommit, crashAfterOffsetCommit, crashAfterCommit, crashDuringRestore, "sigkill"}
+	for k, kind := range kills {
+		var env []string
+		deadline := 3 * time.Minute // the failpoint picks the point
+		switch kind {
+		case "sigkill":
+			deadline = time.Duration(200+rng.IntN(5000)) * time.Millisecond
+		case crashDuringRestore:
+			if err := os.RemoveAll(stateDir); err != nil {
+				t.Fatal(err)
+			}
+			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(next*jc.versionsPer))}
+		default:
+			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+rng.IntN(lastTxn))}
+		}
+		started := time.Now()
+		p := startBin(t, bin, env, runArgs...)
+		produce(1)
+		if how := killAt(t, p, kind, started.Add(deadline), group, in); how != "" && kind != "sigkill" {
+			t.Fatalf("kill %d: %s did not fire (%s)\n%s", k+1, env[0], how, tail(p.logs.String(), 40))
+		}
+		if !p.killedBySIGKILL() {
+			t.Fatalf("kill %d (%s %v): want the process killed by SIGKILL, got %v\n%s", k+1, kind, env, p.cmd.ProcessState, tail(p.logs.String(), 40))
+		}
+		if kind != "sigkill" && !strings.Contains(p.logs.String(), "failpoint firing") {
+			t.Fatalf("kill %d: %s: killed by SIGKILL without the failpoint firing\n%s", k+1, env[0], tail(p.logs.String(), 40))
+		}
+		t.Logf("kill %d/%d: %s %v after %s; group committed %d of %d orders produced", k+1, len(kills), kind, env,
+			time.Since(started).Round(time.Millisecond), sumOffsets(groupOffsets(t, group, in)), next*jc.ordersPer)
+	}
+	killed := time.Now()
+
+	// Rebalance 1 -> 3 -> 1, rounds arriving all along.
+	run := func(instance, dir string) *proc {
+		return startBin(t, bin, nil, "run", "--topology", topo, "--instance-id", instance, "--state-dir", dir)
+	}
+	one := run("it-1", stateDir)
+	produce(1)
+	dir2 := t.TempDir()
+	two, three := run("it-2", dir2), run("it-3", t.TempDir())
+	produce(1)
 	waitLogged(t, three, "state restored", 1, 2*time.Minute, "it-3 restored no partition")
-	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	produce(1)
+	// it-2 dies amid the group of three and comes back under its
+	// instance ID: a static member (KIP-345), it takes its partitions
+	// back, and fences its predecessor's open transaction.
+	_ = two.cmd.Process.Kill()
+	<-two.done
+	produce(1)
+	two = run("it-2", dir2)
+	produce(2)
+	waitGroupCaughtUp(t, group, in, caughtUp)
 	two.stop()
 	three.stop()
-	rounds(6, 9)
-	waitGroupCaughtUp(t, "exactly-"+stage, in, 5*time.Minute)
+	produce(rounds)
+	waitGroupCaughtUp(t, group, in, caughtUp)
 	one.stop()
+	if next != rounds {
+		t.Fatalf("produced %d rounds, want %d", next, rounds)
+	}
 	if n := countLines(one.logs.String(), "state restored"); n < 2 {
 		t.Errorf("it-1 restored %d times, want at least 2 (at start, and on taking back the partitions)", n)
 	}
+	ran := time.Now()
+	t.Logf("rebalance 1 -> 3 -> 1 and catch-up: %s", ran.Sub(killed).Round(time.Second))
+
 	checkJoinOutput(t, jc, out, dlq)
+	rep, code := runVerifyBin(t, bin, topo, "order", "--timeout", "10m")
+	if len(rep.Stages) != 1 {
+		t.Fatalf("exactly verify: exit %d, %d stages, want 1: %+v", code, len(rep.Stages), rep)
+	}
+	s := rep.Stages[0]
+	if code != 0 || !rep.OK || s.In != int64(orders) || s.Processed != s.In || s.Out != s.In || s.Failures() != 0 {
+		t.Errorf("exactly verify: exit %d, %+v; want ok, %d orders in, each processed with one output", code, s, orders)
+	}
+	t.Logf("join crash and rebalance result: %d orders, %d table versions, %d kills %v, rebalance 1 -> 3 -> 1 with a SIGKILL; verify exit %d ok=%v in %d processed %d out %d lost %d duplicates %d orphans %d; check %s; wall time %s, seed %d",
+		orders, rounds*jc.versionsPer, len(kills), kills, code, rep.OK, s.In, s.Processed, s.Out, s.Lost, s.Duplicates+s.EventIDDuplicates, s.Orphans,
+		time.Since(ran).Round(time.Second), time.Since(began).Round(time.Second), seed)
 }
