@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,6 +227,7 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 	}
 	seen := map[int]int{}
 	mismatches := 0
+	var badRounds []int // the rounds of the mismatched orders
 	for _, r := range kcatRead(t, out) {
 		var v struct {
 			Order    int             `json:"order"`
@@ -246,6 +248,9 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 			got = strconv.Itoa(c.V)
 		}
 		if got != want[v.Order] {
+			if r := v.Order / jc.ordersPer; !slices.Contains(badRounds, r) {
+				badRounds = append(badRounds, r)
+			}
 			if mismatches++; mismatches <= 10 {
 				t.Errorf("order %d: joined v=%s, Postgres as of its time says %s", v.Order, got, want[v.Order])
 			}
@@ -268,6 +273,10 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 		}
 	}
 	t.Logf("%d orders, %d table versions, %d joined with null; %d mismatches, %d doubled, %d lost", n, jc.rounds*jc.versionsPer, nulls, mismatches, doubled, lost)
+	if mismatches > 0 {
+		slices.Sort(badRounds)
+		t.Errorf("mismatched orders in %d of %d rounds: %v", len(badRounds), jc.rounds, badRounds)
+	}
 	if mismatches+doubled+lost > 0 || len(seen) != n {
 		t.Fatalf("%d mismatches, %d orders doubled, %d lost, %d distinct orders written (want %d)", mismatches, doubled, lost, len(seen), n)
 	}
@@ -297,13 +306,16 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 //
 // Size: EXACTLY_JOIN_ORDERS (default 3000) orders and
 // EXACTLY_JOIN_VERSIONS (default half as many) table versions over
-// EXACTLY_JOIN_CUSTOMERS customers (default 40), in 20 rounds of event
-// time; EXACTLY_JOIN_SEED (default: the clock; logged) picks the kill
-// points. EXACTLY_JOIN_RACE=0 runs the stage as a plain build, as a 1M
-// run should: the race detector slows it several times over.
+// EXACTLY_JOIN_CUSTOMERS customers (default 40), in EXACTLY_JOIN_ROUNDS
+// rounds of event time (default and least 20). The rounds past the 17th
+// come 200 ms apart while the last instance runs: each is a chance for
+// the join to read its table before the round's transaction shows.
+// EXACTLY_JOIN_SEED (default: the clock; logged) picks the kill points.
+// EXACTLY_JOIN_RACE=0 runs the stage as a plain build, as a 1M run
+// should: the race detector slows it several times over.
 func TestJoinCrashRebalance(t *testing.T) {
 	began := time.Now()
-	const rounds = 20
+	rounds := max(envInt("EXACTLY_JOIN_ROUNDS", 20), 20)
 	orders := envInt("EXACTLY_JOIN_ORDERS", 3000)
 	jc := joinCase{customers: envInt("EXACTLY_JOIN_CUSTOMERS", 40), rounds: rounds, roundLen: time.Minute,
 		ordersPer: max(orders/rounds, 1), versionsPer: max(envInt("EXACTLY_JOIN_VERSIONS", orders/2)/rounds, 1)}
@@ -425,16 +437,18 @@ func TestJoinCrashRebalance(t *testing.T) {
 	ran := time.Now()
 	t.Logf("rebalance 1 -> 3 -> 1 and catch-up: %s", ran.Sub(killed).Round(time.Second))
 
-	checkJoinOutput(t, jc, out, dlq)
+	// verify accounts for every order whatever its joined value, so it
+	// runs first: checkJoinOutput stops the test at a mismatch.
 	rep, code := runVerifyBin(t, bin, topo, "order", "--timeout", "10m")
 	if len(rep.Stages) != 1 {
 		t.Fatalf("exactly verify: exit %d, %d stages, want 1: %+v", code, len(rep.Stages), rep)
 	}
 	s := rep.Stages[0]
+	t.Logf("exactly verify: exit %d, ok %v, in %d processed %d out %d lost %d duplicates %d orphans %d", code, rep.OK, s.In, s.Processed, s.Out, s.Lost, s.Duplicates+s.EventIDDuplicates, s.Orphans)
 	if code != 0 || !rep.OK || s.In != int64(orders) || s.Processed != s.In || s.Out != s.In || s.Failures() != 0 {
 		t.Errorf("exactly verify: exit %d, %+v; want ok, %d orders in, each processed with one output", code, s, orders)
 	}
-	t.Logf("join crash and rebalance result: %d orders, %d table versions, %d kills %v, rebalance 1 -> 3 -> 1 with a SIGKILL; verify exit %d ok=%v in %d processed %d out %d lost %d duplicates %d orphans %d; check %s; wall time %s, seed %d",
-		orders, rounds*jc.versionsPer, len(kills), kills, code, rep.OK, s.In, s.Processed, s.Out, s.Lost, s.Duplicates+s.EventIDDuplicates, s.Orphans,
-		time.Since(ran).Round(time.Second), time.Since(began).Round(time.Second), seed)
+	checkJoinOutput(t, jc, out, dlq)
+	t.Logf("join crash and rebalance result: %d orders in %d rounds, %d table versions, %d kills %v, rebalance 1 -> 3 -> 1 with a SIGKILL; verify and SQL check %s; wall time %s, seed %d",
+		orders, rounds, rounds*jc.versionsPer, len(kills), kills, time.Since(ran).Round(time.Second), time.Since(began).Round(time.Second), seed)
 }
