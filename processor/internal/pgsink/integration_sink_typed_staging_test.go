@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -71,5 +72,64 @@ func TestSinkJSONBRefusedInStagingCopy(t *testing.T) {
 				t.Errorf("dead letters:\n%s\nwant j1-4's, reason postgres, 22P05, naming field $value", strings.Join(dead, "\n"))
 			}
 		})
+	}
+}
+
+// A column whose type changes while the sink runs (jsonb to text and back)
+// changes the staging table's shape: each batch COPYs into the staging
+// table of the shape it was built for, created on its connection where
+// missing, and every record is loaded.
+func TestSinkStagingShapeFollowsColumnTypes(t *testing.T) {
+	topic := uniqueName("sk_shape_in")
+	adm := kadm.NewClient(kafkaClient(t))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	d := newModeSink(t, "sk_shape", topic, topology.ModeUpsert)
+	d.sink = openUpsert(t, d, topic, "", false)
+	pool := pgPool(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- d.sink.Run(ctx) }()
+	produced := 0
+	wave := func(alter string) {
+		t.Helper()
+		if alter != "" {
+			if _, err := pool.Exec(ctx, "ALTER TABLE "+d.schema+".events "+alter); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var lines [][]byte
+		for i := range 25 {
+			id := fmt.Sprintf("s%d", produced+i)
+			lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, produced+i))
+		}
+		produced += len(lines)
+		kcatProduce(t, topic, lines)
+		deadline := time.Now().Add(time.Minute)
+		for d.sink.Stats().Rows < int64(produced) {
+			select {
+			case err := <-done:
+				t.Fatalf("sink stopped: %v", err)
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sink wrote %+v of %d records", d.sink.Stats(), produced)
+			}
+		}
+	}
+	wave("")
+	wave("ALTER COLUMN body TYPE text")
+	wave("ALTER COLUMN body TYPE jsonb USING body::jsonb")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := d.sink.Stats(); st.Rows != int64(produced) || st.DeadLettered != 0 {
+		t.Errorf("%+v, want %d rows and no dead letter", st, produced)
+	}
+	if rows := sinkRows(t)(d); len(rows) != produced+1 { // and the seed row
+		t.Errorf("%d rows, want %d", len(rows), produced+1)
 	}
 }
