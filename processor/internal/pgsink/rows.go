@@ -382,8 +382,9 @@ func jsonbKeys(v any, src string) error {
 }
 
 // columnValue returns the staging text of one column, or nil for NULL.
-// Every staging column is text; the INSERT casts it to the column's type,
-// so that a value of the wrong type is a data error of its row.
+// It is text, which the INSERT casts to the column's type (a jsonb column
+// is staged as jsonb, and COPY reads it: stagedType), so that a value of
+// the wrong type is a data error of its row.
 func (s *Sink) columnValue(r *kgo.Record, obj map[string]any, src string) (any, error) {
 	if v, ok := s.recordValue(r, obj, src); ok {
 		return v, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -20,9 +21,40 @@ import (
 // the catalog's unique index).
 const schemaLockKey int64 = 0x65786163746c79 // "exactly"
 
-// stagingTable is the session-local temporary table each connection COPYs a
-// batch into. Every column is text, named c0, c1, ...
+// stagingTable is the prefix of the session-local temporary table each
+// connection COPYs a batch into, with columns c0, c1, ... (stagedType),
+// then ord and keep. Its full name ends in a hash of its columns' types
+// (stagingName), so that a connection whose table has another shape
+// (created before a column was added or changed type) never COPYs into
+// it: each shape has its own table, created where missing.
 const stagingTable = "exactly_sink_staging"
+
+// stagedType is the type of the staging column x of column col of type
+// t: t itself where castExpr is a plain cast with no check, and COPY's
+// own reading of the value (the type's input function) is therefore the
+// cast's, so that Postgres parses the value once, during the COPY, and
+// the INSERT casts nothing; text otherwise, for castExpr to check and
+// cast. Only jsonb for now: its input is the text's parse, and pgx's
+// binary COPY sends a string as the JSON text it is. A value such a
+// column refuses (not JSON, \u0000) fails the COPY with a data error,
+// which load bisects to its record as it does a cast's (nameField).
+func stagedType(x, col string, t colType) string {
+	if t.base == "jsonb" && !t.domain && t.full == "jsonb" && castExpr(x, col, t) == x+"::jsonb" {
+		return "jsonb"
+	}
+	return "text"
+}
+
+// stagingName is the name of the staging table whose column definitions
+// are cols: stagingTable and a hash of them.
+func stagingName(cols []string) string {
+	h := fnv.New32a()
+	for _, c := range cols {
+		h.Write([]byte(c))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%s_%08x", stagingTable, h.Sum32())
+}
 
 // columnType is the type of a column the sink creates for a source.
 func (s *Sink) columnType(src string) string {

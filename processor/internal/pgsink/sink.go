@@ -23,7 +23,8 @@
 //     so that it takes the position row's lock before any row is written:
 //     two instances that both think they own a partition serialize there,
 //     and the second finds the position moved and rolls back (fencing).
-//  2. COPY into a session-local text staging table, then INSERT ... SELECT
+//  2. COPY into a session-local staging table (text columns, but a jsonb
+//     one staged as jsonb: stagedType), then INSERT ... SELECT
 //     with a cast per column (every row's, in a materialized CTE), one row
 //     per event ID as the column's type compares it (DISTINCT ON), ... ON CONFLICT (event_id) DO NOTHING (DO
 //     UPDATE in upsert mode); a tombstone under the delete policy becomes
@@ -170,7 +171,12 @@ type Sink struct {
 	passJSON     bool       // json input: check it and decode only fieldSources
 	types        []colType  // target column types, in Columns order
 	typed        typedState // avro input: derived types, added columns (typed.go)
-	sql          struct{ staging, insert, truncate, delete, guard, deadLetters, direct, directCheck string }
+	sql          struct {
+		staging, insert, fast, truncate, delete, guard, deadLetters, direct, directCheck string
+		// stagingName is the staging table of the columns' shape
+		// (stagingShape).
+		stagingName string
+	}
 	// direct is the choice of the direct path (direct.go); noDirect
 	// turns it off (DirectCopy(false)).
 	direct   directPath

@@ -263,7 +263,7 @@ func TestSQL(t *testing.T) {
 	}
 	s.types = []colType{plainType("text"), plainType("jsonb")}
 	s.buildSQL()
-	if want := `WITH exactly_cast_rows AS MATERIALIZED (SELECT c0::text AS v0, c1::jsonb AS v1, ord FROM pg_temp.exactly_sink_staging) INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT v0, v1 FROM (SELECT DISTINCT ON (v0) * FROM exactly_cast_rows ORDER BY v0, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
+	if want := `WITH exactly_cast_rows AS MATERIALIZED (SELECT c0::text AS v0, c1::jsonb AS v1, ord FROM pg_temp.` + s.sql.stagingName + `) INSERT INTO "Raw"."Events" ("event_id", "Body") SELECT v0, v1 FROM (SELECT DISTINCT ON (v0) * FROM exactly_cast_rows ORDER BY v0, ord DESC) AS staged ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "Body" = EXCLUDED."Body"`; s.sql.insert != want {
 		t.Errorf("insert:\n%s\nwant\n%s", s.sql.insert, want)
 	}
 	// Every row is cast (castExpr) before DISTINCT ON: a value its

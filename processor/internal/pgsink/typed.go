@@ -257,8 +257,8 @@ func (s *Sink) checkSchema(r *kgo.Record) error {
 	if changed {
 		s.rebuild()
 		if s.pool != nil {
-			// Pooled connections hold a staging table of the old width;
-			// new ones create it with the new one.
+			// Pooled connections hold a staging table of the old
+			// shape, which no batch uses any more (stagingTable).
 			s.pool.Reset()
 		}
 	}

@@ -175,7 +175,7 @@ func TestAutoColumns(t *testing.T) {
 		if o.row[4] != "12.34" || o.row[5] != `{"a":1}` {
 			t.Fatalf("row %v", o.row)
 		}
-		if !strings.Contains(s.sql.staging, "c5 text") {
+		if !strings.Contains(s.sql.staging, "c5 jsonb") { // staged in its type: stagedType
 			t.Fatalf("staging not rebuilt: %s", s.sql.staging)
 		}
 		ops := []op{{row: make([]any, 4)}, o}

@@ -216,7 +216,7 @@ func (s *Sink) insertKeepRun(ctx context.Context, tx pgx.Tx, ops []op, kept []in
 		rows[i] = row
 	}
 	cols := append(s.stagingColumns(), keepColumn)
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", stagingTable}, cols, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", s.sql.stagingName}, cols, pgx.CopyFromRows(rows)); err != nil {
 		return err
 	}
 	var pb pgx.Batch
@@ -320,7 +320,7 @@ func (s *Sink) insertKeepSQL(kept []int) string {
 		win = ", " + strings.Join(windows, ", ")
 	}
 	q := fmt.Sprintf("WITH %[1]s AS MATERIALIZED (SELECT %[2]s, %[3]s FROM pg_temp.%[4]s) INSERT INTO %[5]s (%[6]s) SELECT %[7]s FROM (SELECT DISTINCT ON (%[8]s) *%[12]s FROM %[1]s ORDER BY %[8]s, %[9]s) AS staged LEFT JOIN %[13]s AS %[14]s ON %[14]s.%[10]s %[15]s staged.%[8]s ORDER BY staged.%[3]s ON CONFLICT (%[10]s) %[11]s",
-		castRows, strings.Join(casts, ", "), ordColumn, stagingTable, into, strings.Join(target, ", "), strings.Join(values, ", "),
+		castRows, strings.Join(casts, ", "), ordColumn, s.sql.stagingName, into, strings.Join(target, ", "), strings.Join(values, ", "),
 		keyV, keep, eid, conflict, win, s.table.String(), storedAlias, eqOp(s.types[s.eventIDIndex]))
 	if s.typed.keepSQL == nil {
 		s.typed.keepSQL = map[string]string{}

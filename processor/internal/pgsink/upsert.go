@@ -124,7 +124,7 @@ func (s *Sink) buildFastUpsertSQL() string {
 		conflict += fmt.Sprintf(" WHERE %s.%s < EXCLUDED.%s OR %s.%s IS NULL", versionTarget, vc, vc, versionTarget, vc)
 	}
 	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM pg_temp.%s ORDER BY %s ON CONFLICT (%s) %s",
-		into, strings.Join(target, ", "), strings.Join(casts, ", "), stagingTable, ordColumn,
+		into, strings.Join(target, ", "), strings.Join(casts, ", "), s.sql.stagingName, ordColumn,
 		pgx.Identifier{s.cfg.EventID}.Sanitize(), conflict)
 }
 
@@ -140,7 +140,7 @@ func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 // unless it rests, and the full INSERT after a 21000. It returns the rows
 // the INSERT affected.
 func (s *Sink) insertStaged(ctx context.Context, tx pgx.Tx, tail ...string) (int64, error) {
-	fast := s.buildFastUpsertSQL()
+	fast := s.sql.fast
 	if fast == "" || s.upsertRest.skip() {
 		return s.runInsert(ctx, tx, s.sql.insert, fast != "", tail)
 	}

@@ -354,6 +354,10 @@ func (s *Sink) lockTable(ctx context.Context, tx pgx.Tx) (uint32, map[string]col
 	pb.Queue("LOCK TABLE " + s.table.String() + " IN ROW EXCLUSIVE MODE")
 	pb.Queue("SELECT $1::regclass::oid", s.table.String())
 	pb.Queue(readTypesSQL, s.table.String())
+	// The staging table of the columns' shape, where this connection
+	// has none yet (stagingTable): the shape changes with the types.
+	// After the lock, which takes no snapshot, as the CREATE would.
+	pb.Queue(s.sql.staging)
 	br := tx.SendBatch(ctx, &pb)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -376,6 +380,11 @@ func (s *Sink) lockTable(ctx context.Context, tx pgx.Tx) (uint32, map[string]col
 		types, err = scanColumnTypes(rows, s.table)
 	} else {
 		err = fmt.Errorf("read columns of %s: %w", s.table, err)
+	}
+	if err == nil {
+		if _, cerr := br.Exec(); cerr != nil {
+			err = fmt.Errorf("create the staging table: %w", cerr)
+		}
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("read columns of %s: %w", s.table, cerr)
@@ -626,7 +635,7 @@ func (s *Sink) insertRun(ctx context.Context, tx pgx.Tx, ops []op, res *result) 
 	for i, o := range ops {
 		rows[i] = append(o.row[:len(o.row):len(o.row)], int32(i))
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", stagingTable}, s.stagingColumns(), pgx.CopyFromRows(rows))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", s.sql.stagingName}, s.stagingColumns(), pgx.CopyFromRows(rows))
 	if err != nil {
 		return err
 	}
@@ -674,7 +683,7 @@ func (s *Sink) stagingColumns() []string {
 // stagingCopySQL is the COPY of loadStreamStaged: the staging table's
 // columns, in text format.
 func (s *Sink) stagingCopySQL() string {
-	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN", stagingTable, strings.Join(s.stagingColumns(), ", "))
+	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN", s.sql.stagingName, strings.Join(s.stagingColumns(), ", "))
 }
 
 // buildLoadSQL prepares the statements of the load: the staging table,
@@ -705,7 +714,7 @@ func (s *Sink) buildLoadSQL() {
 	for i, c := range s.cfg.Columns {
 		sc := fmt.Sprintf("c%d", i)
 		col := pgx.Identifier{c.Name}.Sanitize()
-		staging = append(staging, sc+" text")
+		staging = append(staging, sc+" "+stagedType(sc, c.Name, s.types[i]))
 		target = append(target, col)
 		casts = append(casts, fmt.Sprintf("%s AS v%d", castExpr(sc, c.Name, s.types[i]), i))
 		values = append(values, fmt.Sprintf("v%d", i))
@@ -714,6 +723,7 @@ func (s *Sink) buildLoadSQL() {
 		}
 	}
 	staging = append(staging, ordColumn+" integer", keepColumn+" integer[]")
+	s.sql.stagingName = stagingName(staging)
 	s.typed.keepSQLMu.Lock()
 	s.typed.keepSQL = nil
 	s.typed.keepSQLMu.Unlock()
@@ -727,7 +737,7 @@ func (s *Sink) buildLoadSQL() {
 	// outcome does not depend on what came before it.
 	key := fmt.Sprintf("v%d", s.eventIDIndex)
 	s.sql.staging = fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS",
-		stagingTable, strings.Join(staging, ", "))
+		s.sql.stagingName, strings.Join(staging, ", "))
 	conflict, keep, into := "DO NOTHING", ordColumn+" ASC", s.table.String()
 	if s.cfg.Mode == topology.ModeUpsert {
 		keep = ordColumn + " DESC"
@@ -745,9 +755,10 @@ func (s *Sink) buildLoadSQL() {
 		}
 	}
 	s.sql.insert = fmt.Sprintf("WITH %[1]s AS MATERIALIZED (SELECT %[2]s, %[3]s FROM pg_temp.%[4]s) INSERT INTO %[5]s (%[6]s) SELECT %[7]s FROM (SELECT DISTINCT ON (%[8]s) * FROM %[1]s ORDER BY %[8]s, %[9]s) AS staged ORDER BY %[3]s ON CONFLICT (%[10]s) %[11]s",
-		castRows, strings.Join(casts, ", "), ordColumn, stagingTable, into, strings.Join(target, ", "), strings.Join(values, ", "),
+		castRows, strings.Join(casts, ", "), ordColumn, s.sql.stagingName, into, strings.Join(target, ", "), strings.Join(values, ", "),
 		key, keep, eid, conflict)
-	s.sql.truncate = "TRUNCATE pg_temp." + stagingTable
+	s.sql.fast = s.buildFastUpsertSQL() // upsert.go
+	s.sql.truncate = "TRUNCATE pg_temp." + s.sql.stagingName
 	// A delete's event ID (a tombstone's key, a change event's before) is
 	// read as an inserted one is, by castExpr: a key the column cannot
 	// hold exactly raises the row error, so the load's bisection
