@@ -156,7 +156,7 @@ func (x *joinTxn) refresh() error {
 	defer cancel()
 	listed := time.Now()
 	cl := x.t.sess.Client()
-	meta, err := kadm.NewClient(cl).Metadata(ctx, s.cfg.Input, x.j.changelog)
+	meta, err := topicsNow(ctx, cl, s.cfg.Input, x.j.changelog)
 	if err != nil {
 		return fmt.Errorf("describe table %s: %w", x.j.changelog, err)
 	}
@@ -194,32 +194,68 @@ func (x *joinTxn) tableWaitDeadline() time.Time {
 	return x.t.started.Add(tt - tt/5)
 }
 
+// topicLayout is a topic's ID and partition count, from a Metadata
+// answer; err is the topic's error in it.
+type topicLayout struct {
+	id         [16]byte
+	partitions []int32
+	err        error
+}
+
+// topicsNow asks a broker for the layout of topics, not the client's
+// cache: kadm's Metadata answers from metadata up to MetadataMinAge (5 s)
+// old, which may predate a record just fetched.
+func topicsNow(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]topicLayout, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]topicLayout, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		l := topicLayout{id: t.TopicID, err: kerr.ErrorForCode(t.ErrorCode)}
+		for _, p := range t.Partitions {
+			l.partitions = append(l.partitions, p.Partition)
+		}
+		out[*t.Topic] = l
+	}
+	return out, nil
+}
+
 // checkLayout compares the topics' metadata, listed after the poll, with
 // the layout the table was restored for (parts, the restored table
 // partitions): a table topic with another ID (deleted and created again),
 // in global mode a table partition not restored (added), in
 // co-partitioned mode partition counts that differ.
-func (x *joinTxn) checkLayout(meta kadm.Metadata, parts map[int32]int64) error {
+func (x *joinTxn) checkLayout(meta map[string]topicLayout, parts map[int32]int64) error {
 	s, v := x.t.stage, x.j.store
-	table, ok := meta.Topics[x.j.changelog]
-	if !ok || table.Err != nil {
+	table, ok := meta[x.j.changelog]
+	if !ok || table.err != nil {
 		return nil // gone, or unreadable: the reads fail and the transaction is retried
 	}
 	for p := range parts {
-		if id, ok := v.TopicID(p); ok && id != table.ID {
+		if id, ok := v.TopicID(p); ok && id != table.id {
 			return &tableLayoutError{err: errTableRecreated}
 		}
 	}
 	if x.j.j.Global {
-		for _, p := range table.Partitions.Numbers() {
+		for _, p := range table.partitions {
 			if _, ok := parts[p]; !ok {
 				return &tableLayoutError{err: errTablePartitionsAdded}
 			}
 		}
 		return nil
 	}
-	if in, ok := meta.Topics[s.cfg.Input]; ok && in.Err == nil && len(in.Partitions) != len(table.Partitions) {
-		return &tableLayoutError{err: s.partitionCountError(len(table.Partitions), len(in.Partitions))}
+	if in, ok := meta[s.cfg.Input]; ok && in.err == nil && len(in.partitions) != len(table.partitions) {
+		return &tableLayoutError{err: s.partitionCountError(len(table.partitions), len(in.partitions))}
 	}
 	return nil
 }
