@@ -27,13 +27,14 @@ import (
 // A partition's table is restored from its topic as any store is, when
 // the partition is assigned, up to the end of the topic then. While the
 // stage runs, the records of each poll are processed only once the table
-// partitions were read up to their last stable offsets listed after that
-// poll returned: a record is joined, as of its timestamp, with at least
-// every table update committed before it was fetched, so before it was
-// produced. A record processed
-// again after an abort or a crash reads the same versions, unless a
-// table update with a timestamp at or before the record's was committed
-// in between (see joins.md, "Late table updates").
+// partitions were read up to their high watermarks listed after that poll
+// returned, waiting for transactions open below them (refresh): a record
+// is joined, as of its timestamp, with at least every table update
+// committed before it was fetched, so before it was produced, as a
+// restart would join it. A record processed again after an abort or a
+// crash reads the same versions, unless a table update with a timestamp
+// at or before the record's was committed in between (see joins.md,
+// "Table and stream far apart in time").
 
 // In global mode every instance holds every table partition, whatever
 // input partitions it is assigned: they are restored with the first
@@ -104,8 +105,8 @@ func (j *joinStep) begin(t *txn) stepTxn { return &joinTxn{t: t, j: j} }
 type joinTxn struct {
 	t *txn
 	j *joinStep
-	// fresh: the table was read up to its last stable offsets since the
-	// last poll.
+	// fresh: the table was read up to its high watermarks since the last
+	// poll.
 	fresh bool
 	// reader reads the table for the whole session (created by the first
 	// refresh, closed by close).
