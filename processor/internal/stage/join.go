@@ -208,6 +208,7 @@ type topicLayout struct {
 // old, which may predate a record just fetched.
 func topicsNow(ctx context.Context, cl *kgo.Client, topics ...string) (map[string]topicLayout, error) {
 	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = false // a deleted topic stays deleted
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)
