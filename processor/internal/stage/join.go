@@ -332,7 +332,7 @@ func (x *joinTxn) outputs(r *kgo.Record, src source) (outs []*kgo.Record, skip b
 			// The transaction aborts; the records after this one are not
 			// processed (each would refresh again): they are polled again.
 			err = fmt.Errorf("join table: %w", err)
-			if le := (*tableLayoutError)(nil); errors.As(err, &le) && !kafkaconn.IsFatal(err) {
+			if _, ok := errors.AsType[*tableLayoutError](err); ok && !kafkaconn.IsFatal(err) {
 				t.stage.stateErr.Store(&err) // the run loop rebuilds the session
 			}
 			t.fail(src, err)
