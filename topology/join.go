@@ -116,6 +116,10 @@ func (v *validator) joinTable(at stepAt) {
 		v.report(jp+".table", "required: the table's topic, compacted and keyed by the lookup key (e.g. table: customers)")
 	case j.Table == at.s.Input.Topic:
 		v.report(jp+".table", "the table %s is the stage's input: a stage cannot join its input with itself", v.q(jp+".table", j.Table))
+	case j.Table == at.s.Output.Topic || j.Table == at.s.DeadLetter.Topic:
+		// The join reads its table up to what was written before each
+		// poll, waiting for open transactions: its own among them.
+		v.report(jp+".table", "the table %s is the stage's output or dead-letter topic: a stage cannot join with what it writes (its join would wait for its own open transaction)", v.q(jp+".table", j.Table))
 	case topicNameProblem(j.Table) != "":
 		v.report(jp+".table", "%s is not a topic name: %s", v.q(jp+".table", j.Table), topicNameProblem(j.Table))
 	default:

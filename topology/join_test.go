@@ -1,6 +1,7 @@
 package topology
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,6 +63,16 @@ func TestValidateJoin(t *testing.T) {
 			want:  []string{`t.yaml:14:24: stages[0].transform[0].join.table: the table "in" is the stage's input: a stage cannot join its input with itself`},
 		},
 		{
+			name:  "table is the output",
+			steps: "      - join: { table: out, key: value.c, as: c, history_retention: 1d }\n",
+			want:  []string{`t.yaml:14:24: stages[0].transform[0].join.table: the table "out" is the stage's output or dead-letter topic: a stage cannot join with what it writes (its join would wait for its own open transaction)`},
+		},
+		{
+			name:  "table is the dead-letter topic",
+			steps: "      - join: { table: dlq, key: value.c, as: c, history_retention: 1d }\n",
+			want:  []string{`t.yaml:14:24: stages[0].transform[0].join.table: the table "dlq" is the stage's output or dead-letter topic: a stage cannot join with what it writes (its join would wait for its own open transaction)`},
+		},
+		{
 			name:  "zero retention",
 			steps: "      - join: { table: customers, key: value.c, as: c, history_retention: 0s }\n",
 			want:  []string{"t.yaml:14:75: stages[0].transform[0].join.history_retention: must be positive (got 0s)"},
@@ -73,7 +84,10 @@ func TestValidateJoin(t *testing.T) {
 		},
 	})
 	t.Run("declared table not compacted", func(t *testing.T) {
-		src := head + "stages:\n" + stage + "    transform:\n      - join: { table: out, key: value.c, as: c, history_retention: 1d }\n"
-		check(t, src, nil, `t.yaml:14:24: stages[0].transform[0].join.table: table topic "out" must be compacted alone (set config: { cleanup.policy: compact } on topics[1]): with delete, expired segments would lose table entries`)
+		// A topic declared first, without a cleanup.policy: the stage's
+		// lines move down by one.
+		src := strings.Replace(head, "topics:\n", "topics:\n  - { name: customers, partitions: 1 }\n", 1) +
+			"stages:\n" + stage + "    transform:\n      - join: { table: customers, key: value.c, as: c, history_retention: 1d }\n"
+		check(t, src, nil, `t.yaml:15:24: stages[0].transform[0].join.table: table topic "customers" must be compacted alone (set config: { cleanup.policy: compact } on topics[0]): with delete, expired segments would lose table entries`)
 	})
 }

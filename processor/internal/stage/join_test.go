@@ -124,11 +124,18 @@ func joinStage(t *testing.T, seeds []string, dir string, opts ...stage.Option) *
 
 func joinStageWith(t *testing.T, seeds []string, dir, steps string, opts ...stage.Option) *stage.Stage {
 	t.Helper()
+	return joinStageTimeout(t, seeds, dir, steps, 0, opts...)
+}
+
+// joinStageTimeout is joinStageWith with the transaction timeout tt (0:
+// the default).
+func joinStageTimeout(t *testing.T, seeds []string, dir, steps string, tt time.Duration, opts ...stage.Option) *stage.Stage {
+	t.Helper()
 	p := cleanPipeline(t, nil, steps)
 	s, err := stage.New(stage.Config{
 		Stage: "clean", InstanceID: "i1", Brokers: seeds,
 		Input: inTopic, Output: outTopic, DeadLetter: dlqTopic,
-		CommitInterval: 20 * time.Millisecond, MaxRecords: 7, StateDir: dir,
+		CommitInterval: 20 * time.Millisecond, MaxRecords: 7, StateDir: dir, TransactionTimeout: tt,
 	}, append([]stage.Option{stage.WithTransform(p)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +146,12 @@ func joinStageWith(t *testing.T, seeds []string, dir, steps string, opts ...stag
 // checkJoined reads the output read_committed: orders 0..n-1, each once,
 // each with the tier its customer had at its timestamp.
 func checkJoined(t *testing.T, seeds []string, vs []tableVersion, n int) {
+	t.Helper()
+	checkJoinedBy(t, seeds, n, func(i int) *int { return wantTier(vs, i) })
+}
+
+// checkJoinedBy is checkJoined with the tier order i must have from want.
+func checkJoinedBy(t *testing.T, seeds []string, n int, wantOf func(i int) *int) {
 	t.Helper()
 	seen := map[int]int{}
 	for _, r := range drain(t, seeds, outTopic) {
@@ -152,7 +165,7 @@ func checkJoined(t *testing.T, seeds []string, vs []tableVersion, n int) {
 			t.Fatalf("output %s: %v", r.Value, err)
 		}
 		seen[v.Order]++
-		want := wantTier(vs, v.Order)
+		want := wantOf(v.Order)
 		switch {
 		case want == nil && v.Customer != nil:
 			t.Errorf("order %d: joined with %s, want null", v.Order, r.Value)

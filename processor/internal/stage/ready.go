@@ -2,6 +2,7 @@ package stage
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/exactly-io/exactly/processor/internal/health"
@@ -34,6 +35,13 @@ func (s *Stage) initReady() {
 // all the same: its transactional producer has waited for its producer
 // ID, or its transactions have all aborted, for the stall limit.
 func (s *Stage) stuck() error {
+	if ws := s.tableWait.waitsNow(); len(ws) > 0 {
+		msg := make([]string, len(ws))
+		for i, w := range ws {
+			msg[i] = w.String()
+		}
+		return fmt.Errorf("the join waits for an open transaction on its table before joining the records polled: %s", strings.Join(msg, "; "))
+	}
 	if s.cfg.Guarantee == ExactlyOnce && !s.producerReady.Load() {
 		if at := s.sessionBuilt.Load(); at != 0 && time.Since(time.Unix(0, at)) >= s.stallLimit() {
 			return fmt.Errorf("the transactional producer has had no producer ID for %s: InitProducerId waits for the transaction coordinator to end this transactional ID's open transaction (an output partition that refuses writes holds it up)",

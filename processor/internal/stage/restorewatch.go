@@ -49,6 +49,13 @@ func (r *restoreStatus) end() {
 	r.parts, r.waits = nil, nil
 }
 
+// waitsNow returns the open transactions the read waits for.
+func (r *restoreStatus) waitsNow() []state.Wait {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.waits
+}
+
 // read counts a record applied.
 func (r *restoreStatus) read() {
 	r.mu.Lock()

@@ -182,6 +182,9 @@ type Stage struct {
 	restoredRecords int
 	// restoring is the restore under way, for Ready (restorewatch.go).
 	restoring restoreStatus
+	// tableWait is a running join's table read, for the open transactions
+	// it waits for (join.go).
+	tableWait restoreStatus
 
 	// Isolating a record the broker refuses (run goroutine only): after
 	// such an abort, the next isolate transactions carry one input record

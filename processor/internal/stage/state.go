@@ -211,6 +211,16 @@ func (s *Stage) changelogWords(info *stepInfo) (what, create, match string) {
 	return fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
 }
 
+// partitionCountError is the refusal of a changelog (or co-partitioned
+// join table) with n partitions for an input topic with in: at start and,
+// for a join, while it runs.
+func (s *Stage) partitionCountError(n, in int) error {
+	info := s.step.about()
+	what, _, match := s.changelogWords(info)
+	return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
+		s.cfg.Origin.Field(info.field), what, info.changelog, n, s.cfg.Input, in, match)}
+}
+
 // checkChangelog is checkStart's look at the stateful step's changelog
 // topic: it exists, has the input topic's partition count, and is
 // compacted. A deleted segment of a changelog would lose state, and a
@@ -232,8 +242,7 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q does not exist (%s)", field, what, info.changelog, create)}
 	}
 	if in := td[s.cfg.Input]; match != "" && len(cl.Partitions) != len(in.Partitions) {
-		return &fault.ConfigError{Err: fmt.Errorf("%s: %s %q has %d partitions, the input topic %q has %d (%s)",
-			field, what, info.changelog, len(cl.Partitions), s.cfg.Input, len(in.Partitions), match)}
+		return s.partitionCountError(len(cl.Partitions), len(in.Partitions))
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, info.changelog)
 	if err == nil {

@@ -159,6 +159,9 @@ type TableReader struct {
 	opts  []kgo.Opt
 	topic string
 	cl    *kgo.Client // created by the first read
+	// Waiting, if set, is told which open transactions a read waits for
+	// (as ReplayHooks.Waiting is).
+	Waiting func([]Wait)
 }
 
 // NewTableReader returns a reader of topic with the client options opts.
@@ -177,7 +180,7 @@ func (t *TableReader) Close() {
 
 // Read is ReadChangelog with the reader's client.
 func (t *TableReader) Read(ctx context.Context, ranges map[int32]Range, fn func(r *kgo.Record) error) (int64, error) {
-	return t.read(ctx, ranges, fn, nil)
+	return t.read(ctx, ranges, fn, t.Waiting)
 }
 
 func (t *TableReader) read(ctx context.Context, ranges map[int32]Range, fn func(r *kgo.Record) error, onWait func([]Wait)) (int64, error) {

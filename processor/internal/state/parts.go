@@ -66,6 +66,18 @@ func (s *partSet) put(p int32, pt *part) {
 	s.mu.Unlock()
 }
 
+// TopicID returns the ID of the changelog topic partition p was restored
+// from, false if p is not restored.
+func (s *partSet) TopicID(p int32) ([16]byte, bool) {
+	pt := s.get(p)
+	if pt == nil {
+		return [16]byte{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return pt.topicID, true
+}
+
 // Drop forgets partitions ps (revoked or lost): lookups in them fail with
 // ErrNotRestored until they are restored again. Their keys and checkpoints
 // stay, consistent with each other, for that restore to resume from.

@@ -192,7 +192,8 @@ type recordApplier interface {
 
 // Refresh reads, read_committed, what each restored partition of parts
 // has gained in the table topic of tr since its checkpoint, up to ends
-// (the partitions' last stable offsets, listed at listed), and applies it
+// (the partitions' high watermarks, listed at listed: the read waits for
+// the transactions open below them, as a restore does), and applies it
 // with the checkpoint moved to the end. It reads nothing when every
 // partition was already read up to its end. A partition dropped meanwhile
 // is left to its next restore. It returns the records applied.
