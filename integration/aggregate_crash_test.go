@@ -39,7 +39,7 @@ import (
 // EXACTLY_AGG_KILL_WINDOW, the largest delay before a SIGKILL (default
 // 5s). EXACTLY_AGG_RACE=0 runs the stage as a plain build, as a 1M run
 // should: the race detector slows it several times over. The full-size
-// command is in README "State at scale".
+// command is in performance.md "State at scale".
 func TestAggregateCrashRestart(t *testing.T) {
 	began := time.Now()
 	events := envInt("EXACTLY_AGG_EVENTS", 20000)
