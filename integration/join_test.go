@@ -312,7 +312,11 @@ func checkJoinOutput(t *testing.T, jc joinCase, out, dlq string) {
 // the join to read its table before the round's transaction shows.
 // EXACTLY_JOIN_SEED (default: the clock; logged) picks the kill points.
 // EXACTLY_JOIN_RACE=0 runs the stage as a plain build, as a 1M run
-// should: the race detector slows it several times over.
+// should: the race detector slows it several times over. The 1M run:
+//
+//	EXACTLY_JOIN_ROUNDS=200 EXACTLY_JOIN_ORDERS=1000000 EXACTLY_JOIN_VERSIONS=150000 \
+//	EXACTLY_JOIN_CUSTOMERS=50000 EXACTLY_JOIN_RACE=0 \
+//	go test -tags integration -count=1 -timeout 80m -run 'TestJoinCrashRebalance$' ./integration/
 func TestJoinCrashRebalance(t *testing.T) {
 	began := time.Now()
 	rounds := max(envInt("EXACTLY_JOIN_ROUNDS", 20), 20)
