@@ -55,22 +55,31 @@ func deletedProblem(rep processor.VerifyReport, topic string) bool {
 	return false
 }
 
-// A stage stopped while records it had not read were deleted (a
-// DeleteRecords here; retention does the same) resumes at the log start
-// and commits past them. Verify sees the range while the offset lags, and
-// after the stage moved on too: the stage recorded it in exactly-resets.
-func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
-	t.Parallel()
-	in, out, dlq, name := uniqueName("du_in"), uniqueName("du_out"), uniqueName("du_dlq"), uniqueName("du")
-	topo := userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
+// oneStage writes a topology of one JSON stage over new one-partition
+// topics named after prefix, and returns its input, output and name, the
+// file, and run, which runs the stage until its output holds want records.
+func oneStage(t *testing.T, prefix string) (in, out, name, topo string, run func(want int)) {
+	t.Helper()
+	in, out, dlq, name := uniqueName(prefix+"_in"), uniqueName(prefix+"_out"), uniqueName(prefix+"_dlq"), uniqueName(prefix)
+	topo = userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
 		format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml())
-	run := func(want int) {
+	run = func(want int) {
 		p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
 		eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == want }, func() string {
 			return fmt.Sprintf("%d of %d outputs\n%s", kcatCount(t, out), want, tail(p.logs.String(), 10))
 		})
 		p.stop()
 	}
+	return in, out, name, topo, run
+}
+
+// A stage stopped while records it had not read were deleted (a
+// DeleteRecords here; retention does the same) resumes at the log start
+// and commits past them. Verify sees the range while the offset lags, and
+// after the stage moved on too: the stage recorded it in exactly-resets.
+func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
+	t.Parallel()
+	in, _, _, topo, run := oneStage(t, "du")
 	now := time.Now()
 	produceOld(t, in, "a", 5, now, false) // offsets 0-4
 	run(5)
@@ -97,16 +106,7 @@ func TestVerifySeesInputDeletedUnreadAfterTheStageMovedOn(t *testing.T) {
 // offset that the refusal also offers.
 func TestVerifySeesInputDeletedWhileTheGroupWasGone(t *testing.T) {
 	t.Parallel()
-	in, out, dlq, name := uniqueName("dg_in"), uniqueName("dg_out"), uniqueName("dg_dlq"), uniqueName("dg")
-	topo := userTopology(t, []fileTopic{{in, 1, nil}, {out, 1, nil}, {dlq, 1, nil}}, "stages:\n"+stageYAML{name: name, in: in, out: out, dlq: dlq,
-		format: "json", key: "event_id", interval: "100ms", maxRecords: 1000}.yaml())
-	run := func(want int) {
-		p := start(t, nil, "run", "--topology", topo, "--instance-id", "i1")
-		eventually(t, 2*time.Minute, func() bool { return kcatCount(t, out) == want }, func() string {
-			return fmt.Sprintf("%d of %d outputs\n%s", kcatCount(t, out), want, tail(p.logs.String(), 10))
-		})
-		p.stop()
-	}
+	in, _, name, topo, run := oneStage(t, "dg")
 	now := time.Now()
 	produceOld(t, in, "a", 5, now, false) // offsets 0-4
 	run(5)

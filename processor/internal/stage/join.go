@@ -307,16 +307,7 @@ func (e *tableLayoutError) Unwrap() error { return e.err }
 // log at WARN, as a restore does.
 func (s *Stage) tableWaiting(ws []state.Wait) {
 	for _, w := range s.tableWait.waiting(ws, time.Now()) {
-		txnID := w.TransactionalID
-		if txnID == "" {
-			txnID = "-"
-		}
-		attrs := []any{"topic", w.Topic, "partition", w.Partition, "offset", w.Offset, "producer_id", w.ProducerID,
-			"producer_epoch", w.ProducerEpoch, "txn_id", txnID, "open_since", w.Started.UTC().Format(time.RFC3339)}
-		if w.Timeout > 0 {
-			attrs = append(attrs, "aborted_by", w.Started.Add(w.Timeout).UTC().Format(time.RFC3339))
-		}
-		s.log.Warn("the join waits for an open transaction on its table before joining the records polled: read_committed, nothing past its first offset can be read until it commits or aborts", attrs...)
+		s.log.Warn("the join waits for an open transaction on its table before joining the records polled: read_committed, nothing past its first offset can be read until it commits or aborts", waitAttrs(w)...)
 	}
 }
 

@@ -104,15 +104,20 @@ func (r *restoreStatus) waiting(ws []state.Wait, now time.Time) (log []state.Wai
 // WARN.
 func (s *Stage) restoreWaiting(ws []state.Wait) {
 	for _, w := range s.restoring.waiting(ws, time.Now()) {
-		txnID := w.TransactionalID
-		if txnID == "" {
-			txnID = "-"
-		}
-		attrs := []any{"topic", w.Topic, "partition", w.Partition, "offset", w.Offset, "producer_id", w.ProducerID,
-			"producer_epoch", w.ProducerEpoch, "txn_id", txnID, "open_since", w.Started.UTC().Format(time.RFC3339)}
-		if w.Timeout > 0 {
-			attrs = append(attrs, "aborted_by", w.Started.Add(w.Timeout).UTC().Format(time.RFC3339))
-		}
-		s.log.Warn("state restore waits for an open transaction on its changelog: read_committed, nothing past its first offset can be read until it commits or aborts", attrs...)
+		s.log.Warn("state restore waits for an open transaction on its changelog: read_committed, nothing past its first offset can be read until it commits or aborts", waitAttrs(w)...)
 	}
+}
+
+// waitAttrs are the log attributes of an open transaction a read waits for.
+func waitAttrs(w state.Wait) []any {
+	txnID := w.TransactionalID
+	if txnID == "" {
+		txnID = "-"
+	}
+	attrs := []any{"topic", w.Topic, "partition", w.Partition, "offset", w.Offset, "producer_id", w.ProducerID,
+		"producer_epoch", w.ProducerEpoch, "txn_id", txnID, "open_since", w.Started.UTC().Format(time.RFC3339)}
+	if w.Timeout > 0 {
+		attrs = append(attrs, "aborted_by", w.Started.Add(w.Timeout).UTC().Format(time.RFC3339))
+	}
+	return attrs
 }
