@@ -23,10 +23,9 @@ import (
 // up to 20 s out of order, within the 30 s grace, so no record is late.
 //
 // The input is produced with kcat. The stage is killed EXACTLY_AGG_KILLS
-// times, each kill one of: SIGKILL after a random delay, the failpoints
-// crash-before-commit and crash-after-commit at a random transaction, and
-// crash-during-restore at a random changelog record after the state dir
-// was deleted (a full restore). Every kind comes once before any repeats.
+// times, each kill one of crashPlan's five kinds (SIGKILL after a random
+// delay, three commit failpoints at a random transaction, a crash during
+// a full restore). Every kind comes once before any repeats.
 // A last run finishes, and closers two hours later close every window.
 //
 // Input and output are then read read_committed with kcat and loaded into
@@ -199,7 +198,7 @@ func killAt(t *testing.T, p *proc, kind string, deadline time.Time, group, topic
 			switch {
 			case kind == crashDuringRestore && strings.Contains(p.logs.String(), "state restored"):
 				return kill("the restore ended first")
-			case (kind == crashBeforeCommit || kind == crashAfterCommit) && sumOffsets(groupOffsets(t, group, topic)) >= sumOffsets(committedEnds(t, topic)):
+			case (kind == crashBeforeCommit || kind == crashAfterOffsetCommit || kind == crashAfterCommit) && sumOffsets(groupOffsets(t, group, topic)) >= sumOffsets(committedEnds(t, topic)):
 				return kill("every input record was committed first")
 			}
 		}

@@ -23,10 +23,8 @@ import (
 // 15 s out of order, within the 20 s grace, so no record is late, and
 // out-of-order records bridge sessions.
 //
-// The stage is killed EXACTLY_SESSION_KILLS times (default 4), each one
-// of SIGKILL after a random delay, crash-before-commit and
-// crash-after-commit at a random transaction, and crash-during-restore
-// after the state dir was deleted. A last run finishes, and closers five
+// The stage is killed EXACTLY_SESSION_KILLS times (default 5), each kill
+// one of crashPlan's five kinds, every kind once. A last run finishes, and closers five
 // minutes later close every session.
 //
 // Input and output are read read_committed with kcat and loaded into
@@ -47,7 +45,7 @@ func TestAggregateSessionsCrashRestart(t *testing.T) {
 func sessionsCrashRestart(t *testing.T, emit string) {
 	began := time.Now()
 	events := envInt("EXACTLY_SESSION_EVENTS", 10000)
-	kills := envInt("EXACTLY_SESSION_KILLS", 4)
+	kills := envInt("EXACTLY_SESSION_KILLS", 5)
 	seed := uint64(time.Now().UnixNano())
 	if s, err := strconv.ParseUint(os.Getenv("EXACTLY_SESSION_SEED"), 10, 64); err == nil {
 		seed = s

@@ -14,8 +14,9 @@ import (
 )
 
 // crashPlan kills a stateful stage again and again. Each kill is one of:
-// SIGKILL after a random delay, the failpoints crash-before-commit and
-// crash-after-commit at a random transaction, and crash-during-restore
+// SIGKILL after a random delay, the failpoints crash-before-commit,
+// crash-after-offset-commit and crash-after-commit at a random
+// transaction, and crash-during-restore
 // at a random changelog record after the state dir was deleted (a full
 // restore). Every kind comes once before any repeats.
 type crashPlan struct {
@@ -34,7 +35,7 @@ type crashPlan struct {
 // run kills the stage c.kills times and returns how often each kind fired.
 func (c crashPlan) run(t *testing.T) map[string]int {
 	t.Helper()
-	kinds := []string{"sigkill", crashBeforeCommit, crashAfterCommit, crashDuringRestore}
+	kinds := []string{"sigkill", crashBeforeCommit, crashAfterOffsetCommit, crashAfterCommit, crashDuringRestore}
 	c.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	if kinds[0] == crashDuringRestore { // the changelog is empty before the first kill
 		kinds[0], kinds[1] = kinds[1], kinds[0]
@@ -48,7 +49,7 @@ func (c crashPlan) run(t *testing.T) map[string]int {
 		var env []string
 		wait := time.Duration(200+c.rng.Int64N(c.window.Milliseconds())) * time.Millisecond
 		switch kind {
-		case crashBeforeCommit, crashAfterCommit:
+		case crashBeforeCommit, crashAfterOffsetCommit, crashAfterCommit:
 			env = []string{failpointEnv + "=" + kind + "@" + strconv.Itoa(1+c.rng.IntN(c.maxTxn))}
 			wait = 3 * time.Minute // the failpoint picks the point
 		case crashDuringRestore:
