@@ -166,7 +166,11 @@ type Sink struct {
 	tableOID     uint32
 	deadLetters  table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex int
-	versionIndex int        // the version column's index in Columns; -1 for none
+	versionIndex int // the version column's index in Columns; -1 for none
+	// orderHidden: the table has no trigger, rule or sequence default that
+	// could tell in which order a statement's rows were inserted
+	// (checkCatalog), so the fast upsert needs no sort (upsert.go).
+	orderHidden  bool
 	fieldSources []string   // columns' source fields of the value ($-sources excluded)
 	passJSON     bool       // json input: check it and decode only fieldSources
 	types        []colType  // target column types, in Columns order
