@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,7 @@ type config struct {
 	reg           *prometheus.Registry
 	kopts         []kgo.Opt
 	transforms    *transform.Registry
+	sinkMemLimit  bool
 }
 
 // Stages runs the stages named, or every stage when none is named, and no
@@ -146,6 +148,15 @@ func WithKafkaOptions(opts ...kgo.Opt) Option {
 // with the Go transforms of reg; the default is transform.Default, where
 // transform.Register puts them.
 func WithTransforms(reg *transform.Registry) Option { return func(c *config) { c.transforms = reg } }
+
+// SinkMemoryLimit has an engine that runs one sink and nothing else set
+// Go's soft memory limit (runtime/debug.SetMemoryLimit) for the process,
+// from the sink's fetch_max_bytes and raised by the bytes of the largest
+// batch it has written (the rule is in cmd/exactly/docs/operating.md,
+// "The soft memory limit"), so that the collector runs before the heap
+// doubles what is live and never thrashes on a batch of large records.
+// `exactly sink` sets it unless GOMEMLIMIT is set.
+func SinkMemoryLimit() Option { return func(c *config) { c.sinkMemLimit = true } }
 
 // New validates f and builds the stages and sinks to run. It does no
 // network I/O. It reads the files f's kafka settings name (a CA, a
@@ -267,9 +278,12 @@ func (e *Engine) addSinks(f *topology.File, c *config, fps []failpoint.Failpoint
 	if err != nil {
 		return err
 	}
+	opts := []pgsink.Option{pgsink.WithLogger(c.log), pgsink.WithFailpoints(fps...), pgsink.WithMetrics(m), pgsink.WithKafkaOptions(kopts...)}
+	if c.sinkMemLimit && len(sel) == 1 && len(e.runners) == 0 {
+		opts = append(opts, pgsink.WithMemoryLimit(func(n int64) { debug.SetMemoryLimit(n) }))
+	}
 	for _, sk := range sel {
-		s, err := pgsink.New(pgsink.SinkConfig(f, sk, c.instance), pgsink.WithLogger(c.log), pgsink.WithFailpoints(fps...),
-			pgsink.WithMetrics(m), pgsink.WithKafkaOptions(kopts...))
+		s, err := pgsink.New(pgsink.SinkConfig(f, sk, c.instance), opts...)
 		if err != nil {
 			return err
 		}

@@ -92,7 +92,8 @@ type Config struct {
 	// database transaction; default 200ms.
 	CommitInterval time.Duration
 	// MaxRecords bounds the records in one database transaction; default
-	// 10000. The batch is held in memory until it commits.
+	// 10000. The batch is held in memory until it commits, and up to
+	// FetchMaxBytes of the next one's records are polled beside its write.
 	MaxRecords int
 	// SessionTimeout is the consumer group session timeout; default 45s.
 	SessionTimeout time.Duration

@@ -31,6 +31,10 @@ func (s *Sink) findDeleted(b *batch, fp kgo.FetchTopicPartition) {
 		return
 	}
 	expect, ok := b.next[fp.Partition]
+	if !ok {
+		// Polled beside the batch before it: that batch read on to here.
+		expect, ok = b.after[fp.Partition]
+	}
 	first := int64(-1)
 	s.mu.Lock()
 	pos, owned := s.pos[fp.Partition]

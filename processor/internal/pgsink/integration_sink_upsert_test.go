@@ -3,10 +3,14 @@
 package pgsink_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -86,4 +90,51 @@ func openUpsert(t *testing.T, d *directSink, input, version string, prepared boo
 		t.Fatal(err)
 	}
 	return s
+}
+
+// The fast upsert statement leaves out its sort only when nothing on the
+// table can tell the rows' order: on a table with a serial column, rows
+// new to the table draw their values in the records' order; on a plain
+// table, the rows are the same without the sort.
+func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
+	topic := uniqueName("sk_order_in")
+	adm := kadm.NewClient(kafkaClient(t))
+	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	var want []string
+	for i := range 40 {
+		id := fmt.Sprintf("k%02d", (i*17)%40) // not in key order
+		lines = append(lines, fmt.Appendf(nil, `%s|{"event_id":%q,"n":%d}`, id, id, i))
+		want = append(want, id)
+	}
+	kcatProduce(t, topic, lines)
+	for _, tc := range []struct {
+		name, alter string
+	}{
+		{"serial", "ALTER TABLE %s ADD COLUMN seq bigserial"},
+		{"plain", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newModeSink(t, "uporder", topic, topology.ModeUpsert)
+			order := "event_id"
+			if tc.alter != "" {
+				psqlLines(t, fmt.Sprintf(tc.alter, d.schema+".events"))
+				order = "seq"
+			}
+			d.sink = openUpsert(t, d, topic, "", false)
+			if err := runUntil(t, d.sink, int64(len(lines))); err != nil {
+				t.Fatal(err)
+			}
+			got := psqlLines(t, "SELECT event_id FROM "+d.schema+".events"+" WHERE event_id <> 'seed-1' ORDER BY "+order)
+			exp := slices.Clone(want)
+			if tc.alter == "" {
+				slices.Sort(exp)
+			}
+			if !slices.Equal(got, exp) {
+				t.Fatalf("rows by %s:\n%v\nwant\n%v", order, got, exp)
+			}
+		})
+	}
 }

@@ -55,6 +55,10 @@
 //     envelope refused too stops Run (see produceDeadLetters).
 //  5. COMMIT.
 //
+// While one batch is written, the next is polled beside it (up to
+// fetch_max_bytes of records), and written only once the one before has
+// committed, starting from the positions it stored (prefetch.go).
+//
 // # Dead letters and the order of the two systems
 //
 // With a dead-letter table, a dead letter commits with the position that
@@ -166,7 +170,12 @@ type Sink struct {
 	tableOID     uint32
 	deadLetters  table // the dead-letter table, when Config.DeadLetterTable is set
 	eventIDIndex int
-	versionIndex int        // the version column's index in Columns; -1 for none
+	versionIndex int // the version column's index in Columns; -1 for none
+	// orderHidden: the table has no trigger, rule or sequence default that
+	// could tell in which order a statement's rows were inserted
+	// (checkCatalog), so the fast upsert needs no sort (upsert.go).
+	orderHidden  bool
+	memLimit     memLimit   // memlimit.go
 	fieldSources []string   // columns' source fields of the value ($-sources excluded)
 	passJSON     bool       // json input: check it and decode only fieldSources
 	types        []colType  // target column types, in Columns order
@@ -354,6 +363,7 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err := s.retry(ctx, "set up schema", s.bounded("PostgreSQL: set up the tables", s.setup)); err != nil {
 		return s.startErr(ctx, err)
 	}
+	s.startMemoryLimit()
 	pool, err := s.newPool(ctx)
 	if err != nil {
 		return fmt.Errorf("sink %q: postgres pool: %w", s.cfg.Sink, err)
@@ -703,21 +713,43 @@ func (s *Sink) refreshLag(ctx context.Context) {
 	s.lag.refresh(s, ts)
 }
 
-// loop polls batches and writes them until ctx ends.
+// loop polls batches and writes them until ctx ends. While a batch is
+// written, the next one is polled beside it (prefetch.go), one ahead at
+// most.
 func (s *Sink) loop(ctx context.Context) error {
 	b := newBatch()
+	var w *inflight
+	drained := time.Now() // the last AllowRebalance
 	for {
-		fetches := s.poll(ctx, b)
+		fetches := s.pollBeside(ctx, b, w)
+		if w.finished() {
+			var err error
+			if b, fetches, err = s.landed(w, b, fetches); err != nil {
+				return err
+			}
+			w = nil
+		}
 		fatal, topicErr := s.fetchErrors(fetches)
 		if fatal != nil {
+			s.await(w)
 			return group.AsFenced(fatal, s.cfg.Group(), s.cfg.GroupInstanceID())
 		}
 		if err := s.fencedErr(); err != nil {
 			// Another process holds our group.instance.id: what was
 			// polled is its to write, not ours.
+			s.await(w)
 			return err
 		}
 		s.addFetches(b, fetches)
+		if ctx.Err() != nil || topicErr != nil || b.full(s.cfg) || (w != nil && b.bytes >= int(s.cfg.FetchMaxBytes)) {
+			// The batch beside lands first: the next one's positions
+			// start where it ends, if it committed.
+			var err error
+			if b, err = s.settle(w, b); err != nil {
+				return err
+			}
+			w = nil
+		}
 		if ctx.Err() != nil {
 			return s.writeAtShutdown(ctx, b)
 		}
@@ -731,21 +763,28 @@ func (s *Sink) loop(ctx context.Context) error {
 				b = newBatch()
 				s.ready.Closed()
 				s.cl.AllowRebalance()
+				drained = time.Now()
 			}
 			if err := s.checkTopic(ctx, topicErr); err != nil {
 				return err
 			}
 			continue
 		}
-		if b.open && (b.records >= s.cfg.MaxRecords || time.Since(b.started) >= s.cfg.CommitInterval) {
+		if b.full(s.cfg) {
+			if time.Since(drained) < prefetchSpan(s.cfg) {
+				w = s.writeBeside(ctx, b)
+				b = nextBeside(w)
+				continue
+			}
 			if err := s.writeBatch(ctx, b); err != nil {
 				return err
 			}
 			b = newBatch()
 			s.ready.Closed()
 		}
-		if !b.open {
+		if !b.open && w == nil {
 			s.cl.AllowRebalance()
+			drained = time.Now()
 		}
 	}
 }
@@ -830,9 +869,12 @@ func (s *Sink) add(b *batch, r *kgo.Record) {
 	}
 	if !b.open {
 		b.open, b.started = true, time.Now()
-		s.ready.Opened(b.started)
+		if !b.beside {
+			s.ready.Opened(b.started)
+		}
 	}
 	b.records++
+	b.bytes += len(r.Key) + len(r.Value)
 	if _, ok := b.first[r.Partition]; !ok {
 		b.first[r.Partition] = r.Offset
 	}
@@ -892,6 +934,7 @@ const maxUnexplained = 6
 // error that recurs maxUnexplained times without an explanation stops the
 // sink with a *stuckError naming the batch's offsets, rather than spin.
 func (s *Sink) writeBatch(ctx context.Context, b *batch) error {
+	s.growMemoryLimit(b)
 	bo := backoff.NewBackoff(100*time.Millisecond, 5*time.Second)
 	var f batchFailures
 	defer func() { s.isolating = false }()
@@ -1062,6 +1105,7 @@ type batch struct {
 	open    bool
 	started time.Time
 	records int                // records polled, control records included
+	bytes   int                // their keys' and values' bytes
 	recs    []*kgo.Record      // data records, in poll order
 	start   map[int32]position // per partition: the guard's expected position
 	next    map[int32]int64    // per partition: offset after the last record read
@@ -1071,6 +1115,12 @@ type batch struct {
 	// recorded in the reset log before the batch commits (deleted.go).
 	deleted  []resetlog.Partition
 	recorded bool
+	// beside: polled while the batch before it is written (prefetch.go),
+	// whose next offsets are after; committed: the batch's transaction
+	// committed.
+	beside    bool
+	after     map[int32]int64
+	committed bool
 }
 
 func newBatch() *batch {

@@ -72,6 +72,10 @@ func (s *Sink) checkCatalog(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("read columns of %s: %w", s.table, err)
 	}
 
+	if s.orderHidden, err = orderHidden(ctx, conn, s.table); err != nil {
+		return err
+	}
+
 	missing, err := s.missingPrivileges(ctx, conn)
 	if err != nil {
 		return err
@@ -83,6 +87,26 @@ func (s *Sink) checkCatalog(ctx context.Context, conn *pgx.Conn) error {
 		return &fault.ConfigError{Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// orderHiddenSQL tells whether nothing on a table (or its partitions)
+// could tell the order in which one statement inserted its rows: no
+// trigger other than the system's own (a foreign key's), no rule, and no
+// column that draws a sequence (an identity, or a default calling
+// nextval, as serial's does).
+const orderHiddenSQL = `WITH rels AS (SELECT $1::regclass AS oid UNION SELECT relid FROM pg_partition_tree($1::regclass))
+SELECT NOT EXISTS (SELECT 1 FROM pg_trigger t JOIN rels r ON t.tgrelid = r.oid WHERE NOT t.tgisinternal)
+	AND NOT EXISTS (SELECT 1 FROM pg_rewrite w JOIN rels r ON w.ev_class = r.oid WHERE w.rulename <> '_RETURN')
+	AND NOT EXISTS (SELECT 1 FROM pg_attribute a JOIN rels r ON a.attrelid = r.oid WHERE a.attnum > 0 AND NOT a.attisdropped AND a.attidentity <> '')
+	AND NOT EXISTS (SELECT 1 FROM pg_attrdef d JOIN rels r ON d.adrelid = r.oid WHERE pg_get_expr(d.adbin, d.adrelid) ILIKE '%nextval(%')`
+
+// orderHidden reads orderHiddenSQL for t.
+func orderHidden(ctx context.Context, conn *pgx.Conn, t table) (bool, error) {
+	var hidden bool
+	if err := conn.QueryRow(ctx, orderHiddenSQL, t.String()).Scan(&hidden); err != nil {
+		return false, fmt.Errorf("read triggers and defaults of %s: %w", t, err)
+	}
+	return hidden, nil
 }
 
 // privilege is one privilege the sink needs: on what, which, and the

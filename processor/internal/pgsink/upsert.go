@@ -123,8 +123,18 @@ func (s *Sink) buildFastUpsertSQL() string {
 		into += " AS " + versionTarget
 		conflict += fmt.Sprintf(" WHERE %s.%s < EXCLUDED.%s OR %s.%s IS NULL", versionTarget, vc, vc, versionTarget, vc)
 	}
-	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM pg_temp.%s ORDER BY %s ON CONFLICT (%s) %s",
-		into, strings.Join(target, ", "), strings.Join(casts, ", "), s.sql.stagingName, ordColumn,
+	// The rows are inserted in the records' order, so that a sequence
+	// default draws its values, and a trigger fires, in that order. When
+	// nothing on the table can tell the order (orderHidden), the sort is
+	// left out: it costs 10–15% of the statement. The outcome is the same
+	// either way, since this statement only succeeds when no key is twice
+	// in the batch (a key twice takes the full INSERT, which sorts).
+	order := " ORDER BY " + ordColumn
+	if s.orderHidden {
+		order = ""
+	}
+	return fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM pg_temp.%s%s ON CONFLICT (%s) %s",
+		into, strings.Join(target, ", "), strings.Join(casts, ", "), s.sql.stagingName, order,
 		pgx.Identifier{s.cfg.EventID}.Sanitize(), conflict)
 }
 

@@ -38,17 +38,22 @@ func TestBuildFastUpsertSQL(t *testing.T) {
 		mode    string
 		cols    []Column
 		version int
+		hidden  bool     // nothing on the table can tell the rows' order
 		want    []string // substrings; none: no fast statement
 	}{
-		{"insert mode", topology.ModeInsert, cols, -1, nil},
-		{"event id alone", topology.ModeUpsert, cols[:1], -1, nil},
-		{"upsert", topology.ModeUpsert, cols, -1, []string{
+		{"insert mode", topology.ModeInsert, cols, -1, false, nil},
+		{"event id alone", topology.ModeUpsert, cols[:1], -1, false, nil},
+		{"upsert", topology.ModeUpsert, cols, -1, false, []string{
 			`INSERT INTO "s"."t" ("event_id", "v", "body") SELECT c0::text, `, `FROM pg_temp.exactly_sink_staging_x ORDER BY ord ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v", "body" = EXCLUDED."body"`}},
-		{"version", topology.ModeUpsert, cols, 1, []string{
+		{"version", topology.ModeUpsert, cols, 1, false, []string{
 			`INSERT INTO "s"."t" AS stored `, `DO UPDATE SET "v" = EXCLUDED."v", "body" = EXCLUDED."body" WHERE stored."v" < EXCLUDED."v" OR stored."v" IS NULL`}},
+		{"order hidden", topology.ModeUpsert, cols, -1, true, []string{
+			`INSERT INTO "s"."t" ("event_id", "v", "body") SELECT c0::text, `, `FROM pg_temp.exactly_sink_staging_x ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v", "body" = EXCLUDED."body"`}},
+		{"version, order hidden", topology.ModeUpsert, cols, 1, true, []string{
+			`FROM pg_temp.exactly_sink_staging_x ON CONFLICT ("event_id") DO UPDATE SET "v" = EXCLUDED."v", "body" = EXCLUDED."body" WHERE stored."v" < EXCLUDED."v" OR stored."v" IS NULL`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Sink{cfg: Config{Mode: tc.mode, Columns: tc.cols, EventID: "event_id"}, table: table{"s", "t"}, types: types[:len(tc.cols)], versionIndex: tc.version}
+			s := &Sink{cfg: Config{Mode: tc.mode, Columns: tc.cols, EventID: "event_id"}, table: table{"s", "t"}, types: types[:len(tc.cols)], versionIndex: tc.version, orderHidden: tc.hidden}
 			s.sql.stagingName = stagingTable + "_x"
 			if tc.version >= 0 {
 				s.cfg.Version = tc.cols[tc.version].Name

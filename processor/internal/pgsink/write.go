@@ -292,6 +292,7 @@ func (s *Sink) commitBatch(ctx context.Context, tx pgx.Tx, b *batch, res *result
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	b.committed = true
 	s.committed.Add(1)
 	s.metrics.commit(b, res, s.cfg.Input, time.Now())
 	s.rows.Add(res.rows)

@@ -27,8 +27,8 @@ const (
 // heap grow to twice what is live: at the bench's full load it held a
 // stage's peak RSS under 80 MiB at no measurable cost. A stateful stage's
 // store (Pebble's memtables and cache, Go heap in a static build) or more
-// stages in one process need more; ok is false for them, as for a sink,
-// whose batch grows with its records' size.
+// stages in one process need more; ok is false for them. A lone sink
+// sets its own, which follows its batches (processor.SinkMemoryLimit).
 func defaultMemoryLimit(lookupEnv func(string) (string, bool), stages []*topology.Stage) (limit int64, ok bool) {
 	if _, set := lookupEnv("GOMEMLIMIT"); set || len(stages) != 1 || stages[0].StateStore() != "" {
 		return 0, false

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/exactly-io/exactly/processor"
 	"github.com/exactly-io/exactly/topology"
@@ -20,6 +21,10 @@ resumes from the positions stored in Postgres, never from Kafka's group
 offsets. It creates the positions table and the target table when they are
 missing. Run more instances with distinct instance IDs to share a sink's
 partitions; restart a crashed instance with the same instance ID.
+
+Unless GOMEMLIMIT is set, a process that runs one sink sets Go's soft
+memory limit to 40 MiB (more with larger fetch_max_bytes), raised by the
+bytes of its largest batch; see exactly help operating, "Memory".
 
 EXACTLY_BROKERS overrides kafka.brokers. EXACTLY_FAILPOINT=NAME@N (names:
 crash-before-db-commit, crash-after-db-commit) kills the process with SIGKILL
@@ -44,5 +49,10 @@ func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 	if *name != "" {
 		sinks = processor.Sinks(*name)
 	}
-	return runProcess(ctx, f, []processor.Option{sinks, processor.InstanceID(*pf.instance)}, func() {}, *pf.metricsAddr, "sink", log, stderr)
+	opts := []processor.Option{sinks, processor.InstanceID(*pf.instance)}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		// Any value, "off" included, is the user's.
+		opts = append(opts, processor.SinkMemoryLimit())
+	}
+	return runProcess(ctx, f, opts, func() {}, *pf.metricsAddr, "sink", log, stderr)
 }
