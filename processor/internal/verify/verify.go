@@ -15,7 +15,8 @@
 //     letter;
 //   - dead-lettered: it has one dead letter and no output;
 //   - filtered: no output and no dead letter, in a stage with a filter,
-//     explode, func or stateful step (the steps that may yield nothing; a
+//     explode, func or stateful step, or a join that drops a missing key
+//     (the steps that may yield nothing; a
 //     stateful function that emits nothing for a record, a running balance
 //     that writes only on change say, still commits its state change);
 //   - deduplicated: no output and no dead letter, in a stage with a dedupe
@@ -376,7 +377,10 @@ func newStageCheck(f *topology.File, st *topology.Stage) (*StageCheck, error) {
 	for _, s := range st.Transform {
 		// A Go function, stateful or not, may write no record or many.
 		goFunc := s.Func != "" || s.Op() == "stateful"
-		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || goFunc
+		// A join with missing: drop writes nothing for a key the table
+		// does not hold at the record's time.
+		joinDrops := s.Op() == "join" && (s.Join.Missing == "" || s.Join.Missing == topology.JoinDrop)
+		c.mayFilter = c.mayFilter || s.Filter != "" || s.Explode != "" || goFunc || joinDrops
 		c.explodes = c.explodes || s.Explode != "" || goFunc
 	}
 	c.dedupes = st.DedupeStep() != nil
