@@ -250,12 +250,18 @@ func (s *Store) Scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error
 }
 
 func (s *Store) scan(p int32, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	return s.scanIn(s.db.db.NewIter, p, from, to, fn)
+}
+
+// scanIn is scan over the iterators newIter makes: the database's, or an
+// indexed batch's.
+func (s *Store) scanIn(newIter func(*pebble.IterOptions) (*pebble.Iterator, error), p int32, from, to []byte, fn func(k, v []byte) (bool, error)) error {
 	_, hi := s.bounds(p)
 	opts := &pebble.IterOptions{LowerBound: s.key(p, from), UpperBound: hi}
 	if to != nil {
 		opts.UpperBound = s.key(p, to)
 	}
-	it, err := s.db.db.NewIter(opts)
+	it, err := newIter(opts)
 	if err != nil {
 		return fmt.Errorf("state %s: scan: %w", s.name, err)
 	}
@@ -303,12 +309,34 @@ func (s *Store) Clear(p int32) error {
 
 // Batch is writes to the stores of a DB, applied at once by Commit.
 type Batch struct {
-	db *DB
-	b  *pebble.Batch
+	db      *DB
+	b       *pebble.Batch
+	indexed bool
 }
 
 // NewBatch returns an empty Batch.
 func (d *DB) NewBatch() *Batch { return &Batch{db: d, b: d.db.NewBatch()} }
+
+// NewIndexedBatch returns an empty Batch that Scan reads through: its own
+// writes over the database's.
+func (d *DB) NewIndexedBatch() *Batch { return &Batch{db: d, b: d.db.NewIndexedBatch(), indexed: true} }
+
+// Scan is Store.Scan of s as b would leave it, for an indexed batch (the
+// database alone for another).
+func (b *Batch) Scan(s *Store, p int32, from, to []byte, fn func(k, v []byte) (bool, error)) error {
+	if !b.indexed {
+		return s.Scan(p, from, to, fn)
+	}
+	return b.db.use(func() error { return s.scanIn(b.b.NewIter, p, from, to, fn) })
+}
+
+// again returns an empty batch of b's kind.
+func (b *Batch) again() *Batch {
+	if b.indexed {
+		return b.db.NewIndexedBatch()
+	}
+	return b.db.NewBatch()
+}
 
 // Set sets k to v in partition p of s.
 func (b *Batch) Set(s *Store, p int32, k, v []byte) { _ = b.b.Set(s.key(p, k), v, nil) }

@@ -370,7 +370,7 @@ func (r *restorer) flush(offset int64) error {
 	if err := r.b.Commit(); err != nil {
 		return err
 	}
-	r.b = r.db.NewBatch()
+	r.b = r.b.again()
 	return nil
 }
 
@@ -481,7 +481,7 @@ func (r *storeRestorer) Done(end int64) (int64, error) {
 		if err := r.b.Commit(); err != nil {
 			return 0, err
 		}
-		r.b = r.db.NewBatch()
+		r.b = r.b.again()
 		r.part.entries = 0
 		err := r.store.Scan(r.p, nil, nil, func(_, _ []byte) (bool, error) {
 			r.part.entries++

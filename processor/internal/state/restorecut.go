@@ -10,6 +10,6 @@ func (r *restorer) Cut() error {
 	if err := r.b.Commit(); err != nil {
 		return err
 	}
-	r.b = r.db.NewBatch()
+	r.b = r.b.again()
 	return nil
 }

@@ -117,7 +117,10 @@ func (v *Versioned) LookupAll(key []byte, ts int64) (value []byte, ok bool, err 
 
 // apply puts the table record (key, ts, value; nil is a tombstone) in b,
 // and purges the versions of key that the retention no longer needs, as
-// the database holds them. newest is the partition's newest timestamp.
+// the database holds them with b's writes over them: b is an indexed
+// batch, so that the versions kept do not depend on where reads and
+// restores cut the table into batches. newest is the partition's newest
+// timestamp.
 func (v *Versioned) apply(b *Batch, p int32, key []byte, ts int64, value []byte, newest int64) error {
 	tagged := []byte{versionValue}
 	if value == nil {
@@ -131,7 +134,7 @@ func (v *Versioned) apply(b *Batch, p int32, key []byte, ts int64, value []byte,
 	// Keep the newest version at or before cutoff: it answers lookups
 	// between it and cutoff.
 	var older [][]byte
-	err := v.store.Scan(p, versionKey(key, math.MinInt64), versionKey(key, cutoff+1), func(k, _ []byte) (bool, error) {
+	err := b.Scan(v.store, p, versionKey(key, math.MinInt64), versionKey(key, cutoff+1), func(k, _ []byte) (bool, error) {
 		older = append(older, append([]byte(nil), k...))
 		return true, nil
 	})
@@ -153,6 +156,8 @@ func (v *Versioned) Restore(p int32, cl ChangelogPartition, now time.Time) (Rest
 	if err != nil {
 		return nil, err
 	}
+	r.b.b.Close() // empty: the restore's batches are indexed (apply)
+	r.b = v.db.NewIndexedBatch()
 	return &versionedRestorer{restorer: r, v: v}, nil
 }
 
@@ -216,7 +221,7 @@ func (v *Versioned) Refresh(ctx context.Context, tr *TableReader, ends map[int32
 	if len(ranges) == 0 {
 		return 0, nil
 	}
-	b := v.db.NewBatch()
+	b := v.db.NewIndexedBatch()
 	next := map[int32]*part{}
 	for p, pt := range parts {
 		v.mu.Lock()

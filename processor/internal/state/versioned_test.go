@@ -110,6 +110,48 @@ func TestVersionedRetention(t *testing.T) {
 	}
 }
 
+// TestVersionedRetentionWhateverTheBatches: the versions a table keeps
+// depend on its records, not on how reads cut them into batches: a
+// restore that applies every record in one batch purges what records
+// applied and committed one at a time purge.
+func TestVersionedRetentionWhateverTheBatches(t *testing.T) {
+	recs := []tableRec{
+		{"a", []byte("0"), 0}, {"a", []byte("60"), 60_000}, {"a", []byte("120"), 120_000},
+		{"b", []byte("x"), 130_000}, {"a", []byte("180"), 180_000},
+	}
+	whole := NewVersioned(openDB(t), time.Minute)
+	restoreTable(t, whole, 0, recs)
+	oneByOne := NewVersioned(openDB(t), time.Minute)
+	restoreTable(t, oneByOne, 0, nil)
+	newest := int64(noTime)
+	for _, r := range recs {
+		newest = max(newest, r.ts)
+		b := oneByOne.db.NewBatch()
+		if err := oneByOne.apply(b, 0, []byte(r.key), r.ts, r.value, newest); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At 180 s the cutoff is 120 s: 120 answers from then on, 0 and 60
+	// are purged.
+	for _, tc := range []struct {
+		ts   int64
+		want string
+	}{{30_000, ""}, {90_000, ""}, {125_000, "120"}, {200_000, "180"}} {
+		for name, v := range map[string]*Versioned{"one batch": whole, "one at a time": oneByOne} {
+			got, ok, err := v.Lookup(0, []byte("a"), tc.ts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != (tc.want != "") || string(got) != tc.want {
+				t.Errorf("%s: Lookup(a, %d) = %q, %v; want %q", name, tc.ts, got, ok, tc.want)
+			}
+		}
+	}
+}
+
 // TestVersionedRestoreAgain: a restore that reads records it had already
 // applied (from an older checkpoint) leaves the same table, and of a
 // tombstone and a value at one timestamp, the later offset wins.
