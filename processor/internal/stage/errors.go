@@ -14,6 +14,12 @@ var (
 	errTablePartitionsAdded = errors.New("partitions were added to the global join's table topic: they are restored, as at a restart")
 )
 
+// rekeyTable is the way out of a co-partitioned join whose table and
+// input no longer share a partition count: partitions added to a topic
+// leave the keys already written in their old partitions, so adding as
+// many to the other topic does not restore one keying.
+const rekeyTable = "adding partitions does not move the keys already written: write the table anew, keyed alike, into a topic created with the input's partition count, and point the join at it, or use mode: global"
+
 // errTableWaitTooLong: a join's table read waited for an open transaction
 // on the table until the stage's own transaction would time out.
 var errTableWaitTooLong = errors.New("an open transaction on the join's table outlasted the stage's transaction: aborted, its records are polled again")

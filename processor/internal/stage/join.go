@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/exactly-io/exactly/processor/internal/fault"
 	"github.com/exactly-io/exactly/processor/internal/kafkaconn"
 	"github.com/exactly-io/exactly/processor/internal/state"
 	"github.com/exactly-io/exactly/processor/transform"
@@ -92,6 +93,9 @@ type joinStep struct {
 	stepInfo
 	j     *transform.Join
 	store *state.Versioned // set by open
+	// startPartitions is the table topic's partition count the start
+	// check saw (co-partitioned): the keying the table was written with.
+	startPartitions int
 }
 
 func (j *joinStep) open(db *state.DB) stateStore {
@@ -255,6 +259,12 @@ func (x *joinTxn) checkLayout(meta map[string]topicLayout, parts map[int32]int64
 			}
 		}
 		return nil
+	}
+	if n := x.j.startPartitions; n > 0 && len(table.partitions) != n {
+		// Even with as many added to the input, the keys already in
+		// the table stay in the partitions of the old count.
+		return &tableLayoutError{err: &fault.ConfigError{Err: fmt.Errorf("%s: the join's table topic %q went from %d to %d partitions while the stage ran; %s",
+			s.cfg.Origin.Field(x.j.field), x.j.changelog, n, len(table.partitions), rekeyTable)}}
 	}
 	if in, ok := meta[s.cfg.Input]; ok && in.err == nil && len(in.partitions) != len(table.partitions) {
 		return &tableLayoutError{err: s.partitionCountError(len(table.partitions), len(in.partitions))}

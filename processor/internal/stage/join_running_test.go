@@ -168,38 +168,51 @@ func TestStageJoinTableRecreatedWhileRunning(t *testing.T) {
 }
 
 // TestStageJoinInputPartitionsAddedWhileRunning: partitions are added to
-// the input topic of a co-partitioned join while it runs. The order that
-// follows is not joined with the old table partitions: the stage stops
-// with the error it gives at start for the mismatch.
+// the input topic of a co-partitioned join while it runs, or to both its
+// topics. The order that follows is not joined with the old table
+// partitions: the stage stops, with the error it gives at start for the
+// mismatch, or saying the table's keying changed.
 func TestStageJoinInputPartitionsAddedWhileRunning(t *testing.T) {
-	seeds := dedupeCluster(t, compactTable(3))
-	produceTable(t, seeds, joinTable(0))
-	produceOrders(t, seeds, 0, 20)
-	s := joinStage(t, seeds, t.TempDir())
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	waitAccounted(t, s, 20)
-	if _, err := adminFor(t, seeds).CreatePartitions(context.Background(), 1, inTopic); err != nil {
-		t.Fatal(err)
-	}
-	produceOrders(t, seeds, 20, 30)
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the stage still runs")
-	}
-	const want = `the join's table topic "customers" has 3 partitions, the input topic "in" has 4 (co_partitioned: input partition p looks up table partition p`
-	var ce *fault.ConfigError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Run = %v, want a config error with %q", err, want)
-	}
-	for _, o := range ordersWritten(t, seeds) {
-		if o >= 20 {
-			t.Errorf("order %d written after the input's partition count changed", o)
-		}
+	for _, tt := range []struct {
+		name  string
+		grown []string
+		want  string
+	}{
+		{"input", []string{inTopic}, `the join's table topic "customers" has 3 partitions, the input topic "in" has 4 (co_partitioned: input partition p looks up table partition p`},
+		// Both at 4 again, but the table's keys stay where 3 partitions
+		// put them: joined against partition p, most would be missed.
+		{"input and table", []string{inTopic, tableTopic}, `the join's table topic "customers" went from 3 to 4 partitions while the stage ran; adding partitions does not move the keys already written`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			seeds := dedupeCluster(t, compactTable(3))
+			produceTable(t, seeds, joinTable(0))
+			produceOrders(t, seeds, 0, 20)
+			s := joinStage(t, seeds, t.TempDir())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			waitAccounted(t, s, 20)
+			if _, err := adminFor(t, seeds).CreatePartitions(context.Background(), 1, tt.grown...); err != nil {
+				t.Fatal(err)
+			}
+			produceOrders(t, seeds, 20, 30)
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stage still runs")
+			}
+			var ce *fault.ConfigError
+			if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run = %v, want a config error with %q", err, tt.want)
+			}
+			for _, o := range ordersWritten(t, seeds) {
+				if o >= 20 {
+					t.Errorf("order %d written after the partition count changed", o)
+				}
+			}
+		})
 	}
 }
 

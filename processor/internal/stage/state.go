@@ -206,7 +206,7 @@ func (s *Stage) changelogWords(info *stepInfo) (what, create, match string) {
 		return "the join's table topic", "create it compacted, keyed by the lookup key", ""
 	case join:
 		return "the join's table topic", "create it compacted, keyed by the lookup key, with the input's partition count",
-			"co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying"
+			"co_partitioned: input partition p looks up table partition p, so both topics need one partition count and one keying; " + rekeyTable
 	}
 	return fmt.Sprintf("the %s changelog topic", info.kind), s.cfg.Origin.CreateHint(), "a changelog has one partition per input partition; add partitions to match"
 }
@@ -243,6 +243,9 @@ func (s *Stage) checkChangelog(ctx context.Context, adm *kadm.Client) error {
 	}
 	if in := td[s.cfg.Input]; match != "" && len(cl.Partitions) != len(in.Partitions) {
 		return s.partitionCountError(len(cl.Partitions), len(in.Partitions))
+	}
+	if j, ok := s.step.(*joinStep); ok {
+		j.startPartitions = len(cl.Partitions)
 	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, info.changelog)
 	if err == nil {
@@ -336,6 +339,9 @@ func (s *Stage) restoreOnce(ctx context.Context, info *stepInfo, parts []int32, 
 	listed := time.Now()
 	cls, err := state.DescribeChangelog(ctx, opts, info.changelog, parts)
 	if errors.Is(err, state.ErrNoChangelogPartition) {
+		if j, ok := s.step.(*joinStep); ok && !j.j.Global {
+			return &fault.ConfigError{Err: fmt.Errorf("%w (input partitions were added; %s)", err, rekeyTable)}
+		}
 		return &fault.ConfigError{Err: fmt.Errorf("%w (input partitions were added: add as many to %s)", err, info.changelog)}
 	}
 	if err != nil {
