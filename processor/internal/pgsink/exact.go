@@ -205,6 +205,18 @@ func setSessionParams(params map[string]string) {
 	}
 }
 
+// nameSessions names the sink's sessions "exactly sink NAME" in
+// pg_stat_activity (application_name), unless the DSN or PGAPPNAME
+// named them: an operator can then find, or end, one sink's sessions.
+func nameSessions(params map[string]string, sink string) {
+	for k := range params {
+		if strings.EqualFold(k, "application_name") {
+			return
+		}
+	}
+	params["application_name"] = "exactly sink " + sink
+}
+
 // moneyRoundedRE matches money text with a nonzero digit beyond the
 // second after the point, which money's input would round.
 const moneyRoundedRE = `[.][0-9]{2}[0-9]*[1-9]`

@@ -412,6 +412,7 @@ func (s *Sink) newPool(ctx context.Context) (*pgxpool.Pool, error) {
 	pcfg := s.pgcfg.Copy()
 	pcfg.MaxConns = 4
 	setSessionParams(pcfg.ConnConfig.RuntimeParams)
+	nameSessions(pcfg.ConnConfig.RuntimeParams, s.cfg.Sink)
 	idle := strconv.FormatInt(max(2*s.cfg.SessionTimeout, 30*time.Second).Milliseconds(), 10)
 	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		// An instance paused inside a batch's transaction (SIGSTOP, a VM

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -446,5 +447,23 @@ func TestChangeOp(t *testing.T) {
 				t.Fatalf("row\n%#v\nwant\n%#v", o.row, tt.want)
 			}
 		})
+	}
+}
+
+// The sink's sessions are named after it in pg_stat_activity, unless the
+// DSN names them.
+func TestNameSessions(t *testing.T) {
+	for _, tt := range []struct{ dsn, want string }{
+		{"postgres://u@h/db", "exactly sink orders"},
+		{"postgres://u@h/db?application_name=etl", "etl"},
+	} {
+		cfg, err := pgx.ParseConfig(tt.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nameSessions(cfg.RuntimeParams, "orders")
+		if got := cfg.RuntimeParams["application_name"]; got != tt.want {
+			t.Errorf("%s: application_name %q, want %q", tt.dsn, got, tt.want)
+		}
 	}
 }
