@@ -183,7 +183,7 @@ type Sink struct {
 	sql          struct {
 		staging, insert, fast, truncate, delete, guard, deadLetters, direct, directCheck string
 		// stagingName is the staging table of the columns' shape
-		// (stagingShape).
+		// (schema.go).
 		stagingName string
 	}
 	// direct is the choice of the direct path (direct.go); noDirect

@@ -49,14 +49,7 @@ func (s *Stage) noteDeleted(ctx context.Context, w *resetlog.Watch, topicID [16]
 		s.log.Warn("input records were deleted before the stage read them (retention.ms, or records deleted); recording the range in the reset log, where exactly verify reports it as lost",
 			"topic", s.cfg.Input, "partition", g.Partition, "from", g.From, "to", g.To, "log_topic", resetlog.Topic)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	e := resetlog.Entry{Kind: "stage", Name: s.cfg.Stage, Group: s.cfg.Group(), Topic: s.cfg.Input,
-		Cause: resetlog.CauseDeletedUnread, Partitions: gaps}
-	if topicID != ([16]byte{}) {
-		e.TopicID = kadm.TopicID(topicID).String()
-	}
-	err := resetlog.Write(wctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e)
+	err := s.recordDeletedUnread(ctx, topicID, gaps)
 	if err != nil && resetlog.OnlyNoPosition(gaps) {
 		// A first start on an old topic: not worth stopping the stage
 		// for (the reset log may not even be writable to it), and verify
@@ -84,4 +77,18 @@ func expectPositions(w *resetlog.Watch, input string, offsets map[string]map[int
 			w.ExpectFirst(p)
 		}
 	}
+}
+
+// recordDeletedUnread writes ranges of the input topic (topicID; zero:
+// unknown) that the stage never read to the reset log, cause
+// deleted_unread, where exactly verify reports them.
+func (s *Stage) recordDeletedUnread(ctx context.Context, topicID [16]byte, ranges []resetlog.Partition) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	e := resetlog.Entry{Kind: "stage", Name: s.cfg.Stage, Group: s.cfg.Group(), Topic: s.cfg.Input,
+		Cause: resetlog.CauseDeletedUnread, Partitions: ranges}
+	if topicID != ([16]byte{}) {
+		e.TopicID = kadm.TopicID(topicID).String()
+	}
+	return resetlog.Write(ctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e)
 }

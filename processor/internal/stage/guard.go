@@ -126,21 +126,16 @@ func (s *Stage) noteDeletedBeforeResume(ctx context.Context, re *ResumeError, to
 	if len(re.Deleted) == 0 {
 		return
 	}
-	e := resetlog.Entry{Kind: "stage", Name: s.cfg.Stage, Group: s.cfg.Group(), Topic: s.cfg.Input, Cause: resetlog.CauseDeletedUnread}
-	if topicID != ([16]byte{}) {
-		e.TopicID = kadm.TopicID(topicID).String()
-	}
+	var ranges []resetlog.Partition
 	for _, p := range slices.Sorted(maps.Keys(re.Deleted)) {
-		e.Partitions = append(e.Partitions, re.Deleted[p])
+		ranges = append(ranges, re.Deleted[p])
 	}
-	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := resetlog.Write(wctx, append(kafkaconn.ClientOpts(s.cfg.Brokers, s.cfg.ClientID), s.kopts...), e); err != nil {
+	if err := s.recordDeletedUnread(ctx, topicID, ranges); err != nil {
 		re.NotRecorded = err
 		return
 	}
 	s.log.Warn("input records were deleted before the stage read them; recorded the ranges in the reset log, where exactly verify reports them as lost",
-		"topic", s.cfg.Input, "ranges", e.Partitions, "log_topic", resetlog.Topic)
+		"topic", s.cfg.Input, "ranges", ranges, "log_topic", resetlog.Topic)
 }
 
 // guardedPartitions returns the input topic and its partitions without a
