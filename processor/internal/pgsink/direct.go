@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -35,8 +34,11 @@ import (
 //     column's modifier, which these columns have none of. Types with a
 //     check in castExpr (numeric(p,s), floats, times, varchar(n), ...) or
 //     a domain keep the staged load;
-//   - the values go as COPY text (copyText), so the server parses them, as
-//     the cast does; pgx's binary COPY would encode them in Go;
+//   - the values go as their text (copyText), so the server parses them,
+//     as the cast does; pgx's binary COPY would encode them in Go. Where
+//     every column is of a binaryTextType, they go in COPY's binary
+//     format, whose receive functions read text as the input functions
+//     do (copyformat.go);
 //   - a unique index on exactly the event ID (the one checkCatalog
 //     requires) must exist when the COPY has ended, and the table must
 //     have no rule: COPY ignores rules, where INSERT applies them. The
@@ -154,7 +156,8 @@ func (s *Sink) buildDirectSQL() {
 	for i, c := range s.cfg.Columns {
 		cols[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
-	s.sql.direct = fmt.Sprintf("COPY %s (%s) FROM STDIN", s.table, strings.Join(cols, ", "))
+	s.sql.directFormat = binaryFormat(s.types, false)
+	s.sql.direct = fmt.Sprintf("COPY %s (%s) FROM STDIN%s", s.table, strings.Join(cols, ", "), s.sql.directFormat.option())
 	// The index as checkCatalog requires it, and taking inserts.
 	s.sql.directCheck = `SELECT NOT c.relhasrules AND EXISTS (SELECT 1 FROM pg_index i
 	JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = $2 AND NOT a.attisdropped
@@ -239,7 +242,7 @@ func (s *Sink) streamable(b *batch) int {
 // attempt with prepare's error. It returns the number of ops and of
 // decode dead letters, for followsRecords.
 func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
-	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1)}
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), f: s.sql.directFormat}
 	n, err := s.copyDirectFrom(ctx, tx, st, st.stop)
 	if st.failed != nil {
 		return 0, 0, st.failed // transient: the attempt fails, as prepare's would
@@ -285,7 +288,7 @@ func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *r
 	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 		return 0, 0, err
 	}
-	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
+	st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), f: s.sql.stagingFormat}
 	_, err := tx.Conn().PgConn().CopyFrom(ctx, st, s.stagingCopySQL())
 	if serr := st.stop(); serr != nil {
 		err = serr
@@ -333,22 +336,25 @@ var errStreamKeep = errors.New("direct copy: a record keeps a stored value")
 var errStreamStopped = errors.New("direct copy: read after the copy ended")
 
 // copyStream decodes recs one at a time, as prepare does, and reads the
-// ops' rows as COPY text, keeping only the decode dead letters. Its Read runs in pgconn's copy goroutine, which
-// may outlive CopyFrom when the connection breaks; stop, called once
-// CopyFrom has returned, waits for a Read in progress and ends the stream,
-// so that the caller alone owns its fields from then on.
+// ops' rows as COPY data of format f, keeping only the decode dead
+// letters. Its Read runs in pgconn's copy goroutine, which may outlive
+// CopyFrom when the connection breaks; stop, called once CopyFrom has
+// returned, waits for a Read in progress and ends the stream, so that the
+// caller alone owns its fields from then on.
 type copyStream struct {
 	s    *Sink
 	recs []*kgo.Record
+	f    copyFormat
 
 	mu      sync.Mutex
 	stopped bool
+	begun   bool         // the format's header is read or being read
+	ended   bool         // its trailer is
 	next    int          // recs[next:] are not decoded yet
 	ops     int          // the ops of recs[:next], all inserts, read or being read
 	dead    []deadLetter // the decode dead letters of recs[:next], as prepare makes them
 	failed  error        // prepare's error (transient), which ended the stream
-	err     error        // what ended the stream early: failed, errStreamDelete, or appendCopyRow's error
-	ord     bool         // each row ends with its op's ordinal (the staging table's ordColumn)
+	err     error        // what ended the stream early: failed, errStreamDelete, or appendRow's error
 	one     []op         // prepareRecord's ops, one at most
 	buf     []byte       // the encoded row being read
 	off     int          // read up to here
@@ -366,7 +372,16 @@ func (c *copyStream) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		if c.off == len(c.buf) {
+			c.buf, c.off = c.buf[:0], 0
+			if !c.begun {
+				c.begun, c.buf = true, c.f.header(c.buf)
+				continue
+			}
 			if c.next == len(c.recs) {
+				if !c.ended {
+					c.ended, c.buf = true, c.f.trailer(c.buf)
+					continue
+				}
 				if n == 0 {
 					return 0, io.EOF
 				}
@@ -379,7 +394,6 @@ func (c *copyStream) Read(p []byte) (int, error) {
 				return n, c.err
 			}
 			c.next++
-			c.buf, c.off = c.buf[:0], 0
 			if len(ops) == 0 {
 				continue // a dead letter, or a skipped tombstone
 			}
@@ -392,14 +406,10 @@ func (c *copyStream) Read(p []byte) (int, error) {
 				c.err = errStreamKeep
 				return n, c.err
 			}
-			c.buf, c.err = appendCopyRow(c.buf, ops[0].row)
+			c.buf, c.err = c.f.appendRow(c.buf, ops[0].row, c.ops)
 			ops[0] = op{} // the row is garbage now
 			if c.err != nil {
 				return n, c.err
-			}
-			if c.ord {
-				c.buf[len(c.buf)-1] = '\t'
-				c.buf = append(strconv.AppendInt(c.buf, int64(c.ops), 10), '\n')
 			}
 			c.ops++
 		}
@@ -432,7 +442,7 @@ func (e *directFallback) Unwrap() error { return e.err }
 // that left the transaction unusable (the savepoint's rollback failed: a
 // lost connection, a canceled context).
 func (s *Sink) copyDirect(ctx context.Context, tx pgx.Tx, ops []op) (int64, error) {
-	return s.copyDirectFrom(ctx, tx, &copyText{ops: ops}, nil)
+	return s.copyDirectFrom(ctx, tx, &copyText{ops: ops, f: s.sql.directFormat}, nil)
 }
 
 // copyDirectFrom is copyDirect of the COPY text that src reads. stop, when
@@ -485,81 +495,43 @@ func (s *Sink) directChecks(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// copyText streams ops' rows in COPY's text format (PostgreSQL docs,
-// COPY, "Text Format"): columns separated by tabs, rows ended by a
-// newline, NULL as \N, and backslash, newline, carriage return and tab
-// escaped with a backslash, so that the server reads each value's text
-// unchanged. It encodes one row at a time: a batch costs no more memory
-// than its ops.
+// copyText streams ops' rows as COPY data of format f. It encodes one
+// row at a time: a batch costs no more memory than its ops.
 type copyText struct {
-	ops []op
-	buf []byte // the encoded row being read
-	off int    // read up to here
+	ops          []op
+	f            copyFormat
+	begun, ended bool   // the format's header, trailer, is read or being read
+	n            int    // rows encoded
+	buf          []byte // the encoded row being read
+	off          int    // read up to here
 }
 
 func (c *copyText) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
 		if c.off == len(c.buf) {
-			if len(c.ops) == 0 {
-				if n == 0 {
-					return 0, io.EOF
+			c.buf, c.off = c.buf[:0], 0
+			switch {
+			case !c.begun:
+				c.begun, c.buf = true, c.f.header(c.buf)
+			case len(c.ops) > 0:
+				var err error
+				if c.buf, err = c.f.appendRow(c.buf, c.ops[0].row, c.n); err != nil {
+					return n, err
 				}
+				c.ops, c.n = c.ops[1:], c.n+1
+			case !c.ended:
+				c.ended, c.buf = true, c.f.trailer(c.buf)
+			case n == 0:
+				return 0, io.EOF
+			default:
 				return n, nil
 			}
-			var err error
-			if c.buf, err = appendCopyRow(c.buf[:0], c.ops[0].row); err != nil {
-				return n, err
-			}
-			c.ops, c.off = c.ops[1:], 0
+			continue
 		}
 		m := copy(p[n:], c.buf[c.off:])
 		c.off += m
 		n += m
 	}
 	return n, nil
-}
-
-// appendCopyRow appends row, one string or nil per column, as a line of
-// COPY text.
-func appendCopyRow(dst []byte, row []any) ([]byte, error) {
-	for i, v := range row {
-		if i > 0 {
-			dst = append(dst, '\t')
-		}
-		switch v := v.(type) {
-		case nil:
-			dst = append(dst, `\N`...)
-		case string:
-			if !copyEscapes(v) {
-				dst = append(dst, v...)
-				continue
-			}
-			for j := 0; j < len(v); j++ {
-				switch c := v[j]; c {
-				case '\\':
-					dst = append(dst, `\\`...)
-				case '\n':
-					dst = append(dst, `\n`...)
-				case '\r':
-					dst = append(dst, `\r`...)
-				case '\t':
-					dst = append(dst, `\t`...)
-				default:
-					dst = append(dst, c)
-				}
-			}
-		default:
-			return dst, fmt.Errorf("direct copy: column %d holds a %T, not text", i, v)
-		}
-	}
-	return append(dst, '\n'), nil
-}
-
-// copyEscapes reports whether v holds a byte that COPY's text format
-// escapes. Four IndexByte scans, each vectorized, take a quarter of the
-// time of one strings.ContainsAny, which tests a byte at a time.
-func copyEscapes(v string) bool {
-	return strings.IndexByte(v, '\\') >= 0 || strings.IndexByte(v, '\n') >= 0 ||
-		strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\t') >= 0
 }

@@ -251,23 +251,32 @@ func TestCopyStream(t *testing.T) {
 			}
 		})
 	}
-	t.Run("with ordinals", func(t *testing.T) {
-		st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), ord: true}
-		got, err := io.ReadAll(iotest.HalfReader(st))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// prepare's ops with their index, as insertRun stages them.
-		var w []byte
-		for i, o := range ops {
-			if w, err = appendCopyRow(w, append(o.row[:len(o.row):len(o.row)], fmt.Sprint(i))); err != nil {
+	for _, f := range []copyFormat{{ord: true}, {binary: true, jsonb: []bool{false, true, false}, ord: true}} {
+		t.Run(fmt.Sprintf("binary %v, with ordinals", f.binary), func(t *testing.T) {
+			st := &copyStream{s: s, recs: b.recs, one: make([]op, 0, 1), f: f}
+			got, err := io.ReadAll(iotest.HalfReader(st))
+			if err != nil {
 				t.Fatal(err)
 			}
-		}
-		if string(got) != string(w) {
-			t.Fatalf("copy text\n%q\nwant\n%q", got, w)
-		}
-	})
+			// prepare's ops with their index, as insertRun stages them.
+			w, err := io.ReadAll(&copyText{ops: ops, f: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(w) {
+				t.Fatalf("copy data\n%q\nwant\n%q", got, w)
+			}
+			rows := parseCopy(t, f, got)
+			if len(rows) != len(ops) {
+				t.Fatalf("%d rows, want %d", len(rows), len(ops))
+			}
+			for i, o := range ops {
+				if want := append(o.row[:len(o.row):len(o.row)], fmt.Sprint(i)); !reflect.DeepEqual(rows[i], want) {
+					t.Fatalf("row %d: %q, want %q", i, rows[i], want)
+				}
+			}
+		})
+	}
 	t.Run("transient decode failure", func(t *testing.T) {
 		ts := newTestSink(t, func(c *Config) {
 			c.Columns = []Column{{"event_id", "event_id"}, {"body", "$value"}, {"n", "n"}}

@@ -185,6 +185,9 @@ type Sink struct {
 		// stagingName is the staging table of the columns' shape
 		// (schema.go).
 		stagingName string
+		// The formats of the direct COPY and of the staging COPY
+		// (copyformat.go).
+		directFormat, stagingFormat copyFormat
 	}
 	// direct is the choice of the direct path (direct.go); noDirect
 	// turns it off (DirectCopy(false)).

@@ -682,9 +682,9 @@ func (s *Sink) stagingColumns() []string {
 }
 
 // stagingCopySQL is the COPY of loadStreamStaged: the staging table's
-// columns, in text format.
+// columns, in binary format (copyformat.go).
 func (s *Sink) stagingCopySQL() string {
-	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN", s.sql.stagingName, strings.Join(s.stagingColumns(), ", "))
+	return fmt.Sprintf("COPY pg_temp.%s (%s) FROM STDIN%s", s.sql.stagingName, strings.Join(s.stagingColumns(), ", "), s.sql.stagingFormat.option())
 }
 
 // buildLoadSQL prepares the statements of the load: the staging table,
@@ -712,10 +712,14 @@ const castRows = "exactly_cast_rows"
 
 func (s *Sink) buildLoadSQL() {
 	var staging, target, casts, values, updates []string
+	// The staging table's columns are text or jsonb: its COPY is binary.
+	s.sql.stagingFormat = copyFormat{binary: true, jsonb: make([]bool, len(s.cfg.Columns)), ord: true}
 	for i, c := range s.cfg.Columns {
 		sc := fmt.Sprintf("c%d", i)
 		col := pgx.Identifier{c.Name}.Sanitize()
-		staging = append(staging, sc+" "+stagedType(sc, c.Name, s.types[i]))
+		st := stagedType(sc, c.Name, s.types[i])
+		s.sql.stagingFormat.jsonb[i] = st == "jsonb"
+		staging = append(staging, sc+" "+st)
 		target = append(target, col)
 		casts = append(casts, fmt.Sprintf("%s AS v%d", castExpr(sc, c.Name, s.types[i]), i))
 		values = append(values, fmt.Sprintf("v%d", i))
