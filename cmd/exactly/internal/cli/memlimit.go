@@ -30,11 +30,18 @@ const (
 // stages in one process need more; ok is false for them. A lone sink
 // sets its own, which follows its batches (processor.SinkMemoryLimit).
 func defaultMemoryLimit(lookupEnv func(string) (string, bool), stages []*topology.Stage) (limit int64, ok bool) {
-	if _, set := lookupEnv("GOMEMLIMIT"); set || len(stages) != 1 || stages[0].StateStore() != "" {
+	if userMemoryLimit(lookupEnv) || len(stages) != 1 || stages[0].StateStore() != "" {
 		return 0, false
 	}
 	st := stages[0]
 	return memLimitBase + memLimitFetches*int64(st.FetchMaxBytes) + memLimitProducerBuffer*int64(st.MaxBufferedBytes), true
+}
+
+// userMemoryLimit reports whether the environment sets GOMEMLIMIT: any
+// value, "off" included, is the user's, and no default replaces it.
+func userMemoryLimit(lookupEnv func(string) (string, bool)) bool {
+	_, set := lookupEnv("GOMEMLIMIT")
+	return set
 }
 
 // setMemoryLimit applies defaultMemoryLimit, if any, to the process.

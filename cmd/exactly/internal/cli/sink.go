@@ -50,8 +50,7 @@ func cmdSink(ctx context.Context, fs *flag.FlagSet, args []string, stdout, stder
 		sinks = processor.Sinks(*name)
 	}
 	opts := []processor.Option{sinks, processor.InstanceID(*pf.instance)}
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// Any value, "off" included, is the user's.
+	if !userMemoryLimit(os.LookupEnv) {
 		opts = append(opts, processor.SinkMemoryLimit())
 	}
 	return runProcess(ctx, f, opts, func() {}, *pf.metricsAddr, "sink", log, stderr)
