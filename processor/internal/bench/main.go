@@ -73,7 +73,7 @@ func main() {
 	loads := flag.String("latency-loads", defaultLatencyLoads, "loads of the latency case, in percent of -latency-full, comma-separated")
 	flag.BoolVar(&cfg.latencyPeers, "latency-kstreams", true, "also measure Kafka Streams in the latency case")
 	flag.StringVar(&cfg.profile, "profile", "", "also run the exactly EOS 3-step case once more with a CPU profile, and write the output of go tool pprof -top for it to this file")
-	flag.StringVar(&cfg.sinkProfile, "sink-profile", "", "take a CPU profile of each sink case and write go tool pprof -top (25 nodes) of it to `PREFIX`_insert.top and PREFIX_upsert.top")
+	flag.StringVar(&cfg.sinkProfile, "sink-profile", "", "take a CPU profile of each sink case and write go tool pprof -top (25 nodes) of it to `PREFIX`_insert.top, PREFIX_upsert.top and PREFIX_upsert_update.top")
 	flag.StringVar(&cfg.ksHeap, "ks-heap", "256m", "Kafka Streams JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&cfg.out, "out", "integration/bench/results", "directory for the JSON, PNG and logs (relative to the module root)")
 	flag.BoolVar(&cfg.jdbc, "sink-jdbc", true, "also measure Debezium's JDBC sink connector in the sink case (deploy/local/connect.sh fetches it)")

@@ -14,17 +14,19 @@ import (
 	"github.com/exactly-io/exactly/topology"
 )
 
-// The direct path writes a batch once: in insert mode, a batch of inserts
-// only is COPYed straight into the target table, under a savepoint. Most
-// batches have no event ID already stored, none twice and no bad row, and
-// the COPY then does what the staged load (COPY into the staging table,
-// INSERT ... SELECT ... ON CONFLICT DO NOTHING) would do, at about half
-// the cost. When anything fails (23505 on the event ID: a duplicate in
-// the table or in the batch; a bad value; a constraint; a trigger) the
-// savepoint is rolled back and the batch takes the staged load, whose
-// outcome (rows, duplicates, dead letters and their reasons) is then
-// exactly today's. The direct path never decides a record's fate; it only
-// writes batches that the staged load would write whole.
+// The direct path writes a batch once: a batch of inserts only is COPYed
+// straight into the target table, under a savepoint. Most insert-mode
+// batches, and most upsert-mode batches of new keys (a snapshot, a table
+// that rows are mostly added to), have no event ID already stored, none
+// twice and no bad row, and the COPY then does what the staged load (COPY
+// into the staging table, INSERT ... SELECT ... ON CONFLICT DO NOTHING or
+// DO UPDATE) would do, at about two thirds of the cost. When anything
+// fails (23505 on the event ID: a duplicate in the table or in the batch;
+// a bad value; a constraint; a trigger) the savepoint is rolled back and
+// the batch takes the staged load, whose outcome (rows, duplicates, dead
+// letters and their reasons) is then exactly today's. The direct path
+// never decides a record's fate; it only writes batches that the staged
+// load would write whole.
 //
 // It is the same write only where COPY reads a value as the cast of the
 // staged load does, and stores the rows INSERT would:
@@ -48,6 +50,11 @@ import (
 //     before the commit. DROP INDEX CONCURRENTLY first marks the index
 //     invalid, which the check sees, and waits for this transaction
 //     before the index stops taking inserts;
+//   - in upsert mode, the table has no statement-level UPDATE trigger,
+//     which ON CONFLICT DO UPDATE fires even when no row conflicts, and
+//     COPY does not; checked after the COPY as the index is (CREATE
+//     TRIGGER's lock conflicts with ROW EXCLUSIVE too). Row-level UPDATE
+//     triggers fire only on a conflict, which fails the COPY;
 //   - row triggers (BEFORE and AFTER INSERT), statement triggers on
 //     INSERT, transition tables, check and foreign key constraints,
 //     defaults and identity columns act on COPY as on INSERT (PostgreSQL
@@ -72,8 +79,9 @@ const directSavepoint = "exactly_direct"
 const maxDirectRest = 64
 
 // errDirectUnsafe is the reason a COPY that succeeded is rolled back: the
-// event ID's unique index is gone, or the table has a rule.
-var errDirectUnsafe = errors.New("the table lost its unique index on the event id or has a rule")
+// event ID's unique index is gone, or the table has a rule (or, in upsert
+// mode, a statement-level UPDATE trigger).
+var errDirectUnsafe = errors.New("the table lost its unique index on the event id, or has a rule or (upsert) a statement-level update trigger")
 
 // Outcomes of a direct attempt, the outcome label of
 // exactly_sink_direct_copies_total.
@@ -98,13 +106,14 @@ func directType(t colType) bool {
 }
 
 // directEligible reports whether the sink may try the direct path at all,
-// and if not, why.
+// and if not, why. In upsert mode too: a COPY that succeeds met no stored
+// key and no key twice (the unique index refuses both, 23505), so every
+// row is new, and INSERT ... ON CONFLICT would have inserted each of them
+// as COPY does, whatever its DO UPDATE and version guard say. The one
+// difference left is that ON CONFLICT DO UPDATE fires the table's
+// statement-level UPDATE triggers, which COPY does not: the after-COPY
+// check refuses a table that has one (buildDirectSQL).
 func directEligible(cfg Config, types []colType) (bool, string) {
-	if cfg.Mode == topology.ModeUpsert {
-		// ON CONFLICT DO UPDATE fires UPDATE statement triggers too, which
-		// COPY does not; and an upsert stream mostly meets stored keys.
-		return false, "upsert mode"
-	}
 	for i, t := range types {
 		if !directType(t) {
 			return false, fmt.Sprintf("column %q is of type %s, which the load checks beyond its input function", cfg.Columns[i].Name, t.name)
@@ -139,6 +148,15 @@ func (d *directPath) try(ops []op) bool {
 	return true
 }
 
+// skipped counts down the rest for a batch that skips the direct path
+// without asking try: a streamed upsert batch, which streamable sends to
+// the staging table while the direct path rests.
+func (d *directPath) skipped() {
+	if d.on && d.rest > 0 {
+		d.rest--
+	}
+}
+
 // done records the outcome of an attempt: a fallback doubles the rest,
 // up to maxDirectRest; a success ends it.
 func (d *directPath) done(ok bool) {
@@ -158,11 +176,18 @@ func (s *Sink) buildDirectSQL() {
 	}
 	s.sql.directFormat = binaryFormat(s.types, false)
 	s.sql.direct = fmt.Sprintf("COPY %s (%s) FROM STDIN%s", s.table, strings.Join(cols, ", "), s.sql.directFormat.option())
-	// The index as checkCatalog requires it, and taking inserts.
+	// The index as checkCatalog requires it, and taking inserts; in
+	// upsert mode, no statement-level UPDATE trigger that is not
+	// disabled (pg_trigger.tgtype: bit 0 row, bit 4 update).
+	updateTriggers := ""
+	if s.cfg.Mode == topology.ModeUpsert {
+		updateTriggers = `
+	AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgtype & 1 = 0 AND t.tgtype & 16 <> 0 AND t.tgenabled <> 'D')`
+	}
 	s.sql.directCheck = `SELECT NOT c.relhasrules AND EXISTS (SELECT 1 FROM pg_index i
 	JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = $2 AND NOT a.attisdropped
 	WHERE i.indrelid = c.oid AND i.indisunique AND i.indimmediate AND i.indisvalid AND i.indisready AND i.indislive
-		AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)
+		AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)` + updateTriggers + `
 FROM pg_class c WHERE c.oid = $1::regclass`
 }
 
@@ -206,9 +231,9 @@ const (
 // of the input can become a delete (tombstones are skipped, and values
 // are rows, not change events), so that every op the batch decodes to is
 // an insert (or upsert); directly when the direct path would be tried
-// now; into the staging table in upsert mode, which never takes the
-// direct path. An insert-mode batch that the direct path skips takes
-// prepare and the staged load, as before either path existed.
+// now; else into the staging table in upsert mode. An insert-mode batch
+// that the direct path skips takes prepare and the staged load, as before
+// either path existed.
 func (s *Sink) streamable(b *batch) int {
 	switch {
 	case len(b.recs) == 0 || s.cfg.Tombstones == topology.TombstonesDelete || s.cfg.Envelope == topology.EnvelopeDebezium:
@@ -285,6 +310,7 @@ func (s *Sink) loadStream(ctx context.Context, tx pgx.Tx, b *batch, res *result)
 // prepare's error. It returns the number of ops and of decode dead
 // letters, for followsRecords.
 func (s *Sink) loadStreamStaged(ctx context.Context, tx pgx.Tx, b *batch, res *result) (int, int, error) {
+	s.direct.skipped()
 	if _, err := tx.Exec(ctx, "SAVEPOINT "+savepoint); err != nil {
 		return 0, 0, err
 	}

@@ -72,7 +72,8 @@ func TestDirectEligible(t *testing.T) {
 	}{
 		{"insert, plain types", topology.ModeInsert, []colType{plainType("text"), plainType("jsonb")}, true},
 		{"default mode", "", []colType{plainType("text"), plainType("jsonb")}, true},
-		{"upsert", topology.ModeUpsert, []colType{plainType("text"), plainType("jsonb")}, false},
+		{"upsert", topology.ModeUpsert, []colType{plainType("text"), plainType("jsonb")}, true},
+		{"upsert, a checked type", topology.ModeUpsert, []colType{plainType("text"), plainType("numeric(10,2)")}, false},
 		{"a checked type", topology.ModeInsert, []colType{plainType("text"), plainType("timestamp with time zone")}, false},
 	}
 	for _, tt := range tests {
@@ -102,6 +103,25 @@ func TestDirectPathChoice(t *testing.T) {
 		}
 		if !d.try(ins) {
 			t.Fatal("not tried for inserts")
+		}
+	})
+	t.Run("streamed upsert batches count down the rest", func(t *testing.T) {
+		s := newTestSink(t, func(c *Config) { c.Mode = topology.ModeUpsert })
+		s.direct = directPath{on: true}
+		b := newBatch()
+		b.recs = []*kgo.Record{{Value: []byte(`{}`)}}
+		s.direct.done(false)
+		s.direct.done(false) // rest 2
+		var got []int
+		for range 4 {
+			k := s.streamable(b)
+			got = append(got, k)
+			if k == streamStaged {
+				s.direct.skipped() // as loadStreamStaged does
+			}
+		}
+		if want := []int{streamStaged, streamStaged, streamDirect, streamDirect}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("streamable over 4 batches: %v, want %v", got, want)
 		}
 	})
 	t.Run("rest after fallbacks", func(t *testing.T) {
@@ -313,8 +333,9 @@ func TestCopyStream(t *testing.T) {
 }
 
 // A batch streams only when no record can become a delete: straight into
-// the table when the direct path would be tried, into the staging table
-// in upsert mode; an insert-mode batch the direct path skips does not.
+// the table when the direct path would be tried, in either mode; else
+// into the staging table in upsert mode; an insert-mode batch the direct
+// path skips does not.
 func TestStreamable(t *testing.T) {
 	b := newBatch()
 	b.recs = []*kgo.Record{{Value: []byte(`{}`)}}
@@ -332,6 +353,8 @@ func TestStreamable(t *testing.T) {
 		{"no records", nil, directPath{on: true}, false, streamNone},
 		{"tombstones delete", func(c *Config) { c.Tombstones = topology.TombstonesDelete }, directPath{on: true}, true, streamNone},
 		{"upsert", upsert, directPath{}, true, streamStaged},
+		{"upsert, direct", upsert, directPath{on: true}, true, streamDirect},
+		{"upsert, direct resting", upsert, directPath{on: true, rest: 2}, true, streamStaged},
 		{"upsert, no records", upsert, directPath{}, false, streamNone},
 		{"upsert, tombstones delete", func(c *Config) { upsert(c); c.Tombstones = topology.TombstonesDelete }, directPath{}, true, streamNone},
 		{"change events", func(c *Config) { c.Envelope = topology.EnvelopeDebezium; c.Mode = topology.ModeUpsert }, directPath{}, true, streamNone},

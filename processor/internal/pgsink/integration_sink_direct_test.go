@@ -260,20 +260,25 @@ func TestSinkDirectPathDecodeDeadLetters(t *testing.T) {
 }
 
 // In upsert mode, where records are decoded inside the COPY into the
-// staging table, the same input ends the same: rows, and dead letters
-// with prepare's reasons and load's SQLSTATE, in offset order.
+// table (the direct path) or into the staging table, the same input ends
+// the same either way: rows, and dead letters with prepare's reasons and
+// load's SQLSTATE, in offset order.
 func TestSinkUpsertStreamDecodeDeadLetters(t *testing.T) {
 	topic, n, bad := decodeInput(t)
-	d := newModeSink(t, "sp17b_decode_upsert", topic, "upsert")
-	if err := runUntil(t, d.sink, int64(n)); err != nil {
-		t.Fatal(err)
+	for _, direct := range []bool{true, false} {
+		t.Run(fmt.Sprintf("direct %v", direct), func(t *testing.T) {
+			d := newModeSink(t, "sp17b_decode_upsert", topic, "upsert", pgsink.DirectCopy(direct))
+			if err := runUntil(t, d.sink, int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			st := d.sink.Stats()
+			t.Logf("%+v", st)
+			if tried := st.DirectCopies+st.DirectFallbacks != 0; tried != direct || (direct && st.DirectCopies == 0) {
+				t.Errorf("upsert sink with the direct path %v: %+v", direct, st)
+			}
+			checkDecodeOutcome(t, d, n, bad)
+		})
 	}
-	st := d.sink.Stats()
-	t.Logf("%+v", st)
-	if st.DirectCopies+st.DirectFallbacks != 0 {
-		t.Errorf("upsert sink tried the direct path: %+v", st)
-	}
-	checkDecodeOutcome(t, d, n, bad)
 }
 
 // runDirectAndStaged runs two sinks over the n records of topic, one with
