@@ -30,6 +30,9 @@ const (
 	caseSinkUpsert = "exactly sink -> Postgres, upsert mode"
 	caseCopy       = "plain COPY -> Postgres"
 	caseHandUpsert = "hand-written upsert -> Postgres"
+	// The upsert cases again into their filled tables: every row an update.
+	caseSinkUpdate = "exactly sink -> Postgres, upsert, every key stored"
+	caseHandUpdate = "hand-written upsert -> Postgres, every key stored"
 	commitInterval = 100 * time.Millisecond
 	// commitMaxRecords is the stage's commit.max_records (its default).
 	commitMaxRecords = 10000

@@ -40,10 +40,12 @@ func (r *runner) sink(ctx context.Context) error {
 		r.rep.Machine.Postgres = version
 	}
 
-	r.sinkCase(ctx, pool, sinkSchema, "insert")
-	r.sinkCase(ctx, pool, upsertSchema, "upsert")
+	r.sinkCase(ctx, pool, sinkSchema, "insert", false)
+	r.sinkCase(ctx, pool, upsertSchema, "upsert", false)
+	r.sinkCase(ctx, pool, upsertSchema, "upsert", true)
 	r.copyCase(ctx, pool, copySchema)
-	r.handUpsertCase(ctx, pool, handSchema)
+	r.handUpsertCase(ctx, pool, handSchema, false)
+	r.handUpsertCase(ctx, pool, handSchema, true)
 	if !r.cfg.jdbc {
 		return nil
 	}
@@ -56,16 +58,25 @@ func (r *runner) sink(ctx context.Context) error {
 	return r.jdbc(ctx, pool, want)
 }
 
-// sinkCase runs the sink case in mode ("insert" or "upsert") into schema.
-func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema, mode string) {
-	name := caseSink
-	if mode == "upsert" {
+// sinkCase runs the sink case in mode ("insert" or "upsert") into schema;
+// into its table as an upsert case left it when update (a sink of
+// another name, which reads the input from the start: every key is
+// stored, every row an update).
+func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema, mode string, update bool) {
+	name, tag := caseSink, mode
+	switch {
+	case update:
+		name, tag = caseSinkUpdate, mode+"_update"
+	case mode == "upsert":
 		name = caseSinkUpsert
 	}
 	res := caseResult{Name: name, Group: "sink", Records: r.total, Note: "1 instance, commit 100ms, default max_records, mode " + mode}
+	if update {
+		res.Note += ", into the upsert case's table"
+	}
 	defer func() { r.rep.add(res) }()
 	logf("%s", name)
-	dlq, err := r.k.topic(ctx, "sink_dlq_"+mode, 1)
+	dlq, err := r.k.topic(ctx, "sink_dlq_"+tag, 1)
 	if err == nil {
 		err = r.k.awaitTopics(ctx, dlq)
 	}
@@ -73,7 +84,7 @@ func (r *runner) sinkCase(ctx context.Context, pool *pgxpool.Pool, schema, mode 
 		res.Error = err.Error()
 		return
 	}
-	sinkName := r.k.name("sink_" + mode)
+	sinkName := r.k.name("sink_" + tag)
 	r.k.group("exactly-sink-" + sinkName)
 	table, positions := schema+".events", schema+".positions"
 	yaml := fmt.Sprintf(`version: 1
@@ -95,7 +106,7 @@ sinks:
       mode: %s
     commit: { interval: %s }
 `, r.brokersYAML(), r.input, r.cfg.partitions, dlq, sinkName, r.input, dlq, table, positions, mode, commitInterval)
-	path := filepath.Join(r.dir, "sink_"+mode+".yaml")
+	path := filepath.Join(r.dir, "sink_"+tag+".yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
 		res.Error = err.Error()
 		return
@@ -103,18 +114,18 @@ sinks:
 	args := []string{"sink", "--topology", path, "--instance-id", "b1", "--log-level", "warn"}
 	prof := ""
 	if r.cfg.sinkProfile != "" {
-		prof = filepath.Join(r.dir, "sink_"+mode+".prof")
+		prof = filepath.Join(r.dir, "sink_"+tag+".prof")
 		args = append(args, "--cpu-profile", prof)
 	}
-	p, err := startProc(r.dir, "sink_"+mode, nil, r.bin, args...)
+	p, err := startProc(r.dir, "sink_"+tag, nil, r.bin, args...)
 	if err != nil {
 		res.Error = err.Error()
 		return
 	}
-	q := "SELECT coalesce(sum(next_offset), 0) FROM " + pgx.Identifier{schema, "positions"}.Sanitize() + " WHERE topic = $1"
+	q := "SELECT coalesce(sum(next_offset), 0) FROM " + pgx.Identifier{schema, "positions"}.Sanitize() + " WHERE topic = $1 AND sink = $2"
 	progress := func(ctx context.Context) (int64, error) {
 		var n int64
-		err := pool.QueryRow(ctx, q, r.input).Scan(&n)
+		err := pool.QueryRow(ctx, q, r.input, sinkName).Scan(&n)
 		return n, err
 	}
 	m, perr, ok := r.watchStop(ctx, &res, progress, p)
@@ -131,7 +142,7 @@ sinks:
 	}
 	res.measure(m, p)
 	if prof != "" {
-		if err := r.writeTop(ctx, prof, fmt.Sprintf("%s_%s.top", r.cfg.sinkProfile, mode),
+		if err := r.writeTop(ctx, prof, fmt.Sprintf("%s_%s.top", r.cfg.sinkProfile, tag),
 			fmt.Sprintf("# %s, %d records: %.0f records/s, %.1f CPU s", name, r.total, res.RecordsPerS, res.CPUS)); err != nil {
 			res.Note += fmt.Sprintf("; profile: %v", err)
 		}
@@ -155,7 +166,7 @@ func (r *runner) writeTop(ctx context.Context, prof, file, head string) error {
 // CopyFrom of every row.
 func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
 	res := caseResult{Name: caseCopy, Group: "sink", Records: r.total, Note: "one pgx CopyFrom of the same rows, rows prepared in memory"}
-	r.loadCase(ctx, pool, schema, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
+	r.loadCase(ctx, pool, schema, true, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
 		return pool.CopyFrom(ctx, tbl, eventColumns, pgx.CopyFromRows(rows))
 	})
 }
@@ -165,10 +176,14 @@ func (r *runner) copyCase(ctx context.Context, pool *pgxpool.Pool, schema string
 // transaction that COPYs the batch (pgx binary CopyFrom) into a temporary
 // table of the target's types and INSERTs it with ON CONFLICT DO UPDATE.
 // No event ID check, no casts, no positions: the limit the sink's upsert
-// is measured against.
-func (r *runner) handUpsertCase(ctx context.Context, pool *pgxpool.Pool, schema string) {
+// is measured against. With update, into the table the case filled
+// before: every row an update.
+func (r *runner) handUpsertCase(ctx context.Context, pool *pgxpool.Pool, schema string, update bool) {
 	res := caseResult{Name: caseHandUpsert, Group: "sink", Records: r.total,
 		Note: fmt.Sprintf("per %d rows: BEGIN, pgx CopyFrom into a temp table, INSERT ... ON CONFLICT DO UPDATE, COMMIT; rows prepared in memory", sinkMaxRecords)}
+	if update {
+		res.Name, res.Note = caseHandUpdate, res.Note+"; into the table it filled"
+	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		res.Error = err.Error()
@@ -176,11 +191,11 @@ func (r *runner) handUpsertCase(ctx context.Context, pool *pgxpool.Pool, schema 
 		return
 	}
 	defer conn.Release()
-	r.loadCase(ctx, pool, schema, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
+	r.loadCase(ctx, pool, schema, !update, &res, func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error) {
 		const staging = "bench_hand_upsert"
 		upsert := "INSERT INTO " + tbl.Sanitize() + " (event_id, body) SELECT event_id, body FROM " + staging +
 			" ON CONFLICT (event_id) DO UPDATE SET body = EXCLUDED.body"
-		if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE "+staging+" (event_id text, body jsonb) ON COMMIT DELETE ROWS"); err != nil {
+		if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE IF NOT EXISTS "+staging+" (event_id text, body jsonb) ON COMMIT DELETE ROWS"); err != nil {
 			return 0, err
 		}
 		var n int64
@@ -220,17 +235,21 @@ func createEvents(ctx context.Context, pool *pgxpool.Pool, schema string) (pgx.I
 	return tbl, nil
 }
 
-// loadCase runs a reference load of the sink group into schema.events
-// and adds its result res: the input's rows, prepared in memory before
-// the clock starts, written by load, which returns how many it wrote.
-func (r *runner) loadCase(ctx context.Context, pool *pgxpool.Pool, schema string, res *caseResult,
+// loadCase runs a reference load of the sink group into schema.events,
+// which it creates when create, and adds its result res: the input's
+// rows, prepared in memory before the clock starts, written by load,
+// which returns how many it wrote.
+func (r *runner) loadCase(ctx context.Context, pool *pgxpool.Pool, schema string, create bool, res *caseResult,
 	load func(ctx context.Context, tbl pgx.Identifier, rows [][]any) (int64, error)) {
 	defer func() { r.rep.add(*res) }()
 	logf("%s", res.Name)
-	tbl, err := createEvents(ctx, pool, schema)
-	if err != nil {
-		res.Error = err.Error()
-		return
+	tbl := pgx.Identifier{schema, "events"}
+	if create {
+		var err error
+		if tbl, err = createEvents(ctx, pool, schema); err != nil {
+			res.Error = err.Error()
+			return
+		}
 	}
 	rows := make([][]any, r.total)
 	for i := range rows {
