@@ -107,7 +107,8 @@ func openUpsert(t *testing.T, d *directSink, input, version string, prepared boo
 // The fast upsert statement leaves out its sort only when nothing on the
 // table can tell the rows' order: on a table with a serial column, rows
 // new to the table draw their values in the records' order; on a plain
-// table, the rows are the same without the sort.
+// table, the rows are the same without the sort. The direct COPY draws
+// them in the records' order too.
 func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
 	topic := uniqueName("sk_order_in")
 	adm := kadm.NewClient(kafkaClient(t))
@@ -124,9 +125,12 @@ func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
 	kcatProduce(t, topic, lines)
 	for _, tc := range []struct {
 		name, alter string
+		direct      bool
 	}{
-		{"serial", "ALTER TABLE %s ADD COLUMN seq bigserial"},
-		{"plain", ""},
+		{"serial", "ALTER TABLE %s ADD COLUMN seq bigserial", false},
+		{"plain", "", false},
+		{"serial, direct", "ALTER TABLE %s ADD COLUMN seq bigserial", true},
+		{"plain, direct", "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newModeSink(t, "uporder", topic, topology.ModeUpsert)
@@ -135,7 +139,7 @@ func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
 				psqlLines(t, fmt.Sprintf(tc.alter, d.schema+".events"))
 				order = "seq"
 			}
-			d.sink = openUpsert(t, d, topic, "", false)
+			d.sink = openUpsert(t, d, topic, "", false, pgsink.DirectCopy(tc.direct))
 			if err := runUntil(t, d.sink, int64(len(lines))); err != nil {
 				t.Fatal(err)
 			}

@@ -139,10 +139,13 @@ func (s *Sink) buildFastUpsertSQL() string {
 }
 
 // upsertStaged inserts the staged rows of a streamed upsert batch, then
-// truncates the staging table, checks the deferred constraints and
-// releases the load's savepoint. It returns the rows the INSERT affected.
+// checks the deferred constraints and releases the load's savepoint. It
+// returns the rows the INSERT affected. The staging table keeps its rows
+// until the COMMIT empties it (ON COMMIT DELETE ROWS), in place, which
+// costs less than a TRUNCATE's new file: the batch stages nothing else,
+// and a rollback to the savepoint empties it too.
 func (s *Sink) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
-	return s.insertStaged(ctx, tx, s.sql.truncate, checkDeferred, "RELEASE SAVEPOINT "+savepoint)
+	return s.insertStaged(ctx, tx, checkDeferred, "RELEASE SAVEPOINT "+savepoint)
 }
 
 // insertStaged runs the INSERT of the staged rows, then the statements
