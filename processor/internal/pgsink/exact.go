@@ -164,6 +164,11 @@ func createTempFuncs(ctx context.Context, c *pgx.Conn) error {
 //     element, not the string 'NULL' (20.13.1).
 //   - standard_conforming_strings on: a backslash in the sink's SQL
 //     string literals (a column's name in an error) is itself (20.13.1).
+//   - client_encoding UTF8: the sink's text is UTF-8, which Postgres
+//     converts to the database's encoding, refusing a character it
+//     cannot hold (22P05); by default the session takes the database's
+//     encoding, and a LATIN1 database would read the UTF-8 bytes of "é"
+//     as two characters (23.3.3).
 var sessionParams = map[string]string{
 	"timezone":                    "UTC",
 	"datestyle":                   "ISO, MDY",
@@ -174,6 +179,7 @@ var sessionParams = map[string]string{
 	"xmloption":                   "content",
 	"array_nulls":                 "on",
 	"standard_conforming_strings": "on",
+	"client_encoding":             "UTF8",
 }
 
 // DefaultConnectTimeout bounds connecting to PostgreSQL (the TCP

@@ -68,11 +68,11 @@ func TestCastExpr(t *testing.T) {
 // The session settings that reading a value depends on are the sink's,
 // whatever the DSN spells: DateStyle DMY would read 1/2/2024 as February 1.
 func TestSetSessionParams(t *testing.T) {
-	params := map[string]string{"DateStyle": "ISO, DMY", "IntervalStyle": "sql_standard", "TimeZone": "Asia/Tokyo", "application_name": "x"}
+	params := map[string]string{"DateStyle": "ISO, DMY", "IntervalStyle": "sql_standard", "TimeZone": "Asia/Tokyo", "application_name": "x", "Client_Encoding": "LATIN1"}
 	setSessionParams(params)
 	want := map[string]string{"datestyle": "ISO, MDY", "intervalstyle": "postgres", "timezone": "UTC", "application_name": "x",
 		"timezone_abbreviations": "Default", "extra_float_digits": "3", "lc_monetary": "C", "xmloption": "content",
-		"array_nulls": "on", "standard_conforming_strings": "on"}
+		"array_nulls": "on", "standard_conforming_strings": "on", "client_encoding": "UTF8"}
 	if !maps.Equal(params, want) {
 		t.Errorf("setSessionParams = %v, want %v", params, want)
 	}
