@@ -80,14 +80,9 @@ func (e *EventIDs) of(r *kgo.Record) (string, bool) {
 // reads the event ID column's type. A table that does not exist yet
 // compares event IDs as text.
 func (e *EventIDs) Open(ctx context.Context) error {
-	cc, err := pgx.ParseConfig(e.s.cfg.DSN)
-	if err != nil {
-		return errBadDSN
-	}
-	withConnectTimeout(e.s.cfg.DSN, cc)
-	setSessionParams(cc.RuntimeParams)
-	if e.conn, err = pgx.ConnectConfig(ctx, cc); err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
+	var err error
+	if e.conn, err = Connect(ctx, e.s.cfg.DSN); err != nil {
+		return err
 	}
 	types, err := readColumnTypes(ctx, e.conn, e.s.table)
 	if IsUndefinedTable(err) {

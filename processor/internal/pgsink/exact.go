@@ -198,6 +198,24 @@ func withConnectTimeout(dsn string, cc *pgx.ConnConfig) {
 	}
 }
 
+// Connect opens one connection to dsn as the sink's own are opened:
+// with sessionParams and DefaultConnectTimeout (unless the DSN sets one).
+// A DSN that does not parse is errBadDSN: the parse error would quote it,
+// password and all.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errBadDSN
+	}
+	withConnectTimeout(dsn, cc)
+	setSessionParams(cc.RuntimeParams)
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	return conn, nil
+}
+
 // setSessionParams sets sessionParams in params, a connection's runtime
 // parameters, in place of any spelling of them the DSN gave.
 func setSessionParams(params map[string]string) {

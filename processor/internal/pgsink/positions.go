@@ -74,15 +74,9 @@ func ReadPositions(ctx context.Context, cfg Config) ([]StoredPosition, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, err)
 	}
-	pgcfg, err := pgx.ParseConfig(cfg.DSN)
+	conn, err := Connect(ctx, cfg.DSN)
 	if err != nil {
-		// The parse error would quote the DSN.
-		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
-	}
-	withConnectTimeout(cfg.DSN, pgcfg)
-	conn, err := pgx.ConnectConfig(ctx, pgcfg)
-	if err != nil {
-		return nil, fmt.Errorf("sink %q: connect to postgres: %w", cfg.Sink, err)
+		return nil, fmt.Errorf("sink %q: %w", cfg.Sink, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	tbl, _ := parseTable(cfg.PositionsTable)
@@ -115,14 +109,9 @@ func ResetPositions(ctx context.Context, cfg Config, positions []StoredPosition)
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("sink %q: %w", cfg.Sink, err)
 	}
-	pgcfg, err := pgx.ParseConfig(cfg.DSN)
+	conn, err := Connect(ctx, cfg.DSN)
 	if err != nil {
-		return fmt.Errorf("sink %q: %w", cfg.Sink, errBadDSN)
-	}
-	withConnectTimeout(cfg.DSN, pgcfg)
-	conn, err := pgx.ConnectConfig(ctx, pgcfg)
-	if err != nil {
-		return fmt.Errorf("sink %q: connect to postgres: %w", cfg.Sink, err)
+		return fmt.Errorf("sink %q: %w", cfg.Sink, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	tbl, _ := parseTable(cfg.PositionsTable)

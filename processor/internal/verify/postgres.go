@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -72,9 +70,9 @@ func (c *SinkCheck) readDeadLetters(ctx context.Context) error {
 // row into dest and calls fn; what names the table in errors. A query
 // that fails with none(err) (the sink never ran) reads no rows.
 func (c *SinkCheck) eachRow(ctx context.Context, what string, none func(error) bool, dest []any, fn func() error, sql string, args ...any) error {
-	conn, err := pgx.Connect(ctx, string(c.cfg.Postgres.DSN))
+	conn, err := pgsink.Connect(ctx, string(c.cfg.Postgres.DSN))
 	if err != nil {
-		return fmt.Errorf("verify: sink %s: connect to postgres: %w", c.Name, err)
+		return fmt.Errorf("verify: sink %s: %w", c.Name, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	rows, err := conn.Query(ctx, sql, args...)
