@@ -122,6 +122,17 @@ func psqlLines(t *testing.T, query string, extra ...string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
+// newTopic creates a topic of one partition, named by prefix and unique
+// to this run, and returns its name.
+func newTopic(t *testing.T, prefix string) string {
+	t.Helper()
+	topic := uniqueName(prefix)
+	if _, err := kadm.NewClient(kafkaClient(t)).CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	return topic
+}
+
 // uniqueName returns a topic, stage or table name unique to this run.
 func uniqueName(prefix string) string {
 	return fmt.Sprintf("%s_%d_%04x", prefix, time.Now().Unix()%100000, rand.N(1<<16))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -104,15 +103,6 @@ func itemSink(t *testing.T, topic string, n int64, envelope, tombstones string, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func newTopic(t *testing.T, prefix string) string {
-	t.Helper()
-	topic := uniqueName(prefix)
-	if _, err := kadm.NewClient(kafkaClient(t)).CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	return topic
 }
 
 // TestSinkDebeziumPlaceholderAndLogicalTypes writes change events with

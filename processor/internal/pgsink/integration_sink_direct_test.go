@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/internal/failpoint"
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
@@ -104,11 +103,7 @@ func runUntil(t *testing.T, s *pgsink.Sink, n int64) error {
 // (22003). It returns the topic and the record count.
 func directInput(t *testing.T) (string, int) {
 	t.Helper()
-	topic := uniqueName("sp17_direct_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sp17_direct_in")
 	rec := func(id, n string) []byte {
 		return fmt.Appendf(nil, `%s|{"event_id":%q,"n":%s,"pad":"tab\there, back\\slash"}`, id, id, n)
 	}
@@ -190,11 +185,7 @@ func TestSinkDirectPathSameAsStaged(t *testing.T) {
 func TestSinkDirectPathCrash(t *testing.T) {
 	for _, fp := range []string{failpoint.CrashBeforeDBCommit, failpoint.CrashAfterDBCommit} {
 		t.Run(fp, func(t *testing.T) {
-			topic := uniqueName("sp17_crash_in")
-			adm := kadm.NewClient(kafkaClient(t))
-			if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-				t.Fatal(err)
-			}
+			topic := newTopic(t, "sp17_crash_in")
 			const n = 50
 			var lines [][]byte
 			for i := range n {
@@ -362,11 +353,7 @@ func checkDecodeOutcome(t *testing.T, d *directSink, n, bad int) {
 // count and the count of dead letters due.
 func decodeInput(t *testing.T) (string, int, int) {
 	t.Helper()
-	topic := uniqueName("sp17b_decode_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sp17b_decode_in")
 	var lines [][]byte
 	for batch := range 5 {
 		for i := range 10 {

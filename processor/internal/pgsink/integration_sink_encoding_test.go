@@ -3,7 +3,6 @@
 package pgsink_test
 
 import (
-	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -28,11 +26,7 @@ import (
 // with 0A000 (feature not supported): it follows its record, which is
 // dead-lettered, and the records around it load.
 func TestSinkDatabaseEncodings(t *testing.T) {
-	topic := uniqueName("sk_enc_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_enc_in")
 	kcatProduce(t, topic, [][]byte{
 		[]byte(`e0|{"event_id":"e0","t":"café","jb":{"s":"é"}}`),
 		[]byte(`e1|{"event_id":"e1","t":"€"}`),

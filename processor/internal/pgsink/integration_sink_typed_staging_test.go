@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
 )
@@ -22,11 +20,7 @@ import (
 // written: in insert mode (the direct path and the staged load) and in
 // upsert mode (streamed into the staging table, and prepared first).
 func TestSinkJSONBRefusedInStagingCopy(t *testing.T) {
-	topic := uniqueName("sk_nul_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_nul_in")
 	var lines [][]byte
 	for b := range 3 {
 		for i := range 10 {
@@ -80,11 +74,7 @@ func TestSinkJSONBRefusedInStagingCopy(t *testing.T) {
 // table of the shape it was built for, created on its connection where
 // missing, and every record is loaded.
 func TestSinkStagingShapeFollowsColumnTypes(t *testing.T) {
-	topic := uniqueName("sk_shape_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_shape_in")
 	d := newModeSink(t, "sk_shape", topic, topology.ModeUpsert)
 	d.sink = openUpsert(t, d, topic, "", false)
 	pool := pgPool(t)

@@ -3,14 +3,11 @@
 package pgsink_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/exactly-io/exactly/processor/internal/pgsink"
 	"github.com/exactly-io/exactly/topology"
@@ -110,11 +107,7 @@ func openUpsert(t *testing.T, d *directSink, input, version string, prepared boo
 // table, the rows are the same without the sort. The direct COPY draws
 // them in the records' order too.
 func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
-	topic := uniqueName("sk_order_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_order_in")
 	var lines [][]byte
 	var want []string
 	for i := range 40 {
@@ -161,11 +154,7 @@ func TestSinkUpsertFastOrderFollowsTable(t *testing.T) {
 // the staged load, which fires the trigger; a row-level UPDATE trigger
 // does not keep the direct path off, as no new row fires it.
 func TestSinkUpsertDirectKeepsUpdateTriggers(t *testing.T) {
-	topic := uniqueName("sk_uptrig_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_uptrig_in")
 	var lines [][]byte
 	for i := range 30 {
 		lines = append(lines, fmt.Appendf(nil, `k%02d|{"event_id":"k%02d","n":%d}`, i, i, i))
@@ -211,11 +200,7 @@ func TestSinkUpsertDirectKeepsUpdateTriggers(t *testing.T) {
 // keys goes back to the direct COPY once its rest is over: streamed
 // batches count the rest down as prepared ones do.
 func TestSinkUpsertDirectAfterFallback(t *testing.T) {
-	topic := uniqueName("sk_upback_in")
-	adm := kadm.NewClient(kafkaClient(t))
-	if _, err := adm.CreateTopic(context.Background(), 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	topic := newTopic(t, "sk_upback_in")
 	lines := [][]byte{[]byte(`seed-1|{"event_id":"seed-1","n":1}`)} // stored: the first batch falls back
 	for i := range 109 {
 		lines = append(lines, fmt.Appendf(nil, `k%03d|{"event_id":"k%03d","n":%d}`, i, i, i))
