@@ -50,11 +50,22 @@ import (
 //     before the commit. DROP INDEX CONCURRENTLY first marks the index
 //     invalid, which the check sees, and waits for this transaction
 //     before the index stops taking inserts;
+//   - no mapped column is GENERATED ALWAYS AS IDENTITY, which COPY
+//     writes and INSERT refuses (428C9);
+//   - no CHECK constraint calls a function that is not immutable: COPY
+//     buffers rows and checks each before the ones ahead of it are in the
+//     table, INSERT ... SELECT after, so a check that reads the table
+//     tells them apart. COPY inserts row by row where the table has
+//     BEFORE row triggers or volatile defaults (PostgreSQL's copyfrom.c),
+//     so those read what INSERT's would;
 //   - in upsert mode, the table has no statement-level UPDATE trigger,
 //     which ON CONFLICT DO UPDATE fires even when no row conflicts, and
-//     COPY does not; checked after the COPY as the index is (CREATE
-//     TRIGGER's lock conflicts with ROW EXCLUSIVE too). Row-level UPDATE
-//     triggers fire only on a conflict, which fails the COPY;
+//     COPY does not (row-level UPDATE triggers fire only on a conflict,
+//     which fails the COPY); and the role holds UPDATE on the columns
+//     the upsert sets, which COPY does not need;
+//   - these are checked after the COPY as the index is: changing them
+//     takes a lock that conflicts with ROW EXCLUSIVE, or, a REVOKE after
+//     the check, came after the write as it would after an INSERT;
 //   - row triggers (BEFORE and AFTER INSERT), statement triggers on
 //     INSERT, transition tables, check and foreign key constraints,
 //     defaults and identity columns act on COPY as on INSERT (PostgreSQL
@@ -79,9 +90,8 @@ const directSavepoint = "exactly_direct"
 const maxDirectRest = 64
 
 // errDirectUnsafe is the reason a COPY that succeeded is rolled back: the
-// event ID's unique index is gone, or the table has a rule (or, in upsert
-// mode, a statement-level UPDATE trigger).
-var errDirectUnsafe = errors.New("the table lost its unique index on the event id, or has a rule or (upsert) a statement-level update trigger")
+// table is not one where COPY writes what INSERT would (buildDirectSQL).
+var errDirectUnsafe = errors.New("the table lost its unique index on the event id, or has a rule, an identity column always generated, a check calling a function that is not immutable, or (upsert) a statement-level update trigger or no update privilege")
 
 // Outcomes of a direct attempt, the outcome label of
 // exactly_sink_direct_copies_total.
@@ -176,19 +186,44 @@ func (s *Sink) buildDirectSQL() {
 	}
 	s.sql.directFormat = binaryFormat(s.types, false)
 	s.sql.direct = fmt.Sprintf("COPY %s (%s) FROM STDIN%s", s.table, strings.Join(cols, ", "), s.sql.directFormat.option())
-	// The index as checkCatalog requires it, and taking inserts; in
-	// upsert mode, no statement-level UPDATE trigger that is not
-	// disabled (pg_trigger.tgtype: bit 0 row, bit 4 update).
-	updateTriggers := ""
+	// The index as checkCatalog requires it, and taking inserts; no
+	// rule; no mapped column GENERATED ALWAYS AS IDENTITY ($3, the mapped
+	// columns: COPY writes such a column, INSERT refuses it, 428C9); no
+	// CHECK constraint, on the table or a partition, calling a function
+	// that is not immutable, which could read the table: COPY checks a
+	// row before the rows buffered ahead of it are in the table, INSERT
+	// after (pg_depend records a constraint's functions, other than
+	// built-in ones). In upsert mode, also no statement-level UPDATE
+	// trigger that is not disabled (pg_trigger.tgtype: bit 0 row, bit 4
+	// update), and the UPDATE privilege on every column the upsert sets
+	// ($4), which INSERT ... ON CONFLICT DO UPDATE needs and COPY does
+	// not.
+	upsert := ""
 	if s.cfg.Mode == topology.ModeUpsert {
-		updateTriggers = `
-	AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgtype & 1 = 0 AND t.tgtype & 16 <> 0 AND t.tgenabled <> 'D')`
+		upsert = `
+	AND NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = c.oid AND t.tgtype & 1 = 0 AND t.tgtype & 16 <> 0 AND t.tgenabled <> 'D')
+	AND NOT EXISTS (SELECT 1 FROM unnest($4::text[]) AS u(col) WHERE NOT has_column_privilege(c.oid, u.col, 'UPDATE'))`
 	}
 	s.sql.directCheck = `SELECT NOT c.relhasrules AND EXISTS (SELECT 1 FROM pg_index i
 	JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = $2 AND NOT a.attisdropped
 	WHERE i.indrelid = c.oid AND i.indisunique AND i.indimmediate AND i.indisvalid AND i.indisready AND i.indislive
-		AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)` + updateTriggers + `
+		AND i.indpred IS NULL AND i.indexprs IS NULL AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum)
+	AND NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = ANY($3::text[]) AND NOT a.attisdropped AND a.attidentity = 'a')
+	AND NOT EXISTS (SELECT 1 FROM pg_constraint k
+		JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = k.oid AND d.refclassid = 'pg_proc'::regclass
+		JOIN pg_proc f ON f.oid = d.refobjid
+		WHERE k.contype = 'c' AND (k.conrelid = c.oid OR k.conrelid IN (SELECT relid FROM pg_partition_tree(c.oid))) AND f.provolatile <> 'i')` + upsert + `
 FROM pg_class c WHERE c.oid = $1::regclass`
+	s.sql.directCheckArgs = s.sql.directCheckArgs[:0]
+	for _, c := range s.cfg.Columns {
+		s.sql.directCheckArgs = append(s.sql.directCheckArgs, c.Name)
+	}
+	s.sql.directUpdated = s.sql.directUpdated[:0]
+	for _, c := range s.cfg.Columns {
+		if c.Name != s.cfg.EventID {
+			s.sql.directUpdated = append(s.sql.directUpdated, c.Name)
+		}
+	}
 }
 
 // loadBatch loads ops: by the direct path when it may and it succeeds,
@@ -504,7 +539,11 @@ func (s *Sink) copyDirectFrom(ctx context.Context, tx pgx.Tx, src io.Reader, sto
 // checkDeferred, in one round trip.
 func (s *Sink) directChecks(ctx context.Context, tx pgx.Tx) error {
 	var pb pgx.Batch
-	pb.Queue(s.sql.directCheck, s.table.String(), s.cfg.EventID)
+	args := []any{s.table.String(), s.cfg.EventID, s.sql.directCheckArgs}
+	if s.cfg.Mode == topology.ModeUpsert {
+		args = append(args, s.sql.directUpdated)
+	}
+	pb.Queue(s.sql.directCheck, args...)
 	pb.Queue(checkDeferred)
 	br := tx.SendBatch(ctx, &pb)
 	var safe bool
