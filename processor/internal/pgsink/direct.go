@@ -214,16 +214,6 @@ func (s *Sink) buildDirectSQL() {
 		JOIN pg_proc f ON f.oid = d.refobjid
 		WHERE k.contype = 'c' AND (k.conrelid = c.oid OR k.conrelid IN (SELECT relid FROM pg_partition_tree(c.oid))) AND f.provolatile <> 'i')` + upsert + `
 FROM pg_class c WHERE c.oid = $1::regclass`
-	s.sql.directCheckArgs = s.sql.directCheckArgs[:0]
-	for _, c := range s.cfg.Columns {
-		s.sql.directCheckArgs = append(s.sql.directCheckArgs, c.Name)
-	}
-	s.sql.directUpdated = s.sql.directUpdated[:0]
-	for _, c := range s.cfg.Columns {
-		if c.Name != s.cfg.EventID {
-			s.sql.directUpdated = append(s.sql.directUpdated, c.Name)
-		}
-	}
 }
 
 // loadBatch loads ops: by the direct path when it may and it succeeds,
@@ -539,9 +529,17 @@ func (s *Sink) copyDirectFrom(ctx context.Context, tx pgx.Tx, src io.Reader, sto
 // checkDeferred, in one round trip.
 func (s *Sink) directChecks(ctx context.Context, tx pgx.Tx) error {
 	var pb pgx.Batch
-	args := []any{s.table.String(), s.cfg.EventID, s.sql.directCheckArgs}
+	// $3 the mapped columns, $4 those an upsert sets (all but the event ID).
+	var mapped, set []string
+	for _, c := range s.cfg.Columns {
+		mapped = append(mapped, c.Name)
+		if c.Name != s.cfg.EventID {
+			set = append(set, c.Name)
+		}
+	}
+	args := []any{s.table.String(), s.cfg.EventID, mapped}
 	if s.cfg.Mode == topology.ModeUpsert {
-		args = append(args, s.sql.directUpdated)
+		args = append(args, set)
 	}
 	pb.Queue(s.sql.directCheck, args...)
 	pb.Queue(checkDeferred)

@@ -188,8 +188,6 @@ type Sink struct {
 		// The formats of the direct COPY and of the staging COPY
 		// (copyformat.go).
 		directFormat, stagingFormat copyFormat
-		// The mapped columns, and those an upsert sets, for directCheck.
-		directCheckArgs, directUpdated []string
 	}
 	// direct is the choice of the direct path (direct.go); noDirect
 	// turns it off (DirectCopy(false)).
